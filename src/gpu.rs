@@ -1,0 +1,130 @@
+//! The GPU as r3 sees it through the CUDA driver API (cudarc, loaded at run time).
+//!
+//! Nothing here may panic on a machine without a driver: cudarc panics when libcuda is
+//! missing, so every entry point checks for the library first.
+
+use cudarc::driver::{sys, CudaContext};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GpuInfo {
+    pub ordinal: usize,
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub cc: (i32, i32),
+    pub mem_bytes: usize,
+}
+
+impl GpuInfo {
+    /// LLVM's name for the architecture, e.g. "sm_90".
+    pub fn sm(&self) -> String {
+        format!("sm_{}{}", self.cc.0, self.cc.1)
+    }
+}
+
+/// What the machine offers.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum GpuStatus {
+    /// libcuda.so could not be loaded: no NVIDIA driver.
+    NoDriver,
+    /// The driver loaded but reported an error or no device.
+    NoDevice {
+        driver: Option<(i32, i32)>,
+        reason: String,
+    },
+    Present {
+        driver: (i32, i32),
+        gpus: Vec<GpuInfo>,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("no NVIDIA driver on this machine (libcuda.so not found); GPU work needs a machine with a GPU")]
+    NoDriver,
+    #[error("CUDA driver error during {during}: {msg}")]
+    Driver { during: String, msg: String },
+}
+
+pub fn driver_present() -> bool {
+    // SAFETY: only probes whether the shared library can be opened.
+    std::panic::catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false)
+}
+
+/// The driver's CUDA version as (major, minor), e.g. (13, 0).
+pub fn driver_version() -> Option<(i32, i32)> {
+    if !driver_present() {
+        return None;
+    }
+    let mut v = 0;
+    // SAFETY: the library is present; the call only writes `v`.
+    let rc = unsafe { sys::cuDriverGetVersion(&mut v) };
+    (rc == sys::CUresult::CUDA_SUCCESS).then_some((v / 1000, (v % 1000) / 10))
+}
+
+pub fn probe() -> GpuStatus {
+    if !driver_present() {
+        return GpuStatus::NoDriver;
+    }
+    let driver = driver_version();
+    let count = match CudaContext::device_count() {
+        Ok(n) => n,
+        Err(e) => {
+            return GpuStatus::NoDevice {
+                driver,
+                reason: format!("{e:?}"),
+            }
+        }
+    };
+    if count == 0 {
+        return GpuStatus::NoDevice {
+            driver,
+            reason: "the driver reports 0 devices".into(),
+        };
+    }
+    let mut gpus = Vec::new();
+    for ordinal in 0..count as usize {
+        match context(ordinal).and_then(|ctx| info(&ctx)) {
+            Ok(g) => gpus.push(g),
+            Err(e) => {
+                return GpuStatus::NoDevice {
+                    driver,
+                    reason: e.to_string(),
+                }
+            }
+        }
+    }
+    GpuStatus::Present {
+        driver: driver.unwrap_or((0, 0)),
+        gpus,
+    }
+}
+
+/// A context on one GPU, with the driver checked first.
+pub fn context(ordinal: usize) -> Result<Arc<CudaContext>, GpuError> {
+    if !driver_present() {
+        return Err(GpuError::NoDriver);
+    }
+    CudaContext::new(ordinal)
+        .map_err(|e| driver_err(&format!("creating a context on GPU {ordinal}"), e))
+}
+
+pub fn info(ctx: &Arc<CudaContext>) -> Result<GpuInfo, GpuError> {
+    let during = "reading device properties";
+    Ok(GpuInfo {
+        ordinal: ctx.ordinal(),
+        name: ctx.name().map_err(|e| driver_err(during, e))?,
+        cc: ctx
+            .compute_capability()
+            .map_err(|e| driver_err(during, e))?,
+        mem_bytes: ctx.total_mem().map_err(|e| driver_err(during, e))?,
+    })
+}
+
+pub fn driver_err(during: &str, e: cudarc::driver::DriverError) -> GpuError {
+    GpuError::Driver {
+        during: during.to_owned(),
+        msg: format!("{e}"),
+    }
+}

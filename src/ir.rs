@@ -1,0 +1,82 @@
+//! Device LLVM IR: loading, verifying and running pass pipelines (LLVM's new pass manager).
+
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::Module;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::TargetMachine;
+use std::path::{Path, PathBuf};
+
+pub const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
+
+#[derive(Debug, thiserror::Error)]
+pub enum IrError {
+    #[error("{path}: cannot read: {msg}")]
+    Read { path: PathBuf, msg: String },
+    #[error("{what}: not valid LLVM IR or bitcode: {msg}")]
+    Parse { what: String, msg: String },
+    #[error("{what}: fails the LLVM verifier: {msg}")]
+    Verify { what: String, msg: String },
+    #[error("pipeline '{pipeline}' rejected by LLVM: {msg}")]
+    Pipeline { pipeline: String, msg: String },
+}
+
+/// Parses textual IR or bitcode from a file.
+pub fn load_file<'c>(ctx: &'c Context, path: &Path) -> Result<Module<'c>, IrError> {
+    let buf = MemoryBuffer::create_from_file(path).map_err(|e| IrError::Read {
+        path: path.to_owned(),
+        msg: e.to_string(),
+    })?;
+    parse(ctx, buf, &path.display().to_string())
+}
+
+/// Parses textual IR or bitcode held in memory; `name` appears in errors.
+pub fn load_bytes<'c>(ctx: &'c Context, bytes: &[u8], name: &str) -> Result<Module<'c>, IrError> {
+    let buf = MemoryBuffer::create_from_memory_range_copy(bytes, name);
+    parse(ctx, buf, name)
+}
+
+fn parse<'c>(ctx: &'c Context, buf: MemoryBuffer, what: &str) -> Result<Module<'c>, IrError> {
+    let module = ctx.create_module_from_ir(buf).map_err(|e| IrError::Parse {
+        what: what.to_owned(),
+        msg: e.to_string(),
+    })?;
+    verify(&module, what)?;
+    Ok(module)
+}
+
+pub fn verify(module: &Module, what: &str) -> Result<(), IrError> {
+    module.verify().map_err(|e| IrError::Verify {
+        what: what.to_owned(),
+        msg: e.to_string(),
+    })
+}
+
+/// Runs an `opt -passes=` pipeline text over the module. The target machine matters: it
+/// registers NVPTX's own passes (e.g. NVVMReflect) in the default pipelines.
+pub fn run_pipeline(module: &Module, pipeline: &str, tm: &TargetMachine) -> Result<(), IrError> {
+    if pipeline.trim().is_empty() {
+        return Ok(());
+    }
+    let opts = PassBuilderOptions::create();
+    opts.set_verify_each(false);
+    module
+        .run_passes(pipeline, tm, opts)
+        .map_err(|e| IrError::Pipeline {
+            pipeline: pipeline.to_owned(),
+            msg: e.to_string(),
+        })?;
+    verify(module, &format!("module after pipeline '{pipeline}'"))
+}
+
+/// Names of the kernels (functions with the `ptx_kernel` calling convention) in a module.
+pub fn kernel_names(module: &Module) -> Vec<String> {
+    module
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() > 0 && f.get_call_conventions() == PTX_KERNEL_CC)
+        .map(|f| f.get_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// LLVM's `ptx_kernel` calling convention number (CallingConv::PTX_Kernel).
+pub const PTX_KERNEL_CC: u32 = 71;

@@ -1,0 +1,10 @@
+//! r3: Record · Remix · Replay. See ARCHITECTURE.md for the map of the crate.
+
+pub mod doctor;
+pub mod driver;
+pub mod gpu;
+pub mod ir;
+pub mod lower;
+pub mod selftest;
+pub mod store;
+pub mod toolchain;

@@ -1,0 +1,195 @@
+//! Lowering device IR to PTX with LLVM's NVPTX backend.
+
+use crate::ir::{self, IrError, NVPTX_TRIPLE};
+use inkwell::module::Module;
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
+};
+use inkwell::OptimizationLevel;
+use std::sync::Once;
+
+/// What the backend is asked to produce.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Codegen {
+    /// GPU architecture, e.g. "sm_90".
+    pub sm: String,
+    /// PTX ISA version as LLVM's feature, e.g. "ptx80"; None keeps what the IR asks for.
+    pub ptx: Option<String>,
+    /// Backend optimization level 0..=3 (llc -O).
+    pub opt_level: u8,
+}
+
+impl Default for Codegen {
+    fn default() -> Self {
+        Codegen {
+            sm: "sm_90".into(),
+            ptx: None,
+            opt_level: 3,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LowerError {
+    #[error("LLVM has no NVPTX target: {0}")]
+    NoTarget(String),
+    #[error("cannot create an NVPTX target machine for {sm} (features '{features}')")]
+    TargetMachine { sm: String, features: String },
+    #[error("NVPTX code generation failed: {0}")]
+    Codegen(String),
+    #[error("codegen opt level {0} is out of range; use 0, 1, 2 or 3")]
+    OptLevel(u8),
+    #[error(transparent)]
+    Ir(#[from] IrError),
+}
+
+fn init_nvptx() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| Target::initialize_nvptx(&InitializationConfig::default()));
+}
+
+fn opt_level(level: u8) -> Result<OptimizationLevel, LowerError> {
+    Ok(match level {
+        0 => OptimizationLevel::None,
+        1 => OptimizationLevel::Less,
+        2 => OptimizationLevel::Default,
+        3 => OptimizationLevel::Aggressive,
+        n => return Err(LowerError::OptLevel(n)),
+    })
+}
+
+/// An NVPTX target machine for the given codegen settings.
+pub fn target_machine(cg: &Codegen) -> Result<TargetMachine, LowerError> {
+    init_nvptx();
+    let triple = TargetTriple::create(NVPTX_TRIPLE);
+    let target = Target::from_triple(&triple).map_err(|e| LowerError::NoTarget(e.to_string()))?;
+    let features = cg
+        .ptx
+        .as_deref()
+        .map(|p| format!("+{p}"))
+        .unwrap_or_default();
+    target
+        .create_target_machine(
+            &triple,
+            &cg.sm,
+            &features,
+            opt_level(cg.opt_level)?,
+            RelocMode::Default,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| LowerError::TargetMachine {
+            sm: cg.sm.clone(),
+            features,
+        })
+}
+
+/// Forces the module's per-function target attributes to the requested GPU, so a module
+/// recorded for one architecture can be lowered for another.
+fn retarget(module: &Module, cg: &Codegen) {
+    let ctx = module.get_context();
+    for f in module.get_functions() {
+        use inkwell::attributes::AttributeLoc;
+        f.remove_string_attribute(AttributeLoc::Function, "target-cpu");
+        f.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_string_attribute("target-cpu", &cg.sm),
+        );
+        if let Some(ptx) = &cg.ptx {
+            f.remove_string_attribute(AttributeLoc::Function, "target-features");
+            let feats = format!("+{ptx},+{}", cg.sm);
+            f.add_attribute(
+                AttributeLoc::Function,
+                ctx.create_string_attribute("target-features", &feats),
+            );
+        }
+    }
+}
+
+/// Runs `pipeline` over the module, then lowers it to PTX text.
+pub fn to_ptx(module: &Module, pipeline: &str, cg: &Codegen) -> Result<String, LowerError> {
+    let tm = target_machine(cg)?;
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    retarget(module, cg);
+    ir::run_pipeline(module, pipeline, &tm)?;
+    let buf = tm
+        .write_to_memory_buffer(module, FileType::Assembly)
+        .map_err(|e| LowerError::Codegen(e.to_string()))?;
+    Ok(String::from_utf8_lossy(buf.as_slice()).into_owned())
+}
+
+/// The newest PTX ISA a CUDA driver of version (major, minor) loads, as LLVM's feature name.
+/// From NVIDIA's PTX ISA release notes (PTX x.y ships with CUDA 12.y / 13.0 → 9.0).
+pub fn ptx_for_driver(driver: (i32, i32)) -> &'static str {
+    match driver {
+        (m, _) if m >= 13 => "ptx90",
+        (12, n) if n >= 9 => "ptx88",
+        (12, 8) => "ptx87",
+        (12, 7) => "ptx86",
+        (12, 5) | (12, 6) => "ptx85",
+        (12, 4) => "ptx84",
+        (12, 3) => "ptx83",
+        (12, 2) => "ptx82",
+        (12, 1) => "ptx81",
+        (12, _) => "ptx80",
+        (11, 8) => "ptx78",
+        _ => "ptx70",
+    }
+}
+
+/// Counts of what matters in a PTX text, for reports and quick checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PtxStats {
+    pub bytes: usize,
+    /// Instructions (lines ending in ';' inside function bodies, not declarations).
+    pub instructions: usize,
+    pub entries: Vec<String>,
+}
+
+pub fn ptx_stats(ptx: &str) -> PtxStats {
+    let mut stats = PtxStats {
+        bytes: ptx.len(),
+        ..Default::default()
+    };
+    let mut depth = 0i32;
+    for line in ptx.lines().map(str::trim) {
+        if let Some(rest) = line
+            .strip_prefix(".visible .entry ")
+            .or_else(|| line.strip_prefix(".entry "))
+        {
+            let name = rest
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()
+                .unwrap_or("");
+            stats.entries.push(name.to_owned());
+        }
+        depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
+        let is_decl = line.starts_with('.') || line.starts_with("//") || line.is_empty();
+        if depth > 0 && line.ends_with(';') && !is_decl {
+            stats.instructions += 1;
+        }
+    }
+    stats
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_versions_map_to_ptx() {
+        assert_eq!(ptx_for_driver((13, 0)), "ptx90");
+        assert_eq!(ptx_for_driver((12, 9)), "ptx88");
+        assert_eq!(ptx_for_driver((12, 4)), "ptx84");
+        assert_eq!(ptx_for_driver((11, 2)), "ptx70");
+    }
+
+    #[test]
+    fn bad_opt_level_is_refused() {
+        let cg = Codegen {
+            opt_level: 7,
+            ..Default::default()
+        };
+        assert!(matches!(target_machine(&cg), Err(LowerError::OptLevel(7))));
+    }
+}

@@ -1,0 +1,22 @@
+//! The `r3` binary. Called as `r3-clang` or `r3-clang++` it is the compiler driver;
+//! otherwise the command-line interface.
+
+mod cli;
+
+use std::ffi::OsString;
+use std::path::Path;
+
+fn main() {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let argv0 = args.first().cloned().unwrap_or_default();
+    let name = Path::new(&argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("r3");
+    let code = match name {
+        "r3-clang++" => r3::driver::main(true, args.split_off(1)),
+        "r3-clang" => r3::driver::main(false, args.split_off(1)),
+        _ => cli::main(),
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,219 @@
+//! The command-line surface: help, unbuilt commands, doctor, ptx, argv[0] dispatch.
+
+use crate::support::*;
+
+#[test]
+fn help_lists_the_whole_command_tree() {
+    let home = tempfile::tempdir().unwrap();
+    let out = r3(&["--help"], home.path());
+    assert!(out.status.success());
+    insta::assert_snapshot!(stdout(&out));
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    let home = tempfile::tempdir().unwrap();
+    for cmd in [
+        "doctor", "kernels", "record", "tune", "replay", "report", "passes", "ptx", "selftest",
+    ] {
+        let out = r3(&[cmd, "--help"], home.path());
+        assert!(
+            out.status.success(),
+            "{cmd} --help failed: {}",
+            stderr(&out)
+        );
+        assert!(
+            stdout(&out).contains("Usage: r3 "),
+            "{cmd}: {}",
+            stdout(&out)
+        );
+    }
+}
+
+#[test]
+fn doctor_json_reports_every_part_and_does_not_panic() {
+    let home = tempfile::tempdir().unwrap();
+    let out = r3(&["doctor", "--json"], home.path());
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout(&out)).expect("doctor --json is JSON");
+    let parts: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["part"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        parts,
+        ["LLVM (linked)", "clang", "CUDA SDK", "GPU", "store"]
+    );
+    let store = &report["checks"][4]["detail"];
+    assert!(store.as_str().unwrap().contains("[R3_STORE]"), "{store}");
+    assert!(report["checks"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("22."));
+}
+
+#[test]
+fn doctor_names_a_bad_cuda_path_and_the_fix() {
+    let home = tempfile::tempdir().unwrap();
+    let out = r3(
+        &["doctor", "--cuda-path", home.path().to_str().unwrap()],
+        home.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("not a CUDA SDK root") && text.contains("--cuda-path"),
+        "{text}"
+    );
+}
+
+#[test]
+fn ptx_lowers_the_selftest_kernel() {
+    let home = tempfile::tempdir().unwrap();
+    let ir = repo().join("llvm-ir-corpus/selftest/saxpy.ll");
+    let out_file = home.path().join("saxpy.ptx");
+    let out = r3(
+        &[
+            "ptx",
+            ir.to_str().unwrap(),
+            "--ptx",
+            "ptx80",
+            "-o",
+            out_file.to_str().unwrap(),
+            "--stats",
+        ],
+        home.path(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ptx = std::fs::read_to_string(&out_file).unwrap();
+    assert!(
+        ptx.contains(".version 8.0") && ptx.contains(".target sm_90"),
+        "{ptx}"
+    );
+    assert!(ptx.contains(".visible .entry r3_saxpy("));
+    // default<O3> promotes the frontend's allocas: no local memory in the result.
+    assert!(!ptx.contains(".local"), "{ptx}");
+    assert!(stderr(&out).contains("entries: r3_saxpy"));
+}
+
+#[test]
+fn ptx_pipeline_changes_the_code() {
+    let home = tempfile::tempdir().unwrap();
+    let ir = repo().join("llvm-ir-corpus/selftest/saxpy.ll");
+    let run = |pipeline: &str, level: &str| {
+        let out = r3(
+            &[
+                "ptx",
+                ir.to_str().unwrap(),
+                "--pipeline",
+                pipeline,
+                "--opt-level",
+                level,
+            ],
+            home.path(),
+        );
+        stdout(&out)
+    };
+    // With no IR passes and no backend optimization the frontend's allocas stay in local memory.
+    assert!(run("", "0").contains(".local"));
+    let count = |ptx: &str| r3::lower::ptx_stats(ptx).instructions;
+    assert!(count(&run("default<O3>", "3")) < count(&run("", "3")));
+}
+
+#[test]
+fn ptx_rejects_bad_input_naming_the_file() {
+    let home = tempfile::tempdir().unwrap();
+    let bad = home.path().join("bad.ll");
+    std::fs::write(&bad, "this is not IR").unwrap();
+    let out = r3(&["ptx", bad.to_str().unwrap()], home.path());
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad.ll") && err.contains("not valid LLVM IR"),
+        "{err}"
+    );
+    let missing = r3(&["ptx", "/nonexistent/k.ll"], home.path());
+    assert!(
+        stderr(&missing).contains("/nonexistent/k.ll: cannot read"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+#[test]
+fn ptx_rejects_a_bad_pipeline_naming_it() {
+    let home = tempfile::tempdir().unwrap();
+    let ir = repo().join("llvm-ir-corpus/selftest/saxpy.ll");
+    let out = r3(
+        &["ptx", ir.to_str().unwrap(), "--pipeline", "no-such-pass"],
+        home.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("pipeline 'no-such-pass'"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn unbuilt_subcommands_say_so_and_fail() {
+    let home = tempfile::tempdir().unwrap();
+    for args in [
+        &["tune", "--all"][..],
+        &["replay", "k"],
+        &["report"],
+        &["passes"],
+        &["record", "--", "true"],
+    ] {
+        let out = r3(args, home.path());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&out).contains("not built yet"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty(), "no fake output for {args:?}");
+    }
+}
+
+#[test]
+fn selftest_lowers_without_a_gpu() {
+    let home = tempfile::tempdir().unwrap();
+    let out = r3(&["selftest", "--json"], home.path());
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout(&out)).expect("selftest --json is JSON");
+    assert!(v["ptx"]["entries"][0] == "r3_saxpy", "{v}");
+    if v["run"].is_null() {
+        assert!(out.status.success());
+        let strict = r3(&["selftest", "--require-gpu"], home.path());
+        assert_eq!(strict.status.code(), Some(1));
+    } else {
+        assert_eq!(v["run"]["mismatches"], 0);
+    }
+}
+
+#[test]
+fn argv0_dispatch_makes_r3_clang_a_clang() {
+    let home = tempfile::tempdir().unwrap();
+    let bin = driver_links(home.path());
+    let out = std::process::Command::new(bin.join("r3-clang++"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).contains("clang version 22"),
+        "{}",
+        stdout(&out)
+    );
+    // A clang error keeps clang's exit status and diagnostics.
+    let bad = std::process::Command::new(bin.join("r3-clang"))
+        .arg("/nonexistent.c")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("no such file"), "{}", stderr(&bad));
+}

@@ -1,0 +1,4 @@
+//! Integration tests: one target so that LLVM is linked once (see ARCHITECTURE.md).
+
+mod cli;
+mod support;

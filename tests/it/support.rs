@@ -1,0 +1,43 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn r3_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_r3"))
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `r3 args…` with a private store and cache, so tests never touch the user's.
+pub fn r3(args: &[&str], home: &Path) -> Output {
+    Command::new(r3_bin())
+        .args(args)
+        .env("R3_STORE", home.join("store"))
+        .env_remove("R3_CUDA_PATH")
+        .output()
+        .expect("r3 runs")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A directory holding `r3-clang++` and `r3-clang` links to the r3 under test.
+pub fn driver_links(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["r3-clang++", "r3-clang"] {
+        let link = bin.join(name);
+        if !link.exists() {
+            std::os::unix::fs::symlink(r3_bin(), &link).unwrap();
+        }
+    }
+    bin
+}
