@@ -148,7 +148,7 @@ fn run(cli: Cli) -> Result<i32> {
     let cwd = std::env::current_dir().context("reading the working directory")?;
     match cli.command {
         Cmd::Doctor { json } => doctor(cli.cuda_path.as_deref(), cli.store.as_deref(), &cwd, json),
-        Cmd::Kernels { .. } => not_built("kernels", 3),
+        Cmd::Kernels { json } => kernels(cli.store.as_deref(), &cwd, json),
         Cmd::Record { .. } => not_built("record", 5),
         Cmd::Tune { .. } => not_built("tune", 7),
         Cmd::Replay { .. } => not_built("replay", 6),
@@ -184,6 +184,21 @@ fn doctor(cuda: Option<&Path>, store: Option<&Path>, cwd: &Path, json: bool) -> 
     Ok(if report.healthy() { 0 } else { 1 })
 }
 
+fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
+    let loc = r3::store::locate(store, cwd);
+    let store = r3::store::Store::open(&loc.path)?;
+    let kernels = store.kernels()?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r3::report::kernels::by_source(&kernels))?
+        );
+    } else {
+        print!("{}", r3::report::kernels::render(&kernels, store.root()));
+    }
+    Ok(0)
+}
+
 fn ptx_cmd(
     input: &Path,
     pipeline: &str,
@@ -195,7 +210,8 @@ fn ptx_cmd(
     let module = r3::ir::load_file(&ctx, input)?;
     let ptx = r3::lower::to_ptx(&module, pipeline, cg)?;
     match output {
-        Some(path) => write_atomic(path, ptx.as_bytes())?,
+        Some(path) => r3::store::write_atomic(path, ptx.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?,
         None => print!("{ptx}"),
     }
     if stats {
@@ -208,21 +224,6 @@ fn ptx_cmd(
         );
     }
     Ok(0)
-}
-
-/// Writes through a temporary file in the same directory, so a reader never sees half a file.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("{}: cannot create a file here", dir.display()))?;
-    std::io::Write::write_all(&mut tmp, bytes)
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
 }
 
 fn selftest(require_gpu: bool, sm: Option<&str>, json: bool) -> Result<i32> {

@@ -5,6 +5,7 @@ pub mod driver;
 pub mod gpu;
 pub mod ir;
 pub mod lower;
+pub mod report;
 pub mod selftest;
 pub mod store;
 pub mod toolchain;

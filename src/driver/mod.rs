@@ -1,13 +1,22 @@
-//! `r3-clang` / `r3-clang++`: a drop-in clang. The argument list is clang's; r3's own
-//! options all start with `--r3-` and are removed before clang sees the command.
+//! `r3-clang` / `r3-clang++`: a drop-in clang that also captures each CUDA kernel's device IR.
+//!
+//! The user's command always runs unchanged (minus r3's `--r3-*` options), and its output,
+//! diagnostics and exit status are the driver's. Capture runs beside it; if anything of r3's
+//! own fails, one `r3: warning:` line is printed and the build goes on as with plain clang.
 
+pub mod args;
+pub mod capture;
+
+use crate::store::{self, CompileCommand, Store};
 use crate::toolchain;
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
 
-/// Runs the driver for `args` (without argv[0]); returns the exit status for the process.
+/// Runs the driver for `args` (without argv[0]); returns the process exit status.
 pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
+    let (opts, clang_args) = args::split_r3_options(args);
     let clang = match toolchain::find_clang(cxx) {
         Ok(found) => found.path,
         Err(e) => {
@@ -15,13 +24,87 @@ pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
             return 1;
         }
     };
-    let clang_args: Vec<OsString> = args.into_iter().filter(|a| !is_r3_option(a)).collect();
-    // exec replaces this process: clang's output, diagnostics and exit status are the driver's.
-    let err = Command::new(&clang).args(&clang_args).exec();
+    if !opts.unknown.is_empty() {
+        warn(&format!(
+            "unknown r3 option {} ignored (known: --r3-store=DIR, --r3-off)",
+            opts.unknown.join(", ")
+        ));
+    }
+    let capture_off = opts.off || std::env::var_os("R3_CAPTURE").is_some_and(|v| v == "0");
+    if capture_off || !args::may_compile_cuda(&clang_args) {
+        return exec(&clang, &clang_args);
+    }
+    let plan = match capture::plan(&clang, &clang_args) {
+        Ok(plan) if !plan.jobs.is_empty() => plan,
+        Ok(_) => return exec(&clang, &clang_args),
+        Err(e) => {
+            warn(&format!("kernel capture skipped: {e}"));
+            return exec(&clang, &clang_args);
+        }
+    };
+    let mut child = match Command::new(&clang).args(&clang_args).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("r3: error: cannot run {}: {e}", clang.display());
+            return 1;
+        }
+    };
+    let captured = capture::run(&plan);
+    let status = match child.wait() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("r3: error: waiting for {}: {e}", clang.display());
+            return 1;
+        }
+    };
+    if status.success() {
+        let stored = captured.and_then(|()| store_capture(&plan, &opts, &clang, cxx, &clang_args));
+        if let Err(e) = stored {
+            warn(&format!("kernel capture skipped: {e}"));
+        }
+    }
+    exit_code(status)
+}
+
+fn store_capture(
+    plan: &capture::Plan,
+    opts: &args::R3Options,
+    clang: &Path,
+    cxx: bool,
+    clang_args: &[OsString],
+) -> Result<usize, capture::CaptureError> {
+    let cwd = std::env::current_dir().map_err(capture::CaptureError::Temp)?;
+    let loc = store::locate(opts.store.as_deref(), &cwd);
+    let store = Store::create(&loc.path)?;
+    let driver = if cxx { "r3-clang++" } else { "r3-clang" };
+    let compile = CompileCommand {
+        cwd,
+        args: std::iter::once(driver.to_owned())
+            .chain(clang_args.iter().map(|a| a.to_string_lossy().into_owned()))
+            .collect(),
+        env: CompileCommand::capture_env(),
+        clang: clang.to_owned(),
+        clang_version: toolchain::clang_version(clang).unwrap_or_default(),
+    };
+    let output: Option<PathBuf> = args::output_of(clang_args);
+    capture::store(plan, &store, &compile, output.as_deref())
+}
+
+/// r3's one line about itself; the build's own output stays as clang's.
+fn warn(msg: &str) {
+    eprintln!("r3: warning: {msg}; the build goes on as with plain clang");
+}
+
+/// Replaces this process with clang, so that nothing of r3 stands between clang and the build.
+fn exec(clang: &Path, args: &[OsString]) -> i32 {
+    let err = Command::new(clang).args(args).exec();
     eprintln!("r3: error: cannot run {}: {err}", clang.display());
     1
 }
 
-fn is_r3_option(a: &OsString) -> bool {
-    a.to_str().is_some_and(|s| s.starts_with("--r3-"))
+/// The exit status a shell would report for clang: its code, or 128 + the signal.
+fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }

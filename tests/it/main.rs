@@ -1,4 +1,5 @@
 //! Integration tests: one target so that LLVM is linked once (see ARCHITECTURE.md).
 
 mod cli;
+mod driver;
 mod support;

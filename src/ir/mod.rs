@@ -69,14 +69,7 @@ pub fn run_pipeline(module: &Module, pipeline: &str, tm: &TargetMachine) -> Resu
     verify(module, &format!("module after pipeline '{pipeline}'"))
 }
 
-/// Names of the kernels (functions with the `ptx_kernel` calling convention) in a module.
-pub fn kernel_names(module: &Module) -> Vec<String> {
-    module
-        .get_functions()
-        .filter(|f| f.count_basic_blocks() > 0 && f.get_call_conventions() == PTX_KERNEL_CC)
-        .map(|f| f.get_name().to_string_lossy().into_owned())
-        .collect()
-}
-
 /// LLVM's `ptx_kernel` calling convention number (CallingConv::PTX_Kernel).
 pub const PTX_KERNEL_CC: u32 = 71;
+
+pub mod extract;

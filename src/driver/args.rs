@@ -1,0 +1,304 @@
+//! Reading a clang command line the way clang does: r3's own `--r3-*` options are taken out,
+//! and clang itself (`-###`) says which device compiles the command runs.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// r3's options on a driver command line. They are never passed to clang.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct R3Options {
+    /// `--r3-store=DIR` or `--r3-store DIR`.
+    pub store: Option<PathBuf>,
+    /// `--r3-off`: behave exactly as clang.
+    pub off: bool,
+    /// `--r3-*` options this r3 does not know (warned about, then ignored).
+    pub unknown: Vec<String>,
+}
+
+/// Splits r3's options from clang's.
+pub fn split_r3_options(args: Vec<OsString>) -> (R3Options, Vec<OsString>) {
+    let mut opts = R3Options::default();
+    let mut clang = Vec::with_capacity(args.len());
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        let Some(s) = a.to_str().filter(|s| s.starts_with("--r3-")) else {
+            clang.push(a);
+            continue;
+        };
+        match s.split_once('=') {
+            Some(("--r3-store", dir)) => opts.store = Some(PathBuf::from(dir)),
+            None if s == "--r3-store" => opts.store = it.next().map(PathBuf::from),
+            None if s == "--r3-off" => opts.off = true,
+            _ => opts.unknown.push(s.to_owned()),
+        }
+    }
+    (opts, clang)
+}
+
+/// A cheap first look: could this command compile CUDA at all? Most compiles of a CMake
+/// project are plain C++; they go straight to clang without asking it anything.
+pub fn may_compile_cuda(args: &[OsString]) -> bool {
+    let mut prev_x = false;
+    for a in args.iter().filter_map(|a| a.to_str()) {
+        if a == "-###" {
+            return false;
+        }
+        let cuda_lang = (prev_x && a == "cuda") || a == "-xcuda" || a == "--language=cuda";
+        if cuda_lang
+            || a.ends_with(".cu")
+            || a.starts_with("--cuda-gpu-arch")
+            || a.starts_with("--offload-arch")
+        {
+            return true;
+        }
+        prev_x = a == "-x" || a == "--language";
+    }
+    false
+}
+
+/// Splits the job lines that `clang -###` prints into argument lists. Each job is one line of
+/// double-quoted arguments, with `\"` and `\\` escaped.
+pub fn parse_jobs(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| l.starts_with(" \""))
+        .map(split_quoted)
+        .collect()
+}
+
+fn split_quoted(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            continue;
+        }
+        let mut arg = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => arg.extend(chars.next()),
+                '"' => break,
+                c => arg.push(c),
+            }
+        }
+        out.push(arg);
+    }
+    out
+}
+
+/// One device-side compile that r3 repeats to capture IR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceJob {
+    /// The source file, as clang names it.
+    pub input: PathBuf,
+    /// GPU architecture, e.g. "sm_90".
+    pub arch: String,
+    /// The cc1 command (clang binary first) that writes unoptimized bitcode to `output`.
+    pub capture: Vec<String>,
+}
+
+const MODES: &[&str] = &[
+    "-S",
+    "-emit-obj",
+    "-emit-llvm",
+    "-emit-llvm-bc",
+    "-emit-llvm-uselists",
+];
+/// cc1 options whose value is a file the real compile writes; the capture must not touch them.
+const OUTPUT_OPTS: &[&str] = &[
+    "-o",
+    "-dependency-file",
+    "-MT",
+    "-MQ",
+    "-header-include-file",
+    "-stats-file",
+];
+const DROP_FLAGS: &[&str] = &["-sys-header-deps", "-module-file-deps", "-MP", "-MG"];
+
+/// The capture command for a device cc1 job of `clang -###`, or None for any other job
+/// (host compile, link, preprocessing only, ptxas, fatbinary).
+pub fn device_job(job: &[String], output: &std::path::Path) -> Option<DeviceJob> {
+    let is_device_compile = job.get(1).is_some_and(|a| a == "-cc1")
+        && job.iter().any(|a| a == "-fcuda-is-device")
+        && job.iter().any(|a| MODES.contains(&a.as_str()));
+    if !is_device_compile {
+        return None;
+    }
+    let arch = value_after(job, "-target-cpu")?.to_owned();
+    let input = PathBuf::from(value_after(job, "cuda").filter(|_| job.iter().any(|a| a == "-x"))?);
+    let mut capture = Vec::with_capacity(job.len() + 6);
+    let mut it = job.iter();
+    while let Some(a) = it.next() {
+        let s = a.as_str();
+        if OUTPUT_OPTS.contains(&s) {
+            it.next();
+        } else if MODES.contains(&s)
+            || DROP_FLAGS.contains(&s)
+            || s.starts_with("-debug-info-kind=")
+        {
+            // replaced below
+        } else {
+            capture.push(a.clone());
+        }
+    }
+    // IR before LLVM's passes, at the user's -O level, with line tables for the source location.
+    let extra = [
+        "-emit-llvm-bc",
+        "-disable-llvm-passes",
+        "-debug-info-kind=line-tables-only",
+        "-w",
+        "-o",
+    ];
+    capture.splice(
+        2..2,
+        extra
+            .iter()
+            .map(|s| s.to_string())
+            .chain([output.display().to_string()]),
+    );
+    Some(DeviceJob {
+        input,
+        arch,
+        capture,
+    })
+}
+
+fn value_after<'a>(job: &'a [String], flag: &str) -> Option<&'a str> {
+    job.iter()
+        .position(|a| a == flag)
+        .and_then(|i| job.get(i + 1))
+        .map(String::as_str)
+}
+
+/// The `-o` output of a driver command line, when it names one.
+pub fn output_of(args: &[OsString]) -> Option<PathBuf> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let s = a.to_str()?;
+        if s == "-o" {
+            return it.next().map(PathBuf::from);
+        }
+        if let Some(rest) = s.strip_prefix("-o").filter(|r| !r.is_empty()) {
+            return Some(PathBuf::from(rest));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn r3_options_are_removed() {
+        let (o, rest) = split_r3_options(os(&[
+            "-c",
+            "--r3-store=/s",
+            "a.cu",
+            "--r3-off",
+            "--r3-bogus",
+            "--r3-store",
+            "/t",
+        ]));
+        assert_eq!(rest, os(&["-c", "a.cu"]));
+        assert_eq!(o.store, Some(PathBuf::from("/t")));
+        assert!(o.off);
+        assert_eq!(o.unknown, ["--r3-bogus"]);
+    }
+
+    #[test]
+    fn cuda_is_recognized_cheaply() {
+        assert!(may_compile_cuda(&os(&["-c", "k.cu"])));
+        assert!(may_compile_cuda(&os(&["-x", "cuda", "-c", "k.cpp"])));
+        assert!(may_compile_cuda(&os(&["-xcuda", "k.cc"])));
+        assert!(!may_compile_cuda(&os(&[
+            "-c",
+            "k.cpp",
+            "-I/usr/include/cuda"
+        ])));
+        assert!(!may_compile_cuda(&os(&["-###", "k.cu"])));
+        assert!(!may_compile_cuda(&os(&[
+            "-x", "c++", "main.cpp", "-lcudart"
+        ])));
+    }
+
+    #[test]
+    fn quoted_job_lines_are_split() {
+        let text =
+            "clang version 22\n \"/usr/bin/clang\" \"-cc1\" \"-D\" \"X=\\\"a b\\\"\" \"C:\\\\x\"\n";
+        assert_eq!(
+            parse_jobs(text),
+            vec![vec!["/usr/bin/clang", "-cc1", "-D", "X=\"a b\"", "C:\\x"]]
+        );
+    }
+
+    #[test]
+    fn device_job_is_rewritten_to_capture_ir() {
+        let job: Vec<String> = [
+            "/usr/bin/clang",
+            "-cc1",
+            "-triple",
+            "nvptx64-nvidia-cuda",
+            "-O2",
+            "-S",
+            "-fcuda-is-device",
+            "-target-cpu",
+            "sm_90",
+            "-debug-info-kind=constructor",
+            "-dependency-file",
+            "k.d",
+            "-MT",
+            "k.o",
+            "-sys-header-deps",
+            "-o",
+            "/tmp/k-sm_90.s",
+            "-x",
+            "cuda",
+            "k.cu",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let d = device_job(&job, std::path::Path::new("/cap/k.bc")).unwrap();
+        assert_eq!(d.arch, "sm_90");
+        assert_eq!(d.input, PathBuf::from("k.cu"));
+        let c = d.capture.join(" ");
+        assert!(
+            c.starts_with("/usr/bin/clang -cc1 -emit-llvm-bc -disable-llvm-passes"),
+            "{c}"
+        );
+        assert!(c.contains("-o /cap/k.bc") && c.contains("-O2"), "{c}");
+        for gone in [
+            "-S ",
+            "k.d",
+            "-MT",
+            "/tmp/k-sm_90.s",
+            "-sys-header-deps",
+            "constructor",
+        ] {
+            assert!(!c.contains(gone), "{gone} left in {c}");
+        }
+        let host: Vec<String> = job
+            .iter()
+            .filter(|a| *a != "-fcuda-is-device")
+            .cloned()
+            .collect();
+        assert!(device_job(&host, std::path::Path::new("/x")).is_none());
+    }
+
+    #[test]
+    fn output_is_found_in_both_spellings() {
+        assert_eq!(
+            output_of(&os(&["-c", "a.cu", "-o", "a.o"])),
+            Some(PathBuf::from("a.o"))
+        );
+        assert_eq!(
+            output_of(&os(&["-oa.o", "-c", "a.cu"])),
+            Some(PathBuf::from("a.o"))
+        );
+        assert_eq!(output_of(&os(&["-c", "a.cu"])), None);
+    }
+}

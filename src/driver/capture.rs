@@ -1,0 +1,137 @@
+//! Kernel capture: repeat each device compile of a command to get its IR before LLVM's passes,
+//! split it into one module per kernel, and store them.
+
+use super::args::{self, DeviceJob};
+use crate::ir::{self, extract};
+use crate::store::{CompileCommand, Store, Unit};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("cannot run {clang}: {msg}")]
+    Spawn { clang: String, msg: String },
+    #[error("the device compile of {input} for {arch} failed: {msg}")]
+    DeviceCompile {
+        input: String,
+        arch: String,
+        msg: String,
+    },
+    #[error(transparent)]
+    Ir(#[from] ir::IrError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("temporary files: {0}")]
+    Temp(std::io::Error),
+}
+
+/// What a command compiles for the device, and where the captured bitcode goes.
+pub struct Plan {
+    pub jobs: Vec<(DeviceJob, PathBuf)>,
+    _dir: tempfile::TempDir,
+}
+
+/// Asks clang (`-###`) which device compiles `args` runs. An empty plan means nothing to capture.
+pub fn plan(clang: &Path, args: &[OsString]) -> Result<Plan, CaptureError> {
+    let out = Command::new(clang)
+        .arg("-###")
+        .args(args)
+        .output()
+        .map_err(|e| CaptureError::Spawn {
+            clang: clang.display().to_string(),
+            msg: e.to_string(),
+        })?;
+    let dir = tempfile::Builder::new()
+        .prefix("r3-capture-")
+        .tempdir()
+        .map_err(CaptureError::Temp)?;
+    let mut jobs = Vec::new();
+    if out.status.success() {
+        for (i, job) in args::parse_jobs(&String::from_utf8_lossy(&out.stderr))
+            .iter()
+            .enumerate()
+        {
+            let bc = dir.path().join(format!("job{i}.bc"));
+            if let Some(d) = args::device_job(job, &bc) {
+                jobs.push((d, bc));
+            }
+        }
+    }
+    Ok(Plan { jobs, _dir: dir })
+}
+
+/// Runs the capture compiles. Their diagnostics are dropped: the real compile reports its own.
+pub fn run(plan: &Plan) -> Result<(), CaptureError> {
+    for (job, _) in &plan.jobs {
+        let out = Command::new(&job.capture[0])
+            .args(&job.capture[1..])
+            .output()
+            .map_err(|e| CaptureError::Spawn {
+                clang: job.capture[0].clone(),
+                msg: e.to_string(),
+            })?;
+        if !out.status.success() {
+            let msg = String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .unwrap_or("no message")
+                .to_owned();
+            return Err(CaptureError::DeviceCompile {
+                input: job.input.display().to_string(),
+                arch: job.arch.clone(),
+                msg,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Splits every captured module into kernels and writes them and the units to the store.
+/// Returns how many kernels were new to the store.
+pub fn store(
+    plan: &Plan,
+    store: &Store,
+    compile: &CompileCommand,
+    output: Option<&Path>,
+) -> Result<usize, CaptureError> {
+    let mut units: BTreeMap<PathBuf, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    let mut new = 0;
+    for (job, bc) in &plan.jobs {
+        let ctx = inkwell::context::Context::create();
+        let what = format!("{} ({})", job.input.display(), job.arch);
+        let module = ir::load_file(&ctx, bc)?;
+        let hashes = units
+            .entry(absolute(&compile.cwd, &job.input))
+            .or_default()
+            .entry(job.arch.clone())
+            .or_default();
+        for km in extract::split(&module, &what)? {
+            new += usize::from(store.put_kernel(&km, compile)?);
+            hashes.push(km.hash);
+        }
+    }
+    let output = output.map(|o| absolute(&compile.cwd, o));
+    for (source, kernels) in units {
+        let id = Unit::id_for(&source, output.as_deref());
+        let unit = Unit {
+            format: crate::store::FORMAT,
+            id,
+            source,
+            output: output.clone(),
+            kernels,
+            compile: compile.clone(),
+        };
+        store.put_unit(&unit)?;
+    }
+    Ok(new)
+}
+
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_owned()
+    } else {
+        cwd.join(p)
+    }
+}

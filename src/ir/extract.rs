@@ -1,0 +1,348 @@
+//! Splitting a translation unit's device module into one module per kernel: the kernel plus
+//! every function and global it reaches (device functions, `__constant__` and `__device__`
+//! variables, libdevice code), named by a hash of its content.
+
+use super::{verify, IrError, PTX_KERNEL_CC};
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::values::{AsValueRef, FunctionValue};
+use llvm_sys::core::*;
+use llvm_sys::debuginfo::*;
+use llvm_sys::prelude::*;
+use llvm_sys::target::*;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::ffi::CStr;
+
+/// What a kernel takes and where it came from; stored as part of `kernel.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelSignature {
+    /// Mangled name, as in the IR and the PTX.
+    pub name: String,
+    pub demangled: String,
+    /// The GPU architecture the module was compiled for, e.g. "sm_90".
+    pub arch: String,
+    pub params: Vec<Param>,
+    /// Definition site, when the front end gave one.
+    pub source: Option<SourceLoc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceLoc {
+    pub file: String,
+    pub line: u32,
+}
+
+/// One kernel parameter as the launch passes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Param {
+    pub index: u32,
+    /// LLVM type of the parameter (for a by-value struct, `ptr`; see `byval`).
+    pub llvm_type: String,
+    /// Bytes the launch passes for this parameter (the struct's size for by-value structs).
+    pub size: u64,
+    pub align: u64,
+    pub pointer: bool,
+    /// Address space of a pointer parameter (0 generic, 1 global, 3 shared, 4 constant).
+    pub address_space: Option<u32>,
+    /// Layout of a struct passed by value.
+    pub byval: Option<StructLayout>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StructLayout {
+    pub llvm_type: String,
+    pub fields: Vec<Field>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Field {
+    pub offset: u64,
+    pub size: u64,
+    pub llvm_type: String,
+}
+
+/// A kernel's own module, ready to store.
+pub struct KernelModule {
+    /// Hex content hash of the module text (after normalization).
+    pub hash: String,
+    pub bitcode: Vec<u8>,
+    pub signature: KernelSignature,
+}
+
+/// Kernels defined in the module (`ptx_kernel` calling convention).
+pub fn kernels<'c>(module: &Module<'c>) -> Vec<FunctionValue<'c>> {
+    module
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() > 0 && f.get_call_conventions() == PTX_KERNEL_CC)
+        .collect()
+}
+
+/// One module per kernel of `tu`, each passing the verifier. `what` names the TU in errors.
+pub fn split(tu: &Module, what: &str) -> Result<Vec<KernelModule>, IrError> {
+    kernels(tu)
+        .into_iter()
+        .map(|f| {
+            let name = f.get_name().to_string_lossy().into_owned();
+            extract_one(tu, &name, &format!("{what}: kernel {name}"))
+        })
+        .collect()
+}
+
+fn extract_one(tu: &Module, name: &str, what: &str) -> Result<KernelModule, IrError> {
+    let kernel = tu
+        .get_function(name)
+        .expect("kernel listed from this module");
+    let source = source_loc(kernel);
+    let arch = string_attr(kernel, "target-cpu").unwrap_or_default();
+    let module = tu.clone();
+    let f = module.get_function(name).expect("clone has the kernel");
+    keep_only_reachable(&module, f);
+    // SAFETY: the module is valid and owned by us.
+    unsafe { LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
+    normalize(&module, name);
+    verify(&module, what)?;
+    let text = module.print_to_string().to_string();
+    let hash = blake3::hash(text.as_bytes()).to_hex()[..16].to_owned();
+    let bitcode = module.write_bitcode_to_memory().as_slice().to_vec();
+    let f = module
+        .get_function(name)
+        .expect("kernel survives extraction");
+    let signature = KernelSignature {
+        name: name.to_owned(),
+        demangled: demangle(name),
+        arch,
+        params: params(&module, f),
+        source,
+    };
+    Ok(KernelModule {
+        hash,
+        bitcode,
+        signature,
+    })
+}
+
+/// Module-level names that differ between builds of the same kernel.
+fn normalize(module: &Module, kernel: &str) {
+    module.set_name(kernel);
+    module.set_source_file_name("");
+}
+
+pub fn demangle(name: &str) -> String {
+    cpp_demangle::Symbol::new(name)
+        .ok()
+        .and_then(|s| s.demangle().ok())
+        .unwrap_or_else(|| name.to_owned())
+}
+
+fn string_attr(f: FunctionValue, key: &str) -> Option<String> {
+    use inkwell::attributes::AttributeLoc;
+    f.get_string_attribute(AttributeLoc::Function, key)
+        .map(|a| a.get_string_value().to_string_lossy().into_owned())
+}
+
+fn source_loc(f: FunctionValue) -> Option<SourceLoc> {
+    // SAFETY: reading debug metadata of a live function; every pointer is checked for null.
+    unsafe {
+        let sp = LLVMGetSubprogram(f.as_value_ref());
+        if sp.is_null() {
+            return None;
+        }
+        let file = LLVMDIScopeGetFile(sp);
+        if file.is_null() {
+            return None;
+        }
+        let (mut dlen, mut flen) = (0u32, 0u32);
+        let dir = lossy(LLVMDIFileGetDirectory(file, &mut dlen), dlen);
+        let name = lossy(LLVMDIFileGetFilename(file, &mut flen), flen);
+        let path = if name.starts_with('/') || dir.is_empty() {
+            name
+        } else {
+            format!("{dir}/{name}")
+        };
+        Some(SourceLoc {
+            file: path,
+            line: LLVMDISubprogramGetLine(sp),
+        })
+    }
+}
+
+unsafe fn lossy(ptr: *const std::ffi::c_char, len: u32) -> String {
+    if ptr.is_null() {
+        return String::new();
+    }
+    let bytes = std::slice::from_raw_parts(ptr as *const u8, len as usize);
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Deletes every function and global variable the kernel cannot reach, and the module-level
+/// "used" lists (they exist to keep variables alive for the host's registration).
+fn keep_only_reachable(module: &Module, kernel: FunctionValue) {
+    let m = module.as_mut_ptr();
+    // SAFETY: all values belong to `m`; bodies and initializers are dropped before deletion, and
+    // remaining (dead constant / metadata) uses are replaced with poison first.
+    unsafe {
+        for name in [
+            c"llvm.used",
+            c"llvm.compiler.used",
+            c"llvm.global_ctors",
+            c"llvm.global_dtors",
+        ] {
+            let g = LLVMGetNamedGlobal(m, name.as_ptr());
+            if !g.is_null() {
+                LLVMDeleteGlobal(g);
+            }
+        }
+        let keep = reachable(kernel.as_value_ref());
+        let funcs: Vec<LLVMValueRef> = iter(LLVMGetFirstFunction(m), |v| LLVMGetNextFunction(v))
+            .filter(|f| !keep.contains(f))
+            .collect();
+        let globals: Vec<LLVMValueRef> = iter(LLVMGetFirstGlobal(m), |v| LLVMGetNextGlobal(v))
+            .filter(|g| !keep.contains(g))
+            .collect();
+        for &f in &funcs {
+            while let Some(bb) = non_null(LLVMGetFirstBasicBlock(f)) {
+                LLVMDeleteBasicBlock(bb);
+            }
+        }
+        for &g in &globals {
+            LLVMSetInitializer(g, std::ptr::null_mut());
+        }
+        for &v in funcs.iter().chain(&globals) {
+            LLVMReplaceAllUsesWith(v, LLVMGetPoison(LLVMTypeOf(v)));
+        }
+        funcs.into_iter().for_each(|f| LLVMDeleteFunction(f));
+        globals.into_iter().for_each(|g| LLVMDeleteGlobal(g));
+    }
+}
+
+fn non_null<T>(v: *mut T) -> Option<*mut T> {
+    (!v.is_null()).then_some(v)
+}
+
+/// Walks an LLVM intrusive list (functions, globals, blocks, instructions).
+unsafe fn iter<T>(first: *mut T, next: impl Fn(*mut T) -> *mut T) -> impl Iterator<Item = *mut T> {
+    std::iter::successors(non_null(first), move |&v| non_null(next(v)))
+}
+
+/// Every global value (function, variable, alias) reachable from `root` through instruction
+/// operands, constant expressions and initializers.
+unsafe fn reachable(root: LLVMValueRef) -> HashSet<LLVMValueRef> {
+    let mut seen = HashSet::new();
+    let mut work = vec![root];
+    while let Some(v) = work.pop() {
+        if !seen.insert(v) {
+            continue;
+        }
+        if !LLVMIsAFunction(v).is_null() {
+            for bb in iter(LLVMGetFirstBasicBlock(v), |b| LLVMGetNextBasicBlock(b)) {
+                for inst in iter(LLVMGetFirstInstruction(bb), |i| LLVMGetNextInstruction(i)) {
+                    push_operands(inst, &mut work, &seen);
+                }
+            }
+        } else if !LLVMIsAGlobalVariable(v).is_null() {
+            if let Some(init) = non_null(LLVMGetInitializer(v)) {
+                work.push(init);
+            }
+        } else if !LLVMIsAGlobalAlias(v).is_null() {
+            work.push(LLVMAliasGetAliasee(v));
+        } else {
+            // A constant expression or aggregate: walk into its operands.
+            push_operands(v, &mut work, &seen);
+        }
+    }
+    seen.retain(|&v| !LLVMIsAGlobalValue(v).is_null());
+    seen
+}
+
+unsafe fn push_operands(
+    user: LLVMValueRef,
+    work: &mut Vec<LLVMValueRef>,
+    seen: &HashSet<LLVMValueRef>,
+) {
+    let n = LLVMGetNumOperands(user);
+    for i in 0..n.max(0) as u32 {
+        let op = LLVMGetOperand(user, i);
+        if op.is_null() || seen.contains(&op) {
+            continue;
+        }
+        let is_global = !LLVMIsAGlobalValue(op).is_null();
+        let is_const = !LLVMIsAConstant(op).is_null() && LLVMGetNumOperands(op) > 0;
+        if is_global || is_const {
+            work.push(op);
+        }
+    }
+}
+
+fn params(module: &Module, f: FunctionValue) -> Vec<Param> {
+    // SAFETY: the data layout string and types all belong to the live module.
+    unsafe {
+        let td = LLVMCreateTargetData(LLVMGetDataLayoutStr(module.as_mut_ptr()));
+        let byval_kind = LLVMGetEnumAttributeKindForName(c"byval".as_ptr(), 5);
+        let fv = f.as_value_ref();
+        let out = (0..LLVMCountParams(fv))
+            .map(|i| {
+                let p = LLVMGetParam(fv, i);
+                let ty = LLVMTypeOf(p);
+                let pointer = LLVMGetTypeKind(ty) == llvm_sys::LLVMTypeKind::LLVMPointerTypeKind;
+                let byval_attr = LLVMGetEnumAttributeAtIndex(fv, i + 1, byval_kind);
+                let byval = (!byval_attr.is_null())
+                    .then(|| layout(td, LLVMGetTypeAttributeValue(byval_attr)));
+                let passed = if byval.is_some() {
+                    LLVMGetTypeAttributeValue(byval_attr)
+                } else {
+                    ty
+                };
+                Param {
+                    index: i,
+                    llvm_type: type_string(ty),
+                    size: LLVMABISizeOfType(td, passed),
+                    align: LLVMABIAlignmentOfType(td, passed) as u64,
+                    pointer: pointer && byval.is_none(),
+                    address_space: (pointer && byval.is_none())
+                        .then(|| LLVMGetPointerAddressSpace(ty)),
+                    byval,
+                }
+            })
+            .collect();
+        LLVMDisposeTargetData(td);
+        out
+    }
+}
+
+unsafe fn layout(td: LLVMTargetDataRef, ty: LLVMTypeRef) -> StructLayout {
+    let fields = if LLVMGetTypeKind(ty) == llvm_sys::LLVMTypeKind::LLVMStructTypeKind {
+        (0..LLVMCountStructElementTypes(ty))
+            .map(|i| {
+                let ft = LLVMStructGetTypeAtIndex(ty, i);
+                Field {
+                    offset: LLVMOffsetOfElement(td, ty, i),
+                    size: LLVMABISizeOfType(td, ft),
+                    llvm_type: type_string(ft),
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    StructLayout {
+        llvm_type: type_string(ty),
+        fields,
+    }
+}
+
+unsafe fn type_string(ty: LLVMTypeRef) -> String {
+    let s = LLVMPrintTypeToString(ty);
+    let out = CStr::from_ptr(s).to_string_lossy().into_owned();
+    LLVMDisposeMessage(s);
+    out
+}
+
+/// Loads a stored kernel module (bitcode) back.
+pub fn load_kernel<'c>(
+    ctx: &'c Context,
+    bitcode: &[u8],
+    what: &str,
+) -> Result<Module<'c>, IrError> {
+    super::load_bytes(ctx, bitcode, what)
+}

@@ -1,0 +1,3 @@
+//! Reports for people and scripts. Each submodule renders one view of the store.
+
+pub mod kernels;

@@ -1,0 +1,402 @@
+//! `r3-clang++` as a drop-in clang: pass-through, capture, fallback, concurrency.
+
+use crate::support::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn cuda_root() -> PathBuf {
+    r3::toolchain::find_cuda(None)
+        .expect("CUDA SDK (run scripts/setup)")
+        .path
+}
+
+fn cuda_args(root: &Path) -> Vec<String> {
+    vec![
+        "-x".into(),
+        "cuda".into(),
+        format!("--cuda-path={}", root.display()),
+        "--cuda-gpu-arch=sm_90".into(),
+        "-Wno-unknown-cuda-version".into(),
+        "-O2".into(),
+    ]
+}
+
+/// Runs a driver (`r3-clang++` link, or a plain clang) in `dir` with the given store.
+fn run_in(dir: &Path, program: &Path, args: &[String], store: &Path) -> Output {
+    Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("R3_STORE", store)
+        .output()
+        .expect("driver runs")
+}
+
+fn clangxx() -> PathBuf {
+    r3::toolchain::find_clang(true).unwrap().path
+}
+
+const KERNELS: &str = r#"
+#include "helper.cuh"
+struct Pair { float *a; const float *b; int n; };
+__constant__ float scale[2];
+__device__ unsigned long long launches;
+__device__ __noinline__ float twice(float x) { return 2.0f * x * scale[0]; }
+__global__ void pair_kernel(Pair p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p.n) p.a[i] = twice(p.b[i]) + bump(p.b[i]);
+  if (i == 0) atomicAdd(&launches, 1ull);
+}
+template <typename T> __global__ void fill(T *x, T v, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = v;
+}
+template __global__ void fill<float>(float *, float, int);
+template __global__ void fill<int>(int *, int, int);
+"#;
+
+fn project(dir: &Path) {
+    std::fs::write(
+        dir.join("helper.cuh"),
+        "__device__ inline float bump(float x) { return x + 1.0f; }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("k.cu"), KERNELS).unwrap();
+    std::fs::write(dir.join("other.cu"), "#include \"helper.cuh\"\n__global__ void inc(float *x) { x[threadIdx.x] = bump(x[threadIdx.x]); }\n").unwrap();
+    std::fs::write(
+        dir.join("plain.cpp"),
+        "int add(int a, int b) { return a + b; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("main.cpp"),
+        "int add(int, int);\nint main() { return add(2, 3) == 5 ? 0 : 1; }\n",
+    )
+    .unwrap();
+}
+
+fn compile_cu(dir: &Path, src: &str, obj: &str, store: &Path) -> Output {
+    let bin = driver_links(dir);
+    let mut args = cuda_args(&cuda_root());
+    args.extend(["-c".into(), src.into(), "-o".into(), obj.into()]);
+    run_in(dir, &bin.join("r3-clang++"), &args, store)
+}
+
+fn store_kernels(store: &Path) -> Vec<r3::store::KernelRecord> {
+    r3::store::Store::open(store).unwrap().kernels().unwrap()
+}
+
+#[test]
+fn capture_stores_every_kernel_with_its_signature() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let store = dir.path().join("store");
+    let out = compile_cu(dir.path(), "k.cu", "k.o", &store);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "no r3 noise: {}", stderr(&out));
+    assert!(dir.path().join("k.o").exists());
+
+    let kernels = store_kernels(&store);
+    let names: Vec<&str> = kernels
+        .iter()
+        .map(|k| k.signature.demangled.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "pair_kernel(Pair)",
+            "void fill<float>(float*, float, int)",
+            "void fill<int>(int*, int, int)"
+        ]
+    );
+    let pair = &kernels[0];
+    assert_eq!(pair.signature.arch, "sm_90");
+    assert_eq!(pair.signature.source.as_ref().unwrap().line, 7);
+    assert!(pair
+        .signature
+        .source
+        .as_ref()
+        .unwrap()
+        .file
+        .ends_with("/k.cu"));
+    let byval = pair.signature.params[0]
+        .byval
+        .as_ref()
+        .expect("Pair is passed by value");
+    let offsets: Vec<u64> = byval.fields.iter().map(|f| f.offset).collect();
+    assert_eq!(
+        (pair.signature.params[0].size, offsets),
+        (24, vec![0, 8, 16])
+    );
+    assert!(pair.compile.args.iter().any(|a| a == "k.cu") && pair.compile.cwd == dir.path());
+
+    // Each module verifies and holds what its kernel reaches, and nothing else.
+    let s = r3::store::Store::open(&store).unwrap();
+    let ctx = inkwell::context::Context::create();
+    for k in &kernels {
+        let m = r3::ir::load_bytes(&ctx, &s.kernel_bitcode(&k.hash).unwrap(), &k.hash)
+            .expect("verifies");
+        let has = |n: &str| m.get_global(n).is_some() || m.get_function(n).is_some();
+        let is_pair = k.signature.name == pair.signature.name;
+        assert_eq!(
+            has("scale") && has("launches") && has("_Z5twicef"),
+            is_pair,
+            "{}",
+            k.signature.name
+        );
+        assert!(!has("_Z4fillIiEvPT_S0_i") || k.signature.name == "_Z4fillIiEvPT_S0_i");
+    }
+}
+
+#[test]
+fn the_same_kernel_compiled_twice_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let store = dir.path().join("store");
+    assert!(compile_cu(dir.path(), "k.cu", "k.o", &store)
+        .status
+        .success());
+    let first = store_kernels(&store);
+    // Another build directory, another output name: same kernels, same hashes.
+    std::fs::create_dir_all(dir.path().join("b2")).unwrap();
+    std::fs::copy(dir.path().join("k.cu"), dir.path().join("b2/k.cu")).unwrap();
+    std::fs::copy(
+        dir.path().join("helper.cuh"),
+        dir.path().join("b2/helper.cuh"),
+    )
+    .unwrap();
+    assert!(
+        compile_cu(&dir.path().join("b2"), "k.cu", "again.o", &store)
+            .status
+            .success()
+    );
+    assert_eq!(store_kernels(&store).len(), first.len());
+    let units = r3::store::Store::open(&store).unwrap().units().unwrap();
+    assert_eq!(units.len(), 2, "one unit per source and output");
+    assert_eq!(units[0].kernels["sm_90"], units[1].kernels["sm_90"]);
+}
+
+#[test]
+fn outputs_match_plain_clang() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let store = dir.path().join("store");
+    let bin = driver_links(dir.path());
+    let r3x = bin.join("r3-clang++");
+    let cuda = cuda_args(&cuda_root());
+    let with = |extra: &[&str]| -> Vec<String> {
+        cuda.iter()
+            .cloned()
+            .chain(extra.iter().map(|s| s.to_string()))
+            .collect()
+    };
+    // -E and -M on CUDA, and a plain C++ compile: byte-identical to clang's output.
+    for args in [
+        with(&["-E", "k.cu"]),
+        with(&["-M", "k.cu"]),
+        vec!["-O2".into(), "-E".into(), "plain.cpp".into()],
+    ] {
+        let ours = run_in(dir.path(), &r3x, &args, &store);
+        let theirs = run_in(dir.path(), &clangxx(), &args, &store);
+        assert_eq!(ours.status.code(), theirs.status.code(), "{args:?}");
+        assert_eq!(stdout(&ours), stdout(&theirs), "{args:?}");
+    }
+    for (prog, obj) in [(&r3x, "r3.o"), (&clangxx(), "clang.o")] {
+        let args: Vec<String> = ["-O2", "-c", "plain.cpp", "-o", obj]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(run_in(dir.path(), prog, &args, &store).status.success());
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("r3.o")).unwrap(),
+        std::fs::read(dir.path().join("clang.o")).unwrap()
+    );
+    // -MD with a CUDA compile: the dependency file is clang's, untouched by the capture.
+    let md = with(&["-MD", "-MF", "k.d", "-c", "k.cu", "-o", "k.o"]);
+    assert!(run_in(dir.path(), &r3x, &md, &store).status.success());
+    let deps = std::fs::read_to_string(dir.path().join("k.d")).unwrap();
+    assert!(
+        deps.starts_with("k.o:") && deps.contains("helper.cuh"),
+        "{deps}"
+    );
+    // Link: objects from r3-clang++ link into a program that runs.
+    let link: Vec<String> = ["main.cpp", "r3.o", "-o", "prog"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert!(run_in(dir.path(), &r3x, &link, &store).status.success());
+    assert!(Command::new(dir.path().join("prog"))
+        .status()
+        .unwrap()
+        .success());
+    // Nothing of that was CUDA device code except k.cu.
+    assert_eq!(store_kernels(&store).len(), 3);
+}
+
+#[test]
+fn clang_errors_are_clangs() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.cu"),
+        "__global__ void k() { undeclared(); }\n",
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let ours = compile_cu(dir.path(), "bad.cu", "bad.o", &store);
+    let mut args = cuda_args(&cuda_root());
+    args.extend(["-c".into(), "bad.cu".into(), "-o".into(), "bad.o".into()]);
+    let theirs = run_in(dir.path(), &clangxx(), &args, &store);
+    assert_eq!(ours.status.code(), theirs.status.code());
+    assert_ne!(ours.status.code(), Some(0));
+    assert_eq!(stderr(&ours), stderr(&theirs));
+    assert!(!store.join("kernels").exists() || store_kernels(&store).is_empty());
+}
+
+#[test]
+fn an_unwritable_store_warns_once_and_the_build_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    // A store path under a regular file cannot be created, even by root.
+    std::fs::write(dir.path().join("file"), "").unwrap();
+    let out = compile_cu(dir.path(), "k.cu", "k.o", &dir.path().join("file/store"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("k.o").exists());
+    let err = stderr(&out);
+    assert_eq!(err.matches("r3: warning:").count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("file/store"), "{err}");
+}
+
+#[test]
+fn r3_options_never_reach_clang() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let bin = driver_links(dir.path());
+    let store = dir.path().join("flag-store");
+    let mut args = cuda_args(&cuda_root());
+    args.extend([
+        format!("--r3-store={}", store.display()),
+        "-c".into(),
+        "other.cu".into(),
+        "-o".into(),
+        "o.o".into(),
+    ]);
+    let out = run_in(
+        dir.path(),
+        &bin.join("r3-clang++"),
+        &args,
+        &dir.path().join("env-store"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        store_kernels(&store).len(),
+        1,
+        "--r3-store wins over R3_STORE"
+    );
+    assert!(!dir.path().join("env-store").exists());
+}
+
+#[test]
+fn eight_concurrent_compiles_share_one_store() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let store = dir.path().join("store");
+    // Eight units: four copies of each source, so that writers of one kernel race too.
+    for i in 0..4 {
+        std::fs::copy(dir.path().join("k.cu"), dir.path().join(format!("k{i}.cu"))).unwrap();
+        std::fs::copy(
+            dir.path().join("other.cu"),
+            dir.path().join(format!("o{i}.cu")),
+        )
+        .unwrap();
+    }
+    let sources: Vec<String> = (0..4)
+        .flat_map(|i| [format!("k{i}.cu"), format!("o{i}.cu")])
+        .collect();
+    let handles: Vec<_> = sources
+        .iter()
+        .map(|src| {
+            let (d, s, src) = (dir.path().to_owned(), store.clone(), src.clone());
+            std::thread::spawn(move || compile_cu(&d, &src, &format!("{src}.o"), &s))
+        })
+        .collect();
+    for h in handles {
+        let out = h.join().unwrap();
+        assert!(
+            out.status.success() && stderr(&out).is_empty(),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let kernels = store_kernels(&store);
+    assert_eq!(
+        kernels.len(),
+        4,
+        "3 kernels of k*.cu and 1 of o*.cu, each once"
+    );
+    assert_eq!(
+        r3::store::Store::open(&store)
+            .unwrap()
+            .units()
+            .unwrap()
+            .len(),
+        8
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(store.join("kernels"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "temporary directories left: {leftovers:?}"
+    );
+}
+
+#[test]
+fn kernels_lists_by_source() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let store = dir.path().join("store");
+    assert!(compile_cu(dir.path(), "k.cu", "k.o", &store)
+        .status
+        .success());
+    assert!(compile_cu(dir.path(), "other.cu", "other.o", &store)
+        .status
+        .success());
+    let out = r3(
+        &["kernels", "--r3-store", store.to_str().unwrap()],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir_re = regex::escape(dir.path().to_str().unwrap());
+    insta::with_settings!({filters => vec![(dir_re.as_str(), "[DIR]"), (r"\b[0-9a-f]{16}\b", "[HASH]")]}, {
+        insta::assert_snapshot!(stdout(&out));
+    });
+    let json = r3(
+        &["kernels", "--json", "--r3-store", store.to_str().unwrap()],
+        dir.path(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(v[0]["kernels"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn a_missing_store_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = r3(
+        &[
+            "kernels",
+            "--r3-store",
+            dir.path().join("none").to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no store at") && stderr(&out).contains("fix:"),
+        "{}",
+        stderr(&out)
+    );
+}
