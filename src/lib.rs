@@ -1,10 +1,12 @@
 //! r3: Record · Remix · Replay. See ARCHITECTURE.md for the map of the crate.
 
+pub mod candidate;
 pub mod doctor;
 pub mod driver;
 pub mod gpu;
 pub mod ir;
 pub mod lower;
+pub mod replay;
 pub mod report;
 pub mod selftest;
 pub mod store;
