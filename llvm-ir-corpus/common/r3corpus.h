@@ -200,7 +200,7 @@ template <class G, class R>
 bool check_close(const char* what, const G* got, const R* ref, size_t n, double rtol,
                  double atol) {
   size_t bad = 0;
-  double worst = 0.0;
+  double worst = 0.0, worst_ratio = 0.0;
   for (size_t i = 0; i < n; ++i) {
     double g = static_cast<double>(got[i]);
     double r = static_cast<double>(ref[i]);
@@ -213,11 +213,13 @@ bool check_close(const char* what, const G* got, const R* ref, size_t n, double 
       ++bad;
     }
     if (err > worst) worst = err;
+    if (tol > 0.0 && err / tol > worst_ratio) worst_ratio = err / tol;
   }
   if (bad)
     std::fprintf(stderr, "  %s: %zu of %zu values out of tolerance\n", what, bad, n);
   else
-    std::fprintf(stderr, "  %s: %zu values ok (max abs err %.3g)\n", what, n, worst);
+    std::fprintf(stderr, "  %s: %zu values ok (max abs err %.3g, max err/tol %.3f)\n", what, n,
+                 worst, worst_ratio);
   return bad == 0;
 }
 
