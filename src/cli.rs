@@ -92,6 +92,8 @@ enum Cmd {
         #[arg(long, value_name = "PRESET")]
         print: Option<String>,
     },
+    /// Print the path of a CMake toolchain file that builds with r3's drivers (written on demand).
+    CmakeToolchain,
     /// Optimize a device IR file (.ll or .bc) with a pipeline and lower it to PTX.
     Ptx {
         /// Device LLVM IR, textual or bitcode.
@@ -166,6 +168,7 @@ fn run(cli: Cli) -> Result<i32> {
             let cg = r3::lower::Codegen { sm, ptx, opt_level };
             ptx_cmd(&input, &pipeline, &cg, output.as_deref(), stats)
         }
+        Cmd::CmakeToolchain => cmake_toolchain(),
         Cmd::Selftest {
             require_gpu,
             sm,
@@ -196,6 +199,30 @@ fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
     } else {
         print!("{}", r3::report::kernels::render(&kernels, store.root()));
     }
+    Ok(0)
+}
+
+const TOOLCHAIN: &str = include_str!("../scripts/r3-toolchain.cmake");
+
+/// Writes the toolchain file into r3's cache, pointing at this r3 unless the user says otherwise.
+fn cmake_toolchain() -> Result<i32> {
+    let exe = std::env::current_exe().context("finding the r3 executable")?;
+    let bin = exe.parent().context("the r3 executable has no directory")?;
+    let text = format!(
+        "# Written by `r3 cmake-toolchain` ({}); the same as r3's scripts/r3-toolchain.cmake,\n\
+         # with R3_BIN_DIR defaulting to the r3 that wrote it.\n\
+         if(NOT DEFINED R3_BIN_DIR AND NOT DEFINED ENV{{R3_BIN_DIR}})\n  set(R3_BIN_DIR \"{}\")\nendif()\n\n{TOOLCHAIN}",
+        env!("CARGO_PKG_VERSION"),
+        bin.display()
+    );
+    let path = r3::toolchain::cache_dir().join("cmake/r3-toolchain.cmake");
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+        std::fs::create_dir_all(path.parent().unwrap())
+            .with_context(|| format!("creating {}", path.display()))?;
+        r3::store::write_atomic(&path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!("{}", path.display());
     Ok(0)
 }
 

@@ -102,12 +102,16 @@ pub fn store(
         let ctx = inkwell::context::Context::create();
         let what = format!("{} ({})", job.input.display(), job.arch);
         let module = ir::load_file(&ctx, bc)?;
+        let kernels = extract::split(&module, &what)?;
+        if kernels.is_empty() {
+            continue; // e.g. CMake's compiler checks: nothing to tune, nothing to rebuild
+        }
         let hashes = units
             .entry(absolute(&compile.cwd, &job.input))
             .or_default()
             .entry(job.arch.clone())
             .or_default();
-        for km in extract::split(&module, &what)? {
+        for km in kernels {
             new += usize::from(store.put_kernel(&km, compile)?);
             hashes.push(km.hash);
         }
