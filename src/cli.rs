@@ -151,7 +151,7 @@ fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Cmd::Doctor { json } => doctor(cli.cuda_path.as_deref(), cli.store.as_deref(), &cwd, json),
         Cmd::Kernels { json } => kernels(cli.store.as_deref(), &cwd, json),
-        Cmd::Record { .. } => not_built("record", 5),
+        Cmd::Record { launches, command } => record(cli.store.as_deref(), &cwd, launches, &command),
         Cmd::Tune { .. } => not_built("tune", 7),
         Cmd::Replay { .. } => not_built("replay", 6),
         Cmd::Report { .. } => not_built("report", 9),
@@ -200,6 +200,34 @@ fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
         print!("{}", r3::report::kernels::render(&kernels, store.root()));
     }
     Ok(0)
+}
+
+/// Runs the program with recording on; it writes recordings into the store as it runs.
+fn record(store: Option<&Path>, cwd: &Path, launches: u32, command: &[String]) -> Result<i32> {
+    let loc = r3::store::locate(store, cwd);
+    let store = r3::store::Store::create(&loc.path)?;
+    let before: std::collections::HashSet<String> =
+        store.recordings(None)?.into_iter().map(|r| r.id).collect();
+    let status = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .env("R3_RECORD", "1")
+        .env("R3_STORE", store.root())
+        .env("R3_RECORD_LAUNCHES", launches.to_string())
+        .status()
+        .with_context(|| format!("cannot run {}", command[0]))?;
+    let new: Vec<_> = store
+        .recordings(None)?
+        .into_iter()
+        .filter(|r| !before.contains(&r.id))
+        .collect();
+    eprint!("{}", r3::report::records::render(&new, store.root()));
+    if new.is_empty() {
+        eprintln!(
+            "r3: no launch was recorded: was {} linked by r3-clang++ against cudart (recording support)?",
+            command[0]
+        );
+    }
+    Ok(status.code().unwrap_or(1))
 }
 
 const TOOLCHAIN: &str = include_str!("../scripts/r3-toolchain.cmake");

@@ -169,6 +169,14 @@ fn value_after<'a>(job: &'a [String], flag: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// The value of `--cuda-path=DIR` on a driver command line.
+pub fn cuda_path_flag(args: &[OsString]) -> Option<PathBuf> {
+    args.iter()
+        .rev()
+        .find_map(|a| a.to_str()?.strip_prefix("--cuda-path="))
+        .map(PathBuf::from)
+}
+
 /// The `-o` output of a driver command line, when it names one.
 pub fn output_of(args: &[OsString]) -> Option<PathBuf> {
     let mut it = args.iter();

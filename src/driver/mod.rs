@@ -6,13 +6,15 @@
 
 pub mod args;
 pub mod capture;
+pub mod runtime;
 
 use crate::store::{self, CompileCommand, Store};
 use crate::toolchain;
 use std::ffi::OsString;
+use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitStatus, Stdio};
 
 /// Runs the driver for `args` (without argv[0]); returns the process exit status.
 pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
@@ -31,39 +33,105 @@ pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
         ));
     }
     let capture_off = opts.off || std::env::var_os("R3_CAPTURE").is_some_and(|v| v == "0");
+    let runtime = if opts.off {
+        Vec::new()
+    } else {
+        runtime_args(&clang_args)
+    };
     if capture_off || !args::may_compile_cuda(&clang_args) {
-        return exec(&clang, &clang_args);
+        return finish(&clang, &clang_args, &runtime);
     }
     let plan = match capture::plan(&clang, &clang_args) {
         Ok(plan) if !plan.jobs.is_empty() => plan,
-        Ok(_) => return exec(&clang, &clang_args),
+        Ok(_) => return finish(&clang, &clang_args, &runtime),
         Err(e) => {
             warn(&format!("kernel capture skipped: {e}"));
-            return exec(&clang, &clang_args);
+            return finish(&clang, &clang_args, &runtime);
         }
     };
-    let mut child = match Command::new(&clang).args(&clang_args).spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("r3: error: cannot run {}: {e}", clang.display());
-            return 1;
-        }
-    };
-    let captured = capture::run(&plan);
-    let status = match child.wait() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("r3: error: waiting for {}: {e}", clang.display());
-            return 1;
-        }
-    };
-    if status.success() {
+    // The real command runs while the capture compiles run.
+    let real = std::thread::scope(|s| {
+        let real = s.spawn(|| run_with_fallback(&clang, &clang_args, &runtime));
+        let captured = capture::run(&plan);
+        (real.join().unwrap_or(1), captured)
+    });
+    let (code, captured) = real;
+    if code == 0 {
         let stored = captured.and_then(|()| store_capture(&plan, &opts, &clang, cxx, &clang_args));
         if let Err(e) = stored {
             warn(&format!("kernel capture skipped: {e}"));
         }
     }
-    exit_code(status)
+    code
+}
+
+/// Link arguments for recording support, or none (with one warning if r3 cannot provide it).
+fn runtime_args(clang_args: &[OsString]) -> Vec<OsString> {
+    let Some(cudart) = runtime::cudart_arg(clang_args) else {
+        return Vec::new();
+    };
+    if std::env::var_os("R3_LINK_RUNTIME").is_some_and(|v| v == "0") {
+        return Vec::new();
+    }
+    match runtime::archive(args::cuda_path_flag(clang_args).as_deref()) {
+        Ok(lib) => runtime::link_args(&lib, &cudart),
+        Err(e) => {
+            warn(&format!("recording support not linked: {e}"));
+            Vec::new()
+        }
+    }
+}
+
+/// Runs clang when nothing else is left to do: by exec when r3 adds nothing.
+fn finish(clang: &Path, clang_args: &[OsString], extra: &[OsString]) -> i32 {
+    if extra.is_empty() {
+        exec(clang, clang_args)
+    } else {
+        run_with_fallback(clang, clang_args, extra)
+    }
+}
+
+/// Runs clang with r3's extra link arguments; if that fails, runs the plain command, so that
+/// r3's additions can never be why a build fails. Returns clang's exit status.
+fn run_with_fallback(clang: &Path, clang_args: &[OsString], extra: &[OsString]) -> i32 {
+    if extra.is_empty() {
+        return run(Command::new(clang).args(clang_args));
+    }
+    let tried = Command::new(clang)
+        .args(clang_args)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .output();
+    if let Ok(out) = &tried {
+        if out.status.success() {
+            let _ = std::io::stderr().write_all(&out.stderr);
+            return 0;
+        }
+    }
+    let code = run(Command::new(clang).args(clang_args));
+    if code == 0 {
+        let why = tried
+            .map(|o| {
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .find(|l| l.contains("error"))
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .unwrap_or_else(|e| e.to_string());
+        warn(&format!("recording support not linked ({why})"));
+    }
+    code
+}
+
+fn run(cmd: &mut Command) -> i32 {
+    match cmd.status() {
+        Ok(status) => exit_code(status),
+        Err(e) => {
+            eprintln!("r3: error: cannot run {:?}: {e}", cmd.get_program());
+            1
+        }
+    }
 }
 
 fn store_capture(

@@ -1,6 +1,8 @@
 //! The store: where r3 keeps kernels, recordings and trials. This module is the only code
 //! that knows the layout of a store directory (see ARCHITECTURE.md, "Store format").
 
+pub mod records;
+
 use crate::ir::extract::{KernelModule, KernelSignature};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -321,7 +323,7 @@ fn to_json<T: Serialize>(v: &T) -> Vec<u8> {
     s
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, StoreError> {
+pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, StoreError> {
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
         path: path.to_owned(),

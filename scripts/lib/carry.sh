@@ -1,0 +1,30 @@
+# Shared by the GPU scripts: r3 and programs are built here (LLVM, clang) and carried to the
+# GPU machine (driver only) in .carry/. Source this file; it defines:
+#   carry_r3        build r3, strip, xz into .carry/r3.xz (the GPU machine has xz, not zstd)
+#   unpack_r3       on the GPU machine: r3, r3-clang, r3-clang++ into /tmp/r3bin, on PATH
+#   cuda_build SRC OUT [flags]   clang++-22 + r3-clang++ style CUDA build against the SDK
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+carry="$here/.carry"
+cuda="${R3_CUDA_PATH:-${XDG_CACHE_HOME:-$HOME/.cache}/r3/cuda-13.0}"
+
+carry_r3() {
+  mkdir -p "$carry"
+  (cd "$here" && cargo build --release --locked) || return 1
+  strip -o "$carry/r3" "$here/target/release/r3"
+  xz -f -6 -T0 "$carry/r3"
+}
+
+unpack_r3() {
+  [ -f "$carry/r3.xz" ] || { echo "$carry/r3.xz missing: run the prepare step on the build machine and carry .carry" >&2; return 2; }
+  mkdir -p /tmp/r3bin
+  xz -d -c "$carry/r3.xz" > /tmp/r3bin/r3 && chmod +x /tmp/r3bin/r3
+  ln -sf r3 /tmp/r3bin/r3-clang++; ln -sf r3 /tmp/r3bin/r3-clang
+  export PATH="/tmp/r3bin:$PATH"
+}
+
+# cuda_build DRIVER SRC OUT [extra flags...]
+cuda_build() {
+  local driver="$1" src="$2" out="$3"; shift 3
+  "$driver" -x cuda --cuda-path="$cuda" --cuda-gpu-arch=sm_90 -Wno-unknown-cuda-version -O3 -std=c++17 \
+    "$@" "$src" -o "$out" -L "$cuda/lib" -lcudart_static -ldl -lrt -pthread
+}

@@ -1,0 +1,521 @@
+//! Launch recordings: `<store>/records/<fnv64(kernel name)>/<launch id>/` holding
+//! `launch.json`, `prologue.r3snap` and `epilogue.r3snap`. They are written by the recording
+//! runtime linked into the program (src/runtime/r3rt.c) or, for tests and harnesses, by
+//! [`write_snapshot`]; this module defines the format and is the only reader.
+//!
+//! A snapshot is one zstd frame (with content checksum) holding, little-endian:
+//! `"R3SNAP01"`, u32 version (1), u32 region count, then per region: u8 kind (0 allocation,
+//! 1 device variable), u8 encoding (0 full bytes, 1 unchanged, 2 changed pages), u16 name
+//! length, u32 page size, u64 device address, u64 size, the name, then the data: `size` bytes
+//! (full), nothing (unchanged), or u64 page count and per page u64 index + the page's bytes
+//! (the last page of a region may be short); and the trailer `"R3END\0\0\0"`.
+//! A prologue holds every region in full; an epilogue holds what the launch changed.
+
+use super::StoreError;
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8; 8] = b"R3SNAP01";
+const TRAILER: &[u8; 8] = b"R3END\0\0\0";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegionKind {
+    Allocation,
+    Variable,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegionData {
+    Full(Vec<u8>),
+    Unchanged,
+    /// (page index, bytes) of each changed page.
+    Pages(Vec<(u64, Vec<u8>)>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    pub kind: RegionKind,
+    /// Device address at record time (allocations are replayed at the same address).
+    pub addr: u64,
+    pub size: u64,
+    /// Symbol name of a device variable; empty for allocations.
+    pub name: String,
+    pub page_size: u32,
+    pub data: RegionData,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    pub regions: Vec<Region>,
+}
+
+/// One kernel parameter's place in the argument buffer, as the driver reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamSlot {
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// `launch.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchRecord {
+    pub format: u32,
+    /// Mangled kernel name.
+    pub kernel: String,
+    pub arch: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u64,
+    pub params: Vec<ParamSlot>,
+    /// The argument buffer (all parameters at their offsets), hex.
+    pub args_hex: String,
+    /// The fixed device address range all allocations came from.
+    pub va_base: u64,
+    pub va_size: u64,
+    /// The launch's time inside the application (CUDA events).
+    pub in_app_ms: f64,
+    pub regions: u32,
+    pub bytes_in: u64,
+    pub bytes_changed: u64,
+    pub replayable: bool,
+    pub not_replayable: Option<String>,
+    pub program: String,
+    pub pid: u32,
+    pub unix_time: i64,
+}
+
+impl LaunchRecord {
+    pub fn args(&self) -> Result<Vec<u8>, String> {
+        let hex = self.args_hex.as_bytes();
+        if !hex.len().is_multiple_of(2) {
+            return Err("odd number of hex digits".into());
+        }
+        hex.chunks(2)
+            .map(|p| {
+                u8::from_str_radix(std::str::from_utf8(p).map_err(|e| e.to_string())?, 16)
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+}
+
+/// A recording in the store.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub dir: PathBuf,
+    /// `<kernel dir>/<launch dir>`, unique in the store.
+    pub id: String,
+    pub launch: LaunchRecord,
+}
+
+impl Recording {
+    pub fn prologue(&self) -> Result<Snapshot, StoreError> {
+        read_snapshot(&self.dir.join("prologue.r3snap"))
+    }
+
+    pub fn epilogue(&self) -> Result<Snapshot, StoreError> {
+        read_snapshot(&self.dir.join("epilogue.r3snap"))
+    }
+}
+
+/// The directory name of a kernel's recordings (FNV-1a 64 of its mangled name, as r3rt.c).
+pub fn kernel_key(name: &str) -> String {
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{h:016x}")
+}
+
+fn corrupt(path: &Path, msg: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        path: path.to_owned(),
+        msg: msg.into(),
+    }
+}
+
+/// Reads and checks a snapshot; a truncated or damaged file is an error naming it.
+pub fn read_snapshot(path: &Path) -> Result<Snapshot, StoreError> {
+    let file = std::fs::File::open(path).map_err(|e| StoreError::Io {
+        path: path.to_owned(),
+        msg: e.to_string(),
+    })?;
+    let mut r = zstd::stream::read::Decoder::new(file).map_err(|e| corrupt(path, e.to_string()))?;
+    let bad = |e: std::io::Error| corrupt(path, format!("truncated or damaged ({e})"));
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic).map_err(bad)?;
+    if &magic != MAGIC {
+        return Err(corrupt(path, "not an r3 snapshot (bad magic)"));
+    }
+    let version = read_u32(&mut r).map_err(bad)?;
+    if version != 1 {
+        return Err(corrupt(
+            path,
+            format!("snapshot version {version}; this r3 reads 1"),
+        ));
+    }
+    let count = read_u32(&mut r).map_err(bad)?;
+    let mut regions = Vec::new();
+    for _ in 0..count {
+        regions.push(read_region(&mut r).map_err(bad)?);
+    }
+    let mut trailer = [0u8; 8];
+    r.read_exact(&mut trailer).map_err(bad)?;
+    if &trailer != TRAILER {
+        return Err(corrupt(path, "missing end marker"));
+    }
+    // Reading to the end makes zstd verify the frame checksum.
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest).map_err(bad)?;
+    if !rest.is_empty() {
+        return Err(corrupt(path, "data after the end marker"));
+    }
+    Ok(Snapshot { regions })
+}
+
+fn read_region(r: &mut impl Read) -> std::io::Result<Region> {
+    let kind = match read_u8(r)? {
+        0 => RegionKind::Allocation,
+        1 => RegionKind::Variable,
+        k => return Err(invalid(format!("region kind {k}"))),
+    };
+    let encoding = read_u8(r)?;
+    let name_len = read_u16(r)? as u64;
+    let page_size = read_u32(r)?;
+    let addr = read_u64(r)?;
+    let size = read_u64(r)?;
+    let name = String::from_utf8_lossy(&read_bytes(r, name_len)?).into_owned();
+    if page_size == 0 {
+        return Err(invalid("page size 0".into()));
+    }
+    let data = match encoding {
+        0 => RegionData::Full(read_bytes(r, size)?),
+        1 => RegionData::Unchanged,
+        2 => {
+            let pages = read_u64(r)?;
+            let total = size.div_ceil(page_size as u64);
+            let mut out = Vec::new();
+            for _ in 0..pages {
+                let index = read_u64(r)?;
+                if index >= total {
+                    return Err(invalid(format!("page {index} past the region's end")));
+                }
+                let len = (size - index * page_size as u64).min(page_size as u64);
+                out.push((index, read_bytes(r, len)?));
+            }
+            RegionData::Pages(out)
+        }
+        e => return Err(invalid(format!("encoding {e}"))),
+    };
+    Ok(Region {
+        kind,
+        addr,
+        size,
+        name,
+        page_size,
+        data,
+    })
+}
+
+fn invalid(msg: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
+}
+
+fn read_bytes(r: &mut impl Read, n: u64) -> std::io::Result<Vec<u8>> {
+    // Grows as data arrives, so a damaged length cannot ask for more memory than the file holds.
+    let mut v = Vec::new();
+    r.take(n).read_to_end(&mut v)?;
+    if v.len() as u64 != n {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "region data cut short",
+        ));
+    }
+    Ok(v)
+}
+
+fn read_u8(r: &mut impl Read) -> std::io::Result<u8> {
+    let mut b = [0u8; 1];
+    r.read_exact(&mut b)?;
+    Ok(b[0])
+}
+fn read_u16(r: &mut impl Read) -> std::io::Result<u16> {
+    let mut b = [0u8; 2];
+    r.read_exact(&mut b)?;
+    Ok(u16::from_le_bytes(b))
+}
+fn read_u32(r: &mut impl Read) -> std::io::Result<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+fn read_u64(r: &mut impl Read) -> std::io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Writes a snapshot (temp file + rename). Used by test harnesses that set up a launch without
+/// a recorded program; the recording runtime writes the same format.
+pub fn write_snapshot(path: &Path, snap: &Snapshot) -> std::io::Result<()> {
+    let mut raw = Vec::new();
+    raw.extend_from_slice(MAGIC);
+    raw.extend_from_slice(&1u32.to_le_bytes());
+    raw.extend_from_slice(&(snap.regions.len() as u32).to_le_bytes());
+    for reg in &snap.regions {
+        let (encoding, body) = match &reg.data {
+            RegionData::Full(b) => (0u8, b.clone()),
+            RegionData::Unchanged => (1, Vec::new()),
+            RegionData::Pages(pages) => {
+                let mut body = (pages.len() as u64).to_le_bytes().to_vec();
+                for (index, bytes) in pages {
+                    body.extend_from_slice(&index.to_le_bytes());
+                    body.extend_from_slice(bytes);
+                }
+                (2, body)
+            }
+        };
+        raw.push(reg.kind as u8);
+        raw.push(encoding);
+        raw.extend_from_slice(&(reg.name.len() as u16).to_le_bytes());
+        raw.extend_from_slice(&reg.page_size.to_le_bytes());
+        raw.extend_from_slice(&reg.addr.to_le_bytes());
+        raw.extend_from_slice(&reg.size.to_le_bytes());
+        raw.extend_from_slice(reg.name.as_bytes());
+        raw.extend_from_slice(&body);
+    }
+    raw.extend_from_slice(TRAILER);
+    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3)?;
+    enc.include_checksum(true)?;
+    enc.write_all(&raw)?;
+    super::write_atomic(path, &enc.finish()?)
+}
+
+/// The state after the launch: the prologue with the epilogue's changes applied.
+pub fn apply(prologue: &Snapshot, epilogue: &Snapshot) -> Result<Snapshot, String> {
+    if prologue.regions.len() != epilogue.regions.len() {
+        return Err(format!(
+            "prologue has {} regions, epilogue {}",
+            prologue.regions.len(),
+            epilogue.regions.len()
+        ));
+    }
+    let mut out = prologue.clone();
+    for (before, after) in out.regions.iter_mut().zip(&epilogue.regions) {
+        if (before.addr, before.size, &before.name) != (after.addr, after.size, &after.name) {
+            return Err(format!(
+                "region at {:#x} differs between prologue and epilogue",
+                before.addr
+            ));
+        }
+        let RegionData::Full(bytes) = &mut before.data else {
+            return Err(format!(
+                "prologue region at {:#x} is not complete",
+                before.addr
+            ));
+        };
+        match &after.data {
+            RegionData::Unchanged => {}
+            RegionData::Full(b) => bytes.clone_from(b),
+            RegionData::Pages(pages) => {
+                for (index, page) in pages {
+                    let at = (*index * after.page_size as u64) as usize;
+                    bytes[at..at + page.len()].copy_from_slice(page);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The changed pages between two full snapshots of the same regions: an epilogue.
+pub fn diff(before: &Snapshot, after: &Snapshot, page_size: u32) -> Snapshot {
+    let regions = before
+        .regions
+        .iter()
+        .zip(&after.regions)
+        .map(|(b, a)| {
+            let (RegionData::Full(x), RegionData::Full(y)) = (&b.data, &a.data) else {
+                return Region {
+                    data: RegionData::Unchanged,
+                    ..b.clone()
+                };
+            };
+            let pages: Vec<(u64, Vec<u8>)> = x
+                .chunks(page_size as usize)
+                .zip(y.chunks(page_size as usize))
+                .enumerate()
+                .filter(|(_, (p, q))| p != q)
+                .map(|(i, (_, q))| (i as u64, q.to_vec()))
+                .collect();
+            let data = if pages.is_empty() {
+                RegionData::Unchanged
+            } else {
+                RegionData::Pages(pages)
+            };
+            Region {
+                page_size,
+                data,
+                ..b.clone()
+            }
+        })
+        .collect();
+    Snapshot { regions }
+}
+
+impl super::Store {
+    /// Every recording, or those of one kernel (mangled name), oldest first.
+    pub fn recordings(&self, kernel: Option<&str>) -> Result<Vec<Recording>, StoreError> {
+        let root = self.root().join("records");
+        if !root.exists() {
+            return Ok(Vec::new());
+        }
+        let kernel_dirs: Vec<PathBuf> = match kernel {
+            Some(name) => vec![root.join(kernel_key(name))],
+            None => list_dirs(&root)?,
+        };
+        let mut out = Vec::new();
+        for kdir in kernel_dirs.into_iter().filter(|d| d.is_dir()) {
+            for ldir in list_dirs(&kdir)? {
+                let path = ldir.join("launch.json");
+                let launch: LaunchRecord = super::read_json(&path)?;
+                let id = format!(
+                    "{}/{}",
+                    kdir.file_name().unwrap().to_string_lossy(),
+                    ldir.file_name().unwrap().to_string_lossy()
+                );
+                out.push(Recording {
+                    dir: ldir,
+                    id,
+                    launch,
+                });
+            }
+        }
+        out.sort_by(|a, b| (a.launch.unix_time, &a.id).cmp(&(b.launch.unix_time, &b.id)));
+        Ok(out)
+    }
+}
+
+fn list_dirs(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::Io {
+        path: dir.to_owned(),
+        msg: e.to_string(),
+    })?;
+    let mut v: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(addr: u64, bytes: Vec<u8>) -> Region {
+        Region {
+            kind: RegionKind::Allocation,
+            addr,
+            size: bytes.len() as u64,
+            name: String::new(),
+            page_size: 4096,
+            data: RegionData::Full(bytes),
+        }
+    }
+
+    fn sample() -> (Snapshot, Snapshot) {
+        let before = Snapshot {
+            regions: vec![
+                region(0x6000_0000_0000, (0..10_000u32).map(|i| i as u8).collect()),
+                region(0x6000_0020_0000, vec![7; 100]),
+                Region {
+                    kind: RegionKind::Variable,
+                    name: "counter".into(),
+                    ..region(0x7000, vec![0; 4])
+                },
+            ],
+        };
+        let mut after = before.clone();
+        if let RegionData::Full(b) = &mut after.regions[0].data {
+            b[9_999] = 0xee; // last, short page
+            b[5] = 0xaa;
+        }
+        if let RegionData::Full(b) = &mut after.regions[2].data {
+            b[0] = 1;
+        }
+        (before, after)
+    }
+
+    #[test]
+    fn snapshots_round_trip_and_diffs_apply() {
+        let dir = tempfile::tempdir().unwrap();
+        let (before, after) = sample();
+        let epi = diff(&before, &after, 4096);
+        assert!(
+            matches!(&epi.regions[0].data, RegionData::Pages(p) if p.iter().map(|(i, _)| *i).collect::<Vec<_>>() == [0, 2])
+        );
+        assert_eq!(epi.regions[1].data, RegionData::Unchanged);
+        write_snapshot(&dir.path().join("p"), &before).unwrap();
+        write_snapshot(&dir.path().join("e"), &epi).unwrap();
+        let p = read_snapshot(&dir.path().join("p")).unwrap();
+        let e = read_snapshot(&dir.path().join("e")).unwrap();
+        assert_eq!((p.clone(), e.clone()), (before, epi));
+        assert_eq!(apply(&p, &e).unwrap(), after);
+    }
+
+    #[test]
+    fn truncated_and_damaged_snapshots_are_rejected_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("prologue.r3snap");
+        write_snapshot(&path, &sample().0).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        for cut in [0, 9, good.len() / 2, good.len() - 1] {
+            std::fs::write(&path, &good[..cut]).unwrap();
+            let err = read_snapshot(&path).unwrap_err().to_string();
+            assert!(
+                err.contains("prologue.r3snap") && err.contains("damaged"),
+                "cut {cut}: {err}"
+            );
+        }
+        let mut flipped = good.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x40;
+        std::fs::write(&path, &flipped).unwrap();
+        assert!(
+            read_snapshot(&path).is_err(),
+            "a flipped bit is caught by the checksum"
+        );
+        std::fs::write(&path, b"plain text").unwrap();
+        assert!(read_snapshot(&path).is_err());
+    }
+
+    #[test]
+    fn mismatched_prologue_and_epilogue_do_not_apply() {
+        let (before, after) = sample();
+        let mut epi = diff(&before, &after, 4096);
+        epi.regions.pop();
+        assert!(apply(&before, &epi).is_err());
+    }
+
+    #[test]
+    fn kernel_key_matches_the_runtime() {
+        // FNV-1a 64 of "" is the offset basis; of "a" a known value.
+        assert_eq!(kernel_key(""), "cbf29ce484222325");
+        assert_eq!(kernel_key("a"), "af63dc4c8601ec8c");
+    }
+
+    #[test]
+    fn args_decode_from_hex() {
+        let rec: LaunchRecord = serde_json::from_str(LAUNCH).unwrap();
+        assert_eq!(rec.args().unwrap(), [0, 0, 0, 0x40, 1, 0, 0, 0]);
+    }
+
+    const LAUNCH: &str = r#"{"format": 1, "kernel": "k", "arch": "sm_90", "grid": [1,1,1], "block": [32,1,1],
+      "shared_bytes": 0, "params": [{"offset": 0, "size": 4}, {"offset": 4, "size": 4}], "args_hex": "0000004001000000",
+      "va_base": 1, "va_size": 2, "in_app_ms": 0.1, "regions": 0, "bytes_in": 0, "bytes_changed": 0,
+      "replayable": true, "not_replayable": null, "program": "/bin/x", "pid": 1, "unix_time": 0}"#;
+}
