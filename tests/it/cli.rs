@@ -166,7 +166,6 @@ fn unbuilt_subcommands_say_so_and_fail() {
         &["replay", "k"],
         &["report"],
         &["passes"],
-        &["record", "--", "true"],
     ] {
         let out = r3(args, home.path());
         assert_eq!(out.status.code(), Some(2), "{args:?}");
