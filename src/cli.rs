@@ -66,17 +66,40 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
-    /// Run one recorded launch with a given pipeline or configuration; check the outputs and time it.
+    /// Run recorded launches with a pipeline or configuration; check the outputs and time them against -O3.
     Replay {
-        kernel: String,
-        /// Pass pipeline in `opt -passes=` syntax.
+        /// Kernel: store hash, mangled name, or part of the demangled name.
+        kernel: Option<String>,
+        /// Replay every replayable recording in the store.
+        #[arg(long, conflicts_with = "kernel")]
+        all: bool,
+        /// Recording id (`<kernel key>/<launch>`, see `r3 record`); default: every recording of the kernel.
         #[arg(long)]
+        record: Option<String>,
+        /// Pass pipeline in `opt -passes=` syntax (default: the -O3 baseline itself).
+        #[arg(long, conflicts_with = "config")]
         pipeline: Option<String>,
+        /// A candidate configuration as JSON (pipeline, codegen_opt, max_threads, ...).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Most timed repetitions (fewer once the median is known within 1%).
         #[arg(long, default_value_t = 100)]
         repeat: u32,
+        /// Tolerance for outputs, e.g. f32:rel=1e-5 or f64:ulp=4 (default: exact).
+        #[arg(long)]
+        tolerance: Option<r3::replay::validate::Tolerance>,
+        /// Build the PTX and report static statistics only (works without a GPU).
+        #[arg(long)]
+        dry_run: bool,
+        /// Also run the candidate broken on purpose, in the same batch, to check that replay
+        /// catches it (testing r3 itself); repeatable.
+        #[arg(long, value_enum)]
+        mutate: Vec<r3::replay::mutate::Mutation>,
         #[arg(long)]
         json: bool,
     },
+    #[command(name = "__replay-worker", hide = true)]
+    ReplayWorker,
     /// Pass-order reports: baseline vs best, pipeline diff, pass importance, convergence.
     Report {
         kernels: Vec<String>,
@@ -153,7 +176,44 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Kernels { json } => kernels(cli.store.as_deref(), &cwd, json),
         Cmd::Record { launches, command } => record(cli.store.as_deref(), &cwd, launches, &command),
         Cmd::Tune { .. } => not_built("tune", 7),
-        Cmd::Replay { .. } => not_built("replay", 6),
+        Cmd::Replay {
+            kernel,
+            all,
+            record,
+            pipeline,
+            config,
+            repeat,
+            tolerance,
+            dry_run,
+            mutate,
+            json,
+        } => {
+            let candidate = match (pipeline, config) {
+                (Some(p), _) => r3::candidate::Candidate::with_pipeline(&p),
+                (None, Some(path)) => {
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    serde_json::from_str(&text).with_context(|| {
+                        format!("{}: not a candidate configuration", path.display())
+                    })?
+                }
+                (None, None) => r3::candidate::Candidate::baseline(),
+            };
+            let sel = ReplaySelection {
+                kernel,
+                all,
+                record,
+            };
+            let how = ReplayHow {
+                repeat,
+                tolerance,
+                dry_run,
+                mutate,
+                json,
+            };
+            replay(cli.store.as_deref(), &cwd, &sel, &candidate, &how)
+        }
+        Cmd::ReplayWorker => Ok(r3::replay::worker::serve()),
         Cmd::Report { .. } => not_built("report", 9),
         Cmd::Passes { .. } => not_built("passes", 7),
         Cmd::Ptx {
@@ -228,6 +288,118 @@ fn record(store: Option<&Path>, cwd: &Path, launches: u32, command: &[String]) -
         );
     }
     Ok(status.code().unwrap_or(1))
+}
+
+struct ReplaySelection {
+    kernel: Option<String>,
+    all: bool,
+    record: Option<String>,
+}
+
+struct ReplayHow {
+    repeat: u32,
+    tolerance: Option<r3::replay::validate::Tolerance>,
+    dry_run: bool,
+    mutate: Vec<r3::replay::mutate::Mutation>,
+    json: bool,
+}
+
+fn replay(
+    store: Option<&Path>,
+    cwd: &Path,
+    sel: &ReplaySelection,
+    candidate: &r3::candidate::Candidate,
+    how: &ReplayHow,
+) -> Result<i32> {
+    let ReplayHow {
+        repeat,
+        tolerance,
+        dry_run,
+        json,
+        ..
+    } = *how;
+    // Broken candidates first, then the candidate as it is: it must still succeed after them.
+    let mutations: Vec<_> = how.mutate.iter().copied().map(Some).chain([None]).collect();
+    let loc = r3::store::locate(store, cwd);
+    let store = r3::store::Store::open(&loc.path)?;
+    let recs = select_recordings(&store, sel)?;
+    let gpu = match r3::gpu::probe() {
+        r3::gpu::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
+        _ => None,
+    };
+    if gpu.is_none() && !dry_run {
+        anyhow::bail!("no GPU on this machine: replay runs recorded launches on one. `--dry-run` builds the PTX and reports static statistics without it");
+    }
+    let mut rows = Vec::new();
+    for rec in &recs {
+        let target = r3::lower::Codegen {
+            sm: gpu
+                .as_ref()
+                .map(|(_, g)| g.sm())
+                .unwrap_or_else(|| rec.launch.arch.clone()),
+            ptx: Some(
+                r3::lower::ptx_for_driver(gpu.as_ref().map(|(d, _)| *d).unwrap_or((13, 0))).into(),
+            ),
+            opt_level: 3,
+        };
+        let opts = r3::replay::gpu::MeasureOptions {
+            ordinal: 0,
+            max_reps: repeat,
+            tolerance,
+        };
+        match r3::replay::gpu::replay(&store, rec, candidate, &target, &opts, dry_run, &mutations) {
+            Ok(r) => rows.extend(r),
+            Err(e) => eprintln!("r3: {}: {e}", rec.id),
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", r3::report::replay::render(&rows));
+    }
+    // Success: every unmutated candidate valid, and every mutated one caught.
+    let all_valid = rows.len() == recs.len() * mutations.len()
+        && rows.iter().all(|r| {
+            let valid = r
+                .measured
+                .as_ref()
+                .is_none_or(|m| matches!(m.outcome, r3::replay::Outcome::Valid { .. }));
+            valid == r.mutation.is_none() || (dry_run && r.measured.is_none())
+        });
+    Ok(if all_valid { 0 } else { 1 })
+}
+
+fn select_recordings(
+    store: &r3::store::Store,
+    sel: &ReplaySelection,
+) -> Result<Vec<r3::store::records::Recording>> {
+    let all = store.recordings(None)?;
+    let replayable = |r: &r3::store::records::Recording| r.launch.not_replayable.is_none();
+    let recs: Vec<_> = match (&sel.kernel, &sel.record, sel.all) {
+        (_, Some(id), _) => all.into_iter().filter(|r| &r.id == id).collect(),
+        (None, None, true) => all.into_iter().filter(replayable).collect(),
+        (Some(k), None, _) => {
+            let hashes: Vec<String> = store
+                .kernels()?
+                .into_iter()
+                .filter(|s| &s.hash == k)
+                .map(|s| s.signature.name)
+                .collect();
+            all.into_iter()
+                .filter(replayable)
+                .filter(|r| {
+                    hashes.contains(&r.launch.kernel)
+                        || &r.launch.kernel == k
+                        || r3::ir::extract::demangle(&r.launch.kernel).contains(k.as_str())
+                })
+                .collect()
+        }
+        (None, None, false) => anyhow::bail!("name a kernel, a --record, or --all"),
+    };
+    if recs.is_empty() {
+        anyhow::bail!("no replayable recording matches; fix: `r3 record -- ./your-program` first (see `r3 kernels` for names)");
+    }
+    Ok(recs)
 }
 
 const TOOLCHAIN: &str = include_str!("../scripts/r3-toolchain.cmake");

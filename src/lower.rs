@@ -1,5 +1,6 @@
 //! Lowering device IR to PTX with LLVM's NVPTX backend.
 
+use crate::candidate::Candidate;
 use crate::ir::{self, IrError, NVPTX_TRIPLE};
 use inkwell::module::Module;
 use inkwell::targets::{
@@ -107,15 +108,95 @@ fn retarget(module: &Module, cg: &Codegen) {
 
 /// Runs `pipeline` over the module, then lowers it to PTX text.
 pub fn to_ptx(module: &Module, pipeline: &str, cg: &Codegen) -> Result<String, LowerError> {
+    Ok(lower_timed(module, pipeline, cg)?.ptx)
+}
+
+/// PTX and where the time went.
+pub struct Timed {
+    pub ptx: String,
+    pub passes_ms: f64,
+    pub codegen_ms: f64,
+}
+
+pub fn lower_timed(module: &Module, pipeline: &str, cg: &Codegen) -> Result<Timed, LowerError> {
+    lower_timed_with(module, pipeline, cg, |_| ())
+}
+
+/// As `lower_timed`, with `after_passes` run on the IR between the pipeline and codegen.
+pub fn lower_timed_with(
+    module: &Module,
+    pipeline: &str,
+    cg: &Codegen,
+    after_passes: impl FnOnce(&Module),
+) -> Result<Timed, LowerError> {
     let tm = target_machine(cg)?;
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     retarget(module, cg);
+    let t = std::time::Instant::now();
     ir::run_pipeline(module, pipeline, &tm)?;
+    let passes_ms = t.elapsed().as_secs_f64() * 1e3;
+    after_passes(module);
+    ir::verify(module, "module before code generation")?;
+    let t = std::time::Instant::now();
     let buf = tm
         .write_to_memory_buffer(module, FileType::Assembly)
         .map_err(|e| LowerError::Codegen(e.to_string()))?;
-    Ok(String::from_utf8_lossy(buf.as_slice()).into_owned())
+    let codegen_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(Timed {
+        ptx: String::from_utf8_lossy(buf.as_slice()).into_owned(),
+        passes_ms,
+        codegen_ms,
+    })
+}
+
+/// A candidate's code for one kernel module: its knobs applied, its pipeline run, lowered.
+pub fn lower_candidate(
+    module: &Module,
+    c: &Candidate,
+    target: &Codegen,
+    after_passes: impl FnOnce(&Module),
+) -> Result<Timed, LowerError> {
+    apply_knobs(module, c);
+    let cg = Codegen {
+        opt_level: c.codegen_opt,
+        ..target.clone()
+    };
+    lower_timed_with(module, &c.pipeline, &cg, after_passes)
+}
+
+/// Launch bounds and fast-math, as clang would have set them from the source.
+pub fn apply_knobs(module: &Module, c: &Candidate) {
+    use inkwell::attributes::AttributeLoc;
+    let ctx = module.get_context();
+    for f in module
+        .get_functions()
+        .filter(|f| f.count_basic_blocks() > 0)
+    {
+        let set = |k: &str, v: &str| {
+            f.remove_string_attribute(AttributeLoc::Function, k);
+            f.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(k, v));
+        };
+        if f.get_call_conventions() == ir::PTX_KERNEL_CC {
+            if let Some(n) = c.max_threads {
+                set("nvvm.maxntid", &n.to_string());
+            }
+            if let Some(n) = c.min_blocks_per_sm {
+                set("nvvm.minctasm", &n.to_string());
+            }
+        }
+        if c.fast_math {
+            for k in [
+                "unsafe-fp-math",
+                "no-infs-fp-math",
+                "no-nans-fp-math",
+                "no-signed-zeros-fp-math",
+                "approx-func-fp-math",
+            ] {
+                set(k, "true");
+            }
+        }
+    }
 }
 
 /// The newest PTX ISA a CUDA driver of version (major, minor) loads, as LLVM's feature name.

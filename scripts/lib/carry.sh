@@ -10,7 +10,7 @@ cuda="${R3_CUDA_PATH:-${XDG_CACHE_HOME:-$HOME/.cache}/r3/cuda-13.0}"
 carry_r3() {
   mkdir -p "$carry"
   (cd "$here" && cargo build --release --locked) || return 1
-  strip -o "$carry/r3" "$here/target/release/r3"
+  strip -o "$carry/r3" "${CARGO_TARGET_DIR:-$here/target}/release/r3"
   xz -f -6 -T0 "$carry/r3"
 }
 

@@ -5,6 +5,12 @@
 //! measuring (GPU, one at a time), and so that candidates whose PTX is identical to one already
 //! measured are never measured twice.
 
+pub mod gpu;
+pub mod mutate;
+pub mod session;
+pub mod validate;
+pub mod worker;
+
 use crate::candidate::Candidate;
 use crate::lower::PtxStats;
 use serde::{Deserialize, Serialize};

@@ -2,3 +2,4 @@
 
 pub mod kernels;
 pub mod records;
+pub mod replay;

@@ -221,11 +221,39 @@ fn argv0_dispatch_makes_r3_clang_a_clang() {
 fn record_runs_the_program_and_keeps_its_exit_status() {
     let home = tempfile::tempdir().unwrap();
     let store = home.path().join("store");
-    let out = r3(&["record", "--r3-store", store.to_str().unwrap(), "--", "sh", "-c", "echo hi; exit 3"], home.path());
+    let out = r3(
+        &[
+            "record",
+            "--r3-store",
+            store.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "echo hi; exit 3",
+        ],
+        home.path(),
+    );
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(stdout(&out), "hi\n");
-    assert!(stderr(&out).contains("no launch was recorded"), "{}", stderr(&out));
-    let missing = r3(&["record", "--r3-store", store.to_str().unwrap(), "--", "/nonexistent/app"], home.path());
+    assert!(
+        stderr(&out).contains("no launch was recorded"),
+        "{}",
+        stderr(&out)
+    );
+    let missing = r3(
+        &[
+            "record",
+            "--r3-store",
+            store.to_str().unwrap(),
+            "--",
+            "/nonexistent/app",
+        ],
+        home.path(),
+    );
     assert_eq!(missing.status.code(), Some(1));
-    assert!(stderr(&missing).contains("cannot run /nonexistent/app"), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("cannot run /nonexistent/app"),
+        "{}",
+        stderr(&missing)
+    );
 }

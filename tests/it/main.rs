@@ -3,4 +3,5 @@
 mod cli;
 mod cmake;
 mod driver;
+mod replay;
 mod support;

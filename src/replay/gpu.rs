@@ -1,0 +1,261 @@
+//! The evaluator the search uses on a GPU: candidates are lowered here (any thread), then
+//! measured in a worker process against one recorded launch of the kernel.
+
+use super::validate::Tolerance;
+use super::worker::{Job, JobCandidate, Measured, Pool};
+use super::{Evaluator, Lowered, Outcome};
+use crate::candidate::Candidate;
+use crate::lower::{self, Codegen};
+use crate::store::records::Recording;
+use crate::store::{KernelRecord, Store, StoreError};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("kernel {0} has no device IR in the store; fix: build its program with r3-clang++")]
+    NoIr(String),
+    #[error("recording {id} cannot be replayed: {why}")]
+    NotReplayable { id: String, why: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the baseline of {kernel} does not lower: {msg}")]
+    Baseline { kernel: String, msg: String },
+    #[error("{0}")]
+    Worker(String),
+}
+
+/// How measurements are made.
+#[derive(Debug, Clone)]
+pub struct MeasureOptions {
+    pub ordinal: i32,
+    pub max_reps: u32,
+    pub tolerance: Option<Tolerance>,
+}
+
+pub struct GpuEvaluator {
+    kernel: KernelRecord,
+    bitcode: Vec<u8>,
+    target: Codegen,
+    recording: Recording,
+    baseline: Lowered,
+    opts: MeasureOptions,
+    pool: Pool,
+    /// Registers and local memory of the last batch, by position (the trait returns outcomes only).
+    pub last: Vec<Measured>,
+}
+
+/// The stored kernel a recording ran: same mangled name, preferring the recorded arch.
+pub fn kernel_for(store: &Store, rec: &Recording) -> Result<KernelRecord, EvalError> {
+    let mut all: Vec<KernelRecord> = store
+        .kernels()?
+        .into_iter()
+        .filter(|k| k.signature.name == rec.launch.kernel)
+        .collect();
+    all.sort_by_key(|k| k.signature.arch != rec.launch.arch);
+    all.into_iter()
+        .next()
+        .ok_or_else(|| EvalError::NoIr(crate::ir::extract::demangle(&rec.launch.kernel)))
+}
+
+impl GpuEvaluator {
+    pub fn new(
+        store: &Store,
+        recording: Recording,
+        target: Codegen,
+        opts: MeasureOptions,
+    ) -> Result<Self, EvalError> {
+        if let Some(why) = &recording.launch.not_replayable {
+            return Err(EvalError::NotReplayable {
+                id: recording.id.clone(),
+                why: why.clone(),
+            });
+        }
+        let kernel = kernel_for(store, &recording)?;
+        let bitcode = store.kernel_bitcode(&kernel.hash)?;
+        let baseline = lower_with(&bitcode, &kernel, &Candidate::baseline(), &target, None)
+            .map_err(|o| EvalError::Baseline {
+                kernel: kernel.signature.demangled.clone(),
+                msg: format!("{o:?}"),
+            })?;
+        // The watchdog: generous against the recorded time, so only real hangs hit it.
+        let per_run = Duration::from_secs_f64(recording.launch.in_app_ms.max(0.01) / 1e3);
+        let limit = Duration::from_secs(10) + per_run * 50 * (opts.max_reps + 10);
+        Ok(GpuEvaluator {
+            kernel,
+            bitcode,
+            target,
+            recording,
+            baseline,
+            opts,
+            pool: Pool::new(limit),
+            last: Vec::new(),
+        })
+    }
+
+    pub fn kernel(&self) -> &KernelRecord {
+        &self.kernel
+    }
+
+    pub fn recording(&self) -> &Recording {
+        &self.recording
+    }
+
+    pub fn baseline(&self) -> &Lowered {
+        &self.baseline
+    }
+
+    /// A candidate broken on purpose (see `mutate`): for testing replay itself.
+    pub fn lower_mutated(
+        &self,
+        c: &Candidate,
+        m: Option<super::mutate::Mutation>,
+    ) -> Result<Lowered, Outcome> {
+        lower_with(&self.bitcode, &self.kernel, c, &self.target, m)
+    }
+}
+
+fn lower_with(
+    bitcode: &[u8],
+    kernel: &KernelRecord,
+    c: &Candidate,
+    target: &Codegen,
+    mutation: Option<super::mutate::Mutation>,
+) -> Result<Lowered, Outcome> {
+    let err = |e: &dyn std::fmt::Display| Outcome::CompileError {
+        message: e.to_string(),
+    };
+    let ctx = inkwell::context::Context::create();
+    let module = crate::ir::load_bytes(&ctx, bitcode, &kernel.hash).map_err(|e| err(&e))?;
+    let mut mutated = true;
+    let t = lower::lower_candidate(&module, c, target, |m| {
+        if let Some(mu) = mutation {
+            mutated = super::mutate::apply(m, mu);
+        }
+    })
+    .map_err(|e| err(&e))?;
+    if !mutated {
+        return Err(Outcome::CompileError {
+            message: format!("mutation {mutation:?} found nothing to change"),
+        });
+    }
+    Ok(Lowered {
+        candidate: c.clone(),
+        ptx_hash: blake3::hash(t.ptx.as_bytes()).to_hex()[..16].to_owned(),
+        stats: lower::ptx_stats(&t.ptx),
+        ptx: t.ptx,
+        passes_ms: t.passes_ms,
+        codegen_ms: t.codegen_ms,
+    })
+}
+
+impl Evaluator for GpuEvaluator {
+    fn lower(&self, _kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome> {
+        lower_with(&self.bitcode, &self.kernel, candidate, &self.target, None)
+    }
+
+    fn measure(&mut self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        let job = Job {
+            recording_dir: self.recording.dir.clone(),
+            recording_id: self.recording.id.clone(),
+            ordinal: self.opts.ordinal,
+            baseline_ptx: self.baseline.ptx.clone(),
+            candidates: batch
+                .iter()
+                .map(|l| JobCandidate {
+                    ptx: l.ptx.clone(),
+                    block_x: l.candidate.block_x,
+                    tolerance: self.opts.tolerance,
+                })
+                .collect(),
+            max_reps: self.opts.max_reps,
+        };
+        self.last = match self.pool.run(&job) {
+            Ok(m) => m,
+            Err(message) => batch
+                .iter()
+                .map(|_| Measured {
+                    outcome: Outcome::Crashed {
+                        message: message.clone(),
+                    },
+                    registers: None,
+                    local_bytes: None,
+                })
+                .collect(),
+        };
+        self.last.iter().map(|m| m.outcome.clone()).collect()
+    }
+}
+
+/// What `r3 replay` reports for one candidate on one recording.
+#[derive(Debug, serde::Serialize)]
+pub struct ReplayResult {
+    pub recording: String,
+    pub kernel: String,
+    pub kernel_hash: String,
+    pub in_app_us: f64,
+    pub candidate: Candidate,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutation: Option<super::mutate::Mutation>,
+    pub baseline_ptx: lower::PtxStats,
+    pub candidate_ptx: lower::PtxStats,
+    /// None in a dry run.
+    pub measured: Option<Measured>,
+}
+
+/// Lowers the baseline and `candidate` (once per entry of `mutations`, None meaning as is) for
+/// a recording and, unless `dry_run`, measures them as one batch against the baseline.
+pub fn replay(
+    store: &Store,
+    rec: &Recording,
+    candidate: &Candidate,
+    target: &Codegen,
+    opts: &MeasureOptions,
+    dry_run: bool,
+    mutations: &[Option<super::mutate::Mutation>],
+) -> Result<Vec<ReplayResult>, EvalError> {
+    let mut ev = GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone())?;
+    let lowered: Vec<Result<Lowered, Outcome>> = mutations
+        .iter()
+        .map(|m| ev.lower_mutated(candidate, *m))
+        .collect();
+    let ok: Vec<Lowered> = lowered
+        .iter()
+        .filter_map(|l| l.as_ref().ok().cloned())
+        .collect();
+    let mut measured = if dry_run || ok.is_empty() {
+        Vec::new()
+    } else {
+        ev.measure("", &ok);
+        std::mem::take(&mut ev.last)
+    }
+    .into_iter();
+    let rows = lowered
+        .into_iter()
+        .zip(mutations)
+        .map(|(l, m)| {
+            let (stats, measured) = match l {
+                Ok(l) => (l.stats, if dry_run { None } else { measured.next() }),
+                Err(outcome) => (
+                    Default::default(),
+                    Some(Measured {
+                        outcome,
+                        registers: None,
+                        local_bytes: None,
+                    }),
+                ),
+            };
+            ReplayResult {
+                recording: ev.recording.id.clone(),
+                kernel: ev.kernel.signature.demangled.clone(),
+                kernel_hash: ev.kernel.hash.clone(),
+                in_app_us: ev.recording.launch.in_app_ms * 1e3,
+                candidate: candidate.clone(),
+                mutation: *m,
+                baseline_ptx: ev.baseline.stats.clone(),
+                candidate_ptx: stats,
+                measured,
+            }
+        })
+        .collect();
+    Ok(rows)
+}

@@ -1,0 +1,468 @@
+//! One recorded launch, set up on the GPU: the recorded address range reserved at the same
+//! address, every allocation mapped where it was, the prologue's bytes ready to restore.
+//! Candidates (PTX) are loaded into it, run, read back and timed. All CUDA calls of replay
+//! are here; this runs inside a worker process (see `worker`), never in the search's process.
+
+use super::validate::{self, Tolerance};
+use super::TimeStats;
+use crate::store::records::{LaunchRecord, Recording, RegionData, RegionKind, Snapshot};
+use cudarc::driver::sys::{self, CUresult};
+use std::ffi::CString;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("CUDA error {code} during {during}")]
+    Cuda { during: String, code: String },
+    #[error("the recording's address range {base:#x}+{size:#x} cannot be reserved at the same address here (got {got:#x}); another allocation holds it")]
+    Range { base: u64, size: u64, got: u64 },
+    #[error("recording {0}: {1}")]
+    Recording(String, String),
+    #[error("{0}")]
+    Other(String),
+}
+
+fn ck(r: CUresult, during: &str) -> Result<(), ReplayError> {
+    if r == CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(ReplayError::Cuda {
+            during: during.to_owned(),
+            code: format!("{r:?}"),
+        })
+    }
+}
+
+/// Whether an error leaves the CUDA context unusable (the worker must then exit).
+pub fn is_sticky(e: &ReplayError) -> bool {
+    matches!(e, ReplayError::Cuda { code, .. } if code.contains("ILLEGAL") || code.contains("LAUNCH_FAILED")
+        || code.contains("MISALIGNED") || code.contains("HARDWARE_STACK") || code.contains("ILLEGAL_INSTRUCTION")
+        || code.contains("INVALID_PC") || code.contains("ASSERT"))
+}
+
+/// A candidate's module loaded into the session.
+pub struct Loaded {
+    module: sys::CUmodule,
+    func: sys::CUfunction,
+    /// (region index, device address) of the recorded variables the module defines.
+    vars: Vec<(usize, u64)>,
+    pub registers: i32,
+    pub local_bytes: i32,
+}
+
+pub struct Session {
+    launch: LaunchRecord,
+    args: Vec<u8>,
+    prologue: Snapshot,
+    expected: Snapshot,
+    /// Regions the original launch changed: restored before every timed run.
+    written: Vec<usize>,
+    scratch: u64,
+    scratch_bytes: usize,
+    stream: sys::CUstream,
+}
+
+impl Session {
+    /// Sets up a recording on GPU `ordinal`.
+    pub fn open(rec: &Recording, ordinal: i32) -> Result<Session, ReplayError> {
+        let bad =
+            |e: crate::store::StoreError| ReplayError::Recording(rec.id.clone(), e.to_string());
+        let prologue = rec.prologue().map_err(bad)?;
+        let epilogue = rec.epilogue().map_err(bad)?;
+        let expected = crate::store::records::apply(&prologue, &epilogue)
+            .map_err(|e| ReplayError::Recording(rec.id.clone(), e))?;
+        let written = epilogue
+            .regions
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.data != RegionData::Unchanged)
+            .map(|(i, _)| i)
+            .collect();
+        let args = rec
+            .launch
+            .args()
+            .map_err(|e| ReplayError::Recording(rec.id.clone(), e))?;
+        // SAFETY: plain driver calls; every result is checked.
+        unsafe {
+            ck(sys::cuInit(0), "cuInit")?;
+            let mut dev = 0;
+            ck(sys::cuDeviceGet(&mut dev, ordinal), "cuDeviceGet")?;
+            let mut ctx = std::ptr::null_mut();
+            ck(
+                sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+                "retaining the primary context",
+            )?;
+            ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
+            map_range(&rec.launch, &prologue, dev)?;
+            let mut stream = std::ptr::null_mut();
+            ck(sys::cuStreamCreate(&mut stream, 0), "cuStreamCreate")?;
+            let mut l2 = 0;
+            ck(
+                sys::cuDeviceGetAttribute(
+                    &mut l2,
+                    sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                    dev,
+                ),
+                "reading the L2 size",
+            )?;
+            let scratch_bytes = (l2.max(1 << 20) as usize) * 2;
+            let mut scratch = 0;
+            ck(
+                sys::cuMemAlloc_v2(&mut scratch, scratch_bytes),
+                "allocating the L2 flush buffer",
+            )?;
+            Ok(Session {
+                launch: rec.launch.clone(),
+                args,
+                prologue,
+                expected,
+                written,
+                scratch,
+                scratch_bytes,
+                stream,
+            })
+        }
+    }
+
+    pub fn load(&self, ptx: &str) -> Result<Loaded, ReplayError> {
+        let text =
+            CString::new(ptx).map_err(|_| ReplayError::Other("PTX holds a NUL byte".into()))?;
+        let name = CString::new(self.launch.kernel.as_str())
+            .map_err(|_| ReplayError::Other("kernel name".into()))?;
+        // SAFETY: the module and function handles come from the driver and are checked.
+        unsafe {
+            let mut module = std::ptr::null_mut();
+            ck(
+                sys::cuModuleLoadData(&mut module, text.as_ptr() as *const _),
+                "loading the PTX",
+            )?;
+            let mut func = std::ptr::null_mut();
+            ck(
+                sys::cuModuleGetFunction(&mut func, module, name.as_ptr()),
+                "finding the kernel in the PTX",
+            )?;
+            let mut vars = Vec::new();
+            for (i, r) in self.prologue.regions.iter().enumerate() {
+                if r.kind != RegionKind::Variable {
+                    continue;
+                }
+                let Ok(n) = CString::new(r.name.as_str()) else {
+                    continue;
+                };
+                let (mut ptr, mut size) = (0u64, 0usize);
+                // A variable the kernel does not reach is not in its module.
+                if sys::cuModuleGetGlobal_v2(&mut ptr, &mut size, module, n.as_ptr())
+                    == CUresult::CUDA_SUCCESS
+                {
+                    vars.push((i, ptr));
+                }
+            }
+            let attr = |a| {
+                let mut v = 0;
+                sys::cuFuncGetAttribute(&mut v, a, func);
+                v
+            };
+            let registers = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS);
+            let local_bytes = attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+            Ok(Loaded {
+                module,
+                func,
+                vars,
+                registers,
+                local_bytes,
+            })
+        }
+    }
+
+    pub fn unload(&self, l: Loaded) {
+        // SAFETY: the module was loaded by `load` and is not used after this.
+        unsafe { sys::cuModuleUnload(l.module) };
+    }
+
+    /// Restores every input, runs once, and checks every region against the recording.
+    pub fn check(
+        &self,
+        l: &Loaded,
+        block_x: Option<u32>,
+        tol: Option<&Tolerance>,
+    ) -> Result<Result<(), String>, ReplayError> {
+        self.restore(l, None)?;
+        self.launch_once(l, block_x)?;
+        // SAFETY: synchronizing the session's stream.
+        unsafe { ck(sys::cuStreamSynchronize(self.stream), "running the kernel")? };
+        let observed = self.read_back(l)?;
+        Ok(validate::compare(
+            &self.expected,
+            &observed,
+            &self.written,
+            tol,
+        ))
+    }
+
+    /// Times the loaded candidates interleaved (A B A B …), each run on restored inputs and a
+    /// flushed L2, until the median is known within 1% (95% confidence) or `max_reps`.
+    pub fn time(
+        &self,
+        ls: &[(&Loaded, Option<u32>)],
+        max_reps: u32,
+    ) -> Result<Vec<TimeStats>, ReplayError> {
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); ls.len()];
+        for warm in 0..3 {
+            for (l, bx) in ls {
+                self.timed_run(l, *bx).map_err(|e| annotate(e, warm))?;
+            }
+        }
+        for rep in 0..max_reps {
+            for (i, (l, bx)) in ls.iter().enumerate() {
+                samples[i].push(self.timed_run(l, *bx)?);
+            }
+            if rep + 1 >= 10 && samples.iter().all(|s| settled(s)) {
+                break;
+            }
+        }
+        Ok(samples.iter().map(|s| stats(s)).collect())
+    }
+
+    fn timed_run(&self, l: &Loaded, block_x: Option<u32>) -> Result<f64, ReplayError> {
+        self.restore(l, Some(&self.written))?;
+        // SAFETY: events and memset on the session's stream; results checked.
+        unsafe {
+            ck(
+                sys::cuMemsetD8Async(self.scratch, 0x5a, self.scratch_bytes, self.stream),
+                "flushing L2",
+            )?;
+            let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
+            ck(sys::cuEventCreate(&mut a, 0), "cuEventCreate")?;
+            ck(sys::cuEventCreate(&mut b, 0), "cuEventCreate")?;
+            ck(sys::cuEventRecord(a, self.stream), "cuEventRecord")?;
+            self.launch_once(l, block_x)?;
+            ck(sys::cuEventRecord(b, self.stream), "cuEventRecord")?;
+            ck(sys::cuEventSynchronize(b), "running the kernel")?;
+            let mut ms = 0f32;
+            ck(
+                sys::cuEventElapsedTime_v2(&mut ms, a, b),
+                "cuEventElapsedTime",
+            )?;
+            sys::cuEventDestroy_v2(a);
+            sys::cuEventDestroy_v2(b);
+            Ok(ms as f64 * 1e3)
+        }
+    }
+
+    /// Copies the prologue's bytes back into `only` (all regions when None).
+    fn restore(&self, l: &Loaded, only: Option<&[usize]>) -> Result<(), ReplayError> {
+        let all: Vec<usize> = (0..self.prologue.regions.len()).collect();
+        for &i in only.unwrap_or(&all) {
+            let r = &self.prologue.regions[i];
+            let RegionData::Full(bytes) = &r.data else {
+                continue;
+            };
+            let Some(dst) = self.device_addr(l, i) else {
+                continue;
+            };
+            // SAFETY: `dst` is a mapped region of at least `bytes.len()` bytes.
+            unsafe {
+                ck(
+                    sys::cuMemcpyHtoDAsync_v2(
+                        dst,
+                        bytes.as_ptr() as *const _,
+                        bytes.len(),
+                        self.stream,
+                    ),
+                    "restoring inputs",
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn device_addr(&self, l: &Loaded, region: usize) -> Option<u64> {
+        let r = &self.prologue.regions[region];
+        match r.kind {
+            RegionKind::Allocation => Some(r.addr),
+            RegionKind::Variable => l.vars.iter().find(|(i, _)| *i == region).map(|(_, a)| *a),
+        }
+    }
+
+    fn launch_once(&self, l: &Loaded, block_x: Option<u32>) -> Result<(), ReplayError> {
+        let rec = &self.launch;
+        let (grid, block) = shape(rec.grid, rec.block, block_x);
+        let mut params: Vec<*mut std::ffi::c_void> = rec
+            .params
+            .iter()
+            .map(|p| self.args[p.offset as usize..].as_ptr() as *mut std::ffi::c_void)
+            .collect();
+        // SAFETY: each parameter pointer addresses the recorded bytes of that parameter.
+        unsafe {
+            ck(
+                sys::cuLaunchKernel(
+                    l.func,
+                    grid[0],
+                    grid[1],
+                    grid[2],
+                    block[0],
+                    block[1],
+                    block[2],
+                    rec.shared_bytes as u32,
+                    self.stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                ),
+                "launching the kernel",
+            )
+        }
+    }
+
+    fn read_back(&self, l: &Loaded) -> Result<Snapshot, ReplayError> {
+        let mut out = self.prologue.clone();
+        for (i, r) in out.regions.iter_mut().enumerate() {
+            let Some(src) = self.device_addr(l, i) else {
+                continue;
+            };
+            let mut bytes = vec![0u8; r.size as usize];
+            // SAFETY: reading a mapped region of `r.size` bytes.
+            unsafe {
+                ck(
+                    sys::cuMemcpyDtoH_v2(bytes.as_mut_ptr() as *mut _, src, bytes.len()),
+                    "reading results",
+                )?;
+            }
+            r.data = RegionData::Full(bytes);
+        }
+        Ok(out)
+    }
+}
+
+fn annotate(e: ReplayError, warm: u32) -> ReplayError {
+    match e {
+        ReplayError::Cuda { during, code } => ReplayError::Cuda {
+            during: format!("{during} (warm-up {warm})"),
+            code,
+        },
+        e => e,
+    }
+}
+
+/// The launch shape for a block size override: total threads in x are kept.
+pub fn shape(grid: [u32; 3], block: [u32; 3], block_x: Option<u32>) -> ([u32; 3], [u32; 3]) {
+    match block_x {
+        Some(bx) if bx > 0 => {
+            let total = grid[0] as u64 * block[0] as u64;
+            (
+                [total.div_ceil(bx as u64) as u32, grid[1], grid[2]],
+                [bx, block[1], block[2]],
+            )
+        }
+        _ => (grid, block),
+    }
+}
+
+/// Maps every allocation of the recording at its recorded address.
+unsafe fn map_range(rec: &LaunchRecord, prologue: &Snapshot, dev: i32) -> Result<(), ReplayError> {
+    let mut prop: sys::CUmemAllocationProp = std::mem::zeroed();
+    prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    let mut gran = 0usize;
+    ck(
+        sys::cuMemGetAllocationGranularity(
+            &mut gran,
+            &prop,
+            sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+        ),
+        "reading the allocation granularity",
+    )?;
+    let mut got = 0u64;
+    ck(
+        sys::cuMemAddressReserve(&mut got, rec.va_size as usize, 0, rec.va_base, 0),
+        "reserving the recorded address range",
+    )?;
+    if got != rec.va_base {
+        sys::cuMemAddressFree(got, rec.va_size as usize);
+        return Err(ReplayError::Range {
+            base: rec.va_base,
+            size: rec.va_size,
+            got,
+        });
+    }
+    let mut access: sys::CUmemAccessDesc = std::mem::zeroed();
+    access.location = prop.location;
+    access.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for r in prologue
+        .regions
+        .iter()
+        .filter(|r| r.kind == RegionKind::Allocation)
+    {
+        let mapped = (r.size as usize).div_ceil(gran).max(1) * gran;
+        let mut handle = 0;
+        ck(
+            sys::cuMemCreate(&mut handle, mapped, &prop, 0),
+            "creating device memory",
+        )?;
+        ck(
+            sys::cuMemMap(r.addr, mapped, 0, handle, 0),
+            &format!("mapping {:#x}", r.addr),
+        )?;
+        ck(
+            sys::cuMemSetAccess(r.addr, mapped, &access, 1),
+            "setting access",
+        )?;
+    }
+    Ok(())
+}
+
+/// True when the median of `s` is known within 1% at 95% confidence (McGill et al.'s notch:
+/// median ± 1.57 IQR / √n).
+fn settled(s: &[f64]) -> bool {
+    let t = stats(s);
+    let iqr = t.spread * t.median_us;
+    1.57 * iqr / (s.len() as f64).sqrt() < 0.01 * t.median_us
+}
+
+pub fn stats(s: &[f64]) -> TimeStats {
+    let mut v = s.to_vec();
+    v.sort_by(f64::total_cmp);
+    let q = |f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
+    let median = q(0.5);
+    TimeStats {
+        median_us: median,
+        min_us: v[0],
+        spread: if median > 0.0 {
+            (q(0.75) - q(0.25)) / median
+        } else {
+            0.0
+        },
+        samples: v.len() as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_override_keeps_total_threads() {
+        assert_eq!(
+            shape([4096, 1, 1], [256, 1, 1], Some(128)),
+            ([8192, 1, 1], [128, 1, 1])
+        );
+        assert_eq!(
+            shape([10, 2, 1], [100, 1, 1], Some(64)),
+            ([16, 2, 1], [64, 1, 1])
+        );
+        assert_eq!(
+            shape([10, 1, 1], [100, 1, 1], None),
+            ([10, 1, 1], [100, 1, 1])
+        );
+    }
+
+    #[test]
+    fn stats_and_settling() {
+        let t = stats(&[3.0, 1.0, 2.0, 4.0, 5.0]);
+        assert_eq!((t.median_us, t.min_us, t.samples), (3.0, 1.0, 5));
+        assert!((t.spread - 2.0 / 3.0).abs() < 1e-12);
+        assert!(settled(&[10.0; 12]));
+        assert!(!settled(&[
+            10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0
+        ]));
+    }
+}

@@ -1,0 +1,243 @@
+//! Checking a replay's results against the recording. Exact by default: every byte of every
+//! region must equal the recorded post-launch state, so a candidate that writes anywhere the
+//! original did not, or leaves out a write, fails. A tolerance relaxes only the regions the
+//! original wrote, and only for the element type it names.
+
+use crate::store::records::{RegionData, Snapshot};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    F32,
+    F64,
+}
+
+/// Allowed difference for floating-point outputs: |a-b| <= abs + rel*|b|, or within `ulp`
+/// units in the last place. NaN must meet NaN.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Tolerance {
+    pub dtype: Dtype,
+    #[serde(default)]
+    pub rel: f64,
+    #[serde(default)]
+    pub abs: f64,
+    #[serde(default)]
+    pub ulp: u64,
+}
+
+impl std::str::FromStr for Tolerance {
+    type Err = String;
+    /// `f32:rel=1e-5,abs=1e-6,ulp=4`
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (dtype, rest) = s.split_once(':').unwrap_or((s, ""));
+        let dtype = match dtype {
+            "f32" => Dtype::F32,
+            "f64" => Dtype::F64,
+            d => {
+                return Err(format!(
+                    "tolerance type '{d}': use f32 or f64, e.g. f32:rel=1e-5"
+                ))
+            }
+        };
+        let mut t = Tolerance {
+            dtype,
+            rel: 0.0,
+            abs: 0.0,
+            ulp: 0,
+        };
+        for kv in rest.split(',').filter(|s| !s.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or(format!("'{kv}': expected key=value"))?;
+            let bad = |e: &dyn std::fmt::Display| format!("'{kv}': {e}");
+            match k {
+                "rel" => t.rel = v.parse().map_err(|e| bad(&e))?,
+                "abs" => t.abs = v.parse().map_err(|e| bad(&e))?,
+                "ulp" => t.ulp = v.parse().map_err(|e| bad(&e))?,
+                _ => return Err(format!("'{k}': known keys are rel, abs, ulp")),
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// Ok, or a message naming the first region and offset that differ.
+pub fn compare(
+    expected: &Snapshot,
+    observed: &Snapshot,
+    written: &[usize],
+    tol: Option<&Tolerance>,
+) -> Result<(), String> {
+    for (i, (e, o)) in expected.regions.iter().zip(&observed.regions).enumerate() {
+        let (RegionData::Full(want), RegionData::Full(got)) = (&e.data, &o.data) else {
+            continue;
+        };
+        if want == got {
+            continue;
+        }
+        let what = if e.name.is_empty() {
+            format!("allocation {:#x}", e.addr)
+        } else {
+            format!("variable {}", e.name)
+        };
+        let first = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(0);
+        match tol {
+            Some(t) if written.contains(&i) => {
+                within(t, want, got).map_err(|at| format!("{what}: byte {at} outside tolerance"))?
+            }
+            _ if !written.contains(&i) => {
+                return Err(format!(
+                    "{what}: written at byte {first}, which the original launch left alone"
+                ))
+            }
+            _ => return Err(format!("{what}: differs at byte {first} (exact check)")),
+        }
+    }
+    Ok(())
+}
+
+fn within(t: &Tolerance, want: &[u8], got: &[u8]) -> Result<(), usize> {
+    let size = match t.dtype {
+        Dtype::F32 => 4,
+        Dtype::F64 => 8,
+    };
+    for (k, (a, b)) in want.chunks(size).zip(got.chunks(size)).enumerate() {
+        if a == b {
+            continue;
+        }
+        if a.len() < size {
+            return Err(k * size);
+        }
+        let (x, y, ulps) = match t.dtype {
+            Dtype::F32 => {
+                let (x, y) = (
+                    f32::from_le_bytes(a.try_into().unwrap()),
+                    f32::from_le_bytes(b.try_into().unwrap()),
+                );
+                (
+                    x as f64,
+                    y as f64,
+                    ulp_distance(x.to_bits() as i64, y.to_bits() as i64, 32),
+                )
+            }
+            Dtype::F64 => {
+                let (x, y) = (
+                    f64::from_le_bytes(a.try_into().unwrap()),
+                    f64::from_le_bytes(b.try_into().unwrap()),
+                );
+                (
+                    x,
+                    y,
+                    ulp_distance(x.to_bits() as i64, y.to_bits() as i64, 64),
+                )
+            }
+        };
+        let ok =
+            (x.is_nan() && y.is_nan()) || (y - x).abs() <= t.abs + t.rel * x.abs() || ulps <= t.ulp;
+        if !ok {
+            return Err(k * size);
+        }
+    }
+    Ok(())
+}
+
+/// Distance in representable values between two floats given by their bit patterns.
+fn ulp_distance(a: i64, b: i64, bits: u32) -> u64 {
+    let ordered = |v: i64| {
+        let sign = 1i64 << (bits - 1);
+        if v & sign != 0 {
+            -(v & (sign - 1))
+        } else {
+            v
+        }
+    };
+    ordered(a).abs_diff(ordered(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::records::{Region, RegionKind};
+
+    fn snap(regions: Vec<Vec<u8>>) -> Snapshot {
+        Snapshot {
+            regions: regions
+                .into_iter()
+                .enumerate()
+                .map(|(i, b)| Region {
+                    kind: RegionKind::Allocation,
+                    addr: 0x1000 * i as u64,
+                    size: b.len() as u64,
+                    name: String::new(),
+                    page_size: 4096,
+                    data: RegionData::Full(b),
+                })
+                .collect(),
+        }
+    }
+
+    fn f32s(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn exact_by_default() {
+        let want = snap(vec![f32s(&[1.0, 2.0]), vec![0; 8]]);
+        assert!(compare(&want, &want.clone(), &[0], None).is_ok());
+        let off = snap(vec![f32s(&[1.0, 2.000001]), vec![0; 8]]);
+        assert!(compare(&want, &off, &[0], None)
+            .unwrap_err()
+            .contains("exact"));
+    }
+
+    #[test]
+    fn writing_elsewhere_fails_even_with_tolerance() {
+        let want = snap(vec![f32s(&[1.0]), vec![0; 8]]);
+        let stray = snap(vec![f32s(&[1.0]), vec![0, 0, 0, 1, 0, 0, 0, 0]]);
+        let t: Tolerance = "f32:rel=1".parse().unwrap();
+        assert!(compare(&want, &stray, &[0], Some(&t))
+            .unwrap_err()
+            .contains("left alone"));
+    }
+
+    #[test]
+    fn tolerance_relative_and_ulp() {
+        let want = snap(vec![f32s(&[1.0, 100.0, f32::NAN])]);
+        let near = snap(vec![f32s(&[1.0000001, 100.00001, f32::NAN])]);
+        assert!(compare(&want, &near, &[0], Some(&"f32:rel=1e-6".parse().unwrap())).is_ok());
+        assert!(compare(&want, &near, &[0], Some(&"f32:ulp=1".parse().unwrap())).is_ok());
+        let far = snap(vec![f32s(&[1.01, 100.0, f32::NAN])]);
+        assert!(compare(
+            &want,
+            &far,
+            &[0],
+            Some(&"f32:rel=1e-6,ulp=4".parse().unwrap())
+        )
+        .is_err());
+        assert_eq!(
+            ulp_distance(0.0f32.to_bits() as i64, (-0.0f32).to_bits() as i64, 32),
+            0
+        );
+        assert_eq!(
+            ulp_distance(
+                f32::MIN_POSITIVE.to_bits() as i64,
+                (-f32::MIN_POSITIVE).to_bits() as i64,
+                32
+            ),
+            2 * f32::MIN_POSITIVE.to_bits() as u64
+        );
+    }
+
+    #[test]
+    fn tolerance_syntax_errors_are_explained() {
+        assert!("f16:rel=1"
+            .parse::<Tolerance>()
+            .unwrap_err()
+            .contains("f32 or f64"));
+        assert!("f32:rell=1"
+            .parse::<Tolerance>()
+            .unwrap_err()
+            .contains("known keys"));
+    }
+}

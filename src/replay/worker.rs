@@ -1,0 +1,509 @@
+//! Isolation: every GPU evaluation runs in a worker process (`r3 __replay-worker`) that the
+//! parent watches. An illegal address or a hung kernel costs one worker, never r3: the
+//! parent records the candidate as crashed or timed out, starts a new worker, and goes on.
+//!
+//! Protocol: the parent writes one [`Job`] as a JSON line to the worker's stdin; the worker
+//! answers with [`Msg`] lines on stdout: `Start` before each candidate, `Done` after it.
+
+use super::session::{self, Session};
+use super::validate::Tolerance;
+use super::Outcome;
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    pub recording_dir: PathBuf,
+    pub recording_id: String,
+    pub ordinal: i32,
+    /// The reference code, timed interleaved with every candidate.
+    pub baseline_ptx: String,
+    pub candidates: Vec<JobCandidate>,
+    pub max_reps: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobCandidate {
+    pub ptx: String,
+    pub block_x: Option<u32>,
+    pub tolerance: Option<Tolerance>,
+}
+
+/// One candidate's result, with what the driver reported about its code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub outcome: Outcome,
+    pub registers: Option<i32>,
+    pub local_bytes: Option<i32>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub enum Msg {
+    Start {
+        index: usize,
+    },
+    Done {
+        index: usize,
+        result: Measured,
+    },
+    /// The batch cannot run at all (e.g. the recording cannot be set up).
+    Fatal {
+        message: String,
+    },
+}
+
+/// The worker's main loop. Exits after a sticky CUDA error, since its context is gone.
+pub fn serve() -> i32 {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    let mut session: Option<(PathBuf, Session)> = None;
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { return 0 };
+        let job: Job = match serde_json::from_str(&line) {
+            Ok(j) => j,
+            Err(e) => {
+                return send(
+                    &mut out,
+                    &Msg::Fatal {
+                        message: format!("bad job: {e}"),
+                    },
+                )
+                .map_or(1, |_| 1)
+            }
+        };
+        if session
+            .as_ref()
+            .map(|(d, _)| d != &job.recording_dir)
+            .unwrap_or(true)
+        {
+            let rec = match load_recording(&job) {
+                Ok(r) => r,
+                Err(message) => {
+                    let _ = send(&mut out, &Msg::Fatal { message });
+                    continue;
+                }
+            };
+            match Session::open(&rec, job.ordinal) {
+                Ok(s) => session = Some((job.recording_dir.clone(), s)),
+                Err(e) => {
+                    let _ = send(
+                        &mut out,
+                        &Msg::Fatal {
+                            message: e.to_string(),
+                        },
+                    );
+                    return 2;
+                }
+            }
+        }
+        let s = &session.as_ref().unwrap().1;
+        if let Err(code) = run_job(s, &job, &mut out) {
+            return code;
+        }
+    }
+    0
+}
+
+fn load_recording(job: &Job) -> Result<crate::store::records::Recording, String> {
+    let path = job.recording_dir.join("launch.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let launch = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(crate::store::records::Recording {
+        dir: job.recording_dir.clone(),
+        id: job.recording_id.clone(),
+        launch,
+    })
+}
+
+fn send(out: &mut impl Write, msg: &Msg) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, msg)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+fn run_job(s: &Session, job: &Job, out: &mut impl Write) -> Result<(), i32> {
+    let base = match s
+        .load(&job.baseline_ptx)
+        .and_then(|l| s.check(&l, None, None).map(|r| (l, r)))
+    {
+        Ok((l, Ok(()))) => l,
+        Ok((_, Err(diff))) => {
+            let _ = send(
+                out,
+                &Msg::Fatal {
+                    message: format!("the baseline does not reproduce the recording: {diff}"),
+                },
+            );
+            return Ok(());
+        }
+        Err(e) => {
+            let _ = send(
+                out,
+                &Msg::Fatal {
+                    message: format!("the baseline fails: {e}"),
+                },
+            );
+            return Err(3);
+        }
+    };
+    for (index, c) in job.candidates.iter().enumerate() {
+        send(out, &Msg::Start { index }).map_err(|_| 1)?;
+        let (result, sticky) = evaluate(s, &base, c, job.max_reps);
+        send(out, &Msg::Done { index, result }).map_err(|_| 1)?;
+        if sticky {
+            return Err(3);
+        }
+    }
+    s.unload(base);
+    Ok(())
+}
+
+/// One candidate: load, check, time against the baseline. Returns whether the context died.
+fn evaluate(
+    s: &Session,
+    base: &session::Loaded,
+    c: &JobCandidate,
+    max_reps: u32,
+) -> (Measured, bool) {
+    let fail = |outcome| Measured {
+        outcome,
+        registers: None,
+        local_bytes: None,
+    };
+    let l = match s.load(&c.ptx) {
+        Ok(l) => l,
+        Err(e) => {
+            return (
+                fail(Outcome::CompileError {
+                    message: e.to_string(),
+                }),
+                session::is_sticky(&e),
+            )
+        }
+    };
+    let (registers, local_bytes) = (Some(l.registers), Some(l.local_bytes));
+    let outcome = match s.check(&l, c.block_x, c.tolerance.as_ref()) {
+        Err(e) => {
+            let sticky = session::is_sticky(&e);
+            return (
+                Measured {
+                    outcome: Outcome::Crashed {
+                        message: e.to_string(),
+                    },
+                    registers,
+                    local_bytes,
+                },
+                sticky,
+            );
+        }
+        Ok(Err(diff)) => Outcome::WrongOutput { message: diff },
+        Ok(Ok(())) => match s.time(&[(base, None), (&l, c.block_x)], max_reps) {
+            Ok(t) => Outcome::Valid {
+                baseline: t[0].clone(),
+                time: t[1].clone(),
+            },
+            Err(e) => {
+                let sticky = session::is_sticky(&e);
+                return (
+                    Measured {
+                        outcome: Outcome::Crashed {
+                            message: e.to_string(),
+                        },
+                        registers,
+                        local_bytes,
+                    },
+                    sticky,
+                );
+            }
+        },
+    };
+    s.unload(l);
+    (
+        Measured {
+            outcome,
+            registers,
+            local_bytes,
+        },
+        false,
+    )
+}
+
+/// The parent's side: a worker process, restarted whenever one dies or hangs.
+pub struct Pool {
+    worker: Option<Worker>,
+    /// The worker command: `r3 __replay-worker`, or a stand-in in tests.
+    program: Vec<String>,
+    /// Time allowed for one candidate (set from the baseline's time).
+    pub limit: Duration,
+    /// Time allowed for a worker to set up a recording (copying its memory in).
+    pub setup_limit: Duration,
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Worker {
+    fn spawn(program: &[String]) -> std::io::Result<Worker> {
+        let mut child = Command::new(&program[0])
+            .args(&program[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Worker {
+            child,
+            stdin,
+            lines,
+        })
+    }
+}
+
+impl Pool {
+    pub fn new(limit: Duration) -> Pool {
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "r3".into());
+        Pool::with_program(vec![exe, "__replay-worker".into()], limit)
+    }
+
+    pub fn with_program(program: Vec<String>, limit: Duration) -> Pool {
+        Pool {
+            worker: None,
+            program,
+            limit,
+            setup_limit: Duration::from_secs(120),
+        }
+    }
+
+    /// Runs a job; every candidate gets a result, whatever happens to the workers.
+    pub fn run(&mut self, job: &Job) -> Result<Vec<Measured>, String> {
+        let mut results: Vec<Option<Measured>> = vec![None; job.candidates.len()];
+        let mut todo: Vec<usize> = (0..job.candidates.len()).collect();
+        while !todo.is_empty() {
+            let sub = Job {
+                candidates: todo.iter().map(|&i| job.candidates[i].clone()).collect(),
+                ..job.clone()
+            };
+            let done = self.run_once(&sub)?;
+            let mut next = Vec::new();
+            for (k, r) in done.into_iter().enumerate() {
+                match r {
+                    Some(m) => results[todo[k]] = Some(m),
+                    None => next.push(todo[k]),
+                }
+            }
+            if next.len() == todo.len() {
+                return Err("the replay worker made no progress".into());
+            }
+            todo = next;
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.expect("every candidate answered"))
+            .collect())
+    }
+
+    /// One pass over a job with one worker. Candidates after a crash are left as None.
+    fn run_once(&mut self, job: &Job) -> Result<Vec<Option<Measured>>, String> {
+        let mut out = vec![None; job.candidates.len()];
+        if self.worker.is_none() {
+            self.worker = Some(
+                Worker::spawn(&self.program)
+                    .map_err(|e| format!("cannot start a replay worker: {e}"))?,
+            );
+        }
+        let w = self.worker.as_mut().unwrap();
+        let line = serde_json::to_string(job).expect("jobs serialize");
+        if writeln!(w.stdin, "{line}")
+            .and_then(|_| w.stdin.flush())
+            .is_err()
+        {
+            self.worker = None;
+            return Err("the replay worker exited before taking the job".into());
+        }
+        let mut current: Option<usize> = None;
+        let mut first = true;
+        loop {
+            let wait = if first {
+                self.setup_limit + self.limit
+            } else {
+                self.limit
+            };
+            let w = self.worker.as_mut().unwrap();
+            match w.lines.recv_timeout(wait) {
+                Ok(line) => {
+                    first = false;
+                    match serde_json::from_str::<Msg>(&line) {
+                        Ok(Msg::Start { index }) => current = Some(index),
+                        Ok(Msg::Done { index, result }) => {
+                            out[index] = Some(result);
+                            current = None;
+                            if index + 1 == job.candidates.len() {
+                                return Ok(out);
+                            }
+                        }
+                        Ok(Msg::Fatal { message }) => {
+                            self.worker = None;
+                            return Err(message);
+                        }
+                        Err(_) => {} // not ours: ignore stray output
+                    }
+                }
+                Err(e) => {
+                    let outcome = match e {
+                        RecvTimeoutError::Timeout => Outcome::TimedOut {
+                            limit_ms: wait.as_secs_f64() * 1e3,
+                        },
+                        RecvTimeoutError::Disconnected => Outcome::Crashed {
+                            message: "the replay worker died".into(),
+                        },
+                    };
+                    self.worker = None; // kills it
+                    let Some(i) = current else {
+                        // Between candidates (e.g. it exited after reporting a crash): the
+                        // rest go to a new worker.
+                        if out.iter().any(Option::is_some) {
+                            return Ok(out);
+                        }
+                        return Err(format!(
+                            "the replay worker stopped before starting a candidate: {outcome:?}"
+                        ));
+                    };
+                    out[i] = Some(Measured {
+                        outcome,
+                        registers: None,
+                        local_bytes: None,
+                    });
+                    return Ok(out);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(n: usize) -> Job {
+        Job {
+            recording_dir: PathBuf::from("/r"),
+            recording_id: "k/l".into(),
+            ordinal: 0,
+            baseline_ptx: String::new(),
+            candidates: (0..n)
+                .map(|i| JobCandidate {
+                    ptx: format!("c{i}"),
+                    block_x: None,
+                    tolerance: None,
+                })
+                .collect(),
+            max_reps: 1,
+        }
+    }
+
+    /// A stand-in worker: a shell script that answers per candidate as `script` says.
+    /// Candidate i's PTX is "c<i>"; the script reads the job line and plays a scenario.
+    fn pool(script: &str) -> Pool {
+        let mut p = Pool::with_program(
+            vec!["sh".into(), "-c".into(), script.into()],
+            Duration::from_millis(800),
+        );
+        p.setup_limit = Duration::from_millis(200);
+        p
+    }
+
+    const VALID: &str = r#"{"msg":"done","index":IDX,"result":{"outcome":{"status":"valid","time":{"median_us":1.0,"min_us":1.0,"spread":0.0,"samples":1},"baseline":{"median_us":2.0,"min_us":2.0,"spread":0.0,"samples":1}},"registers":8,"local_bytes":0}}"#;
+
+    fn answer(i: usize) -> String {
+        format!(
+            "echo '{{\"msg\":\"start\",\"index\":{i}}}'; echo '{}';",
+            VALID.replace("IDX", &i.to_string())
+        )
+    }
+
+    #[test]
+    fn every_candidate_is_answered() {
+        let script = format!("read job; {} {} {}", answer(0), answer(1), answer(2));
+        let out = pool(&script).run(&job(3)).unwrap();
+        assert_eq!(out.len(), 3);
+        assert!(out.iter().all(|m| m.outcome.ratio() == Some(0.5)));
+    }
+
+    #[test]
+    fn a_hung_candidate_times_out_and_the_rest_go_to_a_new_worker() {
+        // First worker: answers 0, starts 1 and hangs. Later workers: answer whatever they get.
+        let marker = tempfile::tempdir().unwrap();
+        let m = marker.path().join("first");
+        let script = format!(
+            "read job; if [ ! -e {m} ]; then touch {m}; {} echo '{{\"msg\":\"start\",\"index\":1}}'; sleep 30; fi; {} {}",
+            answer(0),
+            answer(0),
+            answer(1),
+            m = m.display()
+        );
+        let out = pool(&script).run(&job(3)).unwrap();
+        assert_eq!(out[0].outcome.ratio(), Some(0.5));
+        assert!(
+            matches!(out[1].outcome, Outcome::TimedOut { .. }),
+            "{:?}",
+            out[1]
+        );
+        assert_eq!(
+            out[2].outcome.ratio(),
+            Some(0.5),
+            "candidate 2 ran as the new worker's index 1"
+        );
+    }
+
+    #[test]
+    fn a_worker_that_dies_mid_candidate_marks_it_crashed() {
+        let marker = tempfile::tempdir().unwrap();
+        let m = marker.path().join("first");
+        let script = format!(
+            "read job; if [ ! -e {m} ]; then touch {m}; echo '{{\"msg\":\"start\",\"index\":0}}'; exit 9; fi; {}",
+            answer(0),
+            m = m.display()
+        );
+        let out = pool(&script).run(&job(2)).unwrap();
+        assert!(
+            matches!(&out[0].outcome, Outcome::Crashed { message } if message.contains("died")),
+            "{:?}",
+            out[0]
+        );
+        assert_eq!(out[1].outcome.ratio(), Some(0.5));
+    }
+
+    #[test]
+    fn a_fatal_batch_is_an_error_not_a_result() {
+        let err = pool(r#"read job; echo '{"msg":"fatal","message":"the baseline does not reproduce the recording"}'"#)
+            .run(&job(1))
+            .unwrap_err();
+        assert!(err.contains("baseline"));
+    }
+}

@@ -1,0 +1,271 @@
+//! Replay without a GPU: a recording set up by a test harness (the snapshot writer), a kernel
+//! captured by the driver, PTX built for both the baseline and a candidate.
+
+use crate::support::*;
+use r3::store::records::{self, Region, RegionData, RegionKind, Snapshot};
+use std::path::Path;
+
+const SAXPY: &str = "__global__ void saxpy(float a, const float *x, float *y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
+
+/// A store holding saxpy's IR and one recorded launch of it (n = 1024, a = 2).
+fn harness(dir: &Path) -> std::path::PathBuf {
+    let store = dir.join("store");
+    std::fs::write(dir.join("saxpy.cu"), SAXPY).unwrap();
+    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
+    let bin = driver_links(dir);
+    let out = std::process::Command::new(bin.join("r3-clang++"))
+        .args([
+            "-x",
+            "cuda",
+            &format!("--cuda-path={}", cuda.display()),
+            "--cuda-gpu-arch=sm_90",
+            "-Wno-unknown-cuda-version",
+            "-O3",
+            "-c",
+            "saxpy.cu",
+            "-o",
+            "saxpy.o",
+        ])
+        .current_dir(dir)
+        .env("R3_STORE", &store)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let n = 1024usize;
+    let (xa, ya) = (0x6000_0000_0000u64, 0x6000_0020_0000u64);
+    let x: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let y: Vec<u8> = (0..n)
+        .flat_map(|i| ((i % 7) as f32).to_le_bytes())
+        .collect();
+    let y2: Vec<u8> = (0..n)
+        .flat_map(|i| (2.0 * i as f32 + (i % 7) as f32).to_le_bytes())
+        .collect();
+    let alloc = |addr, data: Vec<u8>| Region {
+        kind: RegionKind::Allocation,
+        addr,
+        size: data.len() as u64,
+        name: String::new(),
+        page_size: 4096,
+        data: RegionData::Full(data),
+    };
+    let before = Snapshot {
+        regions: vec![alloc(xa, x.clone()), alloc(ya, y)],
+    };
+    let after = Snapshot {
+        regions: vec![alloc(xa, x), alloc(ya, y2)],
+    };
+    let key = records::kernel_key("_Z5saxpyfPKfPfi");
+    let rec = store.join("records").join(key).join("0000000000000001");
+    std::fs::create_dir_all(&rec).unwrap();
+    records::write_snapshot(&rec.join("prologue.r3snap"), &before).unwrap();
+    records::write_snapshot(
+        &rec.join("epilogue.r3snap"),
+        &records::diff(&before, &after, 4096),
+    )
+    .unwrap();
+    let mut args = 2.0f32.to_le_bytes().to_vec();
+    args.extend([0; 4]);
+    args.extend(xa.to_le_bytes());
+    args.extend(ya.to_le_bytes());
+    args.extend((n as i32).to_le_bytes());
+    let hex: String = args.iter().map(|b| format!("{b:02x}")).collect();
+    let launch = serde_json::json!({
+        "format": 1, "kernel": "_Z5saxpyfPKfPfi", "arch": "sm_90", "grid": [4, 1, 1], "block": [256, 1, 1],
+        "shared_bytes": 0, "params": [{"offset": 0, "size": 4}, {"offset": 8, "size": 8}, {"offset": 16, "size": 8}, {"offset": 24, "size": 4}],
+        "args_hex": hex, "va_base": xa, "va_size": 1u64 << 30, "in_app_ms": 0.005, "regions": 2, "bytes_in": 8192,
+        "bytes_changed": 4096, "replayable": true, "not_replayable": null, "program": "harness", "pid": 1, "unix_time": 0
+    });
+    std::fs::write(
+        rec.join("launch.json"),
+        serde_json::to_string_pretty(&launch).unwrap(),
+    )
+    .unwrap();
+    store
+}
+
+#[test]
+fn dry_run_builds_baseline_and_candidate_ptx() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = harness(dir.path());
+    let s = store.to_str().unwrap();
+    let out = r3(
+        &[
+            "replay",
+            "saxpy",
+            "--dry-run",
+            "--json",
+            "--pipeline",
+            "default<O1>",
+            "--r3-store",
+            s,
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let row = &v[0];
+    assert_eq!(
+        row["recording"],
+        format!(
+            "{}/0000000000000001",
+            records::kernel_key("_Z5saxpyfPKfPfi")
+        )
+    );
+    assert!(row["measured"].is_null());
+    assert_eq!(row["candidate"]["pipeline"], "default<O1>");
+    assert!(row["baseline_ptx"]["instructions"].as_u64().unwrap() > 5);
+    assert_eq!(row["baseline_ptx"]["entries"][0], "_Z5saxpyfPKfPfi");
+    // The same selection by store hash and by --all.
+    for sel in [
+        &["--all"][..],
+        &["--record", row["recording"].as_str().unwrap()],
+    ] {
+        let mut args = vec!["replay", "--dry-run", "--r3-store", s];
+        args.extend(sel);
+        assert!(r3(&args, dir.path()).status.success(), "{sel:?}");
+    }
+}
+
+#[test]
+fn replay_without_a_gpu_says_so() {
+    if r3::gpu::driver_present() {
+        return; // this machine has a GPU: the GPU scripts cover it
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = harness(dir.path());
+    let out = r3(
+        &["replay", "saxpy", "--r3-store", store.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no GPU") && stderr(&out).contains("--dry-run"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn unknown_kernels_and_bad_configs_are_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = harness(dir.path());
+    let s = store.to_str().unwrap();
+    let out = r3(
+        &["replay", "nosuchkernel", "--dry-run", "--r3-store", s],
+        dir.path(),
+    );
+    assert!(
+        stderr(&out).contains("no replayable recording matches"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(
+        dir.path().join("c.json"),
+        r#"{"pipeline": "default<O3>", "unroll": 4}"#,
+    )
+    .unwrap();
+    let cfg = dir.path().join("c.json");
+    let out = r3(
+        &[
+            "replay",
+            "saxpy",
+            "--dry-run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--r3-store",
+            s,
+        ],
+        dir.path(),
+    );
+    assert!(
+        stderr(&out).contains("not a candidate configuration"),
+        "{}",
+        stderr(&out)
+    );
+    let out = r3(
+        &[
+            "replay",
+            "saxpy",
+            "--dry-run",
+            "--tolerance",
+            "f16:rel=1",
+            "--r3-store",
+            s,
+        ],
+        dir.path(),
+    );
+    assert!(stderr(&out).contains("f32 or f64"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_damaged_recording_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = harness(dir.path());
+    let rec = store
+        .join("records")
+        .join(records::kernel_key("_Z5saxpyfPKfPfi"))
+        .join("0000000000000001");
+    let p = rec.join("prologue.r3snap");
+    let bytes = std::fs::read(&p).unwrap();
+    std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    let s = r3::store::Store::open(&store).unwrap();
+    let recs = s.recordings(Some("_Z5saxpyfPKfPfi")).unwrap();
+    let err = recs[0].prologue().unwrap_err().to_string();
+    assert!(
+        err.contains("prologue.r3snap") && err.contains("damaged"),
+        "{err}"
+    );
+}
+
+#[test]
+fn mutations_change_the_code_in_a_dry_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = harness(dir.path());
+    let s = store.to_str().unwrap();
+    let args = [
+        "replay",
+        "saxpy",
+        "--dry-run",
+        "--json",
+        "--r3-store",
+        s,
+        "--mutate",
+        "drop-store",
+        "--mutate",
+        "change-constant",
+        "--mutate",
+        "oob-write",
+        "--mutate",
+        "endless-loop",
+    ];
+    let out = r3(&args, dir.path());
+    assert!(
+        out.status.success(),
+        "{:?}\n{}\n{}",
+        out.status,
+        stderr(&out),
+        stdout(&out)
+    );
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 5, "four mutations, then the candidate itself");
+    let count = |r: &serde_json::Value| r["candidate_ptx"]["instructions"].as_u64().unwrap();
+    let plain = count(&rows[4]);
+    assert!(rows[4]["mutation"].is_null());
+    assert_eq!(
+        plain,
+        count(
+            &rows[4]["baseline_ptx"]
+                .clone()
+                .as_object()
+                .map(|_| rows[4].clone())
+                .unwrap()
+        )
+    );
+    assert!(count(&rows[0]) < plain, "drop-store removes the store");
+    assert!(count(&rows[1]) > plain, "change-constant adds an add");
+    for r in &rows[..4] {
+        assert!(r["measured"].is_null(), "a dry run measures nothing: {r}");
+    }
+}
