@@ -153,7 +153,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Tune { .. } => not_built("tune", 7),
         Cmd::Replay { .. } => not_built("replay", 6),
         Cmd::Report { .. } => not_built("report", 9),
-        Cmd::Passes { .. } => not_built("passes", 7),
+        Cmd::Passes { print } => passes(print.as_deref()),
         Cmd::Ptx {
             input,
             pipeline,
@@ -222,6 +222,15 @@ fn ptx_cmd(
             s.instructions,
             s.entries.join(", ")
         );
+    }
+    Ok(0)
+}
+
+fn passes(print: Option<&str>) -> Result<i32> {
+    let cat = r3::remix::catalog::Catalog::builtin()?;
+    match print {
+        Some(name) => println!("{}", cat.preset(name)?.pipeline),
+        None => print!("{}", cat.render()),
     }
     Ok(0)
 }
