@@ -9,3 +9,7 @@
 
 pub mod catalog;
 pub mod pipeline;
+pub mod sim;
+pub mod space;
+pub mod strategy;
+pub mod tune;

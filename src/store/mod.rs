@@ -2,6 +2,8 @@
 //! that knows the layout of a store directory (see ARCHITECTURE.md, "Store format").
 
 use crate::ir::extract::{KernelModule, KernelSignature};
+
+pub mod trials;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
