@@ -57,14 +57,26 @@ enum Cmd {
         /// Tune every recorded kernel.
         #[arg(long)]
         all: bool,
-        /// Evaluations per kernel.
+        /// Trials per kernel, the -O3 baseline included.
         #[arg(long, default_value_t = 100)]
         budget: u32,
+        /// Stop after this much time per kernel (e.g. 90s, 20m, 1h).
+        #[arg(long, value_name = "T")]
+        time: Option<String>,
         /// Search strategy: bo, random, local, evolution.
         #[arg(long, default_value = "bo")]
         strategy: String,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Candidates per round, compiled in parallel (default: the number of cores).
+        #[arg(long)]
+        batch: Option<u32>,
+        /// Continue the trials recorded for the kernel on this GPU.
+        #[arg(long)]
+        resume: bool,
+        /// Evaluate against a landscape table (JSON) instead of the GPU.
+        #[arg(long, value_name = "TABLE.json")]
+        simulate: Option<PathBuf>,
     },
     /// Run recorded launches with a pipeline or configuration; check the outputs and time them against -O3.
     Replay {
@@ -175,7 +187,46 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Doctor { json } => doctor(cli.cuda_path.as_deref(), cli.store.as_deref(), &cwd, json),
         Cmd::Kernels { json } => kernels(cli.store.as_deref(), &cwd, json),
         Cmd::Record { launches, command } => record(cli.store.as_deref(), &cwd, launches, &command),
-        Cmd::Tune { .. } => not_built("tune", 7),
+        Cmd::Tune {
+            kernels,
+            all,
+            budget,
+            time,
+            strategy,
+            seed,
+            batch,
+            resume,
+            simulate,
+        } => {
+            let time = time.as_deref().map(parse_duration).transpose()?;
+            let batch = batch.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+            });
+            let Some(table) = simulate else {
+                let _ = (kernels, all);
+                eprintln!(
+                    "r3 tune: GPU tuning comes from the replay work (issue #6), which is not wired \
+                     in yet; nothing was done. To try the search without a GPU: r3 tune --simulate TABLE.json"
+                );
+                return Ok(2);
+            };
+            let _ = all;
+            tune_simulated(
+                cli.store.as_deref(),
+                &cwd,
+                &table,
+                kernels.first().cloned(),
+                r3::remix::tune::TuneOptions {
+                    kernel: String::new(),
+                    strategy,
+                    seed,
+                    budget,
+                    time,
+                    batch,
+                },
+                resume,
+            )
+        }
         Cmd::Replay {
             kernel,
             all,
@@ -215,7 +266,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::ReplayWorker => Ok(r3::replay::worker::serve()),
         Cmd::Report { .. } => not_built("report", 9),
-        Cmd::Passes { .. } => not_built("passes", 7),
+        Cmd::Passes { print } => passes(print.as_deref()),
         Cmd::Ptx {
             input,
             pipeline,
@@ -449,6 +500,104 @@ fn ptx_cmd(
             s.instructions,
             s.entries.join(", ")
         );
+    }
+    Ok(0)
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration> {
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 's')) => (&s[..i], 1.0),
+        Some((i, 'm')) => (&s[..i], 60.0),
+        Some((i, 'h')) => (&s[..i], 3600.0),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .with_context(|| format!("--time {s}: expected seconds or a number with s, m or h"))?;
+    Ok(std::time::Duration::from_secs_f64(v * mult))
+}
+
+fn tune_simulated(
+    store: Option<&Path>,
+    cwd: &Path,
+    table: &Path,
+    kernel: Option<String>,
+    mut opts: r3::remix::tune::TuneOptions,
+    resume: bool,
+) -> Result<i32> {
+    use r3::remix::{sim, space::Space, tune};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let landscape = sim::Landscape::load(table)?;
+    opts.kernel = kernel.unwrap_or_else(|| landscape.kernel.clone());
+    let space = Space::builtin(landscape.space.clone())?;
+    let mut sim = sim::Simulator::new(landscape);
+    let loc = r3::store::locate(store, cwd);
+    let store = r3::store::Store::create(&loc.path)?;
+    let gpu = r3::replay::Evaluator::device(&sim).gpu;
+    let prior = store.trials(&opts.kernel, &gpu)?;
+    let path = store.trials_path(&opts.kernel, &gpu);
+    if !prior.is_empty() && !resume {
+        return Err(tune::TuneError::Exists {
+            kernel: opts.kernel.clone(),
+            path: path.display().to_string(),
+            n: prior.len(),
+        }
+        .into());
+    }
+    let mut log = store.open_trials(&opts.kernel, &gpu)?;
+    // Ctrl-C sets a flag: the round in flight finishes and is recorded, then tune stops, so
+    // nothing measured is lost and --resume continues exactly (ctrlc: portable, no unsafe).
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    let summary = tune::tune(&mut sim, &space, &opts, prior, Some(&mut log), &stop, |p| {
+        let best = p
+            .best
+            .map(|(t, r)| format!("best {:.4}x of -O3 (trial {t})", r))
+            .unwrap_or_else(|| "no valid candidate yet".into());
+        eprintln!(
+            "{}: trial {}/{} · measured {} · {best} · {:.1}s",
+            opts.kernel,
+            p.trial,
+            p.budget,
+            p.measured,
+            p.elapsed.as_secs_f64()
+        );
+    })?;
+    let how = match summary.stop {
+        tune::Stop::Budget => "budget reached",
+        tune::Stop::Time => "time limit reached",
+        tune::Stop::Interrupted => "interrupted; continue with --resume",
+    };
+    println!(
+        "{}: {} trials ({} resumed, {} measured), {how}; trials in {}",
+        opts.kernel,
+        summary.trials,
+        summary.resumed,
+        summary.measured,
+        path.display()
+    );
+    if let Some(b) = summary.best {
+        println!(
+            "best: {:.4}x of -O3 (trial {}): {}",
+            b.ratio().unwrap_or(1.0),
+            b.trial,
+            serde_json::to_string(&b.candidate)?
+        );
+    }
+    Ok(if summary.stop == tune::Stop::Interrupted {
+        130
+    } else {
+        0
+    })
+}
+
+fn passes(print: Option<&str>) -> Result<i32> {
+    let cat = r3::remix::catalog::Catalog::builtin()?;
+    match print {
+        Some(name) => println!("{}", cat.preset(name)?.pipeline),
+        None => print!("{}", cat.render()),
     }
     Ok(0)
 }

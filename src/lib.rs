@@ -6,6 +6,7 @@ pub mod driver;
 pub mod gpu;
 pub mod ir;
 pub mod lower;
+pub mod remix;
 pub mod replay;
 pub mod report;
 pub mod selftest;

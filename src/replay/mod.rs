@@ -67,8 +67,23 @@ impl Outcome {
     }
 }
 
+/// The GPU and driver an evaluator measures on (recorded with every trial).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub gpu: String,
+    pub driver: String,
+}
+
 /// The interface the search uses. Implemented by the GPU replayer and by simulations.
 pub trait Evaluator {
+    /// Where `measure` runs. Added for the trials database; the default says "unknown".
+    fn device(&self) -> Device {
+        Device {
+            gpu: "unknown".into(),
+            driver: "unknown".into(),
+        }
+    }
+
     /// Compiles a candidate for a kernel (CPU only; safe to call from many threads).
     fn lower(&self, kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome>;
     /// Runs, validates and times a batch of lowered candidates of one kernel on the GPU.

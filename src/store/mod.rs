@@ -4,6 +4,8 @@
 pub mod records;
 
 use crate::ir::extract::{KernelModule, KernelSignature};
+
+pub mod trials;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;

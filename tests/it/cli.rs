@@ -161,12 +161,7 @@ fn ptx_rejects_a_bad_pipeline_naming_it() {
 #[test]
 fn unbuilt_subcommands_say_so_and_fail() {
     let home = tempfile::tempdir().unwrap();
-    for args in [
-        &["tune", "--all"][..],
-        &["replay", "k"],
-        &["report"],
-        &["passes"],
-    ] {
+    for args in [&["report"][..], &["report", "--format", "md"]] {
         let out = r3(args, home.path());
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(

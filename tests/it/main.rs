@@ -1,7 +1,9 @@
 //! Integration tests: one target so that LLVM is linked once (see ARCHITECTURE.md).
 
+mod catalog;
 mod cli;
 mod cmake;
 mod driver;
 mod replay;
 mod support;
+mod tune;

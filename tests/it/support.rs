@@ -35,8 +35,9 @@ pub fn driver_links(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(&bin).unwrap();
     for name in ["r3-clang++", "r3-clang"] {
         let link = bin.join(name);
-        if !link.exists() {
-            std::os::unix::fs::symlink(r3_bin(), &link).unwrap();
+        match std::os::unix::fs::symlink(r3_bin(), &link) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("{}: {e}", link.display()),
+            _ => {}
         }
     }
     bin

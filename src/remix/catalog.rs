@@ -1,0 +1,331 @@
+//! The pass catalog and pipeline presets: `passes/catalog.toml` and `passes/presets.toml`,
+//! embedded in the binary so an installed r3 has them.
+
+use serde::Deserialize;
+
+const CATALOG_TOML: &str = include_str!("../../passes/catalog.toml");
+const PRESETS_TOML: &str = include_str!("../../passes/presets.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("passes/{file}: {msg}")]
+    Parse { file: &'static str, msg: String },
+    #[error("passes/catalog.toml: pass '{pass}': {msg}")]
+    Invalid { pass: String, msg: String },
+    #[error("no preset '{name}'; presets: {known}")]
+    UnknownPreset { name: String, known: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Module,
+    Cgscc,
+    Function,
+    Loop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamKind {
+    /// `name` or `no-name`.
+    Flag,
+    /// `name=N`.
+    Int,
+    /// The value itself.
+    Choice,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum ParamValue {
+    Bool(bool),
+    Int(i64),
+    Str(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+    pub values: Vec<ParamValue>,
+}
+
+impl Param {
+    /// The pipeline-text token for one of this parameter's values.
+    pub fn token(&self, v: &ParamValue) -> String {
+        match (self.kind, v) {
+            (ParamKind::Flag, ParamValue::Bool(true)) => self.name.clone(),
+            (ParamKind::Flag, ParamValue::Bool(false)) => format!("no-{}", self.name),
+            (ParamKind::Int, ParamValue::Int(n)) => format!("{}={n}", self.name),
+            (ParamKind::Choice, ParamValue::Str(s)) => s.clone(),
+            (_, v) => panic!(
+                "parameter {} cannot take {v:?} (catalog validated)",
+                self.name
+            ),
+        }
+    }
+
+    /// Whether a token of a pass's `<...>` list sets this parameter.
+    pub fn matches(&self, token: &str) -> bool {
+        match self.kind {
+            ParamKind::Flag => token == self.name || token.strip_prefix("no-") == Some(&self.name),
+            ParamKind::Int => token.split_once('=').is_some_and(|(k, _)| k == self.name),
+            ParamKind::Choice => self
+                .values
+                .iter()
+                .any(|v| matches!(v, ParamValue::Str(s) if s == token)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pass {
+    pub name: String,
+    pub level: Level,
+    #[serde(default)]
+    pub adaptor: Option<String>,
+    pub description: String,
+    #[serde(default)]
+    pub params: Vec<Param>,
+    #[serde(default)]
+    pub exclude: Option<String>,
+    #[serde(default = "llvm")]
+    pub origin: String,
+}
+
+fn llvm() -> String {
+    "llvm".into()
+}
+
+impl Pass {
+    /// The loop adaptor this pass needs (`loop` or `loop-mssa`); None for other levels.
+    pub fn loop_adaptor(&self) -> Option<&str> {
+        (self.level == Level::Loop).then(|| self.adaptor.as_deref().unwrap_or("loop"))
+    }
+
+    /// The pass as a top-level pipeline element, wrapped in the adaptors its level needs.
+    pub fn standalone(&self, params: &[String]) -> String {
+        let inner = if params.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}<{}>", self.name, params.join(";"))
+        };
+        match self.level {
+            Level::Module => inner,
+            Level::Cgscc => format!("cgscc({inner})"),
+            Level::Function => format!("function({inner})"),
+            Level::Loop => format!("function({}({inner}))", self.loop_adaptor().unwrap()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preset {
+    pub name: String,
+    pub description: String,
+    /// The short form LLVM expands to `pipeline`, e.g. `default<O3>`.
+    pub default_text: String,
+    pub pipeline: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    pub passes: Vec<Pass>,
+    pub presets: Vec<Preset>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogFile {
+    pass: Vec<Pass>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PresetFile {
+    preset: Vec<Preset>,
+}
+
+impl Catalog {
+    /// The catalog built into this r3.
+    pub fn builtin() -> Result<Catalog, CatalogError> {
+        Catalog::parse(CATALOG_TOML, PRESETS_TOML)
+    }
+
+    pub fn parse(catalog: &str, presets: &str) -> Result<Catalog, CatalogError> {
+        let c: CatalogFile = toml::from_str(catalog).map_err(|e| CatalogError::Parse {
+            file: "catalog.toml",
+            msg: e.to_string(),
+        })?;
+        let p: PresetFile = toml::from_str(presets).map_err(|e| CatalogError::Parse {
+            file: "presets.toml",
+            msg: e.to_string(),
+        })?;
+        let cat = Catalog {
+            passes: c.pass,
+            presets: p.preset,
+        };
+        cat.validate()?;
+        Ok(cat)
+    }
+
+    fn validate(&self) -> Result<(), CatalogError> {
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &self.passes {
+            let bad = |msg: String| CatalogError::Invalid {
+                pass: p.name.clone(),
+                msg,
+            };
+            if !seen.insert(&p.name) {
+                return Err(bad("listed twice".into()));
+            }
+            if p.description.trim().is_empty() {
+                return Err(bad("no description".into()));
+            }
+            match (&p.adaptor, p.level) {
+                (Some(a), Level::Loop) if a == "loop" || a == "loop-mssa" => {}
+                (Some(a), _) => {
+                    return Err(bad(format!(
+                        "adaptor '{a}' (loop passes only: loop, loop-mssa)"
+                    )))
+                }
+                (None, _) => {}
+            }
+            if p.origin != "llvm" && p.origin != "r3" {
+                return Err(bad(format!("origin '{}' (llvm or r3)", p.origin)));
+            }
+            for prm in &p.params {
+                if prm.values.is_empty() {
+                    return Err(bad(format!("parameter '{}' has no values", prm.name)));
+                }
+                for v in &prm.values {
+                    let ok = matches!(
+                        (prm.kind, v),
+                        (ParamKind::Flag, ParamValue::Bool(_))
+                            | (ParamKind::Int, ParamValue::Int(_))
+                            | (ParamKind::Choice, ParamValue::Str(_))
+                    );
+                    if !ok {
+                        return Err(bad(format!(
+                            "parameter '{}' ({:?}) has value {v:?} of the wrong type",
+                            prm.name, prm.kind
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn pass(&self, name: &str) -> Option<&Pass> {
+        self.passes.iter().find(|p| p.name == name)
+    }
+
+    pub fn preset(&self, name: &str) -> Result<&Preset, CatalogError> {
+        let key = name.trim_start_matches('-');
+        self.presets
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(key) || p.default_text == name)
+            .ok_or_else(|| CatalogError::UnknownPreset {
+                name: name.to_owned(),
+                known: self
+                    .presets
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// Passes the search offers: not excluded, and r3's own only when asked for.
+    pub fn searchable(&self, r3_passes: bool) -> impl Iterator<Item = &Pass> {
+        self.passes
+            .iter()
+            .filter(move |p| p.exclude.is_none() && (p.origin == "llvm" || r3_passes))
+    }
+
+    /// A human listing for `r3 passes`.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for p in &self.passes {
+            let params: Vec<String> = p
+                .params
+                .iter()
+                .map(|prm| {
+                    let vals: Vec<String> = prm.values.iter().map(|v| prm.token(v)).collect();
+                    vals.join("|")
+                })
+                .collect();
+            let note = match (&p.exclude, p.origin.as_str()) {
+                (Some(r), _) => format!("  [excluded: {r}]"),
+                (None, "r3") => "  [r3; not offered by default]".into(),
+                _ => String::new(),
+            };
+            s += &format!(
+                "{:<30} {:<9} {}{}\n",
+                p.name,
+                format!("{:?}", p.level).to_lowercase(),
+                p.description,
+                note
+            );
+            if !params.is_empty() {
+                s += &format!("{:<30} <{}>\n", "", params.join(";"));
+            }
+        }
+        s += "\npresets: ";
+        s += &self
+            .presets
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        s += " (r3 passes --print O3)\n";
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_catalog_is_valid() {
+        let c = Catalog::builtin().unwrap();
+        assert!(c.passes.len() > 50);
+        for name in [
+            "gvn-sink",
+            "structurizecfg",
+            "mergereturn",
+            "jump-threading",
+        ] {
+            assert!(c.pass(name).unwrap().exclude.is_some(), "{name}");
+        }
+        assert!(c.preset("O3").unwrap().pipeline.contains("loop-unroll<O3>"));
+        assert!(c.preset("-O2").is_ok());
+        assert!(c.searchable(false).all(|p| p.name != "r3-egraph"));
+    }
+
+    #[test]
+    fn param_tokens() {
+        let c = Catalog::builtin().unwrap();
+        let u = c.pass("loop-unroll").unwrap();
+        let fm = u
+            .params
+            .iter()
+            .find(|p| p.name == "full-unroll-max")
+            .unwrap();
+        assert_eq!(fm.token(&ParamValue::Int(64)), "full-unroll-max=64");
+        assert!(fm.matches("full-unroll-max=4"));
+        let rt = u.params.iter().find(|p| p.name == "runtime").unwrap();
+        assert!(rt.matches("no-runtime") && rt.matches("runtime") && !rt.matches("partial"));
+        assert_eq!(u.standalone(&["O2".into()]), "function(loop-unroll<O2>)");
+        assert_eq!(
+            c.pass("licm").unwrap().standalone(&[]),
+            "function(loop-mssa(licm))"
+        );
+    }
+}

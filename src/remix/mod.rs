@@ -1,0 +1,15 @@
+//! Remix: the search over how a kernel is compiled and launched.
+//!
+//! `catalog` (passes/*.toml) says which passes and parameters exist; `pipeline` edits pipeline
+//! texts; `space` turns them and the codegen/launch knobs into candidates (sampling, mutation,
+//! crossover, features); `strategy` proposes candidates behind one ask/tell interface; `tune`
+//! runs the loop against any [`crate::replay::Evaluator`] and records every trial in the store;
+//! `sim` is an evaluator backed by a landscape table, for testing and comparing strategies
+//! without a GPU.
+
+pub mod catalog;
+pub mod pipeline;
+pub mod sim;
+pub mod space;
+pub mod strategy;
+pub mod tune;

@@ -1,0 +1,431 @@
+//! The search space: pass pipelines (edits of a preset, or sequences from scratch, repeats and
+//! parameters allowed) and the codegen/launch knobs, with sampling, mutation, crossover and the
+//! features the Bayesian surrogate compares.
+
+use super::catalog::{Catalog, CatalogError, Pass};
+use super::pipeline::{ParseError, Pipeline};
+use crate::candidate::Candidate;
+use rand::seq::IndexedRandom;
+use rand::Rng;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpaceOptions {
+    /// The preset searches start from and edit (`O3`).
+    pub preset: String,
+    /// Offer r3's own passes (the e-graph pass) as well as LLVM's.
+    pub r3_passes: bool,
+    /// Offer fast-math (only when outputs are validated against a tolerance).
+    pub fast_math: bool,
+    /// Offer block sizes (only for kernels declared block-size agnostic).
+    pub block_size_agnostic: bool,
+    /// Threads per block of the recorded launch; launch bounds are offered when known.
+    pub launch_threads: Option<u32>,
+    /// Longest pipeline (steps) a search may produce.
+    pub max_steps: usize,
+}
+
+impl Default for SpaceOptions {
+    fn default() -> Self {
+        SpaceOptions {
+            preset: "O3".into(),
+            r3_passes: false,
+            fast_math: false,
+            block_size_agnostic: false,
+            launch_threads: None,
+            max_steps: 200,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpaceError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+}
+
+pub const BLOCK_SIZES: &[u32] = &[32, 64, 128, 256, 512, 1024];
+pub const MIN_BLOCKS: &[u32] = &[1, 2, 4, 8];
+
+#[derive(Debug, Clone)]
+pub struct Space {
+    pub catalog: Catalog,
+    pub opts: SpaceOptions,
+    preset: Pipeline,
+    /// Indices into `catalog.passes` the search may insert.
+    offered: Vec<usize>,
+}
+
+impl Space {
+    pub fn new(catalog: Catalog, opts: SpaceOptions) -> Result<Space, SpaceError> {
+        let preset = Pipeline::parse(&catalog.preset(&opts.preset)?.pipeline)?;
+        let offered = catalog
+            .passes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.exclude.is_none() && (p.origin == "llvm" || opts.r3_passes))
+            .map(|(i, _)| i)
+            .collect();
+        Ok(Space {
+            catalog,
+            opts,
+            preset,
+            offered,
+        })
+    }
+
+    pub fn builtin(opts: SpaceOptions) -> Result<Space, SpaceError> {
+        Space::new(Catalog::builtin()?, opts)
+    }
+
+    /// The starting point: the preset's text with the default knobs.
+    pub fn start(&self) -> Candidate {
+        Candidate::with_pipeline(&self.preset.render())
+    }
+
+    fn pipeline(&self, c: &Candidate) -> Pipeline {
+        Pipeline::parse(&c.pipeline).unwrap_or_else(|_| self.preset.clone())
+    }
+
+    /// Block size the launch will use: the candidate's, else the recorded one.
+    fn threads(&self, c: &Candidate) -> Option<u32> {
+        c.block_x.or(self.opts.launch_threads)
+    }
+
+    /// `.maxntid` values legal for a candidate: none, or at least its block size.
+    fn max_thread_choices(&self, c: &Candidate) -> Vec<Option<u32>> {
+        let mut v = vec![None];
+        if let Some(t) = self.threads(c) {
+            v.push(Some(t));
+            if t < 1024 {
+                v.push(Some(1024));
+            }
+        }
+        v
+    }
+
+    /// Keeps the knobs consistent after a change (bounds need a block size that fits).
+    fn repair(&self, c: &mut Candidate) {
+        if !self.opts.fast_math {
+            c.fast_math = false;
+        }
+        if !self.opts.block_size_agnostic {
+            c.block_x = None;
+        }
+        if !self.max_thread_choices(c).contains(&c.max_threads) {
+            c.max_threads = self.threads(c);
+        }
+        if c.max_threads.is_none() {
+            c.min_blocks_per_sm = None;
+        }
+    }
+
+    fn random_params(&self, pass: &Pass, rng: &mut impl Rng) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in &pass.params {
+            if rng.random_bool(0.3) {
+                out.push(p.token(p.values.choose(rng).unwrap()));
+            }
+        }
+        out
+    }
+
+    fn random_pass(&self, rng: &mut impl Rng) -> &Pass {
+        &self.catalog.passes[*self.offered.choose(rng).unwrap()]
+    }
+
+    /// A random point: mostly the preset with a few random edits, sometimes a sequence from
+    /// scratch; knobs uniform over what is offered.
+    pub fn sample(&self, rng: &mut impl Rng) -> Candidate {
+        let mut c = if rng.random_bool(0.1) {
+            let mut p = Pipeline::default();
+            for _ in 0..rng.random_range(1..=20) {
+                let pass = self.random_pass(rng);
+                let params = self.random_params(pass, rng);
+                p.insert(p.steps.len(), pass, params);
+            }
+            Candidate::with_pipeline(&p.render())
+        } else {
+            let mut c = self.start();
+            for _ in 0..rng.random_range(0..=6) {
+                c = self.edit_pipeline(&c, rng);
+            }
+            c
+        };
+        c.codegen_opt = rng.random_range(0..=3);
+        if self.opts.block_size_agnostic {
+            c.block_x = Some(*BLOCK_SIZES.choose(rng).unwrap());
+        }
+        c.max_threads = *self.max_thread_choices(&c).choose(rng).unwrap();
+        if c.max_threads.is_some() && rng.random_bool(0.5) {
+            c.min_blocks_per_sm = Some(*MIN_BLOCKS.choose(rng).unwrap());
+        }
+        c.fast_math = self.opts.fast_math && rng.random_bool(0.5);
+        self.repair(&mut c);
+        c
+    }
+
+    /// Edits that apply to a pipeline: positions of catalog passes (deletable) and of those
+    /// with parameters.
+    fn editable(&self, p: &Pipeline) -> (Vec<usize>, Vec<usize>) {
+        let mut del = Vec::new();
+        let mut prm = Vec::new();
+        for (i, s) in p.steps.iter().enumerate() {
+            if let Some(pass) = self.catalog.pass(&s.name) {
+                del.push(i);
+                if !pass.params.is_empty() {
+                    prm.push(i);
+                }
+            }
+        }
+        (del, prm)
+    }
+
+    /// One random edit of the pipeline: insert, delete, swap adjacent, or change a parameter.
+    pub fn edit_pipeline(&self, c: &Candidate, rng: &mut impl Rng) -> Candidate {
+        let mut p = self.pipeline(c);
+        let (del, prm) = self.editable(&p);
+        let n = p.steps.len();
+        for _ in 0..8 {
+            match rng.random_range(0..4) {
+                0 if n < self.opts.max_steps => {
+                    let pass = self.random_pass(rng);
+                    let params = self.random_params(pass, rng);
+                    p.insert(rng.random_range(0..=n), pass, params);
+                }
+                1 if !del.is_empty() => {
+                    p.steps.remove(*del.choose(rng).unwrap());
+                }
+                2 if n >= 2 => {
+                    let i = rng.random_range(0..n - 1);
+                    p.steps.swap(i, i + 1);
+                }
+                3 if !prm.is_empty() => {
+                    let i = *prm.choose(rng).unwrap();
+                    let pass = self.catalog.pass(&p.steps[i].name).unwrap();
+                    let param = pass.params.choose(rng).unwrap();
+                    let token = param.token(param.values.choose(rng).unwrap());
+                    let step = &mut p.steps[i];
+                    step.params.retain(|t| !param.matches(t));
+                    step.params.push(token);
+                }
+                _ => continue,
+            }
+            break;
+        }
+        Candidate {
+            pipeline: p.render(),
+            ..c.clone()
+        }
+    }
+
+    /// One random knob change among those offered.
+    pub fn edit_knob(&self, c: &Candidate, rng: &mut impl Rng) -> Candidate {
+        let mut c = c.clone();
+        let mut knobs = vec![0];
+        if self.threads(&c).is_some() {
+            knobs.extend([1, 2]);
+        }
+        if self.opts.fast_math {
+            knobs.push(3);
+        }
+        if self.opts.block_size_agnostic {
+            knobs.push(4);
+        }
+        match *knobs.choose(rng).unwrap() {
+            0 => c.codegen_opt = rng.random_range(0..=3),
+            1 => c.max_threads = *self.max_thread_choices(&c).choose(rng).unwrap(),
+            2 => {
+                if c.max_threads.is_none() {
+                    c.max_threads = self.threads(&c);
+                }
+                let mut v: Vec<Option<u32>> = MIN_BLOCKS.iter().map(|&b| Some(b)).collect();
+                v.push(None);
+                c.min_blocks_per_sm = *v.choose(rng).unwrap();
+            }
+            3 => c.fast_math = !c.fast_math,
+            _ => c.block_x = Some(*BLOCK_SIZES.choose(rng).unwrap()),
+        }
+        self.repair(&mut c);
+        c
+    }
+
+    /// One random edit: of the pipeline (mostly) or of a knob.
+    pub fn mutate(&self, c: &Candidate, rng: &mut impl Rng) -> Candidate {
+        if rng.random_bool(0.65) {
+            self.edit_pipeline(c, rng)
+        } else {
+            self.edit_knob(c, rng)
+        }
+    }
+
+    /// One-point crossover of the pass sequences, uniform crossover of the knobs.
+    pub fn crossover(&self, a: &Candidate, b: &Candidate, rng: &mut impl Rng) -> Candidate {
+        let (pa, pb) = (self.pipeline(a), self.pipeline(b));
+        let i = rng.random_range(0..=pa.steps.len());
+        let j = rng.random_range(0..=pb.steps.len()).min(pb.steps.len());
+        // Cut both at about the same relative place so the child keeps about one length.
+        let j = if pa.steps.is_empty() {
+            j
+        } else {
+            (i * pb.steps.len()) / pa.steps.len().max(1)
+        };
+        let mut steps = pa.steps[..i].to_vec();
+        steps.extend_from_slice(&pb.steps[j.min(pb.steps.len())..]);
+        steps.truncate(self.opts.max_steps);
+        let pick = |rng: &mut dyn rand::RngCore| rng.next_u32() & 1 == 0;
+        let mut c = Candidate {
+            pipeline: Pipeline { steps }.render(),
+            codegen_opt: if pick(rng) {
+                a.codegen_opt
+            } else {
+                b.codegen_opt
+            },
+            max_threads: if pick(rng) {
+                a.max_threads
+            } else {
+                b.max_threads
+            },
+            min_blocks_per_sm: if pick(rng) {
+                a.min_blocks_per_sm
+            } else {
+                b.min_blocks_per_sm
+            },
+            fast_math: if pick(rng) { a.fast_math } else { b.fast_math },
+            block_x: if pick(rng) { a.block_x } else { b.block_x },
+        };
+        self.repair(&mut c);
+        c
+    }
+
+    /// Features for the surrogate: counts of each pass with its parameters, of each pass
+    /// name, of adjacent pairs (order), and one feature per knob value. Knob features are
+    /// keyed `#knob=value` so the surrogate can weigh them apart from the passes.
+    pub fn features(c: &Candidate) -> Features {
+        let p = Pipeline::parse(&c.pipeline).unwrap_or_default();
+        let mut counts: BTreeMap<u64, f64> = BTreeMap::new();
+        let h = |s: &str| {
+            use std::hash::{Hash, Hasher};
+            let mut hs = std::hash::DefaultHasher::new();
+            s.hash(&mut hs);
+            hs.finish()
+        };
+        let mut prev: Option<String> = None;
+        for s in &p.steps {
+            let t = s.text();
+            *counts.entry(h(&t)).or_default() += 1.0;
+            if !s.params.is_empty() {
+                *counts.entry(h(&s.name)).or_default() += 1.0;
+            }
+            if let Some(pr) = prev {
+                *counts.entry(h(&format!("{pr} > {t}"))).or_default() += 0.5;
+            }
+            prev = Some(t);
+        }
+        let mut f = Features {
+            passes: counts.into_iter().collect(),
+            knobs: Vec::new(),
+        };
+        f.knobs = vec![
+            format!("cg={}", c.codegen_opt),
+            format!("maxntid={:?}", c.max_threads),
+            format!("minctasm={:?}", c.min_blocks_per_sm),
+            format!("fast={}", c.fast_math),
+            format!("block={:?}", c.block_x),
+        ];
+        f
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Features {
+    /// (hash of feature, count), sorted by hash.
+    pub passes: Vec<(u64, f64)>,
+    pub knobs: Vec<String>,
+}
+
+impl Features {
+    /// L1 distance of the pass counts (Hamming distance for 0/1 features).
+    pub fn pass_distance(&self, o: &Features) -> f64 {
+        let (a, b) = (&self.passes, &o.passes);
+        let (mut i, mut j, mut d) = (0, 0, 0.0);
+        while i < a.len() && j < b.len() {
+            match a[i].0.cmp(&b[j].0) {
+                std::cmp::Ordering::Less => {
+                    d += a[i].1;
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    d += b[j].1;
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    d += (a[i].1 - b[j].1).abs();
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        d + a[i..].iter().map(|x| x.1).sum::<f64>() + b[j..].iter().map(|x| x.1).sum::<f64>()
+    }
+
+    /// Hamming distance of the knobs.
+    pub fn knob_distance(&self, o: &Features) -> f64 {
+        self.knobs
+            .iter()
+            .zip(&o.knobs)
+            .filter(|(a, b)| a != b)
+            .count() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn sampling_and_edits_stay_valid_and_are_deterministic() {
+        let opts = SpaceOptions {
+            block_size_agnostic: true,
+            launch_threads: Some(256),
+            fast_math: true,
+            ..Default::default()
+        };
+        let s = Space::builtin(opts).unwrap();
+        let run = |seed| {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut out = Vec::new();
+            let mut c = s.start();
+            for _ in 0..200 {
+                let a = s.sample(&mut rng);
+                c = s.mutate(&c, &mut rng);
+                let x = s.crossover(&a, &c, &mut rng);
+                for k in [&a, &c, &x] {
+                    Pipeline::parse(&k.pipeline).unwrap();
+                    if let (Some(m), Some(b)) = (k.max_threads, k.block_x) {
+                        assert!(m >= b, "{k:?}");
+                    }
+                    assert!(k.min_blocks_per_sm.is_none() || k.max_threads.is_some());
+                }
+                out.push(x.key());
+            }
+            out
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+    }
+
+    #[test]
+    fn knobs_not_offered_stay_off() {
+        let s = Space::builtin(SpaceOptions::default()).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+        for _ in 0..100 {
+            let c = s.mutate(&s.sample(&mut rng), &mut rng);
+            assert!(!c.fast_math && c.block_x.is_none() && c.max_threads.is_none());
+        }
+        assert_eq!(s.start().pipeline, s.catalog.preset("O3").unwrap().pipeline);
+    }
+}

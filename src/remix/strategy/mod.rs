@@ -1,0 +1,89 @@
+//! Search strategies behind one ask/tell interface. Every strategy is deterministic for a
+//! given seed and sequence of tells, which is what makes `--resume` exact: the tune loop
+//! replays the recorded trials through ask/tell before it evaluates anything new.
+
+use super::space::Space;
+use crate::candidate::Candidate;
+use rand::rngs::StdRng;
+use std::collections::HashSet;
+
+pub mod bo;
+pub mod evolution;
+pub mod local;
+pub mod random;
+
+pub trait Strategy {
+    fn name(&self) -> &'static str;
+    /// The next candidate to evaluate; never one asked or told before.
+    fn ask(&mut self, space: &Space) -> Candidate;
+    /// The objective of an evaluated candidate: time over baseline time (lower is better),
+    /// or None when it failed (compile error, wrong output, crash, timeout).
+    fn tell(&mut self, candidate: &Candidate, ratio: Option<f64>);
+}
+
+pub const NAMES: &[&str] = &["bo", "random", "local", "evolution"];
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown strategy '{0}'; strategies: bo, random, local, evolution")]
+pub struct UnknownStrategy(pub String);
+
+pub fn make(name: &str, seed: u64) -> Result<Box<dyn Strategy + Send>, UnknownStrategy> {
+    Ok(match name {
+        "bo" => Box::new(bo::Bo::new(seed)),
+        "random" => Box::new(random::Random::new(seed)),
+        "local" => Box::new(local::Local::new(seed)),
+        "evolution" | "evo" => Box::new(evolution::Evolution::new(seed)),
+        other => return Err(UnknownStrategy(other.into())),
+    })
+}
+
+pub(crate) fn rng(seed: u64) -> StdRng {
+    use rand::SeedableRng;
+    StdRng::seed_from_u64(seed)
+}
+
+/// What every strategy keeps: the candidates seen (asked or told) and the results.
+#[derive(Debug, Default, Clone)]
+pub struct History {
+    seen: HashSet<Candidate>,
+    pub results: Vec<(Candidate, Option<f64>)>,
+}
+
+impl History {
+    pub fn seen(&self, c: &Candidate) -> bool {
+        self.seen.contains(c)
+    }
+
+    pub fn mark(&mut self, c: &Candidate) {
+        self.seen.insert(c.clone());
+    }
+
+    pub fn tell(&mut self, c: &Candidate, r: Option<f64>) {
+        self.mark(c);
+        self.results.push((c.clone(), r));
+    }
+
+    /// Valid results, best first (ties keep the order they were told in).
+    pub fn ranked(&self) -> Vec<(&Candidate, f64)> {
+        let mut v: Vec<(&Candidate, f64)> = self
+            .results
+            .iter()
+            .filter_map(|(c, r)| r.map(|r| (c, r)))
+            .collect();
+        v.sort_by(|a, b| a.1.total_cmp(&b.1));
+        v
+    }
+
+    /// The first of `tries` proposals not seen before (the last one if all were); marks it.
+    pub fn fresh(&mut self, tries: usize, mut propose: impl FnMut() -> Candidate) -> Candidate {
+        let mut c = propose();
+        for _ in 1..tries {
+            if !self.seen(&c) {
+                break;
+            }
+            c = propose();
+        }
+        self.mark(&c);
+        c
+    }
+}

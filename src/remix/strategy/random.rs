@@ -1,0 +1,35 @@
+//! Random search: independent samples of the space.
+
+use super::{History, Strategy};
+use crate::candidate::Candidate;
+use crate::remix::space::Space;
+use rand::rngs::StdRng;
+
+pub struct Random {
+    rng: StdRng,
+    hist: History,
+}
+
+impl Random {
+    pub fn new(seed: u64) -> Random {
+        Random {
+            rng: super::rng(seed),
+            hist: History::default(),
+        }
+    }
+}
+
+impl Strategy for Random {
+    fn name(&self) -> &'static str {
+        "random"
+    }
+
+    fn ask(&mut self, space: &Space) -> Candidate {
+        let rng = &mut self.rng;
+        self.hist.fresh(100, || space.sample(rng))
+    }
+
+    fn tell(&mut self, c: &Candidate, r: Option<f64>) {
+        self.hist.tell(c, r);
+    }
+}

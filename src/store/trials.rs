@@ -1,0 +1,210 @@
+//! The trials database: every evaluation `r3 tune` makes, one JSON object per line, in
+//! `<store>/trials/<kernel>/<gpu>.jsonl` (format in ARCHITECTURE.md, "Trials database").
+//!
+//! Append-only and crash-safe: each record is written with one `write` and `fsync`ed before
+//! the next trial is reported, so a crash loses at most the record being written; a torn last
+//! line (no newline) is ignored on read and cut off before the next append.
+
+use super::{io_err, Store, StoreError};
+use crate::candidate::Candidate;
+use crate::replay::Outcome;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const FORMAT: u32 = 1;
+
+/// One finished trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialRecord {
+    pub format: u32,
+    /// 0 is the baseline; the search's trials follow in the order they were asked.
+    pub trial: u32,
+    pub kernel: String,
+    pub gpu: String,
+    pub driver: String,
+    pub r3_version: String,
+    pub strategy: String,
+    pub seed: u64,
+    /// Candidates asked per round (resume needs the same rounds).
+    pub batch: u32,
+    pub candidate: Candidate,
+    /// None when the candidate did not compile.
+    pub ptx_hash: Option<String>,
+    /// The trial whose measurement this one reuses (identical PTX), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<u32>,
+    pub outcome: Outcome,
+    pub passes_ms: f64,
+    pub codegen_ms: f64,
+    /// GPU time spent on this trial (its share of its batch's measurement).
+    pub measure_ms: f64,
+    /// Milliseconds since the Unix epoch when the record was written.
+    pub finished_unix_ms: u64,
+}
+
+impl TrialRecord {
+    pub fn ratio(&self) -> Option<f64> {
+        self.outcome.ratio()
+    }
+}
+
+/// An open trials file, for appending.
+pub struct TrialLog {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+/// Turns a GPU name into a file name: `NVIDIA H200` → `nvidia-h200`.
+pub fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for ch in s.chars() {
+        if ch.is_ascii_alphanumeric() || ch == '.' || ch == '_' {
+            out.push(ch.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_owned()
+}
+
+impl Store {
+    pub fn trials_path(&self, kernel: &str, gpu: &str) -> PathBuf {
+        self.root()
+            .join("trials")
+            .join(slug(kernel))
+            .join(format!("{}.jsonl", slug(gpu)))
+    }
+
+    /// Every complete record of a kernel on a GPU, in file order (empty when none).
+    pub fn trials(&self, kernel: &str, gpu: &str) -> Result<Vec<TrialRecord>, StoreError> {
+        Ok(read_log(&self.trials_path(kernel, gpu))?.0)
+    }
+
+    /// The best valid trial of a kernel on a GPU: what report and apply use.
+    pub fn best_trial(&self, kernel: &str, gpu: &str) -> Result<Option<TrialRecord>, StoreError> {
+        Ok(self
+            .trials(kernel, gpu)?
+            .into_iter()
+            .filter(|t| t.ratio().is_some())
+            .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap())))
+    }
+
+    /// Opens the trials file for appending, cutting off a torn last line.
+    pub fn open_trials(&self, kernel: &str, gpu: &str) -> Result<TrialLog, StoreError> {
+        let path = self.trials_path(kernel, gpu);
+        let dir = path.parent().unwrap();
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let (_, good_len) = read_log(&path)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        file.set_len(good_len).map_err(io_err(&path))?;
+        Ok(TrialLog { path, file })
+    }
+}
+
+impl TrialLog {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record durably (one write, then fsync).
+    pub fn append(&mut self, rec: &TrialRecord) -> Result<(), StoreError> {
+        let mut line = serde_json::to_vec(rec).expect("trial records serialize");
+        line.push(b'\n');
+        self.file.write_all(&line).map_err(io_err(&self.path))?;
+        self.file.sync_data().map_err(io_err(&self.path))
+    }
+}
+
+/// Complete records and the length of the file up to the end of the last one.
+fn read_log(path: &Path) -> Result<(Vec<TrialRecord>, u64), StoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut lineno = 0;
+    while let Some(nl) = bytes[start..].iter().position(|&b| b == b'\n') {
+        lineno += 1;
+        let line = &bytes[start..start + nl];
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            let rec = serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
+                path: path.to_owned(),
+                msg: format!("line {lineno}: {e}"),
+            })?;
+            out.push(rec);
+        }
+        start += nl + 1;
+    }
+    // Whatever follows the last newline is a record torn by a crash: ignored.
+    Ok((out, start as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(i: u32) -> TrialRecord {
+        TrialRecord {
+            format: FORMAT,
+            trial: i,
+            kernel: "k".into(),
+            gpu: "NVIDIA H200".into(),
+            driver: "580".into(),
+            r3_version: "0".into(),
+            strategy: "random".into(),
+            seed: 0,
+            batch: 1,
+            candidate: Candidate::baseline(),
+            ptx_hash: Some("h".into()),
+            duplicate_of: None,
+            outcome: Outcome::CompileError {
+                message: "x".into(),
+            },
+            passes_ms: 0.0,
+            codegen_ms: 0.0,
+            measure_ms: 0.0,
+            finished_unix_ms: 0,
+        }
+    }
+
+    #[test]
+    fn torn_last_line_is_ignored_and_cut_before_appending() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut log = store.open_trials("k", "NVIDIA H200").unwrap();
+        log.append(&rec(0)).unwrap();
+        log.append(&rec(1)).unwrap();
+        drop(log);
+        let path = store.trials_path("k", "NVIDIA H200");
+        assert!(path.ends_with("trials/k/nvidia-h200.jsonl"));
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"format\":1,\"tri").unwrap();
+        drop(f);
+        assert_eq!(store.trials("k", "NVIDIA H200").unwrap().len(), 2);
+        let mut log = store.open_trials("k", "NVIDIA H200").unwrap();
+        log.append(&rec(2)).unwrap();
+        let all = store.trials("k", "NVIDIA H200").unwrap();
+        assert_eq!(all.iter().map(|r| r.trial).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_damaged_middle_line_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let path = store.trials_path("k", "g");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "garbage\n").unwrap();
+        let e = store.trials("k", "g").unwrap_err().to_string();
+        assert!(e.contains("g.jsonl") && e.contains("line 1"), "{e}");
+    }
+}
