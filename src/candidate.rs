@@ -66,7 +66,12 @@ mod tests {
     fn round_trips_and_defaults() {
         let c: Candidate = serde_json::from_str(r#"{"pipeline": "default<O2>"}"#).unwrap();
         assert_eq!(c, Candidate::with_pipeline("default<O2>"));
-        let full = Candidate { max_threads: Some(256), min_blocks_per_sm: Some(2), fast_math: true, ..Candidate::baseline() };
+        let full = Candidate {
+            max_threads: Some(256),
+            min_blocks_per_sm: Some(2),
+            fast_math: true,
+            ..Candidate::baseline()
+        };
         let back: Candidate = serde_json::from_str(&serde_json::to_string(&full).unwrap()).unwrap();
         assert_eq!(back, full);
         assert_ne!(full.key(), Candidate::baseline().key());

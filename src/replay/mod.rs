@@ -37,7 +37,10 @@ pub struct TimeStats {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
     /// Outputs matched the recording; `baseline` was timed interleaved in the same process.
-    Valid { time: TimeStats, baseline: TimeStats },
+    Valid {
+        time: TimeStats,
+        baseline: TimeStats,
+    },
     /// The pipeline or code generation failed.
     CompileError { message: String },
     /// Ran, but the outputs differ from the recording (or it wrote elsewhere).
