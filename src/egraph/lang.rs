@@ -94,17 +94,18 @@ impl Flags {
     pub const NNEG: Flags = Flags(1 << 4);
     pub const SAMESIGN: Flags = Flags(1 << 5);
     pub const INBOUNDS: Flags = Flags(1 << 6);
-    pub const NNAN: Flags = Flags(1 << 7);
-    pub const NINF: Flags = Flags(1 << 8);
-    pub const NSZ: Flags = Flags(1 << 9);
-    pub const ARCP: Flags = Flags(1 << 10);
-    pub const CONTRACT: Flags = Flags(1 << 11);
-    pub const AFN: Flags = Flags(1 << 12);
-    pub const REASSOC: Flags = Flags(1 << 13);
+    // The fast-math flags, in the bit order of llvm-sys' LLVMFastMath* shifted by 7.
+    pub const REASSOC: Flags = Flags(1 << 7);
+    pub const NNAN: Flags = Flags(1 << 8);
+    pub const NINF: Flags = Flags(1 << 9);
+    pub const NSZ: Flags = Flags(1 << 10);
+    pub const ARCP: Flags = Flags(1 << 11);
+    pub const CONTRACT: Flags = Flags(1 << 12);
+    pub const AFN: Flags = Flags(1 << 13);
     /// The fast-math flags (LLVM's FastMathFlags), in bit order of llvm-sys' LLVMFastMath*.
     pub const FMF: Flags = Flags(0x7f << 7);
     /// Flags under which an instruction may yield poison where the plain one would not.
-    pub const POISONING: Flags = Flags(0x1ff);
+    pub const POISONING: Flags = Flags(0x7f | (1 << 8) | (1 << 9));
 
     const NAMES: [(&'static str, Flags); 14] = [
         ("nsw", Flags::NSW),
@@ -437,7 +438,7 @@ fn fmf_ok(ty: Ty, f: Flags, inputs: &[u64], out: u64) -> bool {
     let all = inputs.iter().chain(std::iter::once(&out));
     let nan = all.clone().any(|b| is_nan(ty, *b));
     let inf = all.clone().any(|b| is_inf(ty, *b));
-    !(f.has(Flags::NNAN) && nan) && !(f.has(Flags::NINF) && inf)
+    !((f.has(Flags::NNAN) && nan) || (f.has(Flags::NINF) && inf))
 }
 
 impl Facts {
@@ -602,7 +603,7 @@ impl Facts {
                 }
                 if matches!(node, FPToSI(_)) {
                     let lim = 2f64.powi(bits as i32 - 1);
-                    (v >= -lim && v < lim).then(|| Const::Int(v as i128))
+                    (v >= -lim && v < lim).then_some(Const::Int(v as i128))
                 } else {
                     let lim = 2f64.powi(bits as i32);
                     (v >= 0.0 && v < lim).then(|| Const::Int(canon(v as i128, bits)))

@@ -582,10 +582,8 @@ fn build_table() -> Vec<Rule> {
         // --- division and remainder by constants --------------------------------------
         rule!("udiv-1", "x/1 = x", "(udiv ?t ?f ?x (iconst ?t 1))" => "?x"),
         rule!("sdiv-1", "x/1 = x", "(sdiv ?t ?f ?x (iconst ?t 1))" => "?x"),
-        rule!("sdiv-neg1", "x/-1 = 0-x; INT_MIN/-1 was UB", "(sdiv ?t ?f ?x (iconst ?t -1))" => "(sub ?t - (iconst ?t 0) ?x)"),
         rule!("urem-1", "x%1 = 0", "(urem ?t ?f ?x (iconst ?t 1))" => "(iconst ?t 0)"),
         rule!("srem-1", "x%1 = 0", "(srem ?t ?f ?x (iconst ?t 1))" => "(iconst ?t 0)"),
-        rule!("srem-neg1", "x%-1 = 0; INT_MIN%-1 was UB", "(srem ?t ?f ?x (iconst ?t -1))" => "(iconst ?t 0)"),
         rule!("udiv-pow2", "x/2^k = x>>k (unsigned); exact means the same for both",
             "(udiv ?t ?f ?x ?c)" => fn udiv_pow2),
         rule!("urem-pow2", "x%2^k = x & (2^k-1) (unsigned)", "(urem ?t ?f ?x ?c)" => fn urem_pow2),

@@ -2,4 +2,5 @@
 
 mod cli;
 mod driver;
+mod egraph;
 mod support;
