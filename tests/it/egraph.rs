@@ -9,6 +9,7 @@ use inkwell::context::Context;
 use inkwell::execution_engine::JitFunction;
 use inkwell::module::Module;
 use inkwell::targets::{InitializationConfig, Target};
+use inkwell::values::AnyValue;
 use inkwell::OptimizationLevel;
 use r3::egraph::{rules, run_on_module, EgraphOptions, EgraphStats};
 use rand::rngs::StdRng;
@@ -106,6 +107,7 @@ fn differential(
     opts: &EgraphOptions,
     ins: &[[u64; 3]],
     mut check: impl FnMut(usize, &[u64; 3], u64, u64),
+    inspect: impl FnOnce(&Module),
 ) -> EgraphStats {
     init();
     let ctx = Context::create();
@@ -113,6 +115,7 @@ fn differential(
     let after = parse(&ctx, text);
     let stats = run_on_module(&after, opts).unwrap_or_else(|e| panic!("{e}"));
     r3::ir::verify(&after, "rewritten").unwrap();
+    inspect(&after);
     let e1 = before
         .create_jit_execution_engine(OptimizationLevel::None)
         .unwrap();
@@ -340,6 +343,7 @@ fn every_rule_has_a_differential_case_and_is_sound() {
                 ));
             }
         },
+        |_| (),
     );
     for (k, v) in stats.rules {
         *fired_total.entry(k).or_default() += v;
@@ -893,6 +897,34 @@ fn random_batch(seed: u64, n: usize, float: bool) -> (usize, EgraphStats) {
     let ins = inputs(&mut rng, 60);
     let mut checked = 0usize;
     let mut failures = Vec::new();
+    let mut poison_failures = Vec::new();
+    let inspect = |m: &Module| {
+        if float {
+            return;
+        }
+        // The JIT cannot see poison, so the rewritten integer code is also run through a
+        // poison-tracking interpreter: wherever the original is defined, it must be too.
+        for (i, name) in names.iter().enumerate() {
+            let f = m.get_function(name).unwrap();
+            for x in &ins {
+                let (expect, poison) = interpret(&dags[i], x);
+                if poison {
+                    continue;
+                }
+                let Some((got, p)) = eval_llvm(f, x) else {
+                    continue;
+                };
+                let bits = dags[i].last().unwrap().ty.bits();
+                if (p || got & mask(bits) != expect) && poison_failures.len() < 5 {
+                    poison_failures.push(format!(
+                        "{name} {x:x?}: defined {expect:#x} before, after {got:#x} poison={p}\n{}\n{}",
+                        print_fn("g", &dags[i]),
+                        f.print_to_string()
+                    ));
+                }
+            }
+        }
+    };
     let stats = differential(
         &text,
         &names,
@@ -922,8 +954,14 @@ fn random_batch(seed: u64, n: usize, float: bool) -> (usize, EgraphStats) {
                 ));
             }
         },
+        inspect,
     );
     assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n"));
+    assert!(
+        poison_failures.is_empty(),
+        "seed {seed}: more poisonous after rewriting:\n{}",
+        poison_failures.join("\n")
+    );
     (checked, stats)
 }
 
@@ -1109,4 +1147,171 @@ fn cli_prints_changed_functions_and_statistics() {
     assert_eq!(v["functions"][0]["name"], "k");
     let out = crate::support::r3(&["egraph", "no-such-kernel"], home.path());
     assert!(!out.status.success());
+}
+
+/// Runs a straight-line integer function (the rewritten random DAGs) on one input, tracking
+/// poison (flags, shift amounts) and refusing UB (division by zero or INT_MIN/-1); None for
+/// instructions it does not know.
+fn eval_llvm(f: inkwell::values::FunctionValue, x: &[u64; 3]) -> Option<(u64, bool)> {
+    use inkwell::values::AsValueRef;
+    use llvm_sys::core::*;
+    use llvm_sys::LLVMOpcode::*;
+    use std::collections::HashMap;
+    // SAFETY: reading a live function of a live module.
+    unsafe {
+        let fv = f.as_value_ref();
+        let mut vals: HashMap<llvm_sys::prelude::LLVMValueRef, (u64, bool)> = HashMap::new();
+        for i in 0..3 {
+            vals.insert(LLVMGetParam(fv, i), (x[i as usize], false));
+        }
+        let width = |v| {
+            let t = LLVMTypeOf(v);
+            LLVMGetIntTypeWidth(t)
+        };
+        let get = |vals: &HashMap<_, (u64, bool)>, v| -> Option<(u64, bool)> {
+            if let Some(r) = vals.get(&v) {
+                return Some(*r);
+            }
+            if LLVMIsPoison(v) != 0 {
+                return Some((0, true));
+            }
+            if !LLVMIsAConstantInt(v).is_null() {
+                return Some((LLVMConstIntGetZExtValue(v), false));
+            }
+            None
+        };
+        let mut inst = LLVMGetFirstInstruction(LLVMGetFirstBasicBlock(fv));
+        while !inst.is_null() {
+            let op = LLVMGetInstructionOpcode(inst);
+            if op == LLVMRet {
+                return get(&vals, LLVMGetOperand(inst, 0));
+            }
+            if LLVMGetTypeKind(LLVMTypeOf(inst)) != llvm_sys::LLVMTypeKind::LLVMIntegerTypeKind {
+                return None;
+            }
+            let b = width(inst);
+            let m = mask(b);
+            let arg = |i| get(&vals, LLVMGetOperand(inst, i));
+            let r: (u64, bool) = match op {
+                LLVMAdd | LLVMSub | LLVMMul | LLVMUDiv | LLVMSDiv | LLVMURem | LLVMSRem
+                | LLVMShl | LLVMLShr | LLVMAShr | LLVMAnd | LLVMOr | LLVMXor => {
+                    let ((p, pp), (q, qp)) = (arg(0)?, arg(1)?);
+                    let (sp, sq) = (sx(p, b) as i128, sx(q, b) as i128);
+                    let (up, uq) = (p as u128, q as u128);
+                    let flag = |g: unsafe extern "C" fn(_) -> i32| g(inst) != 0;
+                    let wrap = matches!(op, LLVMAdd | LLVMSub | LLVMMul | LLVMShl);
+                    let nsw = wrap && flag(LLVMGetNSW);
+                    let nuw = wrap && flag(LLVMGetNUW);
+                    let exact = matches!(op, LLVMUDiv | LLVMSDiv | LLVMLShr | LLVMAShr)
+                        && flag(LLVMGetExact);
+                    let disjoint = op == LLVMOr && flag(LLVMGetIsDisjoint);
+                    let fits = |r: i128| r >= -(1i128 << (b - 1)) && r < (1i128 << (b - 1));
+                    if matches!(op, LLVMUDiv | LLVMSDiv | LLVMURem | LLVMSRem)
+                        && (q == 0
+                            || (matches!(op, LLVMSDiv | LLVMSRem)
+                                && sq == -1
+                                && sp == -(1i128 << (b - 1))))
+                    {
+                        panic!("rewritten code divides by zero or overflows a division");
+                    }
+                    let (r, bad) = match op {
+                        LLVMAdd => (
+                            up + uq,
+                            (nsw && !fits(sp + sq)) || (nuw && up + uq > m as u128),
+                        ),
+                        LLVMSub => (
+                            up.wrapping_sub(uq),
+                            (nsw && !fits(sp - sq)) || (nuw && up < uq),
+                        ),
+                        LLVMMul => (
+                            up.wrapping_mul(uq),
+                            (nsw && !fits(sp * sq)) || (nuw && up * uq > m as u128),
+                        ),
+                        LLVMUDiv => (up / uq, exact && up % uq != 0),
+                        LLVMURem => (up % uq, false),
+                        LLVMSDiv => ((sp / sq) as u128, exact && sp % sq != 0),
+                        LLVMSRem => ((sp % sq) as u128, false),
+                        LLVMShl | LLVMLShr | LLVMAShr if uq >= b as u128 => (0, true),
+                        LLVMShl => {
+                            let r = up << uq;
+                            let rs = sx(r as u64 & m, b) as i128;
+                            (r, (nuw && r > m as u128) || (nsw && (rs >> uq) != sp))
+                        }
+                        LLVMLShr => (up >> uq, exact && up & ((1 << uq) - 1) != 0),
+                        LLVMAShr => ((sp >> uq) as u128, exact && up & ((1 << uq) - 1) != 0),
+                        LLVMAnd => (up & uq, false),
+                        LLVMOr => (up | uq, disjoint && up & uq != 0),
+                        _ => (up ^ uq, false),
+                    };
+                    (r as u64 & m, pp || qp || bad)
+                }
+                LLVMICmp => {
+                    let ((p, pp), (q, qp)) = (arg(0)?, arg(1)?);
+                    let w = width(LLVMGetOperand(inst, 0));
+                    let (sp, sq) = (sx(p, w), sx(q, w));
+                    use llvm_sys::LLVMIntPredicate::*;
+                    let c = match LLVMGetICmpPredicate(inst) {
+                        LLVMIntEQ => p == q,
+                        LLVMIntNE => p != q,
+                        LLVMIntUGT => p > q,
+                        LLVMIntUGE => p >= q,
+                        LLVMIntULT => p < q,
+                        LLVMIntULE => p <= q,
+                        LLVMIntSGT => sp > sq,
+                        LLVMIntSGE => sp >= sq,
+                        LLVMIntSLT => sp < sq,
+                        LLVMIntSLE => sp <= sq,
+                    };
+                    let samesign = LLVMGetICmpSameSign(inst) != 0 && ((sp < 0) != (sq < 0));
+                    (c as u64, pp || qp || samesign)
+                }
+                LLVMSelect => {
+                    let (c, cp) = arg(0)?;
+                    let chosen = if c & 1 == 1 { arg(1)? } else { arg(2)? };
+                    (chosen.0, cp || chosen.1)
+                }
+                LLVMTrunc | LLVMZExt | LLVMSExt => {
+                    let (p, pp) = arg(0)?;
+                    let w = width(LLVMGetOperand(inst, 0));
+                    match op {
+                        LLVMTrunc => (p & m, pp),
+                        LLVMZExt => (p, pp || (LLVMGetNNeg(inst) != 0 && sx(p, w) < 0)),
+                        _ => (sx(p, w) as u64 & m, pp),
+                    }
+                }
+                LLVMCall => {
+                    let callee = LLVMGetCalledValue(inst);
+                    let mut len = 0;
+                    let name = std::ffi::CStr::from_ptr(LLVMGetValueName2(callee, &mut len))
+                        .to_string_lossy()
+                        .into_owned();
+                    let ((p, pp), (q, qp)) = (arg(0)?, arg(1)?);
+                    let r = if name.starts_with("llvm.smin") {
+                        if sx(p, b) <= sx(q, b) {
+                            p
+                        } else {
+                            q
+                        }
+                    } else if name.starts_with("llvm.smax") {
+                        if sx(p, b) >= sx(q, b) {
+                            p
+                        } else {
+                            q
+                        }
+                    } else if name.starts_with("llvm.umin") {
+                        p.min(q)
+                    } else if name.starts_with("llvm.umax") {
+                        p.max(q)
+                    } else {
+                        return None;
+                    };
+                    (r, pp || qp)
+                }
+                _ => return None,
+            };
+            vals.insert(inst, r);
+            inst = LLVMGetNextInstruction(inst);
+        }
+        None
+    }
 }
