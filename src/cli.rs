@@ -152,6 +152,20 @@ enum Cmd {
         #[arg(long)]
         stats: bool,
     },
+    /// Run the e-graph rewriter (r3-egraph) on a kernel or IR file; print the changed functions
+    /// before and after, and statistics.
+    Egraph {
+        /// A device IR file (.ll or .bc), or a recorded kernel (name, demangled name or hash).
+        input: String,
+        /// Pipeline run before the rewriter ('' for none).
+        #[arg(long, default_value = "default<O3>")]
+        pipeline_before: String,
+        /// Rewriter options, as inside r3-egraph<…>: e.g. 'iters=8;nodes=20000;time-ms=200'.
+        #[arg(long, default_value = "")]
+        options: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// End-to-end check: lower a built-in saxpy kernel to PTX, and on a GPU load, run, verify and time it.
     Selftest {
         /// Fail (exit 1) when no GPU is present instead of stopping after PTX.
@@ -280,6 +294,19 @@ fn run(cli: Cli) -> Result<i32> {
             ptx_cmd(&input, &pipeline, &cg, output.as_deref(), stats)
         }
         Cmd::CmakeToolchain => cmake_toolchain(),
+        Cmd::Egraph {
+            input,
+            pipeline_before,
+            options,
+            json,
+        } => egraph_cmd(
+            &input,
+            &pipeline_before,
+            &options,
+            json,
+            cli.store.as_deref(),
+            &cwd,
+        ),
         Cmd::Selftest {
             require_gpu,
             sm,
@@ -598,6 +625,57 @@ fn passes(print: Option<&str>) -> Result<i32> {
     match print {
         Some(name) => println!("{}", cat.preset(name)?.pipeline),
         None => print!("{}", cat.render()),
+    }
+    Ok(0)
+}
+
+fn egraph_cmd(
+    input: &str,
+    pipeline_before: &str,
+    options: &str,
+    json: bool,
+    store: Option<&Path>,
+    cwd: &Path,
+) -> Result<i32> {
+    let ctx = inkwell::context::Context::create();
+    let module = if Path::new(input).exists() {
+        r3::ir::load_file(&ctx, Path::new(input))?
+    } else {
+        let loc = r3::store::locate(store, cwd);
+        let store = r3::store::Store::open(&loc.path)
+            .with_context(|| format!("'{input}' is no file, and the store cannot be opened"))?;
+        let k = store
+            .kernels()?
+            .into_iter()
+            .find(|k| {
+                k.hash.starts_with(input)
+                    || k.signature.name == input
+                    || k.signature.demangled == input
+            })
+            .with_context(|| format!("'{input}' is neither a file nor a recorded kernel"))?;
+        let bytes = store.kernel_bitcode(&k.hash)?;
+        r3::ir::load_bytes(&ctx, &bytes, &k.signature.name)?
+    };
+    let opts = r3::egraph::EgraphOptions::parse(options)?;
+    let tm = r3::lower::target_machine(&r3::lower::Codegen::default())?;
+    r3::ir::run_pipeline(&module, pipeline_before, &tm)?;
+    let (stats, changes) = r3::egraph::run_with_report(&module, &opts)?;
+    r3::ir::verify(&module, &format!("{input} after r3-egraph"))?;
+    if json {
+        let out = serde_json::json!({ "stats": stats, "functions": changes });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for c in &changes {
+            println!(
+                "; ==== {}: {} -> {} instructions\n; ---- before\n{}\n; ---- after\n{}",
+                c.name,
+                c.instructions_before,
+                c.instructions_after,
+                c.before.trim_end(),
+                c.after.trim_end()
+            );
+        }
+        print!("{}", stats.render());
     }
     Ok(0)
 }

@@ -3,6 +3,7 @@
 pub mod candidate;
 pub mod doctor;
 pub mod driver;
+pub mod egraph;
 pub mod gpu;
 pub mod ir;
 pub mod lower;

@@ -19,6 +19,8 @@ pub enum IrError {
     Verify { what: String, msg: String },
     #[error("pipeline '{pipeline}' rejected by LLVM: {msg}")]
     Pipeline { pipeline: String, msg: String },
+    #[error(transparent)]
+    Egraph(#[from] crate::egraph::EgraphError),
 }
 
 /// Parses textual IR or bitcode from a file.
@@ -54,7 +56,25 @@ pub fn verify(module: &Module, what: &str) -> Result<(), IrError> {
 
 /// Runs an `opt -passes=` pipeline text over the module. The target machine matters: it
 /// registers NVPTX's own passes (e.g. NVVMReflect) in the default pipelines.
+///
+/// r3's own pass `r3-egraph` (or `r3-egraph<iters=N;nodes=N;time-ms=N>`) may appear as a
+/// top-level element, e.g. `default<O3>,r3-egraph,function(instcombine)`: LLVM runs the text
+/// before it, then the e-graph rewriter, then the rest. It cannot be nested in an adaptor.
 pub fn run_pipeline(module: &Module, pipeline: &str, tm: &TargetMachine) -> Result<(), IrError> {
+    use crate::egraph::{run_on_module, split_pipeline, PipelineStep};
+    for step in split_pipeline(pipeline)? {
+        match step {
+            PipelineStep::Llvm(text) => run_llvm_pipeline(module, &text, tm)?,
+            PipelineStep::Egraph(opts) => {
+                run_on_module(module, &opts)?;
+                verify(module, &format!("module after r3-egraph in '{pipeline}'"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run_llvm_pipeline(module: &Module, pipeline: &str, tm: &TargetMachine) -> Result<(), IrError> {
     if pipeline.trim().is_empty() {
         return Ok(());
     }

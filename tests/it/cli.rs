@@ -14,7 +14,8 @@ fn help_lists_the_whole_command_tree() {
 fn every_subcommand_has_help() {
     let home = tempfile::tempdir().unwrap();
     for cmd in [
-        "doctor", "kernels", "record", "tune", "replay", "report", "passes", "ptx", "selftest",
+        "doctor", "kernels", "record", "tune", "replay", "report", "passes", "ptx", "egraph",
+        "selftest",
     ] {
         let out = r3(&[cmd, "--help"], home.path());
         assert!(

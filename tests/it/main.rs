@@ -4,6 +4,7 @@ mod catalog;
 mod cli;
 mod cmake;
 mod driver;
+mod egraph;
 mod replay;
 mod support;
 mod tune;

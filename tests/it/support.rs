@@ -36,7 +36,9 @@ pub fn driver_links(dir: &Path) -> PathBuf {
     for name in ["r3-clang++", "r3-clang"] {
         let link = bin.join(name);
         match std::os::unix::fs::symlink(r3_bin(), &link) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("{}: {e}", link.display()),
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                panic!("{}: {e}", link.display())
+            }
             _ => {}
         }
     }
