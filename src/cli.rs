@@ -77,6 +77,18 @@ enum Cmd {
         /// Evaluate against a landscape table (JSON) instead of the GPU.
         #[arg(long, value_name = "TABLE.json")]
         simulate: Option<PathBuf>,
+        /// Most timed repetitions per measurement (fewer once the median is known within 1%).
+        #[arg(long, default_value_t = 50)]
+        repeat: u32,
+        /// Accept outputs within this tolerance (e.g. f32:rel=1e-5); also lets the search try fast-math.
+        #[arg(long)]
+        tolerance: Option<r3::replay::validate::Tolerance>,
+        /// The kernels are correct for any 1-D block size: let the search change it (grid recomputed).
+        #[arg(long)]
+        block_size_agnostic: bool,
+        /// Offer r3's e-graph rewriter (r3-egraph) as a pass.
+        #[arg(long)]
+        egraph: bool,
     },
     /// Run recorded launches with a pipeline or configuration; check the outputs and time them against -O3.
     Replay {
@@ -211,35 +223,49 @@ fn run(cli: Cli) -> Result<i32> {
             batch,
             resume,
             simulate,
+            repeat,
+            tolerance,
+            block_size_agnostic,
+            egraph,
         } => {
             let time = time.as_deref().map(parse_duration).transpose()?;
             let batch = batch.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
             });
-            let Some(table) = simulate else {
-                let _ = (kernels, all);
-                eprintln!(
-                    "r3 tune: GPU tuning comes from the replay work (issue #6), which is not wired \
-                     in yet; nothing was done. To try the search without a GPU: r3 tune --simulate TABLE.json"
-                );
-                return Ok(2);
+            let opts = r3::remix::tune::TuneOptions {
+                kernel: String::new(),
+                strategy,
+                seed,
+                budget,
+                time,
+                batch,
             };
-            let _ = all;
-            tune_simulated(
-                cli.store.as_deref(),
-                &cwd,
-                &table,
-                kernels.first().cloned(),
-                r3::remix::tune::TuneOptions {
-                    kernel: String::new(),
-                    strategy,
-                    seed,
-                    budget,
-                    time,
-                    batch,
-                },
+            if let Some(table) = simulate {
+                return tune_simulated(
+                    cli.store.as_deref(),
+                    &cwd,
+                    &table,
+                    kernels.first().cloned(),
+                    opts,
+                    resume,
+                );
+            }
+            if kernels.len() > 1 {
+                anyhow::bail!("name one kernel, or --all");
+            }
+            let sel = ReplaySelection {
+                kernel: kernels.into_iter().next(),
+                all,
+                record: None,
+            };
+            let how = TuneHow {
                 resume,
-            )
+                repeat,
+                tolerance,
+                block_size_agnostic,
+                egraph,
+            };
+            tune_gpu(cli.store.as_deref(), &cwd, &sel, opts, &how)
         }
         Cmd::Replay {
             kernel,
@@ -552,33 +578,34 @@ fn tune_simulated(
     mut opts: r3::remix::tune::TuneOptions,
     resume: bool,
 ) -> Result<i32> {
-    use r3::remix::{sim, space::Space, tune};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
+    use r3::remix::{sim, space::Space};
     let landscape = sim::Landscape::load(table)?;
     opts.kernel = kernel.unwrap_or_else(|| landscape.kernel.clone());
     let space = Space::builtin(landscape.space.clone())?;
     let mut sim = sim::Simulator::new(landscape);
-    let loc = r3::store::locate(store, cwd);
-    let store = r3::store::Store::create(&loc.path)?;
-    let gpu = r3::replay::Evaluator::device(&sim).gpu;
-    let prior = store.trials(&opts.kernel, &gpu)?;
-    let path = store.trials_path(&opts.kernel, &gpu);
-    if !prior.is_empty() && !resume {
-        return Err(tune::TuneError::Exists {
-            kernel: opts.kernel.clone(),
-            path: path.display().to_string(),
-            n: prior.len(),
-        }
-        .into());
-    }
-    let mut log = store.open_trials(&opts.kernel, &gpu)?;
-    // Ctrl-C sets a flag: the round in flight finishes and is recorded, then tune stops, so
-    // nothing measured is lost and --resume continues exactly (ctrlc: portable, no unsafe).
-    let stop = Arc::new(AtomicBool::new(false));
+    let store = r3::store::Store::create(&r3::store::locate(store, cwd).path)?;
+    tune_one(&store, &mut sim, &space, &opts, resume, &stop_flag())
+}
+
+/// Ctrl-C sets a flag: the round in flight finishes and is recorded, then tune stops, so
+/// nothing measured is lost and --resume continues exactly (ctrlc: portable, no unsafe).
+fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
-    let summary = tune::tune(&mut sim, &space, &opts, prior, Some(&mut log), &stop, |p| {
+    let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+    stop
+}
+
+fn tune_one<E: r3::replay::Evaluator + Sync>(
+    store: &r3::store::Store,
+    eval: &mut E,
+    space: &r3::remix::space::Space,
+    opts: &r3::remix::tune::TuneOptions,
+    resume: bool,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<i32> {
+    use r3::remix::tune;
+    let (summary, path) = tune::tune_in_store(store, eval, space, opts, resume, stop, |p| {
         let best = p
             .best
             .map(|(t, r)| format!("best {:.4}x of -O3 (trial {t})", r))
@@ -618,6 +645,82 @@ fn tune_simulated(
     } else {
         0
     })
+}
+
+/// Tunes kernels on the GPU, each against its first replayable recording.
+fn tune_gpu(
+    store: Option<&Path>,
+    cwd: &Path,
+    sel: &ReplaySelection,
+    base: r3::remix::tune::TuneOptions,
+    how: &TuneHow,
+) -> Result<i32> {
+    let store = r3::store::Store::open(&r3::store::locate(store, cwd).path)?;
+    let Some((driver, gpu)) = (match r3::gpu::probe() {
+        r3::gpu::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
+        _ => None,
+    }) else {
+        anyhow::bail!("no GPU on this machine: tune measures candidates on one (try `r3 tune --simulate TABLE.json`)");
+    };
+    let target = r3::lower::Codegen {
+        sm: gpu.sm(),
+        ptx: Some(r3::lower::ptx_for_driver(driver).into()),
+        opt_level: 3,
+    };
+    let mut seen = std::collections::HashSet::new();
+    let recs: Vec<_> = select_recordings(&store, sel)?
+        .into_iter()
+        .filter(|r| seen.insert(r.launch.kernel.clone()))
+        .collect();
+    let stop = stop_flag();
+    let mut code = 0;
+    for rec in recs {
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        let opts = r3::replay::gpu::MeasureOptions {
+            ordinal: gpu.ordinal as i32,
+            max_reps: how.repeat,
+            tolerance: how.tolerance,
+        };
+        let mut ev =
+            match r3::replay::gpu::GpuEvaluator::new(&store, rec.clone(), target.clone(), opts) {
+                Ok(ev) => ev,
+                Err(e) => {
+                    eprintln!("r3 tune: {}: {e}", rec.id);
+                    code = 1;
+                    continue;
+                }
+            };
+        let b = rec.launch.block;
+        let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions {
+            launch_threads: Some(b[0] * b[1] * b[2]),
+            block_size_agnostic: how.block_size_agnostic && b[1] == 1 && b[2] == 1,
+            fast_math: how.tolerance.is_some(),
+            r3_passes: how.egraph,
+            ..Default::default()
+        })?;
+        let opts = r3::remix::tune::TuneOptions {
+            kernel: ev.kernel().signature.name.clone(),
+            ..base.clone()
+        };
+        match tune_one(&store, &mut ev, &space, &opts, how.resume, &stop) {
+            Ok(c) => code = code.max(c),
+            Err(e) => {
+                eprintln!("r3 tune: {}: {e:#}", opts.kernel);
+                code = code.max(1);
+            }
+        }
+    }
+    Ok(code)
+}
+
+struct TuneHow {
+    resume: bool,
+    repeat: u32,
+    tolerance: Option<r3::replay::validate::Tolerance>,
+    block_size_agnostic: bool,
+    egraph: bool,
 }
 
 fn passes(print: Option<&str>) -> Result<i32> {

@@ -391,3 +391,29 @@ pub fn trials_to_reach(
     )?;
     Ok(hit)
 }
+
+/// Tunes one kernel with its trials kept in the store: refuses to overwrite earlier trials
+/// unless `resume`, in which case the search continues exactly where they stop.
+pub fn tune_in_store<E: Evaluator + Sync>(
+    store: &crate::store::Store,
+    eval: &mut E,
+    space: &Space,
+    opts: &TuneOptions,
+    resume: bool,
+    stop: &AtomicBool,
+    progress: impl FnMut(&Progress),
+) -> Result<(Summary, std::path::PathBuf), TuneError> {
+    let gpu = eval.device().gpu;
+    let prior = store.trials(&opts.kernel, &gpu)?;
+    let path = store.trials_path(&opts.kernel, &gpu);
+    if !prior.is_empty() && !resume {
+        return Err(TuneError::Exists {
+            kernel: opts.kernel.clone(),
+            path: path.display().to_string(),
+            n: prior.len(),
+        });
+    }
+    let mut log = store.open_trials(&opts.kernel, &gpu)?;
+    let summary = tune(eval, space, opts, prior, Some(&mut log), stop, progress)?;
+    Ok((summary, path))
+}

@@ -39,7 +39,9 @@ pub struct GpuEvaluator {
     recording: Recording,
     baseline: Lowered,
     opts: MeasureOptions,
-    pool: Pool,
+    /// Behind a lock so that the evaluator can be shared by the threads that lower candidates.
+    pool: std::sync::Mutex<Pool>,
+    device: super::Device,
     /// Registers and local memory of the last batch, by position (the trait returns outcomes only).
     pub last: Vec<Measured>,
 }
@@ -83,11 +85,12 @@ impl GpuEvaluator {
         Ok(GpuEvaluator {
             kernel,
             bitcode,
+            device: device_name(&target),
             target,
             recording,
             baseline,
             opts,
-            pool: Pool::new(limit),
+            pool: std::sync::Mutex::new(Pool::new(limit)),
             last: Vec::new(),
         })
     }
@@ -148,7 +151,24 @@ fn lower_with(
     })
 }
 
+fn device_name(target: &Codegen) -> super::Device {
+    match crate::gpu::probe() {
+        crate::gpu::GpuStatus::Present { driver, gpus } => super::Device {
+            gpu: format!("{} ({})", gpus[0].name, gpus[0].sm()),
+            driver: format!("CUDA {}.{}", driver.0, driver.1),
+        },
+        _ => super::Device {
+            gpu: format!("no GPU ({})", target.sm),
+            driver: "none".into(),
+        },
+    }
+}
+
 impl Evaluator for GpuEvaluator {
+    fn device(&self) -> super::Device {
+        self.device.clone()
+    }
+
     fn lower(&self, _kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome> {
         lower_with(&self.bitcode, &self.kernel, candidate, &self.target, None)
     }
@@ -169,7 +189,8 @@ impl Evaluator for GpuEvaluator {
                 .collect(),
             max_reps: self.opts.max_reps,
         };
-        self.last = match self.pool.run(&job) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        self.last = match pool.run(&job) {
             Ok(m) => m,
             Err(message) => batch
                 .iter()

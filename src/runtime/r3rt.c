@@ -435,7 +435,7 @@ static int mkdirs(const char *path) {
 }
 
 static void write_launch_json(const char *dir, const struct launch *l, const char *not_replayable, double ms,
-                              size_t bytes_in, size_t bytes_changed, int nregions) {
+                              double first_ms, size_t bytes_in, size_t bytes_changed, int nregions) {
   char path[4200];
   snprintf(path, sizeof path, "%s/launch.json", dir);
   FILE *f = fopen(path, "w");
@@ -459,8 +459,8 @@ static void write_launch_json(const char *dir, const struct launch *l, const cha
   for (size_t i = 0; i < l->args_size; i++) fprintf(f, "%02x", l->args[i]);
   fprintf(f, "\",\n  \"va_base\": %llu,\n  \"va_size\": %llu,\n", (unsigned long long)va_base,
           (unsigned long long)va_size);
-  fprintf(f, "  \"in_app_ms\": %.6f,\n  \"regions\": %d,\n  \"bytes_in\": %zu,\n  \"bytes_changed\": %zu,\n", ms,
-          nregions, bytes_in, bytes_changed);
+  fprintf(f, "  \"in_app_ms\": %.6f,\n  \"first_launch_ms\": %.6f,\n  \"regions\": %d,\n  \"bytes_in\": %zu,\n  \"bytes_changed\": %zu,\n", ms,
+          first_ms, nregions, bytes_in, bytes_changed);
   fprintf(f, "  \"replayable\": %s,\n  \"not_replayable\": ", not_replayable ? "false" : "true");
   if (not_replayable) json_str(f, not_replayable);
   else fprintf(f, "null");
@@ -487,6 +487,45 @@ static int collect_regions(struct region *rs, int max) {
     rs[n++] = (struct region){KIND_GLOBAL, (uint64_t)(uintptr_t)dev, size, vars[i].name, NULL, NULL};
   }
   return n;
+}
+
+static int restore_regions(struct region *rs, int n, int after) {
+  for (int i = 0; i < n; i++) {
+    if (!rs[i].size || memcmp(rs[i].before, rs[i].after, rs[i].size) == 0) continue;
+    const unsigned char *src = after ? rs[i].after : rs[i].before;
+    if (cudaMemcpy((void *)(uintptr_t)rs[i].addr, src, rs[i].size, cudaMemcpyHostToDevice) != cudaSuccess) return 0;
+  }
+  return 1;
+}
+
+static float time_one(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream) {
+  cudaEvent_t a, b;
+  float ms = -1;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaEventRecord(a, stream);
+  if (__real_cudaLaunchKernel(stub, grid, block, args, shmem, stream) == cudaSuccess) {
+    cudaEventRecord(b, stream);
+    cudaEventSynchronize(b);
+    cudaEventElapsedTime(&ms, a, b);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms;
+}
+
+/* Median of three warm launches, each on the inputs the first launch saw. */
+static double warm_time(struct region *rs, int n, const void *stub, dim3 grid, dim3 block, void **args, size_t shmem,
+                        cudaStream_t stream) {
+  float t[3];
+  for (int k = 0; k < 3; k++) {
+    if (!restore_regions(rs, n, 0)) return -1;
+    t[k] = time_one(stub, grid, block, args, shmem, stream);
+  }
+  restore_regions(rs, n, 1);
+  cudaDeviceSynchronize();
+  float lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+  return t[2] < lo ? lo : (t[2] > hi ? hi : t[2]);
 }
 
 static int param_layout(const void *stub, void **args, struct launch *l) {
@@ -581,6 +620,7 @@ static cudaError_t record_launch(struct kernel_fn *k, const void *stub, dim3 gri
   cudaEventDestroy(start);
   cudaEventDestroy(end);
   size_t changed = 0;
+  double first_ms = ms;
   if (result == cudaSuccess && !why_not && ok) {
     ok = snapshot(rs, n, 1);
     snprintf(path, sizeof path, "%s/epilogue.r3snap", tmp);
@@ -589,11 +629,14 @@ static cudaError_t record_launch(struct kernel_fn *k, const void *stub, dim3 gri
       changed = write_epilogue(&w, rs, n);
       ok = w_close(&w);
     }
+    /* The first launch pays for lazy module loading: time it again, warm, on restored inputs,
+       then put back exactly what the first launch left, so the program sees no difference. */
+    if (ok) ms = warm_time(rs, n, stub, grid, block, args, shmem, stream);
   }
   for (int i = 0; i < n; i++) { free(rs[i].before); free(rs[i].after); }
   if (result != cudaSuccess) why_not = "the launch itself failed";
   else if (!ok && !why_not) why_not = "snapshot failed (device copy or write error)";
-  write_launch_json(tmp, &l, why_not, ms, bytes, changed, n);
+  write_launch_json(tmp, &l, why_not, ms, first_ms, bytes, changed, n);
   if (rename(tmp, dir) != 0) warn("cannot move a recording into %s (%s)", dir, strerror(errno));
   free(l.args);
   return result;
@@ -623,7 +666,7 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3
     snprintf(dir, sizeof dir, "%s/records/%016llx/cooperative-%d", store_dir,
              (unsigned long long)fnv(k->name, strlen(k->name), 0xcbf29ce484222325ull), k->recorded);
     struct launch l = {k->name, grid, block, shmem, (unsigned char *)"", 0, {0}, {0}, 0, 0};
-    if (mkdirs(dir)) write_launch_json(dir, &l, "cooperative launch", 0, 0, 0, 0);
+    if (mkdirs(dir)) write_launch_json(dir, &l, "cooperative launch", 0, 0, 0, 0, 0);
   }
   e = __real_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, stream);
   pthread_mutex_unlock(&lock);

@@ -74,8 +74,12 @@ pub struct LaunchRecord {
     /// The fixed device address range all allocations came from.
     pub va_base: u64,
     pub va_size: u64,
-    /// The launch's time inside the application (CUDA events).
+    /// The launch's time inside the application (CUDA events): the median of three warm
+    /// re-launches on the same inputs (state restored afterwards).
     pub in_app_ms: f64,
+    /// The first launch's time, which includes lazy module loading.
+    #[serde(default)]
+    pub first_launch_ms: f64,
     pub regions: u32,
     pub bytes_in: u64,
     pub bytes_changed: u64,
