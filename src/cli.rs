@@ -345,8 +345,9 @@ fn report(
     let rep = r3::report::tuning::build(&store, &opts)?;
     let text = r3::report::render::render(&rep, format);
     match output {
-        Some(path) => r3::store::write_atomic(path, text.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?,
+        Some(path) => {
+            std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?
+        }
         None => print!("{text}"),
     }
     Ok(0)

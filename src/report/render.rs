@@ -933,6 +933,15 @@ fn html(doc: &[Section], r: &Report) -> String {
                     }
                     o.push_str("</tbody></table>\n");
                 }
+                Block::Pre(text) if text.len() > 400 => {
+                    // Folded (no script needed): a full O3-sized pipeline is a page of text.
+                    let _ = writeln!(
+                        o,
+                        "<details><summary>The whole pipeline text ({} characters)</summary><pre>{}</pre></details>",
+                        text.len(),
+                        esc(text)
+                    );
+                }
                 Block::Pre(text) => {
                     let _ = writeln!(o, "<pre>{}</pre>", esc(text));
                 }

@@ -330,6 +330,11 @@ fn r3_report_writes_every_format_and_names_unknown_kernels() {
         assert!(out.status.success(), "{fmt}: {}", stderr(&out));
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains(needle), "{fmt}");
+        // To look at them (e.g. the HTML in a browser): R3_TEST_KEEP_REPORTS=DIR.
+        if let Some(keep) = std::env::var_os("R3_TEST_KEEP_REPORTS") {
+            std::fs::create_dir_all(&keep).unwrap();
+            std::fs::copy(&file, Path::new(&keep).join(format!("report.{fmt}"))).unwrap();
+        }
         if fmt == "json" {
             let v: serde_json::Value = serde_json::from_str(&text).unwrap();
             assert_eq!(v["kernels"].as_array().unwrap().len(), 2);
