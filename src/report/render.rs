@@ -379,11 +379,25 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
     out.push(imp);
 
     let mut conv = section(3, "Convergence", format!("{id}-convergence"));
+    let span = k
+        .convergence
+        .iter()
+        .map(|p| p.elapsed_s)
+        .fold(0.0, f64::max);
+    let (unit, per) = match span {
+        s if s > 3.0 * 3600.0 => ("hours", 3600.0),
+        s if s > 600.0 => ("minutes", 60.0),
+        _ => ("seconds", 1.0),
+    };
     let pts = |by_time: bool| -> Vec<svg::Point> {
         k.convergence
             .iter()
             .map(|p| svg::Point {
-                x: if by_time { p.elapsed_s } else { p.trial as f64 },
+                x: if by_time {
+                    p.elapsed_s / per
+                } else {
+                    p.trial as f64
+                },
                 y: p.speedup,
                 best: p.best_speedup,
             })
@@ -411,7 +425,7 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
         alt: alt.clone(),
     });
     conv.blocks.push(Block::Svg {
-        svg: svg::convergence("Best so far, by wall time", "seconds", &pts(true)),
+        svg: svg::convergence("Best so far, by wall time", unit, &pts(true)),
         alt: String::new(),
     });
     conv.blocks

@@ -354,3 +354,53 @@ fn r3_report_writes_every_format_and_names_unknown_kernels() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("term, md, html or json"));
 }
+
+#[test]
+fn reports_on_a_simulated_tuning_run() {
+    use r3::remix::sim::{synthetic, Family, Simulator};
+    use r3::remix::space::Space;
+    use r3::remix::tune::{tune, TuneOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(&dir.path().join("store")).unwrap();
+    for (kernel, family) in [("k1", Family::Sparse), ("k2", Family::Knobs)] {
+        let l = synthetic(family, 3);
+        let space = Space::builtin(l.space.clone()).unwrap();
+        let mut sim = Simulator::new(l);
+        let mut log = store.open_trials(kernel, "simulated: synthetic").unwrap();
+        let opts = TuneOptions {
+            kernel: kernel.into(),
+            strategy: "random".into(),
+            seed: 1,
+            budget: 40,
+            time: None,
+            batch: 4,
+        };
+        let never = std::sync::atomic::AtomicBool::new(false);
+        tune(
+            &mut sim,
+            &space,
+            &opts,
+            Vec::new(),
+            Some(&mut log),
+            &never,
+            |_| {},
+        )
+        .unwrap();
+    }
+    let rep = build(&store, &ReportOptions::default()).unwrap();
+    assert_eq!(rep.kernels.len(), 2);
+    for k in &rep.kernels {
+        assert_eq!(k.trials, 40);
+        assert_eq!(k.convergence.len(), 40);
+        let best = k.best.as_ref().unwrap();
+        assert!(best.speedup >= 1.0, "the baseline is a valid trial");
+        assert!(!k.top.is_empty() && k.top.len() <= 5);
+        assert_eq!(
+            k.code.unavailable.as_deref(),
+            Some("the kernel is not in the store")
+        );
+    }
+    for f in [Format::Term, Format::Markdown, Format::Html, Format::Json] {
+        assert!(!render(&rep, f).is_empty());
+    }
+}
