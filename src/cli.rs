@@ -126,11 +126,13 @@ enum Cmd {
     ReplayWorker,
     /// Pass-order reports: baseline vs best, pipeline diff, pass importance, convergence.
     Report {
+        /// Kernels (names, mangled or demangled, or hashes); default: every kernel with trials.
         kernels: Vec<String>,
-        /// term, md, html or json.
+        /// term, md, html (one self-contained file) or json (docs/report-schema.md).
         #[arg(long, default_value = "term")]
-        format: String,
-        #[arg(short, long)]
+        format: r3::report::render::Format,
+        /// Write the report to FILE instead of standard output.
+        #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
     /// The pass catalog and pipeline presets (passes/*.toml).
@@ -200,11 +202,6 @@ pub fn main() -> i32 {
             1
         }
     }
-}
-
-fn not_built(what: &str, issue: u32) -> Result<i32> {
-    eprintln!("r3 {what}: not built yet (tracked in issue #{issue}); nothing was done");
-    Ok(2)
 }
 
 fn run(cli: Cli) -> Result<i32> {
@@ -305,7 +302,18 @@ fn run(cli: Cli) -> Result<i32> {
             replay(cli.store.as_deref(), &cwd, &sel, &candidate, &how)
         }
         Cmd::ReplayWorker => Ok(r3::replay::worker::serve()),
-        Cmd::Report { .. } => not_built("report", 9),
+        Cmd::Report {
+            kernels,
+            format,
+            output,
+        } => report(
+            cli.store.as_deref(),
+            cli.cuda_path.as_deref(),
+            &cwd,
+            kernels,
+            format,
+            output.as_deref(),
+        ),
         Cmd::Passes { print } => passes(print.as_deref()),
         Cmd::Ptx {
             input,
@@ -339,6 +347,36 @@ fn run(cli: Cli) -> Result<i32> {
             json,
         } => selftest(require_gpu, sm.as_deref(), json),
     }
+}
+
+fn report(
+    store: Option<&Path>,
+    cuda: Option<&Path>,
+    cwd: &Path,
+    kernels: Vec<String>,
+    format: r3::report::render::Format,
+    output: Option<&Path>,
+) -> Result<i32> {
+    let loc = r3::store::locate(store, cwd);
+    let store = r3::store::Store::open(&loc.path)?;
+    let ptxas = r3::toolchain::find_cuda(cuda)
+        .ok()
+        .map(|f| f.path.join("bin/ptxas"))
+        .filter(|p| p.is_file());
+    let opts = r3::report::tuning::ReportOptions {
+        kernels,
+        ptxas,
+        code: true,
+    };
+    let rep = r3::report::tuning::build(&store, &opts)?;
+    let text = r3::report::render::render(&rep, format);
+    match output {
+        Some(path) => {
+            std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => print!("{text}"),
+    }
+    Ok(0)
 }
 
 fn doctor(cuda: Option<&Path>, store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {

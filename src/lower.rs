@@ -86,7 +86,7 @@ pub fn target_machine(cg: &Codegen) -> Result<TargetMachine, LowerError> {
 
 /// Forces the module's per-function target attributes to the requested GPU, so a module
 /// recorded for one architecture can be lowered for another.
-fn retarget(module: &Module, cg: &Codegen) {
+pub fn retarget(module: &Module, cg: &Codegen) {
     let ctx = module.get_context();
     for f in module.get_functions() {
         use inkwell::attributes::AttributeLoc;

@@ -90,6 +90,39 @@ impl Store {
             .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap())))
     }
 
+    /// Every non-empty trials file in the store, each with its records, sorted by path
+    /// (kernel, then GPU): what `r3 report` reads when no kernel is named.
+    pub fn trial_sets(&self) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
+        let dir = self.root().join("trials");
+        let mut paths = Vec::new();
+        let kernels = match std::fs::read_dir(&dir) {
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err(&dir)(e)),
+        };
+        for k in kernels {
+            let k = k.map_err(io_err(&dir))?.path();
+            if !k.is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(&k).map_err(io_err(&k))? {
+                let f = f.map_err(io_err(&k))?.path();
+                if f.extension().is_some_and(|e| e == "jsonl") {
+                    paths.push(f);
+                }
+            }
+        }
+        paths.sort();
+        let mut out = Vec::new();
+        for p in paths {
+            let recs = read_log(&p)?.0;
+            if !recs.is_empty() {
+                out.push((p, recs));
+            }
+        }
+        Ok(out)
+    }
+
     /// Opens the trials file for appending, cutting off a torn last line.
     pub fn open_trials(&self, kernel: &str, gpu: &str) -> Result<TrialLog, StoreError> {
         let path = self.trials_path(kernel, gpu);

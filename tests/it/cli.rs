@@ -1,4 +1,4 @@
-//! The command-line surface: help, unbuilt commands, doctor, ptx, argv[0] dispatch.
+//! The command-line surface: help, report without trials, doctor, ptx, argv[0] dispatch.
 
 use crate::support::*;
 
@@ -160,18 +160,28 @@ fn ptx_rejects_a_bad_pipeline_naming_it() {
 }
 
 #[test]
-fn unbuilt_subcommands_say_so_and_fail() {
+fn report_without_trials_says_so_and_fails() {
     let home = tempfile::tempdir().unwrap();
     for args in [&["report"][..], &["report", "--format", "md"]] {
         let out = r3(args, home.path());
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
         assert!(
-            stderr(&out).contains("not built yet"),
+            stderr(&out).contains("no store at") || stderr(&out).contains("no trials"),
             "{args:?}: {}",
             stderr(&out)
         );
         assert!(stdout(&out).is_empty(), "no fake output for {args:?}");
     }
+    std::fs::create_dir_all(home.path().join("store")).unwrap();
+    let store = r3::store::Store::create(&home.path().join("store")).unwrap();
+    let out = r3(&["report"], home.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no trials in store"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains(&store.root().display().to_string()));
 }
 
 #[test]

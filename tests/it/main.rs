@@ -6,5 +6,6 @@ mod cmake;
 mod driver;
 mod egraph;
 mod replay;
+mod report;
 mod support;
 mod tune;

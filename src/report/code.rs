@@ -1,0 +1,252 @@
+//! What a candidate does to the code: recomputed from the kernel's stored module (the trials
+//! database keeps only the PTX hash). IR instruction counts after each pass, the PTX
+//! instruction mix, and registers and spills from ptxas when the CUDA SDK has one.
+
+use super::passes::{expand, step_path};
+use crate::candidate::Candidate;
+use crate::lower::{self, Codegen};
+use crate::remix::pipeline::Pipeline;
+use inkwell::module::Module;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Static statistics of one candidate's code.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CodeStats {
+    /// LLVM IR instructions in the module after the pipeline (all defined functions).
+    pub ir_instructions: usize,
+    pub ptx_instructions: usize,
+    pub ptx_bytes: usize,
+    /// PTX instructions by group (see [`opcode_group`]).
+    pub mix: BTreeMap<String, usize>,
+    /// From `ptxas -v`; None when ptxas is unavailable (see `Code::ptxas`).
+    pub registers: Option<u32>,
+    pub spill_store_bytes: Option<u32>,
+    pub spill_load_bytes: Option<u32>,
+}
+
+/// IR size after one pass of the best pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PassStep {
+    pub index: usize,
+    pub pass: String,
+    /// None when the pass failed to run on its own (`error` says why).
+    pub ir_instructions: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Instructions in every defined function of a module.
+pub fn ir_instructions(m: &Module) -> usize {
+    m.get_functions()
+        .flat_map(|f| f.get_basic_blocks())
+        .map(|bb| bb.get_instructions().count())
+        .sum()
+}
+
+/// The group a PTX opcode (`ld.global.nc.f32`, `fma.rn.f32`, …) is counted in.
+pub fn opcode_group(op: &str) -> &'static str {
+    let base = op.split('.').next().unwrap_or(op);
+    let space = |s: &str| op.split('.').any(|p| p == s);
+    match base {
+        "ld" | "ldu" if space("global") => "ld.global",
+        "st" if space("global") => "st.global",
+        "ld" if space("shared") => "ld.shared",
+        "st" if space("shared") => "st.shared",
+        "ld" | "st" if space("local") => "ld/st.local",
+        "ld" if space("param") => "ld.param",
+        "ld" | "ldu" | "st" | "cp" | "prefetch" => "ld/st.other",
+        "atom" | "red" => "atomic",
+        "fma" | "mad" => "fma/mad",
+        "add" | "sub" | "mul" | "div" | "rem" | "neg" | "abs" | "min" | "max" | "copysign" => {
+            "arith"
+        }
+        "and" | "or" | "xor" | "not" | "shl" | "shr" | "bfe" | "bfi" | "popc" | "clz" | "brev"
+        | "prmt" | "shf" | "lop3" | "cnot" => "logic",
+        "setp" | "selp" | "set" | "slct" => "compare/select",
+        "cvt" | "cvta" => "convert",
+        "mov" => "move",
+        "bra" | "ret" | "exit" | "call" | "brx" => "control",
+        "bar" | "barrier" | "membar" | "fence" => "sync",
+        "sqrt" | "rsqrt" | "rcp" | "ex2" | "lg2" | "sin" | "cos" | "tanh" => "special",
+        _ => "other",
+    }
+}
+
+/// PTX instructions by group (same counting rule as [`lower::ptx_stats`]).
+pub fn ptx_mix(ptx: &str) -> BTreeMap<String, usize> {
+    let mut mix = BTreeMap::new();
+    let mut depth = 0i32;
+    for line in ptx.lines().map(str::trim) {
+        depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
+        let is_decl = line.starts_with('.') || line.starts_with("//") || line.is_empty();
+        if depth > 0 && line.ends_with(';') && !is_decl {
+            let mut words = line.split_whitespace();
+            let mut op = words.next().unwrap_or("");
+            if op.starts_with('@') {
+                op = words.next().unwrap_or("");
+            }
+            let op = op.trim_end_matches(';');
+            *mix.entry(opcode_group(op).to_owned()).or_insert(0) += 1;
+        }
+    }
+    mix
+}
+
+/// Registers and spills as `ptxas -v` reports them for the PTX's (first) entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PtxasInfo {
+    pub registers: u32,
+    pub spill_stores: u32,
+    pub spill_loads: u32,
+}
+
+/// Runs `ptxas -v` on a PTX text. Err says why not (no ptxas, it failed).
+pub fn ptxas_info(ptxas: &Path, ptx: &str, sm: &str) -> Result<PtxasInfo, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let src = dir.path().join("k.ptx");
+    std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(ptxas)
+        .arg(format!("-arch={sm}"))
+        .arg("-v")
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.path().join("k.cubin"))
+        .output()
+        .map_err(|e| format!("{}: {e}", ptxas.display()))?;
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        return Err(format!(
+            "ptxas failed: {}",
+            text.lines().next().unwrap_or("").trim()
+        ));
+    }
+    let num_before = |line: &str, what: &str| -> Option<u32> {
+        let at = line.find(what)?;
+        line[..at].split_whitespace().last()?.parse().ok()
+    };
+    let mut info = None;
+    let mut spills = (0, 0);
+    for line in text.lines() {
+        if let (Some(s), Some(l)) = (
+            num_before(line, "bytes spill stores"),
+            num_before(line, "bytes spill loads"),
+        ) {
+            spills = (s, l);
+        }
+        if let Some(r) = num_before(line, "registers") {
+            if info.is_none() {
+                info = Some(PtxasInfo {
+                    registers: r,
+                    spill_stores: spills.0,
+                    spill_loads: spills.1,
+                });
+            }
+        }
+    }
+    info.ok_or_else(|| "ptxas -v printed no register count".into())
+}
+
+/// The code statistics of one candidate of a stored kernel.
+pub fn code_stats(
+    bitcode: &[u8],
+    what: &str,
+    c: &Candidate,
+    target: &Codegen,
+    ptxas: Option<&Path>,
+) -> Result<(CodeStats, Option<String>), String> {
+    let ctx = inkwell::context::Context::create();
+    let module = crate::ir::load_bytes(&ctx, bitcode, what).map_err(|e| e.to_string())?;
+    let mut ir = 0;
+    let t = lower::lower_candidate(&module, c, target, |m| ir = ir_instructions(m))
+        .map_err(|e| e.to_string())?;
+    let stats = lower::ptx_stats(&t.ptx);
+    let mut out = CodeStats {
+        ir_instructions: ir,
+        ptx_instructions: stats.instructions,
+        ptx_bytes: stats.bytes,
+        mix: ptx_mix(&t.ptx),
+        registers: None,
+        spill_store_bytes: None,
+        spill_load_bytes: None,
+    };
+    let mut ptxas_note = None;
+    if let Some(p) = ptxas {
+        match ptxas_info(p, &t.ptx, &target.sm) {
+            Ok(i) => {
+                out.registers = Some(i.registers);
+                out.spill_store_bytes = Some(i.spill_stores);
+                out.spill_load_bytes = Some(i.spill_loads);
+            }
+            Err(e) => ptxas_note = Some(e),
+        }
+    }
+    Ok((out, ptxas_note))
+}
+
+/// IR instruction counts after each pass of a pipeline, running its passes one at a time
+/// (each in its own adaptors) on one module. Close to, but not exactly, the nested run: a
+/// CGSCC adaptor's function passes run over all functions after each other rather than
+/// interleaved per SCC, and `devirt<N>` repetition is not iterated.
+pub fn ir_after_each_pass(
+    bitcode: &[u8],
+    what: &str,
+    c: &Candidate,
+    target: &Codegen,
+) -> Result<(usize, Vec<PassStep>), String> {
+    let pipeline = expand(&c.pipeline).map_err(|e| e.to_string())?;
+    let ctx = inkwell::context::Context::create();
+    let module = crate::ir::load_bytes(&ctx, bitcode, what).map_err(|e| e.to_string())?;
+    lower::apply_knobs(&module, c);
+    let cg = Codegen {
+        opt_level: c.codegen_opt,
+        ..target.clone()
+    };
+    // As lower_timed_with prepares the module before its pipeline.
+    let tm = lower::target_machine(&cg).map_err(|e| e.to_string())?;
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    lower::retarget(&module, &cg);
+    let before = ir_instructions(&module);
+    let mut steps = Vec::new();
+    for (i, s) in pipeline.steps.iter().enumerate() {
+        let one = Pipeline {
+            steps: vec![s.clone()],
+        }
+        .render();
+        let r = crate::ir::run_pipeline(&module, &one, &tm);
+        steps.push(PassStep {
+            index: i,
+            pass: step_path(s),
+            ir_instructions: r.is_ok().then(|| ir_instructions(&module)),
+            error: r.err().map(|e| e.to_string()),
+        });
+    }
+    Ok((before, steps))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opcodes_group() {
+        assert_eq!(opcode_group("ld.global.nc.f32"), "ld.global");
+        assert_eq!(opcode_group("st.shared.v4.f32"), "st.shared");
+        assert_eq!(opcode_group("ld.param.u64"), "ld.param");
+        assert_eq!(opcode_group("st.local.u32"), "ld/st.local");
+        assert_eq!(opcode_group("fma.rn.f32"), "fma/mad");
+        assert_eq!(opcode_group("setp.ge.s32"), "compare/select");
+        assert_eq!(opcode_group("bra.uni"), "control");
+        let ptx = ".visible .entry k(\n.param .u64 k_p0\n)\n{\n.reg .b32 %r<4>;\nld.param.u64 %rd1, [k_p0];\n@%p1 bra $L__BB0_2;\nfma.rn.f32 %f3, %f1, %f2, %f3;\n$L__BB0_2:\nret;\n}\n";
+        let mix = ptx_mix(ptx);
+        assert_eq!(mix["ld.param"], 1);
+        assert_eq!(mix["control"], 2);
+        assert_eq!(mix["fma/mad"], 1);
+        assert_eq!(
+            mix.values().sum::<usize>(),
+            lower::ptx_stats(ptx).instructions
+        );
+    }
+}

@@ -1,0 +1,406 @@
+//! `r3 report` from a fixed trials database: a real kernel compiled into a store by
+//! r3-clang++, and hand-written trials with deterministic times.
+
+use crate::support::*;
+use r3::candidate::Candidate;
+use r3::remix::catalog::Catalog;
+use r3::remix::pipeline::Pipeline;
+use r3::replay::{Outcome, TimeStats};
+use r3::report::render::{render, Format};
+use r3::report::tuning::{build, ReportOptions};
+use r3::store::trials::TrialRecord;
+use r3::store::Store;
+use std::path::{Path, PathBuf};
+
+const SAXPY: &str = "__global__ void saxpy(float a, const float *x, float *y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
+const KERNEL: &str = "_Z5saxpyfPKfPfi";
+const GPU: &str = "NVIDIA H200";
+
+fn compile_into_store(dir: &Path) -> PathBuf {
+    let store = dir.join("store");
+    std::fs::write(dir.join("saxpy.cu"), SAXPY).unwrap();
+    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
+    let bin = driver_links(dir);
+    let out = std::process::Command::new(bin.join("r3-clang++"))
+        .args([
+            "-x",
+            "cuda",
+            &format!("--cuda-path={}", cuda.display()),
+            "--cuda-gpu-arch=sm_90",
+            "-Wno-unknown-cuda-version",
+            "-O3",
+            "-c",
+            "saxpy.cu",
+            "-o",
+            "saxpy.o",
+        ])
+        .current_dir(dir)
+        .env("R3_STORE", &store)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    store
+}
+
+fn ts(median_us: f64, spread: f64) -> TimeStats {
+    TimeStats {
+        median_us,
+        min_us: median_us * 0.97,
+        spread,
+        samples: 50,
+    }
+}
+
+fn valid(us: f64) -> Outcome {
+    Outcome::Valid {
+        time: ts(us, 0.021),
+        baseline: ts(10.0, 0.018),
+    }
+}
+
+fn rec(kernel: &str, gpu: &str, trial: u32, c: &Candidate, o: Outcome) -> TrialRecord {
+    TrialRecord {
+        format: r3::store::trials::FORMAT,
+        trial,
+        kernel: kernel.into(),
+        gpu: gpu.into(),
+        driver: "580.65".into(),
+        r3_version: "0.1.0".into(),
+        strategy: "bo".into(),
+        seed: 7,
+        batch: 4,
+        candidate: c.clone(),
+        ptx_hash: (!matches!(o, Outcome::CompileError { .. }))
+            .then(|| format!("{:016x}", 0xabc0 + trial as u64)),
+        duplicate_of: None,
+        outcome: o,
+        passes_ms: 30.0,
+        codegen_ms: 20.0,
+        measure_ms: 150.0,
+        finished_unix_ms: 1_760_000_000_000 + 1_500 * trial as u64,
+    }
+}
+
+/// O3 edited: the first `licm` removed, `loop-unroll<O3>` made `<O2>`, `instcombine` added.
+fn best_candidate() -> Candidate {
+    let cat = Catalog::builtin().unwrap();
+    let mut p = Pipeline::parse(&cat.preset("O3").unwrap().pipeline).unwrap();
+    let licm = p.steps.iter().position(|s| s.name == "licm").unwrap();
+    p.steps.remove(licm);
+    let unroll = p
+        .steps
+        .iter_mut()
+        .find(|s| s.name == "loop-unroll")
+        .unwrap();
+    unroll.params = vec!["O2".into()];
+    let n = p.steps.len();
+    p.insert(n, cat.pass("instcombine").unwrap(), vec![]);
+    Candidate::with_pipeline(&p.render())
+}
+
+/// The fixture: saxpy on an H200 (11 trials: every outcome, a duplicate, three ablations),
+/// and a kernel tuned in simulation that is not in the store.
+fn fixture(dir: &Path) -> Store {
+    let store = Store::open(&compile_into_store(dir)).unwrap();
+    let best = best_candidate();
+    let other = Candidate::with_pipeline("default<O2>");
+    let abl = r3::report::passes::ablations(&best).unwrap();
+    let gvn = abl.iter().find(|a| a.pass.ends_with("/gvn<>")).unwrap();
+    let sroa = abl.iter().find(|a| a.pass.contains("/sroa")).unwrap();
+    let added = abl.last().unwrap();
+    let mut dup = rec(KERNEL, GPU, 7, &other, valid(9.5));
+    dup.duplicate_of = Some(1);
+    dup.ptx_hash = Some(format!("{:016x}", 0xabc0 + 1));
+    let msg = |m: &str| m.to_string();
+    let recs = vec![
+        rec(KERNEL, GPU, 0, &Candidate::baseline(), valid(10.0)),
+        rec(KERNEL, GPU, 1, &other, valid(9.5)),
+        rec(
+            KERNEL,
+            GPU,
+            2,
+            &Candidate::with_pipeline("function(nosuchpass)"),
+            Outcome::CompileError {
+                message: msg("unknown pass"),
+            },
+        ),
+        rec(KERNEL, GPU, 3, &best, valid(8.0)),
+        rec(
+            KERNEL,
+            GPU,
+            4,
+            &other,
+            Outcome::WrongOutput {
+                message: msg("y[3] differs"),
+            },
+        ),
+        rec(
+            KERNEL,
+            GPU,
+            5,
+            &other,
+            Outcome::Crashed {
+                message: msg("illegal address"),
+            },
+        ),
+        rec(
+            KERNEL,
+            GPU,
+            6,
+            &other,
+            Outcome::TimedOut { limit_ms: 500.0 },
+        ),
+        dup,
+        rec(KERNEL, GPU, 8, &gvn.candidate, valid(9.0)),
+        rec(
+            KERNEL,
+            GPU,
+            9,
+            &sroa.candidate,
+            Outcome::WrongOutput {
+                message: msg("y[0] differs"),
+            },
+        ),
+        rec(KERNEL, GPU, 10, &added.candidate, valid(8.2)),
+    ];
+    let mut log = store.open_trials(KERNEL, GPU).unwrap();
+    for r in &recs {
+        log.append(r).unwrap();
+    }
+    let sim = "simulated: synthetic";
+    let mut log = store.open_trials("landscape-k", sim).unwrap();
+    for (i, us) in [10.0, 9.8, 9.1].into_iter().enumerate() {
+        let c = if i == 0 {
+            Candidate::baseline()
+        } else {
+            other.clone()
+        };
+        log.append(&rec("landscape-k", sim, i as u32, &c, valid(us)))
+            .unwrap();
+    }
+    store
+}
+
+fn filtered(text: &str, store: &Store) -> String {
+    let root = store.root().display().to_string();
+    let text = text.replace(&root, "[STORE]");
+    let text = regex::Regex::new(r"\b[0-9a-f]{16}\b")
+        .unwrap()
+        .replace_all(&text, "[HASH]");
+    let text = text.replace(&r3::toolchain::llvm_version(), "[LLVM]");
+    text.replace(env!("CARGO_PKG_VERSION"), "[VERSION]")
+}
+
+#[test]
+fn reports_from_a_fixed_trials_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path());
+    let opts = ReportOptions {
+        kernels: Vec::new(),
+        ptxas: None,
+        code: true,
+    };
+    let rep = build(&store, &opts).unwrap();
+    assert_eq!(rep.schema_version, 1);
+    assert_eq!(rep.kernels.len(), 2);
+    let k = rep.kernels.iter().find(|k| k.kernel == KERNEL).unwrap();
+    let best = k.best.as_ref().unwrap();
+    assert_eq!(best.trial, 3);
+    assert!((best.speedup - 1.25).abs() < 1e-9);
+    assert_eq!(k.name, "saxpy(float, float const*, float*, int)");
+    assert_eq!(k.importance.status, "partial");
+    assert_eq!(k.importance.measured, 3);
+    // Breaking the kernel ranks first, then the larger slowdown.
+    let order: Vec<&str> = k
+        .importance
+        .passes
+        .iter()
+        .map(|p| p.outcome.as_str())
+        .collect();
+    assert_eq!(order, ["wrong_output", "valid", "valid"]);
+    assert!(k.importance.passes[1].slowdown.unwrap() > k.importance.passes[2].slowdown.unwrap());
+    let p = k.pipeline.as_ref().unwrap();
+    assert_eq!((p.removed, p.added, p.changed), (1, 1, 1));
+    let o = &k.outcomes;
+    assert_eq!(
+        (
+            o.valid,
+            o.wrong_output,
+            o.crashed,
+            o.timed_out,
+            o.compile_error,
+            o.duplicates
+        ),
+        (6, 2, 1, 1, 1, 1)
+    );
+    let code = &k.code;
+    assert!(code.unavailable.is_none(), "{:?}", code.unavailable);
+    assert!(code.errors.is_empty(), "{:?}", code.errors);
+    let base = code.baseline.as_ref().unwrap();
+    assert!(
+        base.mix["ld.global"] >= 2 && base.mix["st.global"] >= 1,
+        "{base:?}"
+    );
+    assert_eq!(base.mix.values().sum::<usize>(), base.ptx_instructions);
+    assert!(code.ir_after_each_pass.len() > 50);
+    assert!(code.ir_after_each_pass.iter().all(|s| s.error.is_none()));
+    let sim = rep
+        .kernels
+        .iter()
+        .find(|k| k.kernel == "landscape-k")
+        .unwrap();
+    assert_eq!(
+        sim.code.unavailable.as_deref(),
+        Some("the kernel is not in the store")
+    );
+    assert_eq!(rep.summary.rows[0].kernel, KERNEL, "sorted by speedup");
+    let g = rep.summary.geomean_speedup.unwrap();
+    assert!((g - (1.25f64 * 10.0 / 9.1).sqrt()).abs() < 1e-9);
+
+    insta::assert_snapshot!(
+        "report_md",
+        filtered(&render(&rep, Format::Markdown), &store)
+    );
+    insta::assert_snapshot!("report_json", filtered(&render(&rep, Format::Json), &store));
+
+    let html = render(&rep, Format::Html);
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("</html>"));
+    assert_eq!(html.matches("<svg").count(), 4);
+    // Self-contained: no link to anything outside the file.
+    for bad in ["src=\"http", "href=\"http", "@import", "url("] {
+        assert!(!html.contains(bad), "{bad}");
+    }
+    let term = render(&rep, Format::Term);
+    assert!(term.contains("Speedup over clang -O3: 1.250×"), "{term}");
+}
+
+#[test]
+fn registers_and_spills_come_from_ptxas_when_there_is_one() {
+    let Ok(cuda) = r3::toolchain::find_cuda(None) else {
+        return;
+    };
+    let ptxas = cuda.path.join("bin/ptxas");
+    if !ptxas.is_file() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path());
+    let opts = ReportOptions {
+        kernels: vec!["saxpy".into()],
+        ptxas: Some(ptxas),
+        code: true,
+    };
+    let rep = build(&store, &opts).unwrap();
+    assert_eq!(rep.kernels.len(), 1);
+    let code = &rep.kernels[0].code;
+    assert!(
+        code.ptxas_unavailable.is_none(),
+        "{:?}",
+        code.ptxas_unavailable
+    );
+    let base = code.baseline.as_ref().unwrap();
+    assert!(base.registers.unwrap() > 0);
+    assert_eq!(base.spill_store_bytes, Some(0));
+}
+
+#[test]
+fn r3_report_writes_every_format_and_names_unknown_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path());
+    let s = store.root().to_str().unwrap();
+    for (fmt, needle) in [
+        ("term", "Pass importance"),
+        ("md", "## Summary"),
+        ("json", "\"schema_version\": 1"),
+        ("html", "<svg"),
+    ] {
+        let file = dir.path().join(format!("report.{fmt}"));
+        let out = r3(
+            &[
+                "report",
+                "--format",
+                fmt,
+                "-o",
+                file.to_str().unwrap(),
+                "--r3-store",
+                s,
+            ],
+            dir.path(),
+        );
+        assert!(out.status.success(), "{fmt}: {}", stderr(&out));
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains(needle), "{fmt}");
+        // To look at them (e.g. the HTML in a browser): R3_TEST_KEEP_REPORTS=DIR.
+        if let Some(keep) = std::env::var_os("R3_TEST_KEEP_REPORTS") {
+            std::fs::create_dir_all(&keep).unwrap();
+            std::fs::copy(&file, Path::new(&keep).join(format!("report.{fmt}"))).unwrap();
+        }
+        if fmt == "json" {
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["kernels"].as_array().unwrap().len(), 2);
+        }
+    }
+    let out = r3(&["report", "saxpy", "--r3-store", s], dir.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("landscape-k"));
+    let out = r3(&["report", "nosuchkernel", "--r3-store", s], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("'nosuchkernel'") && err.contains(KERNEL),
+        "{err}"
+    );
+    let out = r3(&["report", "--format", "pdf", "--r3-store", s], dir.path());
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("term, md, html or json"));
+}
+
+#[test]
+fn reports_on_a_simulated_tuning_run() {
+    use r3::remix::sim::{synthetic, Family, Simulator};
+    use r3::remix::space::Space;
+    use r3::remix::tune::{tune, TuneOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(&dir.path().join("store")).unwrap();
+    for (kernel, family) in [("k1", Family::Sparse), ("k2", Family::Knobs)] {
+        let l = synthetic(family, 3);
+        let space = Space::builtin(l.space.clone()).unwrap();
+        let mut sim = Simulator::new(l);
+        let mut log = store.open_trials(kernel, "simulated: synthetic").unwrap();
+        let opts = TuneOptions {
+            kernel: kernel.into(),
+            strategy: "random".into(),
+            seed: 1,
+            budget: 40,
+            time: None,
+            batch: 4,
+        };
+        let never = std::sync::atomic::AtomicBool::new(false);
+        tune(
+            &mut sim,
+            &space,
+            &opts,
+            Vec::new(),
+            Some(&mut log),
+            &never,
+            |_| {},
+        )
+        .unwrap();
+    }
+    let rep = build(&store, &ReportOptions::default()).unwrap();
+    assert_eq!(rep.kernels.len(), 2);
+    for k in &rep.kernels {
+        assert_eq!(k.trials, 40);
+        assert_eq!(k.convergence.len(), 40);
+        let best = k.best.as_ref().unwrap();
+        assert!(best.speedup >= 1.0, "the baseline is a valid trial");
+        assert!(!k.top.is_empty() && k.top.len() <= 5);
+        assert_eq!(
+            k.code.unavailable.as_deref(),
+            Some("the kernel is not in the store")
+        );
+    }
+    for f in [Format::Term, Format::Markdown, Format::Html, Format::Json] {
+        assert!(!render(&rep, f).is_empty());
+    }
+}
