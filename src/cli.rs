@@ -693,13 +693,13 @@ fn tune_gpu(
     base: r3::remix::tune::TuneOptions,
     how: &TuneHow,
 ) -> Result<i32> {
-    let store = r3::store::Store::open(&r3::store::locate(store, cwd).path)?;
     let Some((driver, gpu)) = (match r3::gpu::probe() {
         r3::gpu::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
         _ => None,
     }) else {
         anyhow::bail!("no GPU on this machine: tune measures candidates on one (try `r3 tune --simulate TABLE.json`)");
     };
+    let store = r3::store::Store::open(&r3::store::locate(store, cwd).path)?;
     let target = r3::lower::Codegen {
         sm: gpu.sm(),
         ptx: Some(r3::lower::ptx_for_driver(driver).into()),
