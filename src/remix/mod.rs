@@ -8,6 +8,7 @@
 //! without a GPU.
 
 pub mod catalog;
+pub mod dry_run;
 pub mod pipeline;
 pub mod sim;
 pub mod space;

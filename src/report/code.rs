@@ -94,59 +94,7 @@ pub fn ptx_mix(ptx: &str) -> BTreeMap<String, usize> {
     mix
 }
 
-/// Registers and spills as `ptxas -v` reports them for the PTX's (first) entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PtxasInfo {
-    pub registers: u32,
-    pub spill_stores: u32,
-    pub spill_loads: u32,
-}
-
-/// Runs `ptxas -v` on a PTX text. Err says why not (no ptxas, it failed).
-pub fn ptxas_info(ptxas: &Path, ptx: &str, sm: &str) -> Result<PtxasInfo, String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let src = dir.path().join("k.ptx");
-    std::fs::write(&src, ptx).map_err(|e| e.to_string())?;
-    let out = std::process::Command::new(ptxas)
-        .arg(format!("-arch={sm}"))
-        .arg("-v")
-        .arg(&src)
-        .arg("-o")
-        .arg(dir.path().join("k.cubin"))
-        .output()
-        .map_err(|e| format!("{}: {e}", ptxas.display()))?;
-    let text = String::from_utf8_lossy(&out.stderr).into_owned();
-    if !out.status.success() {
-        return Err(format!(
-            "ptxas failed: {}",
-            text.lines().next().unwrap_or("").trim()
-        ));
-    }
-    let num_before = |line: &str, what: &str| -> Option<u32> {
-        let at = line.find(what)?;
-        line[..at].split_whitespace().last()?.parse().ok()
-    };
-    let mut info = None;
-    let mut spills = (0, 0);
-    for line in text.lines() {
-        if let (Some(s), Some(l)) = (
-            num_before(line, "bytes spill stores"),
-            num_before(line, "bytes spill loads"),
-        ) {
-            spills = (s, l);
-        }
-        if let Some(r) = num_before(line, "registers") {
-            if info.is_none() {
-                info = Some(PtxasInfo {
-                    registers: r,
-                    spill_stores: spills.0,
-                    spill_loads: spills.1,
-                });
-            }
-        }
-    }
-    info.ok_or_else(|| "ptxas -v printed no register count".into())
-}
+pub use crate::lower::{ptxas_info, PtxasInfo};
 
 /// The code statistics of one candidate of a stored kernel.
 pub fn code_stats(
