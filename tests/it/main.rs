@@ -3,6 +3,7 @@
 mod catalog;
 mod cli;
 mod cmake;
+mod corpus;
 mod driver;
 mod egraph;
 mod replay;
