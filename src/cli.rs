@@ -256,7 +256,14 @@ fn run(cli: Cli) -> Result<i32> {
                 anyhow::bail!("name one kernel, or --all");
             }
             if dry_run {
-                return tune_dry_run(cli.store.as_deref(), &cwd, kernels.first().map(String::as_str), all, &opts, egraph);
+                return tune_dry_run(
+                    cli.store.as_deref(),
+                    &cwd,
+                    kernels.first().map(String::as_str),
+                    all,
+                    &opts,
+                    egraph,
+                );
             }
             let sel = ReplaySelection {
                 kernel: kernels.into_iter().next(),
@@ -762,7 +769,14 @@ fn tune_gpu(
 }
 
 /// The compile half of tuning, for every stored kernel that matches.
-fn tune_dry_run(store: Option<&Path>, cwd: &Path, kernel: Option<&str>, all: bool, opts: &r3::remix::tune::TuneOptions, egraph: bool) -> Result<i32> {
+fn tune_dry_run(
+    store: Option<&Path>,
+    cwd: &Path,
+    kernel: Option<&str>,
+    all: bool,
+    opts: &r3::remix::tune::TuneOptions,
+    egraph: bool,
+) -> Result<i32> {
     if kernel.is_none() && !all {
         anyhow::bail!("name a kernel, or --all");
     }
@@ -770,26 +784,52 @@ fn tune_dry_run(store: Option<&Path>, cwd: &Path, kernel: Option<&str>, all: boo
     let kernels: Vec<_> = store
         .kernels()?
         .into_iter()
-        .filter(|k| kernel.is_none_or(|want| k.hash == want || k.signature.name == want || k.signature.demangled.contains(want)))
+        .filter(|k| {
+            kernel.is_none_or(|want| {
+                k.hash == want || k.signature.name == want || k.signature.demangled.contains(want)
+            })
+        })
         .collect();
     if kernels.is_empty() {
         anyhow::bail!("no stored kernel matches; see `r3 kernels`");
     }
-    let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions { r3_passes: egraph, ..Default::default() })?;
-    let ptxas = r3::toolchain::find_cuda(None).ok().map(|c| c.path.join("bin/ptxas")).filter(|p| p.exists());
+    let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions {
+        r3_passes: egraph,
+        ..Default::default()
+    })?;
+    let ptxas = r3::toolchain::find_cuda(None)
+        .ok()
+        .map(|c| c.path.join("bin/ptxas"))
+        .filter(|p| p.exists());
     let mut rows = Vec::new();
     for k in &kernels {
-        let target = r3::lower::Codegen { sm: k.signature.arch.clone(), ptx: None, opt_level: 3 };
+        let target = r3::lower::Codegen {
+            sm: k.signature.arch.clone(),
+            ptx: None,
+            opt_level: 3,
+        };
         let bitcode = store.kernel_bitcode(&k.hash)?;
         let n = opts.budget as usize;
-        let mut row = r3::remix::dry_run::dry_run(&bitcode, &k.hash, &target, &space, n, opts.seed, ptxas.as_deref());
+        let mut row = r3::remix::dry_run::dry_run(
+            &bitcode,
+            &k.hash,
+            &target,
+            &space,
+            n,
+            opts.seed,
+            ptxas.as_deref(),
+        );
         row.kernel = k.signature.demangled.clone();
         eprintln!("{}: {} candidates lowered", row.kernel, row.compiled);
         rows.push(row);
     }
     print!("{}", r3::remix::dry_run::render(&rows));
-    println!("dry run: candidates built and checked; timing them needs a GPU (r3 record, then r3 tune).");
-    let bad = rows.iter().any(|r| r.ptxas.is_some_and(|(_, rejected)| rejected > 0) || r.compiled == 0);
+    println!(
+        "dry run: candidates built and checked; timing them needs a GPU (r3 record, then r3 tune)."
+    );
+    let bad = rows
+        .iter()
+        .any(|r| r.ptxas.is_some_and(|(_, rejected)| rejected > 0) || r.compiled == 0);
     Ok(if bad { 1 } else { 0 })
 }
 

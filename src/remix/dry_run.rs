@@ -28,12 +28,24 @@ pub struct DryRun {
 }
 
 /// The baseline and `n - 1` candidates of the space (seeded), lowered and checked.
-pub fn dry_run(bitcode: &[u8], kernel: &str, target: &Codegen, space: &Space, n: usize, seed: u64, ptxas: Option<&Path>) -> DryRun {
+pub fn dry_run(
+    bitcode: &[u8],
+    kernel: &str,
+    target: &Codegen,
+    space: &Space,
+    n: usize,
+    seed: u64,
+    ptxas: Option<&Path>,
+) -> DryRun {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let start = space.start();
     let mut cands = vec![Candidate::baseline()];
     while cands.len() < n.max(1) {
-        let c = if cands.len() % 2 == 0 { space.sample(&mut rng) } else { space.mutate(&start, &mut rng) };
+        let c = if cands.len() % 2 == 0 {
+            space.sample(&mut rng)
+        } else {
+            space.mutate(&start, &mut rng)
+        };
         cands.push(c);
     }
     let results = lower_parallel(bitcode, kernel, target, &cands);
@@ -95,8 +107,16 @@ pub fn dry_run(bitcode: &[u8], kernel: &str, target: &Codegen, space: &Space, n:
 
 type Lowered = Result<(String, f64), String>;
 
-fn lower_parallel(bitcode: &[u8], kernel: &str, target: &Codegen, cands: &[Candidate]) -> Vec<Lowered> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(cands.len()).max(1);
+fn lower_parallel(
+    bitcode: &[u8],
+    kernel: &str,
+    target: &Codegen,
+    cands: &[Candidate],
+) -> Vec<Lowered> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(cands.len())
+        .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut slots: Vec<Option<Lowered>> = vec![None; cands.len()];
     let done = std::sync::Mutex::new(&mut slots);
@@ -110,7 +130,10 @@ fn lower_parallel(bitcode: &[u8], kernel: &str, target: &Codegen, cands: &[Candi
             });
         }
     });
-    slots.into_iter().map(|r| r.unwrap_or_else(|| Err("not lowered".into()))).collect()
+    slots
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("not lowered".into())))
+        .collect()
 }
 
 fn lower_one(bitcode: &[u8], kernel: &str, target: &Codegen, c: &Candidate) -> Lowered {
@@ -127,9 +150,18 @@ pub fn render(rows: &[DryRun]) -> String {
     );
     for r in rows {
         let name: String = r.kernel.chars().take(44).collect();
-        let ptxas = r.ptxas.map(|(ok, bad)| format!("{ok}/{}", ok + bad)).unwrap_or_else(|| "no ptxas".into());
-        let regs = r.registers.map(|(a, b)| format!("{a}-{b}")).unwrap_or_else(|| "-".into());
-        let instr = format!("{}-{} ({})", r.instructions.1, r.instructions.2, r.instructions.0);
+        let ptxas = r
+            .ptxas
+            .map(|(ok, bad)| format!("{ok}/{}", ok + bad))
+            .unwrap_or_else(|| "no ptxas".into());
+        let regs = r
+            .registers
+            .map(|(a, b)| format!("{a}-{b}"))
+            .unwrap_or_else(|| "-".into());
+        let instr = format!(
+            "{}-{} ({})",
+            r.instructions.1, r.instructions.2, r.instructions.0
+        );
         out += &format!(
             "{name:<44} {:>5} {:>8} {:>8} {:>10} {:>16} {:>9} {:>8.1}\n",
             r.candidates, r.compiled, r.distinct_ptx, ptxas, instr, regs, r.median_compile_ms
