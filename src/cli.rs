@@ -128,6 +128,8 @@ enum Cmd {
     },
     #[command(name = "__replay-worker", hide = true)]
     ReplayWorker,
+    #[command(name = "__lower", hide = true)]
+    LowerWorker,
     /// Pass-order reports: baseline vs best, pipeline diff, pass importance, convergence.
     Report {
         /// Kernels (names, mangled or demangled, or hashes); default: every kernel with trials.
@@ -317,6 +319,7 @@ fn run(cli: Cli) -> Result<i32> {
             replay(cli.store.as_deref(), &cwd, &sel, &candidate, &how)
         }
         Cmd::ReplayWorker => Ok(r3::replay::worker::serve()),
+        Cmd::LowerWorker => Ok(r3::replay::gpu::serve_lower()),
         Cmd::Report {
             kernels,
             format,
@@ -808,7 +811,7 @@ fn tune_dry_run(
             ptx: None,
             opt_level: 3,
         };
-        let bitcode = store.kernel_bitcode(&k.hash)?;
+        let bitcode = store.kernel_dir(&k.hash).join("module.bc");
         let n = opts.budget as usize;
         let mut row = r3::remix::dry_run::dry_run(
             &bitcode,

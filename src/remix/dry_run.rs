@@ -29,7 +29,7 @@ pub struct DryRun {
 
 /// The baseline and `n - 1` candidates of the space (seeded), lowered and checked.
 pub fn dry_run(
-    bitcode: &[u8],
+    bitcode: &Path,
     kernel: &str,
     target: &Codegen,
     space: &Space,
@@ -108,7 +108,7 @@ pub fn dry_run(
 type Lowered = Result<(String, f64), String>;
 
 fn lower_parallel(
-    bitcode: &[u8],
+    bitcode: &Path,
     kernel: &str,
     target: &Codegen,
     cands: &[Candidate],
@@ -136,11 +136,20 @@ fn lower_parallel(
         .collect()
 }
 
-fn lower_one(bitcode: &[u8], kernel: &str, target: &Codegen, c: &Candidate) -> Lowered {
-    let ctx = inkwell::context::Context::create();
-    let module = crate::ir::load_bytes(&ctx, bitcode, kernel).map_err(|e| e.to_string())?;
-    let t = lower::lower_candidate(&module, c, target, |_| ()).map_err(|e| e.to_string())?;
-    Ok((t.ptx, t.passes_ms + t.codegen_ms))
+/// In a child process, as the search does: a pass order that crashes LLVM is a compile error.
+fn lower_one(bitcode: &Path, kernel: &str, target: &Codegen, c: &Candidate) -> Lowered {
+    let job = crate::replay::gpu::LowerJob {
+        bitcode: bitcode.to_owned(),
+        kernel_hash: kernel.to_owned(),
+        candidate: c.clone(),
+        target: target.clone(),
+        mutation: None,
+    };
+    match crate::replay::gpu::lower_isolated(&job) {
+        Ok(l) => Ok((l.ptx, l.passes_ms + l.codegen_ms)),
+        Err(crate::replay::Outcome::CompileError { message }) => Err(message),
+        Err(o) => Err(format!("{o:?}")),
+    }
 }
 
 pub fn render(rows: &[DryRun]) -> String {

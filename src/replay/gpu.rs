@@ -35,6 +35,7 @@ pub struct MeasureOptions {
 pub struct GpuEvaluator {
     kernel: KernelRecord,
     bitcode: Vec<u8>,
+    bitcode_path: std::path::PathBuf,
     target: Codegen,
     recording: Recording,
     baseline: Lowered,
@@ -83,6 +84,7 @@ impl GpuEvaluator {
         let per_run = Duration::from_secs_f64(recording.launch.in_app_ms.max(0.01) / 1e3);
         let limit = Duration::from_secs(10) + per_run * 50 * (opts.max_reps + 10);
         Ok(GpuEvaluator {
+            bitcode_path: store.kernel_dir(&kernel.hash).join("module.bc"),
             kernel,
             bitcode,
             device: device_name(&target),
@@ -124,11 +126,23 @@ fn lower_with(
     target: &Codegen,
     mutation: Option<super::mutate::Mutation>,
 ) -> Result<Lowered, Outcome> {
+    lower_in_process(bitcode, &kernel.hash, c, target, mutation)
+}
+
+/// Lowers in this process: for the baseline and for tools; the search goes through
+/// `lower_isolated`, since some pass orders crash LLVM.
+pub fn lower_in_process(
+    bitcode: &[u8],
+    kernel_hash: &str,
+    c: &Candidate,
+    target: &Codegen,
+    mutation: Option<super::mutate::Mutation>,
+) -> Result<Lowered, Outcome> {
     let err = |e: &dyn std::fmt::Display| Outcome::CompileError {
         message: e.to_string(),
     };
     let ctx = inkwell::context::Context::create();
-    let module = crate::ir::load_bytes(&ctx, bitcode, &kernel.hash).map_err(|e| err(&e))?;
+    let module = crate::ir::load_bytes(&ctx, bitcode, kernel_hash).map_err(|e| err(&e))?;
     let mut mutated = true;
     let t = lower::lower_candidate(&module, c, target, |m| {
         if let Some(mu) = mutation {
@@ -170,7 +184,13 @@ impl Evaluator for GpuEvaluator {
     }
 
     fn lower(&self, _kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome> {
-        lower_with(&self.bitcode, &self.kernel, candidate, &self.target, None)
+        lower_isolated(&LowerJob {
+            bitcode: self.bitcode_path.clone(),
+            kernel_hash: self.kernel.hash.clone(),
+            candidate: candidate.clone(),
+            target: self.target.clone(),
+            mutation: None,
+        })
     }
 
     fn measure(&mut self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
@@ -279,4 +299,100 @@ pub fn replay(
         })
         .collect();
     Ok(rows)
+}
+
+/// What `r3 __lower` reads on stdin: one candidate to lower from a stored module.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct LowerJob {
+    pub bitcode: std::path::PathBuf,
+    pub kernel_hash: String,
+    pub candidate: Candidate,
+    pub target: Codegen,
+    pub mutation: Option<super::mutate::Mutation>,
+}
+
+/// The child side of isolated lowering: one job from stdin, the result (JSON) to stdout.
+pub fn serve_lower() -> i32 {
+    // A fail point for the tests of isolation: this child dies the way a crashing pass would.
+    if std::env::var_os("R3_TEST_CRASH_LOWER").is_some() {
+        std::process::abort();
+    }
+    let mut input = String::new();
+    if std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).is_err() {
+        return 2;
+    }
+    let result: Result<Lowered, Outcome> = match serde_json::from_str::<LowerJob>(&input) {
+        Ok(job) => match std::fs::read(&job.bitcode) {
+            Ok(bc) => lower_in_process(
+                &bc,
+                &job.kernel_hash,
+                &job.candidate,
+                &job.target,
+                job.mutation,
+            ),
+            Err(e) => Err(Outcome::CompileError {
+                message: format!("{}: {e}", job.bitcode.display()),
+            }),
+        },
+        Err(e) => Err(Outcome::CompileError {
+            message: format!("bad lowering job: {e}"),
+        }),
+    };
+    match serde_json::to_writer(std::io::stdout(), &result) {
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
+}
+
+/// How long LLVM may take on one candidate before it counts as hung.
+const LOWER_LIMIT: Duration = Duration::from_secs(120);
+
+/// Lowers a candidate in a child process (`r3 __lower`): a pipeline that crashes or hangs LLVM
+/// costs that child, and comes back as a compile error naming what happened.
+pub fn lower_isolated(job: &LowerJob) -> Result<Lowered, Outcome> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let err = |m: String| Outcome::CompileError { message: m };
+    let exe = std::env::current_exe().map_err(|e| err(format!("finding r3: {e}")))?;
+    let mut child = Command::new(exe)
+        .arg("__lower")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| err(format!("starting a compiler process: {e}")))?;
+    let text = serde_json::to_vec(job).expect("jobs serialize");
+    let _ = child.stdin.take().expect("piped").write_all(&text);
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    let deadline = std::time::Instant::now() + LOWER_LIMIT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(err(format!(
+                    "LLVM did not finish within {} s on this pipeline",
+                    LOWER_LIMIT.as_secs()
+                )));
+            }
+        }
+    };
+    let out = reader.join().unwrap_or_default();
+    if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        return Err(err(format!("LLVM crashed (signal {sig}) on this pipeline")));
+    }
+    serde_json::from_str(&out).unwrap_or_else(|e| {
+        Err(err(format!(
+            "the compiler process answered nothing usable ({e})"
+        )))
+    })
 }

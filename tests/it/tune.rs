@@ -211,3 +211,50 @@ fn tune_without_a_gpu_says_so_and_simulate_runs() {
         stdout(&more)
     );
 }
+
+#[test]
+fn dry_run_lowers_candidates_in_child_processes_and_survives_their_crashes() {
+    let home = tempfile::tempdir().unwrap();
+    let store = repo().join("llvm-ir-corpus/store");
+    let s = store.to_str().unwrap();
+    let ok = r3(
+        &[
+            "tune",
+            "--dry-run",
+            "saxpy_kernel",
+            "--budget",
+            "6",
+            "--r3-store",
+            s,
+        ],
+        home.path(),
+    );
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let line = stdout(&ok)
+        .lines()
+        .find(|l| l.starts_with("saxpy_kernel"))
+        .unwrap()
+        .to_owned();
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert!(cols.contains(&"6"), "6 candidates compiled: {line}");
+    // Every lowering child dies as a crashing pass would: r3 reports it and goes on.
+    let crashed = std::process::Command::new(r3_bin())
+        .args([
+            "tune",
+            "--dry-run",
+            "saxpy_kernel",
+            "--budget",
+            "3",
+            "--r3-store",
+            s,
+        ])
+        .env("R3_TEST_CRASH_LOWER", "1")
+        .output()
+        .unwrap();
+    assert_eq!(crashed.status.code(), Some(1), "{}", stderr(&crashed));
+    assert!(
+        stdout(&crashed).contains("LLVM crashed (signal 6)"),
+        "{}",
+        stdout(&crashed)
+    );
+}
