@@ -5,7 +5,7 @@
 
 use super::validate::{self, Tolerance};
 use super::TimeStats;
-use crate::store::records::{LaunchRecord, Recording, RegionData, RegionKind, Snapshot};
+use crate::store::records::{LaunchRecord, Recording, Region, RegionData, RegionKind, Snapshot};
 use cudarc::driver::sys::{self, CUresult};
 use std::ffi::CString;
 
@@ -58,6 +58,9 @@ pub struct Session {
     /// their prologue bytes kept on the device (device-to-device copies are ~50x faster).
     written: Vec<usize>,
     golden: Vec<u64>,
+    /// Whether allocations may differ from the prologue outside the written regions (at the
+    /// start, and after a candidate failed its check): then the next check restores them all.
+    dirty: std::cell::Cell<bool>,
     scratch: u64,
     scratch_bytes: usize,
     stream: sys::CUstream,
@@ -120,6 +123,7 @@ impl Session {
                 expected,
                 written,
                 golden,
+                dirty: std::cell::Cell::new(true),
                 scratch,
                 scratch_bytes,
                 stream,
@@ -189,17 +193,22 @@ impl Session {
         block_x: Option<u32>,
         tol: Option<&Tolerance>,
     ) -> Result<Result<(), String>, ReplayError> {
-        self.restore(l, None)?;
+        // Cheap restore when the last candidate was valid: only what the launch writes, from the
+        // device copies, and the module's variables (a fresh module starts from its initializers).
+        if self.dirty.replace(true) {
+            self.restore(l, None)?;
+        } else {
+            self.restore_written(l)?;
+            let vars: Vec<usize> = l.vars.iter().map(|(i, _)| *i).collect();
+            self.restore(l, Some(&vars))?;
+        }
         self.launch_once(l, block_x)?;
         // SAFETY: synchronizing the session's stream.
         unsafe { ck(sys::cuStreamSynchronize(self.stream), "running the kernel")? };
         let observed = self.read_back(l)?;
-        Ok(validate::compare(
-            &self.expected,
-            &observed,
-            &self.written,
-            tol,
-        ))
+        let verdict = validate::compare(&self.expected, &observed, &self.written, tol);
+        self.dirty.set(verdict.is_err());
+        Ok(verdict)
     }
 
     /// Times the loaded candidates interleaved (A B A B …), each run on restored inputs and a
@@ -337,8 +346,20 @@ impl Session {
         }
     }
 
+    /// Every region the candidate can reach, read back; the others are left `Unchanged`.
     fn read_back(&self, l: &Loaded) -> Result<Snapshot, ReplayError> {
-        let mut out = self.prologue.clone();
+        let mut out = Snapshot {
+            regions: self
+                .prologue
+                .regions
+                .iter()
+                .map(|r| Region {
+                    data: RegionData::Unchanged,
+                    name: r.name.clone(),
+                    ..*r
+                })
+                .collect(),
+        };
         for (i, r) in out.regions.iter_mut().enumerate() {
             let Some(src) = self.device_addr(l, i) else {
                 continue;

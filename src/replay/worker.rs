@@ -62,6 +62,7 @@ pub fn serve() -> i32 {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout();
     let mut session: Option<(PathBuf, Session)> = None;
+    let mut baseline: Baseline = None;
     for line in stdin.lock().lines() {
         let Ok(line) = line else { return 0 };
         let job: Job = match serde_json::from_str(&line) {
@@ -88,6 +89,7 @@ pub fn serve() -> i32 {
                     continue;
                 }
             };
+            baseline = None; // it belonged to the other recording's modules
             match Session::open(&rec, job.ordinal) {
                 Ok(s) => session = Some((job.recording_dir.clone(), s)),
                 Err(e) => {
@@ -102,7 +104,7 @@ pub fn serve() -> i32 {
             }
         }
         let s = &session.as_ref().unwrap().1;
-        if let Err(code) = run_job(s, &job, &mut out) {
+        if let Err(code) = run_job(s, &job, &mut out, &mut baseline) {
             return code;
         }
     }
@@ -126,40 +128,50 @@ fn send(out: &mut impl Write, msg: &Msg) -> std::io::Result<()> {
     out.flush()
 }
 
-fn run_job(s: &Session, job: &Job, out: &mut impl Write) -> Result<(), i32> {
-    let base = match s
-        .load(&job.baseline_ptx)
-        .and_then(|l| s.check(&l, None, None).map(|r| (l, r)))
-    {
-        Ok((l, Ok(()))) => l,
-        Ok((_, Err(diff))) => {
-            let _ = send(
-                out,
-                &Msg::Fatal {
-                    message: format!("the baseline does not reproduce the recording: {diff}"),
-                },
-            );
-            return Ok(());
+/// The baseline of the session, loaded and checked once: (hash of its PTX, module).
+type Baseline = Option<(blake3::Hash, session::Loaded)>;
+
+fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) -> Result<(), i32> {
+    let hash = blake3::hash(job.baseline_ptx.as_bytes());
+    if let Some((h, old)) = cached.take() {
+        if h == hash {
+            *cached = Some((h, old));
+        } else {
+            s.unload(old);
         }
-        Err(e) => {
-            let _ = send(
-                out,
-                &Msg::Fatal {
-                    message: format!("the baseline fails: {e}"),
-                },
-            );
-            return Err(3);
+    }
+    if cached.is_none() {
+        match s
+            .load(&job.baseline_ptx)
+            .and_then(|l| s.check(&l, None, None).map(|r| (l, r)))
+        {
+            Ok((l, Ok(()))) => *cached = Some((hash, l)),
+            Ok((l, Err(diff))) => {
+                s.unload(l);
+                let message = format!("the baseline does not reproduce the recording: {diff}");
+                let _ = send(out, &Msg::Fatal { message });
+                return Ok(());
+            }
+            Err(e) => {
+                let _ = send(
+                    out,
+                    &Msg::Fatal {
+                        message: format!("the baseline fails: {e}"),
+                    },
+                );
+                return Err(3);
+            }
         }
-    };
+    }
+    let base = &cached.as_ref().expect("set above").1;
     for (index, c) in job.candidates.iter().enumerate() {
         send(out, &Msg::Start { index }).map_err(|_| 1)?;
-        let (result, sticky) = evaluate(s, &base, c, job.max_reps);
+        let (result, sticky) = evaluate(s, base, c, job.max_reps);
         send(out, &Msg::Done { index, result }).map_err(|_| 1)?;
         if sticky {
             return Err(3);
         }
     }
-    s.unload(base);
     Ok(())
 }
 

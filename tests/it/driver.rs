@@ -415,27 +415,65 @@ fn links_against_cudart_get_the_recording_wrappers() {
     args.extend(["k.cu", "main.cu", "-o", "app"].map(String::from));
     args.push(format!("-L{}/lib", cuda.display()));
     args.extend(["-lcudart_static", "-ldl", "-lrt", "-pthread"].map(String::from));
-    let out = run_in(dir.path(), &bin.join("r3-clang++"), &args, &dir.path().join("store"));
+    let out = run_in(
+        dir.path(),
+        &bin.join("r3-clang++"),
+        &args,
+        &dir.path().join("store"),
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
-    let nm = std::process::Command::new("nm").arg(dir.path().join("app")).output().unwrap();
+    let nm = std::process::Command::new("nm")
+        .arg(dir.path().join("app"))
+        .output()
+        .unwrap();
     let syms = stdout(&nm);
-    let defined = |name: &str| syms.lines().any(|l| l.ends_with(&format!(" T {name}")) || l.ends_with(&format!(" t {name}")));
-    let mut wrapped: Vec<&str> = syms.lines().filter_map(|l| l.split_whitespace().last()).filter(|s| s.starts_with("__wrap_")).collect();
+    let defined = |name: &str| {
+        syms.lines()
+            .any(|l| l.ends_with(&format!(" T {name}")) || l.ends_with(&format!(" t {name}")))
+    };
+    let mut wrapped: Vec<&str> = syms
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|s| s.starts_with("__wrap_"))
+        .collect();
     wrapped.sort();
     wrapped.dedup();
     insta::assert_snapshot!(wrapped.join("\n"));
     for f in r3::driver::runtime::WRAPPED {
         assert!(defined(&format!("__wrap_{f}")), "__wrap_{f} missing");
     }
-    assert!(defined("cudaLaunchKernel"), "the real cudaLaunchKernel is linked too");
-    assert!(!syms.lines().any(|l| l.trim_start().starts_with("U __real_")), "unresolved __real_ symbols");
+    assert!(
+        defined("cudaLaunchKernel"),
+        "the real cudaLaunchKernel is linked too"
+    );
+    assert!(
+        !syms
+            .lines()
+            .any(|l| l.trim_start().starts_with("U __real_")),
+        "unresolved __real_ symbols"
+    );
     // With recording off the program runs as before.
-    let run = std::process::Command::new(dir.path().join("app")).output().unwrap();
+    let run = std::process::Command::new(dir.path().join("app"))
+        .output()
+        .unwrap();
     assert!(run.status.success());
     // Without cudart on the link line nothing is added.
-    let plain: Vec<String> = ["-O2", "plain.cpp", "main.cpp", "-o", "plainapp"].iter().map(|s| s.to_string()).collect();
-    assert!(run_in(dir.path(), &bin.join("r3-clang++"), &plain, &dir.path().join("store")).status.success());
-    let nm = std::process::Command::new("nm").arg(dir.path().join("plainapp")).output().unwrap();
+    let plain: Vec<String> = ["-O2", "plain.cpp", "main.cpp", "-o", "plainapp"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert!(run_in(
+        dir.path(),
+        &bin.join("r3-clang++"),
+        &plain,
+        &dir.path().join("store")
+    )
+    .status
+    .success());
+    let nm = std::process::Command::new("nm")
+        .arg(dir.path().join("plainapp"))
+        .output()
+        .unwrap();
     assert!(!stdout(&nm).contains("__wrap_"));
 }
