@@ -61,6 +61,10 @@ pub struct Session {
     /// Whether allocations may differ from the prologue outside the written regions (at the
     /// start, and after a candidate failed its check): then the next check restores them all.
     dirty: std::cell::Cell<bool>,
+    /// The expected post-launch bytes of every allocation, on the device, and the comparison
+    /// kernel: a check reads back only the allocations that differ.
+    expected_dev: Vec<Option<u64>>,
+    compare: Compare,
     scratch: u64,
     scratch_bytes: usize,
     stream: sys::CUstream,
@@ -116,7 +120,18 @@ impl Session {
                 "allocating the L2 flush buffer",
             )?;
             let golden = golden_copies(&prologue, &written)?;
+            let all_allocations: Vec<usize> = (0..expected.regions.len())
+                .filter(|&i| expected.regions[i].kind == RegionKind::Allocation)
+                .collect();
+            let copies = golden_copies(&expected, &all_allocations)?;
+            let mut expected_dev = vec![None; expected.regions.len()];
+            for (i, d) in all_allocations.into_iter().zip(copies) {
+                expected_dev[i] = Some(d);
+            }
+            let compare = Compare::load()?;
             Ok(Session {
+                expected_dev,
+                compare,
                 launch: rec.launch.clone(),
                 args,
                 prologue,
@@ -346,7 +361,9 @@ impl Session {
         }
     }
 
-    /// Every region the candidate can reach, read back; the others are left `Unchanged`.
+    /// Every region the candidate can reach, read back; the others are left `Unchanged`, and so
+    /// are allocations the device finds equal to the expected bytes (the comparison is exact,
+    /// so nothing is lost: equal bytes pass any check).
     fn read_back(&self, l: &Loaded) -> Result<Snapshot, ReplayError> {
         let mut out = Snapshot {
             regions: self
@@ -364,6 +381,11 @@ impl Session {
             let Some(src) = self.device_addr(l, i) else {
                 continue;
             };
+            if let Some(want) = self.expected_dev[i] {
+                if self.compare.equal(src, want, r.size, self.stream)? {
+                    continue;
+                }
+            }
             let mut bytes = vec![0u8; r.size as usize];
             // SAFETY: reading a mapped region of `r.size` bytes.
             unsafe {
@@ -402,7 +424,101 @@ pub fn shape(grid: [u32; 3], block: [u32; 3], block_x: Option<u32>) -> ([u32; 3]
     }
 }
 
-/// Device copies of the prologue bytes of the regions in `which`.
+/// The comparison kernel (src/replay/compare.ptx) and its result word.
+struct Compare {
+    func: sys::CUfunction,
+    first: u64,
+}
+
+const COMPARE_PTX: &str = include_str!("compare.ptx");
+
+impl Compare {
+    fn load() -> Result<Compare, ReplayError> {
+        let text = CString::new(COMPARE_PTX).expect("no NUL in the PTX");
+        // SAFETY: loading our own PTX; handles checked.
+        unsafe {
+            let mut module = std::ptr::null_mut();
+            ck(
+                sys::cuModuleLoadData(&mut module, text.as_ptr() as *const _),
+                "loading the comparison kernel",
+            )?;
+            let mut func = std::ptr::null_mut();
+            ck(
+                sys::cuModuleGetFunction(&mut func, module, c"r3_first_difference".as_ptr()),
+                "finding the comparison kernel",
+            )?;
+            let mut first = 0;
+            ck(
+                sys::cuMemAlloc_v2(&mut first, 8),
+                "allocating the comparison result",
+            )?;
+            Ok(Compare { func, first })
+        }
+    }
+
+    /// Whether `size` bytes at `a` and `b` are equal (whole words on the device, the tail on the host).
+    fn equal(&self, a: u64, b: u64, size: u64, stream: sys::CUstream) -> Result<bool, ReplayError> {
+        let words = size / 4;
+        // SAFETY: a and b address at least `size` bytes; the parameters match the kernel.
+        unsafe {
+            if words > 0 {
+                ck(
+                    sys::cuMemsetD32Async(self.first, u32::MAX, 2, stream),
+                    "comparing results",
+                )?;
+                let (mut pa, mut pb, mut pn, mut pf) = (a, b, words, self.first);
+                let mut params = [
+                    &mut pa as *mut u64 as *mut std::ffi::c_void,
+                    &mut pb as *mut u64 as *mut _,
+                    &mut pn as *mut u64 as *mut _,
+                    &mut pf as *mut u64 as *mut _,
+                ];
+                let blocks = words.div_ceil(256).min(65_535 * 8) as u32;
+                ck(
+                    sys::cuLaunchKernel(
+                        self.func,
+                        blocks,
+                        1,
+                        1,
+                        256,
+                        1,
+                        1,
+                        0,
+                        stream,
+                        params.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    ),
+                    "comparing results",
+                )?;
+                let mut first = 0u64;
+                ck(sys::cuStreamSynchronize(stream), "comparing results")?;
+                ck(
+                    sys::cuMemcpyDtoH_v2(&mut first as *mut u64 as *mut _, self.first, 8),
+                    "comparing results",
+                )?;
+                if first != u64::MAX {
+                    return Ok(false);
+                }
+            }
+            let tail = (size - words * 4) as usize;
+            if tail == 0 {
+                return Ok(true);
+            }
+            let (mut x, mut y) = ([0u8; 4], [0u8; 4]);
+            ck(
+                sys::cuMemcpyDtoH_v2(x.as_mut_ptr() as *mut _, a + words * 4, tail),
+                "comparing results",
+            )?;
+            ck(
+                sys::cuMemcpyDtoH_v2(y.as_mut_ptr() as *mut _, b + words * 4, tail),
+                "comparing results",
+            )?;
+            Ok(x == y)
+        }
+    }
+}
+
+/// Device copies of the bytes of the regions in `which`.
 unsafe fn golden_copies(prologue: &Snapshot, which: &[usize]) -> Result<Vec<u64>, ReplayError> {
     let mut out = Vec::with_capacity(which.len());
     for &i in which {
@@ -533,5 +649,23 @@ mod tests {
         assert!(!settled(&[
             10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0
         ]));
+    }
+}
+
+#[cfg(test)]
+mod compare_tests {
+    /// The comparison kernel is hand-written PTX: ptxas (from the CUDA SDK) must accept it.
+    #[test]
+    fn comparison_kernel_assembles() {
+        let Ok(cuda) = crate::toolchain::find_cuda(None) else {
+            return;
+        };
+        let ptxas = cuda.path.join("bin/ptxas");
+        if !ptxas.exists() {
+            return;
+        }
+        let info = crate::lower::ptxas_info(&ptxas, super::COMPARE_PTX, "sm_90")
+            .expect("ptxas accepts compare.ptx");
+        assert!(info.registers > 0 && info.spill_stores == 0);
     }
 }
