@@ -761,7 +761,10 @@ fn tune_gpu(
             ..base.clone()
         };
         match tune_one(&store, &mut ev, &space, &opts, how.resume, &stop) {
-            Ok(c) => code = code.max(c),
+            Ok(c) => {
+                code = code.max(c);
+                confirm_best(&store, &mut ev, &opts.kernel);
+            }
             Err(e) => {
                 eprintln!("r3 tune: {}: {e:#}", opts.kernel);
                 code = code.max(1);
@@ -769,6 +772,34 @@ fn tune_gpu(
         }
     }
     Ok(code)
+}
+
+/// The best of many noisy measurements is biased low: measure the winner once more, in a
+/// fresh interleaved run against the baseline, and say what that gives.
+fn confirm_best(store: &r3::store::Store, ev: &mut r3::replay::gpu::GpuEvaluator, kernel: &str) {
+    use r3::replay::Evaluator;
+    let gpu = ev.device().gpu;
+    let Ok(Some(best)) = store.best_trial(kernel, &gpu) else {
+        return;
+    };
+    if best.trial == 0 {
+        return;
+    }
+    let Ok(lowered) = ev.lower(kernel, &best.candidate) else {
+        return;
+    };
+    if let [r3::replay::Outcome::Valid { time, baseline }] =
+        ev.measure(kernel, &[lowered]).as_slice()
+    {
+        println!(
+            "confirmed: {:.4}x of -O3 (trial {} re-measured: {:.2} us vs {:.2} us, {} samples)",
+            time.median_us / baseline.median_us,
+            best.trial,
+            time.median_us,
+            baseline.median_us,
+            time.samples
+        );
+    }
 }
 
 /// The compile half of tuning, for every stored kernel that matches.
