@@ -200,38 +200,14 @@ fn evaluate(
     };
     let (registers, local_bytes) = (Some(l.registers), Some(l.local_bytes));
     let outcome = match s.check(&l, c.block_x, c.tolerance.as_ref()) {
-        Err(e) => {
-            let sticky = session::is_sticky(&e);
-            return (
-                Measured {
-                    outcome: Outcome::Crashed {
-                        message: e.to_string(),
-                    },
-                    registers,
-                    local_bytes,
-                },
-                sticky,
-            );
-        }
+        Err(e) => return crashed(&e, registers, local_bytes),
         Ok(Err(diff)) => Outcome::WrongOutput { message: diff },
         Ok(Ok(())) => match s.time(&[(base, None), (&l, c.block_x)], max_reps) {
             Ok(t) => Outcome::Valid {
                 baseline: t[0].clone(),
                 time: t[1].clone(),
             },
-            Err(e) => {
-                let sticky = session::is_sticky(&e);
-                return (
-                    Measured {
-                        outcome: Outcome::Crashed {
-                            message: e.to_string(),
-                        },
-                        registers,
-                        local_bytes,
-                    },
-                    sticky,
-                );
-            }
+            Err(e) => return crashed(&e, registers, local_bytes),
         },
     };
     s.unload(l);
@@ -242,6 +218,25 @@ fn evaluate(
             local_bytes,
         },
         false,
+    )
+}
+
+/// A candidate that failed on the GPU, and whether its failure killed the context.
+fn crashed(
+    e: &session::ReplayError,
+    registers: Option<i32>,
+    local_bytes: Option<i32>,
+) -> (Measured, bool) {
+    let outcome = Outcome::Crashed {
+        message: e.to_string(),
+    };
+    (
+        Measured {
+            outcome,
+            registers,
+            local_bytes,
+        },
+        session::is_sticky(e),
     )
 }
 

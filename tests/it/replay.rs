@@ -5,32 +5,9 @@ use crate::support::*;
 use r3::store::records::{self, Region, RegionData, RegionKind, Snapshot};
 use std::path::Path;
 
-const SAXPY: &str = "__global__ void saxpy(float a, const float *x, float *y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
-
 /// A store holding saxpy's IR and one recorded launch of it (n = 1024, a = 2).
 fn harness(dir: &Path) -> std::path::PathBuf {
-    let store = dir.join("store");
-    std::fs::write(dir.join("saxpy.cu"), SAXPY).unwrap();
-    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
-    let bin = driver_links(dir);
-    let out = std::process::Command::new(bin.join("r3-clang++"))
-        .args([
-            "-x",
-            "cuda",
-            &format!("--cuda-path={}", cuda.display()),
-            "--cuda-gpu-arch=sm_90",
-            "-Wno-unknown-cuda-version",
-            "-O3",
-            "-c",
-            "saxpy.cu",
-            "-o",
-            "saxpy.o",
-        ])
-        .current_dir(dir)
-        .env("R3_STORE", &store)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let store = saxpy_store(dir);
 
     let n = 1024usize;
     let (xa, ya) = (0x6000_0000_0000u64, 0x6000_0020_0000u64);

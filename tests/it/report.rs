@@ -12,34 +12,11 @@ use r3::store::trials::TrialRecord;
 use r3::store::Store;
 use std::path::{Path, PathBuf};
 
-const SAXPY: &str = "__global__ void saxpy(float a, const float *x, float *y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
 const KERNEL: &str = "_Z5saxpyfPKfPfi";
 const GPU: &str = "NVIDIA H200";
 
 fn compile_into_store(dir: &Path) -> PathBuf {
-    let store = dir.join("store");
-    std::fs::write(dir.join("saxpy.cu"), SAXPY).unwrap();
-    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
-    let bin = driver_links(dir);
-    let out = std::process::Command::new(bin.join("r3-clang++"))
-        .args([
-            "-x",
-            "cuda",
-            &format!("--cuda-path={}", cuda.display()),
-            "--cuda-gpu-arch=sm_90",
-            "-Wno-unknown-cuda-version",
-            "-O3",
-            "-c",
-            "saxpy.cu",
-            "-o",
-            "saxpy.o",
-        ])
-        .current_dir(dir)
-        .env("R3_STORE", &store)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    store
+    saxpy_store(dir)
 }
 
 fn ts(median_us: f64, spread: f64) -> TimeStats {

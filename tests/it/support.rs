@@ -44,3 +44,35 @@ pub fn driver_links(dir: &Path) -> PathBuf {
     }
     bin
 }
+
+/// saxpy, the kernel the replay and report tests record and store.
+pub const SAXPY: &str = "__global__ void saxpy(float a, const float *x, float *y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
+
+/// Compiles SAXPY with r3-clang++ in `dir`, capturing it into `dir/store`; returns the store.
+pub fn saxpy_store(dir: &Path) -> PathBuf {
+    let store = dir.join("store");
+    std::fs::write(dir.join("saxpy.cu"), SAXPY).unwrap();
+    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
+    let bin = driver_links(dir);
+    let cuda_path = format!("--cuda-path={}", cuda.display());
+    let args = [
+        "-x",
+        "cuda",
+        &cuda_path,
+        "--cuda-gpu-arch=sm_90",
+        "-Wno-unknown-cuda-version",
+        "-O3",
+        "-c",
+        "saxpy.cu",
+        "-o",
+        "saxpy.o",
+    ];
+    let out = Command::new(bin.join("r3-clang++"))
+        .args(args)
+        .current_dir(dir)
+        .env("R3_STORE", &store)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    store
+}
