@@ -788,17 +788,38 @@ fn confirm_best(store: &r3::store::Store, ev: &mut r3::replay::gpu::GpuEvaluator
     let Ok(lowered) = ev.lower(kernel, &best.candidate) else {
         return;
     };
-    if let [r3::replay::Outcome::Valid { time, baseline }] =
-        ev.measure(kernel, &[lowered]).as_slice()
-    {
-        println!(
-            "confirmed: {:.4}x of -O3 (trial {} re-measured: {:.2} us vs {:.2} us, {} samples)",
-            time.median_us / baseline.median_us,
+    let outcome = ev.measure(kernel, &[lowered]).pop();
+    let Some(outcome) = outcome else { return };
+    let when = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let confirmation = r3::store::trials::Confirmation {
+        format: 1,
+        trial: best.trial,
+        outcome: outcome.clone(),
+        finished_unix_ms: when,
+    };
+    if let Err(e) = store.write_confirmation(kernel, &gpu, &confirmation) {
+        eprintln!("r3 tune: {kernel}: {e}");
+    }
+    match &outcome {
+        r3::replay::Outcome::Valid { time, baseline } if time.median_us < baseline.median_us => {
+            println!(
+                "confirmed: {:.4}x of -O3 (trial {} re-measured: {:.2} us vs {:.2} us, {} samples)",
+                time.median_us / baseline.median_us,
+                best.trial,
+                time.median_us,
+                baseline.median_us,
+                time.samples
+            )
+        }
+        other => println!(
+            "not confirmed: trial {} re-measured as {}; the -O3 baseline is kept",
             best.trial,
-            time.median_us,
-            baseline.median_us,
-            time.samples
-        );
+            other
+                .ratio()
+                .map_or_else(|| format!("{other:?}"), |r| format!("{r:.4}x of -O3"))
+        ),
     }
 }
 

@@ -348,6 +348,8 @@ fn kernel_report(
     opts: &ReportOptions,
 ) -> Result<KernelReport, ReportError> {
     let first = &recs[0];
+    let confirmation = store.confirmation(path)?;
+    let confirmed = confirmation.as_ref();
     let own_ms = |r: &TrialRecord| r.passes_ms + r.codegen_ms + r.measure_ms;
     let start_ms = recs
         .iter()
@@ -370,11 +372,8 @@ fn kernel_report(
         outcomes.duplicates += r.duplicate_of.is_some() as usize;
     }
 
-    // The best: as `Store::best_trial` picks it (lowest ratio; the first of equals).
-    let best_rec = recs
-        .iter()
-        .filter(|t| t.ratio().is_some())
-        .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap()));
+    // The best: as `Store::best_trial` picks it (lowest ratio, unless its confirmation failed).
+    let best_rec = crate::store::trials::pick_best(recs, confirmed);
     let (best, baseline) = match best_rec.map(|r| (r, &r.outcome)) {
         Some((r, Outcome::Valid { time, baseline })) => {
             let ratio = time.median_us / baseline.median_us;

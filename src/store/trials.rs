@@ -81,13 +81,30 @@ impl Store {
         Ok(read_log(&self.trials_path(kernel, gpu))?.0)
     }
 
-    /// The best valid trial of a kernel on a GPU: what report and apply use.
+    /// The best valid trial of a kernel on a GPU, as `pick_best` decides: what report and
+    /// apply use.
     pub fn best_trial(&self, kernel: &str, gpu: &str) -> Result<Option<TrialRecord>, StoreError> {
-        Ok(self
-            .trials(kernel, gpu)?
-            .into_iter()
-            .filter(|t| t.ratio().is_some())
-            .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap())))
+        let path = self.trials_path(kernel, gpu);
+        let recs = self.trials(kernel, gpu)?;
+        let confirmed = read_confirmation(&confirmation_path(&path))?;
+        Ok(pick_best(&recs, confirmed.as_ref()).cloned())
+    }
+
+    /// The re-measurement of a kernel's best trial (see `Confirmation`), if tune made one.
+    pub fn confirmation(&self, trials_file: &Path) -> Result<Option<Confirmation>, StoreError> {
+        read_confirmation(&confirmation_path(trials_file))
+    }
+
+    /// Records the re-measurement of the best trial (replacing an earlier one, atomically).
+    pub fn write_confirmation(
+        &self,
+        kernel: &str,
+        gpu: &str,
+        c: &Confirmation,
+    ) -> Result<(), StoreError> {
+        let path = confirmation_path(&self.trials_path(kernel, gpu));
+        let text = serde_json::to_vec_pretty(c).expect("confirmations serialize");
+        super::write_atomic(&path, &text).map_err(io_err(&path))
     }
 
     /// Every non-empty trials file in the store, each with its records, sorted by path
@@ -154,6 +171,54 @@ impl TrialLog {
 }
 
 /// Complete records and the length of the file up to the end of the last one.
+/// The best trial, re-measured after the search in a fresh run against the baseline. The best
+/// of many noisy measurements is biased low; if it does not hold up, the baseline is kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confirmation {
+    pub format: u32,
+    /// The trial that was re-measured.
+    pub trial: u32,
+    pub outcome: Outcome,
+    pub finished_unix_ms: u64,
+}
+
+/// `<gpu>.confirm.json` beside `<gpu>.jsonl` (not `.jsonl`: it is no trials file).
+fn confirmation_path(trials_file: &Path) -> PathBuf {
+    trials_file.with_extension("confirm.json")
+}
+
+fn read_confirmation(path: &Path) -> Result<Option<Confirmation>, StoreError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: path.to_owned(),
+                msg: e.to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(path)(e)),
+    }
+}
+
+/// The valid trial with the lowest time over baseline (the first of equals) — unless a
+/// confirmation of exactly that trial found it no faster than the baseline (or not valid), in
+/// which case the baseline itself (trial 0) is the best: r3 keeps -O3 when nothing beats it.
+pub fn pick_best<'a>(
+    recs: &'a [TrialRecord],
+    confirmed: Option<&Confirmation>,
+) -> Option<&'a TrialRecord> {
+    let best = recs
+        .iter()
+        .filter(|t| t.ratio().is_some())
+        .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap()))?;
+    match confirmed {
+        Some(c) if c.trial == best.trial && c.outcome.ratio().is_none_or(|r| r >= 1.0) => {
+            recs.iter().find(|t| t.trial == 0 && t.ratio().is_some())
+        }
+        _ => Some(best),
+    }
+}
+
 fn read_log(path: &Path) -> Result<(Vec<TrialRecord>, u64), StoreError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
@@ -181,6 +246,61 @@ fn read_log(path: &Path) -> Result<(Vec<TrialRecord>, u64), StoreError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_best_that_does_not_hold_up_gives_way_to_the_baseline() {
+        use crate::replay::TimeStats;
+        let ts = |us: f64| TimeStats {
+            median_us: us,
+            min_us: us,
+            spread: 0.0,
+            samples: 10,
+        };
+        let rec = |trial: u32, us: f64| {
+            let mut r: super::TrialRecord = serde_json::from_value(serde_json::json!({
+                "format": 1, "trial": trial, "kernel": "k", "gpu": "g", "driver": "d", "r3_version": "0",
+                "strategy": "bo", "seed": 0, "batch": 1, "candidate": {"pipeline": "default<O3>"},
+                "ptx_hash": "h", "outcome": {"status": "compile_error", "message": ""},
+                "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
+            }))
+            .unwrap();
+            r.outcome = super::Outcome::Valid {
+                time: ts(us),
+                baseline: ts(100.0),
+            };
+            r
+        };
+        let recs = vec![rec(0, 100.0), rec(1, 90.0), rec(2, 95.0)];
+        assert_eq!(super::pick_best(&recs, None).unwrap().trial, 1);
+        let confirm = |trial, us| super::Confirmation {
+            format: 1,
+            trial,
+            outcome: super::Outcome::Valid {
+                time: ts(us),
+                baseline: ts(100.0),
+            },
+            finished_unix_ms: 0,
+        };
+        assert_eq!(
+            super::pick_best(&recs, Some(&confirm(1, 92.0)))
+                .unwrap()
+                .trial,
+            1
+        );
+        assert_eq!(
+            super::pick_best(&recs, Some(&confirm(1, 101.0)))
+                .unwrap()
+                .trial,
+            0
+        );
+        // A confirmation of another trial says nothing about this one.
+        assert_eq!(
+            super::pick_best(&recs, Some(&confirm(2, 101.0)))
+                .unwrap()
+                .trial,
+            1
+        );
+    }
+
     use super::*;
 
     fn rec(i: u32) -> TrialRecord {
