@@ -130,6 +130,8 @@ enum Cmd {
     ReplayWorker,
     #[command(name = "__lower", hide = true)]
     LowerWorker,
+    #[command(name = "__capture", hide = true)]
+    CaptureWorker,
     /// Pass-order reports: baseline vs best, pipeline diff, pass importance, convergence.
     Report {
         /// Kernels (names, mangled or demangled, or hashes); default: every kernel with trials.
@@ -320,6 +322,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::ReplayWorker => Ok(r3::replay::worker::serve()),
         Cmd::LowerWorker => Ok(r3::replay::gpu::serve_lower()),
+        Cmd::CaptureWorker => Ok(r3::driver::capture::serve()),
         Cmd::Report {
             kernels,
             format,

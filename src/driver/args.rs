@@ -86,7 +86,7 @@ fn split_quoted(line: &str) -> Vec<String> {
 }
 
 /// One device-side compile that r3 repeats to capture IR.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceJob {
     /// The source file, as clang names it.
     pub input: PathBuf,

@@ -90,15 +90,15 @@ pub fn run(plan: &Plan) -> Result<(), CaptureError> {
 
 /// Splits every captured module into kernels and writes them and the units to the store.
 /// Returns how many kernels were new to the store.
-pub fn store(
-    plan: &Plan,
+fn store_jobs(
+    jobs: &[(DeviceJob, PathBuf)],
     store: &Store,
     compile: &CompileCommand,
     output: Option<&Path>,
 ) -> Result<usize, CaptureError> {
     let mut units: BTreeMap<PathBuf, BTreeMap<String, Vec<String>>> = BTreeMap::new();
     let mut new = 0;
-    for (job, bc) in &plan.jobs {
+    for (job, bc) in jobs {
         let ctx = inkwell::context::Context::create();
         let what = format!("{} ({})", job.input.display(), job.arch);
         let module = ir::load_file(&ctx, bc)?;
@@ -130,6 +130,73 @@ pub fn store(
         store.put_unit(&unit)?;
     }
     Ok(new)
+}
+
+/// What the `r3 __capture` child reads on stdin: captured bitcode to split and store.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct StoreJob {
+    pub store: PathBuf,
+    pub compile: CompileCommand,
+    pub output: Option<PathBuf>,
+    pub jobs: Vec<(DeviceJob, PathBuf)>,
+}
+
+/// The child side: splits and stores; an error goes to stderr as one line, exit 1.
+pub fn serve() -> i32 {
+    // A fail point for the tests: this child dies the way an LLVM crash would.
+    if std::env::var_os("R3_TEST_CRASH_CAPTURE").is_some() {
+        std::process::abort();
+    }
+    let mut input = String::new();
+    if std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).is_err() {
+        return 2;
+    }
+    let result = serde_json::from_str::<StoreJob>(&input)
+        .map_err(|e| format!("bad capture job: {e}"))
+        .and_then(|job| store_job(&job).map_err(|e| e.to_string()));
+    match result {
+        Ok(_) => 0,
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    }
+}
+
+fn store_job(job: &StoreJob) -> Result<usize, CaptureError> {
+    let store = Store::create(&job.store)?;
+    store_jobs(&job.jobs, &store, &job.compile, job.output.as_deref())
+}
+
+/// Runs the splitting and storing in a child process (`r3 __capture`): LLVM runs there, so not
+/// even a crash in it can change the exit status of the build. Err is one line for the warning.
+pub fn store_isolated(job: &StoreJob) -> Result<(), String> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let exe = std::env::current_exe().map_err(|e| format!("finding r3: {e}"))?;
+    let mut child = Command::new(exe)
+        .arg("__capture")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting r3 __capture: {e}"))?;
+    let text = serde_json::to_vec(job).expect("capture jobs serialize");
+    let _ = child.stdin.take().expect("piped").write_all(&text);
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("waiting for r3 __capture: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    match std::os::unix::process::ExitStatusExt::signal(&out.status) {
+        Some(sig) => Err(format!("r3's IR processing crashed (signal {sig})")),
+        None => Err(String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .next()
+            .unwrap_or("r3 __capture failed")
+            .to_owned()),
+    }
 }
 
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {

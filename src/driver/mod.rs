@@ -8,12 +8,12 @@ pub mod args;
 pub mod capture;
 pub mod runtime;
 
-use crate::store::{self, CompileCommand, Store};
+use crate::store::{self, CompileCommand};
 use crate::toolchain;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 
 /// Runs the driver for `args` (without argv[0]); returns the process exit status.
@@ -57,7 +57,9 @@ pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
     });
     let (code, captured) = real;
     if code == 0 {
-        let stored = captured.and_then(|()| store_capture(&plan, &opts, &clang, cxx, &clang_args));
+        let stored = captured
+            .map_err(|e| e.to_string())
+            .and_then(|()| store_capture(&plan, &opts, &clang, cxx, &clang_args));
         if let Err(e) = stored {
             warn(&format!("kernel capture skipped: {e}"));
         }
@@ -140,27 +142,33 @@ fn store_capture(
     clang: &Path,
     cxx: bool,
     clang_args: &[OsString],
-) -> Result<usize, capture::CaptureError> {
-    let cwd = std::env::current_dir().map_err(capture::CaptureError::Temp)?;
-    let loc = store::locate(opts.store.as_deref(), &cwd);
-    let store = Store::create(&loc.path)?;
+) -> Result<(), String> {
+    let cwd = std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?;
     let driver = if cxx { "r3-clang++" } else { "r3-clang" };
     let compile = CompileCommand {
-        cwd,
         args: std::iter::once(driver.to_owned())
             .chain(clang_args.iter().map(|a| a.to_string_lossy().into_owned()))
             .collect(),
         env: CompileCommand::capture_env(),
         clang: clang.to_owned(),
         clang_version: toolchain::clang_version(clang).unwrap_or_default(),
+        cwd: cwd.clone(),
     };
-    let output: Option<PathBuf> = args::output_of(clang_args);
-    capture::store(plan, &store, &compile, output.as_deref())
+    let job = capture::StoreJob {
+        store: store::locate(opts.store.as_deref(), &cwd).path,
+        compile,
+        output: args::output_of(clang_args),
+        jobs: plan.jobs.clone(),
+    };
+    capture::store_isolated(&job)
 }
 
-/// r3's one line about itself; the build's own output stays as clang's.
+/// r3's one line about itself (at most one per command); the build's output stays clang's.
 fn warn(msg: &str) {
-    eprintln!("r3: warning: {msg}; the build goes on as with plain clang");
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        eprintln!("r3: warning: {msg}; the build goes on as with plain clang");
+    }
 }
 
 /// Replaces this process with clang, so that nothing of r3 stands between clang and the build.

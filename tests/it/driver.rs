@@ -477,3 +477,27 @@ fn links_against_cudart_get_the_recording_wrappers() {
         .unwrap();
     assert!(!stdout(&nm).contains("__wrap_"));
 }
+
+#[test]
+fn a_crash_in_r3s_ir_processing_does_not_break_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let bin = driver_links(dir.path());
+    let mut args = cuda_args(&cuda_root());
+    args.extend(["-c", "k.cu", "-o", "k.o"].map(String::from));
+    let out = Command::new(bin.join("r3-clang++"))
+        .args(&args)
+        .current_dir(dir.path())
+        .env("R3_STORE", dir.path().join("store"))
+        .env("R3_TEST_CRASH_CAPTURE", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("k.o").exists());
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("r3: warning:") && err.contains("crashed (signal 6)"),
+        "{err}"
+    );
+}
