@@ -202,15 +202,7 @@ pub fn tune<E: Evaluator + Sync>(
             }
         }
         // Recorded results count as measured for deduplication, in trial order.
-        for r in records.iter().flatten() {
-            if let (Some(h), None) = (&r.ptx_hash, r.duplicate_of) {
-                if !matches!(r.outcome, Outcome::CompileError { .. }) {
-                    measured_by_hash
-                        .entry(h.clone())
-                        .or_insert((r.trial, r.outcome.clone()));
-                }
-            }
-        }
+        remember_measured(&mut measured_by_hash, records.iter().flatten());
 
         if !todo.is_empty() {
             let to_lower: Vec<Candidate> = todo.iter().map(|&j| cands[j].clone()).collect();
@@ -297,15 +289,7 @@ pub fn tune<E: Evaluator + Sync>(
                     log.append(r)?;
                 }
             }
-            for r in records.iter().flatten() {
-                if let (Some(h), None) = (&r.ptx_hash, r.duplicate_of) {
-                    if !matches!(r.outcome, Outcome::CompileError { .. }) {
-                        measured_by_hash
-                            .entry(h.clone())
-                            .or_insert((r.trial, r.outcome.clone()));
-                    }
-                }
-            }
+            remember_measured(&mut measured_by_hash, records.iter().flatten());
         }
 
         for r in records.into_iter().flatten() {
@@ -390,6 +374,22 @@ pub fn trials_to_reach(
         },
     )?;
     Ok(hit)
+}
+
+/// Records which PTX has been measured (first trial wins), so identical PTX is measured once.
+fn remember_measured<'a>(
+    measured: &mut HashMap<String, (u32, Outcome)>,
+    records: impl Iterator<Item = &'a TrialRecord>,
+) {
+    for r in records {
+        if let (Some(h), None) = (&r.ptx_hash, r.duplicate_of) {
+            if !matches!(r.outcome, Outcome::CompileError { .. }) {
+                measured
+                    .entry(h.clone())
+                    .or_insert((r.trial, r.outcome.clone()));
+            }
+        }
+    }
 }
 
 /// Tunes one kernel with its trials kept in the store: refuses to overwrite earlier trials
