@@ -75,11 +75,17 @@ impl GpuEvaluator {
         }
         let kernel = kernel_for(store, &recording)?;
         let bitcode = store.kernel_bitcode(&kernel.hash)?;
-        let baseline = lower_with(&bitcode, &kernel, &Candidate::baseline(), &target, None)
-            .map_err(|o| EvalError::Baseline {
-                kernel: kernel.signature.demangled.clone(),
-                msg: format!("{o:?}"),
-            })?;
+        let baseline = lower_in_process(
+            &bitcode,
+            &kernel.hash,
+            &Candidate::baseline(),
+            &target,
+            None,
+        )
+        .map_err(|o| EvalError::Baseline {
+            kernel: kernel.signature.demangled.clone(),
+            msg: format!("{o:?}"),
+        })?;
         // The watchdog: generous against the recorded time, so only real hangs hit it.
         let per_run = Duration::from_secs_f64(recording.launch.in_app_ms.max(0.01) / 1e3);
         let limit = Duration::from_secs(10) + per_run * 50 * (opts.max_reps + 10);
@@ -115,18 +121,8 @@ impl GpuEvaluator {
         c: &Candidate,
         m: Option<super::mutate::Mutation>,
     ) -> Result<Lowered, Outcome> {
-        lower_with(&self.bitcode, &self.kernel, c, &self.target, m)
+        lower_in_process(&self.bitcode, &self.kernel.hash, c, &self.target, m)
     }
-}
-
-fn lower_with(
-    bitcode: &[u8],
-    kernel: &KernelRecord,
-    c: &Candidate,
-    target: &Codegen,
-    mutation: Option<super::mutate::Mutation>,
-) -> Result<Lowered, Outcome> {
-    lower_in_process(bitcode, &kernel.hash, c, target, mutation)
 }
 
 /// Lowers in this process: for the baseline and for tools; the search goes through
