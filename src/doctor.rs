@@ -42,6 +42,7 @@ pub fn run(cuda_path: Option<&Path>, store_flag: Option<&Path>, cwd: &Path) -> R
             fix: None,
         },
         clang_check(),
+        capture_check(),
         cuda_check(cuda_path),
         gpu_check(&gpu_status),
         store_check(store_flag, cwd),
@@ -79,6 +80,35 @@ fn clang_check() -> Check {
             required: true,
             detail: e.to_string(),
             fix: Some("scripts/setup (installs clang-22 from Debian's packages)".into()),
+        },
+    }
+}
+
+/// Which way `r3-clang++` captures device IR here (building the plugin if it is not yet).
+fn capture_check() -> Check {
+    let Ok(clang) = toolchain::find_clang(true) else {
+        return Check {
+            part: "IR capture",
+            ok: false,
+            required: false,
+            detail: "needs clang".into(),
+            fix: None,
+        };
+    };
+    match crate::driver::plugin::plugin(&clang.path) {
+        Ok(so) => Check {
+            part: "IR capture",
+            ok: true,
+            required: false,
+            detail: format!("clang plugin {}", so.display()),
+            fix: None,
+        },
+        Err(e) => Check {
+            part: "IR capture",
+            ok: true,
+            required: false,
+            detail: format!("a second device compile per TU (slower builds): plugin {e}"),
+            fix: Some("install llvm-22-dev (LLVM headers), then rm -r ~/.cache/r3/plugin".into()),
         },
     }
 }

@@ -56,6 +56,17 @@ pub fn may_compile_cuda(args: &[OsString]) -> bool {
     false
 }
 
+/// Whether the command stops before LLVM's passes (preprocessing, dependencies, syntax
+/// checks): it has no device IR to capture.
+pub fn stops_before_ir(args: &[OsString]) -> bool {
+    args.iter().any(|a| {
+        matches!(
+            a.to_str(),
+            Some("-E" | "-M" | "-MM" | "-fsyntax-only" | "--precompile")
+        )
+    })
+}
+
 /// Splits the job lines that `clang -###` prints into argument lists. Each job is one line of
 /// double-quoted arguments, with `\"` and `\\` escaped.
 pub fn parse_jobs(text: &str) -> Vec<Vec<String>> {

@@ -1,7 +1,10 @@
-//! Kernel capture: repeat each device compile of a command to get its IR before LLVM's passes,
-//! split it into one module per kernel, and store them.
+//! Kernel capture: the device IR of a command before LLVM's passes, split into one module per
+//! kernel and stored. The IR comes from r3's clang plugin inside the real compile
+//! (`super::plugin`), or, where that plugin cannot be had, from repeating each device compile
+//! with `-emit-llvm-bc -disable-llvm-passes` ([`plan`], [`run`]).
 
 use super::args::{self, DeviceJob};
+use super::locate;
 use crate::ir::{self, extract};
 use crate::store::{CompileCommand, Store, Unit};
 use std::collections::BTreeMap;
@@ -88,29 +91,79 @@ pub fn run(plan: &Plan) -> Result<(), CaptureError> {
     Ok(())
 }
 
+/// One captured device module. What the plugin captures names its source file and arch
+/// inside the module; what the capture compile wrote is named by its job.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Captured {
+    pub bitcode: PathBuf,
+    pub input: Option<PathBuf>,
+    pub arch: Option<String>,
+}
+
+impl From<&(DeviceJob, PathBuf)> for Captured {
+    fn from((job, bc): &(DeviceJob, PathBuf)) -> Self {
+        Captured {
+            bitcode: bc.clone(),
+            input: Some(job.input.clone()),
+            arch: Some(job.arch.clone()),
+        }
+    }
+}
+
+/// The modules the plugin wrote into `dir`, in a stable order.
+pub fn captured_in(dir: &Path) -> Vec<Captured> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "bc"))
+        .collect();
+    found.sort();
+    found
+        .into_iter()
+        .map(|bitcode| Captured {
+            bitcode,
+            input: None,
+            arch: None,
+        })
+        .collect()
+}
+
 /// Splits every captured module into kernels and writes them and the units to the store.
 /// Returns how many kernels were new to the store.
-fn store_jobs(
-    jobs: &[(DeviceJob, PathBuf)],
+fn store_modules(
+    modules: &[Captured],
     store: &Store,
     compile: &CompileCommand,
     output: Option<&Path>,
 ) -> Result<usize, CaptureError> {
     let mut units: BTreeMap<PathBuf, BTreeMap<String, Vec<String>>> = BTreeMap::new();
     let mut new = 0;
-    for (job, bc) in jobs {
+    for m in modules {
         let ctx = inkwell::context::Context::create();
-        let what = format!("{} ({})", job.input.display(), job.arch);
-        let module = ir::load_file(&ctx, bc)?;
-        let kernels = extract::split(&module, &what)?;
-        if kernels.is_empty() {
+        let module = ir::load_file(&ctx, &m.bitcode)?;
+        let input = m.input.clone().unwrap_or_else(|| {
+            PathBuf::from(module.get_source_file_name().to_string_lossy().as_ref())
+        });
+        let what = format!(
+            "{} ({})",
+            input.display(),
+            m.arch.as_deref().unwrap_or("device")
+        );
+        let mut kernels = extract::split(&module, &what)?;
+        let Some(first) = kernels.first() else {
             continue; // e.g. CMake's compiler checks: nothing to tune, nothing to rebuild
-        }
-        let hashes = units
-            .entry(absolute(&compile.cwd, &job.input))
-            .or_default()
-            .entry(job.arch.clone())
-            .or_default();
+        };
+        let arch = m
+            .arch
+            .clone()
+            .unwrap_or_else(|| first.signature.arch.clone());
+        let source = absolute(&compile.cwd, &input);
+        // Without debug info (the plugin sees the user's own flags), the line comes from the
+        // source text.
+        locate::fill_missing(&mut kernels, &source, &compile.args, &compile.cwd);
+        let hashes = units.entry(source).or_default().entry(arch).or_default();
         for km in kernels {
             new += usize::from(store.put_kernel(&km, compile)?);
             hashes.push(km.hash);
@@ -138,7 +191,7 @@ pub struct StoreJob {
     pub store: PathBuf,
     pub compile: CompileCommand,
     pub output: Option<PathBuf>,
-    pub jobs: Vec<(DeviceJob, PathBuf)>,
+    pub modules: Vec<Captured>,
 }
 
 /// The child side: splits and stores; an error goes to stderr as one line, exit 1.
@@ -165,7 +218,7 @@ pub fn serve() -> i32 {
 
 fn store_job(job: &StoreJob) -> Result<usize, CaptureError> {
     let store = Store::create(&job.store)?;
-    store_jobs(&job.jobs, &store, &job.compile, job.output.as_deref())
+    store_modules(&job.modules, &store, &job.compile, job.output.as_deref())
 }
 
 /// Runs the splitting and storing in a child process (`r3 __capture`): LLVM runs there, so not

@@ -1,11 +1,14 @@
 //! `r3-clang` / `r3-clang++`: a drop-in clang that also captures each CUDA kernel's device IR.
 //!
-//! The user's command always runs unchanged (minus r3's `--r3-*` options), and its output,
-//! diagnostics and exit status are the driver's. Capture runs beside it; if anything of r3's
-//! own fails, one `r3: warning:` line is printed and the build goes on as with plain clang.
+//! The user's command always runs (minus r3's `--r3-*` options), and its output, diagnostics
+//! and exit status are the driver's. r3 adds to it only what leaves its outputs unchanged: the
+//! capture plugin (device IR) and, in links, the recording runtime. If anything of r3's own
+//! fails, one `r3: warning:` line is printed and the build goes on as with plain clang.
 
 pub mod args;
 pub mod capture;
+pub mod locate;
+pub mod plugin;
 pub mod runtime;
 
 use crate::store::{self, CompileCommand};
@@ -38,28 +41,76 @@ pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
     } else {
         runtime_args(&clang_args)
     };
-    if capture_off || !args::may_compile_cuda(&clang_args) {
+    if capture_off || !args::may_compile_cuda(&clang_args) || args::stops_before_ir(&clang_args) {
         return finish(&clang, &clang_args, &runtime);
     }
-    let plan = match capture::plan(&clang, &clang_args) {
-        Ok(plan) if !plan.jobs.is_empty() => plan,
-        Ok(_) => return finish(&clang, &clang_args, &runtime),
+    match plugin::plugin(&clang) {
+        Ok(so) => compile_with_plugin(&clang, &clang_args, &runtime, &so, &opts, cxx),
+        // Without the plugin, a separate capture compile gets the same IR, at the cost of a
+        // second device front end; `r3 doctor` says which one runs and why.
+        Err(_) => compile_with_capture_jobs(&clang, &clang_args, &runtime, &opts, cxx),
+    }
+}
+
+/// The real command with r3's plugin loaded: it writes the device IR as it compiles.
+fn compile_with_plugin(
+    clang: &Path,
+    clang_args: &[OsString],
+    runtime: &[OsString],
+    so: &Path,
+    opts: &args::R3Options,
+    cxx: bool,
+) -> i32 {
+    let dir = match tempfile::Builder::new().prefix("r3-capture-").tempdir() {
+        Ok(dir) => dir,
         Err(e) => {
-            warn(&format!("kernel capture skipped: {e}"));
-            return finish(&clang, &clang_args, &runtime);
+            warn(&format!(
+                "kernel capture skipped: a temporary directory: {e}"
+            ));
+            return finish(clang, clang_args, runtime);
         }
     };
-    // The real command runs while the capture compiles run.
-    let real = std::thread::scope(|s| {
-        let real = s.spawn(|| run_with_fallback(&clang, &clang_args, &runtime));
+    let mut extra = vec![OsString::from(format!("-fpass-plugin={}", so.display()))];
+    extra.extend_from_slice(runtime);
+    let env = [(plugin::DIR_ENV, dir.path().as_os_str())];
+    let (code, with_r3) = run_with_fallback(clang, clang_args, &extra, &env);
+    if code == 0 && with_r3 {
+        let modules = capture::captured_in(dir.path());
+        if !modules.is_empty() {
+            if let Err(e) = store_capture(modules, opts, clang, cxx, clang_args) {
+                warn(&format!("kernel capture skipped: {e}"));
+            }
+        }
+    }
+    code
+}
+
+/// The real command, and beside it a repeat of each device compile that writes its IR.
+fn compile_with_capture_jobs(
+    clang: &Path,
+    clang_args: &[OsString],
+    runtime: &[OsString],
+    opts: &args::R3Options,
+    cxx: bool,
+) -> i32 {
+    let plan = match capture::plan(clang, clang_args) {
+        Ok(plan) if !plan.jobs.is_empty() => plan,
+        Ok(_) => return finish(clang, clang_args, runtime),
+        Err(e) => {
+            warn(&format!("kernel capture skipped: {e}"));
+            return finish(clang, clang_args, runtime);
+        }
+    };
+    let (code, captured) = std::thread::scope(|s| {
+        let real = s.spawn(|| run_with_fallback(clang, clang_args, runtime, &[]).0);
         let captured = capture::run(&plan);
         (real.join().unwrap_or(1), captured)
     });
-    let (code, captured) = real;
     if code == 0 {
+        let modules = plan.jobs.iter().map(capture::Captured::from).collect();
         let stored = captured
             .map_err(|e| e.to_string())
-            .and_then(|()| store_capture(&plan, &opts, &clang, cxx, &clang_args));
+            .and_then(|()| store_capture(modules, opts, clang, cxx, clang_args));
         if let Err(e) = stored {
             warn(&format!("kernel capture skipped: {e}"));
         }
@@ -89,41 +140,44 @@ fn finish(clang: &Path, clang_args: &[OsString], extra: &[OsString]) -> i32 {
     if extra.is_empty() {
         exec(clang, clang_args)
     } else {
-        run_with_fallback(clang, clang_args, extra)
+        run_with_fallback(clang, clang_args, extra, &[]).0
     }
 }
 
-/// Runs clang with r3's extra link arguments; if that fails, runs the plain command, so that
-/// r3's additions can never be why a build fails. Returns clang's exit status.
-fn run_with_fallback(clang: &Path, clang_args: &[OsString], extra: &[OsString]) -> i32 {
-    if extra.is_empty() {
-        return run(Command::new(clang).args(clang_args));
+/// Runs clang with r3's additions (arguments, environment), its output going straight to the
+/// user. If that fails, the plain command runs, so that r3's additions are never why a build
+/// fails: when it succeeds, r3's additions were at fault (its output is shown, with one
+/// warning); when it fails too, the first run's diagnostics were clang's own and stand.
+/// Returns clang's exit status and whether r3's additions were in the run that counts.
+fn run_with_fallback(
+    clang: &Path,
+    clang_args: &[OsString],
+    extra: &[OsString],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (i32, bool) {
+    let mut cmd = Command::new(clang);
+    cmd.args(clang_args);
+    if extra.is_empty() && env.is_empty() {
+        return (run(&mut cmd), false);
     }
-    let tried = Command::new(clang)
+    let first = run(cmd.args(extra).envs(env.iter().copied()));
+    if first == 0 {
+        return (0, true);
+    }
+    let plain = Command::new(clang)
         .args(clang_args)
-        .args(extra)
+        .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
         .output();
-    if let Ok(out) = &tried {
-        if out.status.success() {
+    match plain {
+        Ok(out) if out.status.success() => {
             let _ = std::io::stderr().write_all(&out.stderr);
-            return 0;
+            warn("clang failed with r3's additions (capture plugin or recording runtime), and succeeded without them");
+            (0, false)
         }
+        Ok(out) => (exit_code(out.status), false),
+        Err(_) => (first, false),
     }
-    let code = run(Command::new(clang).args(clang_args));
-    if code == 0 {
-        let why = tried
-            .map(|o| {
-                String::from_utf8_lossy(&o.stderr)
-                    .lines()
-                    .find(|l| l.contains("error"))
-                    .unwrap_or("")
-                    .to_owned()
-            })
-            .unwrap_or_else(|e| e.to_string());
-        warn(&format!("recording support not linked ({why})"));
-    }
-    code
 }
 
 fn run(cmd: &mut Command) -> i32 {
@@ -137,7 +191,7 @@ fn run(cmd: &mut Command) -> i32 {
 }
 
 fn store_capture(
-    plan: &capture::Plan,
+    modules: Vec<capture::Captured>,
     opts: &args::R3Options,
     clang: &Path,
     cxx: bool,
@@ -158,7 +212,7 @@ fn store_capture(
         store: store::locate(opts.store.as_deref(), &cwd).path,
         compile,
         output: args::output_of(clang_args),
-        jobs: plan.jobs.clone(),
+        modules,
     };
     capture::store_isolated(&job)
 }

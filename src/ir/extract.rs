@@ -100,25 +100,81 @@ fn extract_one(tu: &Module, name: &str, what: &str) -> Result<KernelModule, IrEr
     keep_only_reachable(&module, f);
     // SAFETY: the module is valid and owned by us.
     unsafe { LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
-    normalize(&module, name);
-    verify(&module, what)?;
-    let text = module.print_to_string().to_string();
-    let hash = blake3::hash(text.as_bytes()).to_hex()[..16].to_owned();
-    let bitcode = module.write_bitcode_to_memory().as_slice().to_vec();
-    let f = module
-        .get_function(name)
-        .expect("kernel survives extraction");
     let signature = KernelSignature {
         name: name.to_owned(),
         demangled: demangle(name),
         arch,
-        params: params(&module, f),
+        params: Vec::new(),
         source,
     };
+    match without_debug_version_flag(&module) {
+        // A fresh context: parsing into the TU's own would rename its struct types.
+        Some(text) => finish(
+            &parse_text(&Context::create(), &text, what)?,
+            signature,
+            what,
+        ),
+        None => finish(&module, signature, what),
+    }
+}
+
+/// Normalizes, verifies and hashes a kernel's own module, and reads its parameters.
+fn finish(
+    module: &Module,
+    mut signature: KernelSignature,
+    what: &str,
+) -> Result<KernelModule, IrError> {
+    let name = signature.name.clone();
+    normalize(module, &name);
+    verify(module, what)?;
+    let text = module.print_to_string().to_string();
+    let hash = blake3::hash(text.as_bytes()).to_hex()[..16].to_owned();
+    let bitcode = module.write_bitcode_to_memory().as_slice().to_vec();
+    let f = module
+        .get_function(&name)
+        .expect("kernel survives extraction");
+    signature.params = params(module, f);
     Ok(KernelModule {
         hash,
         bitcode,
         signature,
+    })
+}
+
+/// Stripping debug info leaves its "Debug Info Version" module flag, so the same kernel built
+/// with and without `-g` would differ. The C API cannot remove a flag: this gives the module's
+/// text without it, or None when it has none.
+fn without_debug_version_flag(module: &Module) -> Option<String> {
+    const FLAG: &str = "!\"Debug Info Version\"";
+    let text = module.print_to_string().to_string();
+    let def = text
+        .lines()
+        .find(|l| l.starts_with('!') && l.contains(FLAG))?;
+    let id = def.split(' ').next().unwrap_or_default();
+    let kept: Vec<String> = text
+        .lines()
+        .filter(|l| *l != def)
+        .map(|l| match l.strip_prefix("!llvm.module.flags = !{") {
+            Some(list) => {
+                let ids: Vec<&str> = list
+                    .trim_end_matches('}')
+                    .split(", ")
+                    .filter(|x| *x != id)
+                    .collect();
+                format!("!llvm.module.flags = !{{{}}}", ids.join(", "))
+            }
+            None => l.to_owned(),
+        })
+        .collect();
+    Some(kept.join("\n"))
+}
+
+fn parse_text<'c>(ctx: &'c Context, text: &str, what: &str) -> Result<Module<'c>, IrError> {
+    let buf =
+        inkwell::memory_buffer::MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), what);
+    ctx.create_module_from_ir(buf).map_err(|e| IrError::Parse {
+        what: what.to_owned(),
+        msg: e.to_string(),
     })
 }
 

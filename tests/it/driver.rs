@@ -211,6 +211,16 @@ fn outputs_match_plain_clang() {
         std::fs::read(dir.path().join("r3.o")).unwrap(),
         std::fs::read(dir.path().join("clang.o")).unwrap()
     );
+    // A CUDA compile with the capture plugin loaded: the very object clang writes.
+    for (prog, obj) in [(&r3x, "k-r3.o"), (&clangxx(), "k-clang.o")] {
+        let args = with(&["-c", "k.cu", "-o", obj]);
+        assert!(run_in(dir.path(), prog, &args, &store).status.success());
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("k-r3.o")).unwrap(),
+        std::fs::read(dir.path().join("k-clang.o")).unwrap(),
+        "the capture must not change the object"
+    );
     // -MD with a CUDA compile: the dependency file is clang's, untouched by the capture.
     let md = with(&["-MD", "-MF", "k.d", "-c", "k.cu", "-o", "k.o"]);
     assert!(run_in(dir.path(), &r3x, &md, &store).status.success());
@@ -500,4 +510,71 @@ fn a_crash_in_r3s_ir_processing_does_not_break_the_build() {
         err.contains("r3: warning:") && err.contains("crashed (signal 6)"),
         "{err}"
     );
+}
+
+/// Compiles k.cu with extra environment; returns the output and the store's kernels.
+fn compile_k_with(
+    dir: &Path,
+    store: &str,
+    env: &[(&str, &str)],
+) -> (Output, Vec<r3::store::KernelRecord>) {
+    let bin = driver_links(dir);
+    let mut args = cuda_args(&cuda_root());
+    args.extend(["-c", "k.cu", "-o", "k.o"].map(String::from));
+    let out = Command::new(bin.join("r3-clang++"))
+        .args(&args)
+        .current_dir(dir)
+        .env("R3_STORE", dir.join(store))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let kernels = if dir.join(store).join("kernels").exists() {
+        store_kernels(&dir.join(store))
+    } else {
+        Vec::new()
+    };
+    (out, kernels)
+}
+
+#[test]
+fn the_plugin_and_the_capture_compile_store_the_same_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let (a, by_plugin) = compile_k_with(dir.path(), "plugin", &[]);
+    let (b, by_compile) = compile_k_with(dir.path(), "compile", &[("R3_CAPTURE_PLUGIN", "0")]);
+    assert!(a.status.success() && b.status.success());
+    assert_eq!(by_plugin.len(), 3);
+    // Same hashes, signatures and source lines (the plugin's from the text, the capture
+    // compile's from line tables).
+    let sig = |ks: &[r3::store::KernelRecord]| -> Vec<_> {
+        ks.iter()
+            .map(|k| (k.hash.clone(), k.signature.clone()))
+            .collect()
+    };
+    assert_eq!(sig(&by_plugin), sig(&by_compile));
+}
+
+#[test]
+fn a_plugin_clang_cannot_load_falls_back_to_plain_clang() {
+    let dir = tempfile::tempdir().unwrap();
+    project(dir.path());
+    let broken = dir.path().join("broken.so");
+    std::fs::write(&broken, "not a shared object").unwrap();
+    let (out, kernels) = compile_k_with(
+        dir.path(),
+        "store",
+        &[("R3_CAPTURE_PLUGIN", broken.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("k.o").exists());
+    assert!(
+        kernels.is_empty(),
+        "nothing captured from a run that failed"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("r3: warning: clang failed with r3's additions"),
+        "{err}"
+    );
+    assert_eq!(err.matches("r3: warning").count(), 1, "{err}");
 }
