@@ -63,9 +63,13 @@ enum Cmd {
         /// Stop after this much time per kernel (e.g. 90s, 20m, 1h).
         #[arg(long, value_name = "T")]
         time: Option<String>,
-        /// Search strategy: bo, random, local, evolution.
+        /// Search strategy: bo, random, local, evolution, exhaustive (all of --space grid).
         #[arg(long, default_value = "bo")]
         strategy: String,
+        /// The search space: free (pass sequences as edits of -O3, with the knobs) or grid
+        /// (the finite space of passes/grid.toml: pipeline variants times every knob setting).
+        #[arg(long, default_value = "free", value_parser = ["free", "grid"])]
+        space: String,
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Candidates per round, compiled in parallel (default: the number of cores).
@@ -224,6 +228,7 @@ fn run(cli: Cli) -> Result<i32> {
             budget,
             time,
             strategy,
+            space,
             seed,
             batch,
             resume,
@@ -234,6 +239,10 @@ fn run(cli: Cli) -> Result<i32> {
             egraph,
             dry_run,
         } => {
+            let grid = space == "grid";
+            if strategy == "exhaustive" && !grid && simulate.is_none() {
+                anyhow::bail!("--strategy exhaustive needs a finite space: add --space grid");
+            }
             let time = time.as_deref().map(parse_duration).transpose()?;
             let batch = batch.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
@@ -267,6 +276,7 @@ fn run(cli: Cli) -> Result<i32> {
                     all,
                     &opts,
                     egraph,
+                    grid,
                 );
             }
             let sel = ReplaySelection {
@@ -280,6 +290,7 @@ fn run(cli: Cli) -> Result<i32> {
                 tolerance,
                 block_size_agnostic,
                 egraph,
+                grid,
             };
             tune_gpu(cli.store.as_deref(), &cwd, &sel, opts, &how)
         }
@@ -641,9 +652,18 @@ fn tune_simulated(
     let landscape = sim::Landscape::load(table)?;
     opts.kernel = kernel.unwrap_or_else(|| landscape.kernel.clone());
     let space = Space::builtin(landscape.space.clone())?;
+    opts.budget = finite_budget(opts.budget, &space);
     let mut sim = sim::Simulator::new(landscape);
     let store = r3::store::Store::create(&r3::store::locate(store, cwd).path)?;
     tune_one(&store, &mut sim, &space, &opts, resume, &stop_flag())
+}
+
+/// A finite space has no more distinct candidates than points: a budget beyond that would
+/// only repeat them.
+fn finite_budget(budget: u32, space: &r3::remix::space::Space) -> u32 {
+    space.points().map_or(budget, |p| {
+        budget.min(u32::try_from(p.len()).unwrap_or(u32::MAX))
+    })
 }
 
 /// Ctrl-C sets a flag: the round in flight finishes and is recorded, then tune stops, so
@@ -757,10 +777,12 @@ fn tune_gpu(
             block_size_agnostic: how.block_size_agnostic && b[1] == 1 && b[2] == 1,
             fast_math: how.tolerance.is_some(),
             r3_passes: how.egraph,
+            grid: how.grid,
             ..Default::default()
         })?;
         let opts = r3::remix::tune::TuneOptions {
             kernel: ev.kernel().signature.name.clone(),
+            budget: finite_budget(base.budget, &space),
             ..base.clone()
         };
         match tune_one(&store, &mut ev, &space, &opts, how.resume, &stop) {
@@ -834,6 +856,7 @@ fn tune_dry_run(
     all: bool,
     opts: &r3::remix::tune::TuneOptions,
     egraph: bool,
+    grid: bool,
 ) -> Result<i32> {
     if kernel.is_none() && !all {
         anyhow::bail!("name a kernel, or --all");
@@ -853,6 +876,7 @@ fn tune_dry_run(
     }
     let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions {
         r3_passes: egraph,
+        grid,
         ..Default::default()
     })?;
     let ptxas = r3::toolchain::find_cuda(None)
@@ -897,6 +921,7 @@ struct TuneHow {
     tolerance: Option<r3::replay::validate::Tolerance>,
     block_size_agnostic: bool,
     egraph: bool,
+    grid: bool,
 }
 
 fn passes(print: Option<&str>) -> Result<i32> {

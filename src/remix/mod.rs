@@ -1,7 +1,8 @@
 //! Remix: the search over how a kernel is compiled and launched.
 //!
 //! `catalog` (passes/*.toml) says which passes and parameters exist; `pipeline` edits pipeline
-//! texts; `space` turns them and the codegen/launch knobs into candidates (sampling, mutation,
+//! texts; `grid` (passes/grid.toml) lists the pipeline variants of the finite space; `space`
+//! turns them and the codegen/launch knobs into candidates (sampling, mutation,
 //! crossover, features); `strategy` proposes candidates behind one ask/tell interface; `tune`
 //! runs the loop against any [`crate::replay::Evaluator`] and records every trial in the store;
 //! `sim` is an evaluator backed by a landscape table, for testing and comparing strategies
@@ -9,6 +10,7 @@
 
 pub mod catalog;
 pub mod dry_run;
+pub mod grid;
 pub mod pipeline;
 pub mod sim;
 pub mod space;

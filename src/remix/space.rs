@@ -1,6 +1,7 @@
 //! The search space: pass pipelines (edits of a preset, or sequences from scratch, repeats and
 //! parameters allowed) and the codegen/launch knobs, with sampling, mutation, crossover and the
-//! features the Bayesian surrogate compares.
+//! features the Bayesian surrogate compares. With `grid`, the space is finite instead: the
+//! pipeline variants of `passes/grid.toml` times every legal knob setting.
 
 use super::catalog::{Catalog, CatalogError, Pass};
 use super::pipeline::{ParseError, Pipeline};
@@ -23,6 +24,9 @@ pub struct SpaceOptions {
     pub launch_threads: Option<u32>,
     /// Longest pipeline (steps) a search may produce.
     pub max_steps: usize,
+    /// The finite space of `passes/grid.toml` instead of free pipelines (no block sizes).
+    #[serde(default)]
+    pub grid: bool,
 }
 
 impl Default for SpaceOptions {
@@ -34,6 +38,7 @@ impl Default for SpaceOptions {
             block_size_agnostic: false,
             launch_threads: None,
             max_steps: 200,
+            grid: false,
         }
     }
 }
@@ -44,6 +49,8 @@ pub enum SpaceError {
     Catalog(#[from] CatalogError),
     #[error(transparent)]
     Parse(#[from] ParseError),
+    #[error(transparent)]
+    Grid(#[from] super::grid::GridError),
 }
 
 pub const BLOCK_SIZES: &[u32] = &[32, 64, 128, 256, 512, 1024];
@@ -56,6 +63,113 @@ pub struct Space {
     preset: Pipeline,
     /// Indices into `catalog.passes` the search may insert.
     offered: Vec<usize>,
+    grid: Option<Grid>,
+}
+
+/// A finite space as coordinates: (pipeline variant, codegen level, launch bounds, fast-math).
+#[derive(Debug, Clone)]
+struct Grid {
+    pipelines: Vec<String>,
+    bounds: Vec<(Option<u32>, Option<u32>)>,
+    fast: Vec<bool>,
+    points: Vec<Candidate>,
+}
+
+const CODEGEN_LEVELS: usize = 4;
+
+impl Grid {
+    fn new(pipelines: Vec<String>, opts: &SpaceOptions) -> Grid {
+        let mut bounds = vec![(None, None)];
+        if let Some(t) = opts.launch_threads {
+            let mut mt = vec![t];
+            if t < 1024 {
+                mt.push(1024);
+            }
+            for m in mt {
+                bounds.push((Some(m), None));
+                bounds.extend(MIN_BLOCKS.iter().map(|&b| (Some(m), Some(b))));
+            }
+        }
+        let fast = if opts.fast_math {
+            vec![false, true]
+        } else {
+            vec![false]
+        };
+        let mut g = Grid {
+            pipelines,
+            bounds,
+            fast,
+            points: Vec::new(),
+        };
+        let dims = g.dims();
+        let mut points = Vec::with_capacity(dims.iter().product());
+        for v in 0..dims[0] {
+            for cg in (0..dims[1]).rev() {
+                for b in 0..dims[2] {
+                    for f in 0..dims[3] {
+                        points.push(g.point([v, cg, b, f]));
+                    }
+                }
+            }
+        }
+        g.points = points;
+        g
+    }
+
+    fn dims(&self) -> [usize; 4] {
+        [
+            self.pipelines.len(),
+            CODEGEN_LEVELS,
+            self.bounds.len(),
+            self.fast.len(),
+        ]
+    }
+
+    fn point(&self, [v, cg, b, f]: [usize; 4]) -> Candidate {
+        Candidate {
+            codegen_opt: cg as u8,
+            max_threads: self.bounds[b].0,
+            min_blocks_per_sm: self.bounds[b].1,
+            fast_math: self.fast[f],
+            ..Candidate::with_pipeline(&self.pipelines[v])
+        }
+    }
+
+    fn coords(&self, c: &Candidate) -> Option<[usize; 4]> {
+        Some([
+            self.pipelines.iter().position(|p| *p == c.pipeline)?,
+            (c.codegen_opt as usize).min(CODEGEN_LEVELS - 1),
+            self.bounds
+                .iter()
+                .position(|b| *b == (c.max_threads, c.min_blocks_per_sm))?,
+            self.fast.iter().position(|f| *f == c.fast_math)?,
+        ])
+    }
+
+    /// A neighbour: one coordinate changed to another of its values.
+    fn mutate(&self, c: &Candidate, rng: &mut impl Rng) -> Candidate {
+        let dims = self.dims();
+        let Some(mut x) = self.coords(c) else {
+            return self.points.choose(rng).unwrap().clone();
+        };
+        let open: Vec<usize> = (0..4).filter(|&d| dims[d] > 1).collect();
+        let Some(&d) = open.choose(rng) else {
+            return c.clone();
+        };
+        x[d] = (x[d] + rng.random_range(1..dims[d])) % dims[d];
+        self.point(x)
+    }
+
+    /// Uniform crossover of the coordinates.
+    fn crossover(&self, a: &Candidate, b: &Candidate, rng: &mut impl Rng) -> Candidate {
+        match (self.coords(a), self.coords(b)) {
+            (Some(xa), Some(xb)) => {
+                let x = std::array::from_fn(|d| if rng.random_bool(0.5) { xa[d] } else { xb[d] });
+                self.point(x)
+            }
+            _ => self.mutate(a, rng),
+        }
+    }
 }
 
 impl Space {
@@ -68,21 +182,39 @@ impl Space {
             .filter(|(_, p)| p.exclude.is_none() && (p.origin == "llvm" || opts.r3_passes))
             .map(|(i, _)| i)
             .collect();
+        let grid = if opts.grid {
+            let pipelines = super::grid::builtin(&catalog)?
+                .into_iter()
+                .map(|v| v.pipeline)
+                .collect();
+            Some(Grid::new(pipelines, &opts))
+        } else {
+            None
+        };
         Ok(Space {
             catalog,
             opts,
             preset,
             offered,
+            grid,
         })
+    }
+
+    /// Every point of a finite space (`grid`), in a fixed order; None for the free space.
+    pub fn points(&self) -> Option<&[Candidate]> {
+        self.grid.as_ref().map(|g| g.points.as_slice())
     }
 
     pub fn builtin(opts: SpaceOptions) -> Result<Space, SpaceError> {
         Space::new(Catalog::builtin()?, opts)
     }
 
-    /// The starting point: the preset's text with the default knobs.
+    /// The starting point: the preset's text with the default knobs (in a grid: the baseline).
     pub fn start(&self) -> Candidate {
-        Candidate::with_pipeline(&self.preset.render())
+        match &self.grid {
+            Some(g) => g.points[0].clone(),
+            None => Candidate::with_pipeline(&self.preset.render()),
+        }
     }
 
     fn pipeline(&self, c: &Candidate) -> Pipeline {
@@ -139,6 +271,9 @@ impl Space {
     /// A random point: mostly the preset with a few random edits, sometimes a sequence from
     /// scratch; knobs uniform over what is offered.
     pub fn sample(&self, rng: &mut impl Rng) -> Candidate {
+        if let Some(g) = &self.grid {
+            return g.points.choose(rng).unwrap().clone();
+        }
         let mut c = if rng.random_bool(0.1) {
             let mut p = Pipeline::default();
             for _ in 0..rng.random_range(1..=20) {
@@ -254,6 +389,9 @@ impl Space {
 
     /// One random edit: of the pipeline (mostly) or of a knob.
     pub fn mutate(&self, c: &Candidate, rng: &mut impl Rng) -> Candidate {
+        if let Some(g) = &self.grid {
+            return g.mutate(c, rng);
+        }
         if rng.random_bool(0.65) {
             self.edit_pipeline(c, rng)
         } else {
@@ -263,6 +401,9 @@ impl Space {
 
     /// One-point crossover of the pass sequences, uniform crossover of the knobs.
     pub fn crossover(&self, a: &Candidate, b: &Candidate, rng: &mut impl Rng) -> Candidate {
+        if let Some(g) = &self.grid {
+            return g.crossover(a, b, rng);
+        }
         let (pa, pb) = (self.pipeline(a), self.pipeline(b));
         let i = rng.random_range(0..=pa.steps.len());
         let j = rng.random_range(0..=pb.steps.len()).min(pb.steps.len());
@@ -304,7 +445,7 @@ impl Space {
     /// name, of adjacent pairs (order), and one feature per knob value. Knob features are
     /// keyed `#knob=value` so the surrogate can weigh them apart from the passes.
     pub fn features(c: &Candidate) -> Features {
-        let p = Pipeline::parse(&c.pipeline).unwrap_or_default();
+        let p = Pipeline::parse(expand_preset(&c.pipeline)).unwrap_or_default();
         let mut counts: BTreeMap<u64, f64> = BTreeMap::new();
         let h = |s: &str| {
             use std::hash::{Hash, Hasher};
@@ -337,6 +478,26 @@ impl Space {
         ];
         f
     }
+}
+
+/// A preset's short form (`default<O3>`) as its expanded text, so that the surrogate sees the
+/// baseline as the pass sequence it is, a few edits away from its variants.
+fn expand_preset(text: &str) -> &str {
+    static PRESETS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    let presets = PRESETS.get_or_init(|| {
+        Catalog::builtin()
+            .map(|c| {
+                c.presets
+                    .into_iter()
+                    .map(|p| (p.default_text, p.pipeline))
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    presets
+        .iter()
+        .find(|(short, _)| short == text)
+        .map_or(text, |(_, long)| long.as_str())
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -416,6 +577,30 @@ mod tests {
         };
         assert_eq!(run(1), run(1));
         assert_ne!(run(1), run(2));
+    }
+
+    #[test]
+    fn the_grid_is_finite_and_its_moves_stay_in_it() {
+        let opts = SpaceOptions {
+            launch_threads: Some(256),
+            grid: true,
+            ..Default::default()
+        };
+        let s = Space::builtin(opts).unwrap();
+        let points = s.points().unwrap();
+        let variants = crate::remix::grid::builtin(&s.catalog).unwrap().len();
+        // 4 codegen levels; bounds: none, or maxntid 256 or 1024 with no/1/2/4/8 blocks.
+        assert_eq!(points.len(), variants * 4 * 11);
+        assert_eq!(s.start(), Candidate::baseline());
+        let set: std::collections::HashSet<_> = points.iter().collect();
+        assert_eq!(set.len(), points.len(), "no point twice");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for _ in 0..300 {
+            let a = s.sample(&mut rng);
+            let m = s.mutate(&a, &mut rng);
+            let x = s.crossover(&a, &m, &mut rng);
+            assert!(set.contains(&m) && set.contains(&x) && m != a);
+        }
     }
 
     #[test]

@@ -52,3 +52,40 @@ fn presets_are_what_llvm_default_pipelines_do() {
         );
     }
 }
+
+#[test]
+fn every_grid_variant_runs_and_changes_some_corpus_kernel() {
+    let cat = Catalog::builtin().unwrap();
+    let variants = r3::remix::grid::builtin(&cat).unwrap();
+    let store = r3::store::Store::open(&repo().join("llvm-ir-corpus/store")).unwrap();
+    let ctx = inkwell::context::Context::create();
+    let modules: Vec<_> = store
+        .kernels()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            r3::ir::load_bytes(&ctx, &store.kernel_bitcode(&k.hash).unwrap(), &k.hash).unwrap()
+        })
+        .collect();
+    let lower = |m: &inkwell::module::Module, p: &str| {
+        to_ptx(&m.clone(), p, &Codegen::default()).map_err(|e| e.to_string())
+    };
+    let baselines: Vec<String> = modules
+        .iter()
+        .map(|m| lower(m, "default<O3>").unwrap())
+        .collect();
+    for v in &variants[1..] {
+        // Runs on every kernel; a variant that changes no corpus kernel only costs search time.
+        let mut changed = false;
+        for (m, base) in modules.iter().zip(&baselines) {
+            let ptx =
+                lower(m, &v.pipeline).unwrap_or_else(|e| panic!("grid variant '{}': {e}", v.name));
+            changed |= ptx != *base;
+        }
+        assert!(
+            changed,
+            "grid variant '{}' changes no corpus kernel",
+            v.name
+        );
+    }
+}

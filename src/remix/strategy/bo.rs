@@ -2,7 +2,7 @@
 //! Hamming-type kernel (exponential in the L1 distance of pass/parameter/adjacent-pair counts,
 //! and in the Hamming distance of the knobs, with separate length scales chosen by marginal
 //! likelihood), and expected improvement maximized over a pool of edits of the best candidates
-//! and of random samples. The objective is log(time / baseline); failures count as clearly
+//! and of random samples (over every unseen point, in a small finite space). The objective is log(time / baseline); failures count as clearly
 //! worse than the worst valid result, so the surrogate learns to avoid them.
 
 use super::{History, Strategy};
@@ -17,6 +17,8 @@ const INITIAL: usize = 10;
 const POOL_EDITS: usize = 48;
 const POOL_TOP: usize = 5;
 const POOL_RANDOM: usize = 32;
+/// Finite spaces up to this size are scored whole instead of through a pool.
+const EXHAUSTIVE_POOL: usize = 4096;
 const LENGTHS_PASS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0];
 const LENGTHS_KNOB: &[f64] = &[0.5, 1.0, 2.0, 4.0];
 const NOISE: f64 = 1e-3;
@@ -123,29 +125,7 @@ impl Bo {
         };
         let alpha = ch.solve(&y);
 
-        // The pool: edits of the best candidates (1 to 3 edits), and random samples.
-        let mut pool = Vec::new();
-        let top: Vec<Candidate> = self
-            .hist
-            .ranked()
-            .iter()
-            .take(POOL_TOP)
-            .map(|(c, _)| (*c).clone())
-            .collect();
-        for (i, c) in top.iter().enumerate() {
-            for _ in 0..POOL_EDITS / (i + 1) {
-                let mut x = c.clone();
-                for _ in 0..self.rng.random_range(1..=3) {
-                    x = space.mutate(&x, &mut self.rng);
-                }
-                pool.push(x);
-            }
-        }
-        for _ in 0..POOL_RANDOM {
-            pool.push(space.sample(&mut self.rng));
-        }
-        pool.retain(|c| !self.hist.seen(c));
-        pool.dedup();
+        let mut pool = self.pool(space);
         if pool.is_empty() {
             let rng = &mut self.rng;
             return self.hist.fresh(100, || space.sample(rng));
@@ -173,6 +153,41 @@ impl Bo {
         let c = pool.swap_remove(best_ei.1);
         self.hist.mark(&c);
         c
+    }
+
+    /// Where expected improvement is maximized: every unseen point of a small finite space;
+    /// otherwise edits of the best candidates (1 to 3 edits) and random samples.
+    fn pool(&mut self, space: &Space) -> Vec<Candidate> {
+        if let Some(points) = space.points().filter(|p| p.len() <= EXHAUSTIVE_POOL) {
+            return points
+                .iter()
+                .filter(|c| !self.hist.seen(c))
+                .cloned()
+                .collect();
+        }
+        let mut pool = Vec::new();
+        let top: Vec<Candidate> = self
+            .hist
+            .ranked()
+            .iter()
+            .take(POOL_TOP)
+            .map(|(c, _)| (*c).clone())
+            .collect();
+        for (i, c) in top.iter().enumerate() {
+            for _ in 0..POOL_EDITS / (i + 1) {
+                let mut x = c.clone();
+                for _ in 0..self.rng.random_range(1..=3) {
+                    x = space.mutate(&x, &mut self.rng);
+                }
+                pool.push(x);
+            }
+        }
+        for _ in 0..POOL_RANDOM {
+            pool.push(space.sample(&mut self.rng));
+        }
+        pool.retain(|c| !self.hist.seen(c));
+        pool.dedup();
+        pool
     }
 }
 

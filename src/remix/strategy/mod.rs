@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 pub mod bo;
 pub mod evolution;
+pub mod exhaustive;
 pub mod local;
 pub mod random;
 
@@ -21,10 +22,10 @@ pub trait Strategy {
     fn tell(&mut self, candidate: &Candidate, ratio: Option<f64>);
 }
 
-pub const NAMES: &[&str] = &["bo", "random", "local", "evolution"];
+pub const NAMES: &[&str] = &["bo", "random", "local", "evolution", "exhaustive"];
 
 #[derive(Debug, thiserror::Error)]
-#[error("unknown strategy '{0}'; strategies: bo, random, local, evolution")]
+#[error("unknown strategy '{0}'; strategies: bo, random, local, evolution, exhaustive")]
 pub struct UnknownStrategy(pub String);
 
 pub fn make(name: &str, seed: u64) -> Result<Box<dyn Strategy + Send>, UnknownStrategy> {
@@ -33,6 +34,7 @@ pub fn make(name: &str, seed: u64) -> Result<Box<dyn Strategy + Send>, UnknownSt
         "random" => Box::new(random::Random::new(seed)),
         "local" => Box::new(local::Local::new(seed)),
         "evolution" | "evo" => Box::new(evolution::Evolution::new(seed)),
+        "exhaustive" => Box::new(exhaustive::Exhaustive::new(seed)),
         other => return Err(UnknownStrategy(other.into())),
     })
 }
