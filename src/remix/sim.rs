@@ -210,8 +210,9 @@ pub struct Simulator {
     exact: HashMap<Candidate, usize>,
     preset_counts: BTreeMap<String, usize>,
     feats: Vec<super::space::Features>,
-    /// Candidates measured (not lowered only), for tests.
-    pub measured: Vec<Candidate>,
+    /// Candidates measured (not lowered only), for tests; behind a lock since `measure` takes
+    /// `&self`.
+    measured: std::sync::Mutex<Vec<Candidate>>,
 }
 
 impl Simulator {
@@ -241,8 +242,16 @@ impl Simulator {
             exact,
             preset_counts,
             feats,
-            measured: Vec::new(),
+            measured: Default::default(),
         }
+    }
+
+    /// The candidates measured so far, in the order they were measured.
+    pub fn measured(&self) -> Vec<Candidate> {
+        self.measured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn lookup(&self, c: &Candidate) -> Result<(String, Outcome), Outcome> {
@@ -303,11 +312,12 @@ impl Evaluator for Simulator {
         })
     }
 
-    fn measure(&mut self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        let mut measured = self.measured.lock().unwrap_or_else(|p| p.into_inner());
         batch
             .iter()
             .map(|l| {
-                self.measured.push(l.candidate.clone());
+                measured.push(l.candidate.clone());
                 match self.lookup(&l.candidate) {
                     Ok((_, o)) | Err(o) => o,
                 }

@@ -1,8 +1,12 @@
 //! The tuning loop, generic over [`Evaluator`]: the -O3 baseline first, then rounds of `batch`
-//! candidates from the strategy, compiled in parallel on all cores, measured on the GPU
-//! (candidates whose PTX equals one already measured are not measured again: they reuse that
-//! result), each trial written to the trials database as it finishes, and the results told
-//! to the strategy in trial order at the end of the round.
+//! candidates from the strategy. Within a round, compiling and measuring overlap: threads on
+//! all cores lower the candidates in trial order and hand each over as it finishes, and this
+//! thread measures whatever has arrived whenever the GPU is free (waiting only when nothing
+//! is ready), while the rest are still compiling. Candidates whose PTX equals one already
+//! measured (earlier, resumed, or in the same round) are not measured again: they reuse that
+//! result, and within a round the lowest trial index counts as the measured one whatever
+//! order the compiles finish in. After the round its trials are written to the trials
+//! database in trial order, each durably, and then told to the strategy in trial order.
 //!
 //! Resume is exact: strategies are deterministic in their seed and the tells they get, and
 //! rounds are fixed by trial index, so replaying the recorded trials through ask/tell brings
@@ -11,11 +15,12 @@
 use super::space::Space;
 use super::strategy::{self, Strategy};
 use crate::candidate::Candidate;
-use crate::replay::{Evaluator, Lowered, Outcome};
+use crate::replay::{Device, Evaluator, Lowered, Outcome};
 use crate::store::trials::{TrialLog, TrialRecord, FORMAT};
 use crate::store::StoreError;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -27,7 +32,8 @@ pub struct TuneOptions {
     pub budget: u32,
     /// Stop after the round in which this much time has passed.
     pub time: Option<Duration>,
-    /// Candidates per round (compiled in parallel, measured as one batch).
+    /// Candidates per round (compiled in parallel; measured as they are ready and the GPU is
+    /// free).
     pub batch: u32,
 }
 
@@ -96,37 +102,8 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Lowers candidates on all cores (scoped threads), keeping their order.
-fn lower_all<E: Evaluator + Sync>(
-    eval: &E,
-    kernel: &str,
-    cands: &[Candidate],
-) -> Vec<Result<Lowered, Outcome>> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(cands.len().max(1));
-    let chunk = cands.len().div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = cands
-            .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    part.iter()
-                        .map(|c| eval.lower(kernel, c))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("lowering thread panicked"))
-            .collect()
-    })
-}
-
 /// Runs (or resumes, when `prior` holds recorded trials) a tuning session.
-pub fn tune<E: Evaluator + Sync>(
+pub fn tune<E: Evaluator>(
     eval: &mut E,
     space: &Space,
     opts: &TuneOptions,
@@ -140,23 +117,8 @@ pub fn tune<E: Evaluator + Sync>(
         .as_ref()
         .map(|l| l.path().display().to_string())
         .unwrap_or_else(|| "(no trials file)".into());
+    check_resume_settings(&prior, opts, &path)?;
     let batch = prior.first().map(|r| r.batch).unwrap_or(opts.batch).max(1);
-    if let Some(r) = prior.first() {
-        for (what, recorded, given) in [
-            ("strategy", r.strategy.clone(), opts.strategy.clone()),
-            ("seed", r.seed.to_string(), opts.seed.to_string()),
-        ] {
-            if recorded != given {
-                return Err(TuneError::ResumeSettings {
-                    kernel: kernel.clone(),
-                    what,
-                    recorded,
-                    given,
-                    path,
-                });
-            }
-        }
-    }
     let mut strat: Box<dyn Strategy + Send> = strategy::make(&opts.strategy, opts.seed)?;
     let device = eval.device();
     let start = Instant::now();
@@ -164,9 +126,8 @@ pub fn tune<E: Evaluator + Sync>(
     let mut best: Option<TrialRecord> = None;
     let mut trial: u32 = 0;
     let (mut measured, mut resumed) = (0u32, 0u32);
-    let stop_reason;
 
-    loop {
+    let stop_reason = loop {
         // The round: the baseline alone, then fixed rounds of `batch` trials.
         let n = if trial == 0 {
             1
@@ -174,140 +135,40 @@ pub fn tune<E: Evaluator + Sync>(
             batch.min(opts.budget.saturating_sub(trial))
         };
         if n == 0 {
-            stop_reason = Stop::Budget;
-            break;
+            break Stop::Budget;
         }
         let cands: Vec<Candidate> = if trial == 0 {
             vec![Candidate::baseline()]
         } else {
             (0..n).map(|_| strat.ask(space)).collect()
         };
-        let mut records: Vec<Option<TrialRecord>> = vec![None; cands.len()];
-        let mut todo = Vec::new();
-        for (j, c) in cands.iter().enumerate() {
-            let t = trial + j as u32;
-            match prior.get(t as usize) {
-                Some(r) if r.trial == t && r.candidate == *c => {
-                    records[j] = Some(r.clone());
-                    resumed += 1;
-                }
-                Some(_) => {
-                    return Err(TuneError::ResumeDiverged {
-                        kernel: kernel.clone(),
-                        trial: t,
-                        path,
-                    })
-                }
-                None => todo.push(j),
-            }
-        }
+        let mut records =
+            recorded(&prior, trial, &cands).map_err(|t| TuneError::ResumeDiverged {
+                kernel: kernel.clone(),
+                trial: t,
+                path: path.clone(),
+            })?;
+        resumed += records.len() as u32;
         // Recorded results count as measured for deduplication, in trial order.
-        remember_measured(&mut measured_by_hash, records.iter().flatten());
+        remember_measured(&mut measured_by_hash, records.iter());
 
+        let todo: Vec<(u32, Candidate)> = (trial..).zip(cands).skip(records.len()).collect();
         if !todo.is_empty() {
-            let to_lower: Vec<Candidate> = todo.iter().map(|&j| cands[j].clone()).collect();
-            let lowered = lower_all(&*eval, kernel, &to_lower);
-            // Which to measure: the first of each PTX not measured before.
-            let mut batch_hashes: HashMap<String, u32> = HashMap::new();
-            let mut to_measure: Vec<Lowered> = Vec::new();
-            let mut plan = Vec::new(); // (j, lowered-or-error, duplicate_of)
-            for (&j, l) in todo.iter().zip(lowered) {
-                let t = trial + j as u32;
-                match l {
-                    Err(o) => plan.push((j, None, Err(o))),
-                    Ok(l) => {
-                        let h = l.ptx_hash.clone();
-                        let dup = measured_by_hash
-                            .get(&h)
-                            .map(|(t, _)| *t)
-                            .or_else(|| batch_hashes.get(&h).copied());
-                        if dup.is_none() {
-                            batch_hashes.insert(h, t);
-                            to_measure.push(l.clone());
-                        }
-                        plan.push((j, Some(l), Ok(dup)));
-                    }
-                }
-            }
-            let m0 = Instant::now();
-            let outcomes = if to_measure.is_empty() {
-                Vec::new()
-            } else {
-                eval.measure(kernel, &to_measure)
-            };
-            let per = m0.elapsed().as_secs_f64() * 1e3 / to_measure.len().max(1) as f64;
-            measured += to_measure.len() as u32;
-            let mut by_hash: HashMap<String, Outcome> = HashMap::new();
-            for (l, o) in to_measure.iter().zip(outcomes) {
-                by_hash.insert(l.ptx_hash.clone(), o);
-            }
-            for (j, l, dup) in plan {
-                let t = trial + j as u32;
-                let (ptx_hash, outcome, duplicate_of, passes_ms, codegen_ms, mms) = match (l, dup) {
-                    (None, Err(o)) => (None, o, None, 0.0, 0.0, 0.0),
-                    (Some(l), Ok(None)) => {
-                        let o = by_hash[&l.ptx_hash].clone();
-                        (Some(l.ptx_hash), o, None, l.passes_ms, l.codegen_ms, per)
-                    }
-                    (Some(l), Ok(Some(d))) => {
-                        let o = measured_by_hash
-                            .get(&l.ptx_hash)
-                            .map(|x| x.1.clone())
-                            .unwrap_or_else(|| by_hash[&l.ptx_hash].clone());
-                        (Some(l.ptx_hash), o, Some(d), l.passes_ms, l.codegen_ms, 0.0)
-                    }
-                    _ => unreachable!("plan entries pair a lowering with its dedup"),
-                };
-                let rec = TrialRecord {
-                    format: FORMAT,
-                    trial: t,
-                    kernel: kernel.clone(),
-                    gpu: device.gpu.clone(),
-                    driver: device.driver.clone(),
-                    r3_version: env!("CARGO_PKG_VERSION").into(),
-                    strategy: opts.strategy.clone(),
-                    seed: opts.seed,
-                    batch,
-                    candidate: cands[j].clone(),
-                    ptx_hash,
-                    duplicate_of,
-                    outcome,
-                    passes_ms,
-                    codegen_ms,
-                    measure_ms: mms,
-                    finished_unix_ms: now_ms(),
-                };
-                records[j] = Some(rec);
+            let (done, m) = evaluate_round(&*eval, kernel, &todo, &measured_by_hash);
+            measured += m;
+            for ((t, c), e) in todo.into_iter().zip(done) {
+                records.push(record(opts, &device, batch, t, c, e));
             }
             // Written in trial order, each durably, before anything is told.
-            for r in records
-                .iter()
-                .flatten()
-                .filter(|r| r.trial as usize >= prior.len())
-            {
+            for r in records.iter().filter(|r| r.trial as usize >= prior.len()) {
                 if let Some(log) = log.as_deref_mut() {
                     log.append(r)?;
                 }
             }
-            remember_measured(&mut measured_by_hash, records.iter().flatten());
+            remember_measured(&mut measured_by_hash, records.iter());
         }
 
-        for r in records.into_iter().flatten() {
-            if r.trial == 0 && r.ratio().is_none() {
-                return Err(TuneError::Baseline {
-                    kernel: kernel.clone(),
-                    outcome: r.outcome,
-                });
-            }
-            strat.tell(&r.candidate, r.ratio());
-            if r.ratio().is_some()
-                && best
-                    .as_ref()
-                    .is_none_or(|b| r.ratio().unwrap() < b.ratio().unwrap())
-            {
-                best = Some(r.clone());
-            }
-        }
+        tell_round(&mut *strat, records, &mut best, kernel)?;
         trial += n;
         progress(&Progress {
             trial,
@@ -316,19 +177,10 @@ pub fn tune<E: Evaluator + Sync>(
             best: best.as_ref().map(|b| (b.trial, b.ratio().unwrap())),
             elapsed: start.elapsed(),
         });
-        if trial >= opts.budget {
-            stop_reason = Stop::Budget;
-            break;
+        if let Some(s) = stop_after_round(trial, opts, stop, start) {
+            break s;
         }
-        if stop.load(Ordering::SeqCst) {
-            stop_reason = Stop::Interrupted;
-            break;
-        }
-        if opts.time.is_some_and(|t| start.elapsed() >= t) {
-            stop_reason = Stop::Time;
-            break;
-        }
-    }
+    };
     Ok(Summary {
         trials: trial,
         measured,
@@ -336,6 +188,265 @@ pub fn tune<E: Evaluator + Sync>(
         best,
         stop: stop_reason,
     })
+}
+
+/// On resume, the strategy and seed must be the recorded ones.
+fn check_resume_settings(
+    prior: &[TrialRecord],
+    opts: &TuneOptions,
+    path: &str,
+) -> Result<(), TuneError> {
+    let Some(r) = prior.first() else {
+        return Ok(());
+    };
+    for (what, recorded, given) in [
+        ("strategy", r.strategy.clone(), opts.strategy.clone()),
+        ("seed", r.seed.to_string(), opts.seed.to_string()),
+    ] {
+        if recorded != given {
+            return Err(TuneError::ResumeSettings {
+                kernel: opts.kernel.clone(),
+                what,
+                recorded,
+                given,
+                path: path.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The trials of the round starting at `first` that are already recorded (on resume, a prefix
+/// of the round), each checked against what the search asks now; Err names the first that
+/// differs.
+fn recorded(
+    prior: &[TrialRecord],
+    first: u32,
+    cands: &[Candidate],
+) -> Result<Vec<TrialRecord>, u32> {
+    let from = prior.get(first as usize..).unwrap_or(&[]);
+    cands
+        .iter()
+        .zip(from)
+        .zip(first..)
+        .map(|((c, r), t)| {
+            if r.trial == t && r.candidate == *c {
+                Ok(r.clone())
+            } else {
+                Err(t)
+            }
+        })
+        .collect()
+}
+
+/// Tells the strategy a round's results in trial order and keeps the best; the baseline must
+/// be valid.
+fn tell_round(
+    strat: &mut dyn Strategy,
+    records: Vec<TrialRecord>,
+    best: &mut Option<TrialRecord>,
+    kernel: &str,
+) -> Result<(), TuneError> {
+    for r in records {
+        if r.trial == 0 && r.ratio().is_none() {
+            return Err(TuneError::Baseline {
+                kernel: kernel.into(),
+                outcome: r.outcome,
+            });
+        }
+        strat.tell(&r.candidate, r.ratio());
+        if r.ratio().is_some()
+            && best
+                .as_ref()
+                .is_none_or(|b| r.ratio().unwrap() < b.ratio().unwrap())
+        {
+            *best = Some(r);
+        }
+    }
+    Ok(())
+}
+
+/// Why to stop after the round that ended at `trial`, if at all.
+fn stop_after_round(
+    trial: u32,
+    opts: &TuneOptions,
+    stop: &AtomicBool,
+    start: Instant,
+) -> Option<Stop> {
+    if trial >= opts.budget {
+        Some(Stop::Budget)
+    } else if stop.load(Ordering::SeqCst) {
+        Some(Stop::Interrupted)
+    } else if opts.time.is_some_and(|t| start.elapsed() >= t) {
+        Some(Stop::Time)
+    } else {
+        None
+    }
+}
+
+/// One new trial of a round, evaluated: its lowering (or compile error), its outcome, the
+/// trial whose measurement it reuses, and its share of the measure call it was in.
+struct Evaluated {
+    lowered: Result<Lowered, Outcome>,
+    outcome: Outcome,
+    duplicate_of: Option<u32>,
+    measure_ms: f64,
+}
+
+fn record(
+    opts: &TuneOptions,
+    device: &Device,
+    batch: u32,
+    trial: u32,
+    candidate: Candidate,
+    e: Evaluated,
+) -> TrialRecord {
+    let (ptx_hash, passes_ms, codegen_ms) = match e.lowered {
+        Ok(l) => (Some(l.ptx_hash), l.passes_ms, l.codegen_ms),
+        Err(_) => (None, 0.0, 0.0),
+    };
+    TrialRecord {
+        format: FORMAT,
+        trial,
+        kernel: opts.kernel.clone(),
+        gpu: device.gpu.clone(),
+        driver: device.driver.clone(),
+        r3_version: env!("CARGO_PKG_VERSION").into(),
+        strategy: opts.strategy.clone(),
+        seed: opts.seed,
+        batch,
+        candidate,
+        ptx_hash,
+        duplicate_of: e.duplicate_of,
+        outcome: e.outcome,
+        passes_ms,
+        codegen_ms,
+        measure_ms: e.measure_ms,
+        finished_unix_ms: now_ms(),
+    }
+}
+
+type Arrival = (usize, Result<Lowered, Outcome>);
+
+/// Evaluates a round's new trials (`todo`: trial index and candidate, in trial order), `known`
+/// being the PTX measured before the round. Threads take the candidates in order and send
+/// each lowering as it finishes; meanwhile this thread measures what has arrived. Returns the
+/// trials in trial order, and how many candidates were measured.
+fn evaluate_round<E: Evaluator>(
+    eval: &E,
+    kernel: &str,
+    todo: &[(u32, Candidate)],
+    known: &HashMap<String, (u32, Outcome)>,
+) -> (Vec<Evaluated>, u32) {
+    let threads = eval.lower_threads().min(todo.len()).max(1);
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<Arrival>();
+    let mut stream = Stream {
+        known,
+        lowered: (0..todo.len()).map(|_| None).collect(),
+        ready: Vec::new(),
+        taken: HashSet::new(),
+        measured: HashMap::new(),
+    };
+    // A panic in a lowering thread closes its channel end; the scope re-raises it.
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let (tx, next) = (tx.clone(), &next);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((_, c)) = todo.get(i) else { break };
+                if tx.send((i, eval.lower(kernel, c))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        stream.run(eval, kernel, &rx);
+    });
+    stream.settle(todo)
+}
+
+/// A round's lowerings as they arrive, and what has been measured of them.
+struct Stream<'a> {
+    known: &'a HashMap<String, (u32, Outcome)>,
+    lowered: Vec<Option<Result<Lowered, Outcome>>>,
+    /// Arrived, of a PTX neither measured before nor taken in this round: the next batch.
+    ready: Vec<Lowered>,
+    /// PTX measured or waiting to be in this round.
+    taken: HashSet<String>,
+    /// The outcome of each PTX measured in this round, and its measure call's ms per candidate.
+    measured: HashMap<String, (Outcome, f64)>,
+}
+
+impl Stream<'_> {
+    /// Takes lowerings as they arrive; whenever some are ready, measures them all in one call
+    /// while the other lowerings go on. Waits only when nothing is ready to measure.
+    fn run<E: Evaluator>(&mut self, eval: &E, kernel: &str, rx: &mpsc::Receiver<Arrival>) {
+        while let Ok(first) = rx.recv() {
+            self.accept(first);
+            for more in rx.try_iter() {
+                self.accept(more);
+            }
+            if !self.ready.is_empty() {
+                self.measure(eval, kernel);
+            }
+        }
+    }
+
+    fn accept(&mut self, (i, lowered): Arrival) {
+        if let Ok(l) = &lowered {
+            if !self.known.contains_key(&l.ptx_hash) && self.taken.insert(l.ptx_hash.clone()) {
+                self.ready.push(l.clone());
+            }
+        }
+        self.lowered[i] = Some(lowered);
+    }
+
+    fn measure<E: Evaluator>(&mut self, eval: &E, kernel: &str) {
+        let batch = std::mem::take(&mut self.ready);
+        let m0 = Instant::now();
+        let outcomes = eval.measure(kernel, &batch);
+        let per = m0.elapsed().as_secs_f64() * 1e3 / batch.len() as f64;
+        for (l, o) in batch.into_iter().zip(outcomes) {
+            self.measured.insert(l.ptx_hash, (o, per));
+        }
+    }
+
+    /// The round's trials in trial order. Of the trials with one new PTX, the lowest-numbered
+    /// is the measured one and the others are its duplicates, whatever order they arrived in.
+    fn settle(self, todo: &[(u32, Candidate)]) -> (Vec<Evaluated>, u32) {
+        let mut first: HashMap<String, u32> = HashMap::new();
+        let done = todo
+            .iter()
+            .zip(self.lowered)
+            .map(|(&(t, _), l)| {
+                let l = l.expect("every candidate of the round was lowered");
+                let (outcome, duplicate_of, measure_ms) = match &l {
+                    Err(o) => (o.clone(), None, 0.0),
+                    Ok(l) => match self.known.get(&l.ptx_hash) {
+                        Some((d, o)) => (o.clone(), Some(*d), 0.0),
+                        None => {
+                            let (o, per) = self.measured[&l.ptx_hash].clone();
+                            match first.get(&l.ptx_hash) {
+                                Some(&d) => (o, Some(d), 0.0),
+                                None => {
+                                    first.insert(l.ptx_hash.clone(), t);
+                                    (o, None, per)
+                                }
+                            }
+                        }
+                    },
+                };
+                Evaluated {
+                    lowered: l,
+                    outcome,
+                    duplicate_of,
+                    measure_ms,
+                }
+            })
+            .collect();
+        (done, self.measured.len() as u32)
+    }
 }
 
 /// Trials until a candidate within `fraction` of the best known time was found (time ≤
@@ -394,7 +505,7 @@ fn remember_measured<'a>(
 
 /// Tunes one kernel with its trials kept in the store: refuses to overwrite earlier trials
 /// unless `resume`, in which case the search continues exactly where they stop.
-pub fn tune_in_store<E: Evaluator + Sync>(
+pub fn tune_in_store<E: Evaluator>(
     store: &crate::store::Store,
     eval: &mut E,
     space: &Space,

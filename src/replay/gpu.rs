@@ -43,8 +43,9 @@ pub struct GpuEvaluator {
     /// Behind a lock so that the evaluator can be shared by the threads that lower candidates.
     pool: std::sync::Mutex<Pool>,
     device: super::Device,
-    /// Registers and local memory of the last batch, by position (the trait returns outcomes only).
-    pub last: Vec<Measured>,
+    /// Registers and local memory of the last batch, by position (the trait returns outcomes
+    /// only); behind a lock since `measure` takes `&self`.
+    last: std::sync::Mutex<Vec<Measured>>,
 }
 
 /// The stored kernel a recording ran: same mangled name, preferring the recorded arch.
@@ -99,7 +100,7 @@ impl GpuEvaluator {
             baseline,
             opts,
             pool: std::sync::Mutex::new(Pool::new(limit)),
-            last: Vec::new(),
+            last: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -113,6 +114,12 @@ impl GpuEvaluator {
 
     pub fn baseline(&self) -> &Lowered {
         &self.baseline
+    }
+
+    /// What the last `measure` found, by position (outcomes with registers and local memory),
+    /// taken: a second call returns nothing.
+    pub fn take_last(&self) -> Vec<Measured> {
+        std::mem::take(&mut *self.last.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// A candidate broken on purpose (see `mutate`): for testing replay itself.
@@ -189,7 +196,7 @@ impl Evaluator for GpuEvaluator {
         })
     }
 
-    fn measure(&mut self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
         let job = Job {
             recording_dir: self.recording.dir.clone(),
             recording_id: self.recording.id.clone(),
@@ -206,7 +213,7 @@ impl Evaluator for GpuEvaluator {
             max_reps: self.opts.max_reps,
         };
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        self.last = match pool.run(&job) {
+        let measured = match pool.run(&job) {
             Ok(m) => m,
             Err(message) => batch
                 .iter()
@@ -219,7 +226,9 @@ impl Evaluator for GpuEvaluator {
                 })
                 .collect(),
         };
-        self.last.iter().map(|m| m.outcome.clone()).collect()
+        let outcomes = measured.iter().map(|m| m.outcome.clone()).collect();
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = measured;
+        outcomes
     }
 }
 
@@ -250,7 +259,7 @@ pub fn replay(
     dry_run: bool,
     mutations: &[Option<super::mutate::Mutation>],
 ) -> Result<Vec<ReplayResult>, EvalError> {
-    let mut ev = GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone())?;
+    let ev = GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone())?;
     let lowered: Vec<Result<Lowered, Outcome>> = mutations
         .iter()
         .map(|m| ev.lower_mutated(candidate, *m))
@@ -263,7 +272,7 @@ pub fn replay(
         Vec::new()
     } else {
         ev.measure("", &ok);
-        std::mem::take(&mut ev.last)
+        ev.take_last()
     }
     .into_iter();
     let rows = lowered

@@ -1,9 +1,9 @@
 //! Replay: run a recorded launch with any candidate's code, check its outputs, time it.
 //!
 //! `replay` knows nothing about search: it takes candidates and returns outcomes. The search
-//! calls it through [`Evaluator`], in two phases so that compiling (CPU, many threads) overlaps
-//! measuring (GPU, one at a time), and so that candidates whose PTX is identical to one already
-//! measured are never measured twice.
+//! calls it through [`Evaluator`], in two phases (lower, measure) on one shared evaluator, so
+//! that compiling (CPU, many threads) overlaps measuring (GPU, one batch at a time), and so
+//! that candidates whose PTX is identical to one already measured are never measured twice.
 
 pub mod gpu;
 pub mod mutate;
@@ -75,7 +75,10 @@ pub struct Device {
 }
 
 /// The interface the search uses. Implemented by the GPU replayer and by simulations.
-pub trait Evaluator {
+///
+/// Shared by reference (`Sync`): while threads lower candidates, the search measures the
+/// ones already lowered, so `lower` and `measure` may run at the same time.
+pub trait Evaluator: Sync {
     /// Where `measure` runs. Added for the trials database; the default says "unknown".
     fn device(&self) -> Device {
         Device {
@@ -84,8 +87,15 @@ pub trait Evaluator {
         }
     }
 
+    /// How many candidates to lower at once; the default is one per core.
+    fn lower_threads(&self) -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
     /// Compiles a candidate for a kernel (CPU only; safe to call from many threads).
     fn lower(&self, kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome>;
-    /// Runs, validates and times a batch of lowered candidates of one kernel on the GPU.
-    fn measure(&mut self, kernel: &str, batch: &[Lowered]) -> Vec<Outcome>;
+    /// Runs, validates and times a batch of lowered candidates of one kernel on the GPU, one
+    /// outcome per candidate in order. Called from one thread at a time, while `lower` may be
+    /// running on others.
+    fn measure(&self, kernel: &str, batch: &[Lowered]) -> Vec<Outcome>;
 }

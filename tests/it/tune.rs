@@ -1,13 +1,18 @@
-//! The tuning loop on simulated landscapes: exact resume, no PTX measured twice, strategies
-//! reaching the optimum, and `r3 tune` on the command line.
+//! The tuning loop on simulated landscapes: exact resume, no PTX measured twice, compiling
+//! overlapping measuring, strategies reaching the optimum, and `r3 tune` on the command line.
 
 use crate::support::*;
+use r3::candidate::Candidate;
 use r3::remix::sim::{synthetic, Family, Simulator};
 use r3::remix::space::Space;
-use r3::remix::tune::{trials_to_reach, tune, TuneOptions};
+use r3::remix::tune::{trials_to_reach, tune, Summary, TuneOptions};
+use r3::replay::{Evaluator, Lowered, Outcome, TimeStats};
 use r3::store::trials::TrialRecord;
 use r3::store::Store;
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 fn opts(strategy: &str, budget: u32) -> TuneOptions {
     TuneOptions {
@@ -116,7 +121,7 @@ fn identical_ptx_is_measured_once() {
     hashes.sort();
     hashes.dedup();
     assert_eq!(hashes.len(), n, "a PTX hash was measured twice");
-    assert_eq!(sim.measured.len() as u32, s.measured);
+    assert_eq!(sim.measured().len() as u32, s.measured);
     assert!(
         recs.iter().any(|r| r.duplicate_of.is_some()),
         "no duplicate was met"
@@ -127,6 +132,166 @@ fn identical_ptx_is_measured_once() {
     }
     let best = store.best_trial("k", "sim").unwrap().unwrap();
     assert!(best.ratio().unwrap() < 1.0);
+}
+
+/// An evaluator that stages one round of 4 (trials 1-4, after the baseline) through
+/// channels, not timing: trial `t` lowers to the PTX `hash_of(t)`, the lowerings of the trials
+/// in `blocked` wait until the round's first measure call has begun, and up to 4 lowerings run
+/// at once. A lowering that waits 5 s in vain gives up and is noted, so that an implementation
+/// that measures only after compiling fails instead of hanging.
+struct Staged {
+    trial_of: HashMap<Candidate, u32>,
+    hash_of: fn(u32) -> String,
+    blocked: Vec<u32>,
+    state: Mutex<StagedState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct StagedState {
+    /// The trials of each measure call, in call order (the baseline's first).
+    calls: Vec<Vec<u32>>,
+    /// Trials whose lowering waited for a measure call in vain.
+    gave_up: Vec<u32>,
+}
+
+impl Staged {
+    fn new(space: &Space, hash_of: fn(u32) -> String, blocked: &[u32]) -> Staged {
+        // The round's candidates, asked as tune asks them: after the baseline's tell.
+        let mut s = r3::remix::strategy::make("random", 7).unwrap();
+        s.tell(&Candidate::baseline(), Some(1.0));
+        let trial_of = (1..=4).map(|t| (s.ask(space), t)).collect();
+        Staged {
+            trial_of,
+            hash_of,
+            blocked: blocked.to_vec(),
+            state: Mutex::default(),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn trial(&self, c: &Candidate) -> u32 {
+        if *c == Candidate::baseline() {
+            return 0;
+        }
+        *self.trial_of.get(c).expect("a candidate of round 1")
+    }
+
+    /// Runs baseline and one round of 4 into a fresh store; returns its records.
+    fn tune(&mut self, space: &Space) -> (Vec<TrialRecord>, Summary) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut log = store.open_trials("k", "staged").unwrap();
+        let o = opts("random", 5);
+        let never = AtomicBool::new(false);
+        let s = tune(self, space, &o, Vec::new(), Some(&mut log), &never, |_| {}).unwrap();
+        (store.trials("k", "staged").unwrap(), s)
+    }
+}
+
+fn stats(us: f64) -> TimeStats {
+    TimeStats {
+        median_us: us,
+        min_us: us,
+        spread: 0.0,
+        samples: 1,
+    }
+}
+
+impl Evaluator for Staged {
+    fn lower_threads(&self) -> usize {
+        4
+    }
+
+    fn lower(&self, _kernel: &str, c: &Candidate) -> Result<Lowered, Outcome> {
+        let t = self.trial(c);
+        if self.blocked.contains(&t) {
+            let st = self.state.lock().unwrap();
+            let (mut st, waited) = self
+                .changed
+                .wait_timeout_while(st, Duration::from_secs(5), |s| s.calls.len() < 2)
+                .unwrap();
+            if waited.timed_out() {
+                st.gave_up.push(t);
+            }
+        }
+        let h = (self.hash_of)(t);
+        Ok(Lowered {
+            candidate: c.clone(),
+            ptx: format!("// {h}\n"),
+            ptx_hash: h,
+            stats: Default::default(),
+            passes_ms: 0.0,
+            codegen_ms: 0.0,
+        })
+    }
+
+    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        let mut st = self.state.lock().unwrap();
+        st.calls
+            .push(batch.iter().map(|l| self.trial(&l.candidate)).collect());
+        self.changed.notify_all();
+        batch
+            .iter()
+            .map(|l| Outcome::Valid {
+                time: stats(100.0 - l.ptx_hash.len() as f64),
+                baseline: stats(100.0),
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn the_gpu_measures_while_the_rest_of_the_round_compiles() {
+    let space = Space::builtin(synthetic(Family::Sparse, 1).space).unwrap();
+    // The round's last lowering finishes only once a measure call of the round has begun.
+    let mut ev = Staged::new(&space, |t| format!("ptx{t}"), &[4]);
+    let (recs, summary) = ev.tune(&space);
+    let st = ev.state.into_inner().unwrap();
+    assert!(
+        st.gave_up.is_empty(),
+        "trial 4 was compiled only after measuring: no overlap"
+    );
+    assert_eq!(st.calls[0], [0], "the baseline is measured alone");
+    assert!(!st.calls[1].contains(&4), "{:?}", st.calls);
+    let mut all: Vec<u32> = st.calls.concat();
+    all.sort();
+    assert_eq!(all, [0, 1, 2, 3, 4], "each measured once: {:?}", st.calls);
+    let trials: Vec<u32> = recs.iter().map(|r| r.trial).collect();
+    assert_eq!(trials, [0, 1, 2, 3, 4], "recorded in trial order");
+    assert!(recs.iter().all(|r| r.duplicate_of.is_none()));
+    assert_eq!(summary.measured, 5);
+}
+
+#[test]
+fn of_identical_ptx_the_lowest_trial_is_the_measured_one_whatever_finishes_first() {
+    let space = Space::builtin(synthetic(Family::Sparse, 1).space).unwrap();
+    // Trials 1 and 3 lower to A, 2 and 4 to B; trial 4 finishes first and is measured alone,
+    // then 1, 2 and 3 finish.
+    let hash_of = |t: u32| match t {
+        0 => "baseline".to_string(),
+        t if t % 2 == 1 => "A".into(),
+        _ => "BB".into(),
+    };
+    let mut ev = Staged::new(&space, hash_of, &[1, 2, 3]);
+    let (recs, summary) = ev.tune(&space);
+    let st = ev.state.into_inner().unwrap();
+    assert!(st.gave_up.is_empty(), "no overlap: {:?}", st.gave_up);
+    assert_eq!(st.calls[1], [4], "{:?}", st.calls);
+    let round: Vec<u32> = st.calls[1..].concat();
+    assert_eq!(round.len(), 2, "A and B measured once each: {:?}", st.calls);
+    assert!(round.contains(&1) || round.contains(&3), "{:?}", st.calls);
+    let dups: Vec<Option<u32>> = recs.iter().map(|r| r.duplicate_of).collect();
+    assert_eq!(dups, [None, None, None, Some(1), Some(2)]);
+    for (dup, orig) in [(3, 1), (4, 2)] {
+        assert_eq!(recs[dup].measure_ms, 0.0, "a duplicate takes no GPU time");
+        assert_eq!(
+            (&recs[dup].ptx_hash, &recs[dup].outcome),
+            (&recs[orig].ptx_hash, &recs[orig].outcome)
+        );
+    }
+    assert_ne!(recs[1].outcome, recs[2].outcome);
+    assert_eq!(summary.measured, 3);
 }
 
 #[test]
