@@ -1,7 +1,8 @@
 //! Strategy benchmark (run by scripts/bench-strategies): over landscape tables, the median
 //! number of trials each strategy needs to reach 98% of the best known time, over seeds.
 //!
-//!   bench_strategies [--seeds N] [--budget N] [--write-synthetic DIR] [TABLE.json...]
+//!   bench_strategies [--seeds N] [--budget N] [--strategies a,b] [--write-synthetic DIR]
+//!                    [TABLE.json...]
 //!
 //! Without tables it uses the built-in synthetic landscapes (2 families x 3 generator seeds).
 
@@ -11,11 +12,17 @@ use r3::remix::tune::trials_to_reach;
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut seeds, mut budget, mut tables, mut write) = (10u64, 200u32, Vec::new(), None);
+    let mut strategies: Vec<String> = ["bo", "random", "evolution", "local"]
+        .map(String::from)
+        .to_vec();
     while let Some(a) = args.next() {
         match a.as_str() {
             "--seeds" => seeds = args.next().unwrap().parse().unwrap(),
             "--budget" => budget = args.next().unwrap().parse().unwrap(),
             "--write-synthetic" => write = args.next(),
+            "--strategies" => {
+                strategies = args.next().unwrap().split(',').map(String::from).collect()
+            }
             t => tables.push(Landscape::load(std::path::Path::new(t)).unwrap()),
         }
     }
@@ -35,16 +42,15 @@ fn main() {
         }
         return;
     }
-    let strategies = ["bo", "random", "evolution", "local"];
     println!("median trials to reach 98% of the best known time ({seeds} seeds, budget {budget}; >B: not reached in the budget by the median run; hits = runs that reached it)\n");
     print!("{:<24}", "landscape");
-    for s in strategies {
+    for s in &strategies {
         print!(" {s:>16}");
     }
     println!();
     for l in &tables {
         print!("{:<24}", l.kernel);
-        for s in strategies {
+        for s in &strategies {
             let mut v: Vec<u32> = (0..seeds)
                 .map(|seed| {
                     trials_to_reach(l, s, seed, budget, 0.98)

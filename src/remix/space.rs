@@ -200,6 +200,33 @@ impl Space {
         })
     }
 
+    /// `n` spread-out first candidates. In a grid each coordinate runs through all its values
+    /// (in a shuffled order) before any value repeats, a Latin-hypercube-like design, so the
+    /// first trials already say something about every pipeline variant and knob value; in the
+    /// free space, random samples.
+    pub fn design(&self, n: usize, rng: &mut impl Rng) -> Vec<Candidate> {
+        use rand::seq::SliceRandom;
+        let Some(g) = &self.grid else {
+            return (0..n).map(|_| self.sample(rng)).collect();
+        };
+        let columns: Vec<Vec<usize>> = g
+            .dims()
+            .iter()
+            .map(|&size| {
+                let mut col = Vec::with_capacity(n);
+                while col.len() < n {
+                    let mut values: Vec<usize> = (0..size).collect();
+                    values.shuffle(rng);
+                    col.extend(values);
+                }
+                col
+            })
+            .collect();
+        (0..n)
+            .map(|i| g.point(std::array::from_fn(|d| columns[d][i])))
+            .collect()
+    }
+
     /// Every point of a finite space (`grid`), in a fixed order; None for the free space.
     pub fn points(&self) -> Option<&[Candidate]> {
         self.grid.as_ref().map(|g| g.points.as_slice())
