@@ -114,15 +114,6 @@ impl Landscape {
     }
 }
 
-fn stats(us: f64) -> TimeStats {
-    TimeStats {
-        median_us: us,
-        min_us: us,
-        spread: 0.0,
-        samples: 1,
-    }
-}
-
 fn hash(s: &str) -> String {
     blake3::hash(s.as_bytes()).to_hex()[..16].to_owned()
 }
@@ -288,8 +279,8 @@ impl Simulator {
 
 fn valid(us: f64, base: f64) -> Outcome {
     Outcome::Valid {
-        time: stats(us),
-        baseline: stats(base),
+        time: TimeStats::exact(us),
+        baseline: TimeStats::exact(base),
     }
 }
 

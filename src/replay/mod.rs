@@ -38,6 +38,18 @@ pub struct TimeStats {
     pub samples: u32,
 }
 
+impl TimeStats {
+    /// One time known exactly (simulations and tests): no spread, one sample.
+    pub fn exact(us: f64) -> TimeStats {
+        TimeStats {
+            median_us: us,
+            min_us: us,
+            spread: 0.0,
+            samples: 1,
+        }
+    }
+}
+
 /// What became of one evaluation. Every failure is a result, never a crash of r3.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
