@@ -1,17 +1,29 @@
 //! Strategy benchmark (run by scripts/bench-strategies): over landscape tables, the median
 //! number of trials each strategy needs to reach 98% of the best known time, over seeds.
 //!
-//!   bench_strategies [--seeds N] [--budget N] [--strategies a,b] [--write-synthetic DIR]
-//!                    [TABLE.json...]
+//!   bench_strategies [--seeds N] [--budget N] [--strategies a,b] [--transfer]
+//!                    [--transfer-from TABLE.json]... [--write-synthetic DIR] [TABLE.json...]
 //!
 //! Without tables it uses the built-in synthetic landscapes (2 families x 3 generator seeds).
+//! `--transfer` adds the column `bo+transfer`: bo learning from earlier searches of the
+//! *other* landscapes (leave-one-out), each searched beforehand by plain bo with a budget of
+//! 100 (seed 1000), as `r3 tune` would have left them in a store. `--transfer-from` (repeated)
+//! names the landscapes those earlier searches ran on instead, all of them used for every
+//! target: e.g. every kernel on another GPU, the same kernel included (re-tuning for a new GPU).
 
-use r3::remix::sim::{synthetic, Family, Landscape};
-use r3::remix::tune::trials_to_reach;
+use r3::remix::sim::{synthetic, Family, Landscape, Simulator};
+use r3::remix::space::Space;
+use r3::remix::transfer::{Source, Transfer};
+use r3::remix::tune::{trials_to_reach_from, tune, TuneOptions};
+
+const SOURCE_BUDGET: u32 = 100;
+const SOURCE_SEED: u64 = 1000;
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut seeds, mut budget, mut tables, mut write) = (10u64, 200u32, Vec::new(), None);
+    let mut with_transfer = false;
+    let mut from: Vec<Landscape> = Vec::new();
     let mut strategies: Vec<String> = ["bo", "random", "evolution", "local"]
         .map(String::from)
         .to_vec();
@@ -20,6 +32,12 @@ fn main() {
             "--seeds" => seeds = args.next().unwrap().parse().unwrap(),
             "--budget" => budget = args.next().unwrap().parse().unwrap(),
             "--write-synthetic" => write = args.next(),
+            "--transfer" => with_transfer = true,
+            "--transfer-from" => {
+                with_transfer = true;
+                let t = args.next().unwrap();
+                from.push(Landscape::load(std::path::Path::new(&t)).unwrap());
+            }
             "--strategies" => {
                 strategies = args.next().unwrap().split(',').map(String::from).collect()
             }
@@ -42,25 +60,40 @@ fn main() {
         }
         return;
     }
+    let sources = if from.is_empty() { &tables } else { &from };
+    let earlier: Vec<Vec<(r3::candidate::Candidate, Option<f64>)>> = if with_transfer {
+        strategies.push("bo+transfer".into());
+        sources.iter().map(earlier_search).collect()
+    } else {
+        Vec::new()
+    };
     println!("median trials to reach 98% of the best known time ({seeds} seeds, budget {budget}; >B: not reached in the budget by the median run; hits = runs that reached it)\n");
     print!("{:<24}", "landscape");
     for s in &strategies {
         print!(" {s:>16}");
     }
     println!();
-    for l in &tables {
+    let mut sums = vec![0u64; strategies.len()];
+    for (t, l) in tables.iter().enumerate() {
         print!("{:<24}", l.kernel);
-        for s in &strategies {
-            let mut v: Vec<u32> = (0..seeds)
-                .map(|seed| {
-                    trials_to_reach(l, s, seed, budget, 0.98)
-                        .unwrap()
-                        .unwrap_or(u32::MAX)
-                })
-                .collect();
+        let transfer = with_transfer.then(|| match from.is_empty() {
+            true => learn_from(&tables, &earlier, &l.space, Some(t)),
+            false => learn_from(&from, &earlier, &l.space, None),
+        });
+        for (k, s) in strategies.iter().enumerate() {
+            let (name, tr) = match s.strip_suffix("+transfer") {
+                Some(base) => (base, transfer.as_ref()),
+                None => (s.as_str(), None),
+            };
+            let mut v = over_seeds(seeds, |seed| {
+                trials_to_reach_from(l, name, seed, budget, 0.98, tr)
+                    .unwrap()
+                    .unwrap_or(u32::MAX)
+            });
             v.sort();
             let hits = v.iter().filter(|&&x| x != u32::MAX).count();
             let med = v[v.len() / 2];
+            sums[k] += u64::from(med.min(budget + 1));
             let m = if med == u32::MAX {
                 format!(">{budget}")
             } else {
@@ -69,5 +102,83 @@ fn main() {
             print!(" {:>16}", format!("{m} ({hits}/{seeds})"));
         }
         println!();
+    }
+    print!("{:<24}", "sum of medians");
+    for s in &sums {
+        print!(" {s:>16}");
+    }
+    println!();
+}
+
+/// `run` for every seed, on all cores.
+fn over_seeds(seeds: u64, run: impl Fn(u64) -> u32 + Sync) -> Vec<u32> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let run = &run;
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    (t..seeds)
+                        .step_by(threads as usize)
+                        .map(run)
+                        .collect::<Vec<u32>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    })
+}
+
+/// The trials plain bo leaves in a store after searching a landscape.
+fn earlier_search(l: &Landscape) -> Vec<(r3::candidate::Candidate, Option<f64>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = r3::store::Store::create(dir.path()).unwrap();
+    let space = Space::builtin(l.space.clone()).unwrap();
+    let mut log = store.open_trials(&l.kernel, &l.gpu).unwrap();
+    let opts = TuneOptions {
+        kernel: l.kernel.clone(),
+        strategy: "bo".into(),
+        seed: SOURCE_SEED,
+        budget: SOURCE_BUDGET,
+        time: None,
+        batch: 1,
+        transfer: false,
+    };
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let mut sim = Simulator::new(l.clone());
+    tune(
+        &mut sim,
+        &space,
+        &opts,
+        Vec::new(),
+        Some(&mut log),
+        &never,
+        |_| {},
+    )
+    .unwrap();
+    store
+        .trials(&l.kernel, &l.gpu)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.candidate.clone(), r.ratio()))
+        .collect()
+}
+
+/// What a search in `space` learns from: the earlier searches of `sources`, but for `skip`.
+fn learn_from(
+    sources: &[Landscape],
+    earlier: &[Vec<(r3::candidate::Candidate, Option<f64>)>],
+    space: &r3::remix::space::SpaceOptions,
+    skip: Option<usize>,
+) -> Transfer {
+    let space = Space::builtin(space.clone()).unwrap();
+    Transfer {
+        sources: (0..sources.len())
+            .filter(|&s| Some(s) != skip)
+            .filter_map(|s| Source::new(&sources[s].kernel, &earlier[s], &space))
+            .collect(),
     }
 }

@@ -78,6 +78,14 @@ enum Cmd {
         /// Continue the trials recorded for the kernel on this GPU.
         #[arg(long)]
         resume: bool,
+        /// Search from scratch: do not learn from the store's earlier searches (other kernels
+        /// on this GPU, this kernel on other GPUs), which bo otherwise starts from.
+        #[arg(long)]
+        no_transfer: bool,
+        /// Skip the ablation round after the search (the best pipeline with one pass removed,
+        /// each, measured so that `r3 report` can show which passes matter).
+        #[arg(long)]
+        no_ablate: bool,
         /// Evaluate against a landscape table (JSON) instead of the GPU.
         #[arg(long, value_name = "TABLE.json")]
         simulate: Option<PathBuf>,
@@ -232,6 +240,8 @@ fn run(cli: Cli) -> Result<i32> {
             seed,
             batch,
             resume,
+            no_transfer,
+            no_ablate,
             simulate,
             repeat,
             tolerance,
@@ -254,6 +264,7 @@ fn run(cli: Cli) -> Result<i32> {
                 budget,
                 time,
                 batch,
+                transfer: !no_transfer,
             };
             if let Some(table) = simulate {
                 return tune_simulated(
@@ -285,6 +296,7 @@ fn run(cli: Cli) -> Result<i32> {
                 record: None,
             };
             let how = TuneHow {
+                ablate: !no_ablate,
                 resume,
                 repeat,
                 tolerance,
@@ -711,6 +723,12 @@ fn tune_one<E: r3::replay::Evaluator + Sync>(
         summary.measured,
         path.display()
     );
+    if summary.learned_from > 0 && opts.strategy == "bo" {
+        println!(
+            "learned from {} earlier searches in the store (their winners measured first; --no-transfer to start from nothing)",
+            summary.learned_from
+        );
+    }
     if let Some(b) = summary.best {
         println!(
             "best: {:.4}x of -O3 (trial {}): {}",
@@ -789,6 +807,12 @@ fn tune_gpu(
             Ok(c) => {
                 code = code.max(c);
                 confirm_best(&store, &mut ev, &opts.kernel);
+                if how.ablate && !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    if let Err(e) = ablate_best(&store, &ev, &opts) {
+                        eprintln!("r3 tune: {}: ablations: {e:#}", opts.kernel);
+                        code = code.max(1);
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("r3 tune: {}: {e:#}", opts.kernel);
@@ -797,6 +821,48 @@ fn tune_gpu(
         }
     }
     Ok(code)
+}
+
+/// Measures what each pass of the best pipeline is worth: the best candidate with one pass
+/// removed, each (`report::passes::ablations`), as trials in the kernel's ablations file, where
+/// `r3 report` finds them. Ablations already measured for this best are not repeated; one whose
+/// PTX equals a measured trial's reuses its outcome.
+fn ablate_best(
+    store: &r3::store::Store,
+    ev: &r3::replay::gpu::GpuEvaluator,
+    opts: &r3::remix::tune::TuneOptions,
+) -> Result<()> {
+    use r3::replay::Evaluator;
+    let gpu = ev.device().gpu;
+    let Some(best) = store.best_trial(&opts.kernel, &gpu)? else {
+        return Ok(());
+    };
+    let trials = store.trials(&opts.kernel, &gpu)?;
+    let done = store.ablations(&store.trials_path(&opts.kernel, &gpu))?;
+    let todo: Vec<r3::candidate::Candidate> = r3::report::passes::ablations(&best.candidate)?
+        .into_iter()
+        .map(|a| a.candidate)
+        .filter(|c| !done.iter().any(|r| r.candidate == *c))
+        .collect();
+    if todo.is_empty() {
+        return Ok(());
+    }
+    let known: Vec<_> = trials.iter().chain(&done).cloned().collect();
+    let first = u32::try_from(known.len()).unwrap_or(u32::MAX);
+    let ablation = r3::remix::tune::TuneOptions {
+        strategy: "ablation".into(),
+        ..opts.clone()
+    };
+    let (recs, measured) = r3::remix::tune::evaluate_candidates(ev, &ablation, first, todo, &known);
+    let mut log = store.open_ablations(&opts.kernel, &gpu)?;
+    for r in &recs {
+        log.append(r)?;
+    }
+    println!(
+        "ablations: {} passes of the best pipeline removed one at a time ({measured} measured, the rest had the PTX of a measured trial); `r3 report` shows what each is worth",
+        recs.len()
+    );
+    Ok(())
 }
 
 /// The best of many noisy measurements is biased low: measure the winner once more, in a
@@ -916,6 +982,7 @@ fn tune_dry_run(
 }
 
 struct TuneHow {
+    ablate: bool,
     resume: bool,
     repeat: u32,
     tolerance: Option<r3::replay::validate::Tolerance>,

@@ -6,7 +6,8 @@
 //! crossover, features); `strategy` proposes candidates behind one ask/tell interface; `tune`
 //! runs the loop against any [`crate::replay::Evaluator`] and records every trial in the store;
 //! `sim` is an evaluator backed by a landscape table, for testing and comparing strategies
-//! without a GPU.
+//! without a GPU; `transfer` gathers what earlier searches in the store (other kernels, other
+//! GPUs) say, for the `bo` strategy to start from.
 
 pub mod catalog;
 pub mod dry_run;
@@ -15,4 +16,5 @@ pub mod pipeline;
 pub mod sim;
 pub mod space;
 pub mod strategy;
+pub mod transfer;
 pub mod tune;

@@ -248,6 +248,20 @@ impl Space {
         Pipeline::parse(&c.pipeline).unwrap_or_else(|_| self.preset.clone())
     }
 
+    /// A candidate from another search (another kernel, or this kernel on another GPU) as a
+    /// point of this space: knobs this space does not offer are turned off and launch bounds
+    /// are fitted to this kernel's block size (`.maxntid` of the source's own block becomes
+    /// this kernel's); in a grid, None unless the result is a grid point, in the free space
+    /// None unless the pipeline parses.
+    pub fn adopt(&self, c: &Candidate) -> Option<Candidate> {
+        let mut c = c.clone();
+        self.repair(&mut c);
+        match &self.grid {
+            Some(g) => g.coords(&c).map(|x| g.point(x)),
+            None => Pipeline::parse(&c.pipeline).ok().map(|_| c),
+        }
+    }
+
     /// Block size the launch will use: the candidate's, else the recorded one.
     fn threads(&self, c: &Candidate) -> Option<u32> {
         c.block_x.or(self.opts.launch_threads)
@@ -492,18 +506,21 @@ impl Space {
             }
             prev = Some(t);
         }
-        let mut f = Features {
+        Features {
             passes: counts.into_iter().collect(),
-            knobs: Vec::new(),
-        };
-        f.knobs = vec![
+            knobs: Space::knob_features(c),
+        }
+    }
+
+    /// The knob part of [`Space::features`] alone (cheap: no pipeline is parsed).
+    pub fn knob_features(c: &Candidate) -> Vec<String> {
+        vec![
             format!("cg={}", c.codegen_opt),
             format!("maxntid={:?}", c.max_threads),
             format!("minctasm={:?}", c.min_blocks_per_sm),
             format!("fast={}", c.fast_math),
             format!("block={:?}", c.block_x),
-        ];
-        f
+        ]
     }
 }
 

@@ -14,6 +14,7 @@
 
 use super::space::Space;
 use super::strategy::{self, Strategy};
+use super::transfer::{Transfer, TransferError};
 use crate::candidate::Candidate;
 use crate::replay::{Device, Evaluator, Lowered, Outcome};
 use crate::store::trials::{TrialLog, TrialRecord, FORMAT};
@@ -35,6 +36,9 @@ pub struct TuneOptions {
     /// Candidates per round (compiled in parallel; measured as they are ready and the GPU is
     /// free).
     pub batch: u32,
+    /// Learn from earlier searches in the store (other kernels on this GPU, this kernel on
+    /// other GPUs); `tune_in_store` records which, so that `--resume` uses the same.
+    pub transfer: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +69,8 @@ pub enum TuneError {
     },
     #[error("search space: {0}")]
     Space(String),
+    #[error(transparent)]
+    Transfer(#[from] TransferError),
     #[error("kernel {kernel}: the baseline (default<O3>) failed: {outcome:?}")]
     Baseline { kernel: String, outcome: Outcome },
 }
@@ -93,6 +99,8 @@ pub struct Summary {
     pub resumed: u32,
     pub best: Option<TrialRecord>,
     pub stop: Stop,
+    /// Earlier searches the strategy learned from (see `transfer`).
+    pub learned_from: usize,
 }
 
 fn now_ms() -> u64 {
@@ -108,6 +116,21 @@ pub fn tune<E: Evaluator>(
     space: &Space,
     opts: &TuneOptions,
     prior: Vec<TrialRecord>,
+    log: Option<&mut TrialLog>,
+    stop: &AtomicBool,
+    progress: impl FnMut(&Progress),
+) -> Result<Summary, TuneError> {
+    tune_from(eval, space, opts, None, prior, log, stop, progress)
+}
+
+/// [`tune`], learning from earlier searches (`transfer`) when the strategy can.
+#[allow(clippy::too_many_arguments)]
+pub fn tune_from<E: Evaluator>(
+    eval: &mut E,
+    space: &Space,
+    opts: &TuneOptions,
+    transfer: Option<&Transfer>,
+    prior: Vec<TrialRecord>,
     mut log: Option<&mut TrialLog>,
     stop: &AtomicBool,
     mut progress: impl FnMut(&Progress),
@@ -119,7 +142,8 @@ pub fn tune<E: Evaluator>(
         .unwrap_or_else(|| "(no trials file)".into());
     check_resume_settings(&prior, opts, &path)?;
     let batch = prior.first().map(|r| r.batch).unwrap_or(opts.batch).max(1);
-    let mut strat: Box<dyn Strategy + Send> = strategy::make(&opts.strategy, opts.seed)?;
+    let mut strat: Box<dyn Strategy + Send> =
+        strategy::make_with(&opts.strategy, opts.seed, transfer)?;
     let device = eval.device();
     let start = Instant::now();
     let mut measured_by_hash: HashMap<String, (u32, Outcome)> = HashMap::new();
@@ -187,6 +211,7 @@ pub fn tune<E: Evaluator>(
         resumed,
         best,
         stop: stop_reason,
+        learned_from: transfer.map_or(0, |t| t.sources.len()),
     })
 }
 
@@ -395,7 +420,8 @@ impl Stream<'_> {
 
     fn accept(&mut self, (i, lowered): Arrival) {
         if let Ok(l) = &lowered {
-            if !self.known.contains_key(&l.ptx_hash) && self.taken.insert(l.ptx_hash.clone()) {
+            let key = measure_key(&l.ptx_hash, &l.candidate);
+            if !self.known.contains_key(&key) && self.taken.insert(key) {
                 self.ready.push(l.clone());
             }
         }
@@ -408,7 +434,8 @@ impl Stream<'_> {
         let outcomes = eval.measure(kernel, &batch);
         let per = m0.elapsed().as_secs_f64() * 1e3 / batch.len() as f64;
         for (l, o) in batch.into_iter().zip(outcomes) {
-            self.measured.insert(l.ptx_hash, (o, per));
+            self.measured
+                .insert(measure_key(&l.ptx_hash, &l.candidate), (o, per));
         }
     }
 
@@ -423,14 +450,15 @@ impl Stream<'_> {
                 let l = l.expect("every candidate of the round was lowered");
                 let (outcome, duplicate_of, measure_ms) = match &l {
                     Err(o) => (o.clone(), None, 0.0),
-                    Ok(l) => match self.known.get(&l.ptx_hash) {
+                    Ok(l) => match self.known.get(&measure_key(&l.ptx_hash, &l.candidate)) {
                         Some((d, o)) => (o.clone(), Some(*d), 0.0),
                         None => {
-                            let (o, per) = self.measured[&l.ptx_hash].clone();
-                            match first.get(&l.ptx_hash) {
+                            let key = measure_key(&l.ptx_hash, &l.candidate);
+                            let (o, per) = self.measured[&key].clone();
+                            match first.get(&key) {
                                 Some(&d) => (o, Some(d), 0.0),
                                 None => {
-                                    first.insert(l.ptx_hash.clone(), t);
+                                    first.insert(key, t);
                                     (o, None, per)
                                 }
                             }
@@ -449,6 +477,30 @@ impl Stream<'_> {
     }
 }
 
+/// Evaluates candidates outside the search (the ablations of the best, say) as trials
+/// numbered from `first`, compiled in parallel and measured as they are ready; a candidate
+/// whose PTX and launch equal a trial in `known` (or an earlier one here) reuses that outcome.
+/// Returns the records, in order, and how many candidates were measured.
+pub fn evaluate_candidates<E: Evaluator>(
+    eval: &E,
+    opts: &TuneOptions,
+    first: u32,
+    candidates: Vec<Candidate>,
+    known: &[TrialRecord],
+) -> (Vec<TrialRecord>, u32) {
+    let mut measured_by_hash = HashMap::new();
+    remember_measured(&mut measured_by_hash, known.iter());
+    let todo: Vec<(u32, Candidate)> = (first..).zip(candidates).collect();
+    let (done, measured) = evaluate_round(eval, &opts.kernel, &todo, &measured_by_hash);
+    let device = eval.device();
+    let recs = todo
+        .into_iter()
+        .zip(done)
+        .map(|((t, c), e)| record(opts, &device, opts.batch, t, c, e))
+        .collect();
+    (recs, measured)
+}
+
 /// Trials until a candidate within `fraction` of the best known time was found (time ≤
 /// best / fraction), running a strategy on a simulated landscape without a store.
 pub fn trials_to_reach(
@@ -457,6 +509,18 @@ pub fn trials_to_reach(
     seed: u64,
     budget: u32,
     fraction: f64,
+) -> Result<Option<u32>, TuneError> {
+    trials_to_reach_from(landscape, strategy, seed, budget, fraction, None)
+}
+
+/// [`trials_to_reach`] for a search that learns from earlier ones.
+pub fn trials_to_reach_from(
+    landscape: &super::sim::Landscape,
+    strategy: &str,
+    seed: u64,
+    budget: u32,
+    fraction: f64,
+    transfer: Option<&Transfer>,
 ) -> Result<Option<u32>, TuneError> {
     let target = landscape.best_known().unwrap_or(1.0) / fraction;
     let space =
@@ -469,12 +533,14 @@ pub fn trials_to_reach(
         budget,
         time: None,
         batch: 1,
+        transfer: transfer.is_some(),
     };
     let mut hit = None;
-    tune(
+    tune_from(
         &mut sim,
         &space,
         &opts,
+        transfer,
         Vec::new(),
         None,
         &AtomicBool::new(false),
@@ -487,7 +553,17 @@ pub fn trials_to_reach(
     Ok(hit)
 }
 
-/// Records which PTX has been measured (first trial wins), so identical PTX is measured once.
+/// What makes two trials the same measurement: the PTX, and the block size it is launched
+/// with (a block-size candidate changes the launch, not the code).
+fn measure_key(ptx_hash: &str, c: &Candidate) -> String {
+    match c.block_x {
+        Some(b) => format!("{ptx_hash}/block={b}"),
+        None => ptx_hash.to_owned(),
+    }
+}
+
+/// Records which PTX and launch have been measured (first trial wins), so each is measured
+/// once.
 fn remember_measured<'a>(
     measured: &mut HashMap<String, (u32, Outcome)>,
     records: impl Iterator<Item = &'a TrialRecord>,
@@ -496,7 +572,7 @@ fn remember_measured<'a>(
         if let (Some(h), None) = (&r.ptx_hash, r.duplicate_of) {
             if !matches!(r.outcome, Outcome::CompileError { .. }) {
                 measured
-                    .entry(h.clone())
+                    .entry(measure_key(h, &r.candidate))
                     .or_insert((r.trial, r.outcome.clone()));
             }
         }
@@ -524,7 +600,43 @@ pub fn tune_in_store<E: Evaluator>(
             n: prior.len(),
         });
     }
+    let transfer = transfer_for(store, space, opts, &gpu, !prior.is_empty())?;
     let mut log = store.open_trials(&opts.kernel, &gpu)?;
-    let summary = tune(eval, space, opts, prior, Some(&mut log), stop, progress)?;
+    let summary = tune_from(
+        eval,
+        space,
+        opts,
+        Some(&transfer),
+        prior,
+        Some(&mut log),
+        stop,
+        progress,
+    )?;
     Ok((summary, path))
+}
+
+/// What a search learns from: on a fresh start, the earlier searches `Transfer::choose` picks
+/// (none without `opts.transfer`), recorded before the first trial; on resume, what was
+/// recorded (none for trials made before transfers were recorded).
+fn transfer_for(
+    store: &crate::store::Store,
+    space: &Space,
+    opts: &TuneOptions,
+    gpu: &str,
+    resuming: bool,
+) -> Result<Transfer, TuneError> {
+    let refs = if resuming {
+        store
+            .transfer_sources(&opts.kernel, gpu)?
+            .unwrap_or_default()
+    } else {
+        let refs = if opts.transfer {
+            Transfer::choose(store, &opts.kernel, gpu)?
+        } else {
+            Default::default()
+        };
+        store.write_transfer_sources(&opts.kernel, gpu, &refs)?;
+        refs
+    };
+    Ok(Transfer::load(store, &refs, space)?)
 }

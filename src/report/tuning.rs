@@ -440,7 +440,11 @@ fn kernel_report(
             total: 0,
             passes: Vec::new(),
         },
-        Some(b) => importance(b, recs).map_err(|e| pipeline_err(e.to_string()))?,
+        Some(b) => {
+            let mut all = recs.to_vec();
+            all.extend(store.ablations(path)?);
+            importance(b, &all).map_err(|e| pipeline_err(e.to_string()))?
+        }
     };
 
     let mut convergence = Vec::new();

@@ -107,6 +107,32 @@ impl Store {
         super::write_atomic(&path, &text).map_err(io_err(&path))
     }
 
+    /// Which earlier searches a kernel's search learned from (`<gpu>.transfer.json`), if it
+    /// recorded any: what `--resume` needs to ask the same candidates again.
+    pub fn transfer_sources(
+        &self,
+        kernel: &str,
+        gpu: &str,
+    ) -> Result<Option<TransferSources>, StoreError> {
+        let path = transfer_path(&self.trials_path(kernel, gpu));
+        read_json(&path)
+    }
+
+    /// Records the sources a search starts with (atomically, before its first trial).
+    pub fn write_transfer_sources(
+        &self,
+        kernel: &str,
+        gpu: &str,
+        s: &TransferSources,
+    ) -> Result<(), StoreError> {
+        let path = transfer_path(&self.trials_path(kernel, gpu));
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let text = serde_json::to_vec_pretty(s).expect("transfer sources serialize");
+        super::write_atomic(&path, &text).map_err(io_err(&path))
+    }
+
     /// Every non-empty trials file in the store, each with its records, sorted by path
     /// (kernel, then GPU): what `r3 report` reads when no kernel is named.
     pub fn trial_sets(&self) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
@@ -124,7 +150,8 @@ impl Store {
             }
             for f in std::fs::read_dir(&k).map_err(io_err(&k))? {
                 let f = f.map_err(io_err(&k))?.path();
-                if f.extension().is_some_and(|e| e == "jsonl") {
+                let ablations = f.to_string_lossy().ends_with(ABLATIONS_SUFFIX);
+                if f.extension().is_some_and(|e| e == "jsonl") && !ablations {
                     paths.push(f);
                 }
             }
@@ -142,18 +169,33 @@ impl Store {
 
     /// Opens the trials file for appending, cutting off a torn last line.
     pub fn open_trials(&self, kernel: &str, gpu: &str) -> Result<TrialLog, StoreError> {
-        let path = self.trials_path(kernel, gpu);
-        let dir = path.parent().unwrap();
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-        let (_, good_len) = read_log(&path)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        file.set_len(good_len).map_err(io_err(&path))?;
-        Ok(TrialLog { path, file })
+        open_log(self.trials_path(kernel, gpu))
     }
+
+    /// The ablation trials beside a trials file (`<gpu>.ablations.jsonl`: the best candidate
+    /// with one pass removed, each, measured after the search), in file order.
+    pub fn ablations(&self, trials_file: &Path) -> Result<Vec<TrialRecord>, StoreError> {
+        Ok(read_log(&ablations_path(trials_file))?.0)
+    }
+
+    /// Opens a kernel's ablation trials for appending (same format and guarantees as the
+    /// trials file; kept apart so the search's own trials stay a replayable sequence).
+    pub fn open_ablations(&self, kernel: &str, gpu: &str) -> Result<TrialLog, StoreError> {
+        open_log(ablations_path(&self.trials_path(kernel, gpu)))
+    }
+}
+
+fn open_log(path: PathBuf) -> Result<TrialLog, StoreError> {
+    let dir = path.parent().unwrap();
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let (_, good_len) = read_log(&path)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    file.set_len(good_len).map_err(io_err(&path))?;
+    Ok(TrialLog { path, file })
 }
 
 impl TrialLog {
@@ -182,12 +224,43 @@ pub struct Confirmation {
     pub finished_unix_ms: u64,
 }
 
+/// The earlier searches a search learned from: each one's kernel, GPU and how many of its
+/// trials (a prefix of its append-only trials file) were used.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransferSources {
+    pub format: u32,
+    pub sources: Vec<TransferSource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferSource {
+    pub kernel: String,
+    pub gpu: String,
+    pub trials: usize,
+}
+
 /// `<gpu>.confirm.json` beside `<gpu>.jsonl` (not `.jsonl`: it is no trials file).
 fn confirmation_path(trials_file: &Path) -> PathBuf {
     trials_file.with_extension("confirm.json")
 }
 
+const ABLATIONS_SUFFIX: &str = ".ablations.jsonl";
+
+/// `<gpu>.ablations.jsonl` beside `<gpu>.jsonl`.
+fn ablations_path(trials_file: &Path) -> PathBuf {
+    trials_file.with_extension(&ABLATIONS_SUFFIX[1..])
+}
+
+/// `<gpu>.transfer.json` beside `<gpu>.jsonl`.
+fn transfer_path(trials_file: &Path) -> PathBuf {
+    trials_file.with_extension("transfer.json")
+}
+
 fn read_confirmation(path: &Path) -> Result<Option<Confirmation>, StoreError> {
+    read_json(path)
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)

@@ -158,6 +158,32 @@ fn fixture(dir: &Path) -> Store {
     store
 }
 
+#[test]
+fn ablation_trials_in_their_own_file_count_as_pass_importance() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path());
+    let abl = r3::report::passes::ablations(&best_candidate()).unwrap();
+    let first = &abl[0];
+    let mut log = store.open_ablations(KERNEL, GPU).unwrap();
+    log.append(&rec(KERNEL, GPU, 11, &first.candidate, valid(8.8)))
+        .unwrap();
+    let opts = ReportOptions {
+        kernels: Vec::new(),
+        ptxas: None,
+        code: false,
+    };
+    let rep = build(&store, &opts).unwrap();
+    assert_eq!(rep.kernels.len(), 2, "the ablations file is no trials file");
+    let k = rep.kernels.iter().find(|k| k.kernel == KERNEL).unwrap();
+    assert_eq!(k.importance.measured, 4);
+    let p = k.importance.passes.iter().find(|p| p.trial == 11).unwrap();
+    assert_eq!(
+        (p.index, p.pass.as_str()),
+        (first.index, first.pass.as_str())
+    );
+    assert!((p.slowdown.unwrap() - 1.1).abs() < 1e-9);
+}
+
 fn filtered(text: &str, store: &Store) -> String {
     let root = store.root().display().to_string();
     let text = text.replace(&root, "[STORE]");
@@ -351,6 +377,7 @@ fn reports_on_a_simulated_tuning_run() {
             budget: 40,
             time: None,
             batch: 4,
+            transfer: false,
         };
         let never = std::sync::atomic::AtomicBool::new(false);
         tune(

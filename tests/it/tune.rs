@@ -22,6 +22,7 @@ fn opts(strategy: &str, budget: u32) -> TuneOptions {
         budget,
         time: None,
         batch: 4,
+        transfer: false,
     }
 }
 
@@ -134,6 +135,83 @@ fn identical_ptx_is_measured_once() {
     assert!(best.ratio().unwrap() < 1.0);
 }
 
+/// Every candidate compiles to the same PTX; the time depends on the block size alone.
+#[derive(Default)]
+struct OneCode {
+    measured: Mutex<Vec<Option<u32>>>,
+}
+
+impl Evaluator for OneCode {
+    fn lower(&self, _kernel: &str, c: &Candidate) -> Result<Lowered, Outcome> {
+        Ok(Lowered {
+            candidate: c.clone(),
+            ptx: "// one code\n".into(),
+            ptx_hash: "one".into(),
+            stats: Default::default(),
+            passes_ms: 0.0,
+            codegen_ms: 0.0,
+        })
+    }
+
+    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        let mut m = self.measured.lock().unwrap();
+        batch
+            .iter()
+            .map(|l| {
+                m.push(l.candidate.block_x);
+                Outcome::Valid {
+                    time: TimeStats::exact(100.0 + f64::from(l.candidate.block_x.unwrap_or(0))),
+                    baseline: TimeStats::exact(100.0),
+                }
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn the_same_ptx_at_another_block_size_is_measured_again() {
+    let space = Space::builtin(r3::remix::space::SpaceOptions {
+        block_size_agnostic: true,
+        launch_threads: Some(256),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut ev = OneCode::default();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let mut log = store.open_trials("k", "one").unwrap();
+    let never = AtomicBool::new(false);
+    tune(
+        &mut ev,
+        &space,
+        &opts("random", 40),
+        Vec::new(),
+        Some(&mut log),
+        &never,
+        |_| {},
+    )
+    .unwrap();
+    let recs = store.trials("k", "one").unwrap();
+    let mut measured = ev.measured.into_inner().unwrap();
+    let n = measured.len();
+    measured.sort();
+    measured.dedup();
+    assert_eq!(measured.len(), n, "a block size was measured twice");
+    let blocks: std::collections::HashSet<Option<u32>> =
+        recs.iter().map(|r| r.candidate.block_x).collect();
+    assert_eq!(
+        n,
+        blocks.len(),
+        "each block size of the trials measured once"
+    );
+    assert!(n > 2, "the search tried several block sizes: {blocks:?}");
+    for r in recs.iter().filter(|r| r.duplicate_of.is_some()) {
+        let orig = &recs[r.duplicate_of.unwrap() as usize];
+        assert_eq!(orig.candidate.block_x, r.candidate.block_x);
+        assert_eq!(orig.outcome, r.outcome);
+    }
+}
+
 /// An evaluator that stages one round of 4 (trials 1-4, after the baseline) through
 /// channels, not timing: trial `t` lowers to the PTX `hash_of(t)`, the lowerings of the trials
 /// in `blocked` wait until the round's first measure call has begun, and up to 4 lowerings run
@@ -232,9 +310,19 @@ impl Evaluator for Staged {
     }
 }
 
+/// A space whose candidates all launch with the recorded block size, so that equal PTX means
+/// the same measurement.
+fn staged_space() -> Space {
+    Space::builtin(r3::remix::space::SpaceOptions {
+        block_size_agnostic: false,
+        ..synthetic(Family::Sparse, 1).space
+    })
+    .unwrap()
+}
+
 #[test]
 fn the_gpu_measures_while_the_rest_of_the_round_compiles() {
-    let space = Space::builtin(synthetic(Family::Sparse, 1).space).unwrap();
+    let space = staged_space();
     // The round's last lowering finishes only once a measure call of the round has begun.
     let mut ev = Staged::new(&space, |t| format!("ptx{t}"), &[4]);
     let (recs, summary) = ev.tune(&space);
@@ -256,7 +344,7 @@ fn the_gpu_measures_while_the_rest_of_the_round_compiles() {
 
 #[test]
 fn of_identical_ptx_the_lowest_trial_is_the_measured_one_whatever_finishes_first() {
-    let space = Space::builtin(synthetic(Family::Sparse, 1).space).unwrap();
+    let space = staged_space();
     // Trials 1 and 3 lower to A, 2 and 4 to B; trial 4 finishes first and is measured alone,
     // then 1, 2 and 3 finish.
     let hash_of = |t: u32| match t {
@@ -413,4 +501,145 @@ fn dry_run_lowers_candidates_in_child_processes_and_survives_their_crashes() {
         "{}",
         stdout(&crashed)
     );
+}
+
+/// Tunes `kernel` on a synthetic landscape through the store (as `r3 tune` does), learning
+/// from the store's other searches when `transfer`; returns the kernel's trials.
+fn tune_stored(
+    store: &Store,
+    kernel: &str,
+    strategy: &str,
+    budget: u32,
+    transfer: bool,
+    resume: bool,
+) -> Result<Vec<TrialRecord>, r3::remix::tune::TuneError> {
+    let l = synthetic(Family::Knobs, 1);
+    let space = Space::builtin(l.space.clone()).unwrap();
+    let mut sim = Simulator::new(l);
+    let o = TuneOptions {
+        kernel: kernel.into(),
+        transfer,
+        ..opts(strategy, budget)
+    };
+    let never = AtomicBool::new(false);
+    r3::remix::tune::tune_in_store(store, &mut sim, &space, &o, resume, &never, |_| {})?;
+    Ok(store.trials(kernel, "simulated: synthetic").unwrap())
+}
+
+#[test]
+fn bo_learns_from_an_earlier_search_and_resumes_with_what_it_learned_from() {
+    let gpu = "simulated: synthetic";
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (sa, sb) = (
+        Store::create(a.path()).unwrap(),
+        Store::create(b.path()).unwrap(),
+    );
+    for s in [&sa, &sb] {
+        tune_stored(s, "earlier", "random", 40, false, false).unwrap();
+    }
+    let cold = {
+        let c = tempfile::tempdir().unwrap();
+        let sc = Store::create(c.path()).unwrap();
+        tune_stored(&sc, "k", "bo", 31, true, false).unwrap()
+    };
+    let whole = tune_stored(&sa, "k", "bo", 31, true, false).unwrap();
+    let refs = sa.transfer_sources("k", gpu).unwrap().unwrap();
+    assert_eq!(refs.sources.len(), 1);
+    assert_eq!(
+        (refs.sources[0].kernel.as_str(), refs.sources[0].trials),
+        ("earlier", 40)
+    );
+    assert_ne!(
+        essence(&whole),
+        essence(&cold),
+        "the earlier search changed nothing"
+    );
+
+    // Stopped at 14; another search lands in the store before the resume, which must still
+    // learn from exactly what the first part did.
+    tune_stored(&sb, "k", "bo", 14, true, false).unwrap();
+    tune_stored(&sb, "later", "random", 40, false, false).unwrap();
+    let resumed = tune_stored(&sb, "k", "bo", 31, true, true).unwrap();
+    assert_eq!(essence(&resumed), essence(&whole));
+
+    // A source that lost trials since is an error that names it.
+    let path = sb.trials_path("earlier", gpu);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let cut: String = text.lines().take(20).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, cut).unwrap();
+    let err = tune_stored(&sb, "k", "bo", 40, true, true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("earlier") && err.contains("20 trials"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_transfer_means_the_cold_search() {
+    let d = tempfile::tempdir().unwrap();
+    let s = Store::create(d.path()).unwrap();
+    tune_stored(&s, "earlier", "random", 40, false, false).unwrap();
+    let off = tune_stored(&s, "k", "bo", 20, false, false).unwrap();
+    let e = tempfile::tempdir().unwrap();
+    let alone = tune_stored(
+        &Store::create(e.path()).unwrap(),
+        "k",
+        "bo",
+        20,
+        true,
+        false,
+    )
+    .unwrap();
+    assert_eq!(essence(&off), essence(&alone));
+    let refs = s
+        .transfer_sources("k", "simulated: synthetic")
+        .unwrap()
+        .unwrap();
+    assert!(refs.sources.is_empty());
+}
+
+#[test]
+fn candidates_outside_the_search_reuse_measured_ptx() {
+    let l = synthetic(Family::Knobs, 2);
+    let space = Space::builtin(l.space.clone()).unwrap();
+    let mut sim = Simulator::new(l);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let mut log = store.open_trials("k", "sim").unwrap();
+    let o = opts("random", 12);
+    tune(
+        &mut sim,
+        &space,
+        &o,
+        Vec::new(),
+        Some(&mut log),
+        &AtomicBool::new(false),
+        |_| {},
+    )
+    .unwrap();
+    let known = store.trials("k", "sim").unwrap();
+    let before = sim.measured().len();
+    // Two trials already measured, and one new candidate asked twice.
+    let fresh = Candidate {
+        codegen_opt: 1,
+        ..Candidate::with_pipeline("default<O1>")
+    };
+    let cands = vec![
+        known[3].candidate.clone(),
+        fresh.clone(),
+        known[5].candidate.clone(),
+        fresh,
+    ];
+    let (recs, measured) = r3::remix::tune::evaluate_candidates(&sim, &o, 12, cands, &known);
+    assert_eq!(
+        recs.iter().map(|r| r.trial).collect::<Vec<_>>(),
+        [12, 13, 14, 15]
+    );
+    assert_eq!(measured, 1, "only the new candidate is measured");
+    assert_eq!(sim.measured().len(), before + 1);
+    assert_eq!(recs[0].outcome, known[3].outcome);
+    assert_eq!(recs[2].outcome, known[5].outcome);
+    assert_eq!(recs[3].duplicate_of, Some(13));
 }

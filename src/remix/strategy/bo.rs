@@ -11,10 +11,19 @@
 //! The objective is log(time / baseline); failures count as clearly worse than the worst valid
 //! result, so the surrogate learns to avoid them. The first candidates come from the space's
 //! spread-out design (every value of every coordinate early, in a finite space).
+//!
+//! With a [`Transfer`] (earlier searches of other kernels, or of this kernel on other GPUs), its
+//! portfolio comes first: at most five configurations that were near the best in those
+//! searches, a bet that costs at most five trials when the kernel is like none of them. The
+//! search then goes on exactly as without one. (Also letting the earlier searches' surrogates
+//! steer expected improvement, weighted by how well they rank this kernel's trials (RGPE),
+//! gained nothing on the recorded grid landscapes once the spread-out design follows the
+//! portfolio, and lost trials on unrelated synthetic ones; see bench/RESULTS.md.)
 
 use super::{History, Strategy};
 use crate::candidate::Candidate;
 use crate::remix::space::{Features, Space};
+use crate::remix::transfer::Transfer;
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -31,6 +40,8 @@ const LENGTHS_PASS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0];
 const LENGTHS_KNOB: &[f64] = &[0.5, 1.0, 2.0, 4.0];
 const ADDITIVE: &[f64] = &[0.0, 0.5, 0.9];
 const REFIT_EVERY: usize = 10;
+/// Candidates measured first from a transfer's portfolio, at most.
+const PORTFOLIO: usize = 5;
 const NOISE: f64 = 1e-3;
 const XI: f64 = 0.01;
 /// Pass-distance caching pays where few pipelines recur (a grid); a free search has
@@ -63,20 +74,20 @@ struct Distances {
 }
 
 impl Distances {
+    /// The point of a candidate; a pipeline's pass features are computed once (parsing a
+    /// pipeline is the costly part, and a pool meets the same pipelines again and again).
     fn point(&mut self, c: &Candidate) -> Point {
-        let f = Space::features(c);
-        let next = self.feats.len();
-        let pipe = *self.pipes.entry(c.pipeline.clone()).or_insert(next);
-        if pipe == next {
-            self.feats.push(Features {
-                passes: f.passes,
-                knobs: Vec::new(),
-            });
+        let knobs = Space::knob_features(c);
+        if let Some(&pipe) = self.pipes.get(&c.pipeline) {
+            return Point { pipe, knobs };
         }
-        Point {
-            pipe,
-            knobs: f.knobs,
-        }
+        let pipe = self.feats.len();
+        self.pipes.insert(c.pipeline.clone(), pipe);
+        self.feats.push(Features {
+            passes: Space::features(c).passes,
+            knobs: Vec::new(),
+        });
+        Point { pipe, knobs }
     }
 
     fn between(&mut self, a: &Point, b: &Point) -> Dist {
@@ -101,9 +112,8 @@ impl Distances {
 }
 
 fn kernel(d: &Dist, h: Hyper, active: &[bool; GROUPS]) -> f64 {
-    let scaled: Vec<f64> = (0..GROUPS)
-        .map(|g| d[g] / if g == 0 { h.pass } else { h.knob })
-        .collect();
+    let scaled: [f64; GROUPS] =
+        std::array::from_fn(|g| d[g] / if g == 0 { h.pass } else { h.knob });
     let product = (-scaled.iter().sum::<f64>()).exp();
     if h.additive == 0.0 {
         return product;
@@ -129,6 +139,10 @@ pub struct Bo {
     active: [bool; GROUPS],
     hyper: Hyper,
     fitted_at: usize,
+    transfer: Option<Transfer>,
+    portfolio: usize,
+    /// A small finite space's points with their surrogate points (computed once).
+    finite: Option<Vec<(Candidate, Point)>>,
 }
 
 impl Bo {
@@ -147,7 +161,19 @@ impl Bo {
                 additive: 0.5,
             },
             fitted_at: 0,
+            transfer: None,
+            portfolio: 0,
+            finite: None,
         }
+    }
+
+    /// Bayesian optimization that measures a transfer's portfolio first (see the module text).
+    pub fn with_transfer(seed: u64, transfer: Transfer) -> Bo {
+        let mut bo = Bo::new(seed);
+        if !transfer.sources.is_empty() {
+            bo.transfer = Some(transfer);
+        }
+        bo
     }
 
     /// Targets: log ratios, failures set above the worst, standardized.
@@ -234,12 +260,11 @@ impl Bo {
         }
         let normal = Normal::standard();
         let mut best_ei = (f64::MIN, 0);
-        for (i, c) in pool.iter().enumerate() {
-            let p = self.dists.point(c);
+        for (i, (_, p)) in pool.iter().enumerate() {
             let ks = DVector::from_iterator(
                 n,
                 (0..n).map(|j| {
-                    let d = self.dists.between(&p, &self.told[j]);
+                    let d = self.dists.between(p, &self.told[j]);
                     kernel(&d, self.hyper, &self.active)
                 }),
             );
@@ -257,7 +282,7 @@ impl Bo {
                 best_ei = (ei, i);
             }
         }
-        let c = pool.swap_remove(best_ei.1);
+        let (c, _) = pool.swap_remove(best_ei.1);
         self.hist.mark(&c);
         c
     }
@@ -267,13 +292,19 @@ impl Bo {
         self.hist.fresh(100, || space.sample(rng))
     }
 
-    /// Where expected improvement is maximized: every unseen point of a small finite space;
-    /// otherwise edits of the best candidates (1 to 3 edits) and random samples.
-    fn pool(&mut self, space: &Space) -> Vec<Candidate> {
+    /// Where expected improvement is maximized, with each candidate's point: every unseen
+    /// point of a small finite space (their points computed once); otherwise edits of the best
+    /// candidates (1 to 3 edits) and random samples.
+    fn pool(&mut self, space: &Space) -> Vec<(Candidate, Point)> {
         if let Some(points) = space.points().filter(|p| p.len() <= EXHAUSTIVE_POOL) {
-            return points
+            if self.finite.is_none() {
+                let all = points.iter().map(|c| (c.clone(), self.dists.point(c)));
+                self.finite = Some(all.collect());
+            }
+            let finite = self.finite.as_ref().unwrap();
+            return finite
                 .iter()
-                .filter(|c| !self.hist.seen(c))
+                .filter(|(c, _)| !self.hist.seen(c))
                 .cloned()
                 .collect();
         }
@@ -300,22 +331,46 @@ impl Bo {
         pool.retain(|c| !self.hist.seen(c));
         pool.sort_by_key(Candidate::key);
         pool.dedup();
-        pool
+        pool.into_iter()
+            .map(|c| {
+                let p = self.dists.point(&c);
+                (c, p)
+            })
+            .collect()
     }
 
-    /// The next candidate of the initial design not seen yet.
-    fn next_initial(&mut self, space: &Space) -> Candidate {
-        let rng = &mut self.rng;
-        let design = self
-            .initial
-            .get_or_insert_with(|| space.design(INITIAL, rng));
-        while let Some(c) = (!design.is_empty()).then(|| design.remove(0)) {
+    /// How many candidates the transfer's portfolio put in front of the design.
+    fn portfolio_len(&mut self, space: &Space) -> usize {
+        self.design(space);
+        self.portfolio
+    }
+
+    /// The initial design: a transfer's portfolio, then the space's spread-out design.
+    fn design(&mut self, space: &Space) -> &mut Vec<Candidate> {
+        if self.initial.is_none() {
+            let mut design = match &self.transfer {
+                Some(t) => t.portfolio(PORTFOLIO),
+                None => Vec::new(),
+            };
+            self.portfolio = design.len();
+            design.extend(space.design(INITIAL, &mut self.rng));
+            self.initial = Some(design);
+        }
+        self.initial.as_mut().unwrap()
+    }
+
+    /// The next candidate of the initial design not seen yet; None once it is used up.
+    fn next_initial(&mut self, space: &Space) -> Option<Candidate> {
+        self.design(space);
+        let design = self.initial.as_mut().unwrap();
+        while !design.is_empty() {
+            let c = design.remove(0);
             if !self.hist.seen(&c) {
                 self.hist.mark(&c);
-                return c;
+                return Some(c);
             }
         }
-        self.random(space)
+        None
     }
 }
 
@@ -325,8 +380,11 @@ impl Strategy for Bo {
     }
 
     fn ask(&mut self, space: &Space) -> Candidate {
-        if self.hist.results.len() < INITIAL {
-            return self.next_initial(space);
+        if self.hist.results.len() < INITIAL + self.portfolio_len(space) {
+            return match self.next_initial(space) {
+                Some(c) => c,
+                None => self.random(space),
+            };
         }
         self.propose(space)
     }
@@ -347,5 +405,60 @@ impl Strategy for Bo {
         }
         self.dist.push(row);
         self.told.push(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remix::space::SpaceOptions;
+    use crate::remix::transfer::Source;
+
+    fn grid() -> Space {
+        Space::builtin(SpaceOptions {
+            launch_threads: Some(256),
+            grid: true,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn asks(mut bo: Bo, space: &Space, n: usize) -> Vec<Candidate> {
+        bo.tell(&Candidate::baseline(), Some(1.0));
+        (0..n)
+            .map(|i| {
+                let c = bo.ask(space);
+                bo.tell(&c, Some(1.0 - i as f64 / 100.0));
+                c
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_transfer_portfolio_comes_first_then_the_search_as_without() {
+        let space = grid();
+        // An earlier search in which codegen level 0 won by far.
+        let trials: Vec<(Candidate, Option<f64>)> = space.points().unwrap()[..60]
+            .iter()
+            .map(|c| (c.clone(), Some(if c.codegen_opt == 0 { 0.5 } else { 1.0 })))
+            .collect();
+        let src = Source::new("earlier", &trials, &space).unwrap();
+        let portfolio = Transfer {
+            sources: vec![src.clone()],
+        }
+        .portfolio(PORTFOLIO);
+        assert_eq!(portfolio.len(), 1);
+        assert_eq!(portfolio[0].codegen_opt, 0);
+        let warm = asks(
+            Bo::with_transfer(3, Transfer { sources: vec![src] }),
+            &space,
+            14,
+        );
+        assert_eq!(warm[0], portfolio[0]);
+        // Then the spread-out design of the search without a transfer, and the same model.
+        let cold = asks(Bo::new(3), &space, 10);
+        assert_eq!(warm[1..11], cold[..10]);
+        let empty = asks(Bo::with_transfer(3, Transfer::default()), &space, 14);
+        assert_eq!(empty, asks(Bo::new(3), &space, 14));
     }
 }

@@ -29,8 +29,21 @@ pub const NAMES: &[&str] = &["bo", "random", "local", "evolution", "exhaustive"]
 pub struct UnknownStrategy(pub String);
 
 pub fn make(name: &str, seed: u64) -> Result<Box<dyn Strategy + Send>, UnknownStrategy> {
+    make_with(name, seed, None)
+}
+
+/// A strategy that may learn from earlier searches; only `bo` uses a transfer, the others
+/// are the same with or without one.
+pub fn make_with(
+    name: &str,
+    seed: u64,
+    transfer: Option<&crate::remix::transfer::Transfer>,
+) -> Result<Box<dyn Strategy + Send>, UnknownStrategy> {
     Ok(match name {
-        "bo" => Box::new(bo::Bo::new(seed)),
+        "bo" => match transfer {
+            Some(t) => Box::new(bo::Bo::with_transfer(seed, t.clone())),
+            None => Box::new(bo::Bo::new(seed)),
+        },
         "random" => Box::new(random::Random::new(seed)),
         "local" => Box::new(local::Local::new(seed)),
         "evolution" | "evo" => Box::new(evolution::Evolution::new(seed)),

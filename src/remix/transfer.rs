@@ -1,0 +1,287 @@
+//! Learning from earlier searches. A store that has tuned other kernels on this GPU, or this
+//! kernel on another GPU, knows which configurations tend to win; a new search measures a few
+//! of those first instead of starting from nothing (warm-starting with a portfolio, as
+//! auto-sklearn does for hyperparameter search).
+//!
+//! The *portfolio* is the fewest configurations (at most a handful) such that every source has
+//! one of its winners — within 2% of its best — among them, chosen greedily by how many
+//! sources each covers. The `bo` strategy measures it right after the baseline, then searches
+//! as it would without it: when the kernel resembles an earlier one, the portfolio finds what
+//! won there in a trial or two; when it resembles none, it costs those few trials. What is used
+//! is recorded (`<gpu>.transfer.json`) so that `--resume` asks the same candidates.
+
+use super::space::Space;
+use crate::candidate::Candidate;
+use crate::store::trials::{TransferSource, TransferSources, FORMAT};
+use crate::store::{Store, StoreError};
+use std::collections::{HashMap, HashSet};
+
+/// At most this many earlier searches are used (each costs a surrogate).
+pub const MAX_SOURCES: usize = 16;
+/// Of each source at most this many trials: its best ones, then the earliest others.
+const MAX_TRIALS: usize = 96;
+const KEEP_BEST: usize = 32;
+/// A source needs this many valid trials to say anything.
+const MIN_VALID: usize = 5;
+/// A configuration within this fraction of a source's best counts as one of its winners.
+const NEAR_BEST: f64 = 0.98;
+
+/// One earlier search: its candidates as points of this search's space, with time over
+/// baseline (None: failed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    pub name: String,
+    pub trials: Vec<(Candidate, Option<f64>)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Transfer {
+    pub sources: Vec<Source>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("kernel {kernel} on {gpu}: its trials file now holds {have} trials, fewer than the {want} this search learned from; fix: restore that file, or start the search over")]
+    Shrunk {
+        kernel: String,
+        gpu: String,
+        want: usize,
+        have: usize,
+    },
+}
+
+impl Source {
+    /// A source from an earlier search's trials, in trial order, adopted into `space`; None
+    /// when too few of them are valid there.
+    pub fn new(name: &str, trials: &[(Candidate, Option<f64>)], space: &Space) -> Option<Source> {
+        let mut seen = HashSet::new();
+        let adopted: Vec<(Candidate, Option<f64>)> = trials
+            .iter()
+            .filter_map(|(c, r)| Some((space.adopt(c)?, *r)))
+            .filter(|(c, _)| seen.insert(c.clone()))
+            .collect();
+        if adopted.iter().filter(|(_, r)| r.is_some()).count() < MIN_VALID {
+            return None;
+        }
+        let mut by_ratio: Vec<usize> = (0..adopted.len())
+            .filter(|&i| adopted[i].1.is_some())
+            .collect();
+        by_ratio.sort_by(|&a, &b| adopted[a].1.unwrap().total_cmp(&adopted[b].1.unwrap()));
+        let mut keep: HashSet<usize> = by_ratio.into_iter().take(KEEP_BEST).collect();
+        for i in 0..adopted.len() {
+            if keep.len() >= MAX_TRIALS {
+                break;
+            }
+            keep.insert(i);
+        }
+        Some(Source {
+            name: name.into(),
+            trials: (0..adopted.len())
+                .filter(|i| keep.contains(i))
+                .map(|i| adopted[i].clone())
+                .collect(),
+        })
+    }
+
+    /// Candidates within `NEAR_BEST` of this source's best.
+    fn winners(&self) -> Vec<(&Candidate, f64)> {
+        let best = self
+            .trials
+            .iter()
+            .filter_map(|(_, r)| *r)
+            .fold(f64::MAX, f64::min);
+        self.trials
+            .iter()
+            .filter_map(|(c, r)| r.filter(|r| *r <= best / NEAR_BEST).map(|r| (c, r)))
+            .collect()
+    }
+}
+
+impl Transfer {
+    /// Which earlier searches in the store a search of `kernel` on `gpu` learns from: the same
+    /// kernel on other GPUs first, then other kernels on this GPU, then the rest (by trials
+    /// file within each), at most `MAX_SOURCES`, each with all its trials so far.
+    pub fn choose(store: &Store, kernel: &str, gpu: &str) -> Result<TransferSources, StoreError> {
+        let mut found: Vec<(u8, TransferSource)> = Vec::new();
+        for (_, recs) in store.trial_sets()? {
+            let Some(first) = recs.first() else { continue };
+            if first.kernel == kernel && first.gpu == gpu {
+                continue;
+            }
+            if recs.iter().filter(|r| r.ratio().is_some()).count() < MIN_VALID {
+                continue;
+            }
+            let rank = match (first.kernel == kernel, first.gpu == gpu) {
+                (true, _) => 0,
+                (false, true) => 1,
+                (false, false) => 2,
+            };
+            found.push((
+                rank,
+                TransferSource {
+                    kernel: first.kernel.clone(),
+                    gpu: first.gpu.clone(),
+                    trials: recs.len(),
+                },
+            ));
+        }
+        found.sort_by_key(|(rank, _)| *rank);
+        Ok(TransferSources {
+            format: FORMAT,
+            sources: found
+                .into_iter()
+                .take(MAX_SOURCES)
+                .map(|(_, s)| s)
+                .collect(),
+        })
+    }
+
+    /// The sources named in `refs`, read from the store (the first `trials` records of each).
+    pub fn load(
+        store: &Store,
+        refs: &TransferSources,
+        space: &Space,
+    ) -> Result<Transfer, TransferError> {
+        let mut sources = Vec::new();
+        for r in &refs.sources {
+            let recs = store.trials(&r.kernel, &r.gpu)?;
+            if recs.len() < r.trials {
+                return Err(TransferError::Shrunk {
+                    kernel: r.kernel.clone(),
+                    gpu: r.gpu.clone(),
+                    want: r.trials,
+                    have: recs.len(),
+                });
+            }
+            let trials: Vec<(Candidate, Option<f64>)> = recs[..r.trials]
+                .iter()
+                .map(|t| (t.candidate.clone(), t.ratio()))
+                .collect();
+            let name = format!("{} on {}", r.kernel, r.gpu);
+            sources.extend(Source::new(&name, &trials, space));
+        }
+        Ok(Transfer { sources })
+    }
+
+    /// The fewest candidates (at most `k`) such that every source has one of its winners among
+    /// them, chosen greedily: each next one is a winner of the most sources not yet covered
+    /// (ties: the lower mean ratio, then the candidate's key). Sources where -O3 is already a
+    /// winner are covered by the baseline, which every search measures first.
+    pub fn portfolio(&self, k: usize) -> Vec<Candidate> {
+        let baseline = Candidate::baseline();
+        let winners: Vec<Vec<(&Candidate, f64)>> =
+            self.sources.iter().map(Source::winners).collect();
+        let mut open: Vec<usize> = (0..winners.len())
+            .filter(|&s| winners[s].iter().all(|(c, _)| **c != baseline))
+            .collect();
+        let mut chosen = Vec::new();
+        while chosen.len() < k && !open.is_empty() {
+            let mut votes: HashMap<&Candidate, (usize, f64)> = HashMap::new();
+            for &s in &open {
+                for &(c, r) in &winners[s] {
+                    let v = votes.entry(c).or_default();
+                    v.0 += 1;
+                    v.1 += r;
+                }
+            }
+            let Some(pick) = votes
+                .into_iter()
+                .map(|(c, (n, sum))| (c, n, sum / n as f64))
+                .min_by(|a, b| {
+                    b.1.cmp(&a.1)
+                        .then(a.2.total_cmp(&b.2))
+                        .then_with(|| a.0.key().cmp(&b.0.key()))
+                })
+                .map(|(c, _, _)| c.clone())
+            else {
+                break;
+            };
+            open.retain(|&s| winners[s].iter().all(|(c, _)| **c != pick));
+            chosen.push(pick);
+        }
+        chosen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remix::space::SpaceOptions;
+
+    fn grid() -> Space {
+        Space::builtin(SpaceOptions {
+            launch_threads: Some(256),
+            grid: true,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn with_cg(cg: u8) -> Candidate {
+        Candidate {
+            codegen_opt: cg,
+            ..Candidate::baseline()
+        }
+    }
+
+    fn source(name: &str, trials: &[(Candidate, f64)], space: &Space) -> Source {
+        let t: Vec<_> = trials.iter().map(|(c, r)| (c.clone(), Some(*r))).collect();
+        Source::new(name, &t, space).unwrap()
+    }
+
+    #[test]
+    fn the_portfolio_covers_every_source_with_the_fewest_picks() {
+        let s = grid();
+        let o2 = Candidate::with_pipeline("default<O2>");
+        let filler = [(with_cg(1), 0.99), (with_cg(2), 0.995)];
+        let a = [(o2.clone(), 0.8), (with_cg(0), 0.95)];
+        let b = [(o2.clone(), 0.81), (with_cg(0), 0.80)];
+        let c = [(with_cg(0), 0.7), (o2.clone(), 0.9)];
+        let all: Vec<Source> = [&a, &b, &c]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut t = t.to_vec();
+                t.extend(filler.clone());
+                t.push((Candidate::baseline(), 1.0));
+                source(&format!("s{i}"), &t, &s)
+            })
+            .collect();
+        let tr = Transfer { sources: all };
+        // O2 wins in a and b (within 2% in b), cg0 in b and c: two picks cover all three,
+        // cg0 first (two votes each; its mean ratio is lower).
+        assert_eq!(tr.portfolio(5), vec![with_cg(0), o2]);
+        assert_eq!(tr.portfolio(1).len(), 1);
+    }
+
+    #[test]
+    fn sources_are_adopted_into_the_space_and_capped() {
+        let s = grid();
+        // Another kernel launched with 128 threads: .maxntid 128 becomes this kernel's 256.
+        let mut own_block = with_cg(2);
+        own_block.max_threads = Some(128);
+        // (First, since a later trial of the same point would be a repeat and dropped.)
+        let trials: Vec<(Candidate, Option<f64>)> = std::iter::once((own_block, Some(0.5)))
+            .chain(
+                s.points()
+                    .unwrap()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (c.clone(), Some(1.0 + i as f64 / 1000.0))),
+            )
+            .collect();
+        let src = Source::new("k", &trials, &s).unwrap();
+        assert_eq!(src.trials.len(), MAX_TRIALS);
+        let adopted = src.trials.iter().find(|(_, r)| *r == Some(0.5)).unwrap();
+        assert_eq!(adopted.0.max_threads, Some(256));
+        assert!(s.points().unwrap().contains(&adopted.0));
+        // A free-space pipeline is no grid point, and too few valid trials say nothing.
+        let free = [(
+            Candidate::with_pipeline("function(instcombine<>)"),
+            Some(0.5),
+        )];
+        assert!(Source::new("k", &free, &s).is_none());
+    }
+}
