@@ -858,8 +858,9 @@ fn ablate_best(
     for r in &recs {
         log.append(r)?;
     }
+    let failed = recs.iter().filter(|r| r.ptx_hash.is_none()).count();
     println!(
-        "ablations: {} passes of the best pipeline removed one at a time ({measured} measured, the rest had the PTX of a measured trial); `r3 report` shows what each is worth",
+        "ablations: {} passes of the best pipeline removed one at a time ({measured} measured, {failed} did not compile, the rest had the PTX of a measured trial); `r3 report` shows what each is worth",
         recs.len()
     );
     Ok(())

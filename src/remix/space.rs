@@ -262,6 +262,17 @@ impl Space {
         }
     }
 
+    /// The grid space of a kernel launched with 256 threads (for tests).
+    #[cfg(test)]
+    pub(crate) fn test_grid() -> Space {
+        Space::builtin(SpaceOptions {
+            launch_threads: Some(256),
+            grid: true,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
     /// Block size the launch will use: the candidate's, else the recorded one.
     fn threads(&self, c: &Candidate) -> Option<u32> {
         c.block_x.or(self.opts.launch_threads)

@@ -208,16 +208,6 @@ impl Transfer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remix::space::SpaceOptions;
-
-    fn grid() -> Space {
-        Space::builtin(SpaceOptions {
-            launch_threads: Some(256),
-            grid: true,
-            ..Default::default()
-        })
-        .unwrap()
-    }
 
     fn with_cg(cg: u8) -> Candidate {
         Candidate {
@@ -233,7 +223,7 @@ mod tests {
 
     #[test]
     fn the_portfolio_covers_every_source_with_the_fewest_picks() {
-        let s = grid();
+        let s = Space::test_grid();
         let o2 = Candidate::with_pipeline("default<O2>");
         let filler = [(with_cg(1), 0.99), (with_cg(2), 0.995)];
         let a = [(o2.clone(), 0.8), (with_cg(0), 0.95)];
@@ -258,7 +248,7 @@ mod tests {
 
     #[test]
     fn sources_are_adopted_into_the_space_and_capped() {
-        let s = grid();
+        let s = Space::test_grid();
         // Another kernel launched with 128 threads: .maxntid 128 becomes this kernel's 256.
         let mut own_block = with_cg(2);
         own_block.max_threads = Some(128);

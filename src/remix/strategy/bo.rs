@@ -411,17 +411,7 @@ impl Strategy for Bo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remix::space::SpaceOptions;
     use crate::remix::transfer::Source;
-
-    fn grid() -> Space {
-        Space::builtin(SpaceOptions {
-            launch_threads: Some(256),
-            grid: true,
-            ..Default::default()
-        })
-        .unwrap()
-    }
 
     fn asks(mut bo: Bo, space: &Space, n: usize) -> Vec<Candidate> {
         bo.tell(&Candidate::baseline(), Some(1.0));
@@ -436,7 +426,7 @@ mod tests {
 
     #[test]
     fn a_transfer_portfolio_comes_first_then_the_search_as_without() {
-        let space = grid();
+        let space = Space::test_grid();
         // An earlier search in which codegen level 0 won by far.
         let trials: Vec<(Candidate, Option<f64>)> = space.points().unwrap()[..60]
             .iter()
