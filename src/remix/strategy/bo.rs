@@ -18,7 +18,7 @@
 //! search then goes on exactly as without one. (Also letting the earlier searches' surrogates
 //! steer expected improvement, weighted by how well they rank this kernel's trials (RGPE),
 //! gained nothing on the recorded grid landscapes once the spread-out design follows the
-//! portfolio, and lost trials on unrelated synthetic ones; see bench/RESULTS.md.)
+//! portfolio, and lost trials on partly unrelated synthetic ones; see bench/RESULTS.md.)
 
 use super::{History, Strategy};
 use crate::candidate::Candidate;
