@@ -450,20 +450,22 @@ impl Stream<'_> {
                 let l = l.expect("every candidate of the round was lowered");
                 let (outcome, duplicate_of, measure_ms) = match &l {
                     Err(o) => (o.clone(), None, 0.0),
-                    Ok(l) => match self.known.get(&measure_key(&l.ptx_hash, &l.candidate)) {
-                        Some((d, o)) => (o.clone(), Some(*d), 0.0),
-                        None => {
-                            let key = measure_key(&l.ptx_hash, &l.candidate);
-                            let (o, per) = self.measured[&key].clone();
-                            match first.get(&key) {
-                                Some(&d) => (o, Some(d), 0.0),
-                                None => {
-                                    first.insert(key, t);
-                                    (o, None, per)
+                    Ok(l) => {
+                        let key = measure_key(&l.ptx_hash, &l.candidate);
+                        match self.known.get(&key) {
+                            Some((d, o)) => (o.clone(), Some(*d), 0.0),
+                            None => {
+                                let (o, per) = self.measured[&key].clone();
+                                match first.get(&key) {
+                                    Some(&d) => (o, Some(d), 0.0),
+                                    None => {
+                                        first.insert(key, t);
+                                        (o, None, per)
+                                    }
                                 }
                             }
                         }
-                    },
+                    }
                 };
                 Evaluated {
                     lowered: l,
