@@ -77,8 +77,8 @@ fn main() {
     for (t, l) in tables.iter().enumerate() {
         print!("{:<24}", l.kernel);
         let transfer = with_transfer.then(|| match from.is_empty() {
-            true => learn_from(&tables, &earlier, &l.space, Some(t)),
-            false => learn_from(&from, &earlier, &l.space, None),
+            true => learn_from(&tables, &earlier, l, Some(t)),
+            false => learn_from(&from, &earlier, l, None),
         });
         for (k, s) in strategies.iter().enumerate() {
             let (name, tr) = match s.strip_suffix("+transfer") {
@@ -167,18 +167,21 @@ fn earlier_search(l: &Landscape) -> Vec<(r3::candidate::Candidate, Option<f64>)>
         .collect()
 }
 
-/// What a search in `space` learns from: the earlier searches of `sources`, but for `skip`.
+/// What a search of `target` learns from: the earlier searches of `sources`, but for `skip`.
 fn learn_from(
     sources: &[Landscape],
     earlier: &[Vec<(r3::candidate::Candidate, Option<f64>)>],
-    space: &r3::remix::space::SpaceOptions,
+    target: &Landscape,
     skip: Option<usize>,
 ) -> Transfer {
-    let space = Space::builtin(space.clone()).unwrap();
+    let space = Space::builtin(target.space.clone()).unwrap();
     Transfer {
         sources: (0..sources.len())
             .filter(|&s| Some(s) != skip)
-            .filter_map(|s| Source::new(&sources[s].kernel, &earlier[s], &space))
+            .filter_map(|s| {
+                let source = Source::new(&sources[s].kernel, &earlier[s], &space)?;
+                Some(source.of_same_kernel(sources[s].kernel == target.kernel))
+            })
             .collect(),
     }
 }

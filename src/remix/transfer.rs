@@ -3,9 +3,10 @@
 //! of those first instead of starting from nothing (warm-starting with a portfolio, as
 //! auto-sklearn does for hyperparameter search).
 //!
-//! The *portfolio* is the fewest configurations (at most a handful) such that every source has
-//! one of its winners — within 2% of its best — among them, chosen greedily by how many
-//! sources each covers. The `bo` strategy measures it right after the baseline, then searches
+//! The *portfolio* is, first, the best of each earlier search of this same kernel (on other
+//! GPUs: the closest evidence there is), then the fewest configurations such that every source
+//! has one of its winners — within 2% of its best — among them, chosen greedily by how many
+//! sources each covers; at most a handful in all. The `bo` strategy measures it right after the baseline, then searches
 //! as it would without it: when the kernel resembles an earlier one, the portfolio finds what
 //! won there in a trial or two; when it resembles none, it costs those few trials. What is used
 //! is recorded (`<gpu>.transfer.json`) so that `--resume` asks the same candidates.
@@ -32,6 +33,9 @@ const NEAR_BEST: f64 = 0.98;
 pub struct Source {
     pub name: String,
     pub trials: Vec<(Candidate, Option<f64>)>,
+    /// The same kernel, searched on another GPU: the closest evidence there is, so its best
+    /// leads the portfolio.
+    pub same_kernel: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -82,7 +86,25 @@ impl Source {
                 .filter(|i| keep.contains(i))
                 .map(|i| adopted[i].clone())
                 .collect(),
+            same_kernel: false,
         })
+    }
+
+    /// Marks a source as a search of the same kernel (on another GPU).
+    pub fn of_same_kernel(self, same: bool) -> Source {
+        Source {
+            same_kernel: same,
+            ..self
+        }
+    }
+
+    /// The valid candidate with the lowest ratio.
+    fn best(&self) -> Option<&Candidate> {
+        self.trials
+            .iter()
+            .filter_map(|(c, r)| r.map(|r| (c, r)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(c, _)| c)
     }
 
     /// Candidates within `NEAR_BEST` of this source's best.
@@ -138,11 +160,13 @@ impl Transfer {
         })
     }
 
-    /// The sources named in `refs`, read from the store (the first `trials` records of each).
+    /// The sources named in `refs`, read from the store (the first `trials` records of each),
+    /// for a search of `kernel`.
     pub fn load(
         store: &Store,
         refs: &TransferSources,
         space: &Space,
+        kernel: &str,
     ) -> Result<Transfer, TransferError> {
         let mut sources = Vec::new();
         for r in &refs.sources {
@@ -160,23 +184,36 @@ impl Transfer {
                 .map(|t| (t.candidate.clone(), t.ratio()))
                 .collect();
             let name = format!("{} on {}", r.kernel, r.gpu);
-            sources.extend(Source::new(&name, &trials, space));
+            let source = Source::new(&name, &trials, space);
+            sources.extend(source.map(|s| s.of_same_kernel(r.kernel == kernel)));
         }
         Ok(Transfer { sources })
     }
 
     /// The fewest candidates (at most `k`) such that every source has one of its winners among
-    /// them, chosen greedily: each next one is a winner of the most sources not yet covered
-    /// (ties: the lower mean ratio, then the candidate's key). Sources where -O3 is already a
-    /// winner are covered by the baseline, which every search measures first.
+    /// them: first the best of each search of the same kernel (on other GPUs), then greedily
+    /// each next one a winner of the most sources not yet covered (ties: the lower mean ratio,
+    /// then the candidate's key). Sources where -O3 is already a winner are covered by the
+    /// baseline, which every search measures first.
     pub fn portfolio(&self, k: usize) -> Vec<Candidate> {
         let baseline = Candidate::baseline();
         let winners: Vec<Vec<(&Candidate, f64)>> =
             self.sources.iter().map(Source::winners).collect();
+        let mut chosen: Vec<Candidate> = Vec::new();
+        for s in self.sources.iter().filter(|s| s.same_kernel) {
+            if let Some(best) = s.best().filter(|b| **b != baseline && !chosen.contains(b)) {
+                chosen.push(best.clone());
+            }
+        }
+        chosen.truncate(k);
+        let covered = |s: usize, chosen: &[Candidate]| {
+            winners[s]
+                .iter()
+                .any(|(c, _)| **c == baseline || chosen.contains(c))
+        };
         let mut open: Vec<usize> = (0..winners.len())
-            .filter(|&s| winners[s].iter().all(|(c, _)| **c != baseline))
+            .filter(|&s| !covered(s, &chosen))
             .collect();
-        let mut chosen = Vec::new();
         while chosen.len() < k && !open.is_empty() {
             let mut votes: HashMap<&Candidate, (usize, f64)> = HashMap::new();
             for &s in &open {
@@ -198,8 +235,8 @@ impl Transfer {
             else {
                 break;
             };
-            open.retain(|&s| winners[s].iter().all(|(c, _)| **c != pick));
             chosen.push(pick);
+            open.retain(|&s| !covered(s, &chosen));
         }
         chosen
     }
@@ -242,8 +279,12 @@ mod tests {
         let tr = Transfer { sources: all };
         // O2 wins in a and b (within 2% in b), cg0 in b and c: two picks cover all three,
         // cg0 first (two votes each; its mean ratio is lower).
-        assert_eq!(tr.portfolio(5), vec![with_cg(0), o2]);
+        assert_eq!(tr.portfolio(5), vec![with_cg(0), o2.clone()]);
         assert_eq!(tr.portfolio(1).len(), 1);
+        // The same kernel on another GPU leads, whatever covers most.
+        let mut tr = tr;
+        tr.sources[0].same_kernel = true;
+        assert_eq!(tr.portfolio(5), vec![o2, with_cg(0)]);
     }
 
     #[test]

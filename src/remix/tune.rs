@@ -640,5 +640,5 @@ fn transfer_for(
         store.write_transfer_sources(&opts.kernel, gpu, &refs)?;
         refs
     };
-    Ok(Transfer::load(store, &refs, space)?)
+    Ok(Transfer::load(store, &refs, space, &opts.kernel)?)
 }
