@@ -92,26 +92,23 @@ fn a_stopped_tune_resumes_with_no_lost_or_repeated_trial() {
     }
 }
 
+/// Tunes kernel "k" on a simulator into `store` (GPU "sim").
+fn tune_sim(store: &Store, sim: &mut Simulator, o: &TuneOptions) -> Summary {
+    let space = Space::builtin(sim.landscape.space.clone()).unwrap();
+    let mut log = store.open_trials("k", "sim").unwrap();
+    let never = AtomicBool::new(false);
+    tune(sim, &space, o, Vec::new(), Some(&mut log), &never, |_| {}).unwrap()
+}
+
 #[test]
 fn identical_ptx_is_measured_once() {
     let l = synthetic(Family::Knobs, 2);
-    let space = Space::builtin(l.space.clone()).unwrap();
     let mut sim = Simulator::new(l);
     let mut o = opts("random", 120);
     o.batch = 8;
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
-    let mut log = store.open_trials("k", "sim").unwrap();
-    let s = tune(
-        &mut sim,
-        &space,
-        &o,
-        Vec::new(),
-        Some(&mut log),
-        &AtomicBool::new(false),
-        |_| {},
-    )
-    .unwrap();
+    let s = tune_sim(&store, &mut sim, &o);
     let recs = store.trials("k", "sim").unwrap();
     let mut hashes: Vec<&str> = recs
         .iter()
@@ -602,23 +599,11 @@ fn no_transfer_means_the_cold_search() {
 
 #[test]
 fn candidates_outside_the_search_reuse_measured_ptx() {
-    let l = synthetic(Family::Knobs, 2);
-    let space = Space::builtin(l.space.clone()).unwrap();
-    let mut sim = Simulator::new(l);
+    let mut sim = Simulator::new(synthetic(Family::Knobs, 2));
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
-    let mut log = store.open_trials("k", "sim").unwrap();
     let o = opts("random", 12);
-    tune(
-        &mut sim,
-        &space,
-        &o,
-        Vec::new(),
-        Some(&mut log),
-        &AtomicBool::new(false),
-        |_| {},
-    )
-    .unwrap();
+    tune_sim(&store, &mut sim, &o);
     let known = store.trials("k", "sim").unwrap();
     let before = sim.measured().len();
     // Two trials already measured, and one new candidate asked twice.
