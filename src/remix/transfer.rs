@@ -6,10 +6,11 @@
 //! The *portfolio* is, first, the best of each earlier search of this same kernel (on other
 //! GPUs: the closest evidence there is), then the fewest configurations such that every source
 //! has one of its winners — within 2% of its best — among them, chosen greedily by how many
-//! sources each covers; at most a handful in all. The `bo` strategy measures it right after the baseline, then searches
-//! as it would without it: when the kernel resembles an earlier one, the portfolio finds what
-//! won there in a trial or two; when it resembles none, it costs those few trials. What is used
-//! is recorded (`<gpu>.transfer.json`) so that `--resume` asks the same candidates.
+//! sources each covers; at most a handful in all. The `bo` strategy measures it right after
+//! the baseline, then searches as it would without it: when the kernel resembles an earlier
+//! one, the portfolio finds what won there in a trial or two; when it resembles none, it costs
+//! those few trials. What is used is recorded (`<gpu>.transfer.json`) so that `--resume` asks
+//! the same candidates.
 
 use super::space::Space;
 use crate::candidate::Candidate;
@@ -17,9 +18,10 @@ use crate::store::trials::{TransferSource, TransferSources, FORMAT};
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
 
-/// At most this many earlier searches are used (each costs a surrogate).
+/// At most this many earlier searches are used, and of each at most `MAX_TRIALS` trials (its
+/// `KEEP_BEST` best, then the earliest others): a store of many large searches stays cheap to
+/// read and to choose a portfolio from.
 pub const MAX_SOURCES: usize = 16;
-/// Of each source at most this many trials: its best ones, then the earliest others.
 const MAX_TRIALS: usize = 96;
 const KEEP_BEST: usize = 32;
 /// A source needs this many valid trials to say anything.
