@@ -155,6 +155,20 @@ enum Cmd {
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Each tuned kernel's winner as one JSON file to commit (docs/export-schema.md); build from
+    /// it with `r3-clang++ --r3-apply=FILE`, no store needed.
+    Export {
+        /// Write to FILE (atomically) instead of standard output.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Which GPU's searches, when several GPUs of one arch tuned a kernel (part of its name).
+        #[arg(long, value_name = "NAME")]
+        gpu: Option<String>,
+        /// Ship launch bounds (.maxntid) too: only right if the program never launches a kernel
+        /// with more threads per block than when it was recorded.
+        #[arg(long)]
+        launch_bounds: bool,
+    },
     /// The pass catalog and pipeline presets (passes/*.toml).
     Passes {
         /// Print a preset's full pipeline text, e.g. O3.
@@ -358,6 +372,19 @@ fn run(cli: Cli) -> Result<i32> {
             format,
             output.as_deref(),
         ),
+        Cmd::Export {
+            output,
+            gpu,
+            launch_bounds,
+        } => {
+            let env = r3::apply::plan::Policy::from_env();
+            let policy = r3::apply::plan::Policy {
+                launch_bounds: launch_bounds || env.launch_bounds,
+                gpu: gpu.or(env.gpu),
+                simulated: env.simulated,
+            };
+            export(cli.store.as_deref(), &cwd, &policy, output.as_deref())
+        }
         Cmd::Passes { print } => passes(print.as_deref()),
         Cmd::Ptx {
             input,
@@ -401,8 +428,7 @@ fn report(
     format: r3::report::render::Format,
     output: Option<&Path>,
 ) -> Result<i32> {
-    let loc = r3::store::locate(store, cwd);
-    let store = r3::store::Store::open(&loc.path)?;
+    let store = open_store(store, cwd, false)?;
     let ptxas = r3::toolchain::find_cuda(cuda)
         .ok()
         .map(|f| f.path.join("bin/ptxas"))
@@ -421,6 +447,29 @@ fn report(
         None => print!("{text}"),
     }
     Ok(0)
+}
+
+/// Opens (or creates) the store a command uses. A format-1 store is brought to format 2 first,
+/// with one message saying what moved; nothing is lost either way (see store::migrate).
+fn open_store(store: Option<&Path>, cwd: &Path, create: bool) -> Result<r3::store::Store> {
+    let loc = r3::store::locate(store, cwd);
+    let mut store = if create {
+        r3::store::Store::create(&loc.path)?
+    } else {
+        r3::store::Store::open(&loc.path)?
+    };
+    if let Some(m) = store.migrate()? {
+        eprintln!(
+            "r3: store {} migrated to format {}: trials of {} kernels moved under their content hashes",
+            loc.path.display(),
+            r3::store::FORMAT,
+            m.moved.len()
+        );
+        for (dir, why) in &m.kept {
+            eprintln!("r3:   trials/{dir} left as it was: {why}");
+        }
+    }
+    Ok(store)
 }
 
 fn doctor(cuda: Option<&Path>, store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
@@ -450,8 +499,7 @@ fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
 
 /// Runs the program with recording on; it writes recordings into the store as it runs.
 fn record(store: Option<&Path>, cwd: &Path, launches: u32, command: &[String]) -> Result<i32> {
-    let loc = r3::store::locate(store, cwd);
-    let store = r3::store::Store::create(&loc.path)?;
+    let store = open_store(store, cwd, true)?;
     let before: std::collections::HashSet<String> =
         store.recordings(None)?.into_iter().map(|r| r.id).collect();
     let status = std::process::Command::new(&command[0])
@@ -506,8 +554,7 @@ fn replay(
     } = *how;
     // Broken candidates first, then the candidate as it is: it must still succeed after them.
     let mutations: Vec<_> = how.mutate.iter().copied().map(Some).chain([None]).collect();
-    let loc = r3::store::locate(store, cwd);
-    let store = r3::store::Store::open(&loc.path)?;
+    let store = open_store(store, cwd, false)?;
     let recs = select_recordings(&store, sel)?;
     let gpu = match r3::gpu::probe() {
         r3::gpu::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
@@ -564,28 +611,48 @@ fn select_recordings(
     let recs: Vec<_> = match (&sel.kernel, &sel.record, sel.all) {
         (_, Some(id), _) => all.into_iter().filter(|r| &r.id == id).collect(),
         (None, None, true) => all.into_iter().filter(replayable).collect(),
-        (Some(k), None, _) => {
-            let hashes: Vec<String> = store
-                .kernels()?
-                .into_iter()
-                .filter(|s| &s.hash == k)
-                .map(|s| s.signature.name)
-                .collect();
-            all.into_iter()
-                .filter(replayable)
-                .filter(|r| {
-                    hashes.contains(&r.launch.kernel)
-                        || &r.launch.kernel == k
-                        || r3::ir::extract::demangle(&r.launch.kernel).contains(k.as_str())
-                })
-                .collect()
-        }
+        (Some(word), None, _) => recordings_of(store, word, all.into_iter().filter(replayable))?,
         (None, None, false) => anyhow::bail!("name a kernel, a --record, or --all"),
     };
     if recs.is_empty() {
         anyhow::bail!("no replayable recording matches; fix: `r3 record -- ./your-program` first (see `r3 kernels` for names)");
     }
     Ok(recs)
+}
+
+/// The recordings of the kernel a word names (hash, prefix, or name). A name that several
+/// recorded kernels share is an error listing them, never a mix of their recordings.
+fn recordings_of(
+    store: &r3::store::Store,
+    word: &str,
+    recs: impl Iterator<Item = r3::store::records::Recording>,
+) -> Result<Vec<r3::store::records::Recording>> {
+    use r3::store::identity::{self, Resolution};
+    let index = store.index()?;
+    let mut out = Vec::new();
+    let mut kernels = Vec::new();
+    for rec in recs {
+        match index.of_launch(&rec.launch) {
+            Resolution::Kernel(k) if identity::names(word, &k) => {
+                kernels.push(*k);
+                out.push(rec);
+            }
+            Resolution::Ambiguous(ks) if ks.iter().any(|k| identity::names(word, k)) => {
+                let refs: Vec<_> = ks.iter().collect();
+                anyhow::bail!(
+                    "recording {} cannot be tied to one kernel (it names no fatbinary a stored compile produced): {}",
+                    rec.id,
+                    identity::ambiguous(&rec.launch.kernel, &refs)
+                );
+            }
+            _ => {}
+        }
+    }
+    let refs: Vec<_> = kernels.iter().collect();
+    if identity::distinct(&refs) > 1 {
+        return Err(identity::ambiguous(word, &refs).into());
+    }
+    Ok(out)
 }
 
 const TOOLCHAIN: &str = include_str!("../scripts/r3-toolchain.cmake");
@@ -662,11 +729,20 @@ fn tune_simulated(
 ) -> Result<i32> {
     use r3::remix::{sim, space::Space};
     let landscape = sim::Landscape::load(table)?;
-    opts.kernel = kernel.unwrap_or_else(|| landscape.kernel.clone());
+    let store = open_store(store, cwd, true)?;
+    // A stored kernel's simulated trials go under its hash, as measured ones would; any other
+    // word (a landscape's own kernel name) keys the trials as it is.
+    let word = kernel.unwrap_or_else(|| landscape.kernel.clone());
+    let index = store.index()?;
+    let found = index.select(&word);
+    opts.kernel = match r3::store::identity::distinct(&found) {
+        0 => word,
+        1 => found[0].hash.clone(),
+        _ => return Err(r3::store::identity::ambiguous(&word, &found).into()),
+    };
     let space = Space::builtin(landscape.space.clone())?;
     opts.budget = finite_budget(opts.budget, &space);
     let mut sim = sim::Simulator::new(landscape);
-    let store = r3::store::Store::create(&r3::store::locate(store, cwd).path)?;
     tune_one(&store, &mut sim, &space, &opts, resume, &stop_flag())
 }
 
@@ -696,14 +772,17 @@ fn tune_one<E: r3::replay::Evaluator + Sync>(
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<i32> {
     use r3::remix::tune;
+    let label = store.kernel(&opts.kernel).map_or_else(
+        |_| opts.kernel.clone(),
+        |k| format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
+    );
     let (summary, path) = tune::tune_in_store(store, eval, space, opts, resume, stop, |p| {
         let best = p
             .best
             .map(|(t, r)| format!("best {:.4}x of -O3 (trial {t})", r))
             .unwrap_or_else(|| "no valid candidate yet".into());
         eprintln!(
-            "{}: trial {}/{} · measured {} · {best} · {:.1}s",
-            opts.kernel,
+            "{label}: trial {}/{} · measured {} · {best} · {:.1}s",
             p.trial,
             p.budget,
             p.measured,
@@ -716,8 +795,7 @@ fn tune_one<E: r3::replay::Evaluator + Sync>(
         tune::Stop::Interrupted => "interrupted; continue with --resume",
     };
     println!(
-        "{}: {} trials ({} resumed, {} measured), {how}; trials in {}",
-        opts.kernel,
+        "{label}: {} trials ({} resumed, {} measured), {how}; trials in {}",
         summary.trials,
         summary.resumed,
         summary.measured,
@@ -758,16 +836,24 @@ fn tune_gpu(
     }) else {
         anyhow::bail!("no GPU on this machine: tune measures candidates on one (try `r3 tune --simulate TABLE.json`)");
     };
-    let store = r3::store::Store::open(&r3::store::locate(store, cwd).path)?;
+    let store = open_store(store, cwd, false)?;
     let target = r3::lower::Codegen {
         sm: gpu.sm(),
         ptx: Some(r3::lower::ptx_for_driver(driver).into()),
         opt_level: 3,
     };
+    // One search per kernel (content hash), against its first replayable recording.
+    let index = store.index()?;
     let mut seen = std::collections::HashSet::new();
     let recs: Vec<_> = select_recordings(&store, sel)?
         .into_iter()
-        .filter(|r| seen.insert(r.launch.kernel.clone()))
+        .filter(|r| {
+            let key = match index.of_launch(&r.launch) {
+                r3::store::identity::Resolution::Kernel(k) => k.hash,
+                _ => r.id.clone(), // an error of its own below, once per recording
+            };
+            seen.insert(key)
+        })
         .collect();
     let stop = stop_flag();
     let mut code = 0;
@@ -799,7 +885,7 @@ fn tune_gpu(
             ..Default::default()
         })?;
         let opts = r3::remix::tune::TuneOptions {
-            kernel: ev.kernel().signature.name.clone(),
+            kernel: ev.kernel().hash.clone(),
             budget: finite_budget(base.budget, &space),
             ..base.clone()
         };
@@ -928,16 +1014,18 @@ fn tune_dry_run(
     if kernel.is_none() && !all {
         anyhow::bail!("name a kernel, or --all");
     }
-    let store = r3::store::Store::open(&r3::store::locate(store, cwd).path)?;
-    let kernels: Vec<_> = store
-        .kernels()?
-        .into_iter()
-        .filter(|k| {
-            kernel.is_none_or(|want| {
-                k.hash == want || k.signature.name == want || k.signature.demangled.contains(want)
-            })
-        })
-        .collect();
+    let store = open_store(store, cwd, false)?;
+    let index = store.index()?;
+    let kernels: Vec<_> = match kernel {
+        None => index.kernels().iter().collect(),
+        Some(word) => {
+            let found = index.select(word);
+            if r3::store::identity::distinct(&found) > 1 {
+                return Err(r3::store::identity::ambiguous(word, &found).into());
+            }
+            found
+        }
+    };
     if kernels.is_empty() {
         anyhow::bail!("no stored kernel matches; see `r3 kernels`");
     }
@@ -992,6 +1080,31 @@ struct TuneHow {
     grid: bool,
 }
 
+fn export(
+    store: Option<&Path>,
+    cwd: &Path,
+    policy: &r3::apply::plan::Policy,
+    output: Option<&Path>,
+) -> Result<i32> {
+    let store = open_store(store, cwd, false)?;
+    let winners = r3::apply::plan::export(&store, policy)?;
+    let mut text = serde_json::to_vec_pretty(&winners)?;
+    text.push(b'\n');
+    match output {
+        Some(path) => {
+            r3::store::write_atomic(path, &text)
+                .with_context(|| format!("writing {}", path.display()))?;
+            eprintln!(
+                "r3 export: {} kernels with a winner that ships, in {}",
+                winners.kernels.len(),
+                path.display()
+            );
+        }
+        None => std::io::Write::write_all(&mut std::io::stdout(), &text)?,
+    }
+    Ok(0)
+}
+
 fn passes(print: Option<&str>) -> Result<i32> {
     let cat = r3::remix::catalog::Catalog::builtin()?;
     match print {
@@ -1016,15 +1129,10 @@ fn egraph_cmd(
         let loc = r3::store::locate(store, cwd);
         let store = r3::store::Store::open(&loc.path)
             .with_context(|| format!("'{input}' is no file, and the store cannot be opened"))?;
-        let k = store
-            .kernels()?
-            .into_iter()
-            .find(|k| {
-                k.hash.starts_with(input)
-                    || k.signature.name == input
-                    || k.signature.demangled == input
-            })
-            .with_context(|| format!("'{input}' is neither a file nor a recorded kernel"))?;
+        let index = store.index()?;
+        let k = index
+            .select_one(input, None)
+            .with_context(|| format!("'{input}' is no file; as a kernel"))?;
         let bytes = store.kernel_bitcode(&k.hash)?;
         r3::ir::load_bytes(&ctx, &bytes, &k.signature.name)?
     };

@@ -1,5 +1,6 @@
 //! r3: Record · Remix · Replay. See ARCHITECTURE.md for the map of the crate.
 
+pub mod apply;
 pub mod candidate;
 pub mod doctor;
 pub mod driver;

@@ -1,5 +1,6 @@
-//! The `r3` binary. Called as `r3-clang` or `r3-clang++` it is the compiler driver;
-//! otherwise the command-line interface.
+//! The `r3` binary. Called as `r3-clang` or `r3-clang++` it is the compiler driver; called as
+//! `ptxas` (a link the driver makes when it applies tuned kernels) it is the apply step inside
+//! clang's device compile; otherwise the command-line interface.
 
 mod cli;
 
@@ -16,6 +17,7 @@ fn main() {
     let code = match name {
         "r3-clang++" => r3::driver::main(true, args.split_off(1)),
         "r3-clang" => r3::driver::main(false, args.split_off(1)),
+        "ptxas" => r3::apply::shim::main(args.split_off(1)),
         _ => cli::main(),
     };
     std::process::exit(code);

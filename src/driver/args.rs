@@ -2,7 +2,7 @@
 //! and clang itself (`-###`) says which device compiles the command runs.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// r3's options on a driver command line. They are never passed to clang.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -11,6 +11,9 @@ pub struct R3Options {
     pub store: Option<PathBuf>,
     /// `--r3-off`: behave exactly as clang.
     pub off: bool,
+    /// `--r3-apply` (Some(None): winners from the store) or `--r3-apply=FILE` (an exported
+    /// winners file).
+    pub apply: Option<Option<PathBuf>>,
     /// `--r3-*` options this r3 does not know (warned about, then ignored).
     pub unknown: Vec<String>,
 }
@@ -29,6 +32,8 @@ pub fn split_r3_options(args: Vec<OsString>) -> (R3Options, Vec<OsString>) {
             Some(("--r3-store", dir)) => opts.store = Some(PathBuf::from(dir)),
             None if s == "--r3-store" => opts.store = it.next().map(PathBuf::from),
             None if s == "--r3-off" => opts.off = true,
+            None if s == "--r3-apply" => opts.apply = Some(None),
+            Some(("--r3-apply", file)) => opts.apply = Some(Some(PathBuf::from(file))),
             _ => opts.unknown.push(s.to_owned()),
         }
     }
@@ -203,6 +208,32 @@ pub fn output_of(args: &[OsString]) -> Option<PathBuf> {
     None
 }
 
+/// What clang names the output of a command without `-o`: `<stem>.o` for `-c` of one source,
+/// `a.out` for a link; None where it writes no object or executable.
+pub fn default_output(args: &[OsString]) -> Option<PathBuf> {
+    let flags: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    if flags
+        .iter()
+        .any(|f| matches!(*f, "-S" | "-E" | "-M" | "-MM" | "-fsyntax-only" | "-###"))
+    {
+        return None;
+    }
+    if !flags.contains(&"-c") {
+        return Some(PathBuf::from("a.out"));
+    }
+    let sources: Vec<&&str> = flags
+        .iter()
+        .filter(|f| {
+            let ext = Path::new(f).extension().and_then(|e| e.to_str());
+            !f.starts_with('-') && matches!(ext, Some("cu" | "cpp" | "cc" | "cxx" | "c"))
+        })
+        .collect();
+    match sources.as_slice() {
+        [one] => Some(Path::new(one).with_extension("o").file_name()?.into()),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,11 +252,15 @@ mod tests {
             "--r3-bogus",
             "--r3-store",
             "/t",
+            "--r3-apply",
         ]));
         assert_eq!(rest, os(&["-c", "a.cu"]));
         assert_eq!(o.store, Some(PathBuf::from("/t")));
         assert!(o.off);
+        assert_eq!(o.apply, Some(None));
         assert_eq!(o.unknown, ["--r3-bogus"]);
+        let (o, _) = split_r3_options(os(&["--r3-apply=w.json"]));
+        assert_eq!(o.apply, Some(Some(PathBuf::from("w.json"))));
     }
 
     #[test]

@@ -33,7 +33,14 @@ pub enum CaptureError {
 /// What a command compiles for the device, and where the captured bitcode goes.
 pub struct Plan {
     pub jobs: Vec<(DeviceJob, PathBuf)>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+}
+
+impl Plan {
+    /// Where the capture compiles write their bitcode.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
 }
 
 /// Asks clang (`-###`) which device compiles `args` runs. An empty plan means nothing to capture.
@@ -62,7 +69,7 @@ pub fn plan(clang: &Path, args: &[OsString]) -> Result<Plan, CaptureError> {
             }
         }
     }
-    Ok(Plan { jobs, _dir: dir })
+    Ok(Plan { jobs, dir })
 }
 
 /// Runs the capture compiles. Their diagnostics are dropped: the real compile reports its own.
@@ -137,6 +144,7 @@ fn store_modules(
     store: &Store,
     compile: &CompileCommand,
     output: Option<&Path>,
+    artifact: Option<&Path>,
 ) -> Result<usize, CaptureError> {
     let mut units: BTreeMap<PathBuf, BTreeMap<String, Vec<String>>> = BTreeMap::new();
     let mut new = 0;
@@ -166,10 +174,16 @@ fn store_modules(
         let hashes = units.entry(source).or_default().entry(arch).or_default();
         for km in kernels {
             new += usize::from(store.put_kernel(&km, compile)?);
-            hashes.push(km.hash);
+            // -save-temps runs the pipeline twice, so the same module may come twice.
+            if !hashes.contains(&km.hash) {
+                hashes.push(km.hash);
+            }
         }
     }
     let output = output.map(|o| absolute(&compile.cwd, o));
+    let fatbins = artifact
+        .map(|a| crate::store::records::fatbin_hashes(&absolute(&compile.cwd, a)))
+        .unwrap_or_default();
     for (source, kernels) in units {
         let id = Unit::id_for(&source, output.as_deref());
         let unit = Unit {
@@ -178,6 +192,7 @@ fn store_modules(
             source,
             output: output.clone(),
             kernels,
+            fatbins: fatbins.clone(),
             compile: compile.clone(),
         };
         store.put_unit(&unit)?;
@@ -191,6 +206,10 @@ pub struct StoreJob {
     pub store: PathBuf,
     pub compile: CompileCommand,
     pub output: Option<PathBuf>,
+    /// The file the command wrote that holds its fatbinaries (its output, or clang's default
+    /// name for it): their hashes tie recordings to this compile.
+    #[serde(default)]
+    pub artifact: Option<PathBuf>,
     pub modules: Vec<Captured>,
 }
 
@@ -218,7 +237,13 @@ pub fn serve() -> i32 {
 
 fn store_job(job: &StoreJob) -> Result<usize, CaptureError> {
     let store = Store::create(&job.store)?;
-    store_modules(&job.modules, &store, &job.compile, job.output.as_deref())
+    store_modules(
+        &job.modules,
+        &store,
+        &job.compile,
+        job.output.as_deref(),
+        job.artifact.as_deref(),
+    )
 }
 
 /// Runs the splitting and storing in a child process (`r3 __capture`): LLVM runs there, so not

@@ -5,23 +5,25 @@
 //! capture plugin (device IR) and, in links, the recording runtime. If anything of r3's own
 //! fails, one `r3: warning:` line is printed and the build goes on as with plain clang.
 
+pub mod apply;
 pub mod args;
 pub mod capture;
 pub mod locate;
 pub mod plugin;
 pub mod runtime;
+pub mod sdk;
 
 use crate::store::{self, CompileCommand};
 use crate::toolchain;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 
 /// Runs the driver for `args` (without argv[0]); returns the process exit status.
 pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
-    let (opts, clang_args) = args::split_r3_options(args);
+    let (opts, mut clang_args) = args::split_r3_options(args);
     let clang = match toolchain::find_clang(cxx) {
         Ok(found) => found.path,
         Err(e) => {
@@ -31,11 +33,18 @@ pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
     };
     if !opts.unknown.is_empty() {
         warn(&format!(
-            "unknown r3 option {} ignored (known: --r3-store=DIR, --r3-off)",
+            "unknown r3 option {} ignored (known: --r3-store=DIR, --r3-apply[=FILE], --r3-off)",
             opts.unknown.join(", ")
         ));
     }
-    let capture_off = opts.off || std::env::var_os("R3_CAPTURE").is_some_and(|v| v == "0");
+    if !opts.off {
+        let sdk = sdk::additions(&clang_args);
+        clang_args.extend(sdk);
+    }
+    let apply = (!opts.off).then(|| winners_from(&opts)).flatten();
+    // Apply needs the compile's IR, so it captures even where capture is switched off.
+    let capture_off =
+        opts.off || (apply.is_none() && std::env::var_os("R3_CAPTURE").is_some_and(|v| v == "0"));
     let runtime = if opts.off {
         Vec::new()
     } else {
@@ -44,40 +53,99 @@ pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
     if capture_off || !args::may_compile_cuda(&clang_args) || args::stops_before_ir(&clang_args) {
         return finish(&clang, &clang_args, &runtime);
     }
+    let how = How {
+        clang: &clang,
+        clang_args: &clang_args,
+        runtime: &runtime,
+        opts: &opts,
+        cxx,
+        apply: apply.as_ref(),
+    };
     match plugin::plugin(&clang) {
-        Ok(so) => compile_with_plugin(&clang, &clang_args, &runtime, &so, &opts, cxx),
+        Ok(so) => compile_with_plugin(&how, &so),
         // Without the plugin, a separate capture compile gets the same IR, at the cost of a
         // second device front end; `r3 doctor` says which one runs and why.
-        Err(_) => compile_with_capture_jobs(&clang, &clang_args, &runtime, &opts, cxx),
+        Err(_) => compile_with_capture_jobs(&how),
+    }
+}
+
+/// One compile command as the driver runs it.
+struct How<'a> {
+    clang: &'a Path,
+    clang_args: &'a [OsString],
+    runtime: &'a [OsString],
+    opts: &'a args::R3Options,
+    cxx: bool,
+    apply: Option<&'a apply::WinnersFrom>,
+}
+
+/// Where apply takes winners from: `--r3-apply[=FILE]`, else `R3_APPLY` (`1` for the store, or
+/// a winners file); None when apply is off.
+fn winners_from(opts: &args::R3Options) -> Option<apply::WinnersFrom> {
+    let cwd = std::env::current_dir().ok()?;
+    let file = match &opts.apply {
+        Some(f) => f.clone(),
+        None => match std::env::var_os("R3_APPLY").filter(|v| !v.is_empty() && v != "0") {
+            Some(v) if v == "1" => None,
+            Some(v) => Some(PathBuf::from(v)),
+            None => return None,
+        },
+    };
+    Some(match file {
+        Some(f) => apply::WinnersFrom::File(cwd.join(f)),
+        None => apply::WinnersFrom::Store(store::locate(opts.store.as_deref(), &cwd).path),
+    })
+}
+
+/// Sets up apply for a compile whose captured IR lands in `dir`: the extra arguments and
+/// environment, or nothing (with one warning) when apply cannot run.
+fn apply_setup(how: &How, dir: &Path) -> (Vec<OsString>, apply::Env) {
+    let Some(from) = how.apply else {
+        return Default::default();
+    };
+    match apply::prepare(dir, from, how.clang, how.clang_args) {
+        Ok(setup) => setup,
+        Err(e) if e.contains("assembles no PTX") => Default::default(),
+        Err(e) => {
+            warn(&format!("tuned kernels not applied: {e}"));
+            Default::default()
+        }
+    }
+}
+
+/// The one line about what apply did, if it did anything worth a line.
+fn apply_summary(how: &How, dir: &Path) {
+    if how.apply.is_some() {
+        if let Some(line) = apply::summary(dir) {
+            eprintln!("{line}");
+        }
     }
 }
 
 /// The real command with r3's plugin loaded: it writes the device IR as it compiles.
-fn compile_with_plugin(
-    clang: &Path,
-    clang_args: &[OsString],
-    runtime: &[OsString],
-    so: &Path,
-    opts: &args::R3Options,
-    cxx: bool,
-) -> i32 {
+fn compile_with_plugin(how: &How, so: &Path) -> i32 {
+    let (clang, clang_args) = (how.clang, how.clang_args);
     let dir = match tempfile::Builder::new().prefix("r3-capture-").tempdir() {
         Ok(dir) => dir,
         Err(e) => {
             warn(&format!(
                 "kernel capture skipped: a temporary directory: {e}"
             ));
-            return finish(clang, clang_args, runtime);
+            return finish(clang, clang_args, how.runtime);
         }
     };
+    let (apply_args, apply_env) = apply_setup(how, dir.path());
     let mut extra = vec![OsString::from(format!("-fpass-plugin={}", so.display()))];
-    extra.extend_from_slice(runtime);
-    let env = [(plugin::DIR_ENV, dir.path().as_os_str())];
+    extra.extend_from_slice(how.runtime);
+    extra.extend(apply_args);
+    let mut env = vec![(plugin::DIR_ENV, dir.path().as_os_str().to_owned())];
+    env.extend(apply_env);
     let (code, with_r3) = run_with_fallback(clang, clang_args, &extra, &env);
     if code == 0 && with_r3 {
+        apply_summary(how, dir.path());
         let modules = capture::captured_in(dir.path());
         if !modules.is_empty() {
-            if let Err(e) = store_capture(modules, opts, clang, cxx, clang_args) {
+            if let Err(e) = store_capture(modules, how.opts, clang, how.cxx, clang_args) {
                 warn(&format!("kernel capture skipped: {e}"));
             }
         }
@@ -85,32 +153,41 @@ fn compile_with_plugin(
     code
 }
 
-/// The real command, and beside it a repeat of each device compile that writes its IR.
-fn compile_with_capture_jobs(
-    clang: &Path,
-    clang_args: &[OsString],
-    runtime: &[OsString],
-    opts: &args::R3Options,
-    cxx: bool,
-) -> i32 {
+/// The real command, and beside it a repeat of each device compile that writes its IR. With
+/// apply, the capture compiles run first: the shim inside the real compile reads their IR.
+fn compile_with_capture_jobs(how: &How) -> i32 {
+    let (clang, clang_args) = (how.clang, how.clang_args);
     let plan = match capture::plan(clang, clang_args) {
         Ok(plan) if !plan.jobs.is_empty() => plan,
-        Ok(_) => return finish(clang, clang_args, runtime),
+        Ok(_) => return finish(clang, clang_args, how.runtime),
         Err(e) => {
             warn(&format!("kernel capture skipped: {e}"));
-            return finish(clang, clang_args, runtime);
+            return finish(clang, clang_args, how.runtime);
         }
     };
-    let (code, captured) = std::thread::scope(|s| {
-        let real = s.spawn(|| run_with_fallback(clang, clang_args, runtime, &[]).0);
+    let (code, captured) = if how.apply.is_some() {
         let captured = capture::run(&plan);
-        (real.join().unwrap_or(1), captured)
-    });
+        let (apply_args, apply_env) = match &captured {
+            Ok(()) => apply_setup(how, plan.dir()),
+            Err(_) => Default::default(),
+        };
+        let mut extra = how.runtime.to_vec();
+        extra.extend(apply_args);
+        let (code, _) = run_with_fallback(clang, clang_args, &extra, &apply_env);
+        apply_summary(how, plan.dir());
+        (code, captured)
+    } else {
+        std::thread::scope(|s| {
+            let real = s.spawn(|| run_with_fallback(clang, clang_args, how.runtime, &[]).0);
+            let captured = capture::run(&plan);
+            (real.join().unwrap_or(1), captured)
+        })
+    };
     if code == 0 {
         let modules = plan.jobs.iter().map(capture::Captured::from).collect();
         let stored = captured
             .map_err(|e| e.to_string())
-            .and_then(|()| store_capture(modules, opts, clang, cxx, clang_args));
+            .and_then(|()| store_capture(modules, how.opts, clang, how.cxx, clang_args));
         if let Err(e) = stored {
             warn(&format!("kernel capture skipped: {e}"));
         }
@@ -153,14 +230,14 @@ fn run_with_fallback(
     clang: &Path,
     clang_args: &[OsString],
     extra: &[OsString],
-    env: &[(&str, &std::ffi::OsStr)],
+    env: &[(&str, OsString)],
 ) -> (i32, bool) {
     let mut cmd = Command::new(clang);
     cmd.args(clang_args);
     if extra.is_empty() && env.is_empty() {
         return (run(&mut cmd), false);
     }
-    let first = run(cmd.args(extra).envs(env.iter().copied()));
+    let first = run(cmd.args(extra).envs(env.iter().map(|(k, v)| (k, v))));
     if first == 0 {
         return (0, true);
     }
@@ -172,7 +249,7 @@ fn run_with_fallback(
     match plain {
         Ok(out) if out.status.success() => {
             let _ = std::io::stderr().write_all(&out.stderr);
-            warn("clang failed with r3's additions (capture plugin or recording runtime), and succeeded without them");
+            warn("clang failed with r3's additions (capture plugin, recording runtime or tuned kernels), and succeeded without them");
             (0, false)
         }
         Ok(out) => (exit_code(out.status), false),
@@ -212,6 +289,7 @@ fn store_capture(
         store: store::locate(opts.store.as_deref(), &cwd).path,
         compile,
         output: args::output_of(clang_args),
+        artifact: args::output_of(clang_args).or_else(|| args::default_output(clang_args)),
         modules,
     };
     capture::store_isolated(&job)

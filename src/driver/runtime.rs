@@ -24,6 +24,7 @@ pub const WRAPPED: &[&str] = &[
     "cudaDeviceEnablePeerAccess",
     "cudaCreateTextureObject",
     "cudaCreateSurfaceObject",
+    "__cudaRegisterFatBinary",
     "__cudaRegisterFunction",
     "__cudaRegisterVar",
 ];

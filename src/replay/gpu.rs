@@ -48,17 +48,19 @@ pub struct GpuEvaluator {
     last: std::sync::Mutex<Vec<Measured>>,
 }
 
-/// The stored kernel a recording ran: same mangled name, preferring the recorded arch.
+/// The stored kernel a recording ran (`identity::Index::of_launch`).
 pub fn kernel_for(store: &Store, rec: &Recording) -> Result<KernelRecord, EvalError> {
-    let mut all: Vec<KernelRecord> = store
-        .kernels()?
-        .into_iter()
-        .filter(|k| k.signature.name == rec.launch.kernel)
-        .collect();
-    all.sort_by_key(|k| k.signature.arch != rec.launch.arch);
-    all.into_iter()
-        .next()
-        .ok_or_else(|| EvalError::NoIr(crate::ir::extract::demangle(&rec.launch.kernel)))
+    use crate::store::identity::{self, Resolution};
+    match store.index()?.of_launch(&rec.launch) {
+        Resolution::Kernel(k) => Ok(*k),
+        Resolution::Missing => Err(EvalError::NoIr(crate::ir::extract::demangle(
+            &rec.launch.kernel,
+        ))),
+        Resolution::Ambiguous(ks) => {
+            let refs: Vec<_> = ks.iter().collect();
+            Err(identity::ambiguous(&rec.launch.kernel, &refs).into())
+        }
+    }
 }
 
 impl GpuEvaluator {

@@ -13,13 +13,13 @@ use crate::candidate::Candidate;
 use crate::lower::Codegen;
 use crate::replay::{Outcome, TimeStats};
 use crate::store::trials::{slug, TrialRecord};
-use crate::store::{KernelRecord, Store, StoreError};
+use crate::store::{identity, KernelRecord, Store, StoreError};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The JSON report's schema version; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -226,39 +226,15 @@ fn status(o: &Outcome) -> &'static str {
     }
 }
 
-/// Whether a selector names this kernel.
+/// Whether a selector names this kernel (see `identity::names`); trials of no stored kernel
+/// (simulations) are named by their key.
 fn matches(sel: &str, key: &str, stored: Option<&KernelRecord>) -> bool {
-    if sel == key || slug(sel) == slug(key) {
-        return true;
-    }
-    stored.is_some_and(|k| {
-        k.hash.starts_with(sel)
-            || k.signature.name == sel
-            || k.signature.demangled == sel
-            || k.signature
-                .demangled
-                .strip_prefix(sel)
-                .is_some_and(|rest| rest.starts_with('('))
-    })
+    sel == key || slug(sel) == slug(key) || stored.is_some_and(|k| identity::names(sel, k))
 }
 
-/// The stored kernel a trials key names (hash, hash prefix, mangled or demangled name).
+/// The stored kernel a trials key (its content hash) names.
 fn find_kernel<'a>(key: &str, kernels: &'a [KernelRecord]) -> Option<&'a KernelRecord> {
-    kernels
-        .iter()
-        .find(|k| k.hash == key)
-        .or_else(|| kernels.iter().find(|k| k.signature.name == key))
-        .or_else(|| kernels.iter().find(|k| k.signature.demangled == key))
-        .or_else(|| {
-            kernels
-                .iter()
-                .find(|k| key.len() >= 8 && k.hash.starts_with(key))
-        })
-        .or_else(|| {
-            kernels
-                .iter()
-                .find(|k| slug(&k.signature.name) == slug(key))
-        })
+    kernels.iter().find(|k| k.hash == key)
 }
 
 /// Reads the store into a report.
@@ -279,11 +255,25 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
         }
     }
     for sel in &opts.kernels {
+        let named: Vec<&KernelRecord> = chosen
+            .iter()
+            .filter(|(_, recs, k)| matches(sel, &recs[0].kernel, *k))
+            .filter_map(|(_, _, k)| *k)
+            .collect();
+        if identity::distinct(&named) > 1 {
+            return Err(identity::ambiguous(sel, &named).into());
+        }
         if !chosen
             .iter()
             .any(|(_, recs, k)| matches(sel, &recs[0].kernel, *k))
         {
-            let mut known: Vec<&str> = sets.iter().map(|(_, r)| r[0].kernel.as_str()).collect();
+            let mut known: Vec<String> = sets
+                .iter()
+                .map(|(_, r)| match find_kernel(&r[0].kernel, &stored) {
+                    Some(k) => format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
+                    None => r[0].kernel.clone(),
+                })
+                .collect();
             known.dedup();
             return Err(ReportError::NoMatch {
                 kernel: sel.clone(),

@@ -33,6 +33,7 @@
 #define R3_PAGE 4096u
 #define R3_MAX_KERNELS 4096
 #define R3_MAX_VARS 4096
+#define R3_MAX_FATBINS 4096
 #define R3_MAX_ALLOCS 65536
 #define R3_MAX_SEEN 64
 
@@ -52,10 +53,14 @@ cudaError_t __real_cudaCreateSurfaceObject(cudaSurfaceObject_t *, const struct c
 void __real___cudaRegisterFunction(void **, const char *, char *, const char *, int, uint3 *, uint3 *, dim3 *,
                                    dim3 *, int *);
 void __real___cudaRegisterVar(void **, char *, char *, const char *, int, size_t, int, int);
+void **__real___cudaRegisterFatBinary(void *);
 
 /* ---- state ---------------------------------------------------------------------------- */
 
-struct kernel_fn { const void *stub; const char *name; int recorded; uint64_t seen[R3_MAX_SEEN]; int nseen; };
+struct kernel_fn { const void *stub; const char *name; void **module; int recorded; uint64_t seen[R3_MAX_SEEN]; int nseen; };
+/* A registered fatbinary: the handle cudart gave for it, and its bytes. Its content hash says which
+   compile of which translation unit the program's kernels come from (see src/store/records.rs). */
+struct fatbin { void **handle; const unsigned char *data; size_t size; char hash[17]; };
 struct device_var { const void *host; const char *name; size_t size; int constant; };
 struct alloc { uint64_t addr; size_t size; size_t mapped; CUmemGenericAllocationHandle handle; int live; };
 
@@ -63,6 +68,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int mode = -1; /* -1: not read yet, 0: off, 1: recording */
 static struct kernel_fn kernels[R3_MAX_KERNELS];
 static int nkernels;
+static struct fatbin fatbins[R3_MAX_FATBINS];
+static int nfatbins;
 static struct device_var vars[R3_MAX_VARS];
 static int nvars;
 static struct alloc allocs[R3_MAX_ALLOCS];
@@ -115,7 +122,43 @@ static int recording(void) {
   return mode;
 }
 
+/* FNV-1a 64: directory keys, launch ids and fatbinary hashes (src/store/records.rs: fnv1a). */
+static uint64_t fnv(const void *data, size_t n, uint64_t h) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+#define FNV_OFFSET 0xcbf29ce484222325ull
+
 /* ---- registration --------------------------------------------------------------------- */
+
+/* The wrapper clang and nvcc pass: magic 0x466243b1, version, the fatbinary, and a field unused here.
+   The fatbinary starts with magic 0xBA55ED50, u16 version, u16 header size, u64 payload size. */
+struct fatbin_wrapper { int magic; int version; const unsigned char *data; const void *unused; };
+
+void **__wrap___cudaRegisterFatBinary(void *fat) {
+  void **handle = __real___cudaRegisterFatBinary(fat);
+  const struct fatbin_wrapper *w = fat;
+  if (!w || w->magic != 0x466243b1 || !w->data) return handle;
+  uint32_t magic;
+  uint16_t header;
+  uint64_t payload;
+  memcpy(&magic, w->data, 4);
+  memcpy(&header, w->data + 6, 2);
+  memcpy(&payload, w->data + 8, 8);
+  if (magic != 0xBA55ED50u) return handle;
+  pthread_mutex_lock(&lock);
+  if (nfatbins < R3_MAX_FATBINS) {
+    /* Hashed at the first recorded launch, not here: a program that records nothing pays nothing. */
+    fatbins[nfatbins++] = (struct fatbin){handle, w->data, (size_t)header + payload, {0}};
+    /* For r3's tests, which check this hash against the driver's without a GPU. */
+    if (getenv("R3_PRINT_FATBINS"))
+      fprintf(stderr, "r3: fatbin %016llx\n", (unsigned long long)fnv(w->data, (size_t)header + payload, FNV_OFFSET));
+  }
+  pthread_mutex_unlock(&lock);
+  return handle;
+}
 
 void __wrap___cudaRegisterFunction(void **h, const char *stub, char *dev, const char *name, int tl, uint3 *tid,
                                    uint3 *bid, dim3 *bd, dim3 *gd, int *ws) {
@@ -123,6 +166,7 @@ void __wrap___cudaRegisterFunction(void **h, const char *stub, char *dev, const 
   if (nkernels < R3_MAX_KERNELS) {
     kernels[nkernels].stub = stub;
     kernels[nkernels].name = name ? name : dev;
+    kernels[nkernels].module = h;
     nkernels++;
   }
   pthread_mutex_unlock(&lock);
@@ -292,10 +336,32 @@ cudaError_t __wrap_cudaCreateSurfaceObject(cudaSurfaceObject_t *s, const struct 
 
 /* ---- writing a recording ------------------------------------------------------------------ */
 
-static uint64_t fnv(const void *data, size_t n, uint64_t h) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
+
+/* The content hash of the fatbinary a kernel was registered from (16 hex digits), or "" when
+   it is unknown (registered through another path). The driver stores the same hash with the
+   translation unit, which is how a recording finds the kernel module that ran. */
+static const char *fatbin_hash(const struct kernel_fn *k) {
+  for (int i = 0; i < nfatbins; i++) {
+    struct fatbin *f = &fatbins[i];
+    if (f->handle != k->module) continue;
+    if (!f->hash[0])
+      snprintf(f->hash, sizeof f->hash, "%016llx", (unsigned long long)fnv(f->data, f->size, FNV_OFFSET));
+    return f->hash;
+  }
+  return "";
+}
+
+/* Where a kernel's recordings go: FNV-1a of "<fatbin hash>/<name>", or of the name alone when
+   the fatbinary is unknown (src/store/records.rs: kernel_key), so that same-named kernels of
+   two programs never share a directory. */
+static uint64_t kernel_dir_key(const struct kernel_fn *k) {
+  const char *fb = fatbin_hash(k);
+  uint64_t h = FNV_OFFSET;
+  if (*fb) {
+    h = fnv(fb, strlen(fb), h);
+    h = fnv("/", 1, h);
+  }
+  return fnv(k->name, strlen(k->name), h);
 }
 
 struct writer { FILE *f; ZSTD_CCtx *z; char buf[1 << 16]; int failed; };
@@ -420,6 +486,7 @@ struct launch {
   size_t offsets[256], sizes[256];
   int nparams;
   uint64_t id;
+  const char *fatbin;
 };
 
 static int mkdirs(const char *path) {
@@ -449,6 +516,10 @@ static void write_launch_json(const char *dir, const struct launch *l, const cha
   if (n < 0) exe[0] = 0;
   fprintf(f, "{\n  \"format\": 1,\n  \"kernel\": ");
   json_str(f, l->name);
+  if (l->fatbin && *l->fatbin) {
+    fprintf(f, ",\n  \"fatbin\": ");
+    json_str(f, l->fatbin);
+  }
   fprintf(f, ",\n  \"arch\": \"sm_%d%d\",\n  \"grid\": [%u, %u, %u],\n  \"block\": [%u, %u, %u],\n", major, minor,
           l->grid.x, l->grid.y, l->grid.z, l->block.x, l->block.y, l->block.z);
   fprintf(f, "  \"shared_bytes\": %zu,\n  \"params\": [", l->shmem);
@@ -553,9 +624,10 @@ static struct kernel_fn *find_kernel(const void *stub) {
 
 static cudaError_t record_launch(struct kernel_fn *k, const void *stub, dim3 grid, dim3 block, void **args,
                                  size_t shmem, cudaStream_t stream, const char *why_not) {
-  struct launch l = {k->name, grid, block, shmem, NULL, 0, {0}, {0}, 0, 0};
+  struct launch l = {k->name, grid, block, shmem, NULL, 0, {0}, {0}, 0, 0, NULL};
   if (!param_layout(stub, args, &l)) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  uint64_t h = fnv(&grid, sizeof grid, 0xcbf29ce484222325ull);
+  l.fatbin = fatbin_hash(k);
+  uint64_t h = fnv(&grid, sizeof grid, FNV_OFFSET);
   h = fnv(&block, sizeof block, h);
   h = fnv(&shmem, sizeof shmem, h);
   l.id = fnv(l.args, l.args_size, h);
@@ -569,8 +641,8 @@ static cudaError_t record_launch(struct kernel_fn *k, const void *stub, dim3 gri
   k->recorded++;
 
   char dir[4096], tmp[4200];
-  snprintf(dir, sizeof dir, "%s/records/%016llx/%016llx", store_dir,
-           (unsigned long long)fnv(k->name, strlen(k->name), 0xcbf29ce484222325ull), (unsigned long long)l.id);
+  snprintf(dir, sizeof dir, "%s/records/%016llx/%016llx", store_dir, (unsigned long long)kernel_dir_key(k),
+           (unsigned long long)l.id);
   snprintf(tmp, sizeof tmp, "%s/records/.tmp-%d-%016llx", store_dir, (int)getpid(), (unsigned long long)l.id);
   char parent[4200];
   snprintf(parent, sizeof parent, "%s", dir);
@@ -663,9 +735,9 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3
     /* Recorded as a launch that cannot be replayed; it runs as the program asked. */
     k->recorded++;
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/records/%016llx/cooperative-%d", store_dir,
-             (unsigned long long)fnv(k->name, strlen(k->name), 0xcbf29ce484222325ull), k->recorded);
-    struct launch l = {k->name, grid, block, shmem, (unsigned char *)"", 0, {0}, {0}, 0, 0};
+    snprintf(dir, sizeof dir, "%s/records/%016llx/cooperative-%d", store_dir, (unsigned long long)kernel_dir_key(k),
+             k->recorded);
+    struct launch l = {k->name, grid, block, shmem, (unsigned char *)"", 0, {0}, {0}, 0, 0, fatbin_hash(k)};
     if (mkdirs(dir)) write_launch_json(dir, &l, "cooperative launch", 0, 0, 0, 0, 0);
   }
   e = __real_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, stream);

@@ -1,6 +1,8 @@
 //! The store: where r3 keeps kernels, recordings and trials. This module is the only code
 //! that knows the layout of a store directory (see ARCHITECTURE.md, "Store format").
 
+pub mod identity;
+mod migrate;
 pub mod records;
 
 use crate::ir::extract::{KernelModule, KernelSignature};
@@ -11,8 +13,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The store format this r3 reads and writes; kept in `<store>/format.json`.
-pub const FORMAT: u32 = 1;
+/// The store format this r3 writes; kept in `<store>/format.json`. Format 1 (trials under
+/// kernel names) is read too: `Store::migrate` moves its trials under kernel hashes.
+pub const FORMAT: u32 = 2;
 
 /// Name of a project-local store directory, found by walking up from the working directory.
 pub const LOCAL_DIR: &str = ".r3";
@@ -81,6 +84,14 @@ pub enum StoreError {
     Corrupt { path: PathBuf, msg: String },
     #[error("no store at {path}; fix: build with r3-clang++ first, or point --r3-store / R3_STORE at the store")]
     Missing { path: PathBuf },
+    #[error("no stored kernel is named `{word}`; fix: `r3 kernels` lists them (a hash, a prefix of one, or a name)")]
+    NoKernel { word: String },
+    #[error("`{word}` names {count} different kernels in the store:\n{candidates}\nfix: name one by its hash, or by a prefix of it")]
+    Ambiguous {
+        word: String,
+        count: usize,
+        candidates: String,
+    },
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
@@ -148,6 +159,10 @@ pub struct Unit {
     pub output: Option<PathBuf>,
     /// Kernel hashes, per architecture.
     pub kernels: BTreeMap<String, Vec<String>>,
+    /// Content hashes of the fatbinaries the compile's output holds (`records::fatbin_hashes`):
+    /// a recorded launch names the one it was registered from, which leads here.
+    #[serde(default)]
+    pub fatbins: Vec<String>,
     pub compile: CompileCommand,
 }
 
@@ -166,6 +181,7 @@ impl Unit {
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    format: u32,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -201,7 +217,7 @@ impl Store {
             });
         }
         let f: FormatFile = read_json(&format)?;
-        if f.format != FORMAT {
+        if !(1..=FORMAT).contains(&f.format) {
             return Err(StoreError::Format {
                 path: root.to_owned(),
                 found: f.format,
@@ -209,7 +225,14 @@ impl Store {
         }
         Ok(Store {
             root: root.to_owned(),
+            format: f.format,
         })
+    }
+
+    /// The format the store's files are in (kernels, units and recordings read the same in
+    /// formats 1 and 2; trials need `migrate` first).
+    pub fn format(&self) -> u32 {
+        self.format
     }
 
     pub fn root(&self) -> &Path {
@@ -266,6 +289,10 @@ impl Store {
     }
 
     pub fn kernel(&self, hash: &str) -> Result<KernelRecord, StoreError> {
+        // A hash is hex: anything else could lead out of the store.
+        if hash.is_empty() || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StoreError::NoKernel { word: hash.into() });
+        }
         read_json(&self.kernel_dir(hash).join("kernel.json"))
     }
 
@@ -293,6 +320,9 @@ impl Store {
     pub fn units(&self) -> Result<Vec<Unit>, StoreError> {
         let dir = self.root.join("units");
         let mut out = Vec::new();
+        if !dir.exists() {
+            return Ok(out); // a store of kernels only, like llvm-ir-corpus/store
+        }
         for entry in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
             let path = entry.map_err(io_err(&dir))?.path();
             if path.extension().is_some_and(|e| e == "json") {

@@ -1,4 +1,4 @@
-//! Launch recordings: `<store>/records/<fnv64(kernel name)>/<launch id>/` holding
+//! Launch recordings: `<store>/records/<kernel_key(fatbin, name)>/<launch id>/` holding
 //! `launch.json`, `prologue.r3snap` and `epilogue.r3snap`. They are written by the recording
 //! runtime linked into the program (src/runtime/r3rt.c) or, for tests and harnesses, by
 //! [`write_snapshot`]; this module defines the format and is the only reader.
@@ -64,6 +64,11 @@ pub struct LaunchRecord {
     pub format: u32,
     /// Mangled kernel name.
     pub kernel: String,
+    /// Content hash of the fatbinary the kernel was registered from (FNV-1a 64, hex): names
+    /// the compile of the translation unit that ran (`Unit::fatbins`). Absent in recordings
+    /// made before r3 recorded it, or when the registration path is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fatbin: Option<String>,
     pub arch: String,
     pub grid: [u32; 3],
     pub block: [u32; 3],
@@ -124,12 +129,74 @@ impl Recording {
     }
 }
 
-/// The directory name of a kernel's recordings (FNV-1a 64 of its mangled name, as r3rt.c).
-pub fn kernel_key(name: &str) -> String {
-    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+/// The directory name of a kernel's recordings, as r3rt.c computes it: FNV-1a 64 of
+/// `<fatbin hash>/<mangled name>`, or of the name alone when the fatbinary is unknown, so that
+/// same-named kernels of two programs never share a directory.
+pub fn kernel_key(fatbin: Option<&str>, name: &str) -> String {
+    let key = match fatbin {
+        Some(f) => format!("{f}/{name}"),
+        None => name.to_owned(),
+    };
+    format!("{:016x}", fnv1a(key.as_bytes()))
+}
+
+/// FNV-1a 64: what the recording runtime can compute without a library, for directory keys
+/// and fatbinary hashes.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    format!("{h:016x}")
+    })
+}
+
+/// The content hashes of the fatbinaries in an object file or executable (its `.nv_fatbin`
+/// section, where clang and nvcc put them): what the recording runtime computes for the
+/// fatbinary it registers. Nothing when the file has no such section or cannot be read.
+pub fn fatbin_hashes(file: &Path) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(file) else {
+        return Vec::new();
+    };
+    let Ok(obj) = object::File::parse(&*bytes) else {
+        return Vec::new();
+    };
+    use object::{Object, ObjectSection};
+    let Some(data) = obj
+        .section_by_name(".nv_fatbin")
+        .and_then(|s| s.data().ok())
+    else {
+        return Vec::new();
+    };
+    split_fatbins(data)
+        .into_iter()
+        .map(|blob| format!("{:016x}", fnv1a(blob)))
+        .collect()
+}
+
+/// The fatbinaries laid end to end in a `.nv_fatbin` section (one per translation unit, each
+/// 8-byte aligned): magic 0xBA55ED50, u16 version, u16 header size, u64 payload size.
+fn split_fatbins(mut data: &[u8]) -> Vec<&[u8]> {
+    const MAGIC: u32 = 0xBA55_ED50;
+    let mut out = Vec::new();
+    while data.len() >= 16 {
+        let word = |at: usize, n: usize| {
+            data[at..at + n]
+                .iter()
+                .rev()
+                .fold(0u64, |v, &b| (v << 8) | u64::from(b))
+        };
+        if word(0, 4) != u64::from(MAGIC) {
+            // Padding between fatbinaries: skip to the next 8-byte boundary.
+            data = &data[8.min(data.len())..];
+            continue;
+        }
+        let len = word(6, 2).saturating_add(word(8, 8));
+        let Some(blob) = usize::try_from(len).ok().and_then(|n| data.get(..n)) else {
+            break; // truncated: hash nothing rather than a part
+        };
+        out.push(blob);
+        let next = usize::try_from(len.next_multiple_of(8)).unwrap_or(usize::MAX);
+        data = data.get(next..).unwrap_or_default();
+    }
+    out
 }
 
 fn corrupt(path: &Path, msg: impl Into<String>) -> StoreError {
@@ -369,21 +436,21 @@ pub fn diff(before: &Snapshot, after: &Snapshot, page_size: u32) -> Snapshot {
 }
 
 impl super::Store {
-    /// Every recording, or those of one kernel (mangled name), oldest first.
+    /// Every recording, or those of kernels with one mangled name, oldest first. (A name may
+    /// be several kernels: `identity::Index::of_launch` says which one a recording ran.)
     pub fn recordings(&self, kernel: Option<&str>) -> Result<Vec<Recording>, StoreError> {
         let root = self.root().join("records");
         if !root.exists() {
             return Ok(Vec::new());
         }
-        let kernel_dirs: Vec<PathBuf> = match kernel {
-            Some(name) => vec![root.join(kernel_key(name))],
-            None => list_dirs(&root)?,
-        };
         let mut out = Vec::new();
-        for kdir in kernel_dirs.into_iter().filter(|d| d.is_dir()) {
+        for kdir in list_dirs(&root)? {
             for ldir in list_dirs(&kdir)? {
                 let path = ldir.join("launch.json");
                 let launch: LaunchRecord = super::read_json(&path)?;
+                if kernel.is_some_and(|k| k != launch.kernel) {
+                    continue;
+                }
                 let id = format!(
                     "{}/{}",
                     kdir.file_name().unwrap().to_string_lossy(),
@@ -508,8 +575,34 @@ mod tests {
     #[test]
     fn kernel_key_matches_the_runtime() {
         // FNV-1a 64 of "" is the offset basis; of "a" a known value.
-        assert_eq!(kernel_key(""), "cbf29ce484222325");
-        assert_eq!(kernel_key("a"), "af63dc4c8601ec8c");
+        assert_eq!(kernel_key(None, ""), "cbf29ce484222325");
+        assert_eq!(kernel_key(None, "a"), "af63dc4c8601ec8c");
+        assert_eq!(
+            kernel_key(Some("x"), "a"),
+            format!("{:016x}", fnv1a(b"x/a"))
+        );
+        assert_ne!(kernel_key(Some("x"), "a"), kernel_key(Some("y"), "a"));
+    }
+
+    #[test]
+    fn fatbinaries_are_split_at_their_headers() {
+        let blob = |payload: u8, n: usize| {
+            let mut b = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0];
+            b.extend((n as u64).to_le_bytes());
+            b.extend(std::iter::repeat_n(payload, n));
+            b
+        };
+        let (a, b) = (blob(1, 8), blob(2, 5));
+        let mut section = a.clone();
+        section.extend(&b);
+        section.extend([0, 0, 0]); // padding to 8
+        section.extend(&a);
+        let found = split_fatbins(&section);
+        assert_eq!(found, [&a[..], &b[..], &a[..]]);
+        // A header that claims more than is there yields nothing for it.
+        let mut cut = blob(3, 40);
+        cut.truncate(30);
+        assert!(split_fatbins(&cut).is_empty());
     }
 
     #[test]

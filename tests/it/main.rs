@@ -1,11 +1,13 @@
 //! Integration tests: one target so that LLVM is linked once (see ARCHITECTURE.md).
 
+mod apply;
 mod catalog;
 mod cli;
 mod cmake;
 mod corpus;
 mod driver;
 mod egraph;
+mod identity;
 mod replay;
 mod report;
 mod support;

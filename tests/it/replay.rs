@@ -32,7 +32,7 @@ fn harness(dir: &Path) -> std::path::PathBuf {
     let after = Snapshot {
         regions: vec![alloc(xa, x), alloc(ya, y2)],
     };
-    let key = records::kernel_key("_Z5saxpyfPKfPfi");
+    let key = records::kernel_key(None, "_Z5saxpyfPKfPfi");
     let rec = store.join("records").join(key).join("0000000000000001");
     std::fs::create_dir_all(&rec).unwrap();
     records::write_snapshot(&rec.join("prologue.r3snap"), &before).unwrap();
@@ -86,7 +86,7 @@ fn dry_run_builds_baseline_and_candidate_ptx() {
         row["recording"],
         format!(
             "{}/0000000000000001",
-            records::kernel_key("_Z5saxpyfPKfPfi")
+            records::kernel_key(None, "_Z5saxpyfPKfPfi")
         )
     );
     assert!(row["measured"].is_null());
@@ -181,7 +181,7 @@ fn a_damaged_recording_is_named() {
     let store = harness(dir.path());
     let rec = store
         .join("records")
-        .join(records::kernel_key("_Z5saxpyfPKfPfi"))
+        .join(records::kernel_key(None, "_Z5saxpyfPKfPfi"))
         .join("0000000000000001");
     let p = rec.join("prologue.r3snap");
     let bytes = std::fs::read(&p).unwrap();

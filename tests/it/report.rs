@@ -13,6 +13,16 @@ use r3::store::Store;
 use std::path::{Path, PathBuf};
 
 const KERNEL: &str = "_Z5saxpyfPKfPfi";
+
+/// Trials are keyed by the kernel's content hash: saxpy's, in this store.
+fn key(store: &Store) -> String {
+    let kernels = store.kernels().unwrap();
+    kernels
+        .into_iter()
+        .find(|k| k.signature.name == KERNEL)
+        .unwrap()
+        .hash
+}
 const GPU: &str = "NVIDIA H200";
 
 fn compile_into_store(dir: &Path) -> PathBuf {
@@ -79,21 +89,22 @@ fn best_candidate() -> Candidate {
 /// and a kernel tuned in simulation that is not in the store.
 fn fixture(dir: &Path) -> Store {
     let store = Store::open(&compile_into_store(dir)).unwrap();
+    let key = key(&store);
     let best = best_candidate();
     let other = Candidate::with_pipeline("default<O2>");
     let abl = r3::report::passes::ablations(&best).unwrap();
     let gvn = abl.iter().find(|a| a.pass.ends_with("/gvn<>")).unwrap();
     let sroa = abl.iter().find(|a| a.pass.contains("/sroa")).unwrap();
     let added = abl.last().unwrap();
-    let mut dup = rec(KERNEL, GPU, 7, &other, valid(9.5));
+    let mut dup = rec(&key, GPU, 7, &other, valid(9.5));
     dup.duplicate_of = Some(1);
     dup.ptx_hash = Some(format!("{:016x}", 0xabc0 + 1));
     let msg = |m: &str| m.to_string();
     let recs = vec![
-        rec(KERNEL, GPU, 0, &Candidate::baseline(), valid(10.0)),
-        rec(KERNEL, GPU, 1, &other, valid(9.5)),
+        rec(&key, GPU, 0, &Candidate::baseline(), valid(10.0)),
+        rec(&key, GPU, 1, &other, valid(9.5)),
         rec(
-            KERNEL,
+            &key,
             GPU,
             2,
             &Candidate::with_pipeline("function(nosuchpass)"),
@@ -101,9 +112,9 @@ fn fixture(dir: &Path) -> Store {
                 message: msg("unknown pass"),
             },
         ),
-        rec(KERNEL, GPU, 3, &best, valid(8.0)),
+        rec(&key, GPU, 3, &best, valid(8.0)),
         rec(
-            KERNEL,
+            &key,
             GPU,
             4,
             &other,
@@ -112,7 +123,7 @@ fn fixture(dir: &Path) -> Store {
             },
         ),
         rec(
-            KERNEL,
+            &key,
             GPU,
             5,
             &other,
@@ -120,17 +131,11 @@ fn fixture(dir: &Path) -> Store {
                 message: msg("illegal address"),
             },
         ),
-        rec(
-            KERNEL,
-            GPU,
-            6,
-            &other,
-            Outcome::TimedOut { limit_ms: 500.0 },
-        ),
+        rec(&key, GPU, 6, &other, Outcome::TimedOut { limit_ms: 500.0 }),
         dup,
-        rec(KERNEL, GPU, 8, &gvn.candidate, valid(9.0)),
+        rec(&key, GPU, 8, &gvn.candidate, valid(9.0)),
         rec(
-            KERNEL,
+            &key,
             GPU,
             9,
             &sroa.candidate,
@@ -138,9 +143,9 @@ fn fixture(dir: &Path) -> Store {
                 message: msg("y[0] differs"),
             },
         ),
-        rec(KERNEL, GPU, 10, &added.candidate, valid(8.2)),
+        rec(&key, GPU, 10, &added.candidate, valid(8.2)),
     ];
-    let mut log = store.open_trials(KERNEL, GPU).unwrap();
+    let mut log = store.open_trials(&key, GPU).unwrap();
     for r in &recs {
         log.append(r).unwrap();
     }
@@ -164,8 +169,8 @@ fn ablation_trials_in_their_own_file_count_as_pass_importance() {
     let store = fixture(dir.path());
     let abl = r3::report::passes::ablations(&best_candidate()).unwrap();
     let first = &abl[0];
-    let mut log = store.open_ablations(KERNEL, GPU).unwrap();
-    log.append(&rec(KERNEL, GPU, 11, &first.candidate, valid(8.8)))
+    let mut log = store.open_ablations(&key(&store), GPU).unwrap();
+    log.append(&rec(&key(&store), GPU, 11, &first.candidate, valid(8.8)))
         .unwrap();
     let opts = ReportOptions {
         kernels: Vec::new(),
@@ -174,7 +179,11 @@ fn ablation_trials_in_their_own_file_count_as_pass_importance() {
     };
     let rep = build(&store, &opts).unwrap();
     assert_eq!(rep.kernels.len(), 2, "the ablations file is no trials file");
-    let k = rep.kernels.iter().find(|k| k.kernel == KERNEL).unwrap();
+    let k = rep
+        .kernels
+        .iter()
+        .find(|k| k.kernel == key(&store))
+        .unwrap();
     assert_eq!(k.importance.measured, 4);
     let p = k.importance.passes.iter().find(|p| p.trial == 11).unwrap();
     assert_eq!(
@@ -204,9 +213,13 @@ fn reports_from_a_fixed_trials_database() {
         code: true,
     };
     let rep = build(&store, &opts).unwrap();
-    assert_eq!(rep.schema_version, 1);
+    assert_eq!(rep.schema_version, 2);
     assert_eq!(rep.kernels.len(), 2);
-    let k = rep.kernels.iter().find(|k| k.kernel == KERNEL).unwrap();
+    let k = rep
+        .kernels
+        .iter()
+        .find(|k| k.kernel == key(&store))
+        .unwrap();
     let best = k.best.as_ref().unwrap();
     assert_eq!(best.trial, 3);
     assert!((best.speedup - 1.25).abs() < 1e-9);
@@ -256,7 +269,7 @@ fn reports_from_a_fixed_trials_database() {
         sim.code.unavailable.as_deref(),
         Some("the kernel is not in the store")
     );
-    assert_eq!(rep.summary.rows[0].kernel, KERNEL, "sorted by speedup");
+    assert_eq!(rep.summary.rows[0].kernel, key(&store), "sorted by speedup");
     let g = rep.summary.geomean_speedup.unwrap();
     assert!((g - (1.25f64 * 10.0 / 9.1).sqrt()).abs() < 1e-9);
 
@@ -314,7 +327,7 @@ fn r3_report_writes_every_format_and_names_unknown_kernels() {
     for (fmt, needle) in [
         ("term", "Pass importance"),
         ("md", "## Summary"),
-        ("json", "\"schema_version\": 1"),
+        ("json", "\"schema_version\": 2"),
         ("html", "<svg"),
     ] {
         let file = dir.path().join(format!("report.{fmt}"));
@@ -350,7 +363,7 @@ fn r3_report_writes_every_format_and_names_unknown_kernels() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
-        err.contains("'nosuchkernel'") && err.contains(KERNEL),
+        err.contains("'nosuchkernel'") && err.contains("saxpy(float, float const*, float*, int) ["),
         "{err}"
     );
     let out = r3(&["report", "--format", "pdf", "--r3-store", s], dir.path());

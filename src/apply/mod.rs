@@ -1,0 +1,8 @@
+//! Apply: the tuned kernels go into the user's build. `plan` chooses each kernel's winner (from
+//! the store's trials or an exported winners file), `shim` stands in for ptxas inside clang's
+//! device compile and splices the winners' PTX over clang's (`splice`), so that every kernel
+//! without a winner is exactly what clang produced. The driver (`driver::apply`) sets it up.
+
+pub mod plan;
+pub mod shim;
+pub mod splice;

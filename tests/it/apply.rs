@@ -1,0 +1,235 @@
+//! Apply without a GPU: a corpus program (scan: three kernels) is built by r3-clang++, one kernel
+//! is tuned in simulation on a recorded grid landscape, and the applied build must carry exactly
+//! the winner's PTX for that kernel and clang's own PTX for the others; an edited kernel falls
+//! back; an exported winners file builds the same with no store.
+
+use crate::support::*;
+use r3::apply::plan::WinnersFile;
+use r3::apply::splice::entry_text;
+use r3::lower::Codegen;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The kernel tuned: its grid winner changes the machine code, not only the PTX's names.
+const TUNED: &str = "_Z23scan_tile_totals_kerneliPKiPi";
+const OTHERS: [&str; 2] = [
+    "_Z17scan_tiles_kerneliPKiPiS1_",
+    "_Z23add_tile_offsets_kerneliPKiS0_Pi",
+];
+/// The PTX clang writes for the device side under -save-temps.
+const PTX: &str = "scan-cuda-nvptx64-nvidia-cuda-sm_90.s";
+/// What ptxas assembled from it.
+const CUBIN: &str = "scan-cuda-nvptx64-nvidia-cuda-sm_90.o";
+
+/// Builds `src` as `dir/scan` (compile and link, -save-temps) with r3-clang++ and `extra`.
+fn build(dir: &Path, src: &Path, extra: &[&str], env: &[(&str, &str)], store: &Path) -> Output {
+    std::fs::create_dir_all(dir).unwrap();
+    let bin = driver_links(dir.parent().unwrap());
+    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
+    let include = repo().join("llvm-ir-corpus/common");
+    let out = Command::new(bin.join("r3-clang++"))
+        .args([
+            "-x",
+            "cuda",
+            "--cuda-gpu-arch=sm_90",
+            "-Wno-unknown-cuda-version",
+            "-O3",
+        ])
+        .arg(format!("--cuda-path={}", cuda.display()))
+        .arg("-I")
+        .arg(include)
+        .arg(src)
+        .args([
+            "-o",
+            "scan",
+            "-save-temps",
+            "-lcudart_static",
+            "-ldl",
+            "-lrt",
+            "-pthread",
+        ])
+        .arg(format!("-L{}", cuda.join("lib").display()))
+        .args(extra)
+        .envs(env.iter().copied())
+        .env("R3_STORE", store)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
+fn read(path: PathBuf) -> String {
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The recorded H100 grid landscape of gemm_naive, unpacked: the simulated GPU for the search.
+fn landscape(dir: &Path) -> PathBuf {
+    let tgz = repo().join("bench/landscapes/grid-h100-2026-11-22.tgz");
+    let ok = Command::new("tar")
+        .arg("-xzf")
+        .arg(&tgz)
+        .arg("-C")
+        .arg(dir)
+        .args(["--wildcards", "*gemm_naive*"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    walk(dir)
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("gemm_naive"))
+        .unwrap()
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn entry<'a>(ptx: &'a str, kernel: &str) -> &'a str {
+    entry_text(ptx, kernel).unwrap_or_else(|| panic!("no .entry {kernel}"))
+}
+
+#[test]
+fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = d.join("store");
+    let src = d.join("scan.cu");
+    std::fs::copy(repo().join("llvm-ir-corpus/programs/scan.cu"), &src).unwrap();
+    build(&d.join("plain"), &src, &["--r3-off"], &[], &store);
+    build(&d.join("record"), &src, &[], &[], &store);
+    let s = store.to_str().unwrap();
+    let table = landscape(d);
+    let tune = r3(
+        &[
+            "tune",
+            "scan_tile_totals_kernel",
+            "--simulate",
+            table.to_str().unwrap(),
+            "--strategy",
+            "exhaustive",
+            "--budget",
+            "600",
+            "--r3-store",
+            s,
+        ],
+        d,
+    );
+    assert!(tune.status.success(), "{}", stderr(&tune));
+
+    // Simulated trials are never applied unless asked for (they measured nothing real).
+    let out = build(&d.join("unasked"), &src, &["--r3-apply"], &[], &store);
+    assert!(!stderr(&out).contains("applied"), "{}", stderr(&out));
+    assert_eq!(
+        read(d.join("unasked").join(PTX)),
+        read(d.join("plain").join(PTX))
+    );
+
+    let sim = [("R3_APPLY_SIMULATED", "1")];
+    let out = build(&d.join("applied"), &src, &["--r3-apply"], &sim, &store);
+    let note = stderr(&out);
+    assert_eq!(note.matches("r3: ").count(), 1, "one line: {note}");
+    assert!(
+        note.contains("r3: note: applied tuned code to scan_tile_totals_kernel"),
+        "{note}"
+    );
+
+    // The winner, as `r3 export` states it, lowered here as the search lowered it.
+    let exported = Command::new(r3_bin())
+        .args(["export", "-o", "winners.json", "--r3-store", s])
+        .env("R3_APPLY_SIMULATED", "1")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let winners: WinnersFile = serde_json::from_str(&read(d.join("winners.json"))).unwrap();
+    assert_eq!(winners.kernels.len(), 1);
+    let w = &winners.kernels[0];
+    assert_eq!(w.name, TUNED);
+    assert!(
+        w.candidate.max_threads.is_none(),
+        "launch bounds only when asked for"
+    );
+    let bitcode = std::fs::read(store.join("kernels").join(&w.hash).join("module.bc")).unwrap();
+    let target = Codegen {
+        sm: "sm_90".into(),
+        ptx: w.ptx_isa.clone(),
+        opt_level: 3,
+    };
+    let lowered =
+        r3::replay::gpu::lower_in_process(&bitcode, &w.hash, &w.candidate, &target, None).unwrap();
+
+    let plain = read(d.join("plain").join(PTX));
+    let applied = read(d.join("applied").join(PTX));
+    assert_eq!(entry(&applied, TUNED), entry(&lowered.ptx, TUNED));
+    assert_ne!(entry(&applied, TUNED), entry(&plain, TUNED));
+    for k in OTHERS {
+        assert_eq!(entry(&applied, k), entry(&plain, k), "{k} must be clang's");
+    }
+    // What ptxas assembled from the spliced PTX is what the program carries.
+    let exe = std::fs::read(d.join("applied/scan")).unwrap();
+    let cubin = std::fs::read(d.join("applied").join(CUBIN)).unwrap();
+    let plain_cubin = std::fs::read(d.join("plain").join(CUBIN)).unwrap();
+    assert!(cubin != plain_cubin, "the winner changes the machine code");
+    assert!(exe.windows(cubin.len()).any(|w| w == &cubin[..]));
+
+    // The winners file builds the same with no store at all.
+    let empty = d.join("no-store");
+    let file = format!("--r3-apply={}", d.join("winners.json").display());
+    let out = build(&d.join("from-file"), &src, &[&file], &sim, &empty);
+    assert!(
+        stderr(&out).contains("applied tuned code"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(d.join("from-file").join(PTX)), applied);
+
+    // An edited kernel keeps clang's code, and says so once.
+    let text = read(src.clone());
+    let changed = text.replacen("chunk_total = ", "chunk_total = 0 + ", 1);
+    assert_ne!(changed, text, "scan.cu changed: the edit must apply");
+    std::fs::write(&src, changed).unwrap();
+    build(&d.join("edited-plain"), &src, &["--r3-off"], &[], &store);
+    let out = build(&d.join("edited"), &src, &["--r3-apply"], &sim, &store);
+    let note = stderr(&out);
+    assert!(
+        note.contains("scan_tile_totals_kernel(int, int const*, int*) [")
+            && note.contains("changed since it was tuned"),
+        "{note}"
+    );
+    assert_eq!(
+        read(d.join("edited").join(PTX)),
+        read(d.join("edited-plain").join(PTX))
+    );
+}
+
+#[test]
+fn a_winners_file_of_another_schema_is_refused_and_the_build_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = d.join("scan.cu");
+    std::fs::copy(repo().join("llvm-ir-corpus/programs/scan.cu"), &src).unwrap();
+    std::fs::write(d.join("w.json"), "{\"schema\": \"other\"}").unwrap();
+    let file = format!("--r3-apply={}", d.join("w.json").display());
+    let store = d.join("store");
+    build(&d.join("plain"), &src, &["--r3-off"], &[], &store);
+    let out = build(&d.join("bad"), &src, &[&file], &[], &store);
+    let note = stderr(&out);
+    assert!(
+        note.contains("w.json") && note.contains("r3 export"),
+        "{note}"
+    );
+    assert_eq!(
+        read(d.join("bad").join(PTX)),
+        read(d.join("plain").join(PTX))
+    );
+}
