@@ -168,6 +168,14 @@ enum Cmd {
         /// with more threads per block than when it was recorded.
         #[arg(long)]
         launch_bounds: bool,
+        /// r3 (the winners file --r3-apply reads), t4 (one kernel's trials in the auto-tuning
+        /// community's T4 results schema, as Kernel Tuner reads them) or proteus (the
+        /// PROTEUS_TUNED_KERNELS JSON).
+        #[arg(long, default_value = "r3", value_parser = ["r3", "t4", "proteus"])]
+        format: String,
+        /// The kernel whose trials --format t4 writes (a hash, prefix or name).
+        #[arg(long, value_name = "KERNEL")]
+        kernel: Option<String>,
     },
     /// The pass catalog and pipeline presets (passes/*.toml).
     Passes {
@@ -376,6 +384,8 @@ fn run(cli: Cli) -> Result<i32> {
             output,
             gpu,
             launch_bounds,
+            format,
+            kernel,
         } => {
             let env = r3::apply::plan::Policy::from_env();
             let policy = r3::apply::plan::Policy {
@@ -383,7 +393,12 @@ fn run(cli: Cli) -> Result<i32> {
                 gpu: gpu.or(env.gpu),
                 simulated: env.simulated,
             };
-            export(cli.store.as_deref(), &cwd, &policy, output.as_deref())
+            let what = ExportWhat {
+                format: &format,
+                kernel: kernel.as_deref(),
+                output: output.as_deref(),
+            };
+            export(cli.store.as_deref(), &cwd, &policy, &what)
         }
         Cmd::Passes { print } => passes(print.as_deref()),
         Cmd::Ptx {
@@ -1080,29 +1095,69 @@ struct TuneHow {
     grid: bool,
 }
 
+struct ExportWhat<'a> {
+    format: &'a str,
+    kernel: Option<&'a str>,
+    output: Option<&'a Path>,
+}
+
 fn export(
     store: Option<&Path>,
     cwd: &Path,
     policy: &r3::apply::plan::Policy,
-    output: Option<&Path>,
+    what: &ExportWhat,
 ) -> Result<i32> {
+    use r3::apply::{formats, plan};
     let store = open_store(store, cwd, false)?;
-    let winners = r3::apply::plan::export(&store, policy)?;
-    let mut text = serde_json::to_vec_pretty(&winners)?;
+    let (value, count) = match what.format {
+        "t4" => {
+            let word = what
+                .kernel
+                .context("--format t4 writes one kernel's trials: name it with --kernel")?;
+            let index = store.index()?;
+            let k = index.select_one(word, None)?;
+            let (_, trials) = plan::chosen_search(&store, &k.hash, policy)?
+                .with_context(|| format!("{}: no trials in the store", k.signature.demangled))?;
+            (formats::t4(&trials), trials.len())
+        }
+        "proteus" => {
+            let winners = plan::export(&store, policy)?.kernels;
+            let (v, skipped) = formats::proteus(&winners);
+            for s in &skipped {
+                eprintln!("r3 export: {s} left out: Proteus has no field for it");
+            }
+            (v, winners.len() - skipped.len())
+        }
+        _ => {
+            let w = plan::export(&store, policy)?;
+            let n = w.kernels.len();
+            (serde_json::to_value(&w)?, n)
+        }
+    };
+    let mut text = serde_json::to_vec_pretty(&value)?;
     text.push(b'\n');
-    match output {
+    match what.output {
         Some(path) => {
             r3::store::write_atomic(path, &text)
                 .with_context(|| format!("writing {}", path.display()))?;
-            eprintln!(
-                "r3 export: {} kernels with a winner that ships, in {}",
-                winners.kernels.len(),
-                path.display()
-            );
+            let unit = if what.format == "t4" {
+                "trials"
+            } else {
+                "kernels"
+            };
+            eprintln!("r3 export: {count} {unit} in {}", path.display());
         }
-        None => std::io::Write::write_all(&mut std::io::stdout(), &text)?,
+        None => write_stdout(&text)?,
     }
     Ok(0)
+}
+
+/// Writes to standard output; a reader that closed the pipe (`| head`) ends it quietly.
+fn write_stdout(bytes: &[u8]) -> Result<()> {
+    match std::io::Write::write_all(&mut std::io::stdout(), bytes) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 fn passes(print: Option<&str>) -> Result<i32> {

@@ -1,8 +1,10 @@
 //! Apply: the tuned kernels go into the user's build. `plan` chooses each kernel's winner (from
 //! the store's trials or an exported winners file), `shim` stands in for ptxas inside clang's
 //! device compile and splices the winners' PTX over clang's (`splice`), so that every kernel
-//! without a winner is exactly what clang produced. The driver (`driver::apply`) sets it up.
+//! without a winner is exactly what clang produced; `formats` writes winners and trials for
+//! other tools (T4, Proteus). The driver (`driver::apply`) sets it up.
 
+pub mod formats;
 pub mod plan;
 pub mod shim;
 pub mod splice;

@@ -182,19 +182,26 @@ fn searches(store: &Store, hash: &str) -> Result<Vec<(PathBuf, Vec<TrialRecord>)
     Ok(out)
 }
 
+/// The search of a kernel that apply and export use: the policy's GPU, else the most recent.
+pub fn chosen_search(
+    store: &Store,
+    hash: &str,
+    policy: &Policy,
+) -> Result<Option<(PathBuf, Vec<TrialRecord>)>, StoreError> {
+    Ok(searches(store, hash)?.into_iter().find(|(_, recs)| {
+        policy
+            .gpu
+            .as_ref()
+            .is_none_or(|want| slug(&recs[0].gpu).contains(&slug(want)))
+    }))
+}
+
 fn winner_in_store(
     store: &Store,
     k: &KernelRecord,
     policy: &Policy,
 ) -> Result<Option<Winner>, StoreError> {
-    let all = searches(store, &k.hash)?;
-    let chosen = all.into_iter().find(|(_, recs)| {
-        policy
-            .gpu
-            .as_ref()
-            .is_none_or(|want| slug(&recs[0].gpu).contains(&slug(want)))
-    });
-    let Some((path, recs)) = chosen else {
+    let Some((path, recs)) = chosen_search(store, &k.hash, policy)? else {
         return Ok(None);
     };
     let shippable: Vec<TrialRecord> = recs

@@ -71,7 +71,7 @@ impl Index {
 
     /// The stored kernels a user's word names: a hash or a prefix of one (4 hex digits at
     /// least), a mangled name, a demangled name, or a demangled name without its parameters
-    /// (`saxpy` for `saxpy(float, float const*, float*, int)`).
+    /// (`saxpy` or `saxpy(` for `saxpy(float, float const*, float*, int)`).
     pub fn select(&self, word: &str) -> Vec<&KernelRecord> {
         self.kernels.iter().filter(|k| names(word, k)).collect()
     }
@@ -101,6 +101,8 @@ pub fn names(word: &str, k: &KernelRecord) -> bool {
         || d == word
         || d.strip_prefix(word)
             .is_some_and(|rest| rest.starts_with('(') || rest.starts_with('<'))
+        // `saxpy(` or `smooth<float>(`: the name up to its parameters, as scripts write it.
+        || (word.ends_with('(') && d.starts_with(word))
 }
 
 /// How many different kernels, counting one source kernel built for several archs once.
@@ -282,6 +284,7 @@ mod tests {
         ));
         // `kernel` is no kernel's name: a prefix of a name must end at its parameters.
         assert!(idx.select("kernel").is_empty());
+        assert_eq!(idx.select("kernel1(").len(), 2);
     }
 
     #[test]

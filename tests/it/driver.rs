@@ -578,3 +578,43 @@ fn a_plugin_clang_cannot_load_falls_back_to_plain_clang() {
     );
     assert_eq!(err.matches("r3: warning").count(), 1, "{err}");
 }
+
+/// README's usage line, word for word, after `scripts/setup`: no --cuda-path and no -L, so the
+/// driver must pass the SDK r3 found where clang would find none (and clang's own install where
+/// it would).
+#[test]
+fn readmes_usage_line_builds_as_written() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("r3-clang++ -x cuda") && l.contains(" app.cu "))
+        .expect("README has a usage line building app.cu");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo().join("llvm-ir-corpus/selftest/app.cu"),
+        dir.path().join("app.cu"),
+    )
+    .unwrap();
+    let bin = driver_links(dir.path());
+    let out = Command::new(bin.join(words[0]))
+        .args(&words[1..])
+        .arg("-v")
+        .current_dir(dir.path())
+        .env("R3_STORE", dir.path().join("store"))
+        .env_remove("R3_CUDA_PATH")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{line}\n{}", stderr(&out));
+    assert!(dir.path().join("app").is_file());
+    let clang_finds_its_own = ["/usr/local/cuda", "/usr/lib/cuda"]
+        .iter()
+        .any(|d| Path::new(d).join("include/cuda.h").is_file());
+    if !clang_finds_its_own {
+        assert!(
+            stderr(&out).contains("clang finds no CUDA installation here; added --cuda-path="),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
