@@ -92,7 +92,8 @@ impl Policy {
         }
     }
 
-    fn ships(&self, c: &Candidate) -> bool {
+    /// Whether apply may ship this candidate under the policy.
+    pub fn ships(&self, c: &Candidate) -> bool {
         c.block_x.is_none()
             && (self.launch_bounds || (c.max_threads.is_none() && c.min_blocks_per_sm.is_none()))
     }
@@ -182,6 +183,21 @@ fn searches(store: &Store, hash: &str) -> Result<Vec<(PathBuf, Vec<TrialRecord>)
     Ok(out)
 }
 
+/// The trial apply would ship from a search: `pick_best` among the trials the policy ships.
+pub fn shippable_best<'a>(
+    recs: &'a [TrialRecord],
+    confirmed: Option<&trials::Confirmation>,
+    policy: &Policy,
+) -> Option<&'a TrialRecord> {
+    let shippable: Vec<TrialRecord> = recs
+        .iter()
+        .filter(|r| policy.ships(&r.candidate))
+        .cloned()
+        .collect();
+    let trial = trials::pick_best(&shippable, confirmed)?.trial;
+    recs.iter().find(|r| r.trial == trial)
+}
+
 /// The search of a kernel that apply and export use: the policy's GPU, else the most recent.
 pub fn chosen_search(
     store: &Store,
@@ -204,12 +220,8 @@ fn winner_in_store(
     let Some((path, recs)) = chosen_search(store, &k.hash, policy)? else {
         return Ok(None);
     };
-    let shippable: Vec<TrialRecord> = recs
-        .into_iter()
-        .filter(|r| policy.ships(&r.candidate))
-        .collect();
     let confirmation = store.confirmation(&path)?;
-    let Some(best) = trials::pick_best(&shippable, confirmation.as_ref()) else {
+    let Some(best) = shippable_best(&recs, confirmation.as_ref(), policy) else {
         return Ok(None);
     };
     let confirmed_speedup = confirmation

@@ -294,6 +294,9 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
                 &[],
                 &[1, 2, 3, 4],
             ));
+            times
+                .blocks
+                .push(Block::Para(vec![t(format!("Apply: {}.", k.apply.note))]));
         }
         _ => times.blocks.push(Block::Para(vec![t(
             "No trial validated: there is no best configuration.",

@@ -115,6 +115,18 @@ pub struct KernelReport {
     pub convergence: Vec<ConvergencePoint>,
     pub top: Vec<TopConfig>,
     pub code: CodeReport,
+    /// What `--r3-apply` would build with from these trials.
+    pub apply: ApplyReport,
+}
+
+/// What apply ships from a kernel's trials (`apply::plan`, the policy in the environment).
+#[derive(Debug, Clone, Serialize)]
+pub struct ApplyReport {
+    /// The trial apply builds with; None when it keeps clang's code.
+    pub trial: Option<u32>,
+    pub speedup: Option<f64>,
+    /// Why, in words: the best, another trial (and why not the best), or -O3.
+    pub note: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -330,6 +342,54 @@ fn summarize(kernels: &[KernelReport]) -> Summary {
     }
 }
 
+/// What apply would ship, and why that and not the best where they differ.
+fn apply_report(
+    recs: &[TrialRecord],
+    confirmed: Option<&crate::store::trials::Confirmation>,
+    best: Option<&Best>,
+) -> ApplyReport {
+    use crate::apply::plan::{shippable_best, Policy};
+    let policy = Policy::from_env();
+    let shipped = shippable_best(recs, confirmed, &policy)
+        .filter(|t| t.trial != 0 && t.ratio().is_some_and(|r| r < 1.0));
+    let speedup = shipped.and_then(|t| t.ratio()).map(|r| 1.0 / r);
+    let why_not_best = |c: &Candidate| {
+        if c.block_x.is_some() {
+            "changes the block size (host code), which apply never ships"
+        } else {
+            "sets launch bounds, which apply ships only with R3_APPLY_LAUNCH_BOUNDS=1 (a larger launch would fail)"
+        }
+    };
+    if recs[0].gpu.starts_with("simulated") && !policy.simulated {
+        return ApplyReport {
+            trial: None,
+            speedup: None,
+            note: "keeps clang's code: simulated trials are never shipped (R3_APPLY_SIMULATED=1 is for tests)".into(),
+        };
+    }
+    let note = match (shipped, best) {
+        (Some(t), Some(b)) if t.trial == b.trial => format!("applies the best (trial {})", t.trial),
+        (Some(t), Some(b)) => format!(
+            "applies trial {} ({:.3}x): the best (trial {}) {}",
+            t.trial,
+            1.0 / t.ratio().unwrap_or(1.0),
+            b.trial,
+            why_not_best(&b.candidate)
+        ),
+        (None, Some(b)) if b.trial != 0 && !policy.ships(&b.candidate) => format!(
+            "keeps clang's code: the best (trial {}) {}, and no trial apply ships beats -O3",
+            b.trial,
+            why_not_best(&b.candidate)
+        ),
+        _ => "keeps clang's code: nothing beats -O3".into(),
+    };
+    ApplyReport {
+        trial: shipped.map(|t| t.trial),
+        speedup,
+        note,
+    }
+}
+
 fn kernel_report(
     store: &Store,
     path: &Path,
@@ -381,6 +441,7 @@ fn kernel_report(
         _ => (None, None),
     };
 
+    let apply = apply_report(recs, confirmed, best.as_ref());
     let name = stored
         .map(|k| k.signature.demangled.clone())
         .unwrap_or_else(|| first.kernel.clone());
@@ -510,6 +571,7 @@ fn kernel_report(
         convergence,
         top,
         code,
+        apply,
     })
 }
 

@@ -421,3 +421,37 @@ fn reports_on_a_simulated_tuning_run() {
         assert!(!render(&rep, f).is_empty());
     }
 }
+
+#[test]
+fn the_report_says_what_apply_ships_and_why_not_the_best() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&compile_into_store(dir.path())).unwrap();
+    let key = key(&store);
+    let bounded = Candidate {
+        max_threads: Some(256),
+        ..Candidate::with_pipeline("default<O2>")
+    };
+    let plain = Candidate::with_pipeline("default<O1>");
+    let mut log = store.open_trials(&key, GPU).unwrap();
+    for r in [
+        rec(&key, GPU, 0, &Candidate::baseline(), valid(10.0)),
+        rec(&key, GPU, 1, &bounded, valid(7.0)),
+        rec(&key, GPU, 2, &plain, valid(8.0)),
+    ] {
+        log.append(&r).unwrap();
+    }
+    let opts = ReportOptions {
+        kernels: Vec::new(),
+        ptxas: None,
+        code: false,
+    };
+    let rep = build(&store, &opts).unwrap();
+    let a = &rep.kernels[0].apply;
+    assert_eq!(a.trial, Some(2));
+    assert!((a.speedup.unwrap() - 1.25).abs() < 1e-9);
+    assert!(
+        a.note.contains("applies trial 2") && a.note.contains("trial 1) sets launch bounds"),
+        "{}",
+        a.note
+    );
+}
