@@ -80,16 +80,22 @@ pub fn kernels<'c>(module: &Module<'c>) -> Vec<FunctionValue<'c>> {
 
 /// One module per kernel of `tu`, each passing the verifier. `what` names the TU in errors.
 pub fn split(tu: &Module, what: &str) -> Result<Vec<KernelModule>, IrError> {
+    let shared = shared_in_unit(tu);
     kernels(tu)
         .into_iter()
         .map(|f| {
             let name = f.get_name().to_string_lossy().into_owned();
-            extract_one(tu, &name, &format!("{what}: kernel {name}"))
+            extract_one(tu, &name, &shared, &format!("{what}: kernel {name}"))
         })
         .collect()
 }
 
-fn extract_one(tu: &Module, name: &str, what: &str) -> Result<KernelModule, IrError> {
+fn extract_one(
+    tu: &Module,
+    name: &str,
+    shared: &HashSet<String>,
+    what: &str,
+) -> Result<KernelModule, IrError> {
     let kernel = tu
         .get_function(name)
         .expect("kernel listed from this module");
@@ -98,6 +104,7 @@ fn extract_one(tu: &Module, name: &str, what: &str) -> Result<KernelModule, IrEr
     let module = tu.clone();
     let f = module.get_function(name).expect("clone has the kernel");
     keep_only_reachable(&module, f);
+    share_variables(&module, shared);
     // SAFETY: the module is valid and owned by us.
     unsafe { LLVMStripModuleDebugInfo(module.as_mut_ptr()) };
     let signature = KernelSignature {
@@ -272,6 +279,116 @@ fn keep_only_reachable(module: &Module, kernel: FunctionValue) {
     }
 }
 
+/// The unit's variables that a module holding one kernel must not keep local: mutable
+/// variables of global memory with local linkage (`static __device__`, function-scope statics)
+/// that some code of the unit may write.
+///
+/// In the unit, every kernel sees such a variable, and it outlives a launch; in a module that
+/// holds one kernel, local linkage tells the optimizer that it sees every access. Then GlobalOpt
+/// and IPSCCP (which act only on globals with `hasLocalLinkage()`) delete the stores of a kernel
+/// that never reads it and fold the loads of one that never writes it to the initializer: wrong
+/// for the program, and a lost store is invisible to replay. A variable that nothing in the unit
+/// writes, nor lets its address escape, keeps its initializer for good (no other unit can name
+/// it, and one the host uses clang already made external), so the optimizer's reading of it is
+/// right and it stays local: libdevice's `__cudart_i2opi_f` is one, and local it is loaded
+/// through the read-only cache as in clang's own build. `__shared__` (address space 3, one per
+/// block), `__constant__` (4) and constants cannot change between kernels and stay local too.
+fn shared_in_unit(tu: &Module) -> HashSet<String> {
+    const GENERIC: u32 = 0;
+    const GLOBAL: u32 = 1;
+    // SAFETY: reading the globals of a live module.
+    unsafe {
+        iter(LLVMGetFirstGlobal(tu.as_mut_ptr()), |v| {
+            LLVMGetNextGlobal(v)
+        })
+        .filter(|&g| {
+            let local = matches!(
+                LLVMGetLinkage(g),
+                llvm_sys::LLVMLinkage::LLVMInternalLinkage
+                    | llvm_sys::LLVMLinkage::LLVMPrivateLinkage
+            );
+            let space = LLVMGetPointerAddressSpace(LLVMTypeOf(g));
+            local
+                && LLVMIsGlobalConstant(g) == 0
+                && !LLVMGetInitializer(g).is_null()
+                && (space == GENERIC || space == GLOBAL)
+                && !only_loaded(g)
+        })
+        .filter_map(|g| {
+            let mut len = 0usize;
+            let name = LLVMGetValueName2(g, &mut len);
+            let bytes = std::slice::from_raw_parts(name as *const u8, len);
+            // An unnamed one cannot stay external (GlobalOpt makes it internal again); clang
+            // names every variable it emits.
+            (len > 0).then(|| String::from_utf8_lossy(bytes).into_owned())
+        })
+        .collect()
+    }
+}
+
+/// Whether every use of pointer `p` only loads through it, following address computations
+/// (GEPs and casts, as instructions or constant expressions). Anything else, a store or an
+/// atomic, a call, a pointer stored or compared, another global's initializer, counts as a
+/// possible write.
+unsafe fn only_loaded(p: LLVMValueRef) -> bool {
+    use llvm_sys::LLVMOpcode::*;
+    let mut work = vec![p];
+    while let Some(p) = work.pop() {
+        let mut u = LLVMGetFirstUse(p);
+        while let Some(use_) = non_null(u) {
+            u = LLVMGetNextUse(use_);
+            let user = LLVMGetUser(use_);
+            if !LLVMIsALoadInst(user).is_null() {
+                continue;
+            }
+            let opcode = if !LLVMIsAInstruction(user).is_null() {
+                LLVMGetInstructionOpcode(user)
+            } else if !LLVMIsAConstantExpr(user).is_null() {
+                LLVMGetConstOpcode(user)
+            } else {
+                return false;
+            };
+            // Only as the base of an address; a pointer used as anything else escapes.
+            let derived = matches!(opcode, LLVMGetElementPtr | LLVMAddrSpaceCast | LLVMBitCast);
+            if !derived || LLVMGetOperand(user, 0) != p {
+                return false;
+            }
+            work.push(user);
+        }
+    }
+    true
+}
+
+/// Gives the variables named in `shared` external linkage, as clang itself does for a
+/// `static __device__` variable the host uses: an external definition may be read and written
+/// by code the optimizer cannot see, so every access stays. The name stays, so the PTX symbol is
+/// the unit's (the splice takes the tuned module's `.visible` for the host's declaration);
+/// `dso_local` stays as clang writes it (it says where the definition is, not who accesses it);
+/// `unnamed_addr` goes, so that no copy is merged or duplicated; `externally_initialized` makes
+/// it read exactly as clang writes a `__device__` variable. Other modules are left untouched, so
+/// their content hash stays.
+fn share_variables(module: &Module, shared: &HashSet<String>) {
+    if shared.is_empty() {
+        return;
+    }
+    // SAFETY: every value is a global variable of the live module `module` owns.
+    unsafe {
+        for g in iter(LLVMGetFirstGlobal(module.as_mut_ptr()), |v| {
+            LLVMGetNextGlobal(v)
+        }) {
+            let mut len = 0usize;
+            let name = LLVMGetValueName2(g, &mut len);
+            let name = std::slice::from_raw_parts(name as *const u8, len);
+            if !shared.contains(String::from_utf8_lossy(name).as_ref()) {
+                continue;
+            }
+            LLVMSetLinkage(g, llvm_sys::LLVMLinkage::LLVMExternalLinkage);
+            LLVMSetUnnamedAddress(g, llvm_sys::LLVMUnnamedAddr::LLVMNoUnnamedAddr);
+            LLVMSetExternallyInitialized(g, 1);
+        }
+    }
+}
+
 fn non_null<T>(v: *mut T) -> Option<*mut T> {
     (!v.is_null()).then_some(v)
 }
@@ -401,4 +518,171 @@ pub fn load_kernel<'c>(
     what: &str,
 ) -> Result<Module<'c>, IrError> {
     super::load_bytes(ctx, bitcode, what)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lower::{to_ptx, Codegen};
+
+    /// As clang 22 emits it before any pass: `static __device__ int state;` that one kernel writes
+    /// and another reads, `__device__ int pub;`, `__constant__ int coef[2];`, a `__shared__`
+    /// variable, a string, a mutable static nothing writes (`table`) and one that a third kernel
+    /// only updates atomically (`calls`).
+    const UNIT: &str = r#"
+target datalayout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+target triple = "nvptx64-nvidia-cuda"
+
+@pub = dso_local addrspace(1) externally_initialized global i32 0, align 4
+@coef = dso_local addrspace(4) externally_initialized constant [2 x i32] zeroinitializer, align 4
+@_ZL5state = internal addrspace(1) global i32 0, align 4
+@_ZZ6parityPiE1s = internal addrspace(3) global i32 undef, align 4
+@.str = private unnamed_addr addrspace(1) constant [4 x i8] c"abc\00", align 1
+@_ZL5table = internal addrspace(1) global [2 x i32] [i32 5, i32 7], align 4
+@_ZL5calls = internal addrspace(1) global i32 0, align 4
+@llvm.compiler.used = appending global [2 x ptr] [ptr addrspacecast (ptr addrspace(1) @pub to ptr), ptr addrspacecast (ptr addrspace(4) @coef to ptr)], section "llvm.metadata"
+
+define dso_local ptx_kernel void @_Z8setstatei(i32 noundef %v) #0 {
+  store i32 %v, ptr addrspacecast (ptr addrspace(1) @_ZL5state to ptr), align 4
+  store i32 %v, ptr addrspacecast (ptr addrspace(1) @pub to ptr), align 4
+  ret void
+}
+
+define dso_local ptx_kernel void @_Z6parityPi(ptr noundef %out) #0 {
+  %c = load i32, ptr getelementptr inbounds ([2 x i32], ptr addrspacecast (ptr addrspace(4) @coef to ptr), i64 0, i64 1), align 4
+  store i32 %c, ptr addrspacecast (ptr addrspace(3) @_ZZ6parityPiE1s to ptr), align 4
+  %st = load i32, ptr addrspacecast (ptr addrspace(1) @_ZL5state to ptr), align 4
+  %bit = and i32 %st, 1
+  %p = load i32, ptr addrspacecast (ptr addrspace(1) @pub to ptr), align 4
+  %a = add nsw i32 %bit, %p
+  %s = load i32, ptr addrspacecast (ptr addrspace(3) @_ZZ6parityPiE1s to ptr), align 4
+  %b = add nsw i32 %a, %s
+  %i = and i32 %st, 3
+  %ch = getelementptr inbounds [4 x i8], ptr addrspace(1) @.str, i32 0, i32 %i
+  %chv = load i8, ptr addrspace(1) %ch, align 1
+  %chw = zext i8 %chv to i32
+  %r = add nsw i32 %b, %chw
+  %t = getelementptr inbounds [2 x i32], ptr addrspace(1) @_ZL5table, i64 0, i64 1
+  %tv = load i32, ptr addrspace(1) %t, align 4
+  %rt = add nsw i32 %r, %tv
+  store i32 %rt, ptr %out, align 4
+  ret void
+}
+
+define dso_local ptx_kernel void @_Z5countv() #0 {
+  %old = atomicrmw add ptr addrspacecast (ptr addrspace(1) @_ZL5calls to ptr), i32 1 monotonic, align 4
+  ret void
+}
+
+define dso_local ptx_kernel void @_Z4plainPi(ptr noundef %out) #0 {
+  %c = load i32, ptr getelementptr inbounds ([2 x i32], ptr addrspacecast (ptr addrspace(4) @coef to ptr), i64 0, i64 0), align 4
+  store i32 %c, ptr %out, align 4
+  ret void
+}
+
+attributes #0 = { convergent mustprogress noinline norecurse nounwind "target-cpu"="sm_90" "target-features"="+ptx88,+sm_90" }
+"#;
+
+    fn split_unit() -> Vec<KernelModule> {
+        let ctx = Context::create();
+        let unit = parse_text(&ctx, UNIT, "unit").unwrap();
+        split(&unit, "unit").unwrap()
+    }
+
+    fn ptx_of(kernels: &[KernelModule], name: &str, pipeline: &str) -> String {
+        let k = kernels.iter().find(|k| k.signature.name == name).unwrap();
+        let ctx = Context::create();
+        let m = load_kernel(&ctx, &k.bitcode, name).unwrap();
+        to_ptx(&m, pipeline, &Codegen::default()).unwrap()
+    }
+
+    /// Lines of PTX code (not declarations) that name `sym` as a memory operand.
+    fn accesses<'p>(ptx: &'p str, op: &str, sym: &str) -> Vec<&'p str> {
+        let operand = format!("[{sym}]");
+        ptx.lines()
+            .filter(|l| l.trim_start().starts_with(op) && l.contains(&operand))
+            .collect()
+    }
+
+    #[test]
+    fn a_unit_static_written_by_one_kernel_keeps_the_store() {
+        let kernels = split_unit();
+        for pipeline in ["default<O2>", "default<O3>"] {
+            let ptx = ptx_of(&kernels, "_Z8setstatei", pipeline);
+            assert_eq!(
+                accesses(&ptx, "st.", "_ZL5state").len(),
+                1,
+                "{pipeline}:\n{ptx}"
+            );
+            assert!(ptx.contains(".global .align 4 .u32 _ZL5state;"), "{ptx}");
+        }
+    }
+
+    #[test]
+    fn a_unit_static_read_by_another_kernel_is_loaded_not_folded() {
+        let kernels = split_unit();
+        for pipeline in ["default<O2>", "default<O3>"] {
+            let ptx = ptx_of(&kernels, "_Z6parityPi", pipeline);
+            assert_eq!(
+                accesses(&ptx, "ld.", "_ZL5state").len(),
+                1,
+                "{pipeline}:\n{ptx}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_mutable_global_statics_become_external() {
+        let kernels = split_unit();
+        let k = kernels
+            .iter()
+            .find(|k| k.signature.name == "_Z6parityPi")
+            .unwrap();
+        let ctx = Context::create();
+        let text = load_kernel(&ctx, &k.bitcode, "parity")
+            .unwrap()
+            .print_to_string()
+            .to_string();
+        let decl = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("@{name} =")))
+                .unwrap_or_else(|| panic!("no @{name} in\n{text}"))
+                .to_owned()
+        };
+        let state = decl("_ZL5state");
+        assert!(
+            !state.contains("internal") && !state.contains("unnamed_addr"),
+            "{state}"
+        );
+        assert!(state.contains("externally_initialized global"), "{state}");
+        assert!(decl("_ZZ6parityPiE1s").contains("internal addrspace(3)"));
+        // Nothing writes it: it is its initializer for good, and local it stays.
+        assert!(decl("_ZL5table").contains("internal addrspace(1) global"));
+        assert!(decl(".str").contains("private unnamed_addr addrspace(1) constant"));
+        assert_eq!(
+            decl("coef"),
+            "@coef = dso_local addrspace(4) externally_initialized constant [2 x i32] \
+             zeroinitializer, align 4"
+        );
+    }
+
+    #[test]
+    fn what_the_unit_may_write() {
+        let ctx = Context::create();
+        let unit = parse_text(&ctx, UNIT, "unit").unwrap();
+        let mut shared: Vec<String> = shared_in_unit(&unit).into_iter().collect();
+        shared.sort();
+        assert_eq!(shared, ["_ZL5calls", "_ZL5state"]);
+    }
+
+    #[test]
+    fn a_kernel_without_them_is_untouched() {
+        let ctx = Context::create();
+        let unit = parse_text(&ctx, UNIT, "unit").unwrap();
+        let plain = unit.clone();
+        keep_only_reachable(&plain, plain.get_function("_Z4plainPi").unwrap());
+        let before = plain.print_to_string().to_string();
+        share_variables(&plain, &shared_in_unit(&unit));
+        assert_eq!(plain.print_to_string().to_string(), before);
+    }
 }

@@ -12,3 +12,4 @@ mod replay;
 mod report;
 mod support;
 mod tune;
+mod unit_statics;
