@@ -145,6 +145,13 @@ inline void report(const char* program, const char* kernel, double ms, bool ok) 
   std::fflush(stdout);
 }
 
+// Whole-program line of a program that times its full loop of launches (all
+// kernels, all iterations): ms is the median over 5 runs of that loop.
+inline void report_loop(const char* program, double ms, bool ok) {
+  std::printf("r3-corpus program=%s loop_ms=%.4f check=%s\n", program, ms, ok ? "PASS" : "FAIL");
+  std::fflush(stdout);
+}
+
 // ---------------------------------------------------------------- timing ---
 
 inline int reps() {

@@ -3,6 +3,10 @@
 #   carry_r3        build r3, strip, xz into .carry/r3.xz (the GPU machine has xz, not zstd)
 #   unpack_r3       on the GPU machine: r3, r3-clang, r3-clang++ into /tmp/r3bin, on PATH
 #   cuda_build SRC OUT [flags]   clang++-22 + r3-clang++ style CUDA build against the SDK
+#   pack_dir NAME   here: .carry/NAME as .carry/NAME.tar.xz (programs share most of their bytes,
+#                   static cudart above all, so one archive is a fraction of the files: carry it
+#                   instead of the directory to stay under the 64 MiB a call takes)
+#   unpack_dir NAME on the GPU machine: .carry/NAME from its archive, if only that was carried
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 carry="$here/.carry"
 cuda="${R3_CUDA_PATH:-${XDG_CACHE_HOME:-$HOME/.cache}/r3/cuda-13.0}"
@@ -27,4 +31,16 @@ cuda_build() {
   local driver="$1" src="$2" out="$3"; shift 3
   "$driver" -x cuda --cuda-path="$cuda" --cuda-gpu-arch=sm_90 -Wno-unknown-cuda-version -O3 -std=c++17 \
     "$@" "$src" -o "$out" -L "$cuda/lib" -lcudart_static -ldl -lrt -pthread
+}
+
+pack_dir() {
+  tar -C "$carry" -cf - "$1" | xz -9e -T0 > "$carry/$1.tar.xz"
+  du -h "$carry/$1.tar.xz" | cut -f1 | xargs echo "$1.tar.xz:"
+}
+
+unpack_dir() {
+  if [ ! -d "$carry/$1" ] && [ -f "$carry/$1.tar.xz" ]; then
+    xz -d -c "$carry/$1.tar.xz" | tar -C "$carry" -xf -
+  fi
+  [ -d "$carry/$1" ] || { echo "$carry/$1 missing: carry .carry/$1.tar.xz (or the directory)" >&2; return 2; }
 }
