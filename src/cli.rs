@@ -391,7 +391,7 @@ fn run(cli: Cli) -> Result<i32> {
             let policy = r3::apply::plan::Policy {
                 launch_bounds: launch_bounds || env.launch_bounds,
                 gpu: gpu.or(env.gpu),
-                simulated: env.simulated,
+                ..env
             };
             let what = ExportWhat {
                 format: &format,

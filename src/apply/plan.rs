@@ -68,7 +68,7 @@ pub enum PlanError {
 }
 
 /// What apply may ship beyond the pipeline and codegen knobs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Policy {
     /// Ship `.maxntid`/`.minnctapersm` too: only right if the program never launches the
     /// kernel with more threads per block than it did when recorded.
@@ -78,17 +78,40 @@ pub struct Policy {
     pub gpu: Option<String>,
     /// Accept simulated trials (for tests of apply itself).
     pub simulated: bool,
+    /// The least speedup worth shipping (the confirmed one where there is one): a gain within
+    /// replay's noise changes the code for nothing.
+    pub min_speedup: f64,
 }
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            launch_bounds: false,
+            gpu: None,
+            simulated: false,
+            min_speedup: DEFAULT_MIN_SPEEDUP,
+        }
+    }
+}
+
+/// Replay tells apart differences of about 1% (medians within 1% at 95% confidence); twice
+/// that is a gain worth a change of code.
+pub const DEFAULT_MIN_SPEEDUP: f64 = 1.02;
 
 impl Policy {
     /// The policy build systems set through the environment (`R3_APPLY_LAUNCH_BOUNDS=1`,
-    /// `R3_APPLY_GPU=h100`, `R3_APPLY_SIMULATED=1`).
+    /// `R3_APPLY_GPU=h100`, `R3_APPLY_SIMULATED=1`, `R3_APPLY_MIN_SPEEDUP=1.05`).
     pub fn from_env() -> Policy {
         let on = |k: &str| std::env::var_os(k).is_some_and(|v| v == "1");
         Policy {
             launch_bounds: on("R3_APPLY_LAUNCH_BOUNDS"),
             gpu: std::env::var("R3_APPLY_GPU").ok().filter(|g| !g.is_empty()),
             simulated: on("R3_APPLY_SIMULATED"),
+            min_speedup: std::env::var("R3_APPLY_MIN_SPEEDUP")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|v: &f64| v.is_finite())
+                .unwrap_or(DEFAULT_MIN_SPEEDUP),
         }
     }
 
@@ -122,15 +145,18 @@ impl Source {
         Ok(Source::File(f))
     }
 
-    /// The winner for a kernel (by content hash), if it has one that ships and beats -O3.
+    /// The winner for a kernel (by content hash), if it has one that ships and beats -O3. A
+    /// winners file is taken as written (its export applied a policy; a build from it must be
+    /// reproducible whatever the environment), except that simulated winners need asking for.
     pub fn winner(&self, k: &KernelRecord, policy: &Policy) -> Result<Option<Winner>, PlanError> {
         let found = match self {
             Source::File(f) => f.kernels.iter().find(|w| w.hash == k.hash).cloned(),
-            Source::Store(s) => winner_in_store(s, k, policy)?,
+            Source::Store(s) => winner_in_store(s, k, policy)?.filter(|w| {
+                w.confirmed_speedup.unwrap_or(w.speedup) >= policy.min_speedup.max(1.0)
+                    && policy.ships(&w.candidate)
+            }),
         };
-        Ok(found.filter(|w| {
-            w.speedup > 1.0 && (policy.simulated || !w.simulated) && policy.ships(&w.candidate)
-        }))
+        Ok(found.filter(|w| w.speedup > 1.0 && (policy.simulated || !w.simulated)))
     }
 
     /// Whether another version of this kernel (same name and source file, another hash) has a

@@ -350,9 +350,19 @@ fn apply_report(
 ) -> ApplyReport {
     use crate::apply::plan::{shippable_best, Policy};
     let policy = Policy::from_env();
-    let shipped = shippable_best(recs, confirmed, &policy)
-        .filter(|t| t.trial != 0 && t.ratio().is_some_and(|r| r < 1.0));
-    let speedup = shipped.and_then(|t| t.ratio()).map(|r| 1.0 / r);
+    let candidate = shippable_best(recs, confirmed, &policy).filter(|t| t.trial != 0);
+    // The confirmed speedup where this very trial was re-measured, else the search's.
+    let speedup_of = |t: &TrialRecord| {
+        confirmed
+            .filter(|c| c.trial == t.trial)
+            .map_or(t.ratio(), |c| c.outcome.ratio())
+            .map(|r| 1.0 / r)
+    };
+    let small = candidate
+        .and_then(|t| speedup_of(t).map(|s| (t.trial, s)))
+        .filter(|(_, s)| *s < policy.min_speedup.max(1.0));
+    let shipped = candidate.filter(|_| small.is_none());
+    let speedup = shipped.and_then(speedup_of);
     let why_not_best = |c: &Candidate| {
         if c.block_x.is_some() {
             "changes the block size (host code), which apply never ships"
@@ -367,12 +377,22 @@ fn apply_report(
             note: "keeps clang's code: simulated trials are never shipped (R3_APPLY_SIMULATED=1 is for tests)".into(),
         };
     }
+    if let Some((trial, s)) = small.filter(|(_, s)| *s > 1.0) {
+        return ApplyReport {
+            trial: None,
+            speedup: None,
+            note: format!(
+                "keeps clang's code: the best trial it can ship (trial {trial}, {s:.3}x) is under the {:.2}x worth a change of code (R3_APPLY_MIN_SPEEDUP)",
+                policy.min_speedup
+            ),
+        };
+    }
     let note = match (shipped, best) {
         (Some(t), Some(b)) if t.trial == b.trial => format!("applies the best (trial {})", t.trial),
         (Some(t), Some(b)) => format!(
             "applies trial {} ({:.3}x): the best (trial {}) {}",
             t.trial,
-            1.0 / t.ratio().unwrap_or(1.0),
+            speedup.unwrap_or(1.0),
             b.trial,
             why_not_best(&b.candidate)
         ),

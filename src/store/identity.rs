@@ -101,8 +101,9 @@ pub fn names(word: &str, k: &KernelRecord) -> bool {
         || d == word
         || d.strip_prefix(word)
             .is_some_and(|rest| rest.starts_with('(') || rest.starts_with('<'))
-        // `saxpy(` or `smooth<float>(`: the name up to its parameters, as scripts write it.
-        || (word.ends_with('(') && d.starts_with(word))
+        // `saxpy(` or `smooth<float>(`: the name up to its parameters, as scripts write it
+        // (a template's demangled name starts with its return type: `void smooth<float>(…)`).
+        || (word.ends_with('(') && (d.starts_with(word) || d.contains(&format!(" {word}"))))
 }
 
 /// How many different kernels, counting one source kernel built for several archs once.
@@ -285,6 +286,18 @@ mod tests {
         // `kernel` is no kernel's name: a prefix of a name must end at its parameters.
         assert!(idx.select("kernel").is_empty());
         assert_eq!(idx.select("kernel1(").len(), 2);
+        let mut t = kernel(
+            "dddd111122223333",
+            "_Z6smoothIfEviPKT_PS0_",
+            "/t.cu",
+            "sm_90",
+        );
+        t.signature.demangled = "void smooth<float>(int, float const*, float*)".into();
+        let idx = Index {
+            kernels: vec![t],
+            units: Vec::new(),
+        };
+        assert_eq!(idx.select("smooth<float>(").len(), 1);
     }
 
     #[test]
