@@ -109,7 +109,11 @@ fn within(t: &Tolerance, want: &[u8], got: &[u8]) -> Result<(), usize> {
         if a.len() < size {
             return Err(k * size);
         }
-        let (x, y, ulps) = match t.dtype {
+        // A tolerance is for floats, but a region is bytes: an integer written beside floats
+        // (a label, a count, an index below 2^23 as f32, 2^52 as f64) reads as a subnormal,
+        // where every small integer is within a few ULPs or `abs` of any other. Computed floats
+        // are practically never subnormal, so such words must match exactly.
+        let (x, y, ulps, subnormal) = match t.dtype {
             Dtype::F32 => {
                 let (x, y) = (
                     f32::from_le_bytes(a.try_into().unwrap()),
@@ -119,6 +123,7 @@ fn within(t: &Tolerance, want: &[u8], got: &[u8]) -> Result<(), usize> {
                     x as f64,
                     y as f64,
                     ulp_distance(x.to_bits() as i64, y.to_bits() as i64, 32),
+                    x.is_subnormal() || y.is_subnormal(),
                 )
             }
             Dtype::F64 => {
@@ -130,9 +135,13 @@ fn within(t: &Tolerance, want: &[u8], got: &[u8]) -> Result<(), usize> {
                     x,
                     y,
                     ulp_distance(x.to_bits() as i64, y.to_bits() as i64, 64),
+                    x.is_subnormal() || y.is_subnormal(),
                 )
             }
         };
+        if subnormal {
+            return Err(k * size);
+        }
         let ok =
             (x.is_nan() && y.is_nan()) || (y - x).abs() <= t.abs + t.rel * x.abs() || ulps <= t.ulp;
         if !ok {
@@ -227,6 +236,26 @@ mod tests {
             ),
             2 * f32::MIN_POSITIVE.to_bits() as u64
         );
+    }
+
+    #[test]
+    fn integers_beside_floats_are_never_relaxed() {
+        // Labels 3 and 4 are one ULP apart as f32 bit patterns, and both far below `abs`.
+        let ints = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let want = snap(vec![ints(&[0, 3, 7])]);
+        let got = snap(vec![ints(&[0, 4, 7])]);
+        let loose: Tolerance = "f32:rel=1e-3,abs=1e-6,ulp=4".parse().unwrap();
+        assert!(compare(&want, &got, &[0], Some(&loose)).is_err());
+        let wide = |v: &[u64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let t64: Tolerance = "f64:rel=1e-3,ulp=4".parse().unwrap();
+        let (a, b) = (snap(vec![wide(&[5, 9])]), snap(vec![wide(&[5, 10])]));
+        assert!(compare(&a, &b, &[0], Some(&t64)).is_err());
+        // Floats near each other still pass.
+        let (x, y) = (
+            snap(vec![f32s(&[1.0, 2.0])]),
+            snap(vec![f32s(&[1.0, 2.000001])]),
+        );
+        assert!(compare(&x, &y, &[0], Some(&loose)).is_ok());
     }
 
     #[test]
