@@ -200,6 +200,33 @@ double time_median_ms(Launch launch, Reset reset = Reset()) {
   return (n % 2) ? t[n / 2] : 0.5 * (static_cast<double>(t[n / 2 - 1]) + t[n / 2]);
 }
 
+// Median time in ms of 5 runs of a whole loop of launches (`run`), each between its own
+// pair of events; `reset` restores the starting state before every run, outside the timing,
+// so that every run does the same work. What report_loop prints.
+template <class Reset, class Run>
+double loop_median_ms(Reset reset, Run run) {
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> t;
+  for (int i = 0; i < 5; ++i) {
+    reset();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaEventRecord(start));
+    run();
+    CUDA_CHECK(cudaEventRecord(stop));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    CUDA_CHECK_LAUNCH();
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    t.push_back(ms);
+  }
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // ---------------------------------------------------------------- checks ---
 
 // |got - ref| <= atol + rtol * |ref| for every element (NaN fails).

@@ -100,32 +100,6 @@ __global__ void cg_update_p_kernel(int n, const float* __restrict__ scal, const 
   p[i] = r[i] + scal[kBeta] * p[i];
 }
 
-// Median of 5 runs of the whole solve, each between its own pair of events;
-// reset() restores the starting state before every run, outside the timing.
-template <class Reset, class Run>
-static double loop_median_ms(Reset reset, Run run) {
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> t;
-  for (int i = 0; i < 5; ++i) {
-    reset();
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaEventRecord(start));
-    run();
-    CUDA_CHECK(cudaEventRecord(stop));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    CUDA_CHECK_LAUNCH();
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    t.push_back(ms);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 int main() {
   if (!r3::gpu_available(kProgram)) return 0;
   const int nx = 4096, ny = 2048, iters = 200;
@@ -224,6 +198,6 @@ int main() {
   r3::report(kProgram, "cg_dot_finish_kernel", r3::time_median_ms([&] { finish(1, nullptr); }), ok);
   r3::report(kProgram, "cg_update_xr_kernel", r3::time_median_ms(update_xr), ok);
   r3::report(kProgram, "cg_update_p_kernel", r3::time_median_ms(update_p), ok);
-  r3::report_loop(kProgram, loop_median_ms(reset, solve), ok);
+  r3::report_loop(kProgram, r3::loop_median_ms(reset, solve), ok);
   return ok ? 0 : 1;
 }

@@ -75,32 +75,6 @@ __global__ void heat_maxdiff_kernel(int n, const float* u, const float* v, unsig
   }
 }
 
-// Median of 5 runs of the whole loop, each between its own pair of events;
-// reset() restores the starting state before every run, outside the timing.
-template <class Reset, class Run>
-static double loop_median_ms(Reset reset, Run run) {
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> t;
-  for (int i = 0; i < 5; ++i) {
-    reset();
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaEventRecord(start));
-    run();
-    CUDA_CHECK(cudaEventRecord(stop));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    CUDA_CHECK_LAUNCH();
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    t.push_back(ms);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 int main() {
   if (!r3::gpu_available(kProgram)) return 0;
   const int nx = 4096, ny = 4096, steps = 500, every = 10, logs = steps / every;
@@ -206,6 +180,6 @@ int main() {
   r3::report(kProgram, "heat_boundary_kernel", r3::time_median_ms([&] { boundary(db.get()); }), ok);
   r3::report(kProgram, "heat_maxdiff_kernel",
              r3::time_median_ms([&] { maxdiff(da.get(), db.get(), dlog.get()); }), ok);
-  r3::report_loop(kProgram, loop_median_ms(reset, run), ok);
+  r3::report_loop(kProgram, r3::loop_median_ms(reset, run), ok);
   return ok ? 0 : 1;
 }

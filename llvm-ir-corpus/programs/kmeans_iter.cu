@@ -103,32 +103,6 @@ __global__ void kmeans_update_kernel(int nchunks, int dim, int k, const float* _
   if (t < dim && cbuf[0] > 0) centroids[c * dim + t] = sbuf[t] / cbuf[0];
 }
 
-// Median of 5 runs of the whole loop, each between its own pair of events;
-// reset() restores the starting state before every run, outside the timing.
-template <class Reset, class Run>
-static double loop_median_ms(Reset reset, Run run) {
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> t;
-  for (int i = 0; i < 5; ++i) {
-    reset();
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaEventRecord(start));
-    run();
-    CUDA_CHECK(cudaEventRecord(stop));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    CUDA_CHECK_LAUNCH();
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    t.push_back(ms);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 int main() {
   if (!r3::gpu_available(kProgram)) return 0;
   const int n = 1 << 21, k = 64, dim = kDim, iters = 100, chunk = 512;
@@ -226,6 +200,6 @@ int main() {
   r3::report(kProgram, "kmeans_label_kernel", r3::time_median_ms([&] { label(0); }), ok);
   r3::report(kProgram, "kmeans_partial_sums_kernel", r3::time_median_ms(partial), ok);
   r3::report(kProgram, "kmeans_update_kernel", r3::time_median_ms(update), ok);
-  r3::report_loop(kProgram, loop_median_ms(reset, run), ok);
+  r3::report_loop(kProgram, r3::loop_median_ms(reset, run), ok);
   return ok ? 0 : 1;
 }

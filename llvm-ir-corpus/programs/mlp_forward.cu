@@ -63,32 +63,6 @@ __global__ void mlp_softmax_kernel(int classes, const float* __restrict__ logits
   for (int c = t; c < classes; c += kSoftmaxThreads) p[c] *= inv;
 }
 
-// Median of 5 runs of the whole loop, each between its own pair of events;
-// reset() restores the starting state before every run, outside the timing.
-template <class Reset, class Run>
-static double loop_median_ms(Reset reset, Run run) {
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> t;
-  for (int i = 0; i < 5; ++i) {
-    reset();
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaEventRecord(start));
-    run();
-    CUDA_CHECK(cudaEventRecord(stop));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    CUDA_CHECK_LAUNCH();
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    t.push_back(ms);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 int main() {
   if (!r3::gpu_available(kProgram)) return 0;
   const int kLayers = 3;
@@ -180,6 +154,6 @@ int main() {
   r3::report(kProgram, "mlp_bias_relu_kernel",
              r3::time_median_ms([&] { bias_relu(width[1], dB0.get(), dH0.get()); }), ok);
   r3::report(kProgram, "mlp_softmax_kernel", r3::time_median_ms([&] { softmax(0); }), ok);
-  r3::report_loop(kProgram, loop_median_ms(r3::NoReset(), run), ok);
+  r3::report_loop(kProgram, r3::loop_median_ms(r3::NoReset(), run), ok);
   return ok ? 0 : 1;
 }
