@@ -24,34 +24,15 @@ const CUBIN: &str = "scan-cuda-nvptx64-nvidia-cuda-sm_90.o";
 /// Builds `src` as `dir/scan` (compile and link, -save-temps) with r3-clang++ and `extra`.
 fn build(dir: &Path, src: &Path, extra: &[&str], env: &[(&str, &str)], store: &Path) -> Output {
     std::fs::create_dir_all(dir).unwrap();
-    let bin = driver_links(dir.parent().unwrap());
-    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
-    let include = repo().join("llvm-ir-corpus/common");
-    let out = Command::new(bin.join("r3-clang++"))
-        .args([
-            "-x",
-            "cuda",
-            "--cuda-gpu-arch=sm_90",
-            "-Wno-unknown-cuda-version",
-            "-O3",
-        ])
-        .arg(format!("--cuda-path={}", cuda.display()))
+    let links = driver_links(dir.parent().unwrap());
+    let out = cuda_driver(&links, store)
         .arg("-I")
-        .arg(include)
+        .arg(repo().join("llvm-ir-corpus/common"))
         .arg(src)
-        .args([
-            "-o",
-            "scan",
-            "-save-temps",
-            "-lcudart_static",
-            "-ldl",
-            "-lrt",
-            "-pthread",
-        ])
-        .arg(format!("-L{}", cuda.join("lib").display()))
+        .args(["-o", "scan", "-save-temps"])
+        .args(cudart_link())
         .args(extra)
         .envs(env.iter().copied())
-        .env("R3_STORE", store)
         .current_dir(dir)
         .output()
         .unwrap();

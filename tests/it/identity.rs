@@ -16,29 +16,10 @@ fn build(dir: &Path, name: &str, src: &str, store: &Path) -> PathBuf {
     let sub = dir.join(name);
     std::fs::create_dir_all(&sub).unwrap();
     std::fs::write(sub.join("prog.cu"), src).unwrap();
-    let bin = driver_links(dir);
-    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
-    let out = Command::new(bin.join("r3-clang++"))
-        .args([
-            "-x",
-            "cuda",
-            "--cuda-gpu-arch=sm_90",
-            "-Wno-unknown-cuda-version",
-            "-O3",
-        ])
-        .arg(format!("--cuda-path={}", cuda.display()))
-        .args([
-            "prog.cu",
-            "-o",
-            "prog",
-            "-lcudart_static",
-            "-ldl",
-            "-lrt",
-            "-pthread",
-        ])
-        .arg(format!("-L{}", cuda.join("lib").display()))
+    let out = cuda_driver(&driver_links(dir), store)
+        .args(["prog.cu", "-o", "prog"])
+        .args(cudart_link())
         .current_dir(&sub)
-        .env("R3_STORE", store)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));

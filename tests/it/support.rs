@@ -76,3 +76,30 @@ pub fn saxpy_store(dir: &Path) -> PathBuf {
     assert!(out.status.success(), "{}", stderr(&out));
     store
 }
+
+/// `r3-clang++` (a link in `links`) compiling CUDA for sm_90 at -O3 against the SDK r3 finds,
+/// with its store in `store`; the caller adds inputs, outputs and the link line.
+pub fn cuda_driver(links: &Path, store: &Path) -> Command {
+    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
+    let mut cmd = Command::new(links.join("r3-clang++"));
+    cmd.args([
+        "-x",
+        "cuda",
+        "--cuda-gpu-arch=sm_90",
+        "-Wno-unknown-cuda-version",
+        "-O3",
+    ])
+    .arg(format!("--cuda-path={}", cuda.display()))
+    .env("R3_STORE", store);
+    cmd
+}
+
+/// The link arguments of a CUDA program against the SDK's static cudart.
+pub fn cudart_link() -> Vec<String> {
+    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
+    ["-lcudart_static", "-ldl", "-lrt", "-pthread"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("-L{}", cuda.join("lib").display())])
+        .collect()
+}
