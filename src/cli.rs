@@ -968,7 +968,9 @@ fn ablate_best(
 }
 
 /// The best of many noisy measurements is biased low: measure the winner once more, in a
-/// fresh interleaved run against the baseline, and say what that gives.
+/// fresh interleaved run against the baseline, and say what that gives. Where the trial apply
+/// would ship is another one (the best sets launch bounds or a block size), that one too, so
+/// that what a build gets was measured twice.
 fn confirm_best(store: &r3::store::Store, ev: &mut r3::replay::gpu::GpuEvaluator, kernel: &str) {
     use r3::replay::Evaluator;
     let gpu = ev.device().gpu;
@@ -978,25 +980,10 @@ fn confirm_best(store: &r3::store::Store, ev: &mut r3::replay::gpu::GpuEvaluator
     if best.trial == 0 {
         return;
     }
-    let Ok(lowered) = ev.lower(kernel, &best.candidate) else {
-        return;
-    };
-    let outcome = ev.measure(kernel, &[lowered]).pop();
-    let Some(outcome) = outcome else { return };
-    let when = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    let confirmation = r3::store::trials::Confirmation {
-        format: 1,
-        trial: best.trial,
-        outcome: outcome.clone(),
-        finished_unix_ms: when,
-    };
-    if let Err(e) = store.write_confirmation(kernel, &gpu, &confirmation) {
-        eprintln!("r3 tune: {kernel}: {e}");
-    }
-    match &outcome {
-        r3::replay::Outcome::Valid { time, baseline } if time.median_us < baseline.median_us => {
+    match confirm_trial(store, ev, kernel, &best) {
+        Some(r3::replay::Outcome::Valid { time, baseline })
+            if time.median_us < baseline.median_us =>
+        {
             println!(
                 "confirmed: {:.4}x of -O3 (trial {} re-measured: {:.2} us vs {:.2} us, {} samples)",
                 time.median_us / baseline.median_us,
@@ -1006,14 +993,60 @@ fn confirm_best(store: &r3::store::Store, ev: &mut r3::replay::gpu::GpuEvaluator
                 time.samples
             )
         }
-        other => println!(
+        Some(other) => println!(
             "not confirmed: trial {} re-measured as {}; the -O3 baseline is kept",
             best.trial,
             other
                 .ratio()
                 .map_or_else(|| format!("{other:?}"), |r| format!("{r:.4}x of -O3"))
         ),
+        None => return,
     }
+    let path = store.trials_path(kernel, &gpu);
+    let (Ok(recs), Ok(confirmed)) = (store.trials(kernel, &gpu), store.confirmations(&path)) else {
+        return;
+    };
+    let policy = r3::apply::plan::Policy::from_env();
+    let Some(ships) = r3::apply::plan::shippable_best(&recs, &confirmed, &policy) else {
+        return;
+    };
+    if ships.trial == 0 || ships.trial == best.trial {
+        return;
+    }
+    if let Some(o) = confirm_trial(store, ev, kernel, ships) {
+        let how = o
+            .ratio()
+            .map_or_else(|| format!("{o:?}"), |r| format!("{r:.4}x of -O3"));
+        println!(
+            "for apply: trial {} (the best without launch bounds or block size) re-measured as {how}",
+            ships.trial
+        );
+    }
+}
+
+/// Measures one trial's candidate again against the baseline and records it beside the trials.
+fn confirm_trial(
+    store: &r3::store::Store,
+    ev: &mut r3::replay::gpu::GpuEvaluator,
+    kernel: &str,
+    trial: &r3::store::trials::TrialRecord,
+) -> Option<r3::replay::Outcome> {
+    use r3::replay::Evaluator;
+    let lowered = ev.lower(kernel, &trial.candidate).ok()?;
+    let outcome = ev.measure(kernel, &[lowered]).pop()?;
+    let when = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let confirmation = r3::store::trials::Confirmation {
+        format: 1,
+        trial: trial.trial,
+        outcome: outcome.clone(),
+        finished_unix_ms: when,
+    };
+    if let Err(e) = store.write_confirmation(kernel, &ev.device().gpu, &confirmation) {
+        eprintln!("r3 tune: {kernel}: {e}");
+    }
+    Some(outcome)
 }
 
 /// The compile half of tuning, for every stored kernel that matches.

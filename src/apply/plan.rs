@@ -212,7 +212,7 @@ fn searches(store: &Store, hash: &str) -> Result<Vec<(PathBuf, Vec<TrialRecord>)
 /// The trial apply would ship from a search: `pick_best` among the trials the policy ships.
 pub fn shippable_best<'a>(
     recs: &'a [TrialRecord],
-    confirmed: Option<&trials::Confirmation>,
+    confirmed: &[trials::Confirmation],
     policy: &Policy,
 ) -> Option<&'a TrialRecord> {
     let shippable: Vec<TrialRecord> = recs
@@ -246,12 +246,11 @@ fn winner_in_store(
     let Some((path, recs)) = chosen_search(store, &k.hash, policy)? else {
         return Ok(None);
     };
-    let confirmation = store.confirmation(&path)?;
-    let Some(best) = shippable_best(&recs, confirmation.as_ref(), policy) else {
+    let confirmed = store.confirmations(&path)?;
+    let Some(best) = shippable_best(&recs, &confirmed, policy) else {
         return Ok(None);
     };
-    let confirmed_speedup = confirmation
-        .filter(|c| c.trial == best.trial)
+    let confirmed_speedup = trials::confirmation_of(&confirmed, best.trial)
         .and_then(|c| c.outcome.ratio())
         .map(|r| 1.0 / r);
     Ok(Some(winner_of(k, best, confirmed_speedup)))

@@ -345,7 +345,7 @@ fn summarize(kernels: &[KernelReport]) -> Summary {
 /// What apply would ship, and why that and not the best where they differ.
 fn apply_report(
     recs: &[TrialRecord],
-    confirmed: Option<&crate::store::trials::Confirmation>,
+    confirmed: &[crate::store::trials::Confirmation],
     best: Option<&Best>,
 ) -> ApplyReport {
     use crate::apply::plan::{shippable_best, Policy};
@@ -353,8 +353,7 @@ fn apply_report(
     let candidate = shippable_best(recs, confirmed, &policy).filter(|t| t.trial != 0);
     // The confirmed speedup where this very trial was re-measured, else the search's.
     let speedup_of = |t: &TrialRecord| {
-        confirmed
-            .filter(|c| c.trial == t.trial)
+        crate::store::trials::confirmation_of(confirmed, t.trial)
             .map_or(t.ratio(), |c| c.outcome.ratio())
             .map(|r| 1.0 / r)
     };
@@ -418,8 +417,7 @@ fn kernel_report(
     opts: &ReportOptions,
 ) -> Result<KernelReport, ReportError> {
     let first = &recs[0];
-    let confirmation = store.confirmation(path)?;
-    let confirmed = confirmation.as_ref();
+    let confirmed = &store.confirmations(path)?;
     let own_ms = |r: &TrialRecord| r.passes_ms + r.codegen_ms + r.measure_ms;
     let start_ms = recs
         .iter()

@@ -86,16 +86,18 @@ impl Store {
     pub fn best_trial(&self, kernel: &str, gpu: &str) -> Result<Option<TrialRecord>, StoreError> {
         let path = self.trials_path(kernel, gpu);
         let recs = self.trials(kernel, gpu)?;
-        let confirmed = read_confirmation(&confirmation_path(&path))?;
-        Ok(pick_best(&recs, confirmed.as_ref()).cloned())
+        let confirmed = self.confirmations(&path)?;
+        Ok(pick_best(&recs, &confirmed).cloned())
     }
 
-    /// The re-measurement of a kernel's best trial (see `Confirmation`), if tune made one.
-    pub fn confirmation(&self, trials_file: &Path) -> Result<Option<Confirmation>, StoreError> {
-        read_confirmation(&confirmation_path(trials_file))
+    /// The re-measurements of a kernel's trials (see `Confirmation`) that tune made: of the
+    /// best, and of the best that apply can ship where that is another trial.
+    pub fn confirmations(&self, trials_file: &Path) -> Result<Vec<Confirmation>, StoreError> {
+        read_confirmations(&confirmation_path(trials_file))
     }
 
-    /// Records the re-measurement of the best trial (replacing an earlier one, atomically).
+    /// Records the re-measurement of a trial, replacing an earlier one of the same trial and
+    /// keeping those of others (atomically).
     pub fn write_confirmation(
         &self,
         kernel: &str,
@@ -103,7 +105,10 @@ impl Store {
         c: &Confirmation,
     ) -> Result<(), StoreError> {
         let path = confirmation_path(&self.trials_path(kernel, gpu));
-        let text = serde_json::to_vec_pretty(c).expect("confirmations serialize");
+        let mut all = read_confirmations(&path)?;
+        all.retain(|o| o.trial != c.trial);
+        all.push(c.clone());
+        let text = serde_json::to_vec_pretty(&all).expect("confirmations serialize");
         super::write_atomic(&path, &text).map_err(io_err(&path))
     }
 
@@ -256,8 +261,19 @@ fn transfer_path(trials_file: &Path) -> PathBuf {
     trials_file.with_extension("transfer.json")
 }
 
-fn read_confirmation(path: &Path) -> Result<Option<Confirmation>, StoreError> {
-    read_json(path)
+/// `<gpu>.confirm.json`: a list of confirmations, or the single one earlier r3s wrote.
+fn read_confirmations(path: &Path) -> Result<Vec<Confirmation>, StoreError> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum File {
+        Many(Vec<Confirmation>),
+        One(Confirmation),
+    }
+    Ok(match read_json(path)? {
+        Some(File::Many(v)) => v,
+        Some(File::One(c)) => vec![c],
+        None => Vec::new(),
+    })
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
@@ -278,18 +294,23 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, S
 /// which case the baseline itself (trial 0) is the best: r3 keeps -O3 when nothing beats it.
 pub fn pick_best<'a>(
     recs: &'a [TrialRecord],
-    confirmed: Option<&Confirmation>,
+    confirmed: &[Confirmation],
 ) -> Option<&'a TrialRecord> {
     let best = recs
         .iter()
         .filter(|t| t.ratio().is_some())
         .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap()))?;
-    match confirmed {
-        Some(c) if c.trial == best.trial && c.outcome.ratio().is_none_or(|r| r >= 1.0) => {
+    match confirmation_of(confirmed, best.trial) {
+        Some(c) if c.outcome.ratio().is_none_or(|r| r >= 1.0) => {
             recs.iter().find(|t| t.trial == 0 && t.ratio().is_some())
         }
         _ => Some(best),
     }
+}
+
+/// The re-measurement of one trial, if there is one.
+pub fn confirmation_of(confirmed: &[Confirmation], trial: u32) -> Option<&Confirmation> {
+    confirmed.iter().find(|c| c.trial == trial)
 }
 
 fn read_log(path: &Path) -> Result<(Vec<TrialRecord>, u64), StoreError> {
@@ -343,7 +364,7 @@ mod tests {
             r
         };
         let recs = vec![rec(0, 100.0), rec(1, 90.0), rec(2, 95.0)];
-        assert_eq!(super::pick_best(&recs, None).unwrap().trial, 1);
+        assert_eq!(super::pick_best(&recs, &[]).unwrap().trial, 1);
         let confirm = |trial, us| super::Confirmation {
             format: 1,
             trial,
@@ -354,22 +375,23 @@ mod tests {
             finished_unix_ms: 0,
         };
         assert_eq!(
-            super::pick_best(&recs, Some(&confirm(1, 92.0)))
-                .unwrap()
-                .trial,
+            super::pick_best(&recs, &[confirm(1, 92.0)]).unwrap().trial,
             1
         );
         assert_eq!(
-            super::pick_best(&recs, Some(&confirm(1, 101.0)))
+            super::pick_best(&recs, &[confirm(1, 101.0)]).unwrap().trial,
+            0
+        );
+        // A confirmation of another trial says nothing about this one, nor does it hide one.
+        assert_eq!(
+            super::pick_best(&recs, &[confirm(2, 90.0), confirm(1, 101.0)])
                 .unwrap()
                 .trial,
             0
         );
         // A confirmation of another trial says nothing about this one.
         assert_eq!(
-            super::pick_best(&recs, Some(&confirm(2, 101.0)))
-                .unwrap()
-                .trial,
+            super::pick_best(&recs, &[confirm(2, 101.0)]).unwrap().trial,
             1
         );
     }
@@ -421,6 +443,34 @@ mod tests {
         log.append(&rec(2)).unwrap();
         let all = store.trials("k", "NVIDIA H200").unwrap();
         assert_eq!(all.iter().map(|r| r.trial).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    #[test]
+    fn confirmations_accumulate_by_trial_and_old_single_ones_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let path = store.trials_path("k", "g");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let c = |trial| Confirmation {
+            format: 1,
+            trial,
+            outcome: Outcome::CompileError {
+                message: "x".into(),
+            },
+            finished_unix_ms: 0,
+        };
+        // What r3 wrote before: one object.
+        std::fs::write(confirmation_path(&path), serde_json::to_vec(&c(3)).unwrap()).unwrap();
+        assert_eq!(store.confirmations(&path).unwrap(), [c(3)]);
+        store.write_confirmation("k", "g", &c(5)).unwrap();
+        store.write_confirmation("k", "g", &c(3)).unwrap();
+        let got: Vec<u32> = store
+            .confirmations(&path)
+            .unwrap()
+            .iter()
+            .map(|c| c.trial)
+            .collect();
+        assert_eq!(got, [5, 3]);
     }
 
     #[test]
