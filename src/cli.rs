@@ -4,6 +4,32 @@ use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
+/// `print!` for what a command prints on standard output: a reader that closed the pipe
+/// (`r3 report | head`) ends the command quietly, with success, instead of a panic.
+macro_rules! out {
+    ($($t:tt)*) => { emit(&format!($($t)*)) };
+}
+
+/// `println!`, ending quietly on a closed pipe like `out!`.
+macro_rules! outln {
+    ($($t:tt)*) => { emit(&format!("{}\n", format!($($t)*))) };
+}
+
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("r3: error: writing to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "r3",
@@ -459,7 +485,7 @@ fn report(
         Some(path) => {
             std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?
         }
-        None => print!("{text}"),
+        None => out!("{text}"),
     }
     Ok(0)
 }
@@ -490,9 +516,9 @@ fn open_store(store: Option<&Path>, cwd: &Path, create: bool) -> Result<r3::stor
 fn doctor(cuda: Option<&Path>, store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
     let report = r3::doctor::run(cuda, store, cwd);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", r3::doctor::render(&report));
+        out!("{}", r3::doctor::render(&report));
     }
     Ok(if report.healthy() { 0 } else { 1 })
 }
@@ -502,12 +528,12 @@ fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
     let store = r3::store::Store::open(&loc.path)?;
     let kernels = store.kernels()?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&r3::report::kernels::by_source(&kernels))?
         );
     } else {
-        print!("{}", r3::report::kernels::render(&kernels, store.root()));
+        out!("{}", r3::report::kernels::render(&kernels, store.root()));
     }
     Ok(0)
 }
@@ -601,9 +627,9 @@ fn replay(
         }
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        print!("{}", r3::report::replay::render(&rows));
+        out!("{}", r3::report::replay::render(&rows));
     }
     // Success: every unmutated candidate valid, and every mutated one caught.
     let all_valid = rows.len() == recs.len() * mutations.len()
@@ -690,7 +716,7 @@ fn cmake_toolchain() -> Result<i32> {
         r3::store::write_atomic(&path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    println!("{}", path.display());
+    outln!("{}", path.display());
     Ok(0)
 }
 
@@ -707,7 +733,7 @@ fn ptx_cmd(
     match output {
         Some(path) => r3::store::write_atomic(path, ptx.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?,
-        None => print!("{ptx}"),
+        None => out!("{ptx}"),
     }
     if stats {
         let s = r3::lower::ptx_stats(&ptx);
@@ -809,7 +835,7 @@ fn tune_one<E: r3::replay::Evaluator + Sync>(
         tune::Stop::Time => "time limit reached",
         tune::Stop::Interrupted => "interrupted; continue with --resume",
     };
-    println!(
+    outln!(
         "{label}: {} trials ({} resumed, {} measured), {how}; trials in {}",
         summary.trials,
         summary.resumed,
@@ -817,13 +843,13 @@ fn tune_one<E: r3::replay::Evaluator + Sync>(
         path.display()
     );
     if summary.learned_from > 0 && opts.strategy == "bo" {
-        println!(
+        outln!(
             "learned from {} earlier searches in the store (their winners measured first; --no-transfer to start from nothing)",
             summary.learned_from
         );
     }
     if let Some(b) = summary.best {
-        println!(
+        outln!(
             "best: {:.4}x of -O3 (trial {}): {}",
             b.ratio().unwrap_or(1.0),
             b.trial,
@@ -960,7 +986,7 @@ fn ablate_best(
         log.append(r)?;
     }
     let failed = recs.iter().filter(|r| r.ptx_hash.is_none()).count();
-    println!(
+    outln!(
         "ablations: {} passes of the best pipeline removed one at a time ({measured} measured, {failed} did not compile, the rest had the PTX of a measured trial); `r3 report` shows what each is worth",
         recs.len()
     );
@@ -984,7 +1010,7 @@ fn confirm_best(store: &r3::store::Store, ev: &mut r3::replay::gpu::GpuEvaluator
         Some(r3::replay::Outcome::Valid { time, baseline })
             if time.median_us < baseline.median_us =>
         {
-            println!(
+            outln!(
                 "confirmed: {:.4}x of -O3 (trial {} re-measured: {:.2} us vs {:.2} us, {} samples)",
                 time.median_us / baseline.median_us,
                 best.trial,
@@ -993,7 +1019,7 @@ fn confirm_best(store: &r3::store::Store, ev: &mut r3::replay::gpu::GpuEvaluator
                 time.samples
             )
         }
-        Some(other) => println!(
+        Some(other) => outln!(
             "not confirmed: trial {} re-measured as {}; the -O3 baseline is kept",
             best.trial,
             other
@@ -1017,7 +1043,7 @@ fn confirm_best(store: &r3::store::Store, ev: &mut r3::replay::gpu::GpuEvaluator
         let how = o
             .ratio()
             .map_or_else(|| format!("{o:?}"), |r| format!("{r:.4}x of -O3"));
-        println!(
+        outln!(
             "for apply: trial {} (the best without launch bounds or block size) re-measured as {how}",
             ships.trial
         );
@@ -1108,8 +1134,8 @@ fn tune_dry_run(
         eprintln!("{}: {} candidates lowered", row.kernel, row.compiled);
         rows.push(row);
     }
-    print!("{}", r3::remix::dry_run::render(&rows));
-    println!(
+    out!("{}", r3::remix::dry_run::render(&rows));
+    outln!(
         "dry run: candidates built and checked; timing them needs a GPU (r3 record, then r3 tune)."
     );
     let bad = rows
@@ -1180,24 +1206,16 @@ fn export(
             };
             eprintln!("r3 export: {count} {unit} in {}", path.display());
         }
-        None => write_stdout(&text)?,
+        None => out!("{}", String::from_utf8_lossy(&text)),
     }
     Ok(0)
-}
-
-/// Writes to standard output; a reader that closed the pipe (`| head`) ends it quietly.
-fn write_stdout(bytes: &[u8]) -> Result<()> {
-    match std::io::Write::write_all(&mut std::io::stdout(), bytes) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
-    }
 }
 
 fn passes(print: Option<&str>) -> Result<i32> {
     let cat = r3::remix::catalog::Catalog::builtin()?;
     match print {
-        Some(name) => println!("{}", cat.preset(name)?.pipeline),
-        None => print!("{}", cat.render()),
+        Some(name) => outln!("{}", cat.preset(name)?.pipeline),
+        None => out!("{}", cat.render()),
     }
     Ok(0)
 }
@@ -1231,10 +1249,10 @@ fn egraph_cmd(
     r3::ir::verify(&module, &format!("{input} after r3-egraph"))?;
     if json {
         let out = serde_json::json!({ "stats": stats, "functions": changes });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         for c in &changes {
-            println!(
+            outln!(
                 "; ==== {}: {} -> {} instructions\n; ---- before\n{}\n; ---- after\n{}",
                 c.name,
                 c.instructions_before,
@@ -1243,7 +1261,7 @@ fn egraph_cmd(
                 c.after.trim_end()
             );
         }
-        print!("{}", stats.render());
+        out!("{}", stats.render());
     }
     Ok(0)
 }
@@ -1251,9 +1269,9 @@ fn egraph_cmd(
 fn selftest(require_gpu: bool, sm: Option<&str>, json: bool) -> Result<i32> {
     let outcome = r3::selftest::run(sm)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&outcome)?);
+        outln!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {
-        print!("{}", r3::selftest::render(&outcome));
+        out!("{}", r3::selftest::render(&outcome));
     }
     let passed = outcome.run.as_ref().map(|r| r.mismatches == 0);
     Ok(match passed {

@@ -273,3 +273,26 @@ fn record_runs_the_program_and_keeps_its_exit_status() {
         stderr(&missing)
     );
 }
+
+/// `r3 passes | head -1`, the reader gone before r3 writes: r3 ends quietly, with success.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let home = tempfile::tempdir().unwrap();
+    for args in [&["passes"][..], &["passes", "--print", "O3"][..]] {
+        let mut child = std::process::Command::new(r3_bin())
+            .args(args)
+            .env("R3_STORE", home.path().join("store"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader closes before r3 prints
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{err}"
+        );
+    }
+}
