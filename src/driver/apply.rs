@@ -17,15 +17,17 @@ pub enum WinnersFrom {
 }
 
 /// Arguments and environment for a compile that applies winners; the shim's link to r3 and the
-/// captured IR live in `dir`. Err when the command runs no ptxas (nothing to apply) or r3
-/// cannot set itself up; the compile then goes on without apply.
+/// captured IR live in `dir`. None when the command runs no ptxas (nothing to apply); Err when
+/// r3 cannot set itself up. Either way the compile goes on without apply.
 pub fn prepare(
     dir: &Path,
     from: &WinnersFrom,
     clang: &Path,
     clang_args: &[OsString],
-) -> Result<(Vec<OsString>, Env), String> {
-    let real = real_ptxas(clang, clang_args)?;
+) -> Result<Option<(Vec<OsString>, Env)>, String> {
+    let Some(real) = real_ptxas(clang, clang_args)? else {
+        return Ok(None);
+    };
     let exe = std::env::current_exe().map_err(|e| format!("finding r3: {e}"))?;
     let link = dir.join("ptxas");
     std::os::unix::fs::symlink(&exe, &link).map_err(|e| format!("{}: {e}", link.display()))?;
@@ -39,30 +41,31 @@ pub fn prepare(
         (shim::FROM_ENV, from.into()),
         (shim::PTXAS_ENV, real.into_os_string()),
     ];
-    Ok((args, env))
+    Ok(Some((args, env)))
 }
 
 /// The ptxas clang would run for this command: the user's `--ptxas-path`, else the one in
-/// clang's own plan (`-###`), so apply never changes which ptxas assembles the code.
-fn real_ptxas(clang: &Path, clang_args: &[OsString]) -> Result<PathBuf, String> {
+/// clang's own plan (`-###`), so apply never changes which ptxas assembles the code; None
+/// when the command assembles no PTX.
+fn real_ptxas(clang: &Path, clang_args: &[OsString]) -> Result<Option<PathBuf>, String> {
     if let Some(p) = clang_args
         .iter()
         .rev()
         .find_map(|a| a.to_str()?.strip_prefix("--ptxas-path="))
     {
-        return Ok(PathBuf::from(p));
+        return Ok(Some(PathBuf::from(p)));
     }
     let out = Command::new(clang)
         .arg("-###")
         .args(clang_args)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", clang.display()))?;
-    super::args::parse_jobs(&String::from_utf8_lossy(&out.stderr))
+    let jobs = super::args::parse_jobs(&String::from_utf8_lossy(&out.stderr));
+    Ok(jobs
         .into_iter()
         .filter_map(|job| job.into_iter().next())
         .find(|tool| Path::new(tool).file_name().is_some_and(|n| n == "ptxas"))
-        .map(PathBuf::from)
-        .ok_or_else(|| "the command assembles no PTX".into())
+        .map(PathBuf::from))
 }
 
 /// The one line about what apply did in this compile, or None when it had nothing to say

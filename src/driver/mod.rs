@@ -104,8 +104,7 @@ fn apply_setup(how: &How, dir: &Path) -> (Vec<OsString>, apply::Env) {
         return Default::default();
     };
     match apply::prepare(dir, from, how.clang, how.clang_args) {
-        Ok(setup) => setup,
-        Err(e) if e.contains("assembles no PTX") => Default::default(),
+        Ok(setup) => setup.unwrap_or_default(),
         Err(e) => {
             warn(&format!("tuned kernels not applied: {e}"));
             Default::default()
