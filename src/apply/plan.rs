@@ -176,37 +176,10 @@ impl Source {
             Source::Store(s) => others.iter().any(|o| {
                 o.hash != k.hash
                     && same(&o.signature.name, o.signature.source.as_ref())
-                    && s.trials_path(&o.hash, "x")
-                        .parent()
-                        .is_some_and(Path::is_dir)
+                    && s.has_trials(&o.hash).unwrap_or(false)
             }),
         }
     }
-}
-
-/// Every GPU's trials of a kernel, as (trials file, records), newest search first.
-fn searches(store: &Store, hash: &str) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
-    let dir = store.trials_path(hash, "x");
-    let dir = dir.parent().unwrap();
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(out);
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(gpu) = name.strip_suffix(".jsonl") else {
-            continue;
-        };
-        if gpu.contains('.') {
-            continue; // <gpu>.ablations.jsonl
-        }
-        let recs = store.trials(hash, gpu)?;
-        if !recs.is_empty() {
-            out.push((e.path(), recs));
-        }
-    }
-    out.sort_by_key(|(_, recs)| std::cmp::Reverse(recs.last().map(|r| r.finished_unix_ms)));
-    Ok(out)
 }
 
 /// The trial apply would ship from a search: `pick_best` among the trials the policy ships.
@@ -230,7 +203,7 @@ pub fn chosen_search(
     hash: &str,
     policy: &Policy,
 ) -> Result<Option<(PathBuf, Vec<TrialRecord>)>, StoreError> {
-    Ok(searches(store, hash)?.into_iter().find(|(_, recs)| {
+    Ok(store.searches(hash)?.into_iter().find(|(_, recs)| {
         policy
             .gpu
             .as_ref()

@@ -70,10 +70,29 @@ pub fn slug(s: &str) -> String {
 
 impl Store {
     pub fn trials_path(&self, kernel: &str, gpu: &str) -> PathBuf {
-        self.root()
-            .join("trials")
-            .join(slug(kernel))
-            .join(format!("{}.jsonl", slug(gpu)))
+        self.trials_dir(kernel).join(format!("{}.jsonl", slug(gpu)))
+    }
+
+    fn trials_dir(&self, kernel: &str) -> PathBuf {
+        self.root().join("trials").join(slug(kernel))
+    }
+
+    /// Whether any GPU has searched this kernel.
+    pub fn has_trials(&self, kernel: &str) -> Result<bool, StoreError> {
+        Ok(!trial_files(&self.trials_dir(kernel))?.is_empty())
+    }
+
+    /// Every GPU's search of one kernel, as (trials file, records), the most recent first.
+    pub fn searches(&self, kernel: &str) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
+        let mut out = Vec::new();
+        for p in trial_files(&self.trials_dir(kernel))? {
+            let recs = read_log(&p)?.0;
+            if !recs.is_empty() {
+                out.push((p, recs));
+            }
+        }
+        out.sort_by_key(|(_, recs)| std::cmp::Reverse(recs.last().map(|r| r.finished_unix_ms)));
+        Ok(out)
     }
 
     /// Every complete record of a kernel on a GPU, in file order (empty when none).
@@ -150,15 +169,8 @@ impl Store {
         };
         for k in kernels {
             let k = k.map_err(io_err(&dir))?.path();
-            if !k.is_dir() {
-                continue;
-            }
-            for f in std::fs::read_dir(&k).map_err(io_err(&k))? {
-                let f = f.map_err(io_err(&k))?.path();
-                let ablations = f.to_string_lossy().ends_with(ABLATIONS_SUFFIX);
-                if f.extension().is_some_and(|e| e == "jsonl") && !ablations {
-                    paths.push(f);
-                }
+            if k.is_dir() {
+                paths.extend(trial_files(&k)?);
             }
         }
         paths.sort();
@@ -188,6 +200,25 @@ impl Store {
     pub fn open_ablations(&self, kernel: &str, gpu: &str) -> Result<TrialLog, StoreError> {
         open_log(ablations_path(&self.trials_path(kernel, gpu)))
     }
+}
+
+/// The trials files (one per GPU) in a kernel's directory, sorted; none when it does not exist.
+fn trial_files(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(dir)(e)),
+    };
+    let mut out = Vec::new();
+    for f in entries {
+        let f = f.map_err(io_err(dir))?.path();
+        let ablations = f.to_string_lossy().ends_with(ABLATIONS_SUFFIX);
+        if f.extension().is_some_and(|e| e == "jsonl") && !ablations {
+            out.push(f);
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 fn open_log(path: PathBuf) -> Result<TrialLog, StoreError> {
