@@ -1,8 +1,10 @@
 //! Strategy benchmark (run by scripts/bench-strategies): over landscape tables, the median
-//! number of trials each strategy needs to reach 98% of the best known time, over seeds.
+//! number of trials each strategy needs to reach 98% (`--target F`) of the best known time,
+//! over seeds.
 //!
-//!   bench_strategies [--seeds N] [--budget N] [--strategies a,b] [--transfer]
-//!                    [--transfer-from TABLE.json]... [--write-synthetic DIR] [TABLE.json...]
+//!   bench_strategies [--seeds N] [--budget N] [--strategies a,b] [--transfer] [--prior]
+//!                    [--target F] [--transfer-from TABLE.json]... [--write-synthetic DIR]
+//!                    [TABLE.json...]
 //!
 //! Without tables it uses the built-in synthetic landscapes (2 families x 3 generator seeds).
 //! `--transfer` adds the column `bo+transfer`: bo learning from earlier searches of the
@@ -10,7 +12,11 @@
 //! 100 (seed 1000), as `r3 tune` would have left them in a store. `--transfer-from` (repeated)
 //! names the landscapes those earlier searches ran on instead, all of them used for every
 //! target: e.g. every kernel on another GPU, the same kernel included (re-tuning for a new GPU).
+//! `--prior` adds `bo+prior`: bo from a cold store with r3's shipped recipes, the learned ones
+//! learned leave-one-out (from every landscape but the target's), chosen by the target's
+//! traits when its table has them.
 
+use r3::remix::recipes;
 use r3::remix::sim::{synthetic, Family, Landscape, Simulator};
 use r3::remix::space::Space;
 use r3::remix::transfer::{Source, Transfer};
@@ -18,11 +24,14 @@ use r3::remix::tune::{trials_to_reach_from, tune, TuneOptions};
 
 const SOURCE_BUDGET: u32 = 100;
 const SOURCE_SEED: u64 = 1000;
+/// Learned recipes in a leave-one-out prior, at most (examples/learn_recipes.rs's default).
+const LEARNED: usize = 6;
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut seeds, mut budget, mut tables, mut write) = (10u64, 200u32, Vec::new(), None);
     let mut with_transfer = false;
+    let (mut with_prior, mut fraction) = (false, 0.98f64);
     let mut from: Vec<Landscape> = Vec::new();
     let mut strategies: Vec<String> = ["bo", "random", "evolution", "local"]
         .map(String::from)
@@ -33,6 +42,8 @@ fn main() {
             "--budget" => budget = args.next().unwrap().parse().unwrap(),
             "--write-synthetic" => write = args.next(),
             "--transfer" => with_transfer = true,
+            "--prior" => with_prior = true,
+            "--target" => fraction = args.next().unwrap().parse().unwrap(),
             "--transfer-from" => {
                 with_transfer = true;
                 let t = args.next().unwrap();
@@ -67,7 +78,11 @@ fn main() {
     } else {
         Vec::new()
     };
-    println!("median trials to reach 98% of the best known time ({seeds} seeds, budget {budget}; >B: not reached in the budget by the median run; hits = runs that reached it)\n");
+    if with_prior {
+        strategies.push("bo+prior".into());
+    }
+    let pct = (fraction * 100.0).round();
+    println!("median trials to reach {pct}% of the best known time ({seeds} seeds, budget {budget}; >B: not reached in the budget by the median run; hits = runs that reached it)\n");
     print!("{:<24}", "landscape");
     for s in &strategies {
         print!(" {s:>16}");
@@ -80,13 +95,17 @@ fn main() {
             true => learn_from(&tables, &earlier, l, Some(t)),
             false => learn_from(&from, &earlier, l, None),
         });
+        let prior = with_prior.then(|| prior_for(&tables, l, t));
         for (k, s) in strategies.iter().enumerate() {
-            let (name, tr) = match s.strip_suffix("+transfer") {
-                Some(base) => (base, transfer.as_ref()),
-                None => (s.as_str(), None),
+            let (name, tr) = if let Some(base) = s.strip_suffix("+transfer") {
+                (base, transfer.as_ref())
+            } else if let Some(base) = s.strip_suffix("+prior") {
+                (base, prior.as_ref())
+            } else {
+                (s.as_str(), None)
             };
             let mut v = over_seeds(seeds, |seed| {
-                trials_to_reach_from(l, name, seed, budget, 0.98, tr)
+                trials_to_reach_from(l, name, seed, budget, fraction, tr)
                     .unwrap()
                     .unwrap_or(u32::MAX)
             });
@@ -146,6 +165,7 @@ fn earlier_search(l: &Landscape) -> Vec<(r3::candidate::Candidate, Option<f64>)>
         time: None,
         batch: 1,
         transfer: false,
+        recipes: false,
     };
     let never = std::sync::atomic::AtomicBool::new(false);
     let mut sim = Simulator::new(l.clone());
@@ -183,5 +203,28 @@ fn learn_from(
                 Some(source.of_same_kernel(sources[s].kernel == target.kernel))
             })
             .collect(),
+        ..Default::default()
+    }
+}
+
+/// The shipped prior as a cold search of `target` would have it, learned leave-one-out: the
+/// hand-written recipes, and recipes learned from every landscape but the target's (`skip`).
+fn prior_for(tables: &[Landscape], target: &Landscape, skip: usize) -> Transfer {
+    let space = Space::builtin(target.space.clone()).unwrap();
+    let others: Vec<Landscape> = (0..tables.len())
+        .filter(|&i| i != skip && tables[i].kernel != target.kernel)
+        .map(|i| tables[i].clone())
+        .collect();
+    let mut specs: Vec<_> = recipes::builtin(&space.catalog)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.spec.origin == "hand")
+        .map(|r| r.spec)
+        .collect();
+    specs.extend(recipes::learn(&others, LEARNED).unwrap());
+    let all = recipes::check(specs, &space.catalog).unwrap();
+    Transfer {
+        recipes: recipes::pick(&all, &space, &target.traits),
+        ..Default::default()
     }
 }

@@ -108,6 +108,10 @@ enum Cmd {
         /// on this GPU, this kernel on other GPUs), which bo otherwise starts from.
         #[arg(long)]
         no_transfer: bool,
+        /// Do not start from r3's shipped recipes (passes/recipes.toml: configurations known to
+        /// matter on GPUs, those whose preconditions the kernel's code meets first).
+        #[arg(long)]
+        no_recipes: bool,
         /// Skip the ablation round after the search (the best pipeline with one pass removed,
         /// each, measured so that `r3 report` can show which passes matter).
         #[arg(long)]
@@ -208,6 +212,10 @@ enum Cmd {
         /// Print a preset's full pipeline text, e.g. O3.
         #[arg(long, value_name = "PRESET")]
         print: Option<String>,
+        /// The shipped recipes (passes/recipes.toml), what every search measures first, and
+        /// the code traits their preconditions name.
+        #[arg(long)]
+        recipes: bool,
     },
     /// Print the path of a CMake toolchain file that builds with r3's drivers (written on demand).
     CmakeToolchain,
@@ -289,6 +297,7 @@ fn run(cli: Cli) -> Result<i32> {
             batch,
             resume,
             no_transfer,
+            no_recipes,
             no_ablate,
             simulate,
             repeat,
@@ -313,6 +322,7 @@ fn run(cli: Cli) -> Result<i32> {
                 time,
                 batch,
                 transfer: !no_transfer,
+                recipes: !no_recipes,
             };
             if let Some(table) = simulate {
                 return tune_simulated(
@@ -426,7 +436,7 @@ fn run(cli: Cli) -> Result<i32> {
             };
             export(cli.store.as_deref(), &cwd, &policy, &what)
         }
-        Cmd::Passes { print } => passes(print.as_deref()),
+        Cmd::Passes { print, recipes } => passes(print.as_deref(), recipes),
         Cmd::Ptx {
             input,
             pipeline,
@@ -848,6 +858,20 @@ fn tune_one<E: r3::replay::Evaluator + Sync>(
             summary.learned_from
         );
     }
+    if !summary.recipes.is_empty() && opts.strategy == "bo" {
+        outln!(
+            "recipes measured first: {} (* the kernel's code meets its preconditions; --no-recipes to leave them out)",
+            summary.recipes.join(", ")
+        );
+    }
+    if summary.stop == tune::Stop::Time {
+        outln!(
+            "cut short by --time after {} of {} trials (the warm start of {} was measured in full)",
+            summary.trials,
+            opts.budget,
+            summary.warm_start
+        );
+    }
     if let Some(b) = summary.best {
         outln!(
             "best: {:.4}x of -O3 (trial {}): {}",
@@ -1211,11 +1235,52 @@ fn export(
     Ok(0)
 }
 
-fn passes(print: Option<&str>) -> Result<i32> {
+fn passes(print: Option<&str>, recipes: bool) -> Result<i32> {
     let cat = r3::remix::catalog::Catalog::builtin()?;
+    if recipes {
+        return print_recipes(&cat);
+    }
     match print {
         Some(name) => outln!("{}", cat.preset(name)?.pipeline),
         None => out!("{}", cat.render()),
+    }
+    Ok(0)
+}
+
+fn print_recipes(cat: &r3::remix::catalog::Catalog) -> Result<i32> {
+    outln!("recipes (passes/recipes.toml), measured first by every search, those whose preconditions the kernel meets before the rest:");
+    for r in r3::remix::recipes::builtin(cat)? {
+        let s = &r.spec;
+        let mut knobs = vec![format!("codegen O{}", s.codegen_opt)];
+        if let Some(t) = s.max_threads {
+            knobs.push(format!(
+                "maxntid {}",
+                serde_json::to_string(&t)?.trim_matches('"')
+            ));
+        }
+        if let Some(b) = s.min_blocks_per_sm {
+            knobs.push(format!("minnctapersm {b}"));
+        }
+        if s.fast_math {
+            knobs.push("fast-math (with a tolerance)".into());
+        }
+        let when = if s.when.is_empty() {
+            "any kernel".to_string()
+        } else {
+            format!("when {}", s.when.join(" + "))
+        };
+        outln!(
+            "  {:<24} {} · {} · {when} · {}",
+            s.name,
+            s.variant,
+            knobs.join(", "),
+            s.origin
+        );
+        outln!("  {:<24} {}", "", s.why);
+    }
+    outln!("traits (read off a kernel's -O3 PTX):");
+    for (name, what) in r3::lower::TRAITS {
+        outln!("  {name:<24} {what}");
     }
     Ok(0)
 }

@@ -18,11 +18,34 @@ struct GridFile {
 #[serde(deny_unknown_fields)]
 struct VariantSpec {
     name: String,
-    preset: String,
+    /// The preset edited; or, instead, `pipeline`: a literal pipeline text ("" for no IR
+    /// passes at all).
+    #[serde(default)]
+    preset: Option<String>,
+    #[serde(default)]
+    pipeline: Option<String>,
     #[serde(default)]
     delete: Vec<String>,
     #[serde(default)]
     set: Vec<SetParam>,
+    #[serde(default)]
+    insert: Vec<InsertPass>,
+}
+
+/// Inserts `pass` (with `params`) before the `occurrence`-th step (1-based) of pass `before`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InsertPass {
+    pass: String,
+    #[serde(default)]
+    params: Vec<String>,
+    before: String,
+    #[serde(default = "first")]
+    occurrence: usize,
+}
+
+fn first() -> usize {
+    1
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -79,19 +102,28 @@ fn build(spec: &VariantSpec, catalog: &Catalog) -> Result<Variant, GridError> {
         variant: spec.name.clone(),
         msg,
     };
-    let preset = catalog.preset(&spec.preset)?;
-    if spec.delete.is_empty() && spec.set.is_empty() {
-        return Ok(Variant {
-            name: spec.name.clone(),
-            pipeline: preset.default_text.clone(),
-        });
-    }
-    let mut p = Pipeline::parse(&preset.pipeline).map_err(|e| bad(e.to_string()))?;
+    let (preset_name, text) = match (&spec.preset, &spec.pipeline) {
+        (Some(name), None) => {
+            let preset = catalog.preset(name)?;
+            let edits = spec.delete.len() + spec.set.len() + spec.insert.len();
+            if edits == 0 {
+                return Ok(Variant {
+                    name: spec.name.clone(),
+                    pipeline: preset.default_text.clone(),
+                });
+            }
+            (name.as_str(), preset.pipeline.as_str())
+        }
+        (None, Some(text)) => ("(its pipeline)", text.as_str()),
+        _ => return Err(bad("give either `preset` or `pipeline`".into())),
+    };
+    let mut p = Pipeline::parse(text).map_err(|e| bad(e.to_string()))?;
+    let spec_preset = preset_name;
     for name in &spec.delete {
         let before = p.steps.len();
         p.steps.retain(|s| &s.name != name);
         if p.steps.len() == before {
-            return Err(bad(format!("'{name}' is not in preset {}", spec.preset)));
+            return Err(bad(format!("'{name}' is not in preset {spec_preset}")));
         }
     }
     for set in &spec.set {
@@ -106,14 +138,33 @@ fn build(spec: &VariantSpec, catalog: &Catalog) -> Result<Variant, GridError> {
         let steps: Vec<_> = p.steps.iter_mut().filter(|s| s.name == set.pass).collect();
         if steps.is_empty() {
             return Err(bad(format!(
-                "'{}' is not in preset {}",
-                set.pass, spec.preset
+                "'{}' is not in preset {spec_preset}",
+                set.pass
             )));
         }
         for s in steps {
             s.params.retain(|t| !param.matches(t));
             s.params.push(set.token.clone());
         }
+    }
+    for ins in &spec.insert {
+        let pass = catalog
+            .pass(&ins.pass)
+            .ok_or_else(|| bad(format!("no pass '{}' in the catalog", ins.pass)))?;
+        let at = p
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.name == ins.before)
+            .nth(ins.occurrence.saturating_sub(1))
+            .map(|(i, _)| i)
+            .ok_or_else(|| {
+                bad(format!(
+                    "preset {spec_preset} has no occurrence {} of '{}'",
+                    ins.occurrence, ins.before
+                ))
+            })?;
+        p.insert(at, pass, ins.params.clone());
     }
     Ok(Variant {
         name: spec.name.clone(),

@@ -7,12 +7,14 @@
 //! runs the loop against any [`crate::replay::Evaluator`] and records every trial in the store;
 //! `sim` is an evaluator backed by a landscape table, for testing and comparing strategies
 //! without a GPU; `transfer` gathers what earlier searches in the store (other kernels, other
-//! GPUs) say, for the `bo` strategy to start from.
+//! GPUs) say, for the `bo` strategy to start from; `recipes` (passes/recipes.toml) is r3's shipped
+//! prior, what every search starts from when the store knows nothing yet.
 
 pub mod catalog;
 pub mod dry_run;
 pub mod grid;
 pub mod pipeline;
+pub mod recipes;
 pub mod sim;
 pub mod space;
 pub mod strategy;

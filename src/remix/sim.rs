@@ -74,6 +74,10 @@ pub struct Landscape {
     /// Best known time over baseline, when known (the optimum of a synthetic model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_ratio: Option<f64>,
+    /// The kernel's traits (`lower::TRAITS`), which choose the recipes a search tries first;
+    /// absent: none known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traits: Vec<String>,
 }
 
 impl Landscape {
@@ -316,6 +320,10 @@ impl Evaluator for Simulator {
             .collect()
     }
 
+    fn traits(&self, _kernel: &str) -> Vec<String> {
+        self.landscape.traits.clone()
+    }
+
     fn device(&self) -> Device {
         Device {
             gpu: format!("simulated: {}", self.landscape.gpu),
@@ -430,6 +438,7 @@ pub fn synthetic(family: Family, seed: u64) -> Landscape {
         entries: Vec::new(),
         model: Some(m),
         best_ratio,
+        traits: Vec::new(),
     }
 }
 

@@ -14,7 +14,7 @@
 
 use super::space::Space;
 use crate::candidate::Candidate;
-use crate::store::trials::{TransferSource, TransferSources, FORMAT};
+use crate::store::trials::{RecipePick, TransferSource, TransferSources, FORMAT};
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
 
@@ -43,7 +43,12 @@ pub struct Source {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Transfer {
     pub sources: Vec<Source>,
+    /// The shipped recipes chosen for this kernel (`remix::recipes::pick`), in order.
+    pub recipes: Vec<RecipePick>,
 }
+
+/// The most candidates a warm start puts before the search's own design.
+pub const MAX_WARM_START: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransferError {
@@ -109,6 +114,11 @@ impl Source {
             .map(|(c, _)| c)
     }
 
+    /// Whether `c` is among this source's winners (within 2% of its best).
+    pub fn is_winner(&self, c: &Candidate) -> bool {
+        self.winners().iter().any(|(w, _)| *w == c)
+    }
+
     /// Candidates within `NEAR_BEST` of this source's best.
     fn winners(&self) -> Vec<(&Candidate, f64)> {
         let best = self
@@ -159,6 +169,7 @@ impl Transfer {
                 .take(MAX_SOURCES)
                 .map(|(_, s)| s)
                 .collect(),
+            ..Default::default()
         })
     }
 
@@ -189,7 +200,49 @@ impl Transfer {
             let source = Source::new(&name, &trials, space);
             sources.extend(source.map(|s| s.of_same_kernel(r.kernel == kernel)));
         }
-        Ok(Transfer { sources })
+        Ok(Transfer {
+            sources,
+            recipes: refs.recipes.clone(),
+        })
+    }
+
+    /// Whether there is anything to start from.
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty() && self.recipes.is_empty()
+    }
+
+    /// What a search measures right after the baseline, at most [`MAX_WARM_START`]: the best of
+    /// each search of this kernel on other GPUs, the recipes whose preconditions the kernel
+    /// meets, the store's portfolio (at most `k` more, covering the sources the candidates
+    /// before do not), then the general recipes.
+    pub fn warm_start(&self, k: usize) -> Vec<Candidate> {
+        let mut chosen = self.same_kernel_bests();
+        let (matched, general): (Vec<&RecipePick>, Vec<&RecipePick>) =
+            self.recipes.iter().partition(|r| r.matched);
+        for r in matched {
+            if !chosen.contains(&r.candidate) {
+                chosen.push(r.candidate.clone());
+            }
+        }
+        let mut chosen = self.cover(chosen.clone(), chosen.len() + k);
+        for r in general {
+            if !chosen.contains(&r.candidate) {
+                chosen.push(r.candidate.clone());
+            }
+        }
+        chosen.truncate(MAX_WARM_START);
+        chosen
+    }
+
+    fn same_kernel_bests(&self) -> Vec<Candidate> {
+        let baseline = Candidate::baseline();
+        let mut chosen: Vec<Candidate> = Vec::new();
+        for s in self.sources.iter().filter(|s| s.same_kernel) {
+            if let Some(best) = s.best().filter(|b| **b != baseline && !chosen.contains(b)) {
+                chosen.push(best.clone());
+            }
+        }
+        chosen
     }
 
     /// The fewest candidates (at most `k`) such that every source has one of its winners among
@@ -198,16 +251,17 @@ impl Transfer {
     /// then the candidate's key). Sources where -O3 is already a winner are covered by the
     /// baseline, which every search measures first.
     pub fn portfolio(&self, k: usize) -> Vec<Candidate> {
+        let mut chosen = self.same_kernel_bests();
+        chosen.truncate(k);
+        self.cover(chosen, k)
+    }
+
+    /// `chosen`, then greedily the winner of the most sources not yet covered, until every
+    /// source is covered or `k` are chosen.
+    fn cover(&self, mut chosen: Vec<Candidate>, k: usize) -> Vec<Candidate> {
         let baseline = Candidate::baseline();
         let winners: Vec<Vec<(&Candidate, f64)>> =
             self.sources.iter().map(Source::winners).collect();
-        let mut chosen: Vec<Candidate> = Vec::new();
-        for s in self.sources.iter().filter(|s| s.same_kernel) {
-            if let Some(best) = s.best().filter(|b| **b != baseline && !chosen.contains(b)) {
-                chosen.push(best.clone());
-            }
-        }
-        chosen.truncate(k);
         let covered = |s: usize, chosen: &[Candidate]| {
             winners[s]
                 .iter()
@@ -278,7 +332,10 @@ mod tests {
                 source(&format!("s{i}"), &t, &s)
             })
             .collect();
-        let tr = Transfer { sources: all };
+        let tr = Transfer {
+            sources: all,
+            ..Default::default()
+        };
         // O2 wins in a and b (within 2% in b), cg0 in b and c: two picks cover all three,
         // cg0 first (two votes each; its mean ratio is lower).
         assert_eq!(tr.portfolio(5), vec![with_cg(0), o2.clone()]);

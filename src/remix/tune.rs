@@ -17,7 +17,7 @@ use super::strategy::{self, Strategy};
 use super::transfer::{Transfer, TransferError};
 use crate::candidate::Candidate;
 use crate::replay::{Device, Evaluator, Lowered, Outcome};
-use crate::store::trials::{TrialLog, TrialRecord, FORMAT};
+use crate::store::trials::{RecipePick, TransferSources, TrialLog, TrialRecord, FORMAT};
 use crate::store::StoreError;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -39,6 +39,9 @@ pub struct TuneOptions {
     /// Learn from earlier searches in the store (other kernels on this GPU, this kernel on
     /// other GPUs); `tune_in_store` records which, so that `--resume` uses the same.
     pub transfer: bool,
+    /// Start from r3's shipped recipes (`passes/recipes.toml`), those whose preconditions the
+    /// kernel meets first; recorded with the transfer sources.
+    pub recipes: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +104,11 @@ pub struct Summary {
     pub stop: Stop,
     /// Earlier searches the strategy learned from (see `transfer`).
     pub learned_from: usize,
+    /// The recipes measured first (names, in order; matched ones marked `*`).
+    pub recipes: Vec<String>,
+    /// Trials after the baseline that were the warm start (recipes and the store's winners),
+    /// which a time limit never cuts.
+    pub warm_start: u32,
 }
 
 fn now_ms() -> u64 {
@@ -144,6 +152,7 @@ pub fn tune_from<E: Evaluator>(
     let batch = prior.first().map(|r| r.batch).unwrap_or(opts.batch).max(1);
     let mut strat: Box<dyn Strategy + Send> =
         strategy::make_with(&opts.strategy, opts.seed, transfer)?;
+    let warm_start = strat.warm_start_len(space) as u32;
     let device = eval.device();
     let start = Instant::now();
     let mut measured_by_hash: HashMap<String, (u32, Outcome)> = HashMap::new();
@@ -201,7 +210,7 @@ pub fn tune_from<E: Evaluator>(
             best: best.as_ref().map(|b| (b.trial, b.ratio().unwrap())),
             elapsed: start.elapsed(),
         });
-        if let Some(s) = stop_after_round(trial, opts, stop, start) {
+        if let Some(s) = stop_after_round(trial, opts, stop, start, warm_start) {
             break s;
         }
     };
@@ -212,6 +221,13 @@ pub fn tune_from<E: Evaluator>(
         best,
         stop: stop_reason,
         learned_from: transfer.map_or(0, |t| t.sources.len()),
+        recipes: transfer.map_or_else(Vec::new, |t| {
+            t.recipes
+                .iter()
+                .map(|r| format!("{}{}", r.name, if r.matched { "*" } else { "" }))
+                .collect()
+        }),
+        warm_start,
     })
 }
 
@@ -291,18 +307,20 @@ fn tell_round(
     Ok(())
 }
 
-/// Why to stop after the round that ended at `trial`, if at all.
+/// Why to stop after the round that ended at `trial`, if at all. The time limit applies once
+/// the baseline and the `warm_start` trials after it are measured.
 fn stop_after_round(
     trial: u32,
     opts: &TuneOptions,
     stop: &AtomicBool,
     start: Instant,
+    warm_start: u32,
 ) -> Option<Stop> {
     if trial >= opts.budget {
         Some(Stop::Budget)
     } else if stop.load(Ordering::SeqCst) {
         Some(Stop::Interrupted)
-    } else if opts.time.is_some_and(|t| start.elapsed() >= t) {
+    } else if trial > warm_start && opts.time.is_some_and(|t| start.elapsed() >= t) {
         Some(Stop::Time)
     } else {
         None
@@ -536,6 +554,7 @@ pub fn trials_to_reach_from(
         time: None,
         batch: 1,
         transfer: transfer.is_some(),
+        recipes: transfer.is_some_and(|t| !t.recipes.is_empty()),
     };
     let mut hit = None;
     tune_from(
@@ -602,7 +621,7 @@ pub fn tune_in_store<E: Evaluator>(
             n: prior.len(),
         });
     }
-    let transfer = transfer_for(store, space, opts, &gpu, !prior.is_empty())?;
+    let transfer = transfer_for(store, &*eval, space, opts, &gpu, !prior.is_empty())?;
     let mut log = store.open_trials(&opts.kernel, &gpu)?;
     let summary = tune_from(
         eval,
@@ -618,10 +637,12 @@ pub fn tune_in_store<E: Evaluator>(
 }
 
 /// What a search learns from: on a fresh start, the earlier searches `Transfer::choose` picks
-/// (none without `opts.transfer`), recorded before the first trial; on resume, what was
-/// recorded (none for trials made before transfers were recorded).
-fn transfer_for(
+/// (none without `opts.transfer`) and the recipes for the kernel's traits (none without
+/// `opts.recipes`), recorded before the first trial; on resume, what was recorded (none for
+/// trials made before transfers were recorded).
+fn transfer_for<E: Evaluator>(
     store: &crate::store::Store,
+    eval: &E,
     space: &Space,
     opts: &TuneOptions,
     gpu: &str,
@@ -632,13 +653,32 @@ fn transfer_for(
             .transfer_sources(&opts.kernel, gpu)?
             .unwrap_or_default()
     } else {
-        let refs = if opts.transfer {
+        let mut refs = if opts.transfer {
             Transfer::choose(store, &opts.kernel, gpu)?
         } else {
-            Default::default()
+            TransferSources {
+                format: FORMAT,
+                ..Default::default()
+            }
         };
+        if opts.recipes {
+            (refs.recipes, refs.traits) = recipes_for(eval, space, &opts.kernel)?;
+        }
         store.write_transfer_sources(&opts.kernel, gpu, &refs)?;
         refs
     };
     Ok(Transfer::load(store, &refs, space, &opts.kernel)?)
+}
+
+/// The shipped recipes for a kernel, chosen by the traits of its -O3 code, as points of
+/// `space`; and those traits.
+pub fn recipes_for<E: Evaluator>(
+    eval: &E,
+    space: &Space,
+    kernel: &str,
+) -> Result<(Vec<RecipePick>, Vec<String>), TuneError> {
+    let recipes =
+        super::recipes::builtin(&space.catalog).map_err(|e| TuneError::Space(e.to_string()))?;
+    let traits = eval.traits(kernel);
+    Ok((super::recipes::pick(&recipes, space, &traits), traits))
 }

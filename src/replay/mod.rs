@@ -8,6 +8,7 @@
 pub mod gpu;
 pub mod mutate;
 pub mod session;
+pub mod stopping;
 pub mod validate;
 pub mod worker;
 
@@ -110,4 +111,16 @@ pub trait Evaluator: Sync {
     /// outcome per candidate in order. Called from one thread at a time, while `lower` may be
     /// running on others.
     fn measure(&self, kernel: &str, batch: &[Lowered]) -> Vec<Outcome>;
+
+    /// The traits of the kernel's -O3 code (`lower::TRAITS`) that recipes' preconditions name;
+    /// by default read off the baseline's PTX. None known when it does not compile.
+    fn traits(&self, kernel: &str) -> Vec<String> {
+        match self.lower(kernel, &Candidate::baseline()) {
+            Ok(l) => crate::lower::ptx_traits(&l.ptx)
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! Candidates (PTX) are loaded into it, run, read back and timed. All CUDA calls of replay
 //! are here; this runs inside a worker process (see `worker`), never in the search's process.
 
+use super::stopping;
 use super::validate::{self, Tolerance};
 use super::TimeStats;
 use crate::store::records::{LaunchRecord, Recording, Region, RegionData, RegionKind, Snapshot};
@@ -227,23 +228,30 @@ impl Session {
     }
 
     /// Times the loaded candidates interleaved (A B A B …), each run on restored inputs and a
-    /// flushed L2, until the median is known within 1% (95% confidence) or `max_reps`.
+    /// flushed L2, until [`stopping::enough`] (the medians known within 1%, or the ratio to the
+    /// first decided; fewer samples for long kernels) or `max_reps`.
     pub fn time(
         &self,
         ls: &[(&Loaded, Option<u32>)],
         max_reps: u32,
     ) -> Result<Vec<TimeStats>, ReplayError> {
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); ls.len()];
-        for warm in 0..3 {
-            for (l, bx) in ls {
-                self.timed_run(l, *bx).map_err(|e| annotate(e, warm))?;
+        let mut rounds = 3;
+        let mut warm = 0;
+        while warm < rounds {
+            for (i, (l, bx)) in ls.iter().enumerate() {
+                let us = self.timed_run(l, *bx).map_err(|e| annotate(e, warm))?;
+                if warm == 0 && i == 0 {
+                    rounds = stopping::warmups(us);
+                }
             }
+            warm += 1;
         }
-        for rep in 0..max_reps {
+        for _ in 0..max_reps {
             for (i, (l, bx)) in ls.iter().enumerate() {
                 samples[i].push(self.timed_run(l, *bx)?);
             }
-            if rep + 1 >= 10 && samples.iter().all(|s| settled(s)) {
+            if stopping::enough(&samples) {
                 break;
             }
         }
@@ -595,14 +603,6 @@ unsafe fn map_range(rec: &LaunchRecord, prologue: &Snapshot, dev: i32) -> Result
     Ok(())
 }
 
-/// True when the median of `s` is known within 1% at 95% confidence (McGill et al.'s notch:
-/// median ± 1.57 IQR / √n).
-fn settled(s: &[f64]) -> bool {
-    let t = stats(s);
-    let iqr = t.spread * t.median_us;
-    1.57 * iqr / (s.len() as f64).sqrt() < 0.01 * t.median_us
-}
-
 pub fn stats(s: &[f64]) -> TimeStats {
     let mut v = s.to_vec();
     v.sort_by(f64::total_cmp);
@@ -645,8 +645,8 @@ mod tests {
         let t = stats(&[3.0, 1.0, 2.0, 4.0, 5.0]);
         assert_eq!((t.median_us, t.min_us, t.samples), (3.0, 1.0, 5));
         assert!((t.spread - 2.0 / 3.0).abs() < 1e-12);
-        assert!(settled(&[10.0; 12]));
-        assert!(!settled(&[
+        assert!(stopping::settled(&[10.0; 12]));
+        assert!(!stopping::settled(&[
             10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0
         ]));
     }

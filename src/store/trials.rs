@@ -266,6 +266,23 @@ pub struct Confirmation {
 pub struct TransferSources {
     pub format: u32,
     pub sources: Vec<TransferSource>,
+    /// The shipped recipes the search measured first (`remix::recipes`), as chosen for this
+    /// kernel; absent in files of r3s before recipes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipes: Vec<RecipePick>,
+    /// The traits of the kernel's -O3 PTX that chose them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traits: Vec<String>,
+}
+
+/// A recipe as a search used it: its name, the candidate it became in that search's space, and
+/// whether the kernel met its preconditions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecipePick {
+    pub name: String,
+    pub candidate: Candidate,
+    #[serde(default)]
+    pub matched: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,6 +8,7 @@ mod corpus;
 mod driver;
 mod egraph;
 mod identity;
+mod recipes;
 mod replay;
 mod report;
 mod support;

@@ -391,6 +391,7 @@ fn reports_on_a_simulated_tuning_run() {
             time: None,
             batch: 4,
             transfer: false,
+            recipes: false,
         };
         let never = std::sync::atomic::AtomicBool::new(false);
         tune(

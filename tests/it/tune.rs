@@ -23,6 +23,7 @@ fn opts(strategy: &str, budget: u32) -> TuneOptions {
         time: None,
         batch: 4,
         transfer: false,
+        recipes: false,
     }
 }
 

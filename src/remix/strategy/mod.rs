@@ -20,6 +20,12 @@ pub trait Strategy {
     /// The objective of an evaluated candidate: time over baseline time (lower is better),
     /// or None when it failed (compile error, wrong output, crash, timeout).
     fn tell(&mut self, candidate: &Candidate, ratio: Option<f64>);
+    /// How many of the first candidates (after the baseline) are a warm start: what earlier
+    /// searches and the shipped recipes say to measure first. A time limit never stops a
+    /// search before they are measured.
+    fn warm_start_len(&mut self, _space: &Space) -> usize {
+        0
+    }
 }
 
 pub const NAMES: &[&str] = &["bo", "random", "local", "evolution", "exhaustive"];

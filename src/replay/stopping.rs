@@ -1,0 +1,146 @@
+//! When a timing knows enough: the stopping rule of [`super::session::Session::time`], pure so
+//! that it is tested on simulated timings.
+//!
+//! Candidates are timed interleaved with the baseline (A B A B …). A measurement stops when
+//! - every median is known within 1% at 95% confidence (McGill et al.'s notch: median ±
+//!   1.57 IQR / √n), or
+//! - the candidate's ratio to the baseline is *decided*: known to within a tenth of its distance
+//!   from 1 on a log scale. A 2× difference on a long kernel is clear after one pair, while a
+//!   1–2% difference still needs the 1% precision. Below ten samples a series' interquartile
+//!   range is not trusted: its uncertainty is its range or [`FEW_SAMPLES_FLOOR`], over √n.
+//!
+//! and never before [`min_pairs`], which asks for about [`MIN_SAMPLED_US`] of kernel time per
+//! series (at most ten samples): short kernels are sampled ten times, a 1 s kernel once. Warm-up
+//! follows the same idea ([`warmups`]): one round for a kernel of 10 ms or more, three else.
+
+use super::session::stats;
+
+/// Kernel time per series, at least, before a measurement may stop.
+pub const MIN_SAMPLED_US: f64 = 20_000.0;
+/// The fewest samples any measurement takes at most (the old fixed minimum).
+pub const MAX_MIN_PAIRS: u32 = 10;
+/// Relative spread assumed for a series of fewer than ten samples (at least).
+pub const FEW_SAMPLES_FLOOR: f64 = 0.03;
+/// A warm-up round this long (per launch) is enough.
+pub const LONG_KERNEL_US: f64 = 10_000.0;
+
+/// Pairs to take before stopping, for a kernel of `t_us`.
+pub fn min_pairs(t_us: f64) -> u32 {
+    if t_us.is_nan() || t_us <= 0.0 {
+        return MAX_MIN_PAIRS;
+    }
+    ((MIN_SAMPLED_US / t_us).ceil() as u32).clamp(1, MAX_MIN_PAIRS)
+}
+
+/// Warm-up rounds, given the first warm-up launch's time.
+pub fn warmups(first_us: f64) -> u32 {
+    if first_us >= LONG_KERNEL_US {
+        1
+    } else {
+        3
+    }
+}
+
+/// Whether the series (the baseline first, interleaved, equally long) know enough.
+pub fn enough(series: &[Vec<f64>]) -> bool {
+    let Some(base) = series.first().filter(|s| !s.is_empty()) else {
+        return false;
+    };
+    let n = base.len() as u32;
+    if n < min_pairs(stats(base).median_us) {
+        return false;
+    }
+    if series.iter().all(|s| settled(s)) {
+        return true;
+    }
+    series.len() == 2 && decided(&series[0], &series[1])
+}
+
+/// True when the median of `s` is known within 1% at 95% confidence (from ten samples on:
+/// fewer say too little about the spread).
+pub fn settled(s: &[f64]) -> bool {
+    s.len() >= MAX_MIN_PAIRS as usize && relative_uncertainty(s) < 0.01
+}
+
+/// The candidate's ratio to the baseline is known to within a tenth of |ln ratio|.
+fn decided(base: &[f64], cand: &[f64]) -> bool {
+    let (a, b) = (stats(base).median_us, stats(cand).median_us);
+    if !(a > 0.0 && b > 0.0) {
+        return false;
+    }
+    let u = relative_uncertainty(base).hypot(relative_uncertainty(cand));
+    u <= (b / a).ln().abs() / 10.0
+}
+
+/// Half-width of the median's 95% interval, relative to the median. Below ten samples the
+/// interquartile range is not trusted: their range (relative) or [`FEW_SAMPLES_FLOOR`],
+/// whichever is larger, over √n.
+fn relative_uncertainty(s: &[f64]) -> f64 {
+    let t = stats(s);
+    let root_n = (s.len() as f64).sqrt();
+    if s.len() < MAX_MIN_PAIRS as usize {
+        let (lo, hi) = s
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+        return ((hi - lo) / t.median_us).max(FEW_SAMPLES_FLOOR) / root_n;
+    }
+    1.57 * t.spread / root_n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// Interleaved samples of a baseline of `t` µs and a candidate `ratio` times as long,
+    /// each with relative noise `noise`, until `enough` (or 50 pairs): the pairs taken.
+    fn pairs_needed(t: f64, ratio: f64, noise: f64, seed: u64) -> u32 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut s = vec![Vec::new(), Vec::new()];
+        for n in 1..=50 {
+            for (i, mean) in [t, t * ratio].into_iter().enumerate() {
+                s[i].push(mean * (1.0 + noise * rng.random_range(-1.0..1.0)));
+            }
+            if enough(&s) {
+                return n;
+            }
+        }
+        50
+    }
+
+    #[test]
+    fn one_pair_decides_a_large_difference_on_a_long_kernel() {
+        // A 1 s kernel, 2x slower or faster, 1% noise: one interleaved pair.
+        assert_eq!(pairs_needed(1e6, 2.0, 0.01, 1), 1);
+        assert_eq!(pairs_needed(1e6, 0.5, 0.01, 2), 1);
+        // 5% apart is not clear from one pair; it takes the usual precision.
+        assert!(pairs_needed(1e6, 1.05, 0.01, 3) > 1);
+    }
+
+    #[test]
+    fn short_kernels_keep_ten_samples_and_small_differences_keep_one_percent() {
+        // 50 us: at least ten pairs however large the difference.
+        assert_eq!(pairs_needed(50.0, 2.0, 0.002, 4), 10);
+        // A 1.5% difference with 2% noise is never "decided" early: it runs until settled.
+        let s = pairs_needed(5_000.0, 1.015, 0.02, 5);
+        assert!(s >= 10, "{s}");
+    }
+
+    #[test]
+    fn minimum_pairs_and_warmups_follow_kernel_time() {
+        assert_eq!(min_pairs(1e6), 1);
+        assert_eq!(min_pairs(5_000.0), 4);
+        assert_eq!(min_pairs(100.0), 10);
+        assert_eq!(min_pairs(0.0), 10);
+        assert_eq!(warmups(1e6), 1);
+        assert_eq!(warmups(100.0), 3);
+    }
+
+    #[test]
+    fn few_noisy_samples_decide_nothing() {
+        // Three samples spread over 40%: their range stands, no decision at 1.25x.
+        let base = vec![1e6, 1.4e6, 1.2e6];
+        let cand = vec![1.3e6, 1.6e6, 1.5e6];
+        assert!(!enough(&[base, cand]));
+    }
+}

@@ -1,0 +1,150 @@
+//! The shipped recipes (passes/recipes.toml): each is a point of the grid, each recipe with
+//! preconditions finds a corpus kernel that shows them and changes its code, and a cold search
+//! measures the recipes right after the baseline — those whose preconditions the kernel meets
+//! first — records them, resumes with them, and never lets a time limit cut them.
+
+use crate::support::repo;
+use r3::candidate::Candidate;
+use r3::lower::{ptx_traits, to_ptx, Codegen};
+use r3::remix::catalog::Catalog;
+use r3::remix::recipes;
+use r3::remix::sim::{synthetic, Family, Simulator};
+use r3::remix::space::{Space, SpaceOptions};
+use r3::remix::tune::{tune_in_store, TuneOptions};
+use r3::store::Store;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+#[test]
+fn every_recipe_is_a_grid_point_and_conditional_ones_change_a_kernel_that_shows_their_traits() {
+    let cat = Catalog::builtin().unwrap();
+    let all = recipes::builtin(&cat).unwrap();
+    let grid = Space::builtin(SpaceOptions {
+        launch_threads: Some(256),
+        fast_math: true,
+        grid: true,
+        ..Default::default()
+    })
+    .unwrap();
+    for r in &all {
+        let c = r.candidate(Some(256)).unwrap();
+        assert_eq!(grid.adopt(&c), Some(c.clone()), "recipe {}", r.spec.name);
+    }
+    let store = Store::open(&repo().join("llvm-ir-corpus/store")).unwrap();
+    let ctx = inkwell::context::Context::create();
+    let mut shown = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for k in store.kernels().unwrap() {
+        let m = r3::ir::load_bytes(&ctx, &store.kernel_bitcode(&k.hash).unwrap(), &k.hash).unwrap();
+        let base = to_ptx(&m.clone(), "default<O3>", &Codegen::default()).unwrap();
+        let traits: Vec<String> = ptx_traits(&base).into_iter().map(String::from).collect();
+        for r in all
+            .iter()
+            .filter(|r| !r.spec.when.is_empty() && r.applies(&traits))
+        {
+            let ptx = to_ptx(&m.clone(), &r.pipeline, &Codegen::default()).unwrap();
+            if ptx != base {
+                shown
+                    .entry(r.spec.name.clone())
+                    .or_default()
+                    .push(k.signature.name.clone());
+            }
+        }
+    }
+    for r in all.iter().filter(|r| !r.spec.when.is_empty()) {
+        assert!(
+            shown.contains_key(&r.spec.name),
+            "recipe {} finds no corpus kernel that shows {:?} and whose code it changes",
+            r.spec.name,
+            r.spec.when
+        );
+    }
+}
+
+fn opts(kernel: &str, budget: u32) -> TuneOptions {
+    TuneOptions {
+        kernel: kernel.into(),
+        strategy: "bo".into(),
+        seed: 7,
+        budget,
+        time: None,
+        batch: 1,
+        transfer: true,
+        recipes: true,
+    }
+}
+
+#[test]
+fn a_cold_search_measures_the_matched_recipes_first_and_resumes_with_the_recorded_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let mut l = synthetic(Family::Knobs, 2);
+    l.space.fast_math = true;
+    l.traits = vec!["loop".into(), "loop-invariant-store".into()];
+    let space = Space::builtin(l.space.clone()).unwrap();
+    let all = recipes::builtin(&space.catalog).unwrap();
+    let picks = recipes::pick(&all, &space, &l.traits);
+    assert!(picks[0].matched, "{:?}", picks[0].name);
+    let never = AtomicBool::new(false);
+    let mut sim = Simulator::new(l.clone());
+    let o = opts("k", 6);
+    let (s, _) = tune_in_store(&store, &mut sim, &space, &o, false, &never, |_| {}).unwrap();
+    let gpu = "simulated: synthetic";
+    let trials = store.trials("k", gpu).unwrap();
+    let asked: Vec<&Candidate> = trials.iter().map(|t| &t.candidate).collect();
+    for (i, p) in picks.iter().take(5).enumerate() {
+        assert_eq!(
+            asked[i + 1],
+            &p.candidate,
+            "trial {} is recipe {}",
+            i + 1,
+            p.name
+        );
+    }
+    assert_eq!(s.recipes[0], format!("{}*", picks[0].name));
+    let recorded = store.transfer_sources("k", gpu).unwrap().unwrap();
+    assert_eq!(recorded.recipes, picks);
+    assert_eq!(recorded.traits, l.traits);
+
+    // Resumed with other traits, the search still asks what was recorded.
+    let mut other = l.clone();
+    other.traits.clear();
+    let mut sim = Simulator::new(other);
+    let more = TuneOptions {
+        budget: 12,
+        ..o.clone()
+    };
+    tune_in_store(&store, &mut sim, &space, &more, true, &never, |_| {}).unwrap();
+    assert_eq!(store.trials("k", gpu).unwrap().len(), 12);
+
+    // --no-recipes: none measured, none recorded.
+    let plain = TuneOptions {
+        kernel: "plain".into(),
+        recipes: false,
+        ..o
+    };
+    let mut sim = Simulator::new(l);
+    let (s, _) = tune_in_store(&store, &mut sim, &space, &plain, false, &never, |_| {}).unwrap();
+    assert!(s.recipes.is_empty());
+    let recorded = store.transfer_sources("plain", gpu).unwrap().unwrap();
+    assert!(recorded.recipes.is_empty());
+}
+
+#[test]
+fn a_time_limit_never_cuts_the_warm_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let mut l = synthetic(Family::Knobs, 2);
+    l.space.fast_math = true;
+    l.traits = vec!["loop".into(), "loop-invariant-store".into()];
+    let space = Space::builtin(l.space.clone()).unwrap();
+    let never = AtomicBool::new(false);
+    let mut sim = Simulator::new(l);
+    let o = TuneOptions {
+        time: Some(Duration::ZERO),
+        ..opts("k", 50)
+    };
+    let (s, _) = tune_in_store(&store, &mut sim, &space, &o, false, &never, |_| {}).unwrap();
+    assert!(s.warm_start >= 2, "{}", s.warm_start);
+    assert_eq!(s.trials, 1 + s.warm_start);
+    assert_eq!(s.stop, r3::remix::tune::Stop::Time);
+}
