@@ -17,7 +17,7 @@ use super::strategy::{self, Strategy};
 use super::transfer::{Transfer, TransferError};
 use crate::candidate::Candidate;
 use crate::replay::{Device, Evaluator, Lowered, Outcome};
-use crate::store::trials::{RecipePick, TransferSources, TrialLog, TrialRecord, FORMAT};
+use crate::store::trials::{RecipePick, SearchEnd, TransferSources, TrialLog, TrialRecord, FORMAT};
 use crate::store::StoreError;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -633,6 +633,19 @@ pub fn tune_in_store<E: Evaluator>(
         stop,
         progress,
     )?;
+    let end = SearchEnd {
+        format: FORMAT,
+        stop: match summary.stop {
+            Stop::Budget => "budget",
+            Stop::Time => "time",
+            Stop::Interrupted => "interrupted",
+        }
+        .into(),
+        trials: summary.trials,
+        budget: opts.budget,
+        warm_start: summary.warm_start,
+    };
+    store.write_search_end(&opts.kernel, &gpu, &end)?;
     Ok((summary, path))
 }
 

@@ -297,6 +297,9 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
             times
                 .blocks
                 .push(Block::Para(vec![t(format!("Apply: {}.", k.apply.note))]));
+            if let Some(note) = search_note(&k.search, k.trials) {
+                times.blocks.push(Block::Para(vec![t(note)]));
+            }
         }
         _ => times.blocks.push(Block::Para(vec![t(
             "No trial validated: there is no best configuration.",
@@ -997,4 +1000,36 @@ mod tests {
         assert_eq!(sort_value("1 min 15 s").as_deref(), Some("75"));
         assert_eq!(sort_value("-"), None);
     }
+}
+
+/// "Search: …" — the warm start and, where the last run stopped early, why.
+fn search_note(s: &crate::report::tuning::SearchNote, trials: usize) -> Option<String> {
+    let mut parts = Vec::new();
+    if !s.recipes.is_empty() {
+        let traits = if s.traits.is_empty() {
+            String::new()
+        } else {
+            format!(" (traits: {})", s.traits.join(", "))
+        };
+        parts.push(format!(
+            "recipes measured first: {}{traits}",
+            s.recipes.join(", ")
+        ));
+    }
+    if s.learned_from > 0 {
+        parts.push(format!(
+            "learned from {} earlier searches in the store",
+            s.learned_from
+        ));
+    }
+    match (s.stop.as_deref(), s.budget) {
+        (Some("time"), Some(b)) => {
+            parts.push(format!("cut short by --time after {trials} of {b} trials"))
+        }
+        (Some("interrupted"), Some(b)) => parts.push(format!(
+            "interrupted after {trials} of {b} trials (--resume continues it)"
+        )),
+        _ => {}
+    }
+    (!parts.is_empty()).then(|| format!("Search: {}.", parts.join("; ")))
 }

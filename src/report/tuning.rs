@@ -117,6 +117,25 @@ pub struct KernelReport {
     pub code: CodeReport,
     /// What `--r3-apply` would build with from these trials.
     pub apply: ApplyReport,
+    /// How the search started and ended, where the store recorded it.
+    pub search: SearchNote,
+}
+
+/// A search's warm start (the shipped recipes and the store's earlier searches it measured
+/// first) and how its last run ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SearchNote {
+    /// Recipes measured right after the baseline (names; `*`: the kernel met its
+    /// preconditions).
+    pub recipes: Vec<String>,
+    /// The kernel's -O3 traits that chose them.
+    pub traits: Vec<String>,
+    /// Earlier searches in the store it learned from.
+    pub learned_from: usize,
+    /// "budget", "time" (cut short by --time) or "interrupted"; None when not recorded.
+    pub stop: Option<String>,
+    /// The budget of the last run, where recorded.
+    pub budget: Option<u32>,
 }
 
 /// What apply ships from a kernel's trials (`apply::plan`, the policy in the environment).
@@ -460,6 +479,7 @@ fn kernel_report(
     };
 
     let apply = apply_report(recs, confirmed, best.as_ref());
+    let search = search_note(store, path)?;
     let name = stored
         .map(|k| k.signature.demangled.clone())
         .unwrap_or_else(|| first.kernel.clone());
@@ -590,7 +610,26 @@ fn kernel_report(
         top,
         code,
         apply,
+        search,
     })
+}
+
+fn search_note(store: &Store, path: &Path) -> Result<SearchNote, ReportError> {
+    let mut note = SearchNote::default();
+    if let Some(t) = store.transfer_sources_at(path)? {
+        note.recipes = t
+            .recipes
+            .iter()
+            .map(|r| format!("{}{}", r.name, if r.matched { "*" } else { "" }))
+            .collect();
+        note.traits = t.traits;
+        note.learned_from = t.sources.len();
+    }
+    if let Some(e) = store.search_end(path)? {
+        note.stop = Some(e.stop);
+        note.budget = Some(e.budget);
+    }
+    Ok(note)
 }
 
 fn importance(best: &Best, recs: &[TrialRecord]) -> Result<Importance, passes::PassesError> {

@@ -142,6 +142,31 @@ impl Store {
         read_json(&path)
     }
 
+    /// [`Store::transfer_sources`] of the search whose trials file is `trials_file`.
+    pub fn transfer_sources_at(
+        &self,
+        trials_file: &Path,
+    ) -> Result<Option<TransferSources>, StoreError> {
+        read_json(&transfer_path(trials_file))
+    }
+
+    /// How the last run of a search ended (`<gpu>.end.json`), where one was recorded.
+    pub fn search_end(&self, trials_file: &Path) -> Result<Option<SearchEnd>, StoreError> {
+        read_json(&end_path(trials_file))
+    }
+
+    /// Records how a run of a search ended (atomically; a later run replaces it).
+    pub fn write_search_end(
+        &self,
+        kernel: &str,
+        gpu: &str,
+        end: &SearchEnd,
+    ) -> Result<(), StoreError> {
+        let path = end_path(&self.trials_path(kernel, gpu));
+        let text = serde_json::to_vec_pretty(end).expect("search ends serialize");
+        super::write_atomic(&path, &text).map_err(io_err(&path))
+    }
+
     /// Records the sources a search starts with (atomically, before its first trial).
     pub fn write_transfer_sources(
         &self,
@@ -307,6 +332,22 @@ fn ablations_path(trials_file: &Path) -> PathBuf {
 /// `<gpu>.transfer.json` beside `<gpu>.jsonl`.
 fn transfer_path(trials_file: &Path) -> PathBuf {
     trials_file.with_extension("transfer.json")
+}
+
+fn end_path(trials_file: &Path) -> PathBuf {
+    trials_file.with_extension("end.json")
+}
+
+/// How a run of a search ended: why it stopped, after how many trials of what budget, and how
+/// many trials after the baseline were its warm start (which a time limit never cuts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchEnd {
+    pub format: u32,
+    /// "budget", "time" (cut short by --time) or "interrupted".
+    pub stop: String,
+    pub trials: u32,
+    pub budget: u32,
+    pub warm_start: u32,
 }
 
 /// `<gpu>.confirm.json`: a list of confirmations, or the single one earlier r3s wrote.

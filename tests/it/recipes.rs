@@ -147,4 +147,23 @@ fn a_time_limit_never_cuts_the_warm_start() {
     assert!(s.warm_start >= 2, "{}", s.warm_start);
     assert_eq!(s.trials, 1 + s.warm_start);
     assert_eq!(s.stop, r3::remix::tune::Stop::Time);
+    // The report says the search was cut short, and what it started from.
+    let opts = r3::report::tuning::ReportOptions {
+        kernels: Vec::new(),
+        ptxas: None,
+        code: false,
+    };
+    let report = r3::report::tuning::build(&store, &opts).unwrap();
+    let note = &report.kernels[0].search;
+    assert_eq!(note.stop.as_deref(), Some("time"));
+    assert_eq!(note.budget, Some(50));
+    assert!(note.recipes[0].ends_with('*'), "{:?}", note.recipes);
+    let md = r3::report::render::render(&report, r3::report::render::Format::Markdown);
+    assert!(
+        md.contains(&format!(
+            "cut short by --time after {} of 50 trials",
+            s.trials
+        )),
+        "{md}"
+    );
 }
