@@ -987,21 +987,6 @@ fn html(doc: &[Section], r: &Report) -> String {
     o
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_and_sort_values() {
-        assert_eq!("md".parse::<Format>().unwrap(), Format::Markdown);
-        assert!("pdf".parse::<Format>().is_err());
-        assert_eq!(fmt_secs(75.0), "1 min 15 s");
-        assert_eq!(sort_value("1.250×").as_deref(), Some("1.250"));
-        assert_eq!(sort_value("1 min 15 s").as_deref(), Some("75"));
-        assert_eq!(sort_value("-"), None);
-    }
-}
-
 /// "Search: …" — the warm start and, where the last run stopped early, why.
 fn search_note(s: &crate::report::tuning::SearchNote, trials: usize) -> Option<String> {
     let mut parts = Vec::new();
@@ -1032,4 +1017,19 @@ fn search_note(s: &crate::report::tuning::SearchNote, trials: usize) -> Option<S
         _ => {}
     }
     (!parts.is_empty()).then(|| format!("Search: {}.", parts.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_and_sort_values() {
+        assert_eq!("md".parse::<Format>().unwrap(), Format::Markdown);
+        assert!("pdf".parse::<Format>().is_err());
+        assert_eq!(fmt_secs(75.0), "1 min 15 s");
+        assert_eq!(sort_value("1.250×").as_deref(), Some("1.250"));
+        assert_eq!(sort_value("1 min 15 s").as_deref(), Some("75"));
+        assert_eq!(sort_value("-"), None);
+    }
 }
