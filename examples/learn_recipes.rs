@@ -14,7 +14,7 @@ use r3::remix::sim::Landscape;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut k, mut write, mut tables) = (6usize, None, Vec::new());
+    let (mut k, mut write, mut tables) = (4usize, None, Vec::new());
     while let Some(a) = args.next() {
         match a.as_str() {
             "--k" => k = args.next().expect("--k N").parse().expect("--k N"),

@@ -170,9 +170,36 @@ const LEARN_THREADS: u32 = 1000;
 /// Recipes learned from complete landscapes (the corpus's grid landscapes): the fewest
 /// configurations, at most `k`, such that every landscape has one within 2% of its best among
 /// them (where -O3 is not already), chosen greedily as the store's portfolio is
-/// (`Transfer::portfolio`). Each is written as its grid variant and knobs, with the landscapes
-/// it serves in `why`.
+/// (`Transfer::portfolio`); then the same over the configurations without launch bounds (what
+/// apply ships by default), those not chosen already. Each is written as its grid variant and
+/// knobs, with the landscapes it serves in `why` ("among those without launch bounds" for the
+/// second cover).
 pub fn learn(landscapes: &[Landscape], k: usize) -> Result<Vec<RecipeSpec>, RecipeError> {
+    let mut out = cover(landscapes, k, false)?;
+    for r in cover(landscapes, k, true)? {
+        let same = |o: &RecipeSpec| RecipeSpec {
+            name: String::new(),
+            why: String::new(),
+            ..o.clone()
+        };
+        if !out.iter().any(|o| same(o) == same(&r)) {
+            out.push(r);
+        }
+    }
+    for (i, r) in out.iter_mut().enumerate() {
+        r.name = format!("learned-{}", i + 1);
+    }
+    Ok(out)
+}
+
+/// The greedy cover of [`learn`], over every grid point or (`shippable`) over those without
+/// launch bounds only: what apply ships by default, so that a cold search also meets the best
+/// configurations a build can use.
+fn cover(
+    landscapes: &[Landscape],
+    k: usize,
+    shippable: bool,
+) -> Result<Vec<RecipeSpec>, RecipeError> {
     let space = Space::builtin(SpaceOptions {
         grid: true,
         launch_threads: Some(LEARN_THREADS),
@@ -187,6 +214,7 @@ pub fn learn(landscapes: &[Landscape], k: usize) -> Result<Vec<RecipeSpec>, Reci
             let trials: Vec<_> = l
                 .entries
                 .iter()
+                .filter(|e| !shippable || e.candidate.max_threads.is_none())
                 .map(|e| (e.candidate.clone(), e.outcome.ratio()))
                 .collect();
             Source::new(&l.kernel, &trials, &space)
@@ -220,7 +248,12 @@ pub fn learn(landscapes: &[Landscape], k: usize) -> Result<Vec<RecipeSpec>, Reci
             when: Vec::new(),
             origin: "learned".into(),
             why: format!(
-                "within 2% of the best on {} of {} landscapes: {}",
+                "within 2% of the best{} on {} of {} landscapes: {}",
+                if shippable {
+                    " without launch bounds"
+                } else {
+                    ""
+                },
                 served.len(),
                 transfer.sources.len(),
                 served.join(", ")
@@ -384,6 +417,8 @@ why = "test"
         });
         let cc = landscape("c", 64, |c| c.codegen_opt == 0 && c.max_threads.is_none());
         let learned = learn(&[a, b, cc], 5).unwrap();
+        // The full cover (O2 with bounds, codegen 0), then the best without bounds where it
+        // differs: for a and b every unbounded point is -O3's equal, so nothing more.
         assert_eq!(learned.len(), 2, "{learned:?}");
         let first = &learned[0];
         assert_eq!(first.variant, "O2");
@@ -393,9 +428,15 @@ why = "test"
         // Written after the marker, they read back as recipes; what is above stays.
         let text = with_learned(RECIPES_TOML, &learned).unwrap();
         let back = parse(&text, &cat()).unwrap();
-        let hand = builtin(&cat()).unwrap();
-        assert_eq!(back.len(), hand.len() + 2);
-        assert_eq!(back[hand.len()].spec, learned[0]);
+        // What the marker keeps: the hand-written recipes above it (the shipped learned ones
+        // below it are replaced).
+        let above = builtin(&cat())
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.spec.origin == "hand")
+            .count();
+        assert_eq!(back.len(), above + 2);
+        assert_eq!(back[above].spec, learned[0]);
         assert_eq!(with_learned(&text, &learned).unwrap(), text);
     }
 

@@ -58,6 +58,15 @@ fn every_recipe_is_a_grid_point_and_conditional_ones_change_a_kernel_that_shows_
             r.spec.when
         );
     }
+    // The motivating pattern: an accumulator through a pointer argument that may
+    // alias the matrix (atax's `tmp[i] += A[i*n+j] * x[j]`).
+    let versioned = &shown["versioned-licm"];
+    for kernel in ["atax_ax_kernel", "gesummv_kernel"] {
+        assert!(
+            versioned.iter().any(|k| k.contains(kernel)),
+            "versioned-licm leaves {kernel} unchanged; it changes {versioned:?}"
+        );
+    }
 }
 
 fn opts(kernel: &str, budget: u32) -> TuneOptions {
