@@ -1,6 +1,7 @@
 //! Strategy benchmark (run by scripts/bench-strategies): over landscape tables, the median
 //! number of trials each strategy needs to reach 98% (`--target F`) of the best known time,
-//! over seeds.
+//! over seeds; then, per strategy, the geomean over the landscapes of the speedup over -O3 a
+//! search holds at the end of the budget (median seed), beside the geomean of the best known.
 //!
 //!   bench_strategies [--seeds N] [--budget N] [--strategies a,b] [--transfer] [--prior]
 //!                    [--target F] [--transfer-from TABLE.json]... [--write-synthetic DIR]
@@ -20,12 +21,12 @@ use r3::remix::recipes;
 use r3::remix::sim::{synthetic, Family, Landscape, Simulator};
 use r3::remix::space::Space;
 use r3::remix::transfer::{Source, Transfer};
-use r3::remix::tune::{trials_to_reach_from, tune, TuneOptions};
+use r3::remix::tune::{simulated_search, tune, TuneOptions};
 
 const SOURCE_BUDGET: u32 = 100;
 const SOURCE_SEED: u64 = 1000;
 /// Learned recipes in a leave-one-out prior, at most (examples/learn_recipes.rs's default).
-const LEARNED: usize = 6;
+const LEARNED: usize = 4;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -89,6 +90,9 @@ fn main() {
     }
     println!();
     let mut sums = vec![0u64; strategies.len()];
+    // Per strategy, the sum over landscapes of ln(median speedup at the end of the budget).
+    let mut final_logs = vec![0f64; strategies.len()];
+    let mut known_logs = 0f64;
     for (t, l) in tables.iter().enumerate() {
         print!("{:<24}", l.kernel);
         let transfer = with_transfer.then(|| match from.is_empty() {
@@ -104,12 +108,17 @@ fn main() {
             } else {
                 (s.as_str(), None)
             };
-            let mut v = over_seeds(seeds, |seed| {
-                trials_to_reach_from(l, name, seed, budget, fraction, tr)
-                    .unwrap()
-                    .unwrap_or(u32::MAX)
+            let runs = over_seeds(seeds, |seed| {
+                simulated_search(l, name, seed, budget, fraction, tr).unwrap()
             });
+            let mut v: Vec<u32> = runs
+                .iter()
+                .map(|r| r.reached_at.unwrap_or(u32::MAX))
+                .collect();
             v.sort();
+            let mut ends: Vec<f64> = runs.iter().map(|r| r.best.unwrap_or(1.0)).collect();
+            ends.sort_by(f64::total_cmp);
+            final_logs[k] -= ends[ends.len() / 2].ln();
             let hits = v.iter().filter(|&&x| x != u32::MAX).count();
             let med = v[v.len() / 2];
             sums[k] += u64::from(med.min(budget + 1));
@@ -120,6 +129,7 @@ fn main() {
             };
             print!(" {:>16}", format!("{m} ({hits}/{seeds})"));
         }
+        known_logs -= l.best_known().unwrap_or(1.0).ln();
         println!();
     }
     print!("{:<24}", "sum of medians");
@@ -127,10 +137,22 @@ fn main() {
         print!(" {s:>16}");
     }
     println!();
+    // What a user keeps: the speedup over -O3 at the end of the budget (median seed), as a
+    // geomean over the landscapes, against the best the landscapes know.
+    let n = tables.len().max(1) as f64;
+    print!("{:<24}", format!("geomean after {budget}"));
+    for l in &final_logs {
+        print!(" {:>16}", format!("{:.3}x", (l / n).exp()));
+    }
+    println!(
+        "\n{:<24} {:>16}",
+        "geomean best known",
+        format!("{:.3}x", (known_logs / n).exp())
+    );
 }
 
 /// `run` for every seed, on all cores.
-fn over_seeds(seeds: u64, run: impl Fn(u64) -> u32 + Sync) -> Vec<u32> {
+fn over_seeds<T: Send>(seeds: u64, run: impl Fn(u64) -> T + Sync) -> Vec<T> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
     let run = &run;
     std::thread::scope(|s| {
@@ -140,7 +162,7 @@ fn over_seeds(seeds: u64, run: impl Fn(u64) -> u32 + Sync) -> Vec<u32> {
                     (t..seeds)
                         .step_by(threads as usize)
                         .map(run)
-                        .collect::<Vec<u32>>()
+                        .collect::<Vec<T>>()
                 })
             })
             .collect();

@@ -542,6 +542,28 @@ pub fn trials_to_reach_from(
     fraction: f64,
     transfer: Option<&Transfer>,
 ) -> Result<Option<u32>, TuneError> {
+    Ok(simulated_search(landscape, strategy, seed, budget, fraction, transfer)?.reached_at)
+}
+
+/// What a simulated search of a landscape came to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimulatedSearch {
+    /// The trial that first came within the fraction of the best known time.
+    pub reached_at: Option<u32>,
+    /// The best ratio to -O3 at the end of the budget (lower is faster).
+    pub best: Option<f64>,
+}
+
+/// A strategy's search of a simulated landscape without a store: when it reached `fraction`
+/// of the best known time and what it had at the end of the budget.
+pub fn simulated_search(
+    landscape: &super::sim::Landscape,
+    strategy: &str,
+    seed: u64,
+    budget: u32,
+    fraction: f64,
+    transfer: Option<&Transfer>,
+) -> Result<SimulatedSearch, TuneError> {
     let target = landscape.best_known().unwrap_or(1.0) / fraction;
     let space =
         Space::builtin(landscape.space.clone()).map_err(|e| TuneError::Space(e.to_string()))?;
@@ -556,7 +578,10 @@ pub fn trials_to_reach_from(
         transfer: transfer.is_some(),
         recipes: transfer.is_some_and(|t| !t.recipes.is_empty()),
     };
-    let mut hit = None;
+    let mut out = SimulatedSearch {
+        reached_at: None,
+        best: None,
+    };
     tune_from(
         &mut sim,
         &space,
@@ -566,12 +591,15 @@ pub fn trials_to_reach_from(
         None,
         &AtomicBool::new(false),
         |p| {
-            if hit.is_none() && p.best.is_some_and(|b| b.1 <= target + 1e-12) {
-                hit = Some(p.trial);
+            if out.reached_at.is_none() && p.best.is_some_and(|b| b.1 <= target + 1e-12) {
+                out.reached_at = Some(p.trial);
+            }
+            if let Some(b) = p.best {
+                out.best = Some(b.1);
             }
         },
     )?;
-    Ok(hit)
+    Ok(out)
 }
 
 /// What makes two trials the same measurement: the PTX, and the block size it is launched
