@@ -122,6 +122,10 @@ enum Cmd {
         /// Most timed repetitions per measurement (fewer once the median is known within 1%).
         #[arg(long, default_value_t = 50)]
         repeat: u32,
+        /// L2 state of the timed runs: auto (the program's own, from its later identical
+        /// launches, where it made any on this GPU model; else cold), warm, or cold.
+        #[arg(long, default_value = "auto")]
+        l2: r3::replay::l2::Policy,
         /// Accept outputs within this tolerance (e.g. f32:rel=1e-5); also lets the search try fast-math.
         #[arg(long)]
         tolerance: Option<r3::replay::validate::Tolerance>,
@@ -155,6 +159,9 @@ enum Cmd {
         /// Most timed repetitions (fewer once the median is known within 1%).
         #[arg(long, default_value_t = 100)]
         repeat: u32,
+        /// L2 state of the timed runs: auto (the program's own where known, else cold), warm, cold.
+        #[arg(long, default_value = "auto")]
+        l2: r3::replay::l2::Policy,
         /// Tolerance for outputs, e.g. f32:rel=1e-5 or f64:ulp=4 (default: exact).
         #[arg(long)]
         tolerance: Option<r3::replay::validate::Tolerance>,
@@ -301,6 +308,7 @@ fn run(cli: Cli) -> Result<i32> {
             no_ablate,
             simulate,
             repeat,
+            l2,
             tolerance,
             block_size_agnostic,
             egraph,
@@ -357,6 +365,7 @@ fn run(cli: Cli) -> Result<i32> {
                 ablate: !no_ablate,
                 resume,
                 repeat,
+                l2,
                 tolerance,
                 block_size_agnostic,
                 egraph,
@@ -371,6 +380,7 @@ fn run(cli: Cli) -> Result<i32> {
             pipeline,
             config,
             repeat,
+            l2,
             tolerance,
             dry_run,
             mutate,
@@ -394,6 +404,7 @@ fn run(cli: Cli) -> Result<i32> {
             };
             let how = ReplayHow {
                 repeat,
+                l2,
                 tolerance,
                 dry_run,
                 mutate,
@@ -583,6 +594,7 @@ struct ReplaySelection {
 
 struct ReplayHow {
     repeat: u32,
+    l2: r3::replay::l2::Policy,
     tolerance: Option<r3::replay::validate::Tolerance>,
     dry_run: bool,
     mutate: Vec<r3::replay::mutate::Mutation>,
@@ -598,6 +610,7 @@ fn replay(
 ) -> Result<i32> {
     let ReplayHow {
         repeat,
+        l2,
         tolerance,
         dry_run,
         json,
@@ -630,8 +643,17 @@ fn replay(
             ordinal: 0,
             max_reps: repeat,
             tolerance,
+            l2: Default::default(),
         };
-        match r3::replay::gpu::replay(&store, rec, candidate, &target, &opts, dry_run, &mutations) {
+        match r3::replay::gpu::replay(
+            &store,
+            rec,
+            candidate,
+            &target,
+            &opts,
+            (!dry_run).then_some(l2),
+            &mutations,
+        ) {
             Ok(r) => rows.extend(r),
             Err(e) => eprintln!("r3: {}: {e}", rec.id),
         }
@@ -930,6 +952,7 @@ fn tune_gpu(
             ordinal: gpu.ordinal as i32,
             max_reps: how.repeat,
             tolerance: how.tolerance,
+            l2: Default::default(),
         };
         let mut ev =
             match r3::replay::gpu::GpuEvaluator::new(&store, rec.clone(), target.clone(), opts) {
@@ -954,6 +977,7 @@ fn tune_gpu(
             budget: finite_budget(base.budget, &space),
             ..base.clone()
         };
+        choose_l2(&store, &mut ev, &opts.kernel, how.l2);
         match tune_one(&store, &mut ev, &space, &opts, how.resume, &stop) {
             Ok(c) => {
                 code = code.max(c);
@@ -972,6 +996,28 @@ fn tune_gpu(
         }
     }
     Ok(code)
+}
+
+/// Sets the L2 state the search measures in, says so where it matters, and keeps the choice
+/// beside the trials for `r3 report`.
+fn choose_l2(
+    store: &r3::store::Store,
+    ev: &mut r3::replay::gpu::GpuEvaluator,
+    kernel: &str,
+    policy: r3::replay::l2::Policy,
+) {
+    use r3::replay::Evaluator;
+    let c = ev.choose_l2(policy);
+    if c.regime == r3::replay::l2::Regime::Warm || c.states_differ() {
+        let both = match (c.cold_us, c.warm_us) {
+            (Some(cold), Some(warm)) => format!("; -O3 {cold:.1} µs cold, {warm:.1} µs warm"),
+            _ => String::new(),
+        };
+        eprintln!("r3 tune: {kernel}: L2 {} ({}{both})", c.regime, c.reason);
+    }
+    if let Err(e) = store.write_l2_choice(kernel, &ev.device().gpu, &c) {
+        eprintln!("r3 tune: {kernel}: {e}");
+    }
 }
 
 /// Measures what each pass of the best pipeline is worth: the best candidate with one pass
@@ -1172,6 +1218,7 @@ struct TuneHow {
     ablate: bool,
     resume: bool,
     repeat: u32,
+    l2: r3::replay::l2::Policy,
     tolerance: Option<r3::replay::validate::Tolerance>,
     block_size_agnostic: bool,
     egraph: bool,

@@ -30,6 +30,8 @@ pub struct MeasureOptions {
     pub ordinal: i32,
     pub max_reps: u32,
     pub tolerance: Option<Tolerance>,
+    /// The L2 state timed runs start from (`l2::choose` sets it under `--l2 auto`).
+    pub l2: super::l2::Regime,
 }
 
 pub struct GpuEvaluator {
@@ -43,6 +45,8 @@ pub struct GpuEvaluator {
     /// Behind a lock so that the evaluator can be shared by the threads that lower candidates.
     pool: std::sync::Mutex<Pool>,
     device: super::Device,
+    /// The CUDA device name, as the recording runtime writes it into launch.json.
+    gpu_name: Option<String>,
     /// Registers and local memory of the last batch, by position (the trait returns outcomes
     /// only); behind a lock since `measure` takes `&self`.
     last: std::sync::Mutex<Vec<Measured>>,
@@ -92,11 +96,13 @@ impl GpuEvaluator {
         // The watchdog: generous against the recorded time, so only real hangs hit it.
         let per_run = Duration::from_secs_f64(recording.launch.in_app_ms.max(0.01) / 1e3);
         let limit = Duration::from_secs(10) + per_run * 50 * (opts.max_reps + 10);
+        let (device, gpu_name) = device_name(&target, opts.ordinal);
         Ok(GpuEvaluator {
             bitcode_path: store.kernel_dir(&kernel.hash).join("module.bc"),
             kernel,
             bitcode,
-            device: device_name(&target),
+            device,
+            gpu_name,
             target,
             recording,
             baseline,
@@ -120,6 +126,52 @@ impl GpuEvaluator {
 
     /// What the last `measure` found, by position (outcomes with registers and local memory),
     /// taken: a second call returns nothing.
+    /// Chooses the L2 state the search measures in (`l2::choose`), timing the baseline in both
+    /// where the policy asks, and measures in it from now on.
+    pub fn choose_l2(&mut self, policy: super::l2::Policy) -> super::l2::Choice {
+        use super::l2::{self, Regime};
+        let both = l2::needs_both(policy)
+            .then(|| {
+                let cold = self.time_baseline(Regime::Cold).ok()?;
+                let warm = self.time_baseline(Regime::Warm).ok()?;
+                Some((cold, warm))
+            })
+            .flatten();
+        // A damaged natural.json costs the program's times, not the search.
+        let natural = self.recording.natural_ms().unwrap_or_default();
+        let program = l2::Program {
+            natural_ms: &natural,
+            gpu: self.recording.launch.gpu.as_deref(),
+        };
+        let replay_gpu = self.gpu_name.as_deref().unwrap_or("no GPU");
+        let choice = l2::choose(policy, &program, replay_gpu, both);
+        self.opts.l2 = choice.regime;
+        choice
+    }
+
+    /// The -O3 baseline's median replay time (µs) in `regime`, timed alone.
+    fn time_baseline(&self, regime: super::l2::Regime) -> Result<f64, String> {
+        let job = Job {
+            recording_dir: self.recording.dir.clone(),
+            recording_id: self.recording.id.clone(),
+            ordinal: self.opts.ordinal,
+            baseline_ptx: self.baseline.ptx.clone(),
+            candidates: vec![JobCandidate {
+                ptx: self.baseline.ptx.clone(),
+                block_x: None,
+                tolerance: None,
+            }],
+            max_reps: self.opts.max_reps,
+            l2: regime,
+            baseline_alone: true,
+        };
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        match pool.run(&job)?.pop().map(|m| m.outcome) {
+            Some(Outcome::Valid { baseline, .. }) => Ok(baseline.median_us),
+            other => Err(format!("timing the baseline {regime}: {other:?}")),
+        }
+    }
+
     pub fn take_last(&self) -> Vec<Measured> {
         std::mem::take(&mut *self.last.lock().unwrap_or_else(|p| p.into_inner()))
     }
@@ -170,16 +222,27 @@ pub fn lower_in_process(
     })
 }
 
-fn device_name(target: &Codegen) -> super::Device {
+/// The device as trials name it, and its CUDA name.
+fn device_name(target: &Codegen, ordinal: i32) -> (super::Device, Option<String>) {
     match crate::gpu::probe() {
-        crate::gpu::GpuStatus::Present { driver, gpus } => super::Device {
-            gpu: format!("{} ({})", gpus[0].name, gpus[0].sm()),
-            driver: format!("CUDA {}.{}", driver.0, driver.1),
-        },
-        _ => super::Device {
-            gpu: format!("no GPU ({})", target.sm),
-            driver: "none".into(),
-        },
+        crate::gpu::GpuStatus::Present { driver, gpus } => {
+            let g = usize::try_from(ordinal)
+                .ok()
+                .and_then(|i| gpus.get(i))
+                .unwrap_or(&gpus[0]);
+            let device = super::Device {
+                gpu: format!("{} ({})", g.name, g.sm()),
+                driver: format!("CUDA {}.{}", driver.0, driver.1),
+            };
+            (device, Some(g.name.clone()))
+        }
+        _ => (
+            super::Device {
+                gpu: format!("no GPU ({})", target.sm),
+                driver: "none".into(),
+            },
+            None,
+        ),
     }
 }
 
@@ -213,6 +276,8 @@ impl Evaluator for GpuEvaluator {
                 })
                 .collect(),
             max_reps: self.opts.max_reps,
+            l2: self.opts.l2,
+            baseline_alone: false,
         };
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         let measured = match pool.run(&job) {
@@ -248,20 +313,26 @@ pub struct ReplayResult {
     pub candidate_ptx: lower::PtxStats,
     /// None in a dry run.
     pub measured: Option<Measured>,
+    /// The L2 state it was measured in and why; None in a dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l2: Option<super::l2::Choice>,
 }
 
 /// Lowers the baseline and `candidate` (once per entry of `mutations`, None meaning as is) for
-/// a recording and, unless `dry_run`, measures them as one batch against the baseline.
+/// a recording and, with `measure` (the `--l2` policy; None: a dry run), measures them as one
+/// batch against the baseline.
 pub fn replay(
     store: &Store,
     rec: &Recording,
     candidate: &Candidate,
     target: &Codegen,
     opts: &MeasureOptions,
-    dry_run: bool,
+    measure: Option<super::l2::Policy>,
     mutations: &[Option<super::mutate::Mutation>],
 ) -> Result<Vec<ReplayResult>, EvalError> {
-    let ev = GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone())?;
+    let mut ev = GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone())?;
+    let dry_run = measure.is_none();
+    let l2 = measure.map(|policy| ev.choose_l2(policy));
     let lowered: Vec<Result<Lowered, Outcome>> = mutations
         .iter()
         .map(|m| ev.lower_mutated(candidate, *m))
@@ -302,6 +373,7 @@ pub fn replay(
                 baseline_ptx: ev.baseline.stats.clone(),
                 candidate_ptx: stats,
                 measured,
+                l2: l2.clone(),
             }
         })
         .collect();

@@ -6,6 +6,7 @@
 //! that candidates whose PTX is identical to one already measured are never measured twice.
 
 pub mod gpu;
+pub mod l2;
 pub mod mutate;
 pub mod session;
 pub mod stopping;

@@ -3,6 +3,7 @@
 //! Candidates (PTX) are loaded into it, run, read back and timed. All CUDA calls of replay
 //! are here; this runs inside a worker process (see `worker`), never in the search's process.
 
+use super::l2::Regime;
 use super::stopping;
 use super::validate::{self, Tolerance};
 use super::TimeStats;
@@ -227,20 +228,21 @@ impl Session {
         Ok(verdict)
     }
 
-    /// Times the loaded candidates interleaved (A B A B …), each run on restored inputs and a
-    /// flushed L2, until [`stopping::enough`] (the medians known within 1%, or the ratio to the
+    /// Times the loaded candidates interleaved (A B A B …), each run on restored inputs and,
+    /// in the cold regime, a flushed L2 (warm: what the previous run left), until [`stopping::enough`] (the medians known within 1%, or the ratio to the
     /// first decided; fewer samples for long kernels) or `max_reps`.
     pub fn time(
         &self,
         ls: &[(&Loaded, Option<u32>)],
         max_reps: u32,
+        l2: Regime,
     ) -> Result<Vec<TimeStats>, ReplayError> {
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); ls.len()];
         let mut rounds = 3;
         let mut warm = 0;
         while warm < rounds {
             for (i, (l, bx)) in ls.iter().enumerate() {
-                let us = self.timed_run(l, *bx).map_err(|e| annotate(e, warm))?;
+                let us = self.timed_run(l, *bx, l2).map_err(|e| annotate(e, warm))?;
                 if warm == 0 && i == 0 {
                     rounds = stopping::warmups(us);
                 }
@@ -249,7 +251,7 @@ impl Session {
         }
         for _ in 0..max_reps {
             for (i, (l, bx)) in ls.iter().enumerate() {
-                samples[i].push(self.timed_run(l, *bx)?);
+                samples[i].push(self.timed_run(l, *bx, l2)?);
             }
             if stopping::enough(&samples) {
                 break;
@@ -258,14 +260,16 @@ impl Session {
         Ok(samples.iter().map(|s| stats(s)).collect())
     }
 
-    fn timed_run(&self, l: &Loaded, block_x: Option<u32>) -> Result<f64, ReplayError> {
+    fn timed_run(&self, l: &Loaded, block_x: Option<u32>, l2: Regime) -> Result<f64, ReplayError> {
         self.restore_written(l)?;
         // SAFETY: events and memset on the session's stream; results checked.
         unsafe {
-            ck(
-                sys::cuMemsetD8Async(self.scratch, 0x5a, self.scratch_bytes, self.stream),
-                "flushing L2",
-            )?;
+            if l2 == Regime::Cold {
+                ck(
+                    sys::cuMemsetD8Async(self.scratch, 0x5a, self.scratch_bytes, self.stream),
+                    "flushing L2",
+                )?;
+            }
             let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
             ck(sys::cuEventCreate(&mut a, 0), "cuEventCreate")?;
             ck(sys::cuEventCreate(&mut b, 0), "cuEventCreate")?;

@@ -5,6 +5,7 @@
 //! Protocol: the parent writes one [`Job`] as a JSON line to the worker's stdin; the worker
 //! answers with [`Msg`] lines on stdout: `Start` before each candidate, `Done` after it.
 
+use super::l2::Regime;
 use super::session::{self, Session};
 use super::validate::Tolerance;
 use super::Outcome;
@@ -24,6 +25,13 @@ pub struct Job {
     pub baseline_ptx: String,
     pub candidates: Vec<JobCandidate>,
     pub max_reps: u32,
+    /// The L2 state every timed run starts from.
+    #[serde(default)]
+    pub l2: Regime,
+    /// Time the baseline alone (no candidates): one `Done` whose baseline and time are both
+    /// the baseline's, for choosing the L2 regime (`l2::choose`).
+    #[serde(default)]
+    pub baseline_alone: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -164,9 +172,34 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
         }
     }
     let base = &cached.as_ref().expect("set above").1;
+    if job.baseline_alone {
+        send(out, &Msg::Start { index: 0 }).map_err(|_| 1)?;
+        let (outcome, sticky) = match s.time(&[(base, None)], job.max_reps, job.l2) {
+            Ok(t) => (
+                Outcome::Valid {
+                    baseline: t[0].clone(),
+                    time: t[0].clone(),
+                },
+                false,
+            ),
+            Err(e) => (
+                Outcome::Crashed {
+                    message: e.to_string(),
+                },
+                session::is_sticky(&e),
+            ),
+        };
+        let result = Measured {
+            outcome,
+            registers: None,
+            local_bytes: None,
+        };
+        send(out, &Msg::Done { index: 0, result }).map_err(|_| 1)?;
+        return if sticky { Err(3) } else { Ok(()) };
+    }
     for (index, c) in job.candidates.iter().enumerate() {
         send(out, &Msg::Start { index }).map_err(|_| 1)?;
-        let (result, sticky) = evaluate(s, base, c, job.max_reps);
+        let (result, sticky) = evaluate(s, base, c, job.max_reps, job.l2);
         send(out, &Msg::Done { index, result }).map_err(|_| 1)?;
         if sticky {
             return Err(3);
@@ -181,6 +214,7 @@ fn evaluate(
     base: &session::Loaded,
     c: &JobCandidate,
     max_reps: u32,
+    l2: Regime,
 ) -> (Measured, bool) {
     let fail = |outcome| Measured {
         outcome,
@@ -202,7 +236,7 @@ fn evaluate(
     let outcome = match s.check(&l, c.block_x, c.tolerance.as_ref()) {
         Err(e) => return crashed(&e, registers, local_bytes),
         Ok(Err(diff)) => Outcome::WrongOutput { message: diff },
-        Ok(Ok(())) => match s.time(&[(base, None), (&l, c.block_x)], max_reps) {
+        Ok(Ok(())) => match s.time(&[(base, None), (&l, c.block_x)], max_reps, l2) {
             Ok(t) => Outcome::Valid {
                 baseline: t[0].clone(),
                 time: t[1].clone(),
@@ -431,7 +465,27 @@ mod tests {
                 })
                 .collect(),
             max_reps: 1,
+            l2: Regime::Cold,
+            baseline_alone: false,
         }
+    }
+
+    #[test]
+    fn the_l2_regime_travels_with_the_job_and_defaults_to_cold() {
+        let warm = Job {
+            l2: Regime::Warm,
+            ..job(1)
+        };
+        let line = serde_json::to_string(&warm).unwrap();
+        assert!(line.contains(r#""l2":"warm""#), "{line}");
+        let back: Job = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.l2, Regime::Warm);
+        // A job written without the field (an older r3) measures cold, as it always did.
+        let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        v.as_object_mut().unwrap().remove("l2");
+        v.as_object_mut().unwrap().remove("baseline_alone");
+        let old: Job = serde_json::from_value(v).unwrap();
+        assert_eq!((old.l2, old.baseline_alone), (Regime::Cold, false));
     }
 
     /// A stand-in worker: a shell script that answers per candidate as `script` says.

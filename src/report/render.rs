@@ -1016,7 +1016,23 @@ fn search_note(s: &crate::report::tuning::SearchNote, trials: usize) -> Option<S
         )),
         _ => {}
     }
+    if let Some(l2) = s.l2.as_ref().and_then(l2_note) {
+        parts.push(l2);
+    }
     (!parts.is_empty()).then(|| format!("Search: {}.", parts.join("; ")))
+}
+
+/// The L2 state, where it is not the plain default or the two states differ.
+fn l2_note(c: &crate::replay::l2::Choice) -> Option<String> {
+    use crate::replay::l2::Regime;
+    let both = match (c.cold_us, c.warm_us) {
+        (Some(cold), Some(warm)) if c.states_differ() => {
+            format!(" (-O3 replays in {cold:.1} µs cold, {warm:.1} µs warm)")
+        }
+        _ => String::new(),
+    };
+    (c.regime == Regime::Warm || !both.is_empty())
+        .then(|| format!("measured with L2 {}: {}{both}", c.regime, c.reason))
 }
 
 #[cfg(test)]
@@ -1031,5 +1047,25 @@ mod tests {
         assert_eq!(sort_value("1.250×").as_deref(), Some("1.250"));
         assert_eq!(sort_value("1 min 15 s").as_deref(), Some("75"));
         assert_eq!(sort_value("-"), None);
+    }
+
+    #[test]
+    fn the_l2_state_is_noted_where_it_is_warm_or_the_states_differ() {
+        use crate::replay::l2::{Choice, Regime};
+        let choice = |regime, cold: f64, warm: f64| Choice {
+            policy: "auto".into(),
+            regime,
+            reason: "why".into(),
+            natural_us: Some(355.0),
+            cold_us: Some(cold),
+            warm_us: Some(warm),
+        };
+        let note = l2_note(&choice(Regime::Warm, 783.0, 360.0)).unwrap();
+        assert_eq!(
+            note,
+            "measured with L2 warm: why (-O3 replays in 783.0 µs cold, 360.0 µs warm)"
+        );
+        assert!(l2_note(&choice(Regime::Cold, 783.0, 360.0)).is_some());
+        assert_eq!(l2_note(&choice(Regime::Cold, 104.0, 100.0)), None);
     }
 }

@@ -136,6 +136,9 @@ pub struct SearchNote {
     pub stop: Option<String>,
     /// The budget of the last run, where recorded.
     pub budget: Option<u32>,
+    /// The L2 state it measured in and why (`--l2`), where recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l2: Option<crate::replay::l2::Choice>,
 }
 
 /// What apply ships from a kernel's trials (`apply::plan`, the policy in the environment).
@@ -629,6 +632,7 @@ fn search_note(store: &Store, path: &Path) -> Result<SearchNote, ReportError> {
         note.stop = Some(e.stop);
         note.budget = Some(e.budget);
     }
+    note.l2 = store.l2_choice(path)?;
     Ok(note)
 }
 

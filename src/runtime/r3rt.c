@@ -12,7 +12,11 @@
  *   - for the first R3_RECORD_LAUNCHES (default 4) distinct launches of each kernel
  *     (another grid, block, shared size or argument bytes), it writes launch.json, a prologue
  *     (every live allocation and every registered __device__/__constant__ variable) and an
- *     epilogue (what the launch changed, page by page) into <store>/records/.
+ *     epilogue (what the launch changed, page by page) into <store>/records/;
+ *   - the next R3_NATURAL launches identical to a recorded one (same grid, block, shared size
+ *     and argument bytes) run as the program issues them, timed with events: natural.json,
+ *     the launch's time in the program's own cache state, which replay compares with its
+ *     cold- and warm-L2 times to measure in the regime the program runs in (src/replay/l2.rs).
  * The snapshot format is defined in src/store/records.rs, which reads what this file writes.
  */
 #define _GNU_SOURCE
@@ -36,6 +40,7 @@
 #define R3_MAX_FATBINS 4096
 #define R3_MAX_ALLOCS 65536
 #define R3_MAX_SEEN 64
+#define R3_NATURAL 5
 
 cudaError_t __real_cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 cudaError_t __real_cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
@@ -57,7 +62,11 @@ void **__real___cudaRegisterFatBinary(void *);
 
 /* ---- state ---------------------------------------------------------------------------- */
 
-struct kernel_fn { const void *stub; const char *name; void **module; int recorded; uint64_t seen[R3_MAX_SEEN]; int nseen; };
+struct kernel_fn {
+  const void *stub; const char *name; void **module; int recorded; uint64_t seen[R3_MAX_SEEN]; int nseen;
+  /* natural times (ms) of the launches identical to seen[i] that followed it */
+  unsigned char nnatural[R3_MAX_SEEN]; float natural[R3_MAX_SEEN][R3_NATURAL];
+};
 /* A registered fatbinary: the handle cudart gave for it, and its bytes. Its content hash says which
    compile of which translation unit the program's kernels come from (see src/store/records.rs). */
 struct fatbin { void **handle; const unsigned char *data; size_t size; char hash[17]; };
@@ -514,8 +523,14 @@ static void write_launch_json(const char *dir, const struct launch *l, const cha
   char exe[4096] = {0};
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n < 0) exe[0] = 0;
+  struct cudaDeviceProp prop;
+  int have_prop = cudaGetDeviceProperties(&prop, dev) == cudaSuccess;
   fprintf(f, "{\n  \"format\": 1,\n  \"kernel\": ");
   json_str(f, l->name);
+  if (have_prop) {
+    fprintf(f, ",\n  \"gpu\": ");
+    json_str(f, prop.name);
+  }
   if (l->fatbin && *l->fatbin) {
     fprintf(f, ",\n  \"fatbin\": ");
     json_str(f, l->fatbin);
@@ -622,6 +637,49 @@ static struct kernel_fn *find_kernel(const void *stub) {
   return NULL;
 }
 
+static void recording_dir(char *dir, size_t n, const struct kernel_fn *k, uint64_t id) {
+  snprintf(dir, n, "%s/records/%016llx/%016llx", store_dir, (unsigned long long)kernel_dir_key(k),
+           (unsigned long long)id);
+}
+
+/* natural.json of a recorded launch, replaced whole (temp file, rename): never half-written. */
+static void write_natural(const struct kernel_fn *k, int seen) {
+  char dir[4096], path[4200], tmp[4300];
+  recording_dir(dir, sizeof dir, k, k->seen[seen]);
+  snprintf(path, sizeof path, "%s/natural.json", dir);
+  snprintf(tmp, sizeof tmp, "%s/.natural-%d.tmp", dir, (int)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return; /* not recorded (or not writable): nothing to add to */
+  fprintf(f, "{\n  \"format\": 1,\n  \"natural_ms\": [");
+  for (int j = 0; j < k->nnatural[seen]; j++) fprintf(f, "%s%.6f", j ? ", " : "", k->natural[seen][j]);
+  fprintf(f, "]\n}\n");
+  if (fclose(f) != 0 || rename(tmp, path) != 0) unlink(tmp);
+}
+
+/* A launch identical to recorded launch `seen`: runs as issued, and the first R3_NATURAL are
+   timed in whatever cache state the program left (no snapshot, no restore around them). */
+static cudaError_t natural_launch(struct kernel_fn *k, int seen, const void *stub, dim3 grid, dim3 block, void **args,
+                                  size_t shmem, cudaStream_t stream) {
+  if (k->nnatural[seen] >= R3_NATURAL) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  cudaEvent_t a, b;
+  if (cudaEventCreate(&a) != cudaSuccess) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  if (cudaEventCreate(&b) != cudaSuccess) {
+    cudaEventDestroy(a);
+    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  }
+  cudaEventRecord(a, stream);
+  cudaError_t e = __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  float ms = -1;
+  if (e == cudaSuccess && cudaEventRecord(b, stream) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+      cudaEventElapsedTime(&ms, a, b) == cudaSuccess && ms > 0) {
+    k->natural[seen][k->nnatural[seen]++] = ms;
+    write_natural(k, seen);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return e;
+}
+
 static cudaError_t record_launch(struct kernel_fn *k, const void *stub, dim3 grid, dim3 block, void **args,
                                  size_t shmem, cudaStream_t stream, const char *why_not) {
   struct launch l = {k->name, grid, block, shmem, NULL, 0, {0}, {0}, 0, 0, NULL};
@@ -632,7 +690,7 @@ static cudaError_t record_launch(struct kernel_fn *k, const void *stub, dim3 gri
   h = fnv(&shmem, sizeof shmem, h);
   l.id = fnv(l.args, l.args_size, h);
   for (int i = 0; i < k->nseen; i++)
-    if (k->seen[i] == l.id) { free(l.args); return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream); }
+    if (k->seen[i] == l.id) { free(l.args); return natural_launch(k, i, stub, grid, block, args, shmem, stream); }
   if (k->recorded >= launches_per_kernel || k->nseen >= R3_MAX_SEEN) {
     free(l.args);
     return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
@@ -641,8 +699,7 @@ static cudaError_t record_launch(struct kernel_fn *k, const void *stub, dim3 gri
   k->recorded++;
 
   char dir[4096], tmp[4200];
-  snprintf(dir, sizeof dir, "%s/records/%016llx/%016llx", store_dir, (unsigned long long)kernel_dir_key(k),
-           (unsigned long long)l.id);
+  recording_dir(dir, sizeof dir, k, l.id);
   snprintf(tmp, sizeof tmp, "%s/records/.tmp-%d-%016llx", store_dir, (int)getpid(), (unsigned long long)l.id);
   char parent[4200];
   snprintf(parent, sizeof parent, "%s", dir);

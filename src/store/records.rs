@@ -69,6 +69,9 @@ pub struct LaunchRecord {
     /// made before r3 recorded it, or when the registration path is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fatbin: Option<String>,
+    /// The GPU the program ran on (its CUDA device name); absent in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
     pub arch: String,
     pub grid: [u32; 3],
     pub block: [u32; 3],
@@ -126,6 +129,21 @@ impl Recording {
 
     pub fn epilogue(&self) -> Result<Snapshot, StoreError> {
         read_snapshot(&self.dir.join("epilogue.r3snap"))
+    }
+
+    /// The times (ms) of the program's later launches identical to this one, each in the
+    /// cache state the program left (`natural.json`); empty when the program made none.
+    pub fn natural_ms(&self) -> Result<Vec<f64>, StoreError> {
+        #[derive(Deserialize)]
+        struct Natural {
+            natural_ms: Vec<f64>,
+        }
+        let path = self.dir.join("natural.json");
+        if !path.exists() {
+            return Ok(Vec::new());
+        }
+        let n: Natural = super::read_json(&path)?;
+        Ok(n.natural_ms.into_iter().filter(|t| *t > 0.0).collect())
     }
 }
 
@@ -609,6 +627,33 @@ mod tests {
     fn args_decode_from_hex() {
         let rec: LaunchRecord = serde_json::from_str(LAUNCH).unwrap();
         assert_eq!(rec.args().unwrap(), [0, 0, 0, 0x40, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn the_programs_own_launch_times_are_read_where_it_made_any() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut launch: LaunchRecord = serde_json::from_str(LAUNCH).unwrap();
+        assert_eq!(launch.gpu, None, "older recordings name no GPU");
+        launch.gpu = Some("NVIDIA H100 80GB HBM3".into());
+        let text = serde_json::to_string(&launch).unwrap();
+        assert!(text.contains(r#""gpu":"NVIDIA H100 80GB HBM3""#));
+        let rec = Recording {
+            dir: dir.path().to_owned(),
+            id: "k/l".into(),
+            launch,
+        };
+        assert_eq!(rec.natural_ms().unwrap(), Vec::<f64>::new());
+        // As r3rt.c writes it; a failed event time (0 or less) is not a time.
+        let natural = dir.path().join("natural.json");
+        std::fs::write(
+            &natural,
+            "{\n  \"format\": 1,\n  \"natural_ms\": [0.355000, 0.000000, 0.350000]\n}\n",
+        )
+        .unwrap();
+        assert_eq!(rec.natural_ms().unwrap(), vec![0.355, 0.35]);
+        std::fs::write(&natural, "{\"natural_ms\": [0.3").unwrap();
+        let err = rec.natural_ms().unwrap_err().to_string();
+        assert!(err.contains("natural.json"), "{err}");
     }
 
     const LAUNCH: &str = r#"{"format": 1, "kernel": "k", "arch": "sm_90", "grid": [1,1,1], "block": [32,1,1],

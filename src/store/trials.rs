@@ -7,6 +7,7 @@
 
 use super::{io_err, Store, StoreError};
 use crate::candidate::Candidate;
+use crate::replay::l2::Choice as L2Choice;
 use crate::replay::Outcome;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -156,6 +157,26 @@ impl Store {
     }
 
     /// Records how a run of a search ended (atomically; a later run replaces it).
+    /// The L2 state the last search measured in (`<gpu>.l2.json`), where one was recorded.
+    pub fn l2_choice(&self, trials_file: &Path) -> Result<Option<L2Choice>, StoreError> {
+        read_json(&trials_file.with_extension("l2.json"))
+    }
+
+    pub fn write_l2_choice(
+        &self,
+        kernel: &str,
+        gpu: &str,
+        choice: &L2Choice,
+    ) -> Result<(), StoreError> {
+        let path = self.trials_path(kernel, gpu).with_extension("l2.json");
+        // Chosen before the search's first trial: the kernel's trials directory may not exist.
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let text = serde_json::to_vec_pretty(choice).expect("L2 choices serialize");
+        super::write_atomic(&path, &text).map_err(io_err(&path))
+    }
+
     pub fn write_search_end(
         &self,
         kernel: &str,
@@ -429,6 +450,26 @@ fn read_log(path: &Path) -> Result<(Vec<TrialRecord>, u64), StoreError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_l2_choice_is_kept_before_the_first_trial_and_read_back() {
+        use crate::replay::l2::{Choice, Regime};
+        let dir = tempfile::tempdir().unwrap();
+        let store = super::Store::create(dir.path()).unwrap();
+        let c = Choice {
+            policy: "auto".into(),
+            regime: Regime::Warm,
+            reason: "nearer".into(),
+            natural_us: Some(343.6),
+            cold_us: Some(776.8),
+            warm_us: Some(337.5),
+        };
+        store.write_l2_choice("abc", "GPU (sm_90)", &c).unwrap();
+        let trials = store.trials_path("abc", "GPU (sm_90)");
+        assert!(!trials.exists());
+        assert_eq!(store.l2_choice(&trials).unwrap(), Some(c));
+        assert_eq!(store.l2_choice(&store.trials_path("x", "g")).unwrap(), None);
+    }
+
     #[test]
     fn a_best_that_does_not_hold_up_gives_way_to_the_baseline() {
         use crate::replay::TimeStats;
