@@ -530,19 +530,7 @@ pub fn trials_to_reach(
     budget: u32,
     fraction: f64,
 ) -> Result<Option<u32>, TuneError> {
-    trials_to_reach_from(landscape, strategy, seed, budget, fraction, None)
-}
-
-/// [`trials_to_reach`] for a search that learns from earlier ones.
-pub fn trials_to_reach_from(
-    landscape: &super::sim::Landscape,
-    strategy: &str,
-    seed: u64,
-    budget: u32,
-    fraction: f64,
-    transfer: Option<&Transfer>,
-) -> Result<Option<u32>, TuneError> {
-    Ok(simulated_search(landscape, strategy, seed, budget, fraction, transfer)?.reached_at)
+    Ok(simulated_search(landscape, strategy, seed, budget, fraction, None)?.reached_at)
 }
 
 /// What a simulated search of a landscape came to.
