@@ -1008,12 +1008,8 @@ fn choose_l2(
 ) {
     use r3::replay::Evaluator;
     let c = ev.choose_l2(policy);
-    if c.regime == r3::replay::l2::Regime::Warm || c.states_differ() {
-        let both = match (c.cold_us, c.warm_us) {
-            (Some(cold), Some(warm)) => format!("; -O3 {cold:.1} µs cold, {warm:.1} µs warm"),
-            _ => String::new(),
-        };
-        eprintln!("r3 tune: {kernel}: L2 {} ({}{both})", c.regime, c.reason);
+    if c.worth_showing() {
+        eprintln!("r3 tune: {kernel}: {}", c.summary());
     }
     if let Err(e) = store.write_l2_choice(kernel, &ev.device().gpu, &c) {
         eprintln!("r3 tune: {kernel}: {e}");

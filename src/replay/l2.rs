@@ -82,6 +82,29 @@ pub struct Choice {
 }
 
 impl Choice {
+    /// "L2 warm: why (-O3 … µs cold, … µs warm; the program's own launches … µs)".
+    pub fn summary(&self) -> String {
+        let mut times = Vec::new();
+        if let (Some(cold), Some(warm)) = (self.cold_us, self.warm_us) {
+            times.push(format!("-O3 {cold:.1} µs cold, {warm:.1} µs warm"));
+        }
+        if let Some(n) = self.natural_us {
+            times.push(format!("the program's own launches {n:.1} µs"));
+        }
+        let times = if times.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", times.join("; "))
+        };
+        format!("L2 {}: {}{times}", self.regime, self.reason)
+    }
+
+    /// Whether a search's output and report mention the state: where it is warm, or where the
+    /// two states differ enough that the choice mattered.
+    pub fn worth_showing(&self) -> bool {
+        self.regime == Regime::Warm || self.states_differ()
+    }
+
     /// Whether the two states' times differ by more than [`SHOWN_APART`].
     pub fn states_differ(&self) -> bool {
         match (self.cold_us, self.warm_us) {

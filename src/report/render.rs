@@ -1016,23 +1016,10 @@ fn search_note(s: &crate::report::tuning::SearchNote, trials: usize) -> Option<S
         )),
         _ => {}
     }
-    if let Some(l2) = s.l2.as_ref().and_then(l2_note) {
-        parts.push(l2);
+    if let Some(l2) = s.l2.as_ref().filter(|c| c.worth_showing()) {
+        parts.push(format!("measured with {}", l2.summary()));
     }
     (!parts.is_empty()).then(|| format!("Search: {}.", parts.join("; ")))
-}
-
-/// The L2 state, where it is not the plain default or the two states differ.
-fn l2_note(c: &crate::replay::l2::Choice) -> Option<String> {
-    use crate::replay::l2::Regime;
-    let both = match (c.cold_us, c.warm_us) {
-        (Some(cold), Some(warm)) if c.states_differ() => {
-            format!(" (-O3 replays in {cold:.1} µs cold, {warm:.1} µs warm)")
-        }
-        _ => String::new(),
-    };
-    (c.regime == Regime::Warm || !both.is_empty())
-        .then(|| format!("measured with L2 {}: {}{both}", c.regime, c.reason))
 }
 
 #[cfg(test)]
@@ -1060,12 +1047,19 @@ mod tests {
             cold_us: Some(cold),
             warm_us: Some(warm),
         };
-        let note = l2_note(&choice(Regime::Warm, 783.0, 360.0)).unwrap();
+        let note = |c: Choice| {
+            let s = crate::report::tuning::SearchNote {
+                l2: Some(c),
+                ..Default::default()
+            };
+            search_note(&s, 10)
+        };
         assert_eq!(
-            note,
-            "measured with L2 warm: why (-O3 replays in 783.0 µs cold, 360.0 µs warm)"
+            note(choice(Regime::Warm, 783.0, 360.0)).unwrap(),
+            "Search: measured with L2 warm: why (-O3 783.0 µs cold, 360.0 µs warm; \
+             the program's own launches 355.0 µs)."
         );
-        assert!(l2_note(&choice(Regime::Cold, 783.0, 360.0)).is_some());
-        assert_eq!(l2_note(&choice(Regime::Cold, 104.0, 100.0)), None);
+        assert!(note(choice(Regime::Cold, 783.0, 360.0)).is_some());
+        assert_eq!(note(choice(Regime::Cold, 104.0, 100.0)), None);
     }
 }

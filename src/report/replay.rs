@@ -46,27 +46,10 @@ pub fn render(rows: &[ReplayResult]) -> String {
             }
         }
         if let Some(c) = r.l2.as_ref().filter(|_| r.mutation.is_none()) {
-            out += &format!("    {}\n", l2_line(c));
+            out += &format!("    {}\n", c.summary());
         }
     }
     out
-}
-
-/// "L2 warm: why (-O3 … cold, … warm; the program's own launches …)".
-fn l2_line(c: &crate::replay::l2::Choice) -> String {
-    let mut times = Vec::new();
-    if let (Some(cold), Some(warm)) = (c.cold_us, c.warm_us) {
-        times.push(format!("-O3 {cold:.2} µs cold, {warm:.2} µs warm"));
-    }
-    if let Some(n) = c.natural_us {
-        times.push(format!("the program's own launches {n:.2} µs"));
-    }
-    let times = if times.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", times.join("; "))
-    };
-    format!("L2 {}: {}{times}", c.regime, c.reason)
 }
 
 fn short(o: &Outcome) -> &'static str {
