@@ -584,20 +584,26 @@ static int restore_regions(struct region *rs, int n, int after) {
   return 1;
 }
 
-static float time_one(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream) {
+/* One launch with events around it, waited for: the launch's status, and its time in *ms (-1 when
+   it could not be timed; the launch happens either way). */
+static cudaError_t time_one(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
+                            float *ms) {
+  *ms = -1;
   cudaEvent_t a, b;
-  float ms = -1;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a, stream);
-  if (__real_cudaLaunchKernel(stub, grid, block, args, shmem, stream) == cudaSuccess) {
-    cudaEventRecord(b, stream);
-    cudaEventSynchronize(b);
-    cudaEventElapsedTime(&ms, a, b);
+  if (cudaEventCreate(&a) != cudaSuccess) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  if (cudaEventCreate(&b) != cudaSuccess) {
+    cudaEventDestroy(a);
+    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
   }
+  cudaEventRecord(a, stream);
+  cudaError_t e = __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  float t;
+  if (e == cudaSuccess && cudaEventRecord(b, stream) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+      cudaEventElapsedTime(&t, a, b) == cudaSuccess)
+    *ms = t;
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  return ms;
+  return e;
 }
 
 /* Median of three warm launches, each on the inputs the first launch saw. */
@@ -606,7 +612,7 @@ static double warm_time(struct region *rs, int n, const void *stub, dim3 grid, d
   float t[3];
   for (int k = 0; k < 3; k++) {
     if (!restore_regions(rs, n, 0)) return -1;
-    t[k] = time_one(stub, grid, block, args, shmem, stream);
+    time_one(stub, grid, block, args, shmem, stream, &t[k]);
   }
   restore_regions(rs, n, 1);
   cudaDeviceSynchronize();
@@ -661,22 +667,12 @@ static void write_natural(const struct kernel_fn *k, int seen) {
 static cudaError_t natural_launch(struct kernel_fn *k, int seen, const void *stub, dim3 grid, dim3 block, void **args,
                                   size_t shmem, cudaStream_t stream) {
   if (k->nnatural[seen] >= R3_NATURAL) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  cudaEvent_t a, b;
-  if (cudaEventCreate(&a) != cudaSuccess) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  if (cudaEventCreate(&b) != cudaSuccess) {
-    cudaEventDestroy(a);
-    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  }
-  cudaEventRecord(a, stream);
-  cudaError_t e = __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  float ms = -1;
-  if (e == cudaSuccess && cudaEventRecord(b, stream) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
-      cudaEventElapsedTime(&ms, a, b) == cudaSuccess && ms > 0) {
+  float ms;
+  cudaError_t e = time_one(stub, grid, block, args, shmem, stream, &ms);
+  if (ms > 0) {
     k->natural[seen][k->nnatural[seen]++] = ms;
     write_natural(k, seen);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   return e;
 }
 
@@ -737,17 +733,9 @@ static cudaError_t record_launch(struct kernel_fn *k, const void *stub, dim3 gri
     if (ok) write_prologue(&w, rs, n);
     ok = ok && w_close(&w);
   }
-  cudaEvent_t start, end;
-  cudaEventCreate(&start);
-  cudaEventCreate(&end);
-  cudaEventRecord(start, stream);
-  cudaError_t result = __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  cudaEventRecord(end, stream);
-  cudaEventSynchronize(end);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, end);
-  cudaEventDestroy(start);
-  cudaEventDestroy(end);
+  float ms;
+  cudaError_t result = time_one(stub, grid, block, args, shmem, stream, &ms);
+  if (ms < 0) ms = 0; /* launch.json's time of a launch that could not be timed, as before */
   size_t changed = 0;
   double first_ms = ms;
   if (result == cudaSuccess && !why_not && ok) {

@@ -82,13 +82,20 @@ fn opts(kernel: &str, budget: u32) -> TuneOptions {
     }
 }
 
+/// A synthetic landscape of a kernel whose -O3 code shows the versioned-LICM recipes' traits,
+/// its outputs checked against a tolerance (so fast-math recipes are offered too).
+fn pointer_accumulating() -> r3::remix::sim::Landscape {
+    let mut l = synthetic(Family::Knobs, 2);
+    l.space.fast_math = true;
+    l.traits = vec!["loop".into(), "loop-invariant-store".into()];
+    l
+}
+
 #[test]
 fn a_cold_search_measures_the_matched_recipes_first_and_resumes_with_the_recorded_ones() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
-    let mut l = synthetic(Family::Knobs, 2);
-    l.space.fast_math = true;
-    l.traits = vec!["loop".into(), "loop-invariant-store".into()];
+    let l = pointer_accumulating();
     let space = Space::builtin(l.space.clone()).unwrap();
     let all = recipes::builtin(&space.catalog).unwrap();
     let picks = recipes::pick(&all, &space, &l.traits);
@@ -142,9 +149,7 @@ fn a_cold_search_measures_the_matched_recipes_first_and_resumes_with_the_recorde
 fn a_time_limit_never_cuts_the_warm_start() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
-    let mut l = synthetic(Family::Knobs, 2);
-    l.space.fast_math = true;
-    l.traits = vec!["loop".into(), "loop-invariant-store".into()];
+    let l = pointer_accumulating();
     let space = Space::builtin(l.space.clone()).unwrap();
     let never = AtomicBool::new(false);
     let mut sim = Simulator::new(l);
