@@ -4,6 +4,7 @@
 //! the per-kernel JSON the apply step reads.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A candidate configuration for one kernel.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,6 +29,10 @@ pub struct Candidate {
     /// the total number of threads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_x: Option<u32>,
+    /// LLVM command-line options (`unroll-max-count` → `4`) from the catalog's
+    /// `[[pass.options]]`: process-wide in LLVM, so lowered in a process of its own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub llvm_options: BTreeMap<String, String>,
 }
 
 fn default_codegen_opt() -> u8 {
@@ -48,6 +53,7 @@ impl Candidate {
             min_blocks_per_sm: None,
             fast_math: false,
             block_x: None,
+            llvm_options: BTreeMap::new(),
         }
     }
 

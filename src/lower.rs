@@ -7,6 +7,7 @@ use inkwell::targets::{
     CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
 };
 use inkwell::OptimizationLevel;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Once;
 
@@ -43,6 +44,63 @@ pub enum LowerError {
     OptLevel(u8),
     #[error(transparent)]
     Ir(#[from] IrError),
+    #[error(transparent)]
+    Catalog(#[from] crate::remix::catalog::CatalogError),
+    #[error(
+        "LLVM options are process-wide and this process already runs with {set}; a candidate \
+         with {wanted} needs a process of its own (r3 lowers each such candidate in `r3 __lower`)"
+    )]
+    OptionsInUse { set: String, wanted: String },
+}
+
+/// The LLVM command-line options this process runs with: set once, by the first candidate
+/// that has any, since LLVM can parse its options only once per process (a second parse of an
+/// option is an error that ends the process).
+static LLVM_OPTIONS: std::sync::Mutex<Option<BTreeMap<String, String>>> =
+    std::sync::Mutex::new(None);
+
+fn describe_options(o: &BTreeMap<String, String>) -> String {
+    if o.is_empty() {
+        return "LLVM's defaults".into();
+    }
+    let v: Vec<String> = o.iter().map(|(k, v)| format!("-{k}={v}")).collect();
+    v.join(" ")
+}
+
+/// Makes LLVM run with a candidate's options (`Candidate::llvm_options`), checked against the
+/// catalog first. The first candidate with options sets them for the rest of the process;
+/// afterwards only candidates with exactly those options lower here, and any other is an
+/// error rather than code built with the wrong options.
+pub fn use_llvm_options(wanted: &BTreeMap<String, String>) -> Result<(), LowerError> {
+    let mut set = LLVM_OPTIONS.lock().unwrap_or_else(|p| p.into_inner());
+    match set.as_ref() {
+        Some(s) if s == wanted => return Ok(()),
+        None if wanted.is_empty() => return Ok(()),
+        Some(s) => {
+            return Err(LowerError::OptionsInUse {
+                set: describe_options(s),
+                wanted: describe_options(wanted),
+            })
+        }
+        None => {}
+    }
+    let args = crate::remix::catalog::Catalog::builtin()?.llvm_args(wanted)?;
+    let argv: Vec<std::ffi::CString> = std::iter::once("r3".to_owned())
+        .chain(args)
+        .map(|a| std::ffi::CString::new(a).expect("checked options have no NUL"))
+        .collect();
+    let ptrs: Vec<*const std::ffi::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    // SAFETY: `ptrs` points into `argv`, alive for the call; every name and value was checked
+    // against the catalog, so LLVM knows each option (it exits the process on one it does not).
+    unsafe {
+        llvm_sys::support::LLVMParseCommandLineOptions(
+            ptrs.len() as i32,
+            ptrs.as_ptr(),
+            c"r3".as_ptr(),
+        );
+    }
+    *set = Some(wanted.clone());
+    Ok(())
 }
 
 fn init_nvptx() {
@@ -158,6 +216,7 @@ pub fn lower_candidate(
     target: &Codegen,
     after_passes: impl FnOnce(&Module),
 ) -> Result<Timed, LowerError> {
+    use_llvm_options(&c.llvm_options)?;
     apply_knobs(module, c);
     let cg = Codegen {
         opt_level: c.codegen_opt,

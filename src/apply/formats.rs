@@ -4,8 +4,8 @@
 //!   one kernel's trials, each with its configuration (the candidate's fields), its validity
 //!   (`correct`, `compile`, `runtime`, `timeout`, `correctness`) and its measured time.
 //! - **Proteus/Mneme tuned-kernels JSON** (`PROTEUS_TUNED_KERNELS`): per mangled kernel name the
-//!   pipeline, codegen level and launch bounds. Fast-math has no field there, so a winner that
-//!   needs it is left out (and named in `skipped`), never written without it.
+//!   pipeline, codegen level and launch bounds. Fast-math and LLVM options have no field there,
+//!   so a winner that needs either is left out (and named in `skipped`), never written without.
 
 use super::plan::Winner;
 use crate::replay::Outcome;
@@ -53,6 +53,10 @@ pub fn proteus(winners: &[Winner]) -> (Value, Vec<String>) {
     for w in winners {
         if w.candidate.fast_math {
             skipped.push(format!("{} (needs fast-math)", w.demangled));
+            continue;
+        }
+        if !w.candidate.llvm_options.is_empty() {
+            skipped.push(format!("{} (needs LLVM options)", w.demangled));
             continue;
         }
         let mut k = Map::new();
@@ -166,12 +170,19 @@ mod tests {
             fast_math: true,
             ..Candidate::baseline()
         };
-        let (v, skipped) = proteus(&[w("_Z1ai", bounded), w("_Z1bi", fast)]);
+        let mut unrolled = Candidate::baseline();
+        unrolled
+            .llvm_options
+            .insert("unroll-max-count".into(), "4".into());
+        let (v, skipped) = proteus(&[w("_Z1ai", bounded), w("_Z1bi", fast), w("_Z1ci", unrolled)]);
         assert_eq!(v["_Z1ai"]["TunedMaxThreads"], 256);
         assert_eq!(v["_Z1ai"]["BlocksPerExecUnit"], 2);
         assert_eq!(v["_Z1ai"]["CodeGenOptLevel"], 2);
         assert_eq!(v["_Z1ai"]["LaunchBounds"], true);
         assert!(v.get("_Z1bi").is_none());
-        assert_eq!(skipped, ["_Z1bi (needs fast-math)"]);
+        assert_eq!(
+            skipped,
+            ["_Z1bi (needs fast-math)", "_Z1ci (needs LLVM options)"]
+        );
     }
 }

@@ -47,6 +47,14 @@ fn parse<'c>(ctx: &'c Context, buf: MemoryBuffer, what: &str) -> Result<Module<'
     Ok(module)
 }
 
+/// Instructions in a module's function bodies.
+pub fn instruction_count(m: &Module) -> usize {
+    m.get_functions()
+        .flat_map(|f| f.get_basic_blocks())
+        .map(|bb| bb.get_instructions().count())
+        .sum()
+}
+
 pub fn verify(module: &Module, what: &str) -> Result<(), IrError> {
     module.verify().map_err(|e| IrError::Verify {
         what: what.to_owned(),

@@ -12,6 +12,8 @@ pub enum CatalogError {
     Parse { file: &'static str, msg: String },
     #[error("passes/catalog.toml: pass '{pass}': {msg}")]
     Invalid { pass: String, msg: String },
+    #[error("LLVM option '{name}': {msg}")]
+    Option { name: String, msg: String },
     #[error("no preset '{name}'; presets: {known}")]
     UnknownPreset { name: String, known: String },
 }
@@ -94,6 +96,45 @@ pub struct Pass {
     pub exclude: Option<String>,
     #[serde(default = "llvm")]
     pub origin: String,
+    /// LLVM command-line options that tune this pass; offered only where a pipeline runs it.
+    #[serde(default)]
+    pub options: Vec<LlvmOption>,
+}
+
+/// An LLVM command-line option (a `cl::opt`) that changes what a pass does, such as
+/// `-unroll-max-count`: process-wide in LLVM, so a candidate that sets one is lowered in its
+/// own process.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlvmOption {
+    pub name: String,
+    pub description: String,
+    /// LLVM's own value when the option is not given, where it is a constant (for some, such
+    /// as the unroll threshold, LLVM computes it); a candidate never sets it explicitly.
+    #[serde(default)]
+    pub default: Option<ParamValue>,
+    /// The values the search tries (the default excluded).
+    pub values: Vec<ParamValue>,
+}
+
+impl LlvmOption {
+    /// The option's value as a candidate stores it (`4`, `false`).
+    pub fn value_text(v: &ParamValue) -> String {
+        match v {
+            ParamValue::Bool(b) => b.to_string(),
+            ParamValue::Int(n) => n.to_string(),
+            ParamValue::Str(s) => s.clone(),
+        }
+    }
+
+    /// Whether `text` is a value of this option's type.
+    fn accepts(&self, text: &str) -> bool {
+        match self.values[0] {
+            ParamValue::Bool(_) => text == "true" || text == "false",
+            ParamValue::Int(_) => text.parse::<i64>().is_ok(),
+            ParamValue::Str(_) => false,
+        }
+    }
 }
 
 fn llvm() -> String {
@@ -217,6 +258,9 @@ impl Catalog {
                     }
                 }
             }
+            for o in &p.options {
+                validate_option(o).map_err(|m| bad(format!("option '{}': {m}", o.name)))?;
+            }
         }
         Ok(())
     }
@@ -248,6 +292,48 @@ impl Catalog {
             .filter(move |p| p.exclude.is_none() && (p.origin == "llvm" || r3_passes))
     }
 
+    /// The LLVM option `name` and the pass it tunes.
+    pub fn option(&self, name: &str) -> Option<(&Pass, &LlvmOption)> {
+        self.passes
+            .iter()
+            .find_map(|p| p.options.iter().find(|o| o.name == name).map(|o| (p, o)))
+    }
+
+    /// Every LLVM option of the catalog, in catalog order.
+    pub fn options(&self) -> impl Iterator<Item = (&Pass, &LlvmOption)> {
+        self.passes
+            .iter()
+            .flat_map(|p| p.options.iter().map(move |o| (p, o)))
+    }
+
+    /// A candidate's LLVM options as command-line arguments (`-unroll-max-count=4`), checked
+    /// against the catalog first: LLVM ends the process on an option it does not know, so
+    /// nothing else may reach it.
+    pub fn llvm_args(
+        &self,
+        options: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<String>, CatalogError> {
+        options
+            .iter()
+            .map(|(name, value)| {
+                let bad = |msg: String| CatalogError::Option {
+                    name: name.clone(),
+                    msg,
+                };
+                let (_, o) = self.option(name).ok_or_else(|| {
+                    bad("not in passes/catalog.toml; `r3 passes` lists the options r3 sets".into())
+                })?;
+                if !o.accepts(value) {
+                    return Err(bad(format!(
+                        "'{value}' is not a value of its type (such as {})",
+                        LlvmOption::value_text(&o.values[0])
+                    )));
+                }
+                Ok(format!("-{name}={value}"))
+            })
+            .collect()
+    }
+
     /// A human listing for `r3 passes`.
     pub fn render(&self) -> String {
         let mut s = String::new();
@@ -275,6 +361,20 @@ impl Catalog {
             if !params.is_empty() {
                 s += &format!("{:<30} <{}>\n", "", params.join(";"));
             }
+            for o in &p.options {
+                let vals: Vec<String> = o.values.iter().map(LlvmOption::value_text).collect();
+                let default = o
+                    .default
+                    .as_ref()
+                    .map_or("computed".into(), LlvmOption::value_text);
+                s += &format!(
+                    "{:<30} -{}={} (default {default}): {}\n",
+                    "",
+                    o.name,
+                    vals.join("|"),
+                    o.description
+                );
+            }
         }
         s += "\npresets: ";
         s += &self
@@ -286,6 +386,27 @@ impl Catalog {
         s += " (r3 passes --print O3)\n";
         s
     }
+}
+
+fn validate_option(o: &LlvmOption) -> Result<(), String> {
+    if o.description.trim().is_empty() {
+        return Err("no description".into());
+    }
+    let Some(first) = o.values.first() else {
+        return Err("no values".into());
+    };
+    if matches!(first, ParamValue::Str(_)) {
+        return Err("only integer and boolean options are supported".into());
+    }
+    for v in o.values.iter().chain(&o.default) {
+        if std::mem::discriminant(v) != std::mem::discriminant(first) {
+            return Err(format!("value {v:?} is not of the same type as {first:?}"));
+        }
+    }
+    if o.default.as_ref().is_some_and(|d| o.values.contains(d)) {
+        return Err("the default is among the values (a candidate never sets it)".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -307,6 +428,37 @@ mod tests {
         assert!(c.preset("O3").unwrap().pipeline.contains("loop-unroll<O3>"));
         assert!(c.preset("-O2").is_ok());
         assert!(c.searchable(false).all(|p| p.name != "r3-egraph"));
+        assert_eq!(c.option("unroll-max-count").unwrap().0.name, "loop-unroll");
+    }
+
+    #[test]
+    fn llvm_options_are_checked_before_llvm_sees_them() {
+        let c = Catalog::builtin().unwrap();
+        let set = |k: &str, v: &str| std::iter::once((k.to_owned(), v.to_owned())).collect();
+        assert_eq!(
+            c.llvm_args(&set("unroll-max-count", "4")).unwrap(),
+            ["-unroll-max-count=4"]
+        );
+        let unknown = c.llvm_args(&set("print-after-all", "true")).unwrap_err();
+        assert!(unknown.to_string().contains("print-after-all"), "{unknown}");
+        let typed = c.llvm_args(&set("unroll-max-count", "four")).unwrap_err();
+        assert!(typed.to_string().contains("not a value"), "{typed}");
+        let bad = Catalog::parse(
+            r#"
+[[pass]]
+name = "licm"
+level = "loop"
+description = "d"
+[[pass.options]]
+name = "licm-x"
+description = "d"
+default = 3
+values = [3, 4]
+"#,
+            PRESETS_TOML,
+        )
+        .unwrap_err();
+        assert!(bad.to_string().contains("default is among"), "{bad}");
     }
 
     #[test]

@@ -304,6 +304,7 @@ impl Evaluator for Simulator {
             stats: PtxStats::default(),
             passes_ms: 0.0,
             codegen_ms: 0.0,
+            ir_instructions: 0,
         })
     }
 

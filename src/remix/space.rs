@@ -3,7 +3,7 @@
 //! features the Bayesian surrogate compares. With `grid`, the space is finite instead: the
 //! pipeline variants of `passes/grid.toml` times every legal knob setting.
 
-use super::catalog::{Catalog, CatalogError, Pass};
+use super::catalog::{Catalog, CatalogError, LlvmOption, Pass};
 use super::pipeline::{ParseError, Pipeline};
 use crate::candidate::Candidate;
 use rand::seq::IndexedRandom;
@@ -304,6 +304,45 @@ impl Space {
         if c.max_threads.is_none() {
             c.min_blocks_per_sm = None;
         }
+        if !c.llvm_options.is_empty() {
+            let runs = self.option_choices(c);
+            c.llvm_options
+                .retain(|name, _| runs.iter().any(|(n, _)| n == name));
+        }
+    }
+
+    /// The LLVM options this candidate may set: those of the catalog's passes its pipeline
+    /// runs, each with the values the search tries (none in a grid: its points are fixed).
+    fn option_choices(&self, c: &Candidate) -> Vec<(String, Vec<String>)> {
+        if self.grid.is_some() {
+            return Vec::new();
+        }
+        let runs: std::collections::BTreeSet<String> = Pipeline::parse(expand_preset(&c.pipeline))
+            .map(|p| p.steps.into_iter().map(|s| s.name).collect())
+            .unwrap_or_default();
+        self.catalog
+            .options()
+            .filter(|(pass, _)| runs.contains(&pass.name))
+            .map(|(_, o)| {
+                let values = o.values.iter().map(LlvmOption::value_text).collect();
+                (o.name.clone(), values)
+            })
+            .collect()
+    }
+
+    /// Sets one of the candidate's LLVM options to a value the search tries, or back to
+    /// LLVM's default; false when its pipeline runs no pass with options.
+    fn edit_option(&self, c: &mut Candidate, rng: &mut impl Rng) -> bool {
+        let choices = self.option_choices(c);
+        let Some((name, values)) = choices.choose(rng) else {
+            return false;
+        };
+        let pick = rng.random_range(0..=values.len());
+        match values.get(pick) {
+            Some(v) => c.llvm_options.insert(name.clone(), v.clone()),
+            None => c.llvm_options.remove(name),
+        };
+        true
     }
 
     fn random_params(&self, pass: &Pass, rng: &mut impl Rng) -> Vec<String> {
@@ -350,6 +389,9 @@ impl Space {
             c.min_blocks_per_sm = Some(*MIN_BLOCKS.choose(rng).unwrap());
         }
         c.fast_math = self.opts.fast_math && rng.random_bool(0.5);
+        if rng.random_bool(0.2) {
+            self.edit_option(&mut c, rng);
+        }
         self.repair(&mut c);
         c
     }
@@ -402,10 +444,12 @@ impl Space {
             }
             break;
         }
-        Candidate {
+        let mut c = Candidate {
             pipeline: p.render(),
             ..c.clone()
-        }
+        };
+        self.repair(&mut c);
+        c
     }
 
     /// One random knob change among those offered.
@@ -421,6 +465,9 @@ impl Space {
         if self.opts.block_size_agnostic {
             knobs.push(4);
         }
+        if !self.option_choices(&c).is_empty() {
+            knobs.push(5);
+        }
         match *knobs.choose(rng).unwrap() {
             0 => c.codegen_opt = rng.random_range(0..=3),
             1 => c.max_threads = *self.max_thread_choices(&c).choose(rng).unwrap(),
@@ -433,7 +480,10 @@ impl Space {
                 c.min_blocks_per_sm = *v.choose(rng).unwrap();
             }
             3 => c.fast_math = !c.fast_math,
-            _ => c.block_x = Some(*BLOCK_SIZES.choose(rng).unwrap()),
+            4 => c.block_x = Some(*BLOCK_SIZES.choose(rng).unwrap()),
+            _ => {
+                self.edit_option(&mut c, rng);
+            }
         }
         self.repair(&mut c);
         c
@@ -488,6 +538,11 @@ impl Space {
             },
             fast_math: if pick(rng) { a.fast_math } else { b.fast_math },
             block_x: if pick(rng) { a.block_x } else { b.block_x },
+            llvm_options: if pick(rng) {
+                a.llvm_options.clone()
+            } else {
+                b.llvm_options.clone()
+            },
         };
         self.repair(&mut c);
         c
@@ -516,6 +571,10 @@ impl Space {
                 *counts.entry(h(&format!("{pr} > {t}"))).or_default() += 0.5;
             }
             prev = Some(t);
+        }
+        // An LLVM option tunes a pass, so it is compared as the pass's parameters are.
+        for (name, value) in &c.llvm_options {
+            *counts.entry(h(&format!("-{name}={value}"))).or_default() += 1.0;
         }
         Features {
             passes: counts.into_iter().collect(),
@@ -611,6 +670,7 @@ mod tests {
             ..Default::default()
         };
         let s = Space::builtin(opts).unwrap();
+        let with_options = std::cell::Cell::new(0);
         let run = |seed| {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             let mut out = Vec::new();
@@ -625,6 +685,12 @@ mod tests {
                         assert!(m >= b, "{k:?}");
                     }
                     assert!(k.min_blocks_per_sm.is_none() || k.max_threads.is_some());
+                    let runs = s.option_choices(k);
+                    for name in k.llvm_options.keys() {
+                        assert!(runs.iter().any(|(n, _)| n == name), "{name}: {k:?}");
+                    }
+                    s.catalog.llvm_args(&k.llvm_options).unwrap();
+                    with_options.set(with_options.get() + usize::from(!k.llvm_options.is_empty()));
                 }
                 out.push(x.key());
             }
@@ -632,6 +698,71 @@ mod tests {
         };
         assert_eq!(run(1), run(1));
         assert_ne!(run(1), run(2));
+        let n = with_options.get();
+        assert!(
+            n > 30,
+            "LLVM options are offered: {n} candidates of 1800 set one"
+        );
+    }
+
+    #[test]
+    fn llvm_options_follow_their_pass() {
+        let s = Space::builtin(SpaceOptions::default()).unwrap();
+        let mut c = Candidate::baseline();
+        c.llvm_options.insert("unroll-max-count".into(), "4".into());
+        c.llvm_options
+            .insert("licm-versioning-invariant-threshold".into(), "5".into());
+        s.repair(&mut c);
+        // O3 runs loop-unroll but not loop-versioning-licm.
+        assert_eq!(
+            c.llvm_options.keys().collect::<Vec<_>>(),
+            ["unroll-max-count"]
+        );
+        let (set, base) = (Space::features(&c), Space::features(&Candidate::baseline()));
+        assert_eq!(set.knob_distance(&base), 0.0);
+        assert_eq!(
+            set.pass_distance(&base),
+            1.0,
+            "setting one option is one step, as a pass parameter is"
+        );
+        let mut none = Candidate::with_pipeline("function(sroa)");
+        none.llvm_options = c.llvm_options.clone();
+        s.repair(&mut none);
+        assert!(none.llvm_options.is_empty());
+        let grid = Space::test_grid();
+        let mut g = c.clone();
+        grid.repair(&mut g);
+        assert!(g.llvm_options.is_empty(), "grid points set no options");
+    }
+
+    /// BO's pass distance makes "add pass X" one short move from any pipeline, however long:
+    /// the pass's own count, the adjacent pairs it makes and breaks, and its name where it
+    /// has parameters. Unrelated pipelines are further apart than that.
+    #[test]
+    fn adding_a_pass_is_a_short_move_from_any_pipeline() {
+        let s = Space::builtin(SpaceOptions::default()).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let mut apart = Vec::new();
+        for _ in 0..60 {
+            let c = s.sample(&mut rng);
+            let p = s.pipeline(&c);
+            let before = Space::features(&c);
+            for &i in &s.offered {
+                let pass = &s.catalog.passes[i];
+                let params = s.random_params(pass, &mut rng);
+                let mut q = p.clone();
+                q.insert(rng.random_range(0..=q.steps.len()), pass, params);
+                let added = Candidate {
+                    pipeline: q.render(),
+                    ..c.clone()
+                };
+                let d = before.pass_distance(&Space::features(&added));
+                assert!(d > 0.0 && d <= 3.5, "adding {} moved {d}", pass.name);
+            }
+            apart.push(before.pass_distance(&Space::features(&s.sample(&mut rng))));
+        }
+        apart.sort_by(f64::total_cmp);
+        assert!(apart[apart.len() / 2] > 3.5, "median distance {apart:?}");
     }
 
     #[test]

@@ -201,10 +201,12 @@ pub fn lower_in_process(
     let ctx = inkwell::context::Context::create();
     let module = crate::ir::load_bytes(&ctx, bitcode, kernel_hash).map_err(|e| err(&e))?;
     let mut mutated = true;
+    let mut ir_instructions = 0;
     let t = lower::lower_candidate(&module, c, target, |m| {
         if let Some(mu) = mutation {
             mutated = super::mutate::apply(m, mu);
         }
+        ir_instructions = crate::ir::instruction_count(m);
     })
     .map_err(|e| err(&e))?;
     if !mutated {
@@ -219,6 +221,7 @@ pub fn lower_in_process(
         ptx: t.ptx,
         passes_ms: t.passes_ms,
         codegen_ms: t.codegen_ms,
+        ir_instructions,
     })
 }
 

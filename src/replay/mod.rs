@@ -28,6 +28,9 @@ pub struct Lowered {
     /// Wall time of the IR passes and of code generation.
     pub passes_ms: f64,
     pub codegen_ms: f64,
+    /// IR instructions after the candidate's passes (0 where not computed).
+    #[serde(default)]
+    pub ir_instructions: usize,
 }
 
 /// Timing of one candidate, from CUDA events around each launch.

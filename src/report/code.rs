@@ -4,9 +4,9 @@
 
 use super::passes::{expand, step_path};
 use crate::candidate::Candidate;
+use crate::ir;
 use crate::lower::{self, Codegen};
 use crate::remix::pipeline::Pipeline;
-use inkwell::module::Module;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -35,14 +35,6 @@ pub struct PassStep {
     pub ir_instructions: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-}
-
-/// Instructions in every defined function of a module.
-pub fn ir_instructions(m: &Module) -> usize {
-    m.get_functions()
-        .flat_map(|f| f.get_basic_blocks())
-        .map(|bb| bb.get_instructions().count())
-        .sum()
 }
 
 /// The group a PTX opcode (`ld.global.nc.f32`, `fma.rn.f32`, …) is counted in.
@@ -104,24 +96,29 @@ pub fn code_stats(
     target: &Codegen,
     ptxas: Option<&Path>,
 ) -> Result<(CodeStats, Option<String>), String> {
-    let ctx = inkwell::context::Context::create();
-    let module = crate::ir::load_bytes(&ctx, bitcode, what).map_err(|e| e.to_string())?;
-    let mut ir = 0;
-    let t = lower::lower_candidate(&module, c, target, |m| ir = ir_instructions(m))
-        .map_err(|e| e.to_string())?;
-    let stats = lower::ptx_stats(&t.ptx);
+    let (ptx, ir) = if c.llvm_options.is_empty() {
+        let ctx = inkwell::context::Context::create();
+        let module = crate::ir::load_bytes(&ctx, bitcode, what).map_err(|e| e.to_string())?;
+        let mut ir = 0;
+        let t = lower::lower_candidate(&module, c, target, |m| ir = ir::instruction_count(m))
+            .map_err(|e| e.to_string())?;
+        (t.ptx, ir)
+    } else {
+        lower_in_child(bitcode, what, c, target)?
+    };
+    let stats = lower::ptx_stats(&ptx);
     let mut out = CodeStats {
         ir_instructions: ir,
         ptx_instructions: stats.instructions,
         ptx_bytes: stats.bytes,
-        mix: ptx_mix(&t.ptx),
+        mix: ptx_mix(&ptx),
         registers: None,
         spill_store_bytes: None,
         spill_load_bytes: None,
     };
     let mut ptxas_note = None;
     if let Some(p) = ptxas {
-        match ptxas_info(p, &t.ptx, &target.sm) {
+        match ptxas_info(p, &ptx, &target.sm) {
             Ok(i) => {
                 out.registers = Some(i.registers);
                 out.spill_store_bytes = Some(i.spill_stores);
@@ -131,6 +128,30 @@ pub fn code_stats(
         }
     }
     Ok((out, ptxas_note))
+}
+
+/// A candidate with LLVM options, lowered in an `r3 __lower` child: the options are
+/// process-wide, and a report shows many kernels' winners.
+fn lower_in_child(
+    bitcode: &[u8],
+    what: &str,
+    c: &Candidate,
+    target: &Codegen,
+) -> Result<(String, usize), String> {
+    let mut file = tempfile::NamedTempFile::new().map_err(|e| format!("a temporary file: {e}"))?;
+    std::io::Write::write_all(&mut file, bitcode)
+        .map_err(|e| format!("{}: {e}", file.path().display()))?;
+    let job = crate::replay::gpu::LowerJob {
+        bitcode: file.path().to_owned(),
+        kernel_hash: what.to_owned(),
+        candidate: c.clone(),
+        target: target.clone(),
+        mutation: None,
+    };
+    match crate::replay::gpu::lower_isolated(&job) {
+        Ok(l) => Ok((l.ptx, l.ir_instructions)),
+        Err(o) => Err(format!("{o:?}")),
+    }
 }
 
 /// IR instruction counts after each pass of a pipeline, running its passes one at a time
@@ -144,6 +165,7 @@ pub fn ir_after_each_pass(
     target: &Codegen,
 ) -> Result<(usize, Vec<PassStep>), String> {
     let pipeline = expand(&c.pipeline).map_err(|e| e.to_string())?;
+    lower::use_llvm_options(&c.llvm_options).map_err(|e| e.to_string())?;
     let ctx = inkwell::context::Context::create();
     let module = crate::ir::load_bytes(&ctx, bitcode, what).map_err(|e| e.to_string())?;
     lower::apply_knobs(&module, c);
@@ -156,7 +178,7 @@ pub fn ir_after_each_pass(
     module.set_triple(&tm.get_triple());
     module.set_data_layout(&tm.get_target_data().get_data_layout());
     lower::retarget(&module, &cg);
-    let before = ir_instructions(&module);
+    let before = ir::instruction_count(&module);
     let mut steps = Vec::new();
     for (i, s) in pipeline.steps.iter().enumerate() {
         let one = Pipeline {
@@ -167,7 +189,7 @@ pub fn ir_after_each_pass(
         steps.push(PassStep {
             index: i,
             pass: step_path(s),
-            ir_instructions: r.is_ok().then(|| ir_instructions(&module)),
+            ir_instructions: r.is_ok().then(|| ir::instruction_count(&module)),
             error: r.err().map(|e| e.to_string()),
         });
     }

@@ -154,6 +154,7 @@ fn knobs(c: &Candidate) -> String {
     if let Some(n) = c.block_x {
         k.push(format!("block {n}"));
     }
+    k.extend(c.llvm_options.iter().map(|(o, v)| format!("-{o}={v}")));
     k.join(", ")
 }
 

@@ -89,3 +89,91 @@ fn every_grid_variant_runs_and_changes_some_corpus_kernel() {
         );
     }
 }
+
+/// A candidate lowered by `r3 __lower`, the way the search and apply lower one: LLVM options
+/// are process-wide, so each needs a process of its own.
+fn lower_in_child(
+    bitcode: &std::path::Path,
+    c: &r3::candidate::Candidate,
+) -> Result<String, String> {
+    use std::io::Write;
+    let job = r3::replay::gpu::LowerJob {
+        bitcode: bitcode.to_owned(),
+        kernel_hash: "k".into(),
+        candidate: c.clone(),
+        target: Codegen::default(),
+        mutation: None,
+    };
+    let mut child = std::process::Command::new(crate::support::r3_bin())
+        .arg("__lower")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&serde_json::to_vec(&job).unwrap())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: Result<r3::replay::Lowered, r3::replay::Outcome> =
+        serde_json::from_slice(&out.stdout).unwrap();
+    r.map(|l| l.ptx).map_err(|o| format!("{o:?}"))
+}
+
+/// Every LLVM option of the catalog, with every value, is one LLVM 22 knows and lowers with,
+/// and each option changes the PTX of some corpus kernel in a pipeline that runs its pass
+/// (an option that changes nothing only costs search time). Options LLVM does not know are
+/// refused before LLVM sees them (LLVM would end the process).
+#[test]
+fn every_llvm_option_runs_and_changes_some_corpus_kernel() {
+    let cat = Catalog::builtin().unwrap();
+    let variants = r3::remix::grid::builtin(&cat).unwrap();
+    // O3 where it runs the pass, else the first grid variant that does.
+    let o3 = cat.preset("O3").unwrap().pipeline.clone();
+    let context = |pass: &str| {
+        std::iter::once(&o3)
+            .chain(variants.iter().map(|v| &v.pipeline))
+            .find(|text| {
+                r3::remix::pipeline::Pipeline::parse(text)
+                    .is_ok_and(|p| p.steps.iter().any(|s| s.name == pass))
+            })
+            .unwrap_or_else(|| panic!("no grid variant runs {pass}"))
+            .clone()
+    };
+    let store = r3::store::Store::open(&repo().join("llvm-ir-corpus/store")).unwrap();
+    let kernels = store.kernels().unwrap();
+    let mut changes = Vec::new();
+    for (pass, o) in cat.options() {
+        let base = r3::candidate::Candidate::with_pipeline(&context(&pass.name));
+        let mut changed = None;
+        for k in &kernels {
+            let bc = store.kernel_dir(&k.hash).join("module.bc");
+            let plain = lower_in_child(&bc, &base).unwrap();
+            for v in &o.values {
+                let mut c = base.clone();
+                let text = r3::remix::catalog::LlvmOption::value_text(v);
+                c.llvm_options.insert(o.name.clone(), text.clone());
+                let ptx = lower_in_child(&bc, &c)
+                    .unwrap_or_else(|e| panic!("-{}={text} on {}: {e}", o.name, k.signature.name));
+                if ptx != plain && changed.is_none() {
+                    changed = Some(format!("-{}={text} changes {}", o.name, k.signature.name));
+                }
+            }
+            if changed.is_some() {
+                break;
+            }
+        }
+        changes.push(changed.unwrap_or_else(|| panic!("-{} changes no corpus kernel", o.name)));
+    }
+    assert!(changes.len() >= 4, "{changes:?}");
+    let mut bad = r3::candidate::Candidate::baseline();
+    bad.llvm_options
+        .insert("print-after-all".into(), "true".into());
+    let e = lower_in_child(&repo().join("tests/it/fixtures/gemm_tiled.ll"), &bad).unwrap_err();
+    assert!(
+        e.contains("print-after-all") && e.contains("catalog"),
+        "{e}"
+    );
+}

@@ -148,6 +148,7 @@ impl Evaluator for OneCode {
             stats: Default::default(),
             passes_ms: 0.0,
             codegen_ms: 0.0,
+            ir_instructions: 0,
         })
     }
 
@@ -290,6 +291,7 @@ impl Evaluator for Staged {
             stats: Default::default(),
             passes_ms: 0.0,
             codegen_ms: 0.0,
+            ir_instructions: 0,
         })
     }
 
