@@ -262,6 +262,22 @@ impl Space {
         }
     }
 
+    /// One candidate's passes (pipeline and LLVM options) with another's knobs, made legal
+    /// for this space (in a grid: None unless a grid point). A pass win and a knob win found
+    /// in different trials are often worth more together than either alone.
+    pub fn recombine(&self, passes: &Candidate, knobs: &Candidate) -> Option<Candidate> {
+        let mut c = Candidate {
+            pipeline: passes.pipeline.clone(),
+            llvm_options: passes.llvm_options.clone(),
+            ..knobs.clone()
+        };
+        self.repair(&mut c);
+        match &self.grid {
+            Some(g) => g.coords(&c).map(|x| g.point(x)),
+            None => Some(c),
+        }
+    }
+
     /// The grid space of a kernel launched with 256 threads (for tests).
     #[cfg(test)]
     pub(crate) fn test_grid() -> Space {
@@ -733,6 +749,28 @@ mod tests {
         let mut g = c.clone();
         grid.repair(&mut g);
         assert!(g.llvm_options.is_empty(), "grid points set no options");
+    }
+
+    #[test]
+    fn recombination_takes_passes_from_one_and_knobs_from_the_other() {
+        let s = Space::builtin(SpaceOptions {
+            block_size_agnostic: true,
+            launch_threads: Some(256),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut passes = Candidate::with_pipeline("function(loop(loop-versioning-licm))");
+        passes.codegen_opt = 1;
+        let knobs = Candidate {
+            block_x: Some(32),
+            max_threads: Some(32),
+            ..Candidate::baseline()
+        };
+        let c = s.recombine(&passes, &knobs).unwrap();
+        assert_eq!(c.pipeline, passes.pipeline);
+        assert_eq!((c.codegen_opt, c.block_x, c.max_threads), (3, Some(32), Some(32)));
+        // Not offered in a grid (no block sizes): no grid point, so nothing.
+        assert!(Space::test_grid().recombine(&passes, &knobs).is_none());
     }
 
     /// BO's pass distance makes "add pass X" one short move from any pipeline, however long:

@@ -327,6 +327,15 @@ impl Bo {
                 pool.push(x);
             }
         }
+        // The surrogate is additive over passes and knobs, so it predicts a pass win and a
+        // knob win found in different trials to hold together; without the recombinations in
+        // the pool, edits reach that combination only by luck (seen on the GPU: versioned
+        // LICM from a recipe, block size 32 from the search, 3x only together).
+        for a in &top {
+            for b in top.iter().filter(|b| *b != a) {
+                pool.extend(space.recombine(a, b));
+            }
+        }
         for _ in 0..POOL_RANDOM {
             pool.push(space.sample(&mut self.rng));
         }
