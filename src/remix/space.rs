@@ -768,7 +768,10 @@ mod tests {
         };
         let c = s.recombine(&passes, &knobs).unwrap();
         assert_eq!(c.pipeline, passes.pipeline);
-        assert_eq!((c.codegen_opt, c.block_x, c.max_threads), (3, Some(32), Some(32)));
+        assert_eq!(
+            (c.codegen_opt, c.block_x, c.max_threads),
+            (3, Some(32), Some(32))
+        );
         // Not offered in a grid (no block sizes): no grid point, so nothing.
         assert!(Space::test_grid().recombine(&passes, &knobs).is_none());
     }
