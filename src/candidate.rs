@@ -35,6 +35,11 @@ pub struct Candidate {
     pub llvm_options: BTreeMap<String, String>,
 }
 
+/// LLVM options as command-line arguments, in name order (`-unroll-max-count=4`).
+pub fn llvm_option_args(options: &BTreeMap<String, String>) -> impl Iterator<Item = String> + '_ {
+    options.iter().map(|(k, v)| format!("-{k}={v}"))
+}
+
 fn default_codegen_opt() -> u8 {
     3
 }

@@ -63,8 +63,9 @@ fn describe_options(o: &BTreeMap<String, String>) -> String {
     if o.is_empty() {
         return "LLVM's defaults".into();
     }
-    let v: Vec<String> = o.iter().map(|(k, v)| format!("-{k}={v}")).collect();
-    v.join(" ")
+    crate::candidate::llvm_option_args(o)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Makes LLVM run with a candidate's options (`Candidate::llvm_options`), checked against the

@@ -313,25 +313,22 @@ impl Catalog {
         &self,
         options: &std::collections::BTreeMap<String, String>,
     ) -> Result<Vec<String>, CatalogError> {
-        options
-            .iter()
-            .map(|(name, value)| {
-                let bad = |msg: String| CatalogError::Option {
-                    name: name.clone(),
-                    msg,
-                };
-                let (_, o) = self.option(name).ok_or_else(|| {
-                    bad("not in passes/catalog.toml; `r3 passes` lists the options r3 sets".into())
-                })?;
-                if !o.accepts(value) {
-                    return Err(bad(format!(
-                        "'{value}' is not a value of its type (such as {})",
-                        LlvmOption::value_text(&o.values[0])
-                    )));
-                }
-                Ok(format!("-{name}={value}"))
-            })
-            .collect()
+        for (name, value) in options {
+            let bad = |msg: String| CatalogError::Option {
+                name: name.clone(),
+                msg,
+            };
+            let (_, o) = self.option(name).ok_or_else(|| {
+                bad("not in passes/catalog.toml; `r3 passes` lists the options r3 sets".into())
+            })?;
+            if !o.accepts(value) {
+                return Err(bad(format!(
+                    "'{value}' is not a value of its type (such as {})",
+                    LlvmOption::value_text(&o.values[0])
+                )));
+            }
+        }
+        Ok(crate::candidate::llvm_option_args(options).collect())
     }
 
     /// A human listing for `r3 passes`.

@@ -432,10 +432,17 @@ const LOWER_LIMIT: Duration = Duration::from_secs(120);
 /// Lowers a candidate in a child process (`r3 __lower`): a pipeline that crashes or hangs LLVM
 /// costs that child, and comes back as a compile error naming what happened.
 pub fn lower_isolated(job: &LowerJob) -> Result<Lowered, Outcome> {
+    let exe = std::env::current_exe().map_err(|e| Outcome::CompileError {
+        message: format!("finding r3: {e}"),
+    })?;
+    lower_isolated_with(&exe, job)
+}
+
+/// [`lower_isolated`] with a given r3 executable (tests, whose own executable is not r3).
+pub fn lower_isolated_with(exe: &std::path::Path, job: &LowerJob) -> Result<Lowered, Outcome> {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let err = |m: String| Outcome::CompileError { message: m };
-    let exe = std::env::current_exe().map_err(|e| err(format!("finding r3: {e}")))?;
     let mut child = Command::new(exe)
         .arg("__lower")
         .stdin(Stdio::piped())

@@ -154,7 +154,7 @@ fn knobs(c: &Candidate) -> String {
     if let Some(n) = c.block_x {
         k.push(format!("block {n}"));
     }
-    k.extend(c.llvm_options.iter().map(|(o, v)| format!("-{o}={v}")));
+    k.extend(crate::candidate::llvm_option_args(&c.llvm_options));
     k.join(", ")
 }
 

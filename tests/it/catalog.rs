@@ -96,7 +96,6 @@ fn lower_in_child(
     bitcode: &std::path::Path,
     c: &r3::candidate::Candidate,
 ) -> Result<String, String> {
-    use std::io::Write;
     let job = r3::replay::gpu::LowerJob {
         bitcode: bitcode.to_owned(),
         kernel_hash: "k".into(),
@@ -104,22 +103,9 @@ fn lower_in_child(
         target: Codegen::default(),
         mutation: None,
     };
-    let mut child = std::process::Command::new(crate::support::r3_bin())
-        .arg("__lower")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(&serde_json::to_vec(&job).unwrap())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let r: Result<r3::replay::Lowered, r3::replay::Outcome> =
-        serde_json::from_slice(&out.stdout).unwrap();
-    r.map(|l| l.ptx).map_err(|o| format!("{o:?}"))
+    r3::replay::gpu::lower_isolated_with(&crate::support::r3_bin(), &job)
+        .map(|l| l.ptx)
+        .map_err(|o| format!("{o:?}"))
 }
 
 /// Every LLVM option of the catalog, with every value, is one LLVM 22 knows and lowers with,
