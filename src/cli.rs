@@ -981,7 +981,7 @@ fn tune_gpu(
         match tune_one(&store, &mut ev, &space, &opts, how.resume, &stop) {
             Ok(c) => {
                 code = code.max(c);
-                confirm_best(&store, &mut ev, &opts.kernel);
+                confirm_best(&store, &ev, &opts.kernel);
                 if how.ablate && !stop.load(std::sync::atomic::Ordering::SeqCst) {
                     if let Err(e) = ablate_best(&store, &ev, &opts) {
                         eprintln!("r3 tune: {}: ablations: {e:#}", opts.kernel);
@@ -1059,86 +1059,24 @@ fn ablate_best(
     Ok(())
 }
 
-/// The best of many noisy measurements is biased low: measure the winner once more, in a
-/// fresh interleaved run against the baseline, and say what that gives. Where the trial apply
-/// would ship is another one (the best sets launch bounds or a block size), that one too, so
-/// that what a build gets was measured twice.
-fn confirm_best(store: &r3::store::Store, ev: &mut r3::replay::gpu::GpuEvaluator, kernel: &str) {
-    use r3::replay::Evaluator;
-    let gpu = ev.device().gpu;
-    let Ok(Some(best)) = store.best_trial(kernel, &gpu) else {
-        return;
-    };
-    if best.trial == 0 {
-        return;
-    }
-    match confirm_trial(store, ev, kernel, &best) {
-        Some(r3::replay::Outcome::Valid { time, baseline })
-            if time.median_us < baseline.median_us =>
-        {
-            outln!(
-                "confirmed: {:.4}x of -O3 (trial {} re-measured: {:.2} us vs {:.2} us, {} samples)",
-                time.median_us / baseline.median_us,
-                best.trial,
-                time.median_us,
-                baseline.median_us,
-                time.samples
-            )
+/// Re-measures the search's winner and runs it on the kernel's other recorded launches
+/// (`remix::confirm`), saying what that gives.
+fn confirm_best(store: &r3::store::Store, ev: &r3::replay::gpu::GpuEvaluator, kernel: &str) {
+    let others: Vec<_> = match store.launches_of(kernel) {
+        Ok(all) => all
+            .into_iter()
+            .filter(|r| r.id != ev.recording().id)
+            .map(|r| (r.id.clone(), ev.for_recording(r).map_err(|e| e.to_string())))
+            .collect(),
+        Err(e) => {
+            eprintln!("r3 tune: {kernel}: {e}; the winner is checked on the searched launch only");
+            Vec::new()
         }
-        Some(other) => outln!(
-            "not confirmed: trial {} re-measured as {}; the -O3 baseline is kept",
-            best.trial,
-            other
-                .ratio()
-                .map_or_else(|| format!("{other:?}"), |r| format!("{r:.4}x of -O3"))
-        ),
-        None => return,
-    }
-    let path = store.trials_path(kernel, &gpu);
-    let (Ok(recs), Ok(confirmed)) = (store.trials(kernel, &gpu), store.confirmations(&path)) else {
-        return;
     };
-    let policy = r3::apply::plan::Policy::from_env();
-    let Some(ships) = r3::apply::plan::shippable_best(&recs, &confirmed, &policy) else {
-        return;
-    };
-    if ships.trial == 0 || ships.trial == best.trial {
-        return;
+    match r3::remix::confirm::confirm_best(store, ev, &others, kernel) {
+        Ok(lines) => lines.iter().for_each(|l| outln!("{l}")),
+        Err(e) => eprintln!("r3 tune: {kernel}: {e}"),
     }
-    if let Some(o) = confirm_trial(store, ev, kernel, ships) {
-        let how = o
-            .ratio()
-            .map_or_else(|| format!("{o:?}"), |r| format!("{r:.4}x of -O3"));
-        outln!(
-            "for apply: trial {} (the best without launch bounds or block size) re-measured as {how}",
-            ships.trial
-        );
-    }
-}
-
-/// Measures one trial's candidate again against the baseline and records it beside the trials.
-fn confirm_trial(
-    store: &r3::store::Store,
-    ev: &mut r3::replay::gpu::GpuEvaluator,
-    kernel: &str,
-    trial: &r3::store::trials::TrialRecord,
-) -> Option<r3::replay::Outcome> {
-    use r3::replay::Evaluator;
-    let lowered = ev.lower(kernel, &trial.candidate).ok()?;
-    let outcome = ev.measure(kernel, &[lowered]).pop()?;
-    let when = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    let confirmation = r3::store::trials::Confirmation {
-        format: 1,
-        trial: trial.trial,
-        outcome: outcome.clone(),
-        finished_unix_ms: when,
-    };
-    if let Err(e) = store.write_confirmation(kernel, &ev.device().gpu, &confirmation) {
-        eprintln!("r3 tune: {kernel}: {e}");
-    }
-    Some(outcome)
 }
 
 /// The compile half of tuning, for every stored kernel that matches.

@@ -224,7 +224,7 @@ fn winner_in_store(
         return Ok(None);
     };
     let confirmed_speedup = trials::confirmation_of(&confirmed, best.trial)
-        .and_then(|c| c.outcome.ratio())
+        .and_then(|c| c.ratio())
         .map(|r| 1.0 / r);
     Ok(Some(winner_of(k, best, confirmed_speedup)))
 }

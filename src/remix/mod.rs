@@ -8,9 +8,11 @@
 //! `sim` is an evaluator backed by a landscape table, for testing and comparing strategies
 //! without a GPU; `transfer` gathers what earlier searches in the store (other kernels, other
 //! GPUs) say, for the `bo` strategy to start from; `recipes` (passes/recipes.toml) is r3's shipped
-//! prior, what every search starts from when the store knows nothing yet.
+//! prior, what every search starts from when the store knows nothing yet; `confirm` re-measures
+//! a search's winner and runs it on every other recorded launch before the store believes it.
 
 pub mod catalog;
+pub mod confirm;
 pub mod dry_run;
 pub mod grid;
 pub mod pipeline;

@@ -93,9 +93,7 @@ impl GpuEvaluator {
             kernel: kernel.signature.demangled.clone(),
             msg: format!("{o:?}"),
         })?;
-        // The watchdog: generous against the recorded time, so only real hangs hit it.
-        let per_run = Duration::from_secs_f64(recording.launch.in_app_ms.max(0.01) / 1e3);
-        let limit = Duration::from_secs(10) + per_run * 50 * (opts.max_reps + 10);
+        let limit = watchdog(&recording, &opts);
         let (device, gpu_name) = device_name(&target, opts.ordinal);
         Ok(GpuEvaluator {
             bitcode_path: store.kernel_dir(&kernel.hash).join("module.bc"),
@@ -109,6 +107,30 @@ impl GpuEvaluator {
             opts,
             pool: std::sync::Mutex::new(Pool::new(limit)),
             last: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// An evaluator of the same kernel, target and options against another of its recorded
+    /// launches (`Store::launches_of`), with a worker of its own.
+    pub fn for_recording(&self, recording: Recording) -> Result<GpuEvaluator, EvalError> {
+        if let Some(why) = &recording.launch.not_replayable {
+            return Err(EvalError::NotReplayable {
+                id: recording.id.clone(),
+                why: why.clone(),
+            });
+        }
+        Ok(GpuEvaluator {
+            kernel: self.kernel.clone(),
+            bitcode: self.bitcode.clone(),
+            bitcode_path: self.bitcode_path.clone(),
+            target: self.target.clone(),
+            baseline: self.baseline.clone(),
+            opts: self.opts.clone(),
+            pool: std::sync::Mutex::new(Pool::new(watchdog(&recording, &self.opts))),
+            device: self.device.clone(),
+            gpu_name: self.gpu_name.clone(),
+            last: std::sync::Mutex::new(Vec::new()),
+            recording,
         })
     }
 
@@ -184,6 +206,12 @@ impl GpuEvaluator {
     ) -> Result<Lowered, Outcome> {
         lower_in_process(&self.bitcode, &self.kernel.hash, c, &self.target, m)
     }
+}
+
+/// The watchdog of a worker: generous against the recorded time, so only real hangs hit it.
+fn watchdog(recording: &Recording, opts: &MeasureOptions) -> Duration {
+    let per_run = Duration::from_secs_f64(recording.launch.in_app_ms.max(0.01) / 1e3);
+    Duration::from_secs(10) + per_run * 50 * (opts.max_reps + 10)
 }
 
 /// Lowers in this process: for the baseline and for tools; the search goes through

@@ -297,7 +297,7 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
             ));
             times
                 .blocks
-                .push(Block::Para(vec![t(format!("Apply: {}.", k.apply.note))]));
+                .push(Block::Para(vec![t(apply_line(&k.apply))]));
             if let Some(note) = search_note(&k.search, k.trials) {
                 times.blocks.push(Block::Para(vec![t(note)]));
             }
@@ -1062,5 +1062,18 @@ mod tests {
         );
         assert!(note(choice(Regime::Cold, 783.0, 360.0)).is_some());
         assert_eq!(note(choice(Regime::Cold, 104.0, 100.0)), None);
+    }
+}
+
+/// "Apply: …", and on how many recorded launches the shipped code reproduced the outputs.
+fn apply_line(a: &super::tuning::ApplyReport) -> String {
+    match a.validated_on.len() {
+        0 => format!("Apply: {}.", a.note),
+        n => format!(
+            "Apply: {}; outputs right on {} recorded launches ({} besides the searched one).",
+            a.note,
+            n + 1,
+            a.validated_on.join(", ")
+        ),
     }
 }

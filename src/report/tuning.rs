@@ -149,6 +149,10 @@ pub struct ApplyReport {
     pub speedup: Option<f64>,
     /// Why, in words: the best, another trial (and why not the best), or -O3.
     pub note: String,
+    /// The other recorded launches whose outputs the shipped trial reproduced when it was
+    /// confirmed (the searched launch aside); empty where there were none, or none checked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub validated_on: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -376,7 +380,7 @@ fn apply_report(
     // The confirmed speedup where this very trial was re-measured, else the search's.
     let speedup_of = |t: &TrialRecord| {
         crate::store::trials::confirmation_of(confirmed, t.trial)
-            .map_or(t.ratio(), |c| c.outcome.ratio())
+            .map_or(t.ratio(), |c| c.ratio())
             .map(|r| 1.0 / r)
     };
     let small = candidate
@@ -396,6 +400,7 @@ fn apply_report(
             trial: None,
             speedup: None,
             note: "keeps clang's code: simulated trials are never shipped (R3_APPLY_SIMULATED=1 is for tests)".into(),
+            validated_on: Vec::new(),
         };
     }
     if let Some((trial, s)) = small.filter(|(_, s)| *s > 1.0) {
@@ -406,6 +411,7 @@ fn apply_report(
                 "keeps clang's code: the best trial it can ship (trial {trial}, {s:.3}x) is under the {:.2}x worth a change of code (R3_APPLY_MIN_SPEEDUP)",
                 policy.min_speedup
             ),
+            validated_on: Vec::new(),
         };
     }
     let note = match (shipped, best) {
@@ -422,13 +428,39 @@ fn apply_report(
             b.trial,
             why_not_best(&b.candidate)
         ),
-        _ => "keeps clang's code: nothing beats -O3".into(),
+        _ => refuted_elsewhere(recs, confirmed)
+            .unwrap_or_else(|| "keeps clang's code: nothing beats -O3".into()),
     };
+    let validated_on = shipped
+        .and_then(|t| crate::store::trials::confirmation_of(confirmed, t.trial))
+        .map(|c| c.launches.iter().map(|l| l.recording.clone()).collect())
+        .unwrap_or_default();
     ApplyReport {
         trial: shipped.map(|t| t.trial),
         speedup,
         note,
+        validated_on,
     }
+}
+
+/// Why the fastest trial is not kept, where another recorded launch refuted it.
+fn refuted_elsewhere(
+    recs: &[TrialRecord],
+    confirmed: &[crate::store::trials::Confirmation],
+) -> Option<String> {
+    let fastest = crate::store::trials::pick_best(recs, &[])?;
+    let c = crate::store::trials::confirmation_of(confirmed, fastest.trial)?;
+    let bad = c.failed_launch()?;
+    let what = match bad.outcome {
+        Outcome::WrongOutput { .. } => "gives wrong output",
+        Outcome::Crashed { .. } => "crashed",
+        Outcome::TimedOut { .. } => "timed out",
+        _ => "failed",
+    };
+    Some(format!(
+        "keeps clang's code: the fastest trial ({}) {what} on recorded launch {}",
+        fastest.trial, bad.recording
+    ))
 }
 
 fn kernel_report(

@@ -33,6 +33,20 @@ impl Store {
             units: self.units()?,
         })
     }
+
+    /// The replayable recordings of the kernel with this content hash, oldest first: the
+    /// distinct launches a winner must reproduce before it is confirmed.
+    pub fn launches_of(&self, hash: &str) -> Result<Vec<super::records::Recording>, StoreError> {
+        let index = self.index()?;
+        Ok(self
+            .recordings(None)?
+            .into_iter()
+            .filter(|r| r.launch.not_replayable.is_none())
+            .filter(
+                |r| matches!(index.of_launch(&r.launch), Resolution::Kernel(k) if k.hash == hash),
+            )
+            .collect())
+    }
 }
 
 impl Index {

@@ -84,6 +84,8 @@ pub enum StoreError {
     Corrupt { path: PathBuf, msg: String },
     #[error("no store at {path}; fix: build with r3-clang++ first, or point --r3-store / R3_STORE at the store")]
     Missing { path: PathBuf },
+    #[error("{path} is being written by another r3 (a `tune` of the same kernel on the same GPU); fix: wait for it to finish, or tune another kernel")]
+    Busy { path: PathBuf },
     #[error("no stored kernel is named `{word}`; fix: `r3 kernels` lists them (a hash, a prefix of one, or a name)")]
     NoKernel { word: String },
     #[error("`{word}` names {count} different kernels in the store:\n{candidates}\nfix: name one by its hash, or by a prefix of it")]

@@ -270,12 +270,19 @@ fn trial_files(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
 fn open_log(path: PathBuf) -> Result<TrialLog, StoreError> {
     let dir = path.parent().unwrap();
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let (_, good_len) = read_log(&path)?;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&path)
         .map_err(io_err(&path))?;
+    // One writer per file, for as long as the log is open: a second search of the kernel
+    // would interleave trial numbers, and its cut of a torn line could cut the first's record.
+    // The lock goes with the process, so a crash (even kill -9) leaves none behind.
+    file.try_lock().map_err(|e| match e {
+        std::fs::TryLockError::WouldBlock => StoreError::Busy { path: path.clone() },
+        std::fs::TryLockError::Error(e) => io_err(&path)(e),
+    })?;
+    let (_, good_len) = read_log(&path)?;
     file.set_len(good_len).map_err(io_err(&path))?;
     Ok(TrialLog { path, file })
 }
@@ -304,6 +311,37 @@ pub struct Confirmation {
     pub trial: u32,
     pub outcome: Outcome,
     pub finished_unix_ms: u64,
+    /// The kernel's other recorded launches, each run with the trial and checked against its
+    /// own recorded outputs: a pipeline right for the searched input and wrong for another is
+    /// never confirmed. Absent in files of r3s that checked the searched launch only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launches: Vec<LaunchCheck>,
+}
+
+/// One recorded launch a confirmed trial was run on, and what it gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchCheck {
+    /// The recording's id (`<kernel dir>/<launch dir>` under `records/`).
+    pub recording: String,
+    pub outcome: Outcome,
+}
+
+impl Confirmation {
+    /// The re-measured time over baseline, or None when the trial was not valid there or on
+    /// any other recorded launch.
+    pub fn ratio(&self) -> Option<f64> {
+        self.failed_launch()
+            .is_none()
+            .then(|| self.outcome.ratio())
+            .flatten()
+    }
+
+    /// The first other launch whose outputs the trial did not reproduce.
+    pub fn failed_launch(&self) -> Option<&LaunchCheck> {
+        self.launches
+            .iter()
+            .find(|l| !matches!(l.outcome, Outcome::Valid { .. }))
+    }
 }
 
 /// The earlier searches a search learned from: each one's kernel, GPU and how many of its
@@ -411,7 +449,7 @@ pub fn pick_best<'a>(
         .filter(|t| t.ratio().is_some())
         .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap()))?;
     match confirmation_of(confirmed, best.trial) {
-        Some(c) if c.outcome.ratio().is_none_or(|r| r >= 1.0) => {
+        Some(c) if c.ratio().is_none_or(|r| r >= 1.0) => {
             recs.iter().find(|t| t.trial == 0 && t.ratio().is_some())
         }
         _ => Some(best),
@@ -503,6 +541,7 @@ mod tests {
                 baseline: ts(100.0),
             },
             finished_unix_ms: 0,
+            launches: Vec::new(),
         };
         assert_eq!(
             super::pick_best(&recs, &[confirm(1, 92.0)]).unwrap().trial,
@@ -524,6 +563,30 @@ mod tests {
             super::pick_best(&recs, &[confirm(2, 101.0)]).unwrap().trial,
             1
         );
+        // Faster on the searched launch, wrong on another recorded one: never the best.
+        let check = |recording: &str, outcome| super::LaunchCheck {
+            recording: recording.into(),
+            outcome,
+        };
+        let mut elsewhere = confirm(1, 80.0);
+        elsewhere.launches = vec![
+            check("k/2", confirm(1, 85.0).outcome),
+            check(
+                "k/3",
+                super::Outcome::WrongOutput {
+                    message: "region 0 differs".into(),
+                },
+            ),
+        ];
+        assert_eq!(elsewhere.failed_launch().unwrap().recording, "k/3");
+        assert_eq!(elsewhere.ratio(), None);
+        assert_eq!(
+            super::pick_best(&recs, &[elsewhere.clone()]).unwrap().trial,
+            0
+        );
+        elsewhere.launches.pop();
+        assert_eq!(elsewhere.ratio(), Some(0.8));
+        assert_eq!(super::pick_best(&recs, &[elsewhere]).unwrap().trial, 1);
     }
 
     use super::*;
@@ -550,6 +613,33 @@ mod tests {
             measure_ms: 0.0,
             finished_unix_ms: 0,
         }
+    }
+
+    #[test]
+    fn a_second_writer_of_one_trials_file_is_refused_until_the_first_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut first = store.open_trials("k", "NVIDIA H200").unwrap();
+        first.append(&rec(0)).unwrap();
+        let Err(e) = store.open_trials("k", "NVIDIA H200") else {
+            panic!("two logs of one trials file were open at once");
+        };
+        assert!(matches!(e, StoreError::Busy { .. }), "{e}");
+        assert!(e.to_string().contains("nvidia-h200.jsonl"), "{e}");
+        // Another GPU's search of the kernel is another file.
+        store.open_trials("k", "NVIDIA H100").unwrap();
+        first.append(&rec(1)).unwrap();
+        drop(first);
+        store
+            .open_trials("k", "NVIDIA H200")
+            .unwrap()
+            .append(&rec(2))
+            .unwrap();
+        let trials = store.trials("k", "NVIDIA H200").unwrap();
+        assert_eq!(
+            trials.iter().map(|r| r.trial).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
     }
 
     #[test]
@@ -582,6 +672,7 @@ mod tests {
         let path = store.trials_path("k", "g");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let c = |trial| Confirmation {
+            launches: Vec::new(),
             format: 1,
             trial,
             outcome: Outcome::CompileError {

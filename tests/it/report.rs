@@ -456,3 +456,76 @@ fn the_report_says_what_apply_ships_and_why_not_the_best() {
         a.note
     );
 }
+
+#[test]
+fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_where() {
+    use r3::store::trials::{Confirmation, LaunchCheck};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&compile_into_store(dir.path())).unwrap();
+    let key = key(&store);
+    let mut log = store.open_trials(&key, GPU).unwrap();
+    for r in [
+        rec(&key, GPU, 0, &Candidate::baseline(), valid(10.0)),
+        rec(
+            &key,
+            GPU,
+            1,
+            &Candidate::with_pipeline("default<O1>"),
+            valid(6.0),
+        ),
+    ] {
+        log.append(&r).unwrap();
+    }
+    drop(log);
+    let confirm = |launches| Confirmation {
+        format: 1,
+        trial: 1,
+        outcome: valid(6.5),
+        finished_unix_ms: 0,
+        launches,
+    };
+    let check = |id: &str, outcome| LaunchCheck {
+        recording: id.into(),
+        outcome,
+    };
+    let opts = ReportOptions {
+        kernels: Vec::new(),
+        ptxas: None,
+        code: false,
+    };
+    store
+        .write_confirmation(&key, GPU, &confirm(vec![check("saxpy/2", valid(7.0))]))
+        .unwrap();
+    let rep = build(&store, &opts).unwrap();
+    let a = &rep.kernels[0].apply;
+    assert_eq!(
+        (a.trial, a.validated_on.as_slice()),
+        (Some(1), &["saxpy/2".to_owned()][..])
+    );
+    let text = render(&rep, Format::Markdown);
+    assert!(
+        text.contains("outputs right on 2 recorded launches (saxpy/2 besides"),
+        "{text}"
+    );
+
+    let wrong = Outcome::WrongOutput {
+        message: "y differs".into(),
+    };
+    store
+        .write_confirmation(
+            &key,
+            GPU,
+            &confirm(vec![check("saxpy/2", valid(7.0)), check("saxpy/3", wrong)]),
+        )
+        .unwrap();
+    let rep = build(&store, &opts).unwrap();
+    let k = &rep.kernels[0];
+    assert_eq!(k.apply.trial, None);
+    assert_eq!(k.best.as_ref().unwrap().trial, 0);
+    assert_eq!(
+        k.apply.note,
+        "keeps clang's code: the fastest trial (1) gives wrong output on recorded launch saxpy/3"
+    );
+    let winners = r3::apply::plan::export(&store, &r3::apply::plan::Policy::default()).unwrap();
+    assert!(winners.kernels.is_empty(), "{:?}", winners.kernels);
+}
