@@ -76,7 +76,7 @@ fn absolute(p: &Path, cwd: &Path) -> PathBuf {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("store {path}: {msg}")]
+    #[error("store {path}: {msg}; fix: check that it is there and readable, or point --r3-store / R3_STORE at another store")]
     Io { path: PathBuf, msg: String },
     #[error("store {path} has format {found}, this r3 reads format {FORMAT}; fix: use a matching r3, or a new store (--r3-store / R3_STORE)")]
     Format { path: PathBuf, found: u32 },
@@ -323,6 +323,13 @@ impl Store {
             return Err(StoreError::NoKernel { word: hash.into() });
         }
         let path = self.kernel_dir(hash).join("kernel.json");
+        if !path.exists() && path.parent().is_some_and(Path::is_dir) {
+            // Kernel directories appear whole (renamed into place): this one was damaged.
+            return Err(StoreError::Corrupt {
+                path,
+                msg: "missing".into(),
+            });
+        }
         let rec: KernelRecord = read_json(&path)?;
         // The hash in the file is what later paths (module.bc, trials) are built from: it must
         // be the directory's own.
@@ -564,6 +571,13 @@ mod tests {
             let e = store.kernel("abcd").unwrap_err().to_string();
             assert!(e.contains("kernel.json") && e.contains("../../x"), "{e}");
             assert!(store.kernels().is_err());
+            // A kernel directory without its kernel.json is damaged, and the error says so.
+            std::fs::remove_file(&path).unwrap();
+            let e = store.kernels().unwrap_err().to_string();
+            assert!(
+                e.contains("kernel.json: damaged") && e.contains("fix: delete"),
+                "{e}"
+            );
         }
     }
 }
