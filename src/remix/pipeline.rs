@@ -11,7 +11,7 @@ use super::catalog::{Level, Pass};
 use std::fmt;
 
 #[derive(Debug, thiserror::Error)]
-#[error("pipeline text '{text}': {msg} at byte {at}")]
+#[error("pipeline text '{text}': {msg} at byte {at}; fix: write it as for `opt -passes=`, e.g. 'default<O3>' or 'function(sroa,instcombine)' (`r3 passes` lists the passes)")]
 pub struct ParseError {
     pub text: String,
     pub msg: &'static str,
@@ -203,6 +203,11 @@ fn render(steps: &[Step], depth: usize) -> String {
     parts.join(",")
 }
 
+/// Adaptors nested deeper than this are refused: the parser recurses once per level, and a
+/// text of a million `function(` must be an error, not a stack overflow. LLVM's own pipelines
+/// nest five deep.
+const MAX_DEPTH: usize = 64;
+
 struct Parser<'a> {
     s: &'a [u8],
     text: &'a str,
@@ -283,6 +288,9 @@ impl Parser<'_> {
             let header = self.text[start..header_end].trim().to_owned();
             self.i += 1;
             self.skip_ws();
+            if scope.len() >= MAX_DEPTH {
+                return Err(self.err("adaptors nested more than 64 deep"));
+            }
             scope.push(Scope {
                 header,
                 id: self.next_id,
@@ -359,5 +367,81 @@ mod tests {
         assert!(Pipeline::parse("function(sroa").is_err());
         assert!(Pipeline::parse("loop-unroll<O3").is_err());
         assert_eq!(Pipeline::parse("").unwrap().steps.len(), 0);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Pipeline texts as written: passes with parameters, nested adaptors.
+        fn text() -> impl Strategy<Value = String> {
+            let pass = (
+                "[a-z][a-z0-9-]{0,10}",
+                proptest::option::of("[a-zA-Z0-9;=-]{0,8}"),
+            )
+                .prop_map(|(n, p)| match p {
+                    Some(p) => format!("{n}<{p}>"),
+                    None => n,
+                });
+            pass.prop_recursive(4, 24, 4, |inner| {
+                (
+                    prop_oneof![
+                        Just("function"),
+                        Just("cgscc"),
+                        Just("loop-mssa"),
+                        Just("devirt<4>"),
+                        Just("function<eager-inv>")
+                    ],
+                    proptest::collection::vec(inner, 1..4),
+                )
+                    .prop_map(|(h, v)| format!("{h}({})", v.join(",")))
+            })
+            .boxed()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn written_pipelines_round_trip(parts in proptest::collection::vec(text(), 1..4)) {
+                let t = parts.join(",");
+                let p = Pipeline::parse(&t).unwrap();
+                prop_assert_eq!(p.render(), t);
+            }
+
+            #[test]
+            fn any_text_parses_or_says_where(s in "\\PC{0,40}|[a-z<>(),; ]{0,60}") {
+                match Pipeline::parse(&s) {
+                    Ok(p) => {
+                        // Whatever parsed renders to a text that parses to the same steps.
+                        let again = Pipeline::parse(&p.render()).unwrap();
+                        prop_assert_eq!(again, p);
+                    }
+                    Err(e) => {
+                        prop_assert!(e.at <= s.len());
+                        prop_assert!(e.to_string().contains("fix:"));
+                    }
+                }
+            }
+
+            #[test]
+            fn damaged_presets_never_panic(cut in any::<usize>(), at in any::<usize>(), junk in "[<>(),;]{1,3}") {
+                let c = crate::remix::catalog::Catalog::builtin().unwrap();
+                let t = &c.presets[0].pipeline;
+                let mut b = t.as_bytes()[..cut % t.len()].to_vec();
+                let at = at % (b.len() + 1);
+                b.splice(at..at, junk.bytes());
+                let _ = Pipeline::parse(&String::from_utf8_lossy(&b));
+            }
+        }
+
+        #[test]
+        fn deep_nesting_is_an_error_not_a_stack_overflow() {
+            let deep = "function(".repeat(200_000) + "sroa" + &")".repeat(200_000);
+            let e = Pipeline::parse(&deep).unwrap_err();
+            assert!(e.to_string().contains("nested more than 64"), "{}", e.msg);
+            let ok = "function(".repeat(64) + "sroa" + &")".repeat(64);
+            assert_eq!(Pipeline::parse(&ok).unwrap().render(), ok);
+        }
     }
 }

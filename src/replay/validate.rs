@@ -47,15 +47,28 @@ impl std::str::FromStr for Tolerance {
             ulp: 0,
         };
         for kv in rest.split(',').filter(|s| !s.is_empty()) {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or(format!("'{kv}': expected key=value"))?;
-            let bad = |e: &dyn std::fmt::Display| format!("'{kv}': {e}");
+            let (k, v) = kv.split_once('=').ok_or(format!(
+                "tolerance '{kv}': expected key=value, e.g. f32:rel=1e-5"
+            ))?;
+            let bad = |e: &dyn std::fmt::Display| {
+                format!("tolerance '{kv}': {e}; e.g. f32:rel=1e-5,abs=1e-6,ulp=4")
+            };
+            // A negative or NaN bound would accept nothing (NaN) or read as a typo; infinity
+            // would accept anything: a tolerance is a finite number of 0 or more.
+            let bound = |v: &str| match v.parse::<f64>() {
+                Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+                Ok(_) => Err(bad(&"a finite number of 0 or more")),
+                Err(e) => Err(bad(&e)),
+            };
             match k {
-                "rel" => t.rel = v.parse().map_err(|e| bad(&e))?,
-                "abs" => t.abs = v.parse().map_err(|e| bad(&e))?,
+                "rel" => t.rel = bound(v)?,
+                "abs" => t.abs = bound(v)?,
                 "ulp" => t.ulp = v.parse().map_err(|e| bad(&e))?,
-                _ => return Err(format!("'{k}': known keys are rel, abs, ulp")),
+                _ => {
+                    return Err(format!(
+                        "tolerance key '{k}': known keys are rel, abs, ulp, e.g. f32:rel=1e-5"
+                    ))
+                }
             }
         }
         Ok(t)
@@ -268,5 +281,50 @@ mod tests {
             .parse::<Tolerance>()
             .unwrap_err()
             .contains("known keys"));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn any_text_parses_or_says_what_is_wrong(s in "\\PC{0,30}|(f32|f64|f16)?:?([a-z]{0,4}=?[-+0-9.eEinfa]{0,8},?){0,4}") {
+                match s.parse::<Tolerance>() {
+                    Ok(t) => {
+                        prop_assert!(t.rel.is_finite() && t.rel >= 0.0);
+                        prop_assert!(t.abs.is_finite() && t.abs >= 0.0);
+                    }
+                    Err(e) => prop_assert!(e.contains("e.g. f32:rel="), "{}", e),
+                }
+            }
+
+            #[test]
+            fn written_tolerances_read_back(
+                f64_type in any::<bool>(),
+                rel in 0.0f64..1e3,
+                abs in 0.0f64..1e-3,
+                ulp in any::<u64>(),
+            ) {
+                let text = format!(
+                    "{}:rel={rel:e},abs={abs},ulp={ulp}",
+                    if f64_type { "f64" } else { "f32" }
+                );
+                let t: Tolerance = text.parse().unwrap();
+                let dtype = if f64_type { Dtype::F64 } else { Dtype::F32 };
+                prop_assert_eq!(t, Tolerance { dtype, rel, abs, ulp });
+            }
+        }
+
+        #[test]
+        fn negative_nan_and_infinite_bounds_are_refused() {
+            for s in ["f32:rel=-1", "f32:abs=NaN", "f64:rel=inf", "f32:abs=-0.5"] {
+                let e = s.parse::<Tolerance>().unwrap_err();
+                assert!(e.contains("finite number of 0 or more"), "{s}: {e}");
+            }
+            assert!("f32:rel=0,abs=0".parse::<Tolerance>().is_ok());
+        }
     }
 }

@@ -76,11 +76,11 @@ fn absolute(p: &Path, cwd: &Path) -> PathBuf {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("store {path}: {msg}")]
+    #[error("store {path}: {msg}; fix: check that it is there and readable, or point --r3-store / R3_STORE at another store")]
     Io { path: PathBuf, msg: String },
     #[error("store {path} has format {found}, this r3 reads format {FORMAT}; fix: use a matching r3, or a new store (--r3-store / R3_STORE)")]
     Format { path: PathBuf, found: u32 },
-    #[error("{path}: damaged store file: {msg}; fix: delete it (its kernel is recorded again at the next build)")]
+    #[error("{path}: damaged store file: {msg}; fix: {}", corrupt_fix(.path))]
     Corrupt { path: PathBuf, msg: String },
     #[error("no store at {path}; fix: build with r3-clang++ first, or point --r3-store / R3_STORE at the store")]
     Missing { path: PathBuf },
@@ -94,6 +94,28 @@ pub enum StoreError {
         count: usize,
         candidates: String,
     },
+}
+
+/// What to do about a damaged store file, by what the file is.
+fn corrupt_fix(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let dir = path.parent().unwrap_or(path).display();
+    if name == "kernel.json" || name == "module.bc" {
+        format!("delete {dir}; the next build with r3-clang++ stores the kernel again")
+    } else if name == "launch.json" || name == "natural.json" || name.ends_with(".r3snap") {
+        format!("delete the recording {dir}; `r3 record` records the launch again")
+    } else if name.ends_with(".jsonl") {
+        "delete the damaged line and those after it (or the file); `r3 tune --resume` measures \
+         them again"
+            .into()
+    } else if name == "format.json" {
+        format!("write {{\"format\": {FORMAT}, \"created_by\": \"r3\"}} into it")
+    } else {
+        "delete it; r3 writes it again when it needs it".into()
+    }
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
@@ -241,8 +263,15 @@ impl Store {
         &self.root
     }
 
+    /// `kernels/<hash>/`. A hash is hex; any other word (from a damaged file, say) is slugged,
+    /// so that no string makes this a path out of `kernels/`.
     pub fn kernel_dir(&self, hash: &str) -> PathBuf {
-        self.root.join("kernels").join(hash)
+        let kernels = self.root.join("kernels");
+        if is_hash(hash) {
+            kernels.join(hash)
+        } else {
+            kernels.join(trials::slug(hash))
+        }
     }
 
     /// Stores a kernel unless the same content is there already. Returns whether it was new.
@@ -292,13 +321,33 @@ impl Store {
 
     pub fn kernel(&self, hash: &str) -> Result<KernelRecord, StoreError> {
         // A hash is hex: anything else could lead out of the store.
-        if hash.is_empty() || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_hash(hash) {
             return Err(StoreError::NoKernel { word: hash.into() });
         }
-        read_json(&self.kernel_dir(hash).join("kernel.json"))
+        let path = self.kernel_dir(hash).join("kernel.json");
+        if !path.exists() && path.parent().is_some_and(Path::is_dir) {
+            // Kernel directories appear whole (renamed into place): this one was damaged.
+            return Err(StoreError::Corrupt {
+                path,
+                msg: "missing".into(),
+            });
+        }
+        let rec: KernelRecord = read_json(&path)?;
+        // The hash in the file is what later paths (module.bc, trials) are built from: it must
+        // be the directory's own.
+        if rec.hash != hash {
+            return Err(StoreError::Corrupt {
+                path,
+                msg: format!("it names kernel `{}`, its directory `{hash}`", rec.hash),
+            });
+        }
+        Ok(rec)
     }
 
     pub fn kernel_bitcode(&self, hash: &str) -> Result<Vec<u8>, StoreError> {
+        if !is_hash(hash) {
+            return Err(StoreError::NoKernel { word: hash.into() });
+        }
         let path = self.kernel_dir(hash).join("module.bc");
         std::fs::read(&path).map_err(io_err(&path))
     }
@@ -334,6 +383,11 @@ impl Store {
         out.sort_by(|a: &Unit, b| a.source.cmp(&b.source));
         Ok(out)
     }
+}
+
+/// Whether a word has the form of a kernel hash (hex digits, as `kernels/` names them).
+fn is_hash(word: &str) -> bool {
+    !word.is_empty() && word.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn sort_key(k: &KernelRecord) -> (String, u32, String, String) {
@@ -405,6 +459,127 @@ mod tests {
         if std::env::var_os("R3_STORE").is_none() {
             let loc = locate(None, &sub);
             assert_eq!(loc.path, dir.path().join(".r3"));
+        }
+    }
+
+    mod props {
+        use super::*;
+        use crate::ir::extract::{KernelModule, KernelSignature, Param, SourceLoc};
+        use crate::store::records::tests::props::{apply_damage, damage};
+        use proptest::prelude::*;
+
+        fn module(hash: String, name: String, file: String, line: u32) -> KernelModule {
+            KernelModule {
+                hash,
+                bitcode: b"BC\xc0\xde".to_vec(),
+                signature: KernelSignature {
+                    demangled: format!("{name}(float*)"),
+                    name,
+                    arch: "sm_90".into(),
+                    params: vec![Param {
+                        index: 0,
+                        llvm_type: "ptr".into(),
+                        size: 8,
+                        align: 8,
+                        pointer: true,
+                        address_space: Some(1),
+                        byval: None,
+                    }],
+                    source: Some(SourceLoc { file, line }),
+                },
+            }
+        }
+
+        fn compile() -> CompileCommand {
+            CompileCommand {
+                cwd: "/w".into(),
+                args: vec!["r3-clang++".into(), "-c".into(), "k.cu".into()],
+                env: BTreeMap::new(),
+                clang: "/usr/bin/clang++".into(),
+                clang_version: "clang version 22".into(),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn kernel_records_round_trip(
+                hash in "[0-9a-f]{16}",
+                name in "\\PC{0,24}",
+                file in "\\PC{0,24}",
+                line in any::<u32>(),
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let store = Store::create(dir.path()).unwrap();
+                let km = module(hash.clone(), name, file, line);
+                prop_assert!(store.put_kernel(&km, &compile()).unwrap());
+                prop_assert!(!store.put_kernel(&km, &compile()).unwrap(), "stored once");
+                let rec = store.kernel(&hash).unwrap();
+                prop_assert_eq!(&rec.signature, &km.signature);
+                prop_assert_eq!(store.kernel_bitcode(&hash).unwrap(), km.bitcode);
+                prop_assert_eq!(store.kernels().unwrap(), vec![rec]);
+            }
+
+            #[test]
+            fn a_damaged_kernel_json_is_an_error_naming_it(d in damage(), d2 in damage()) {
+                let dir = tempfile::tempdir().unwrap();
+                let store = Store::create(dir.path()).unwrap();
+                let hash = "00112233aabbccdd";
+                store.put_kernel(&module(hash.into(), "k".into(), "k.cu".into(), 3), &compile()).unwrap();
+                let path = store.kernel_dir(hash).join("kernel.json");
+                let good = std::fs::read(&path).unwrap();
+                std::fs::write(&path, apply_damage(&apply_damage(&good, &d), &d2)).unwrap();
+                match store.kernels() {
+                    Ok(ks) => prop_assert_eq!(&ks[0].hash, hash),
+                    Err(e) => {
+                        let e = e.to_string();
+                        prop_assert!(e.contains("kernel.json") && e.contains("fix:"), "{}", e);
+                    }
+                }
+            }
+
+            /// Whatever word a user or a file gives, the store reads nothing outside itself:
+            /// a sentinel kernel just outside the store is never found.
+            #[test]
+            fn no_word_reads_a_kernel_outside_the_store(word in "\\PC{0,12}|[./a-f0-9]{1,12}") {
+                let dir = tempfile::tempdir().unwrap();
+                let root = dir.path().join("store");
+                let store = Store::create(&root).unwrap();
+                let outside = Store::create(dir.path()).unwrap();
+                outside.put_kernel(&module("ab".into(), "k".into(), "k.cu".into(), 1), &compile()).unwrap();
+                for w in [word.clone(), format!("../../kernels/{word}"), "../../kernels/ab".to_string()] {
+                    prop_assert!(store.kernel(&w).is_err(), "{:?}", w);
+                    prop_assert!(store.kernel_bitcode(&w).is_err(), "{:?}", w);
+                }
+            }
+        }
+
+        #[test]
+        fn a_kernel_json_naming_another_hash_is_refused() {
+            // Its hash would lead module.bc reads and trials migration elsewhere, out of the
+            // store with `../..`.
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::create(dir.path()).unwrap();
+            store
+                .put_kernel(
+                    &module("abcd".into(), "k".into(), "k.cu".into(), 1),
+                    &compile(),
+                )
+                .unwrap();
+            let path = store.kernel_dir("abcd").join("kernel.json");
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, text.replace("\"abcd\"", "\"../../x\"")).unwrap();
+            let e = store.kernel("abcd").unwrap_err().to_string();
+            assert!(e.contains("kernel.json") && e.contains("../../x"), "{e}");
+            assert!(store.kernels().is_err());
+            // A kernel directory without its kernel.json is damaged, and the error says so.
+            std::fs::remove_file(&path).unwrap();
+            let e = store.kernels().unwrap_err().to_string();
+            assert!(
+                e.contains("kernel.json: damaged") && e.contains("fix: delete"),
+                "{e}"
+            );
         }
     }
 }

@@ -102,14 +102,17 @@ impl LaunchRecord {
     pub fn args(&self) -> Result<Vec<u8>, String> {
         let hex = self.args_hex.as_bytes();
         if !hex.len().is_multiple_of(2) {
-            return Err("odd number of hex digits".into());
+            return Err("args_hex: odd number of hex digits".into());
         }
-        hex.chunks(2)
-            .map(|p| {
-                u8::from_str_radix(std::str::from_utf8(p).map_err(|e| e.to_string())?, 16)
-                    .map_err(|e| e.to_string())
-            })
-            .collect()
+        // Digits only: `from_str_radix` alone would take "+f" as 0x0f.
+        if let Some(at) = hex.iter().position(|b| !b.is_ascii_hexdigit()) {
+            return Err(format!("args_hex: not a hex digit at {at}"));
+        }
+        let digit = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+        Ok(hex
+            .chunks(2)
+            .map(|p| (digit(p[0]) << 4) | digit(p[1]))
+            .collect())
     }
 }
 
@@ -348,6 +351,11 @@ fn read_u64(r: &mut impl Read) -> std::io::Result<u64> {
 /// Writes a snapshot (temp file + rename). Used by test harnesses that set up a launch without
 /// a recorded program; the recording runtime writes the same format.
 pub fn write_snapshot(path: &Path, snap: &Snapshot) -> std::io::Result<()> {
+    super::write_atomic(path, &compress(&encode(snap))?)
+}
+
+/// A snapshot's bytes before compression.
+fn encode(snap: &Snapshot) -> Vec<u8> {
     let mut raw = Vec::new();
     raw.extend_from_slice(MAGIC);
     raw.extend_from_slice(&1u32.to_le_bytes());
@@ -375,10 +383,15 @@ pub fn write_snapshot(path: &Path, snap: &Snapshot) -> std::io::Result<()> {
         raw.extend_from_slice(&body);
     }
     raw.extend_from_slice(TRAILER);
+    raw
+}
+
+/// One zstd frame with a content checksum.
+fn compress(raw: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3)?;
     enc.include_checksum(true)?;
-    enc.write_all(&raw)?;
-    super::write_atomic(path, &enc.finish()?)
+    enc.write_all(raw)?;
+    enc.finish()
 }
 
 /// The state after the launch: the prologue with the epilogue's changes applied.
@@ -502,7 +515,7 @@ fn list_dirs(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn region(addr: u64, bytes: Vec<u8>) -> Region {
@@ -654,6 +667,218 @@ mod tests {
         std::fs::write(&natural, "{\"natural_ms\": [0.3").unwrap();
         let err = rec.natural_ms().unwrap_err().to_string();
         assert!(err.contains("natural.json"), "{err}");
+    }
+
+    pub(crate) mod props {
+        //! Bad input, fuzzed: no byte sequence makes the readers panic, every error names the
+        //! file, and what r3 writes reads back unchanged.
+        use super::super::*;
+        use super::{sample, LAUNCH};
+        use proptest::prelude::*;
+
+        fn region() -> impl Strategy<Value = Region> {
+            let data = prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..300).prop_map(RegionData::Full),
+                Just(RegionData::Unchanged),
+            ];
+            (
+                any::<bool>(),
+                any::<u64>(),
+                "[a-z_]{0,12}",
+                1u32..9000,
+                data,
+            )
+                .prop_map(|(var, addr, name, page_size, data)| {
+                    let size = match &data {
+                        RegionData::Full(b) => b.len() as u64,
+                        _ => u64::from(page_size) * 3 + 1,
+                    };
+                    Region {
+                        kind: if var {
+                            RegionKind::Variable
+                        } else {
+                            RegionKind::Allocation
+                        },
+                        addr,
+                        size,
+                        name,
+                        page_size,
+                        data,
+                    }
+                })
+        }
+
+        /// A byte string changed the ways a crash or a bad disk changes one.
+        #[derive(Debug, Clone)]
+        pub(crate) enum Damage {
+            Truncate(usize),
+            Flip(usize, u8),
+            Splice(usize, Vec<u8>),
+            Cut(usize, usize),
+        }
+
+        pub(crate) fn damage() -> impl Strategy<Value = Damage> {
+            prop_oneof![
+                any::<usize>().prop_map(Damage::Truncate),
+                (any::<usize>(), 1u8..=255).prop_map(|(at, x)| Damage::Flip(at, x)),
+                (
+                    any::<usize>(),
+                    proptest::collection::vec(any::<u8>(), 1..16)
+                )
+                    .prop_map(|(at, b)| Damage::Splice(at, b)),
+                (any::<usize>(), 1usize..64).prop_map(|(at, n)| Damage::Cut(at, n)),
+            ]
+        }
+
+        pub(crate) fn apply_damage(good: &[u8], d: &Damage) -> Vec<u8> {
+            let mut v = good.to_vec();
+            let at = |i: usize| if v.is_empty() { 0 } else { i % v.len() };
+            match d {
+                Damage::Truncate(n) => v.truncate(n % (good.len() + 1)),
+                Damage::Flip(i, x) => {
+                    if !v.is_empty() {
+                        let i = at(*i);
+                        v[i] ^= x;
+                    }
+                }
+                Damage::Splice(i, b) => {
+                    let i = at(*i);
+                    v.splice(i..i, b.iter().copied());
+                }
+                Damage::Cut(i, n) => {
+                    let i = at(*i);
+                    let end = (i + n).min(v.len());
+                    v.drain(i..end);
+                }
+            }
+            v
+        }
+
+        fn read_named(bytes: &[u8]) -> Result<Snapshot, String> {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("epilogue.r3snap");
+            std::fs::write(&path, bytes).unwrap();
+            read_snapshot(&path).map_err(|e| e.to_string())
+        }
+
+        fn names_the_file(r: &Result<Snapshot, String>) -> Result<(), TestCaseError> {
+            if let Err(e) = r {
+                prop_assert!(e.contains("epilogue.r3snap"), "{}", e);
+                prop_assert!(e.contains("fix:"), "{}", e);
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn snapshots_round_trip(regions in proptest::collection::vec(region(), 0..5)) {
+                let snap = Snapshot { regions };
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("s.r3snap");
+                write_snapshot(&path, &snap).unwrap();
+                prop_assert_eq!(read_snapshot(&path).unwrap(), snap);
+            }
+
+            #[test]
+            fn arbitrary_bytes_are_an_error_naming_the_file(
+                bytes in proptest::collection::vec(any::<u8>(), 0..512)
+            ) {
+                let r = read_named(&bytes);
+                prop_assert!(r.is_err());
+                names_the_file(&r)?;
+            }
+
+            #[test]
+            fn a_damaged_file_never_panics_and_errors_name_it(d in damage()) {
+                let (before, after) = sample();
+                let good = compress(&encode(&diff(&before, &after, 4096))).unwrap();
+                let r = read_named(&apply_damage(&good, &d));
+                names_the_file(&r)?;
+            }
+
+            /// Damage inside a valid frame (checksum right): the parser itself must cope with
+            /// any lengths, counts, kinds and page indices, and apply must refuse, not panic.
+            #[test]
+            fn damaged_contents_never_panic_and_never_apply_out_of_bounds(
+                d in damage(),
+                d2 in damage(),
+            ) {
+                let (before, after) = sample();
+                let raw = encode(&diff(&before, &after, 4096));
+                let bytes = compress(&apply_damage(&apply_damage(&raw, &d), &d2)).unwrap();
+                let r = read_named(&bytes);
+                names_the_file(&r)?;
+                if let Ok(epi) = r {
+                    let _ = apply(&before, &epi);
+                }
+            }
+
+            #[test]
+            fn launch_args_decode_only_from_hex_digits(hex in "[0-9a-fA-F+ x-]{0,12}") {
+                let mut rec: LaunchRecord = serde_json::from_str(LAUNCH).unwrap();
+                rec.args_hex = hex.clone();
+                let ok = hex.len() % 2 == 0 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+                match rec.args() {
+                    Ok(bytes) => {
+                        prop_assert!(ok);
+                        let back: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                        prop_assert_eq!(back, hex.to_ascii_lowercase());
+                    }
+                    Err(_) => prop_assert!(!ok),
+                }
+            }
+
+            #[test]
+            fn a_damaged_launch_json_is_an_error_naming_it(d in damage(), junk in any::<bool>()) {
+                let dir = tempfile::tempdir().unwrap();
+                let store = crate::store::Store::create(dir.path()).unwrap();
+                let ldir = dir.path().join("records/0123456789abcdef/1");
+                std::fs::create_dir_all(&ldir).unwrap();
+                let bytes = if junk {
+                    apply_damage(b"\xff\xfe{}", &d)
+                } else {
+                    apply_damage(LAUNCH.as_bytes(), &d)
+                };
+                std::fs::write(ldir.join("launch.json"), &bytes).unwrap();
+                match store.recordings(None) {
+                    Ok(recs) => {
+                        prop_assert_eq!(recs.len(), 1);
+                        let _ = recs[0].launch.args();
+                    }
+                    Err(e) => {
+                        let e = e.to_string();
+                        prop_assert!(e.contains("launch.json") && e.contains("fix:"), "{}", e);
+                    }
+                }
+            }
+
+            #[test]
+            fn launch_records_round_trip(
+                kernel in "\\PC{0,20}",
+                grid in any::<[u32; 3]>(),
+                args in proptest::collection::vec(any::<u8>(), 0..32),
+                va_base in any::<u64>(),
+                ms in 0.0f64..1e6,
+            ) {
+                let mut rec: LaunchRecord = serde_json::from_str(LAUNCH).unwrap();
+                rec.kernel = kernel;
+                rec.grid = grid;
+                rec.args_hex = args.iter().map(|b| format!("{b:02x}")).collect();
+                rec.va_base = va_base;
+                rec.in_app_ms = ms;
+                let dir = tempfile::tempdir().unwrap();
+                let store = crate::store::Store::create(dir.path()).unwrap();
+                let ldir = dir.path().join("records").join(kernel_key(None, &rec.kernel)).join("1");
+                std::fs::create_dir_all(&ldir).unwrap();
+                std::fs::write(ldir.join("launch.json"), serde_json::to_vec(&rec).unwrap()).unwrap();
+                let got = store.recordings(Some(&rec.kernel)).unwrap();
+                prop_assert_eq!(got.len(), 1);
+                prop_assert_eq!(&got[0].launch, &rec);
+                prop_assert_eq!(got[0].launch.args().unwrap(), args);
+            }
+        }
     }
 
     const LAUNCH: &str = r#"{"format": 1, "kernel": "k", "arch": "sm_90", "grid": [1,1,1], "block": [32,1,1],

@@ -56,7 +56,9 @@ pub struct TrialLog {
     file: std::fs::File,
 }
 
-/// Turns a GPU name into a file name: `NVIDIA H200` → `nvidia-h200`.
+/// Turns a GPU or kernel name into a file name: `NVIDIA H200` → `nvidia-h200`. Whatever the
+/// name, the slug is one plain path component that no reader skips: never empty, never `.` or
+/// `..`, never hidden (a leading `.` gets a `_` before it).
 pub fn slug(s: &str) -> String {
     let mut out = String::new();
     for ch in s.chars() {
@@ -66,7 +68,14 @@ pub fn slug(s: &str) -> String {
             out.push('-');
         }
     }
-    out.trim_matches('-').to_owned()
+    let out = out.trim_matches('-');
+    if out.is_empty() {
+        "_".to_owned()
+    } else if out.starts_with('.') {
+        format!("_{out}")
+    } else {
+        out.to_owned()
+    }
 }
 
 impl Store {
@@ -703,5 +712,128 @@ mod tests {
         std::fs::write(&path, "garbage\n").unwrap();
         let e = store.trials("k", "g").unwrap_err().to_string();
         assert!(e.contains("g.jsonl") && e.contains("line 1"), "{e}");
+    }
+
+    mod props {
+        use super::*;
+        use crate::store::records::tests::props::{apply_damage, damage};
+        use proptest::prelude::*;
+        use std::path::Component;
+
+        fn log_with(n: u32) -> (tempfile::TempDir, Store, PathBuf) {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::create(dir.path()).unwrap();
+            let mut log = store.open_trials("k", "NVIDIA H200").unwrap();
+            for i in 0..n {
+                log.append(&rec(i)).unwrap();
+            }
+            let path = store.trials_path("k", "NVIDIA H200");
+            (dir, store, path)
+        }
+
+        /// `root/<sub>/<one plain component>…`: nothing leads out of `root/<sub>`.
+        fn inside(path: &Path, root: &Path, sub: &str, depth: usize) -> bool {
+            let Ok(rest) = path.strip_prefix(root.join(sub)) else {
+                return false;
+            };
+            let comps: Vec<_> = rest.components().collect();
+            comps.len() == depth
+                && comps.iter().all(
+                    |c| matches!(c, Component::Normal(n) if !n.to_string_lossy().starts_with('.')),
+                )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn arbitrary_bytes_never_panic_and_errors_name_file_and_line(
+                bytes in proptest::collection::vec(any::<u8>(), 0..400)
+            ) {
+                let (_d, store, path) = log_with(0);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, &bytes).unwrap();
+                if let Err(e) = store.trials("k", "NVIDIA H200") {
+                    let e = e.to_string();
+                    prop_assert!(e.contains("nvidia-h200.jsonl") && e.contains("line "), "{}", e);
+                    prop_assert!(e.contains("fix:"), "{}", e);
+                }
+            }
+
+            /// A crash mid-append leaves any bytes without a newline: they are not a trial, and
+            /// the next append continues the numbering with no gap and no duplicate.
+            #[test]
+            fn a_torn_tail_is_no_trial_and_the_next_append_follows_on(
+                n in 0u32..6,
+                tail in proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..200),
+            ) {
+                let (_d, store, path) = log_with(n);
+                let mut f = std::fs::OpenOptions::new().append(true).create(true).open(&path).unwrap();
+                f.write_all(&tail).unwrap();
+                drop(f);
+                prop_assert_eq!(store.trials("k", "NVIDIA H200").unwrap().len() as u32, n);
+                let mut log = store.open_trials("k", "NVIDIA H200").unwrap();
+                log.append(&rec(n)).unwrap();
+                let got: Vec<u32> =
+                    store.trials("k", "NVIDIA H200").unwrap().iter().map(|r| r.trial).collect();
+                prop_assert_eq!(got, (0..=n).collect::<Vec<_>>());
+            }
+
+            #[test]
+            fn a_damaged_log_never_panics_and_errors_name_file_and_line(d in damage(), d2 in damage()) {
+                let (_d, store, path) = log_with(4);
+                let good = std::fs::read(&path).unwrap();
+                std::fs::write(&path, apply_damage(&apply_damage(&good, &d), &d2)).unwrap();
+                match store.trials("k", "NVIDIA H200") {
+                    Ok(recs) => prop_assert!(recs.len() <= 5),
+                    Err(e) => {
+                        let e = e.to_string();
+                        prop_assert!(e.contains("nvidia-h200.jsonl") && e.contains("line "), "{}", e);
+                    }
+                }
+                // Opening for append (what --resume does) either works or names the file.
+                if let Err(e) = store.open_trials("k", "NVIDIA H200") {
+                    prop_assert!(e.to_string().contains("nvidia-h200.jsonl"), "{}", e);
+                }
+            }
+
+            #[test]
+            fn no_name_makes_a_trials_path_leave_the_store(kernel in "\\PC{0,12}|[./]{1,6}", gpu in "\\PC{0,12}|[./]{1,6}") {
+                let dir = tempfile::tempdir().unwrap();
+                let store = Store::create(dir.path()).unwrap();
+                let path = store.trials_path(&kernel, &gpu);
+                prop_assert!(inside(&path, dir.path(), "trials", 2), "{:?} {:?}: {}", kernel, gpu, path.display());
+                for p in [
+                    confirmation_path(&path),
+                    ablations_path(&path),
+                    transfer_path(&path),
+                    end_path(&path),
+                    path.with_extension("l2.json"),
+                ] {
+                    prop_assert!(inside(&p, dir.path(), "trials", 2), "{}", p.display());
+                }
+                let s = slug(&kernel);
+                prop_assert!(!s.is_empty() && !s.starts_with('.') && !s.contains('/'));
+                prop_assert_eq!(slug(&s), s.clone(), "slugs are fixed points");
+                let kdir = store.kernel_dir(&kernel);
+                prop_assert!(inside(&kdir, dir.path(), "kernels", 1), "{}", kdir.display());
+            }
+        }
+
+        #[test]
+        fn dot_names_stay_inside_the_trials_directory() {
+            // Before: slug("..") was "..", so a landscape naming its kernel ".." wrote its
+            // trials to <store>/<gpu>.jsonl; and "" gave the trials directory itself.
+            assert_eq!(slug(".."), "_..");
+            assert_eq!(slug(""), "_");
+            assert_eq!(slug("/"), "_");
+            assert_eq!(slug("NVIDIA H200"), "nvidia-h200");
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::create(dir.path()).unwrap();
+            assert_eq!(
+                store.trials_path("..", "g"),
+                dir.path().join("trials/_../g.jsonl")
+            );
+        }
     }
 }

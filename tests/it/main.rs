@@ -11,6 +11,7 @@ mod identity;
 mod recipes;
 mod replay;
 mod report;
+mod safety;
 mod support;
 mod tune;
 mod unit_statics;
