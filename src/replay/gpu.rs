@@ -204,7 +204,21 @@ impl GpuEvaluator {
         c: &Candidate,
         m: Option<super::mutate::Mutation>,
     ) -> Result<Lowered, Outcome> {
+        let m = m.map(|m| (m, self.mutation_facts()));
         lower_in_process(&self.bitcode, &self.kernel.hash, c, &self.target, m)
+    }
+
+    /// What mutations need to know of the recording: the end of the first allocation the
+    /// launch writes.
+    fn mutation_facts(&self) -> super::mutate::Facts {
+        use crate::store::records::{RegionData, RegionKind};
+        let past_end = self.recording.epilogue().ok().and_then(|e| {
+            e.regions
+                .iter()
+                .find(|r| r.kind == RegionKind::Allocation && r.data != RegionData::Unchanged)
+                .map(|r| r.addr + r.size)
+        });
+        super::mutate::Facts { past_end }
     }
 }
 
@@ -221,7 +235,7 @@ pub fn lower_in_process(
     kernel_hash: &str,
     c: &Candidate,
     target: &Codegen,
-    mutation: Option<super::mutate::Mutation>,
+    mutation: Option<(super::mutate::Mutation, super::mutate::Facts)>,
 ) -> Result<Lowered, Outcome> {
     let err = |e: &dyn std::fmt::Display| Outcome::CompileError {
         message: e.to_string(),
@@ -231,15 +245,18 @@ pub fn lower_in_process(
     let mut mutated = true;
     let mut ir_instructions = 0;
     let t = lower::lower_candidate(&module, c, target, |m| {
-        if let Some(mu) = mutation {
-            mutated = super::mutate::apply(m, mu);
+        if let Some((mu, facts)) = mutation {
+            mutated = super::mutate::apply(m, mu, facts);
         }
         ir_instructions = crate::ir::instruction_count(m);
     })
     .map_err(|e| err(&e))?;
     if !mutated {
         return Err(Outcome::CompileError {
-            message: format!("mutation {mutation:?} found nothing to change"),
+            message: format!(
+                "mutation {:?} found nothing to change",
+                mutation.map(|(m, _)| m)
+            ),
         });
     }
     Ok(Lowered {
@@ -438,7 +455,7 @@ pub fn serve_lower() -> i32 {
                 &job.kernel_hash,
                 &job.candidate,
                 &job.target,
-                job.mutation,
+                job.mutation.map(|m| (m, Default::default())),
             ),
             Err(e) => Err(Outcome::CompileError {
                 message: format!("{}: {e}", job.bitcode.display()),

@@ -70,6 +70,21 @@ pub struct Session {
     scratch: u64,
     scratch_bytes: usize,
     stream: sys::CUstream,
+    /// The mapped bytes just past each allocation's end, filled with a pattern: a write past
+    /// the end of a buffer lands there (allocations are mapped in whole granules), where no
+    /// region is compared, and in the program it would overwrite a neighbouring buffer.
+    guards: Vec<Guard>,
+}
+
+/// The pattern guard bytes hold, and the most bytes of each allocation's slack checked.
+const GUARD_BYTE: u8 = 0xa5;
+const GUARD_MAX: u64 = 64 << 10;
+
+#[derive(Debug, Clone, Copy)]
+struct Guard {
+    region: usize,
+    addr: u64,
+    len: u64,
 }
 
 impl Session {
@@ -103,7 +118,7 @@ impl Session {
                 "retaining the primary context",
             )?;
             ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
-            map_range(&rec.launch, &prologue, dev)?;
+            let guards = map_range(&rec.launch, &prologue, dev)?;
             let mut stream = std::ptr::null_mut();
             ck(sys::cuStreamCreate(&mut stream, 0), "cuStreamCreate")?;
             let mut l2 = 0;
@@ -144,6 +159,7 @@ impl Session {
                 scratch,
                 scratch_bytes,
                 stream,
+                guards,
             })
         }
     }
@@ -214,6 +230,7 @@ impl Session {
         // device copies, and the module's variables (a fresh module starts from its initializers).
         if self.dirty.replace(true) {
             self.restore(l, None)?;
+            self.fill_guards()?;
         } else {
             self.restore_written(l)?;
             let vars: Vec<usize> = l.vars.iter().map(|(i, _)| *i).collect();
@@ -223,9 +240,47 @@ impl Session {
         // SAFETY: synchronizing the session's stream.
         unsafe { ck(sys::cuStreamSynchronize(self.stream), "running the kernel")? };
         let observed = self.read_back(l)?;
-        let verdict = validate::compare(&self.expected, &observed, &self.written, tol);
+        let verdict = match validate::compare(&self.expected, &observed, &self.written, tol) {
+            Ok(()) => self.check_guards()?,
+            wrong => wrong,
+        };
         self.dirty.set(verdict.is_err());
         Ok(verdict)
+    }
+
+    fn fill_guards(&self) -> Result<(), ReplayError> {
+        for g in &self.guards {
+            // SAFETY: the guard lies inside the allocation's mapped granules.
+            unsafe {
+                ck(
+                    sys::cuMemsetD8Async(g.addr, GUARD_BYTE, g.len as usize, self.stream),
+                    "filling the guard bytes past allocations",
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ok(Err(why)) when the launch wrote past the end of an allocation.
+    fn check_guards(&self) -> Result<Result<(), String>, ReplayError> {
+        for g in &self.guards {
+            let mut bytes = vec![0u8; g.len as usize];
+            // SAFETY: reading the guard's mapped bytes.
+            unsafe {
+                ck(
+                    sys::cuMemcpyDtoH_v2(bytes.as_mut_ptr() as *mut _, g.addr, bytes.len()),
+                    "reading the guard bytes past allocations",
+                )?;
+            }
+            if let Some(at) = bytes.iter().position(|&b| b != GUARD_BYTE) {
+                let r = &self.prologue.regions[g.region];
+                return Ok(Err(format!(
+                    "wrote past the end of allocation {} ({:#x}, {} bytes): {} bytes after its end",
+                    r.name, r.addr, r.size, at
+                )));
+            }
+        }
+        Ok(Ok(()))
     }
 
     /// Times the loaded candidates interleaved (A B A B …), each run on restored inputs and,
@@ -553,8 +608,13 @@ unsafe fn golden_copies(prologue: &Snapshot, which: &[usize]) -> Result<Vec<u64>
     Ok(out)
 }
 
-/// Maps every allocation of the recording at its recorded address.
-unsafe fn map_range(rec: &LaunchRecord, prologue: &Snapshot, dev: i32) -> Result<(), ReplayError> {
+/// Maps every allocation of the recording at its recorded address; returns the guards, the
+/// start of each one's slack (the mapped bytes past its end).
+unsafe fn map_range(
+    rec: &LaunchRecord,
+    prologue: &Snapshot,
+    dev: i32,
+) -> Result<Vec<Guard>, ReplayError> {
     let mut prop: sys::CUmemAllocationProp = std::mem::zeroed();
     prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
@@ -584,12 +644,15 @@ unsafe fn map_range(rec: &LaunchRecord, prologue: &Snapshot, dev: i32) -> Result
     let mut access: sys::CUmemAccessDesc = std::mem::zeroed();
     access.location = prop.location;
     access.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    for r in prologue
+    let mut guards = Vec::new();
+    for (i, r) in prologue
         .regions
         .iter()
-        .filter(|r| r.kind == RegionKind::Allocation)
+        .enumerate()
+        .filter(|(_, r)| r.kind == RegionKind::Allocation)
     {
         let mapped = (r.size as usize).div_ceil(gran).max(1) * gran;
+        guards.extend(guard_of(i, r, mapped as u64));
         let mut handle = 0;
         ck(
             sys::cuMemCreate(&mut handle, mapped, &prop, 0),
@@ -604,7 +667,17 @@ unsafe fn map_range(rec: &LaunchRecord, prologue: &Snapshot, dev: i32) -> Result
             "setting access",
         )?;
     }
-    Ok(())
+    Ok(guards)
+}
+
+/// The checked slack of allocation `i`, `mapped` bytes in all; none where it fills its granules.
+fn guard_of(i: usize, r: &Region, mapped: u64) -> Option<Guard> {
+    let len = mapped.saturating_sub(r.size).min(GUARD_MAX);
+    (len > 0).then_some(Guard {
+        region: i,
+        addr: r.addr + r.size,
+        len,
+    })
 }
 
 pub fn stats(s: &[f64]) -> TimeStats {
@@ -627,6 +700,26 @@ pub fn stats(s: &[f64]) -> TimeStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guards_cover_the_slack_after_each_allocation_up_to_a_cap() {
+        let r = |size| Region {
+            kind: RegionKind::Allocation,
+            addr: 0x7000_0000_0000,
+            size,
+            name: "a".into(),
+            page_size: 4096,
+            data: RegionData::Unchanged,
+        };
+        let g = guard_of(3, &r(4000), 2 << 20).unwrap();
+        assert_eq!(
+            (g.region, g.addr, g.len),
+            (3, 0x7000_0000_0000 + 4000, GUARD_MAX)
+        );
+        let g = guard_of(0, &r((2 << 20) - 6), 2 << 20).unwrap();
+        assert_eq!(g.len, 6, "a write of one float past the end is inside it");
+        assert!(guard_of(0, &r(2 << 20), 2 << 20).is_none());
+    }
 
     #[test]
     fn block_override_keeps_total_threads() {

@@ -215,6 +215,16 @@ fn mutations_change_the_code_in_a_dry_run() {
         "oob-write",
         "--mutate",
         "endless-loop",
+        "--mutate",
+        "off-by-one",
+        "--mutate",
+        "float-error",
+        "--mutate",
+        "past-end",
+        "--mutate",
+        "trap",
+        "--mutate",
+        "huge-local",
     ];
     let out = r3(&args, dir.path());
     assert!(
@@ -226,23 +236,30 @@ fn mutations_change_the_code_in_a_dry_run() {
     );
     let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 5, "four mutations, then the candidate itself");
+    assert_eq!(rows.len(), 10, "nine mutations, then the candidate itself");
     let count = |r: &serde_json::Value| r["candidate_ptx"]["instructions"].as_u64().unwrap();
-    let plain = count(&rows[4]);
-    assert!(rows[4]["mutation"].is_null());
+    let plain = count(&rows[9]);
+    assert!(rows[9]["mutation"].is_null());
+    let shape = |r: &serde_json::Value| (count(r), r["candidate_ptx"]["bytes"].as_u64().unwrap());
+    for r in &rows[4..9] {
+        assert!(
+            r["measured"].is_null() && shape(r) != shape(&rows[9]),
+            "every mutation lowers (past-end with the recording's address) and changes the code: {r}"
+        );
+    }
     assert_eq!(
         plain,
         count(
-            &rows[4]["baseline_ptx"]
+            &rows[9]["baseline_ptx"]
                 .clone()
                 .as_object()
-                .map(|_| rows[4].clone())
+                .map(|_| rows[9].clone())
                 .unwrap()
         )
     );
     assert!(count(&rows[0]) < plain, "drop-store removes the store");
     assert!(count(&rows[1]) > plain, "change-constant adds an add");
-    for r in &rows[..4] {
+    for r in &rows[..9] {
         assert!(r["measured"].is_null(), "a dry run measures nothing: {r}");
     }
 }
