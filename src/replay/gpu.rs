@@ -198,14 +198,21 @@ impl GpuEvaluator {
         std::mem::take(&mut *self.last.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// A candidate broken on purpose (see `mutate`): for testing replay itself.
+    /// A candidate, broken on purpose where `m` says (see `mutate`: for testing replay itself),
+    /// lowered in a child process: a pipeline or a fault that crashes LLVM must not take
+    /// `r3 replay` with it.
     pub fn lower_mutated(
         &self,
         c: &Candidate,
         m: Option<super::mutate::Mutation>,
     ) -> Result<Lowered, Outcome> {
-        let m = m.map(|m| (m, self.mutation_facts()));
-        lower_in_process(&self.bitcode, &self.kernel.hash, c, &self.target, m)
+        lower_isolated(&LowerJob {
+            bitcode: self.bitcode_path.clone(),
+            kernel_hash: self.kernel.hash.clone(),
+            candidate: c.clone(),
+            target: self.target.clone(),
+            mutation: m.map(|m| (m, self.mutation_facts())),
+        })
     }
 
     /// What mutations need to know of the recording: the end of the first allocation the
@@ -435,7 +442,7 @@ pub struct LowerJob {
     pub kernel_hash: String,
     pub candidate: Candidate,
     pub target: Codegen,
-    pub mutation: Option<super::mutate::Mutation>,
+    pub mutation: Option<(super::mutate::Mutation, super::mutate::Facts)>,
 }
 
 /// The child side of isolated lowering: one job from stdin, the result (JSON) to stdout.
@@ -455,7 +462,7 @@ pub fn serve_lower() -> i32 {
                 &job.kernel_hash,
                 &job.candidate,
                 &job.target,
-                job.mutation.map(|m| (m, Default::default())),
+                job.mutation,
             ),
             Err(e) => Err(Outcome::CompileError {
                 message: format!("{}: {e}", job.bitcode.display()),

@@ -16,22 +16,24 @@ use inkwell::IntPredicate;
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Mutation {
-    /// Delete the kernel's last store.
+    /// Delete the kernel's stores. (Store faults change every store: one that only a path the
+    /// recorded input never takes would reach proves nothing about replay.)
     DropStore,
-    /// Store a value that differs by one (as if a constant were wrong).
+    /// Store values that are off (integers by one, floats by half and one), as if a constant
+    /// were wrong.
     ChangeConstant,
-    /// The last store writes the element after the one it should (an index off by one).
+    /// Stores write the element after the one they should (an index off by one).
     OffByOne,
     /// The kernel's first integer comparison gives the opposite answer (a flipped predicate).
     FlipPredicate,
     /// The last non-commutative arithmetic (a - b, a / b, a << b, ...) has its operands swapped
     /// (a float one where the kernel has any).
     SwapOperands,
-    /// The last float stored is off by 1e-3 of itself: a reassociation whose error exceeds
-    /// the usual tolerances.
+    /// Floats stored are off by 1e-3 of themselves: a reassociation whose error exceeds the
+    /// usual tolerances.
     FloatError,
-    /// After its last store, the kernel writes the same value just past the end of an output
-    /// allocation (needs the recording: replay passes the address).
+    /// Every thread writes a word just past the end of an output allocation first thing
+    /// (needs the recording: replay passes the address).
     PastEnd,
     /// Every barrier (`__syncthreads`) removed: a data race wherever threads share memory.
     DropBarrier,
@@ -42,8 +44,8 @@ pub enum Mutation {
     EndlessLoop,
     /// Trap (abort the kernel) first thing.
     Trap,
-    /// Use far more local memory per thread than the device can back (out of memory).
-    HugeLocal,
+    /// Define a 256 GiB `__device__` array, more memory than any GPU has (out of memory).
+    OutOfMemory,
 }
 
 /// Where a mutation needs facts of the recording it will run on.
@@ -62,14 +64,15 @@ pub fn apply(module: &Module, m: Mutation, facts: Facts) -> bool {
     };
     let b = module.get_context().create_builder();
     match m {
-        Mutation::DropStore => last_store(kernel)
-            .map(|s| s.erase_from_basic_block())
-            .is_some(),
-        Mutation::ChangeConstant => last_store(kernel).is_some_and(|s| bump_stored_value(&b, s)),
-        Mutation::OffByOne => last_store(kernel).is_some_and(|s| off_by_one(module, &b, s)),
+        Mutation::DropStore => each_store(kernel, |s| {
+            s.erase_from_basic_block();
+            true
+        }),
+        Mutation::ChangeConstant => each_store(kernel, |s| bump_stored_value(&b, s)),
+        Mutation::OffByOne => each_store(kernel, |s| off_by_one(module, &b, s)),
         Mutation::FlipPredicate => flip_first_icmp(&b, kernel),
         Mutation::SwapOperands => swap_last_noncommutative(kernel),
-        Mutation::FloatError => last_float_store(kernel).is_some_and(|s| scale_stored(&b, s)),
+        Mutation::FloatError => each_store(kernel, |s| scale_stored(&b, s)),
         Mutation::PastEnd => facts
             .past_end
             .is_some_and(|addr| store_past_end(module, &b, kernel, addr)),
@@ -77,7 +80,7 @@ pub fn apply(module: &Module, m: Mutation, facts: Facts) -> bool {
         Mutation::OobWrite => oob_write(module, &b, kernel),
         Mutation::EndlessLoop => endless_loop(module, &b, kernel),
         Mutation::Trap => trap_first(module, &b, kernel),
-        Mutation::HugeLocal => huge_local(module, &b, kernel),
+        Mutation::OutOfMemory => huge_global(module, &b, kernel),
     }
 }
 
@@ -87,10 +90,13 @@ fn instructions(f: FunctionValue) -> impl Iterator<Item = InstructionValue> {
         .flat_map(|bb| bb.get_instructions())
 }
 
-fn last_store(f: FunctionValue) -> Option<InstructionValue> {
-    instructions(f)
+/// Applies `change` to every store of the kernel (all of them, so that the fault is where the
+/// kernel's work is, whatever path the recorded input takes); true if it changed any.
+fn each_store(f: FunctionValue, mut change: impl FnMut(InstructionValue) -> bool) -> bool {
+    let stores: Vec<InstructionValue> = instructions(f)
         .filter(|i| i.get_opcode() == InstructionOpcode::Store)
-        .last()
+        .collect();
+    stores.into_iter().fold(false, |any, s| change(s) || any)
 }
 
 fn bump_stored_value(b: &Builder, store: InstructionValue) -> bool {
@@ -103,18 +109,32 @@ fn bump_stored_value(b: &Builder, store: InstructionValue) -> bool {
             .build_int_add(v, v.get_type().const_int(1, false), "r3.bump")
             .unwrap()
             .into(),
-        BasicValueEnum::FloatValue(v) => b
-            .build_float_add(v, v.get_type().const_float(1.0), "r3.bump")
-            .unwrap()
-            .into(),
+        // Relative for floats: +1 on a large sum would be inside any tolerance.
+        BasicValueEnum::FloatValue(v) => {
+            let t = v.get_type();
+            let scaled = b
+                .build_float_mul(v, t.const_float(1.5), "r3.scaled")
+                .unwrap();
+            b.build_float_add(scaled, t.const_float(1.0), "r3.bump")
+                .unwrap()
+                .into()
+        }
         _ => return false,
     };
     store.set_operand(0, bumped)
 }
 
+/// The first pointer the kernel is passed (not a struct passed by value, which lives in the
+/// parameter space and is no device address).
 fn first_pointer_param(f: FunctionValue) -> Option<inkwell::values::PointerValue> {
-    f.get_param_iter()
-        .find_map(|p| p.is_pointer_value().then(|| p.into_pointer_value()))
+    use inkwell::attributes::{Attribute, AttributeLoc};
+    let byval = Attribute::get_named_enum_kind_id("byval");
+    f.get_param_iter().enumerate().find_map(|(i, p)| {
+        let by_value = f
+            .get_enum_attribute(AttributeLoc::Param(i as u32), byval)
+            .is_some();
+        (p.is_pointer_value() && !by_value).then(|| p.into_pointer_value())
+    })
 }
 
 fn oob_write(module: &Module, b: &Builder, f: FunctionValue) -> bool {
@@ -253,13 +273,6 @@ fn swap_last_noncommutative(f: FunctionValue) -> bool {
     op.set_operand(0, c) && op.set_operand(1, a)
 }
 
-fn last_float_store(f: FunctionValue) -> Option<InstructionValue> {
-    instructions(f)
-        .filter(|i| i.get_opcode() == InstructionOpcode::Store)
-        .filter(|s| matches!(stored_value(*s), Some(BasicValueEnum::FloatValue(_))))
-        .last()
-}
-
 fn scale_stored(b: &Builder, store: InstructionValue) -> bool {
     let Some(BasicValueEnum::FloatValue(v)) = stored_value(store) else {
         return false;
@@ -272,17 +285,9 @@ fn scale_stored(b: &Builder, store: InstructionValue) -> bool {
 }
 
 fn store_past_end(module: &Module, b: &Builder, f: FunctionValue, addr: u64) -> bool {
-    let Some(store) = last_store(f) else {
-        return false;
-    };
-    let Some(value) = stored_value(store) else {
-        return false;
-    };
     let ctx = module.get_context();
-    let Some(next) = store.get_next_instruction() else {
-        return false;
-    };
-    b.position_before(&next);
+    let entry = f.get_first_basic_block().unwrap();
+    b.position_before(&entry.get_first_instruction().unwrap());
     let at = b
         .build_int_to_ptr(
             ctx.i64_type().const_int(addr, false),
@@ -290,7 +295,9 @@ fn store_past_end(module: &Module, b: &Builder, f: FunctionValue, addr: u64) -> 
             "r3.past",
         )
         .unwrap();
-    let st = b.build_store(at, value).unwrap();
+    let st = b
+        .build_store(at, ctx.i32_type().const_int(0x7fc0_0001, false))
+        .unwrap();
     st.set_volatile(true).is_ok()
 }
 
@@ -319,22 +326,22 @@ fn trap_first(module: &Module, b: &Builder, f: FunctionValue) -> bool {
     b.build_call(trap, &[], "").is_ok()
 }
 
-/// 480 KiB of local memory per thread, under the 512 KiB a thread may address, written where
-/// the optimizer cannot drop it: times every thread the device can hold, far more memory than
-/// any GPU has.
-fn huge_local(module: &Module, b: &Builder, f: FunctionValue) -> bool {
+/// A 256 GiB global array the kernel writes (so that it stays): loading the module must
+/// allocate it.
+fn huge_global(module: &Module, b: &Builder, f: FunctionValue) -> bool {
     let ctx = module.get_context();
+    let gib = ctx.i8_type().array_type(1 << 30);
+    let huge = module.add_global(
+        gib.array_type(256),
+        Some(inkwell::AddressSpace::from(1u16)),
+        "r3.huge",
+    );
+    huge.set_initializer(&gib.array_type(256).const_zero());
+    huge.set_linkage(inkwell::module::Linkage::Internal);
     let entry = f.get_first_basic_block().unwrap();
     b.position_before(&entry.get_first_instruction().unwrap());
-    let bytes = ctx.i8_type().array_type(480 << 10);
-    let Ok(buf) = b.build_alloca(bytes, "r3.huge") else {
-        return false;
-    };
-    let last = ctx.i64_type().const_int((480 << 10) - 1, false);
-    // SAFETY (IR, not Rust): within the array.
-    let end = unsafe { b.build_gep(ctx.i8_type(), buf, &[last], "r3.end").unwrap() };
     let st = b
-        .build_store(end, ctx.i8_type().const_int(1, false))
+        .build_store(huge.as_pointer_value(), ctx.i8_type().const_int(1, false))
         .unwrap();
     st.set_volatile(true).is_ok()
 }
@@ -403,18 +410,18 @@ declare void @llvm.nvvm.barrier.cta.sync.aligned.all(i32)
             let ir = mutated(*m, facts).unwrap_or_else(|| panic!("{m:?} found nothing"));
             let has = |s: &str| ir.contains(s);
             let ok = match m {
-                Mutation::DropStore => ir.matches("store float").count() == 1,
+                Mutation::DropStore => !has("store "),
                 Mutation::ChangeConstant => has("r3.bump"),
                 Mutation::OffByOne => has("r3.next"),
                 Mutation::FlipPredicate => has("icmp sge i32 %tid, %n"),
                 Mutation::SwapOperands => has("fsub float %h, %y"),
                 Mutation::FloatError => has("r3.err"),
-                Mutation::PastEnd => has("inttoptr (i64 123145302315008 to ptr)") || has("r3.past"),
+                Mutation::PastEnd => has("inttoptr (i64 123145302315008 to ptr)"),
                 Mutation::DropBarrier => !has("call void @llvm.nvvm.barrier"),
                 Mutation::OobWrite => has("r3.far"),
                 Mutation::EndlessLoop => has("r3.spin"),
                 Mutation::Trap => has("call void @llvm.trap()"),
-                Mutation::HugeLocal => has("[491520 x i8]"),
+                Mutation::OutOfMemory => has("[256 x [1073741824 x i8]]"),
             };
             assert!(ok, "{m:?}:\n{ir}");
         }

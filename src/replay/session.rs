@@ -275,8 +275,11 @@ impl Session {
             if let Some(at) = bytes.iter().position(|&b| b != GUARD_BYTE) {
                 let r = &self.prologue.regions[g.region];
                 return Ok(Err(format!(
-                    "wrote past the end of allocation {} ({:#x}, {} bytes): {} bytes after its end",
-                    r.name, r.addr, r.size, at
+                    "wrote past the end of allocation {:#x} ({} bytes{}): {} bytes after its end",
+                    r.addr,
+                    r.size,
+                    [", ", &r.name].concat().trim_end_matches(", "),
+                    at
                 )));
             }
         }
