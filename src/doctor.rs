@@ -69,9 +69,12 @@ fn clang_check() -> Check {
                     found.source,
                     version.as_deref().unwrap_or("does not run")
                 ),
-                fix: version
-                    .is_none()
-                    .then(|| "set R3_CLANG to a working clang 22, or run scripts/setup".into()),
+                fix: match (version.is_none(), toolchain::clang_override_problem(true)) {
+                    (true, _) => {
+                        Some("set R3_CLANG to a working clang 22, or run scripts/setup".into())
+                    }
+                    (false, problem) => problem,
+                },
             }
         }
         Err(e) => Check {

@@ -128,21 +128,41 @@ fn is_executable(p: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Which clang to run. `cxx` asks for the C++ driver (clang++), as `r3-clang++` does.
-pub fn find_clang(cxx: bool) -> Result<Found, ToolchainError> {
-    if let Some(p) =
-        std::env::var_os(if cxx { "R3_CLANGXX" } else { "R3_CLANG" }).filter(|v| !v.is_empty())
-    {
-        return Ok(Found {
-            path: PathBuf::from(p),
-            source: if cxx { "R3_CLANGXX" } else { "R3_CLANG" },
-        });
+/// The variables that name a clang for `cxx`, in the order they are asked.
+fn clang_overrides(cxx: bool) -> &'static [&'static str] {
+    if cxx {
+        &["R3_CLANGXX", "R3_CLANG"]
+    } else {
+        &["R3_CLANG"]
     }
-    if let Some(p) = std::env::var_os("R3_CLANG").filter(|v| !v.is_empty()) {
-        return Ok(Found {
-            path: PathBuf::from(p),
-            source: "R3_CLANG",
-        });
+}
+
+/// A clang variable that names no executable (a typo, an uninstalled clang): `find_clang`
+/// passes over it, and the driver says so once rather than fail the build.
+pub fn clang_override_problem(cxx: bool) -> Option<String> {
+    clang_overrides(cxx).iter().find_map(|var| {
+        let v = std::env::var_os(var).filter(|v| !v.is_empty())?;
+        (!is_executable(Path::new(&v))).then(|| {
+            format!(
+                "{var}={} is no executable, ignored; fix: point {var} at clang {CLANG_MAJOR}, or unset it",
+                Path::new(&v).display()
+            )
+        })
+    })
+}
+
+/// Which clang to run. `cxx` asks for the C++ driver (clang++), as `r3-clang++` does.
+/// R3_CLANGXX (C++ only), then R3_CLANG, where they name an executable; else PATH.
+pub fn find_clang(cxx: bool) -> Result<Found, ToolchainError> {
+    for var in clang_overrides(cxx) {
+        if let Some(p) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            if is_executable(Path::new(&p)) {
+                return Ok(Found {
+                    path: PathBuf::from(p),
+                    source: var,
+                });
+            }
+        }
     }
     let names = if cxx {
         [

@@ -62,12 +62,23 @@ pub fn may_compile_cuda(args: &[OsString]) -> bool {
 }
 
 /// Whether the command stops before LLVM's passes (preprocessing, dependencies, syntax
-/// checks): it has no device IR to capture.
+/// checks) or compiles nothing at all (`-###` prints the jobs, `--version` and friends print
+/// facts): it has no device IR to capture, and clang must see it as written.
 pub fn stops_before_ir(args: &[OsString]) -> bool {
     args.iter().any(|a| {
         matches!(
             a.to_str(),
-            Some("-E" | "-M" | "-MM" | "-fsyntax-only" | "--precompile")
+            Some(
+                "-E" | "-M"
+                    | "-MM"
+                    | "-fsyntax-only"
+                    | "--precompile"
+                    | "-###"
+                    | "--version"
+                    | "-dumpversion"
+                    | "-dumpmachine"
+                    | "--help"
+            )
         )
     })
 }

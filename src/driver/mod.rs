@@ -24,6 +24,9 @@ use std::process::{Command, ExitStatus, Stdio};
 /// Runs the driver for `args` (without argv[0]); returns the process exit status.
 pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
     let (opts, mut clang_args) = args::split_r3_options(args);
+    if let Some(problem) = toolchain::clang_override_problem(cxx) {
+        warn(&problem);
+    }
     let clang = match toolchain::find_clang(cxx) {
         Ok(found) => found.path,
         Err(e) => {
@@ -231,29 +234,61 @@ fn run_with_fallback(
     extra: &[OsString],
     env: &[(&str, OsString)],
 ) -> (i32, bool) {
-    let mut cmd = Command::new(clang);
-    cmd.args(clang_args);
     if extra.is_empty() && env.is_empty() {
-        return (run(&mut cmd), false);
+        return (run(Command::new(clang).args(clang_args)), false);
     }
-    let first = run(cmd.args(extra).envs(env.iter().map(|(k, v)| (k, v))));
-    if first == 0 {
-        return (0, true);
+    // Both runs keep their diagnostics until it is known which one the build is: what a user
+    // sees is plain clang's, never an error of r3's additions (a plugin clang cannot load).
+    let first = Command::new(clang)
+        .args(clang_args)
+        .args(color_like_a_terminal(clang_args))
+        .args(extra)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .output();
+    match first {
+        Ok(out) if out.status.success() => {
+            let _ = std::io::stderr().write_all(&out.stderr);
+            return (0, true);
+        }
+        Ok(_) => {}
+        Err(e) => {
+            eprintln!("r3: error: cannot run {}: {e}", clang.display());
+            return (1, false);
+        }
     }
     let plain = Command::new(clang)
         .args(clang_args)
+        .args(color_like_a_terminal(clang_args))
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
         .output();
     match plain {
-        Ok(out) if out.status.success() => {
+        Ok(out) => {
             let _ = std::io::stderr().write_all(&out.stderr);
-            warn("clang failed with r3's additions (capture plugin, recording runtime or tuned kernels), and succeeded without them");
-            (0, false)
+            if out.status.success() {
+                warn("clang failed with r3's additions (capture plugin, recording runtime or tuned kernels), and succeeded without them");
+            }
+            (exit_code(out.status), false)
         }
-        Ok(out) => (exit_code(out.status), false),
-        Err(_) => (first, false),
+        Err(e) => {
+            eprintln!("r3: error: cannot run {}: {e}", clang.display());
+            (1, false)
+        }
     }
+}
+
+/// clang colours its diagnostics only on a terminal; with its error output piped through r3,
+/// ask for what it would have done, unless the command says itself.
+fn color_like_a_terminal(clang_args: &[OsString]) -> Option<&'static str> {
+    use std::io::IsTerminal;
+    let says = clang_args.iter().any(|a| {
+        a.to_str().is_some_and(|a| {
+            a.contains("color-diagnostics") || a.starts_with("-fdiagnostics-color")
+        })
+    });
+    (!says && std::io::stderr().is_terminal()).then_some("-fcolor-diagnostics")
 }
 
 fn run(cmd: &mut Command) -> i32 {

@@ -96,7 +96,11 @@ fn each_store(f: FunctionValue, mut change: impl FnMut(InstructionValue) -> bool
     let stores: Vec<InstructionValue> = instructions(f)
         .filter(|i| i.get_opcode() == InstructionOpcode::Store)
         .collect();
-    stores.into_iter().fold(false, |any, s| change(s) || any)
+    let mut changed = false;
+    for s in stores {
+        changed |= change(s);
+    }
+    changed
 }
 
 fn bump_stored_value(b: &Builder, store: InstructionValue) -> bool {

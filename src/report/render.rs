@@ -1023,6 +1023,19 @@ fn search_note(s: &crate::report::tuning::SearchNote, trials: usize) -> Option<S
     (!parts.is_empty()).then(|| format!("Search: {}.", parts.join("; ")))
 }
 
+/// "Apply: …", and on how many recorded launches the shipped code reproduced the outputs.
+fn apply_line(a: &super::tuning::ApplyReport) -> String {
+    match a.validated_on.len() {
+        0 => format!("Apply: {}.", a.note),
+        n => format!(
+            "Apply: {}; outputs right on {} recorded launches ({} besides the searched one).",
+            a.note,
+            n + 1,
+            a.validated_on.join(", ")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1062,18 +1075,5 @@ mod tests {
         );
         assert!(note(choice(Regime::Cold, 783.0, 360.0)).is_some());
         assert_eq!(note(choice(Regime::Cold, 104.0, 100.0)), None);
-    }
-}
-
-/// "Apply: …", and on how many recorded launches the shipped code reproduced the outputs.
-fn apply_line(a: &super::tuning::ApplyReport) -> String {
-    match a.validated_on.len() {
-        0 => format!("Apply: {}.", a.note),
-        n => format!(
-            "Apply: {}; outputs right on {} recorded launches ({} besides the searched one).",
-            a.note,
-            n + 1,
-            a.validated_on.join(", ")
-        ),
     }
 }

@@ -283,7 +283,8 @@ impl Store {
         compile: &CompileCommand,
     ) -> Result<bool, StoreError> {
         let dest = self.kernel_dir(&km.hash);
-        if dest.join("kernel.json").exists() {
+        let damaged = dest.join("kernel.json").exists() && !self.holds(&dest, km);
+        if dest.join("kernel.json").exists() && !damaged {
             return Ok(false);
         }
         let kernels = self.root.join("kernels");
@@ -301,6 +302,14 @@ impl Store {
         write_synced(&tmp.path().join("module.bc"), &km.bitcode).map_err(io_err(&dest))?;
         write_synced(&tmp.path().join("kernel.json"), &to_json(&record)).map_err(io_err(&dest))?;
         let tmp_path = tmp.keep();
+        if damaged {
+            // The same kernel, compiled again, repairs its entry: the damaged one goes aside
+            // first (a rename cannot replace a directory that has files).
+            let aside = kernels.join(format!(".damaged-{}-{}", km.hash, std::process::id()));
+            if std::fs::rename(&dest, &aside).is_ok() {
+                let _ = std::fs::remove_dir_all(&aside);
+            }
+        }
         match std::fs::rename(&tmp_path, &dest) {
             Ok(()) => Ok(true),
             Err(_) if dest.join("kernel.json").exists() => {
@@ -312,6 +321,15 @@ impl Store {
                 Err(io_err(&dest)(e))
             }
         }
+    }
+
+    /// Whether the entry at `dir` is whole and holds this very module.
+    fn holds(&self, dir: &Path, km: &KernelModule) -> bool {
+        let record_ok = std::fs::read(dir.join("kernel.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<KernelRecord>(&b).ok())
+            .is_some_and(|r| r.hash == km.hash);
+        record_ok && std::fs::read(dir.join("module.bc")).is_ok_and(|b| b == km.bitcode)
     }
 
     pub fn put_unit(&self, unit: &Unit) -> Result<(), StoreError> {

@@ -1,6 +1,7 @@
 //! Integration tests: one target so that LLVM is linked once (see ARCHITECTURE.md).
 
 mod apply;
+mod build_faults;
 mod catalog;
 mod cli;
 mod cmake;
