@@ -108,7 +108,7 @@ fn now_ms() -> u64 {
 pub fn describe(c: &Confirmation, what: &str) -> String {
     let of_o3 = |o: &Outcome| {
         o.ratio()
-            .map_or_else(|| outcome_word(o), |r| format!("{r:.4}x of -O3"))
+            .map_or_else(|| o.in_words().to_owned(), |r| format!("{r:.4}x of -O3"))
     };
     let launches = if c.launches.is_empty() {
         "the searched launch (the only one recorded)".to_owned()
@@ -119,9 +119,9 @@ pub fn describe(c: &Confirmation, what: &str) -> String {
         return format!(
             "not {what}: trial {} {} on recorded launch {} (fix nothing: r3 keeps -O3 for this kernel); {}",
             c.trial,
-            outcome_word(&bad.outcome),
+            bad.outcome.in_words(),
             bad.recording,
-            detail(&bad.outcome)
+            bad.outcome.detail()
         );
     }
     match (&c.outcome, c.ratio()) {
@@ -153,26 +153,6 @@ fn other_ratios(c: &Confirmation) -> String {
         String::new()
     } else {
         format!(" (there: {} of -O3)", rs.join(", "))
-    }
-}
-
-fn outcome_word(o: &Outcome) -> String {
-    match o {
-        Outcome::Valid { .. } => "valid",
-        Outcome::CompileError { .. } => "did not compile",
-        Outcome::WrongOutput { .. } => "gives wrong output",
-        Outcome::Crashed { .. } => "crashed",
-        Outcome::TimedOut { .. } => "timed out",
-    }
-    .to_owned()
-}
-
-fn detail(o: &Outcome) -> String {
-    match o {
-        Outcome::CompileError { message }
-        | Outcome::WrongOutput { message }
-        | Outcome::Crashed { message } => message.clone(),
-        other => format!("{other:?}"),
     }
 }
 

@@ -75,6 +75,28 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// What became of the candidate, as a verb phrase for messages ("gives wrong output").
+    pub fn in_words(&self) -> &'static str {
+        match self {
+            Outcome::Valid { .. } => "is valid",
+            Outcome::CompileError { .. } => "did not compile",
+            Outcome::WrongOutput { .. } => "gives wrong output",
+            Outcome::Crashed { .. } => "crashed",
+            Outcome::TimedOut { .. } => "timed out",
+        }
+    }
+
+    /// The message a failure carries (the time limit, for a timeout); empty when valid.
+    pub fn detail(&self) -> String {
+        match self {
+            Outcome::Valid { .. } => String::new(),
+            Outcome::CompileError { message }
+            | Outcome::WrongOutput { message }
+            | Outcome::Crashed { message } => message.clone(),
+            Outcome::TimedOut { limit_ms } => format!("the limit was {limit_ms:.0} ms"),
+        }
+    }
+
     /// Candidate time over baseline time (lower is better), for valid outcomes.
     pub fn ratio(&self) -> Option<f64> {
         match self {

@@ -451,15 +451,11 @@ fn refuted_elsewhere(
     let fastest = crate::store::trials::pick_best(recs, &[])?;
     let c = crate::store::trials::confirmation_of(confirmed, fastest.trial)?;
     let bad = c.failed_launch()?;
-    let what = match bad.outcome {
-        Outcome::WrongOutput { .. } => "gives wrong output",
-        Outcome::Crashed { .. } => "crashed",
-        Outcome::TimedOut { .. } => "timed out",
-        _ => "failed",
-    };
     Some(format!(
-        "keeps clang's code: the fastest trial ({}) {what} on recorded launch {}",
-        fastest.trial, bad.recording
+        "keeps clang's code: the fastest trial ({}) {} on recorded launch {}",
+        fastest.trial,
+        bad.outcome.in_words(),
+        bad.recording
     ))
 }
 
