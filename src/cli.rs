@@ -72,6 +72,26 @@ enum Cmd {
         /// Distinct launches to record per kernel.
         #[arg(long, default_value_t = 4)]
         launches: u32,
+        /// Stop recording after this much recording time (seconds, or with s, m, h); the
+        /// program runs on with later launches unrecorded.
+        #[arg(long, value_name = "TIME")]
+        max_time: Option<String>,
+        /// Stop recording a kernel once its recordings take this many MiB in the store.
+        #[arg(long, value_name = "MIB")]
+        kernel_limit: Option<u64>,
+        /// Record a launch as not replayable when what it can reach exceeds this many MiB
+        /// (default 4096).
+        #[arg(long, value_name = "MIB")]
+        launch_limit: Option<u64>,
+        /// Snapshot every live allocation, not only what each launch can reach.
+        #[arg(long)]
+        full_snapshot: bool,
+        /// Warm re-launches for the in-app time of each recorded launch.
+        #[arg(long, value_enum, default_value_t = r3::record::WarmRelaunch::Auto)]
+        warm: r3::record::WarmRelaunch,
+        /// No progress lines while the program runs (the summary is still printed).
+        #[arg(long)]
+        quiet: bool,
         /// The program and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -292,7 +312,29 @@ fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Cmd::Doctor { json } => doctor(cli.cuda_path.as_deref(), cli.store.as_deref(), &cwd, json),
         Cmd::Kernels { json } => kernels(cli.store.as_deref(), &cwd, json),
-        Cmd::Record { launches, command } => record(cli.store.as_deref(), &cwd, launches, &command),
+        Cmd::Record {
+            launches,
+            max_time,
+            kernel_limit,
+            launch_limit,
+            full_snapshot,
+            warm,
+            quiet,
+            command,
+        } => {
+            let opts = r3::record::RecordOptions {
+                launches,
+                max_time: max_time
+                    .map(|t| parse_duration("--max-time", &t))
+                    .transpose()?,
+                kernel_limit_mb: kernel_limit,
+                launch_limit_mb: launch_limit,
+                full_snapshot,
+                warm,
+                progress: !quiet,
+            };
+            record(cli.store.as_deref(), &cwd, &opts, &command)
+        }
         Cmd::Tune {
             kernels,
             all,
@@ -318,7 +360,10 @@ fn run(cli: Cli) -> Result<i32> {
             if strategy == "exhaustive" && !grid && simulate.is_none() {
                 anyhow::bail!("--strategy exhaustive needs a finite space: add --space grid");
             }
-            let time = time.as_deref().map(parse_duration).transpose()?;
+            let time = time
+                .as_deref()
+                .map(|t| parse_duration("--time", t))
+                .transpose()?;
             let batch = batch.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
             });
@@ -560,30 +605,28 @@ fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
 }
 
 /// Runs the program with recording on; it writes recordings into the store as it runs.
-fn record(store: Option<&Path>, cwd: &Path, launches: u32, command: &[String]) -> Result<i32> {
+fn record(
+    store: Option<&Path>,
+    cwd: &Path,
+    opts: &r3::record::RecordOptions,
+    command: &[String],
+) -> Result<i32> {
     let store = open_store(store, cwd, true)?;
-    let before: std::collections::HashSet<String> =
-        store.recordings(None)?.into_iter().map(|r| r.id).collect();
-    let status = std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .env("R3_RECORD", "1")
-        .env("R3_STORE", store.root())
-        .env("R3_RECORD_LAUNCHES", launches.to_string())
-        .status()
-        .with_context(|| format!("cannot run {}", command[0]))?;
-    let new: Vec<_> = store
-        .recordings(None)?
-        .into_iter()
-        .filter(|r| !before.contains(&r.id))
-        .collect();
-    eprint!("{}", r3::report::records::render(&new, store.root()));
-    if new.is_empty() {
+    let run = r3::record::run(&store, command, opts)?;
+    if let Some(stats) = &run.stats {
+        eprint!("{}", r3::record::summary(stats));
+    }
+    eprint!(
+        "{}",
+        r3::report::records::render(&run.recordings, store.root())
+    );
+    if run.recordings.is_empty() {
         eprintln!(
-            "r3: no launch was recorded: was {} linked by r3-clang++ against cudart (recording support)?",
-            command[0]
+            "{}",
+            r3::record::nothing_recorded(&command[0], run.stats.as_ref())
         );
     }
-    Ok(status.code().unwrap_or(1))
+    Ok(run.status.unwrap_or(1))
 }
 
 struct ReplaySelection {
@@ -779,17 +822,17 @@ fn ptx_cmd(
     Ok(0)
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration> {
+fn parse_duration(flag: &str, s: &str) -> Result<std::time::Duration> {
     let (num, mult) = match s.char_indices().last() {
         Some((i, 's')) => (&s[..i], 1.0),
         Some((i, 'm')) => (&s[..i], 60.0),
         Some((i, 'h')) => (&s[..i], 3600.0),
         _ => (s, 1.0),
     };
-    let v: f64 = num
-        .parse()
-        .with_context(|| format!("--time {s}: expected seconds or a number with s, m or h"))?;
-    Ok(std::time::Duration::from_secs_f64(v * mult))
+    num.parse::<f64>()
+        .ok()
+        .and_then(|v| std::time::Duration::try_from_secs_f64(v * mult).ok())
+        .with_context(|| format!("{flag} {s}: expected seconds or a number with s, m or h"))
 }
 
 fn tune_simulated(

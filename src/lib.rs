@@ -8,6 +8,7 @@ pub mod egraph;
 pub mod gpu;
 pub mod ir;
 pub mod lower;
+pub mod record;
 pub mod remix;
 pub mod replay;
 pub mod report;

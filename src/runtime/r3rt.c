@@ -8,15 +8,29 @@
  *   - device memory from cudaMalloc/cudaMallocAsync/cudaMallocPitch comes from one virtual
  *     address range reserved with cuMemAddressReserve at a fixed address (R3_VA_BASE), mapped
  *     piece by piece with cuMemCreate/cuMemMap; replay reserves the same range, so every
- *     device pointer (in arguments, structs, arrays of pointers, linked data) stays valid;
+ *     device pointer (in arguments, structs, arrays of pointers, linked data) stays valid.
+ *     Freed memory stays mapped for the next allocation of its size (up to R3_RECORD_CACHE_MB),
+ *     as a caching allocator would keep it: a program that allocates and frees in a loop pays
+ *     for cuMemCreate/cuMemMap once, not every iteration, and never runs out of address range;
  *   - for the first R3_RECORD_LAUNCHES (default 4) distinct launches of each kernel
  *     (another grid, block, shared size or argument bytes), it writes launch.json, a prologue
- *     (every live allocation and every registered __device__/__constant__ variable) and an
- *     epilogue (what the launch changed, page by page) into <store>/records/;
+ *     and an epilogue (what the launch changed, page by page) into <store>/records/. The
+ *     prologue holds what the launch can reach: every registered __device__/__constant__
+ *     variable, the allocations its arguments point into, and, transitively, the allocations
+ *     those regions hold pointers into (R3_RECORD_SNAPSHOT=full: every live allocation).
+ *     A pointer the scan misses cannot give a wrong result: replay maps only what was
+ *     recorded, so the baseline itself faults on such a recording and it is reported;
  *   - the next R3_NATURAL launches identical to a recorded one (same grid, block, shared size
  *     and argument bytes) run as the program issues them, timed with events: natural.json,
  *     the launch's time in the program's own cache state, which replay compares with its
  *     cold- and warm-L2 times to measure in the regime the program runs in (src/replay/l2.rs).
+ * Recording costs what is recorded: other launches pay a table lookup and an argument hash,
+ * the prologue is compressed on a second thread while the launch and the epilogue copy run,
+ * and the three warm re-launches for the in-app time run only when they are cheap (see
+ * warm_relaunches). R3_RECORD_MAX_S and R3_RECORD_KERNEL_MB cap the time spent recording and
+ * the bytes written per kernel; R3_RECORD_PROGRESS=1 prints progress on stderr, and
+ * R3_RECORD_STATS names a file that gets what the run recorded and where the time went
+ * (`r3 record` sets both and prints the summary; src/record.rs reads the file).
  * The snapshot format is defined in src/store/records.rs, which reads what this file writes.
  */
 #define _GNU_SOURCE
@@ -29,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +56,14 @@
 #define R3_MAX_ALLOCS 65536
 #define R3_MAX_SEEN 64
 #define R3_NATURAL 5
+#define R3_KERNEL_TABLE 8192 /* a power of two above R3_MAX_KERNELS */
+#define R3_MAX_ARGS 32768     /* bytes of kernel parameters (CUDA allows 32764) */
+#define R3_WARM_BUDGET_MS 50.0
+#define R3_WORKERS 8            /* compression threads at most */
+#define R3_CHUNK (4u << 20)     /* bytes per compressed frame */
+#define R3_ARENA_CHUNKS 256
+#define R3_ARENA_MIN ((size_t)64 << 20)
+#define R3_HUGE ((size_t)2 << 20)
 
 cudaError_t __real_cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 cudaError_t __real_cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
@@ -62,8 +85,14 @@ void **__real___cudaRegisterFatBinary(void *);
 
 /* ---- state ---------------------------------------------------------------------------- */
 
+/* A kernel's parameter layout (cuFuncGetParamInfo), read at its first launch. */
+struct layout { int nparams; size_t size; size_t offsets[256], sizes[256]; };
+
 struct kernel_fn {
-  const void *stub; const char *name; void **module; int recorded; uint64_t seen[R3_MAX_SEEN]; int nseen;
+  const void *stub; const char *name; void **module;
+  struct layout *layout; int no_layout;
+  int launched, recorded, capped; size_t bytes_written;
+  uint64_t seen[R3_MAX_SEEN]; int nseen;
   /* natural times (ms) of the launches identical to seen[i] that followed it */
   unsigned char nnatural[R3_MAX_SEEN]; float natural[R3_MAX_SEEN][R3_NATURAL];
 };
@@ -71,23 +100,50 @@ struct kernel_fn {
    compile of which translation unit the program's kernels come from (see src/store/records.rs). */
 struct fatbin { void **handle; const unsigned char *data; size_t size; char hash[17]; };
 struct device_var { const void *host; const char *name; size_t size; int constant; };
-struct alloc { uint64_t addr; size_t size; size_t mapped; CUmemGenericAllocationHandle handle; int live; };
+/* A slot of the fixed range: `hole` bytes of address range at `addr`, of which `mapped` are backed
+   by device memory; live (the program's), cached (freed, kept mapped for reuse) or empty. */
+enum { SLOT_EMPTY = 0, SLOT_LIVE = 1, SLOT_CACHED = 2 };
+struct alloc { uint64_t addr; size_t size, mapped, hole; CUmemGenericAllocationHandle handle; int state; };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int mode = -1; /* -1: not read yet, 0: off, 1: recording */
 static struct kernel_fn kernels[R3_MAX_KERNELS];
 static int nkernels;
+static int kernel_index[R3_KERNEL_TABLE]; /* open addressing by stub: index + 1, 0 empty */
 static struct fatbin fatbins[R3_MAX_FATBINS];
 static int nfatbins;
 static struct device_var vars[R3_MAX_VARS];
 static int nvars;
 static struct alloc allocs[R3_MAX_ALLOCS];
 static int nallocs;
-static int launches_per_kernel = 4;
-static size_t limit_bytes = (size_t)4 << 30;
+static size_t cached_bytes;
+
+/* What R3_RECORD_* asked for (read once, in recording()). */
+static struct {
+  int launches_per_kernel;
+  size_t limit_bytes;     /* per launch: a larger reachable working set is not recorded */
+  size_t kernel_bytes;    /* per kernel: bytes written before it stops being recorded; 0 none */
+  double max_seconds;     /* recording time for the whole run; 0 none */
+  size_t cache_bytes;     /* freed memory kept mapped for reuse */
+  size_t pinned_bytes;    /* pinned host memory for snapshots */
+  int full_snapshot;      /* every live allocation, not only the reachable ones */
+  int warm;               /* warm re-launches: -1 when cheap, 0 never, 1 always */
+  int progress;
+  int zstd_level;
+  char stats_path[4096];
+} opt = {4, (size_t)4 << 30, 0, 0, (size_t)2 << 30, (size_t)8 << 30, 0, -1, 0, 1, ""};
 static char store_dir[4096];
 /* Reasons that make every later launch not replayable. */
 static const char *sticky_reason;
+
+/* Where the run's recording time went, for progress and R3_RECORD_STATS. */
+static struct {
+  double start, record_s, copy_s, host_s, scan_s, write_s, wait_s, relaunch_s, natural_s, alloc_s;
+  uint64_t launches, recorded, not_replayable, bytes_in, bytes_written, regions, regions_skipped;
+  uint64_t allocs, allocs_reused, frees, relaunched;
+  int kernels_seen, kernels_capped, time_capped;
+  double last_progress;
+} st;
 
 /* The virtual range all recorded device memory lives in. */
 static uint64_t va_base, va_size, va_next;
@@ -111,15 +167,40 @@ static void warn(const char *fmt, const char *a, const char *b) {
   fprintf(stderr, "\n");
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static long long env_ll(const char *name, long long fallback) {
+  const char *v = getenv(name);
+  return v && *v ? atoll(v) : fallback;
+}
+
+static void write_stats(void);
+
 static int recording(void) {
   if (mode >= 0) return mode;
   const char *r = getenv("R3_RECORD");
   mode = r && *r && strcmp(r, "0") != 0;
   if (!mode) return 0;
-  const char *n = getenv("R3_RECORD_LAUNCHES");
-  if (n && atoi(n) > 0) launches_per_kernel = atoi(n);
-  const char *l = getenv("R3_RECORD_LIMIT_MB");
-  if (l && atoll(l) > 0) limit_bytes = (size_t)atoll(l) << 20;
+  if (env_ll("R3_RECORD_LAUNCHES", 0) > 0) opt.launches_per_kernel = (int)env_ll("R3_RECORD_LAUNCHES", 0);
+  if (env_ll("R3_RECORD_LIMIT_MB", 0) > 0) opt.limit_bytes = (size_t)env_ll("R3_RECORD_LIMIT_MB", 0) << 20;
+  if (env_ll("R3_RECORD_KERNEL_MB", 0) > 0) opt.kernel_bytes = (size_t)env_ll("R3_RECORD_KERNEL_MB", 0) << 20;
+  if (env_ll("R3_RECORD_CACHE_MB", -1) >= 0) opt.cache_bytes = (size_t)env_ll("R3_RECORD_CACHE_MB", 0) << 20;
+  if (env_ll("R3_RECORD_PINNED_MB", -1) >= 0) opt.pinned_bytes = (size_t)env_ll("R3_RECORD_PINNED_MB", 0) << 20;
+  const char *t = getenv("R3_RECORD_MAX_S");
+  if (t && atof(t) > 0) opt.max_seconds = atof(t);
+  const char *snap = getenv("R3_RECORD_SNAPSHOT");
+  opt.full_snapshot = snap && strcmp(snap, "full") == 0;
+  const char *warm = getenv("R3_RECORD_WARM");
+  if (warm && *warm) opt.warm = strcmp(warm, "0") == 0 ? 0 : strcmp(warm, "1") == 0 ? 1 : -1;
+  opt.progress = env_ll("R3_RECORD_PROGRESS", 0) > 0;
+  long long level = env_ll("R3_RECORD_ZSTD_LEVEL", 1);
+  opt.zstd_level = level < 1 ? 1 : level > 19 ? 19 : (int)level;
+  const char *sp = getenv("R3_RECORD_STATS");
+  if (sp && *sp) snprintf(opt.stats_path, sizeof opt.stats_path, "%s", sp);
   const char *s = getenv("R3_STORE");
   if (s && *s) {
     snprintf(store_dir, sizeof store_dir, "%s", s);
@@ -128,6 +209,8 @@ static int recording(void) {
     if (data && *data) snprintf(store_dir, sizeof store_dir, "%s/r3", data);
     else snprintf(store_dir, sizeof store_dir, "%s/.local/share/r3", home ? home : "/tmp");
   }
+  st.start = now_s();
+  atexit(write_stats);
   return mode;
 }
 
@@ -139,6 +222,11 @@ static uint64_t fnv(const void *data, size_t n, uint64_t h) {
 }
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
+
+/* The first probe of a kernel's stub in kernel_index (Fibonacci hashing). */
+static unsigned stub_slot(const void *stub) {
+  return (unsigned)(((uint64_t)(uintptr_t)stub * 0x9E3779B97F4A7C15ull) >> 51) & (R3_KERNEL_TABLE - 1);
+}
 
 /* ---- registration --------------------------------------------------------------------- */
 
@@ -176,7 +264,9 @@ void __wrap___cudaRegisterFunction(void **h, const char *stub, char *dev, const 
     kernels[nkernels].stub = stub;
     kernels[nkernels].name = name ? name : dev;
     kernels[nkernels].module = h;
-    nkernels++;
+    unsigned i = stub_slot(stub);
+    while (kernel_index[i]) i = (i + 1) & (R3_KERNEL_TABLE - 1);
+    kernel_index[i] = ++nkernels;
   }
   pthread_mutex_unlock(&lock);
   __real___cudaRegisterFunction(h, stub, dev, name, tl, tid, bid, bd, gd, ws);
@@ -233,41 +323,130 @@ static int vmm_init(void) {
   return 1;
 }
 
-static cudaError_t vmm_alloc(void **ptr, size_t size) {
-  size_t mapped = (size + granularity - 1) / granularity * granularity;
-  if (mapped == 0) mapped = granularity;
-  if (va_next + mapped > va_base + va_size || nallocs >= R3_MAX_ALLOCS) return cudaErrorMemoryAllocation;
+/* Maps fresh device memory over [at, at + bytes). */
+static int vmm_map(uint64_t at, size_t bytes, CUmemGenericAllocationHandle *h) {
   int dev = 0;
   cudaGetDevice(&dev);
   CUmemAllocationProp prop = {0};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = dev;
-  CUmemGenericAllocationHandle h;
-  if (cu.create(&h, mapped, &prop, 0) != CUDA_SUCCESS) return cudaErrorMemoryAllocation;
-  CUdeviceptr at = va_next;
-  if (cu.map(at, mapped, 0, h, 0) != CUDA_SUCCESS) { cu.release(h); return cudaErrorMemoryAllocation; }
+  if (cu.create(h, bytes, &prop, 0) != CUDA_SUCCESS) return 0;
+  if (cu.map(at, bytes, 0, *h, 0) != CUDA_SUCCESS) { cu.release(*h); return 0; }
   CUmemAccessDesc acc = {0};
   acc.location = prop.location;
   acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (cu.access(at, mapped, &acc, 1) != CUDA_SUCCESS) { cu.unmap(at, mapped); cu.release(h); return cudaErrorMemoryAllocation; }
-  va_next += mapped;
-  allocs[nallocs++] = (struct alloc){at, size, mapped, h, 1};
-  *ptr = (void *)(uintptr_t)at;
-  return cudaSuccess;
+  if (cu.access(at, bytes, &acc, 1) != CUDA_SUCCESS) { cu.unmap(at, bytes); cu.release(*h); return 0; }
+  return 1;
+}
+
+static void vmm_unmap(struct alloc *a) {
+  cu.unmap(a->addr, a->mapped);
+  cu.release(a->handle);
+  if (a->state == SLOT_CACHED) cached_bytes -= a->mapped;
+  a->state = SLOT_EMPTY;
+  a->mapped = 0;
+}
+
+static int slot_by_addr(const void *a, const void *b) {
+  uint64_t x = allocs[*(const int *)a].addr, y = allocs[*(const int *)b].addr;
+  return x < y ? -1 : x > y;
+}
+
+/* Gives back every cached slot's memory, joins neighbouring empty ranges, and returns the
+   empty range at the top to the unused part: what a larger allocation may need after many
+   allocations and frees of other sizes. */
+static void vmm_release_cached(void) {
+  static int empty[R3_MAX_ALLOCS];
+  int n = 0;
+  for (int i = 0; i < nallocs; i++) {
+    if (allocs[i].state == SLOT_CACHED) vmm_unmap(&allocs[i]);
+    if (allocs[i].state == SLOT_EMPTY && allocs[i].hole) empty[n++] = i;
+  }
+  qsort(empty, (size_t)n, sizeof empty[0], slot_by_addr);
+  for (int k = n - 1; k > 0; k--) {
+    struct alloc *lo = &allocs[empty[k - 1]], *hi = &allocs[empty[k]];
+    if (lo->addr + lo->hole != hi->addr) continue;
+    lo->hole += hi->hole;
+    hi->hole = 0;
+  }
+  for (int k = n - 1; k >= 0; k--) {
+    struct alloc *a = &allocs[empty[k]];
+    if (!a->hole) continue;
+    if (a->addr + a->hole == va_next) { va_next = a->addr; a->hole = 0; }
+    break;
+  }
+}
+
+/* The slot for a new allocation of `need` mapped bytes: the smallest cached one that fits
+   without wasting more than an eighth of it, else an empty one whose range fits, else new range
+   at the top (an entry of the table without range first). -1 when none can be had. */
+static int vmm_pick(size_t need, int *reuse) {
+  int best = -1, hole = -1, spare = -1;
+  for (int i = 0; i < nallocs; i++) {
+    struct alloc *a = &allocs[i];
+    if (a->state == SLOT_CACHED && a->mapped >= need && a->mapped - need <= need / 8 &&
+        (best < 0 || a->mapped < allocs[best].mapped))
+      best = i;
+    if (a->state == SLOT_EMPTY && a->hole >= need && (hole < 0 || a->hole < allocs[hole].hole)) hole = i;
+    if (a->state == SLOT_EMPTY && !a->hole && spare < 0) spare = i;
+  }
+  *reuse = best >= 0;
+  if (best >= 0) return best;
+  if (spare < 0 && nallocs < R3_MAX_ALLOCS) spare = nallocs++;
+  if (hole >= 0) {
+    /* The rest of the range stays free for later allocations, in its own entry. */
+    if (allocs[hole].hole > need && spare >= 0) {
+      allocs[spare] = (struct alloc){allocs[hole].addr + need, 0, 0, allocs[hole].hole - need, 0, SLOT_EMPTY};
+      allocs[hole].hole = need;
+    }
+    return hole;
+  }
+  if (spare < 0 || va_next + need > va_base + va_size) return -1;
+  allocs[spare] = (struct alloc){va_next, 0, 0, need, 0, SLOT_EMPTY};
+  va_next += need;
+  return spare;
+}
+
+static cudaError_t vmm_alloc(void **ptr, size_t size) {
+  size_t need = (size + granularity - 1) / granularity * granularity;
+  if (need == 0) need = granularity;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    /* Out of memory or range: the cache may hold what the program needs back. */
+    if (attempt) vmm_release_cached();
+    int reuse = 0, i = vmm_pick(need, &reuse);
+    if (i < 0) continue;
+    struct alloc *a = &allocs[i];
+    if (reuse) {
+      cached_bytes -= a->mapped;
+      st.allocs_reused++;
+    } else if (vmm_map(a->addr, need, &a->handle)) {
+      a->mapped = need;
+    } else {
+      continue;
+    }
+    a->size = size;
+    a->state = SLOT_LIVE;
+    st.allocs++;
+    *ptr = (void *)(uintptr_t)a->addr;
+    return cudaSuccess;
+  }
+  return cudaErrorMemoryAllocation;
 }
 
 static struct alloc *find_alloc(const void *p) {
   for (int i = 0; i < nallocs; i++)
-    if (allocs[i].live && allocs[i].addr == (uint64_t)(uintptr_t)p) return &allocs[i];
+    if (allocs[i].state == SLOT_LIVE && allocs[i].addr == (uint64_t)(uintptr_t)p) return &allocs[i];
   return NULL;
 }
 
 static cudaError_t recorded_malloc(void **ptr, size_t size, cudaError_t (*fallback)(void **, size_t)) {
   pthread_mutex_lock(&lock);
+  double t0 = now_s();
   int ok = vmm_init();
   cudaError_t e = ok ? vmm_alloc(ptr, size) : cudaErrorMemoryAllocation;
   if (!ok && !sticky_reason) sticky_reason = "device memory outside r3's fixed range (CUDA virtual memory management unavailable)";
+  st.alloc_s += now_s() - t0;
   pthread_mutex_unlock(&lock);
   return ok ? e : fallback(ptr, size);
 }
@@ -297,15 +476,23 @@ cudaError_t __wrap_cudaMallocManaged(void **ptr, size_t size, unsigned int flags
   return __real_cudaMallocManaged(ptr, size, flags);
 }
 
+/* Frees like cudaFree (which waits for the device): the memory stays mapped for a later
+   allocation of its size while the cache has room, and is given back otherwise. */
 static int recorded_free(void *p) {
   pthread_mutex_lock(&lock);
+  double t0 = now_s();
   struct alloc *a = find_alloc(p);
   if (a) {
     cudaDeviceSynchronize();
-    cu.unmap(a->addr, a->mapped);
-    cu.release(a->handle);
-    a->live = 0;
+    if (cached_bytes + a->mapped <= opt.cache_bytes) {
+      a->state = SLOT_CACHED;
+      cached_bytes += a->mapped;
+    } else {
+      vmm_unmap(a);
+    }
+    st.frees++;
   }
+  st.alloc_s += now_s() - t0;
   pthread_mutex_unlock(&lock);
   return a != NULL;
 }
@@ -373,14 +560,58 @@ static uint64_t kernel_dir_key(const struct kernel_fn *k) {
   return fnv(k->name, strlen(k->name), h);
 }
 
-struct writer { FILE *f; ZSTD_CCtx *z; char buf[1 << 16]; int failed; };
+/* A snapshot file: the byte stream cut into R3_CHUNK pieces, each compressed as its own zstd
+   frame (with checksum) on one of up to R3_WORKERS threads, written in order. A reader sees
+   one stream: zstd decoders read concatenated frames as one (src/store/records.rs). The
+   static libzstd that programs link has no threads of its own. */
+struct writer {
+  FILE *f; int failed; size_t written;
+  int workers, cur;
+  unsigned char *in[R3_WORKERS], *out[R3_WORKERS];
+  size_t fill[R3_WORKERS], outn[R3_WORKERS];
+  ZSTD_CCtx *z[R3_WORKERS];
+};
+struct frame_job { struct writer *w; int i; };
+
+static void *compress_frame(void *p) {
+  struct frame_job *j = p;
+  struct writer *w = j->w;
+  size_t n = ZSTD_compress2(w->z[j->i], w->out[j->i], ZSTD_compressBound(R3_CHUNK), w->in[j->i], w->fill[j->i]);
+  w->outn[j->i] = ZSTD_isError(n) ? 0 : n;
+  if (ZSTD_isError(n)) w->failed = 1;
+  return NULL;
+}
+
+/* Compresses the first n chunks at once and writes their frames in order. */
+static void w_flush(struct writer *w, int n) {
+  pthread_t th[R3_WORKERS];
+  struct frame_job jobs[R3_WORKERS];
+  int started[R3_WORKERS] = {0};
+  for (int i = 0; i < n; i++) {
+    jobs[i] = (struct frame_job){w, i};
+    started[i] = i > 0 && pthread_create(&th[i], NULL, compress_frame, &jobs[i]) == 0;
+    if (!started[i] && i > 0) compress_frame(&jobs[i]);
+  }
+  if (n > 0) compress_frame(&jobs[0]);
+  for (int i = 0; i < n; i++) {
+    if (started[i]) pthread_join(th[i], NULL);
+    if (!w->failed && fwrite(w->out[i], 1, w->outn[i], w->f) != w->outn[i]) w->failed = 1;
+    w->written += w->outn[i];
+    w->fill[i] = 0;
+  }
+  w->cur = 0;
+}
 
 static void w_bytes(struct writer *w, const void *data, size_t n) {
-  ZSTD_inBuffer in = {data, n, 0};
-  while (!w->failed && in.pos < in.size) {
-    ZSTD_outBuffer out = {w->buf, sizeof w->buf, 0};
-    if (ZSTD_isError(ZSTD_compressStream2(w->z, &out, &in, ZSTD_e_continue))) w->failed = 1;
-    if (out.pos && fwrite(w->buf, 1, out.pos, w->f) != out.pos) w->failed = 1;
+  const unsigned char *p = data;
+  while (!w->failed && n) {
+    size_t room = R3_CHUNK - w->fill[w->cur], take = n < room ? n : room;
+    memcpy(w->in[w->cur] + w->fill[w->cur], p, take);
+    w->fill[w->cur] += take;
+    p += take;
+    n -= take;
+    if (w->fill[w->cur] < R3_CHUNK) break;
+    if (++w->cur == w->workers) w_flush(w, w->workers);
   }
 }
 
@@ -389,30 +620,44 @@ static void w_u16(struct writer *w, uint16_t v) { w_bytes(w, &v, 2); }
 static void w_u32(struct writer *w, uint32_t v) { w_bytes(w, &v, 4); }
 static void w_u64(struct writer *w, uint64_t v) { w_bytes(w, &v, 8); }
 
+/* Compression threads: R3_RECORD_THREADS, or one fewer than the CPUs, 1 to R3_WORKERS. */
+static int w_workers(void) {
+  long n = env_ll("R3_RECORD_THREADS", sysconf(_SC_NPROCESSORS_ONLN) - 1);
+  return n < 1 ? 1 : n > R3_WORKERS ? R3_WORKERS : (int)n;
+}
+
+static void w_free(struct writer *w) {
+  for (int i = 0; i < R3_WORKERS; i++) {
+    free(w->in[i]);
+    free(w->out[i]);
+    ZSTD_freeCCtx(w->z[i]);
+  }
+}
+
 static int w_open(struct writer *w, const char *path) {
   memset(w, 0, sizeof *w);
+  w->workers = w_workers();
+  for (int i = 0; i < w->workers; i++) {
+    w->in[i] = malloc(R3_CHUNK);
+    w->out[i] = malloc(ZSTD_compressBound(R3_CHUNK));
+    w->z[i] = ZSTD_createCCtx();
+    if (!w->in[i] || !w->out[i] || !w->z[i]) { w_free(w); return 0; }
+    ZSTD_CCtx_setParameter(w->z[i], ZSTD_c_compressionLevel, opt.zstd_level);
+    ZSTD_CCtx_setParameter(w->z[i], ZSTD_c_checksumFlag, 1);
+  }
   w->f = fopen(path, "wb");
-  w->z = ZSTD_createCCtx();
-  if (!w->f || !w->z) return 0;
-  ZSTD_CCtx_setParameter(w->z, ZSTD_c_compressionLevel, 3);
-  ZSTD_CCtx_setParameter(w->z, ZSTD_c_checksumFlag, 1);
-  ZSTD_CCtx_setParameter(w->z, ZSTD_c_nbWorkers, 4); /* ignored where libzstd has no threads */
+  if (!w->f) { w_free(w); return 0; }
   w_bytes(w, "R3SNAP01", 8);
   return 1;
 }
 
 static int w_close(struct writer *w) {
   w_bytes(w, "R3END\0\0\0", 8);
-  ZSTD_inBuffer in = {NULL, 0, 0};
-  size_t left;
-  do {
-    ZSTD_outBuffer out = {w->buf, sizeof w->buf, 0};
-    left = ZSTD_compressStream2(w->z, &out, &in, ZSTD_e_end);
-    if (ZSTD_isError(left)) { w->failed = 1; break; }
-    if (out.pos && fwrite(w->buf, 1, out.pos, w->f) != out.pos) w->failed = 1;
-  } while (left);
-  ZSTD_freeCCtx(w->z);
-  if (fflush(w->f) || fsync(fileno(w->f))) w->failed = 1;
+  w_flush(w, w->cur + (w->fill[w->cur] > 0));
+  w_free(w);
+  /* No fsync: the recording becomes visible by renaming its directory, so a killed program
+     leaves no partial one; after a power loss, frame checksums and the trailer make a damaged
+     file an error that names it. Waiting for the disk cost more than compressing. */
   if (fclose(w->f)) w->failed = 1;
   return !w->failed;
 }
@@ -420,7 +665,9 @@ static int w_close(struct writer *w) {
 enum { KIND_ALLOC = 0, KIND_GLOBAL = 1 };
 enum { ENC_FULL = 0, ENC_UNCHANGED = 1, ENC_PAGES = 2 };
 
-struct region { uint8_t kind; uint64_t addr; size_t size; const char *name; unsigned char *before, *after; };
+struct region {
+  uint8_t kind; uint64_t addr; size_t size; const char *name; unsigned char *before, *after; int changed;
+};
 
 static void w_region_head(struct writer *w, const struct region *r, uint8_t enc) {
   size_t nlen = r->name ? strlen(r->name) : 0;
@@ -442,6 +689,7 @@ static void write_prologue(struct writer *w, struct region *rs, int n) {
   }
 }
 
+/* Writes the changed pages of each region, marks the regions that changed, returns the bytes. */
 static size_t write_epilogue(struct writer *w, struct region *rs, int n) {
   size_t changed = 0;
   w_u32(w, 1);
@@ -453,6 +701,7 @@ static size_t write_epilogue(struct writer *w, struct region *rs, int n) {
       size_t off = p * R3_PAGE, len = r->size - off < R3_PAGE ? r->size - off : R3_PAGE;
       diff += memcmp(r->before + off, r->after + off, len) != 0;
     }
+    r->changed = diff != 0;
     w_region_head(w, r, diff ? ENC_PAGES : ENC_UNCHANGED);
     if (!diff) continue;
     w_u64(w, diff);
@@ -467,13 +716,69 @@ static size_t write_epilogue(struct writer *w, struct region *rs, int n) {
   return changed;
 }
 
-static int snapshot(struct region *rs, int n, int after) {
-  for (int i = 0; i < n; i++) {
-    unsigned char *dst = after ? rs[i].after : rs[i].before;
-    if (rs[i].size && cudaMemcpy(dst, (void *)(uintptr_t)rs[i].addr, rs[i].size, cudaMemcpyDeviceToHost) != cudaSuccess)
-      return 0;
+/* Host memory for snapshots: chunks kept for the whole run and reused by every recording
+   (pinned where the driver gives it, up to R3_RECORD_PINNED_MB), so device copies run at the
+   link's speed and each page is touched once, not once per recording. Two arenas: the bytes
+   before the launch and after it. */
+struct host_chunk { unsigned char *p; size_t cap, used; int pinned; };
+struct arena { struct host_chunk c[R3_ARENA_CHUNKS]; int n; };
+static struct arena arenas[2];
+static size_t pinned_bytes;
+
+static void arenas_reset(void) {
+  for (int a = 0; a < 2; a++)
+    for (int i = 0; i < arenas[a].n; i++) arenas[a].c[i].used = 0;
+}
+
+/* Drops the chunks this recording has not used that are too small for n bytes. */
+static void arena_trim(struct arena *a, size_t n) {
+  for (int i = 0; i < a->n;) {
+    struct host_chunk *c = &a->c[i];
+    if (c->used || c->cap >= n) { i++; continue; }
+    if (c->pinned) { cudaHostUnregister(c->p); pinned_bytes -= c->cap; }
+    free(c->p);
+    *c = a->c[--a->n];
   }
-  return 1;
+}
+
+static unsigned char *arena_take(struct arena *a, size_t n) {
+  n = n ? (n + 63) & ~(size_t)63 : 64;
+  for (int i = 0; i < a->n; i++) {
+    struct host_chunk *c = &a->c[i];
+    if (c->cap - c->used < n) continue;
+    c->used += n;
+    return c->p + c->used - n;
+  }
+  arena_trim(a, n);
+  if (a->n == R3_ARENA_CHUNKS) return NULL;
+  struct host_chunk *c = &a->c[a->n];
+  size_t cap = (n > R3_ARENA_MIN ? n : R3_ARENA_MIN) + R3_HUGE - 1;
+  cap -= cap % R3_HUGE;
+  double t0 = now_s();
+  /* In huge pages where the kernel gives them: touching and pinning 2 MiB pages costs a
+     fraction of what 4 KiB pages do, and this is most of what a first recording pays. */
+  if (posix_memalign((void **)&c->p, R3_HUGE, cap) != 0) c->p = NULL;
+  if (!c->p) return NULL;
+  madvise(c->p, cap, MADV_HUGEPAGE);
+  c->pinned = pinned_bytes + cap <= opt.pinned_bytes && cudaHostRegister(c->p, cap, cudaHostRegisterDefault) == cudaSuccess;
+  if (c->pinned) pinned_bytes += cap;
+  else cudaGetLastError();
+  st.host_s += now_s() - t0;
+  c->cap = cap;
+  c->used = n;
+  a->n++;
+  return c->p;
+}
+
+/* Copies one region out of the device into its before (or after) buffer. */
+static int copy_out(struct region *r, int after) {
+  unsigned char **dst = after ? &r->after : &r->before;
+  *dst = arena_take(&arenas[after], r->size);
+  if (!*dst) return 0;
+  double t0 = now_s();
+  int ok = !r->size || cudaMemcpy(*dst, (void *)(uintptr_t)r->addr, r->size, cudaMemcpyDeviceToHost) == cudaSuccess;
+  st.copy_s += now_s() - t0;
+  return ok;
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -490,12 +795,19 @@ struct launch {
   const char *name;
   dim3 grid, block;
   size_t shmem;
-  unsigned char *args;
-  size_t args_size;
-  size_t offsets[256], sizes[256];
-  int nparams;
+  const unsigned char *args;
+  const struct layout *layout; /* NULL: no parameters known */
   uint64_t id;
   const char *fatbin;
+};
+
+/* What recording one launch found and cost, for launch.json. */
+struct outcome {
+  const char *not_replayable;
+  double ms, first_ms, record_ms;
+  const char *in_app_from;
+  size_t bytes_in, bytes_changed, bytes_written;
+  int regions, regions_skipped;
 };
 
 static int mkdirs(const char *path) {
@@ -510,8 +822,7 @@ static int mkdirs(const char *path) {
   return !mkdir(tmp, 0777) || errno == EEXIST;
 }
 
-static void write_launch_json(const char *dir, const struct launch *l, const char *not_replayable, double ms,
-                              double first_ms, size_t bytes_in, size_t bytes_changed, int nregions) {
+static void write_launch_json(const char *dir, const struct launch *l, const struct outcome *o) {
   char path[4200];
   snprintf(path, sizeof path, "%s/launch.json", dir);
   FILE *f = fopen(path, "w");
@@ -538,51 +849,160 @@ static void write_launch_json(const char *dir, const struct launch *l, const cha
   fprintf(f, ",\n  \"arch\": \"sm_%d%d\",\n  \"grid\": [%u, %u, %u],\n  \"block\": [%u, %u, %u],\n", major, minor,
           l->grid.x, l->grid.y, l->grid.z, l->block.x, l->block.y, l->block.z);
   fprintf(f, "  \"shared_bytes\": %zu,\n  \"params\": [", l->shmem);
-  for (int i = 0; i < l->nparams; i++) {
-    fprintf(f, "%s{\"offset\": %zu, \"size\": %zu}", i ? ", " : "", l->offsets[i], l->sizes[i]);
-  }
+  const struct layout *lay = l->layout;
+  for (int i = 0; lay && i < lay->nparams; i++)
+    fprintf(f, "%s{\"offset\": %zu, \"size\": %zu}", i ? ", " : "", lay->offsets[i], lay->sizes[i]);
   fprintf(f, "],\n  \"args_hex\": \"");
-  for (size_t i = 0; i < l->args_size; i++) fprintf(f, "%02x", l->args[i]);
+  for (size_t i = 0; lay && i < lay->size; i++) fprintf(f, "%02x", l->args[i]);
   fprintf(f, "\",\n  \"va_base\": %llu,\n  \"va_size\": %llu,\n", (unsigned long long)va_base,
           (unsigned long long)va_size);
-  fprintf(f, "  \"in_app_ms\": %.6f,\n  \"first_launch_ms\": %.6f,\n  \"regions\": %d,\n  \"bytes_in\": %zu,\n  \"bytes_changed\": %zu,\n", ms,
-          first_ms, nregions, bytes_in, bytes_changed);
-  fprintf(f, "  \"replayable\": %s,\n  \"not_replayable\": ", not_replayable ? "false" : "true");
-  if (not_replayable) json_str(f, not_replayable);
+  fprintf(f, "  \"in_app_ms\": %.6f,\n  \"in_app_from\": \"%s\",\n  \"first_launch_ms\": %.6f,\n", o->ms,
+          o->in_app_from, o->first_ms);
+  fprintf(f, "  \"snapshot\": \"%s\",\n  \"regions\": %d,\n  \"regions_skipped\": %d,\n",
+          opt.full_snapshot ? "full" : "reachable", o->regions, o->regions_skipped);
+  fprintf(f, "  \"bytes_in\": %zu,\n  \"bytes_changed\": %zu,\n  \"bytes_written\": %zu,\n  \"record_ms\": %.3f,\n",
+          o->bytes_in, o->bytes_changed, o->bytes_written, o->record_ms);
+  fprintf(f, "  \"replayable\": %s,\n  \"not_replayable\": ", o->not_replayable ? "false" : "true");
+  if (o->not_replayable) json_str(f, o->not_replayable);
   else fprintf(f, "null");
   fprintf(f, ",\n  \"program\": ");
   json_str(f, exe);
   fprintf(f, ",\n  \"pid\": %d,\n  \"unix_time\": %lld\n}\n", (int)getpid(), (long long)time(NULL));
-  fflush(f);
-  fsync(fileno(f));
   fclose(f);
 }
 
-/* Collects the regions a kernel can reach: live allocations and registered variables. */
-static int collect_regions(struct region *rs, int max) {
-  int n = 0;
-  for (int i = 0; i < nallocs && n < max; i++) {
-    if (!allocs[i].live) continue;
-    rs[n++] = (struct region){KIND_ALLOC, allocs[i].addr, allocs[i].size, NULL, NULL, NULL};
+/* ---- what a launch can reach -------------------------------------------------------------- */
+
+/* Live allocations in address order (rebuilt for each recorded launch): `end` covers the
+   mapped slack too, so a pointer one past a buffer's end still finds it. */
+struct live { uint64_t addr, end; size_t size; };
+static struct live live[R3_MAX_ALLOCS];
+static int nlive;
+
+static int by_addr(const void *a, const void *b) {
+  uint64_t x = ((const struct live *)a)->addr, y = ((const struct live *)b)->addr;
+  return x < y ? -1 : x > y;
+}
+
+static void build_live(void) {
+  nlive = 0;
+  for (int i = 0; i < nallocs; i++)
+    if (allocs[i].state == SLOT_LIVE)
+      live[nlive++] = (struct live){allocs[i].addr, allocs[i].addr + allocs[i].mapped, allocs[i].size};
+  qsort(live, (size_t)nlive, sizeof live[0], by_addr);
+}
+
+/* The live allocation that address v points into, or -1. */
+static int live_at(uint64_t v) {
+  if (v - va_base >= va_next - va_base) return -1;
+  int lo = 0, hi = nlive - 1, at = -1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (live[mid].addr <= v) { at = mid; lo = mid + 1; }
+    else hi = mid - 1;
   }
-  for (int i = 0; i < nvars && n < max; i++) {
+  return at >= 0 && v < live[at].end ? at : -1;
+}
+
+/* Marks the live allocations that the 8-byte words of p[0..n) (every `step` bytes) point into,
+   and queues the ones not marked before. Any word that looks like a pointer counts: a value
+   that only looks like one costs a larger snapshot, never a wrong one. */
+static void scan_words(const unsigned char *p, size_t n, size_t step, unsigned char *marked, int *queue,
+                       int *nqueue) {
+  double t0 = now_s();
+  for (size_t off = 0; off + 8 <= n; off += step) {
+    uint64_t v;
+    memcpy(&v, p + off, 8);
+    int j = live_at(v);
+    if (j >= 0 && !marked[j]) {
+      marked[j] = 1;
+      queue[(*nqueue)++] = j;
+    }
+  }
+  st.scan_s += now_s() - t0;
+}
+
+/* The regions' buffers go back to the arenas, for the next recording. */
+static void free_regions(struct region *rs, int n) {
+  for (int i = 0; i < n; i++) rs[i].before = rs[i].after = NULL;
+  arenas_reset();
+}
+
+/* The regions launch l can reach, each copied out (before): every registered variable, the
+   live allocations its arguments point into and, transitively, those that copied regions hold
+   pointers into (with R3_RECORD_SNAPSHOT=full, every live allocation). Allocations come first,
+   in address order. Returns the count, or -1 with the reason in why. */
+static int snapshot_before(struct region *rs, const struct launch *l, size_t *bytes, int *skipped, char *why,
+                           size_t whyn) {
+  static unsigned char marked[R3_MAX_ALLOCS];
+  static int queue[R3_MAX_ALLOCS];
+  static struct region vs[R3_MAX_VARS];
+  int nqueue = 0, nv = 0, n = 0;
+  build_live();
+  memset(marked, 0, (size_t)nlive);
+  *bytes = 0;
+  for (int i = 0; i < nvars; i++) {
     void *dev = NULL;
     size_t size = 0;
     if (cudaGetSymbolAddress(&dev, vars[i].host) != cudaSuccess) { cudaGetLastError(); continue; }
     if (cudaGetSymbolSize(&size, vars[i].host) != cudaSuccess) size = vars[i].size;
-    rs[n++] = (struct region){KIND_GLOBAL, (uint64_t)(uintptr_t)dev, size, vars[i].name, NULL, NULL};
+    vs[nv] = (struct region){KIND_GLOBAL, (uint64_t)(uintptr_t)dev, size, vars[i].name, NULL, NULL, 0};
+    *bytes += size;
+    if (!copy_out(&vs[nv++], 0)) goto copy_failed;
+    scan_words(vs[nv - 1].before, size, 8, marked, queue, &nqueue);
   }
+  if (opt.full_snapshot) {
+    for (int j = 0; j < nlive; j++) marked[j] = 1, queue[nqueue++] = j;
+  } else if (l->layout) {
+    scan_words(l->args, l->layout->size, 4, marked, queue, &nqueue);
+  }
+  static struct region found[R3_MAX_ALLOCS];
+  for (int q = 0; q < nqueue; q++) {
+    struct live *a = &live[queue[q]];
+    *bytes += a->size;
+    if (*bytes > opt.limit_bytes) {
+      snprintf(why, whyn, "reachable working set over the limit of %zu MiB (raise R3_RECORD_LIMIT_MB)",
+               opt.limit_bytes >> 20);
+      free_regions(found, q);
+      free_regions(vs, nv);
+      return -1;
+    }
+    found[q] = (struct region){KIND_ALLOC, a->addr, a->size, NULL, NULL, NULL, 0};
+    if (!copy_out(&found[q], 0)) { free_regions(found, q + 1); goto copy_failed; }
+    if (!opt.full_snapshot) scan_words(found[q].before, a->size, 8, marked, queue, &nqueue);
+  }
+  /* Allocations in address order, the order of live[]. */
+  static int found_at[R3_MAX_ALLOCS];
+  for (int q = 0; q < nqueue; q++) found_at[queue[q]] = q;
+  for (int j = 0; j < nlive; j++) {
+    if (marked[j]) rs[n++] = found[found_at[j]];
+    else (*skipped)++;
+  }
+  for (int i = 0; i < nv; i++) rs[n++] = vs[i];
   return n;
+copy_failed:
+  free_regions(vs, nv);
+  snprintf(why, whyn, "snapshot failed (device copy or host memory)");
+  return -1;
 }
 
-static int restore_regions(struct region *rs, int n, int after) {
+static int snapshot_after(struct region *rs, int n) {
+  for (int i = 0; i < n; i++)
+    if (!copy_out(&rs[i], 1)) return 0;
+  return 1;
+}
+
+/* Puts back the before (or after) bytes of every region the launch changed. */
+static int restore_changed(struct region *rs, int n, int after) {
   for (int i = 0; i < n; i++) {
-    if (!rs[i].size || memcmp(rs[i].before, rs[i].after, rs[i].size) == 0) continue;
+    if (!rs[i].changed) continue;
     const unsigned char *src = after ? rs[i].after : rs[i].before;
     if (cudaMemcpy((void *)(uintptr_t)rs[i].addr, src, rs[i].size, cudaMemcpyHostToDevice) != cudaSuccess) return 0;
   }
   return 1;
 }
+
+/* ---- timing ------------------------------------------------------------------------------ */
 
 /* One launch with events around it, waited for: the launch's status, and its time in *ms (-1 when
    it could not be timed; the launch happens either way). */
@@ -606,41 +1026,63 @@ static cudaError_t time_one(const void *stub, dim3 grid, dim3 block, void **args
   return e;
 }
 
-/* Median of three warm launches, each on the inputs the first launch saw. */
+/* Whether to time warm re-launches for the in-app time: always with R3_RECORD_WARM=1, never
+   with 0, and otherwise when three launches and three restores of what changed (estimated from
+   the first launch and the changed bytes at 8 GB/s) take under R3_WARM_BUDGET_MS. The first
+   launch's time is the in-app time otherwise: it includes lazy module loading, which matters
+   only for short kernels, and the program's own repeated launches (natural.json) say more. */
+static int warm_relaunches(double first_ms, size_t changed) {
+  if (opt.warm >= 0) return opt.warm;
+  return 3.0 * (first_ms + (double)changed / 8e6) <= R3_WARM_BUDGET_MS;
+}
+
+/* Median of three warm launches, each on the inputs the first launch saw; then the state the
+   first launch left is put back, so the program sees no difference. */
 static double warm_time(struct region *rs, int n, const void *stub, dim3 grid, dim3 block, void **args, size_t shmem,
                         cudaStream_t stream) {
+  double t0 = now_s();
   float t[3];
   for (int k = 0; k < 3; k++) {
-    if (!restore_regions(rs, n, 0)) return -1;
+    if (!restore_changed(rs, n, 0)) return -1;
     time_one(stub, grid, block, args, shmem, stream, &t[k]);
   }
-  restore_regions(rs, n, 1);
+  restore_changed(rs, n, 1);
   cudaDeviceSynchronize();
+  st.relaunch_s += now_s() - t0;
+  st.relaunched++;
   float lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
   return t[2] < lo ? lo : (t[2] > hi ? hi : t[2]);
 }
 
-static int param_layout(const void *stub, void **args, struct launch *l) {
-  cudaFunction_t fn;
-  if (!cu.param_info || cudaGetFuncBySymbol(&fn, stub) != cudaSuccess) return 0;
-  size_t total = 0;
-  for (l->nparams = 0; l->nparams < 256; l->nparams++) {
-    size_t off, size;
-    if (cu.param_info((CUfunction)fn, (size_t)l->nparams, &off, &size) != CUDA_SUCCESS) break;
-    l->offsets[l->nparams] = off;
-    l->sizes[l->nparams] = size;
-    if (off + size > total) total = off + size;
-  }
-  l->args = calloc(1, total ? total : 1);
-  l->args_size = total;
-  for (int i = 0; i < l->nparams; i++) memcpy(l->args + l->offsets[i], args[i], l->sizes[i]);
-  return 1;
-}
+/* ---- kernels and launches ------------------------------------------------------------------- */
 
 static struct kernel_fn *find_kernel(const void *stub) {
-  for (int i = 0; i < nkernels; i++)
-    if (kernels[i].stub == stub) return &kernels[i];
+  unsigned i = stub_slot(stub);
+  for (int probe = 0; kernel_index[i] && probe < R3_KERNEL_TABLE; probe++, i = (i + 1) & (R3_KERNEL_TABLE - 1))
+    if (kernels[kernel_index[i] - 1].stub == stub) return &kernels[kernel_index[i] - 1];
   return NULL;
+}
+
+/* The kernel's parameter layout, read once; NULL when the driver cannot say (then its launches
+   run unrecorded). */
+static const struct layout *layout_of(struct kernel_fn *k, const void *stub) {
+  if (k->layout || k->no_layout) return k->layout;
+  k->no_layout = 1;
+  cudaFunction_t fn;
+  vmm_init(); /* loads the driver entry points, cuFuncGetParamInfo among them */
+  if (!cu.param_info || cudaGetFuncBySymbol(&fn, stub) != cudaSuccess) return NULL;
+  struct layout *lay = calloc(1, sizeof *lay);
+  if (!lay) return NULL;
+  for (lay->nparams = 0; lay->nparams < 256; lay->nparams++) {
+    size_t off, size;
+    if (cu.param_info((CUfunction)fn, (size_t)lay->nparams, &off, &size) != CUDA_SUCCESS) break;
+    lay->offsets[lay->nparams] = off;
+    lay->sizes[lay->nparams] = size;
+    if (off + size > lay->size) lay->size = off + size;
+  }
+  if (lay->size > R3_MAX_ARGS) { free(lay); return NULL; }
+  k->no_layout = 0;
+  return k->layout = lay;
 }
 
 static void recording_dir(char *dir, size_t n, const struct kernel_fn *k, uint64_t id) {
@@ -666,105 +1108,179 @@ static void write_natural(const struct kernel_fn *k, int seen) {
    timed in whatever cache state the program left (no snapshot, no restore around them). */
 static cudaError_t natural_launch(struct kernel_fn *k, int seen, const void *stub, dim3 grid, dim3 block, void **args,
                                   size_t shmem, cudaStream_t stream) {
-  if (k->nnatural[seen] >= R3_NATURAL) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  if (k->nnatural[seen] >= R3_NATURAL || st.time_capped)
+    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  double t0 = now_s();
   float ms;
   cudaError_t e = time_one(stub, grid, block, args, shmem, stream, &ms);
   if (ms > 0) {
     k->natural[seen][k->nnatural[seen]++] = ms;
     write_natural(k, seen);
   }
+  st.natural_s += now_s() - t0;
   return e;
 }
 
-static cudaError_t record_launch(struct kernel_fn *k, const void *stub, dim3 grid, dim3 block, void **args,
-                                 size_t shmem, cudaStream_t stream, const char *why_not) {
-  struct launch l = {k->name, grid, block, shmem, NULL, 0, {0}, {0}, 0, 0, NULL};
-  if (!param_layout(stub, args, &l)) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  l.fatbin = fatbin_hash(k);
-  uint64_t h = fnv(&grid, sizeof grid, FNV_OFFSET);
-  h = fnv(&block, sizeof block, h);
-  h = fnv(&shmem, sizeof shmem, h);
-  l.id = fnv(l.args, l.args_size, h);
+/* Whether launches identical to a recorded one still have natural times to give. */
+static int natural_pending(const struct kernel_fn *k) {
+  if (st.time_capped) return 0;
   for (int i = 0; i < k->nseen; i++)
-    if (k->seen[i] == l.id) { free(l.args); return natural_launch(k, i, stub, grid, block, args, shmem, stream); }
-  if (k->recorded >= launches_per_kernel || k->nseen >= R3_MAX_SEEN) {
-    free(l.args);
-    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  }
-  k->seen[k->nseen++] = l.id;
-  k->recorded++;
+    if (k->nnatural[i] < R3_NATURAL) return 1;
+  return 0;
+}
 
+static void progress(void) {
+  double t = now_s();
+  if (!opt.progress || t - st.last_progress < 1.0) return;
+  st.last_progress = t;
+  fprintf(stderr, "r3: recording: %d kernels seen, %llu launches recorded, %.1f MiB written, %.1f s spent recording\n",
+          st.kernels_seen, (unsigned long long)st.recorded, (double)st.bytes_written / (1 << 20), st.record_s);
+}
+
+/* The caps, after each recorded launch: R3_RECORD_KERNEL_MB per kernel, R3_RECORD_MAX_S for the run. */
+static void apply_caps(struct kernel_fn *k) {
+  if (opt.kernel_bytes && !k->capped && k->bytes_written >= opt.kernel_bytes) {
+    k->capped = 1;
+    st.kernels_capped++;
+  }
+  if (opt.max_seconds > 0 && !st.time_capped && st.record_s >= opt.max_seconds) {
+    st.time_capped = 1;
+    char s[32];
+    snprintf(s, sizeof s, "%.1f", st.record_s);
+    warn("recording stopped after %s s (R3_RECORD_MAX_S%s); later launches run unrecorded", s, "");
+  }
+}
+
+struct prologue_job { struct region *rs; int n; char path[4300]; int ok; size_t written; };
+
+static void *write_prologue_file(void *p) {
+  struct prologue_job *j = p;
+  struct writer w;
+  j->ok = w_open(&w, j->path);
+  if (!j->ok) return NULL;
+  write_prologue(&w, j->rs, j->n);
+  j->ok = w_close(&w);
+  j->written = w.written;
+  return NULL;
+}
+
+/* Records launch l of kernel k into a temp directory renamed into place when complete: the
+   prologue (compressed on a second thread while the launch runs and its epilogue is copied
+   out), the epilogue, launch.json. The program sees the launch's result either way. */
+static cudaError_t record_launch(struct kernel_fn *k, const struct launch *l, void **args, cudaStream_t stream,
+                                 const char *why_not) {
+  const void *stub = k->stub;
   char dir[4096], tmp[4200];
-  recording_dir(dir, sizeof dir, k, l.id);
-  snprintf(tmp, sizeof tmp, "%s/records/.tmp-%d-%016llx", store_dir, (int)getpid(), (unsigned long long)l.id);
+  recording_dir(dir, sizeof dir, k, l->id);
+  snprintf(tmp, sizeof tmp, "%s/records/.tmp-%d-%016llx", store_dir, (int)getpid(), (unsigned long long)l->id);
   char parent[4200];
   snprintf(parent, sizeof parent, "%s", dir);
   *strrchr(parent, '/') = 0;
   if (!mkdirs(parent) || !mkdirs(tmp)) {
     warn("cannot write recordings under %s%s; launches run unrecorded", store_dir, "");
-    free(l.args);
-    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+    return __real_cudaLaunchKernel(stub, l->grid, l->block, args, l->shmem, stream);
   }
-
-  static struct region rs[R3_MAX_ALLOCS];
+  double t0 = now_s(), w0;
+  static struct region rs[R3_MAX_ALLOCS + R3_MAX_VARS];
+  struct outcome o = {why_not, 0, 0, 0, "first launch", 0, 0, 0, 0, 0};
+  char why[256];
   cudaDeviceSynchronize();
-  int n = why_not ? 0 : collect_regions(rs, R3_MAX_ALLOCS);
-  size_t bytes = 0;
-  for (int i = 0; i < n; i++) bytes += rs[i].size;
-  char limit_msg[256];
-  if (!why_not && bytes > limit_bytes) {
-    snprintf(limit_msg, sizeof limit_msg, "working set %zu MiB is over the limit of %zu MiB (raise R3_RECORD_LIMIT_MB)",
-             bytes >> 20, limit_bytes >> 20);
-    why_not = limit_msg;
+  arenas_reset();
+  int n = 0, ok = 1;
+  if (!o.not_replayable && (n = snapshot_before(rs, l, &o.bytes_in, &o.regions_skipped, why, sizeof why)) < 0) {
+    o.not_replayable = why;
     n = 0;
   }
-  int ok = 1;
-  for (int i = 0; i < n && ok; i++) {
-    rs[i].before = malloc(rs[i].size ? rs[i].size : 1);
-    rs[i].after = malloc(rs[i].size ? rs[i].size : 1);
-    ok = rs[i].before && rs[i].after;
-  }
-  if (!why_not && ok) ok = snapshot(rs, n, 0);
-  struct writer w;
-  char path[4300];
-  if (!why_not && ok) {
-    snprintf(path, sizeof path, "%s/prologue.r3snap", tmp);
-    ok = w_open(&w, path);
-    if (ok) write_prologue(&w, rs, n);
-    ok = ok && w_close(&w);
+  struct prologue_job job = {rs, n, "", 1, 0};
+  snprintf(job.path, sizeof job.path, "%s/prologue.r3snap", tmp);
+  pthread_t writer;
+  int threaded = 0;
+  if (!o.not_replayable && !(threaded = pthread_create(&writer, NULL, write_prologue_file, &job) == 0)) {
+    w0 = now_s();
+    write_prologue_file(&job);
+    st.write_s += now_s() - w0;
   }
   float ms;
-  cudaError_t result = time_one(stub, grid, block, args, shmem, stream, &ms);
-  if (ms < 0) ms = 0; /* launch.json's time of a launch that could not be timed, as before */
-  size_t changed = 0;
-  double first_ms = ms;
-  if (result == cudaSuccess && !why_not && ok) {
-    ok = snapshot(rs, n, 1);
-    snprintf(path, sizeof path, "%s/epilogue.r3snap", tmp);
-    if (ok) ok = w_open(&w, path);
-    if (ok) {
-      changed = write_epilogue(&w, rs, n);
-      ok = w_close(&w);
-    }
-    /* The first launch pays for lazy module loading: time it again, warm, on restored inputs,
-       then put back exactly what the first launch left, so the program sees no difference. */
-    if (ok) ms = warm_time(rs, n, stub, grid, block, args, shmem, stream);
+  double launched = now_s();
+  cudaError_t result = time_one(stub, l->grid, l->block, args, l->shmem, stream, &ms);
+  double launch_s = now_s() - launched;
+  o.ms = o.first_ms = ms < 0 ? 0 : ms; /* 0: a launch that could not be timed, as before */
+  if (result == cudaSuccess && !o.not_replayable) ok = snapshot_after(rs, n);
+  if (threaded) {
+    w0 = now_s();
+    pthread_join(writer, NULL);
+    st.wait_s += now_s() - w0;
   }
-  for (int i = 0; i < n; i++) { free(rs[i].before); free(rs[i].after); }
-  if (result != cudaSuccess) why_not = "the launch itself failed";
-  else if (!ok && !why_not) why_not = "snapshot failed (device copy or write error)";
-  write_launch_json(tmp, &l, why_not, ms, first_ms, bytes, changed, n);
+  ok = ok && job.ok;
+  if (result == cudaSuccess && !o.not_replayable && ok) {
+    struct writer w;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/epilogue.r3snap", tmp);
+    w0 = now_s();
+    ok = w_open(&w, path);
+    if (ok) {
+      o.bytes_changed = write_epilogue(&w, rs, n);
+      ok = w_close(&w);
+      o.bytes_written = job.written + w.written;
+    }
+    st.write_s += now_s() - w0;
+    if (ok && warm_relaunches(o.first_ms, o.bytes_changed)) {
+      double warm = warm_time(rs, n, stub, l->grid, l->block, args, l->shmem, stream);
+      if (warm >= 0) o.ms = warm, o.in_app_from = "warm re-launches";
+    }
+  }
+  free_regions(rs, n);
+  if (result != cudaSuccess) o.not_replayable = "the launch itself failed";
+  else if (!ok && !o.not_replayable) o.not_replayable = "snapshot failed (device copy or write error)";
+  o.regions = n;
+  o.record_ms = (now_s() - t0 - launch_s) * 1e3;
+  write_launch_json(tmp, l, &o);
   if (rename(tmp, dir) != 0) warn("cannot move a recording into %s (%s)", dir, strerror(errno));
-  free(l.args);
+  st.record_s += now_s() - t0 - launch_s;
+  st.recorded++;
+  st.not_replayable += o.not_replayable != NULL;
+  st.bytes_in += o.bytes_in;
+  st.bytes_written += o.bytes_written;
+  st.regions += (uint64_t)n;
+  st.regions_skipped += (uint64_t)o.regions_skipped;
+  k->bytes_written += o.bytes_written;
+  apply_caps(k);
+  progress();
   return result;
+}
+
+/* A launch of a registered kernel: recorded while the kernel has launches to record, timed
+   when it repeats a recorded one, and otherwise passed straight on. */
+static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 grid, dim3 block, void **args,
+                                 size_t shmem, cudaStream_t stream) {
+  if (!k->launched++) st.kernels_seen++;
+  int can_record = !k->capped && !st.time_capped && k->recorded < opt.launches_per_kernel && k->nseen < R3_MAX_SEEN;
+  const struct layout *lay = can_record || natural_pending(k) ? layout_of(k, stub) : NULL;
+  if (!lay) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  static unsigned char buf[R3_MAX_ARGS];
+  memset(buf, 0, lay->size);
+  for (int i = 0; i < lay->nparams; i++) memcpy(buf + lay->offsets[i], args[i], lay->sizes[i]);
+  struct launch l = {k->name, grid, block, shmem, buf, lay, 0, NULL};
+  uint64_t h = fnv(&grid, sizeof grid, FNV_OFFSET);
+  h = fnv(&block, sizeof block, h);
+  h = fnv(&shmem, sizeof shmem, h);
+  l.id = fnv(buf, lay->size, h);
+  for (int i = 0; i < k->nseen; i++)
+    if (k->seen[i] == l.id) return natural_launch(k, i, stub, grid, block, args, shmem, stream);
+  if (!can_record) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  k->seen[k->nseen++] = l.id;
+  k->recorded++;
+  l.fatbin = fatbin_hash(k);
+  return record_launch(k, &l, args, stream, sticky_reason);
 }
 
 cudaError_t __wrap_cudaLaunchKernel(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem,
                                     cudaStream_t stream) {
   if (!recording()) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
   pthread_mutex_lock(&lock);
+  st.launches++;
   struct kernel_fn *k = find_kernel(stub);
-  cudaError_t e = k ? record_launch(k, stub, grid, block, args, shmem, stream, sticky_reason)
+  cudaError_t e = k ? kernel_launch(k, stub, grid, block, args, shmem, stream)
                     : __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
   pthread_mutex_unlock(&lock);
   return e;
@@ -774,18 +1290,20 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3
                                                cudaStream_t stream) {
   if (!recording()) return __real_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, stream);
   pthread_mutex_lock(&lock);
+  st.launches++;
   struct kernel_fn *k = find_kernel(stub);
-  cudaError_t e;
-  if (k && k->recorded < launches_per_kernel) {
+  if (k && !k->launched++) st.kernels_seen++;
+  if (k && k->recorded < opt.launches_per_kernel) {
     /* Recorded as a launch that cannot be replayed; it runs as the program asked. */
     k->recorded++;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/records/%016llx/cooperative-%d", store_dir, (unsigned long long)kernel_dir_key(k),
              k->recorded);
-    struct launch l = {k->name, grid, block, shmem, (unsigned char *)"", 0, {0}, {0}, 0, 0, fatbin_hash(k)};
-    if (mkdirs(dir)) write_launch_json(dir, &l, "cooperative launch", 0, 0, 0, 0, 0);
+    struct launch l = {k->name, grid, block, shmem, (const unsigned char *)"", NULL, 0, fatbin_hash(k)};
+    struct outcome o = {"cooperative launch", 0, 0, 0, "first launch", 0, 0, 0, 0, 0};
+    if (mkdirs(dir)) write_launch_json(dir, &l, &o);
   }
-  e = __real_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, stream);
+  cudaError_t e = __real_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, stream);
   pthread_mutex_unlock(&lock);
   return e;
 }
@@ -793,4 +1311,38 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3
 cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t g, cudaStream_t s) {
   mark("CUDA graphs in use");
   return __real_cudaGraphLaunch(g, s);
+}
+
+/* ---- the run's summary -------------------------------------------------------------------- */
+
+/* At exit: R3_RECORD_STATS gets what the run recorded and where its recording time went
+   (written whole: temp file, rename), read by `r3 record` (src/record.rs). */
+static void write_stats(void) {
+  if (!opt.stats_path[0]) return;
+  /* Not waiting for a thread that exits mid-launch: a summary that is slightly off beats a hang. */
+  int locked = pthread_mutex_trylock(&lock) == 0;
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.%d.tmp", opt.stats_path, (int)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (f) {
+    fprintf(f, "{\n  \"format\": 1,\n  \"wall_s\": %.6f,\n  \"snapshot\": \"%s\",\n", now_s() - st.start,
+            opt.full_snapshot ? "full" : "reachable");
+    fprintf(f, "  \"kernels_seen\": %d,\n  \"launches\": %llu,\n  \"recorded\": %llu,\n  \"not_replayable\": %llu,\n",
+            st.kernels_seen, (unsigned long long)st.launches, (unsigned long long)st.recorded,
+            (unsigned long long)st.not_replayable);
+    fprintf(f, "  \"bytes_in\": %llu,\n  \"bytes_written\": %llu,\n  \"regions\": %llu,\n  \"regions_skipped\": %llu,\n",
+            (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_written, (unsigned long long)st.regions,
+            (unsigned long long)st.regions_skipped);
+    fprintf(f, "  \"record_s\": %.6f,\n  \"copy_s\": %.6f,\n  \"host_s\": %.6f,\n  \"scan_s\": %.6f,\n  \"write_s\": %.6f,\n",
+            st.record_s, st.copy_s, st.host_s, st.scan_s, st.write_s);
+    fprintf(f, "  \"wait_s\": %.6f,\n  \"relaunch_s\": %.6f,\n  \"relaunched\": %llu,\n  \"natural_s\": %.6f,\n",
+            st.wait_s, st.relaunch_s, (unsigned long long)st.relaunched, st.natural_s);
+    fprintf(f, "  \"alloc_s\": %.6f,\n  \"allocs\": %llu,\n  \"allocs_reused\": %llu,\n  \"frees\": %llu,\n",
+            st.alloc_s, (unsigned long long)st.allocs, (unsigned long long)st.allocs_reused,
+            (unsigned long long)st.frees);
+    fprintf(f, "  \"kernels_capped\": %d,\n  \"time_capped\": %s\n}\n", st.kernels_capped,
+            st.time_capped ? "true" : "false");
+    if (fclose(f) != 0 || rename(tmp, opt.stats_path) != 0) unlink(tmp);
+  }
+  if (locked) pthread_mutex_unlock(&lock);
 }

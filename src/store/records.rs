@@ -83,14 +83,32 @@ pub struct LaunchRecord {
     pub va_base: u64,
     pub va_size: u64,
     /// The launch's time inside the application (CUDA events): the median of three warm
-    /// re-launches on the same inputs (state restored afterwards).
+    /// re-launches on the same inputs (state restored afterwards), or the first launch's time
+    /// (see `in_app_from`).
     pub in_app_ms: f64,
     /// The first launch's time, which includes lazy module loading.
     #[serde(default)]
     pub first_launch_ms: f64,
+    /// Where `in_app_ms` came from: `warm re-launches`, or `first launch` where re-launching
+    /// would have cost too much (absent in older recordings: warm re-launches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_app_from: Option<String>,
+    /// What the prologue holds: `reachable` (the allocations the launch's arguments and
+    /// recorded regions point into, and every variable) or `full` (every live allocation;
+    /// recordings made before r3 chose).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
     pub regions: u32,
+    /// Live allocations left out of the prologue as unreachable.
+    #[serde(default)]
+    pub regions_skipped: u32,
     pub bytes_in: u64,
     pub bytes_changed: u64,
+    /// Bytes of the snapshot files, and the time recording took (the launch itself excluded).
+    #[serde(default)]
+    pub bytes_written: u64,
+    #[serde(default)]
+    pub record_ms: f64,
     pub replayable: bool,
     pub not_replayable: Option<String>,
     pub program: String,

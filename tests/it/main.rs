@@ -10,6 +10,7 @@ mod driver;
 mod egraph;
 mod identity;
 mod recipes;
+mod record_runtime;
 mod replay;
 mod report;
 mod safety;

@@ -1,0 +1,301 @@
+//! `r3 record`: runs a program built by r3-clang++ with its recording runtime on
+//! (src/runtime/r3rt.c), and says what the run recorded and what recording cost.
+//!
+//! The runtime does the recording inside the program; this module only sets its options
+//! (`R3_RECORD_*`), lets it print progress, and reads the statistics it writes at exit
+//! ([`RunStats`], the file named by `R3_RECORD_STATS`) for the summary.
+
+use crate::store::records::Recording;
+use crate::store::Store;
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::process::Command;
+use std::time::Duration;
+
+/// How to record (every field maps to one `R3_RECORD_*` variable of the runtime).
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// Distinct launches recorded per kernel.
+    pub launches: u32,
+    /// Recording time for the whole run; later launches run unrecorded.
+    pub max_time: Option<Duration>,
+    /// Bytes written per kernel before its later launches run unrecorded (MiB).
+    pub kernel_limit_mb: Option<u64>,
+    /// A launch whose reachable working set is larger is recorded as not replayable (MiB).
+    pub launch_limit_mb: Option<u64>,
+    /// Every live allocation in each prologue, not only what the launch can reach.
+    pub full_snapshot: bool,
+    pub warm: WarmRelaunch,
+    /// Progress lines on stderr while the program runs.
+    pub progress: bool,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            launches: 4,
+            max_time: None,
+            kernel_limit_mb: None,
+            launch_limit_mb: None,
+            full_snapshot: false,
+            warm: WarmRelaunch::Auto,
+            progress: true,
+        }
+    }
+}
+
+/// Whether a recorded launch is re-run three times, warm, for the in-app time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WarmRelaunch {
+    /// When they cost under 50 ms (estimated from the first launch and the bytes it changed).
+    Auto,
+    Always,
+    Never,
+}
+
+impl RecordOptions {
+    fn env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            ("R3_RECORD", "1".to_owned()),
+            ("R3_RECORD_LAUNCHES", self.launches.to_string()),
+            ("R3_RECORD_PROGRESS", u8::from(self.progress).to_string()),
+            (
+                "R3_RECORD_WARM",
+                match self.warm {
+                    WarmRelaunch::Auto => "auto",
+                    WarmRelaunch::Always => "1",
+                    WarmRelaunch::Never => "0",
+                }
+                .to_owned(),
+            ),
+        ];
+        if let Some(t) = self.max_time {
+            env.push(("R3_RECORD_MAX_S", format!("{}", t.as_secs_f64())));
+        }
+        if let Some(mb) = self.kernel_limit_mb {
+            env.push(("R3_RECORD_KERNEL_MB", mb.to_string()));
+        }
+        if let Some(mb) = self.launch_limit_mb {
+            env.push(("R3_RECORD_LIMIT_MB", mb.to_string()));
+        }
+        if self.full_snapshot {
+            env.push(("R3_RECORD_SNAPSHOT", "full".to_owned()));
+        }
+        env
+    }
+}
+
+/// What the runtime measured over one run (written at exit to `R3_RECORD_STATS`). Times are
+/// seconds of the program's wall time spent on recording, the recorded launches' own run
+/// time excluded.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RunStats {
+    pub format: u32,
+    pub wall_s: f64,
+    /// `reachable` or `full`.
+    pub snapshot: String,
+    pub kernels_seen: u32,
+    pub launches: u64,
+    pub recorded: u64,
+    pub not_replayable: u64,
+    /// Bytes copied out for prologues, and bytes of snapshot files written.
+    pub bytes_in: u64,
+    pub bytes_written: u64,
+    /// Regions recorded, and live allocations left out as unreachable, over all recordings.
+    pub regions: u64,
+    pub regions_skipped: u64,
+    pub record_s: f64,
+    /// Device-to-host copies (prologue and epilogue).
+    pub copy_s: f64,
+    /// Allocating and pinning the host buffers snapshots are copied into (kept for the run).
+    #[serde(default)]
+    pub host_s: f64,
+    /// Scanning arguments and copied regions for pointers.
+    pub scan_s: f64,
+    /// Compression and writing on the launching thread (epilogues).
+    pub write_s: f64,
+    /// Waiting for the prologue's writer thread after the launch.
+    pub wait_s: f64,
+    pub relaunch_s: f64,
+    pub relaunched: u64,
+    /// The timed (synchronous) launches that repeat a recorded one.
+    pub natural_s: f64,
+    /// Mapping and unmapping device memory in the fixed range.
+    pub alloc_s: f64,
+    pub allocs: u64,
+    pub allocs_reused: u64,
+    pub frees: u64,
+    pub kernels_capped: u32,
+    pub time_capped: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("cannot run {program}: {msg}")]
+    Spawn { program: String, msg: String },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// What a run gave: the program's exit status, its new recordings, the runtime's statistics
+/// (None when it wrote none: not linked with recording support, or killed).
+pub struct RecordRun {
+    pub status: Option<i32>,
+    pub recordings: Vec<Recording>,
+    pub stats: Option<RunStats>,
+}
+
+/// Runs `command` with recording on, into `store`.
+pub fn run(
+    store: &Store,
+    command: &[String],
+    opts: &RecordOptions,
+) -> Result<RecordRun, RecordError> {
+    let before: HashSet<String> = store.recordings(None)?.into_iter().map(|r| r.id).collect();
+    let dir = tempfile::tempdir().map_err(|e| RecordError::Spawn {
+        program: command[0].clone(),
+        msg: format!("a temp directory for its statistics: {e}"),
+    })?;
+    let stats_path = dir.path().join("stats.json");
+    let status = Command::new(&command[0])
+        .args(&command[1..])
+        .envs(opts.env())
+        .env("R3_STORE", store.root())
+        .env("R3_RECORD_STATS", &stats_path)
+        .status()
+        .map_err(|e| RecordError::Spawn {
+            program: command[0].clone(),
+            msg: e.to_string(),
+        })?;
+    let recordings = store
+        .recordings(None)?
+        .into_iter()
+        .filter(|r| !before.contains(&r.id))
+        .collect();
+    let stats = std::fs::read(&stats_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    Ok(RecordRun {
+        status: status.code(),
+        recordings,
+        stats,
+    })
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / 1048576.0)
+}
+
+/// The summary `r3 record` prints after the run, for a person.
+pub fn summary(s: &RunStats) -> String {
+    let mut out = format!(
+        "r3: recorded {} launch(es) of the {} kernel(s) that ran ({} launches in all), in {:.2} s of the program's {:.2} s\n",
+        s.recorded, s.kernels_seen, s.launches, s.record_s, s.wall_s
+    );
+    out += &format!(
+        "r3:   snapshots ({}): {} read, {} written; {} region(s) recorded, {} unreachable allocation(s) left out\n",
+        s.snapshot,
+        mib(s.bytes_in),
+        mib(s.bytes_written),
+        s.regions,
+        s.regions_skipped
+    );
+    out += &format!(
+        "r3:   time: host buffers {:.2} s, device copies {:.2} s, pointer scan {:.2} s, compression {:.2} s + {:.2} s waiting for the prologue, warm re-launches {:.2} s ({} launch(es)), timed repeats {:.2} s\n",
+        s.host_s, s.copy_s, s.scan_s, s.write_s, s.wait_s, s.relaunch_s, s.relaunched, s.natural_s
+    );
+    out += &format!(
+        "r3:   allocations: {} ({} reused freed memory), {} freed, {:.2} s\n",
+        s.allocs, s.allocs_reused, s.frees, s.alloc_s
+    );
+    if s.not_replayable > 0 {
+        out += &format!(
+            "r3:   {} recording(s) cannot be replayed (the list below says why)\n",
+            s.not_replayable
+        );
+    }
+    if s.time_capped {
+        out += "r3: note: recording stopped at --max-time; later launches ran unrecorded\n";
+    }
+    if s.kernels_capped > 0 {
+        out += &format!(
+            "r3: note: {} kernel(s) reached --kernel-limit; their later launches ran unrecorded\n",
+            s.kernels_capped
+        );
+    }
+    out
+}
+
+/// Why a run recorded nothing, when it did not.
+pub fn nothing_recorded(program: &str, stats: Option<&RunStats>) -> String {
+    match stats {
+        None => format!(
+            "r3: no launch was recorded: was {program} linked by r3-clang++ against cudart (recording support)?"
+        ),
+        Some(s) if s.launches == 0 => {
+            format!("r3: no launch was recorded: {program} launched no kernel")
+        }
+        Some(_) => "r3: no launch was recorded: every launch was of a kernel r3 had no registration for, or the caps stopped recording first".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATS: &str = r#"{"format": 1, "wall_s": 12.5, "snapshot": "reachable", "kernels_seen": 7,
+      "launches": 5120, "recorded": 21, "not_replayable": 1, "bytes_in": 1610612736,
+      "bytes_written": 104857600, "regions": 60, "regions_skipped": 400, "record_s": 2.25,
+      "copy_s": 0.75, "host_s": 0.375, "scan_s": 0.125, "write_s": 0.5, "wait_s": 0.25, "relaunch_s": 0.0625,
+      "relaunched": 12, "natural_s": 0.03125, "alloc_s": 0.5, "allocs": 900,
+      "allocs_reused": 880, "frees": 850, "kernels_capped": 2, "time_capped": true}"#;
+
+    #[test]
+    fn the_summary_says_what_was_recorded_and_where_the_time_went() {
+        let s: RunStats = serde_json::from_str(STATS).unwrap();
+        insta::assert_snapshot!(summary(&s));
+    }
+
+    #[test]
+    fn options_become_the_runtime_s_variables() {
+        let opts = RecordOptions {
+            launches: 2,
+            max_time: Some(Duration::from_millis(1500)),
+            kernel_limit_mb: Some(64),
+            launch_limit_mb: Some(512),
+            full_snapshot: true,
+            warm: WarmRelaunch::Never,
+            progress: false,
+        };
+        let env: Vec<String> = opts.env().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(
+            env,
+            [
+                "R3_RECORD=1",
+                "R3_RECORD_LAUNCHES=2",
+                "R3_RECORD_PROGRESS=0",
+                "R3_RECORD_WARM=0",
+                "R3_RECORD_MAX_S=1.5",
+                "R3_RECORD_KERNEL_MB=64",
+                "R3_RECORD_LIMIT_MB=512",
+                "R3_RECORD_SNAPSHOT=full"
+            ]
+        );
+        let defaults: Vec<_> = RecordOptions::default()
+            .env()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert!(
+            !defaults.contains(&"R3_RECORD_SNAPSHOT") && !defaults.contains(&"R3_RECORD_MAX_S")
+        );
+    }
+
+    #[test]
+    fn nothing_recorded_names_the_likely_cause() {
+        assert!(nothing_recorded("./app", None).contains("linked by r3-clang++"));
+        let mut s: RunStats = serde_json::from_str(STATS).unwrap();
+        s.launches = 0;
+        assert!(nothing_recorded("./app", Some(&s)).contains("launched no kernel"));
+    }
+}

@@ -1,0 +1,283 @@
+//! The recording runtime (src/runtime/r3rt.c) on a fake GPU (fixtures/record_fake_gpu.c):
+//! what a recording holds (only what the launch can reach, transitively through pointers in
+//! device memory and variables), allocation reuse and the address range under churn, the
+//! caps, the warm re-launch policy, and `r3 record`'s summary — without a GPU.
+
+use crate::support::{r3_bin, repo, stderr};
+use r3::store::records::{RegionData, RegionKind, Snapshot};
+use r3::store::Store;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The harness, built once per test into `dir`.
+fn harness(dir: &Path) -> PathBuf {
+    let clang = r3::toolchain::find_clang(false).unwrap().path;
+    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
+    let exe = dir.join("record_fake_gpu");
+    let out = Command::new(clang)
+        .args(["-x", "c", "-std=c11", "-O1", "-w", "-I"])
+        .arg(repo().join("src/runtime"))
+        .arg("-I")
+        .arg(cuda.join("include"))
+        .arg(repo().join("tests/it/fixtures/record_fake_gpu.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-l:libzstd.a", "-lpthread", "-ldl"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    exe
+}
+
+/// Runs a scenario with recording on into a new store at `store`.
+fn run(exe: &Path, scenario: &str, store: &Path, env: &[(&str, &str)]) -> Output {
+    Store::create(store).unwrap();
+    let out = Command::new(exe)
+        .arg(scenario)
+        .env("R3_RECORD", "1")
+        .env("R3_STORE", store)
+        .env("R3_RECORD_STATS", store.with_extension("stats.json"))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{scenario}: {}", stderr(&out));
+    out
+}
+
+fn stats(store: &Path) -> r3::record::RunStats {
+    serde_json::from_slice(&std::fs::read(store.with_extension("stats.json")).unwrap()).unwrap()
+}
+
+fn allocation_sizes(s: &Snapshot) -> Vec<u64> {
+    let mut v: Vec<u64> = s
+        .regions
+        .iter()
+        .filter(|r| r.kind == RegionKind::Allocation)
+        .map(|r| r.size)
+        .collect();
+    v.sort();
+    v
+}
+
+fn changed_sizes(s: &Snapshot) -> Vec<u64> {
+    s.regions
+        .iter()
+        .filter(|r| matches!(r.data, RegionData::Pages(_)))
+        .map(|r| r.size)
+        .collect()
+}
+
+#[test]
+fn a_recording_holds_what_the_launch_can_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store_dir = dir.path().join("store");
+    run(&exe, "reach", &store_dir, &[]);
+    let store = Store::open(&store_dir).unwrap();
+    let one = |kernel: &str| {
+        let recs = store.recordings(Some(kernel)).unwrap();
+        assert_eq!(recs.len(), 1, "{kernel}: one distinct launch recorded");
+        recs.into_iter().next().unwrap()
+    };
+    // x, y (1000 floats each) through scale's arguments; g (16 floats) through the variable.
+    let scale = one("scale");
+    let pro = scale.prologue().unwrap();
+    assert_eq!(allocation_sizes(&pro), [64, 4000, 4000]);
+    assert!(pro
+        .regions
+        .iter()
+        .any(|r| r.kind == RegionKind::Variable && r.name == "table_ptr"));
+    assert_eq!(
+        scale.launch.regions_skipped, 3,
+        "big, table and data are out of reach"
+    );
+    assert_eq!(scale.launch.snapshot.as_deref(), Some("reachable"));
+    assert_eq!(
+        changed_sizes(&scale.epilogue().unwrap()),
+        [4000],
+        "only y changed"
+    );
+    assert_eq!(scale.natural_ms().unwrap(), [1.0], "the repeat was timed");
+    // table (8 bytes) holds an interior pointer into data (1001 floats).
+    let bump = one("bump");
+    assert_eq!(allocation_sizes(&bump.prologue().unwrap()), [8, 64, 4004]);
+    assert_eq!(changed_sizes(&bump.epilogue().unwrap()), [4004]);
+    let poke = one("poke");
+    assert_eq!(allocation_sizes(&poke.prologue().unwrap()), [64]);
+    assert_eq!(changed_sizes(&poke.epilogue().unwrap()), [64]);
+    let s = stats(&store_dir);
+    assert_eq!((s.kernels_seen, s.launches, s.recorded), (3, 4, 3));
+    assert_eq!((s.regions, s.regions_skipped), (10, 11));
+    assert_eq!(s.relaunched, 3, "1 ms launches are cheap to re-launch");
+
+    // Full snapshots: all six allocations in every prologue.
+    let full = dir.path().join("full");
+    // (With big's 12 MiB the prologues span several frames, compressed on four threads.)
+    run(
+        &exe,
+        "reach",
+        &full,
+        &[("R3_RECORD_SNAPSHOT", "full"), ("R3_RECORD_THREADS", "4")],
+    );
+    let store = Store::open(&full).unwrap();
+    for rec in store.recordings(None).unwrap() {
+        let pro = rec.prologue().unwrap();
+        assert_eq!(pro.regions.len(), 7, "{}", rec.id);
+        let big = pro.regions.iter().find(|r| r.size == 12 << 20).unwrap();
+        let RegionData::Full(bytes) = &big.data else {
+            panic!("a prologue holds every region in full")
+        };
+        let at = |i: usize| f32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().unwrap());
+        let last = (3 << 20) - 1;
+        assert_eq!(
+            (at(0), at(999), at(1000), at(last)),
+            (5.0, 1004.0, 5.0, 5.0 + (last % 1000) as f32)
+        );
+        assert_eq!(rec.launch.snapshot.as_deref(), Some("full"));
+    }
+}
+
+#[test]
+fn allocations_reuse_freed_memory_and_never_run_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store = dir.path().join("store");
+    // 1000 allocations of one size, then 3.4 GiB of growing ones through a 256 MiB range,
+    // then 220 MiB live on a 256 MiB device that the cache must give back.
+    let out = run(
+        &exe,
+        "churn",
+        &store,
+        &[("FAKE_VA_MB", "256"), ("FAKE_PHYSICAL_MB", "256")],
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("churn: ok"));
+    let s = stats(&store);
+    assert!(s.allocs_reused >= 998, "{s:?}");
+    // Without the cache every allocation maps new memory; the scenario still succeeds.
+    let plain = dir.path().join("plain");
+    run(
+        &exe,
+        "churn",
+        &plain,
+        &[
+            ("FAKE_VA_MB", "256"),
+            ("FAKE_PHYSICAL_MB", "256"),
+            ("R3_RECORD_CACHE_MB", "0"),
+        ],
+    );
+    assert_eq!(stats(&plain).allocs_reused, 0);
+}
+
+#[test]
+fn caps_stop_recording_and_the_program_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let count = |store: &Path| Store::open(store).unwrap().recordings(None).unwrap().len();
+    // Six distinct launches of one kernel, each recording over 1 MiB.
+    let free = dir.path().join("free");
+    run(&exe, "caps", &free, &[("R3_RECORD_LAUNCHES", "6")]);
+    assert_eq!(count(&free), 6);
+    let per_kernel = dir.path().join("kernel");
+    run(
+        &exe,
+        "caps",
+        &per_kernel,
+        &[("R3_RECORD_LAUNCHES", "6"), ("R3_RECORD_KERNEL_MB", "1")],
+    );
+    assert_eq!(count(&per_kernel), 1);
+    assert_eq!(stats(&per_kernel).kernels_capped, 1);
+    let timed = dir.path().join("time");
+    let out = run(
+        &exe,
+        "caps",
+        &timed,
+        &[("R3_RECORD_LAUNCHES", "6"), ("R3_RECORD_MAX_S", "0.000001")],
+    );
+    assert_eq!(count(&timed), 1);
+    assert!(stats(&timed).time_capped);
+    assert_eq!(stderr(&out).matches("recording stopped").count(), 1);
+    // Over the per-launch limit: recorded, as not replayable, with the fix in the reason.
+    let limited = dir.path().join("limit");
+    run(&exe, "caps", &limited, &[("R3_RECORD_LIMIT_MB", "1")]);
+    let recs = Store::open(&limited).unwrap().recordings(None).unwrap();
+    let why = recs[0].launch.not_replayable.clone().unwrap();
+    assert!(why.contains("R3_RECORD_LIMIT_MB"), "{why}");
+}
+
+#[test]
+fn warm_relaunches_only_when_cheap() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    for (ms, policy, from, in_app) in [
+        ("1", "auto", "warm re-launches", 1.0),
+        ("100", "auto", "first launch", 100.0),
+        ("100", "1", "warm re-launches", 100.0),
+        ("1", "0", "first launch", 1.0),
+    ] {
+        let store = dir.path().join(format!("s{ms}-{policy}"));
+        run(
+            &exe,
+            "caps",
+            &store,
+            &[
+                ("FAKE_MS", ms),
+                ("R3_RECORD_WARM", policy),
+                ("R3_RECORD_LAUNCHES", "1"),
+            ],
+        );
+        let rec = &Store::open(&store).unwrap().recordings(None).unwrap()[0];
+        assert_eq!(
+            rec.launch.in_app_from.as_deref(),
+            Some(from),
+            "{ms} ms, {policy}"
+        );
+        assert_eq!(rec.launch.in_app_ms, in_app);
+        assert_eq!(rec.launch.first_launch_ms, in_app);
+    }
+}
+
+#[test]
+fn r3_record_prints_progress_and_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store = dir.path().join("store");
+    let out = Command::new(r3_bin())
+        .args(["--r3-store"])
+        .arg(&store)
+        .args(["record", "--launches", "2", "--max-time", "10m", "--"])
+        .arg(&exe)
+        .arg("reach")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("r3: recording: "), "progress: {err}");
+    assert!(
+        err.contains("r3: recorded 3 launch(es) of the 3 kernel(s) that ran (4 launches in all)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("10 region(s) recorded, 11 unreachable allocation(s) left out"),
+        "{err}"
+    );
+    assert!(err.contains("r3: 3 launch(es) recorded in"), "{err}");
+    let quiet = Command::new(r3_bin())
+        .args(["--r3-store"])
+        .arg(dir.path().join("quiet"))
+        .args(["record", "--quiet", "--"])
+        .arg(&exe)
+        .arg("reach")
+        .output()
+        .unwrap();
+    assert!(
+        !stderr(&quiet).contains("r3: recording: "),
+        "{}",
+        stderr(&quiet)
+    );
+    let bad = Command::new(r3_bin())
+        .args(["record", "--max-time", "soon", "--"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(stderr(&bad).contains("--max-time soon"), "{}", stderr(&bad));
+}
