@@ -121,7 +121,7 @@ pub fn describe(c: &Confirmation, what: &str) -> String {
             c.trial,
             bad.outcome.in_words(),
             bad.recording,
-            bad.outcome.detail()
+            bad.outcome.detail().unwrap_or_default()
         );
     }
     match (&c.outcome, c.ratio()) {

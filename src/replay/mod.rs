@@ -86,14 +86,14 @@ impl Outcome {
         }
     }
 
-    /// The message a failure carries (the time limit, for a timeout); empty when valid.
-    pub fn detail(&self) -> String {
+    /// The message a failure carries (the time limit, for a timeout); None when valid.
+    pub fn detail(&self) -> Option<String> {
         match self {
-            Outcome::Valid { .. } => String::new(),
+            Outcome::Valid { .. } => None,
             Outcome::CompileError { message }
             | Outcome::WrongOutput { message }
-            | Outcome::Crashed { message } => message.clone(),
-            Outcome::TimedOut { limit_ms } => format!("the limit was {limit_ms:.0} ms"),
+            | Outcome::Crashed { message } => Some(message.clone()),
+            Outcome::TimedOut { limit_ms } => Some(format!("no answer within {limit_ms:.0} ms")),
         }
     }
 

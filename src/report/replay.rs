@@ -41,7 +41,7 @@ pub fn render(rows: &[ReplayResult]) -> String {
             name, r.recording, state, base, cand, ratio, r.in_app_us, regs
         );
         if let Some(m) = &r.measured {
-            if let Some(detail) = detail(&m.outcome) {
+            if let Some(detail) = m.outcome.detail() {
                 out += &format!("    {detail}\n");
             }
         }
@@ -59,15 +59,5 @@ fn short(o: &Outcome) -> &'static str {
         Outcome::WrongOutput { .. } => "WRONG",
         Outcome::Crashed { .. } => "crashed",
         Outcome::TimedOut { .. } => "timed-out",
-    }
-}
-
-fn detail(o: &Outcome) -> Option<String> {
-    match o {
-        Outcome::CompileError { message }
-        | Outcome::WrongOutput { message }
-        | Outcome::Crashed { message } => Some(message.clone()),
-        Outcome::TimedOut { limit_ms } => Some(format!("no answer within {limit_ms:.0} ms")),
-        Outcome::Valid { .. } => None,
     }
 }
