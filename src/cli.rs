@@ -160,6 +160,65 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Source rewrites on top of the compiler search, each tuned and checked on the recordings
+    ///
+    /// A model (R3_LLM_URL, R3_LLM_MODEL, R3_LLM_API_KEY) or r3's rules propose rewrites of the
+    /// kernel's code; each is compiled with the recorded command, tuned and validated against
+    /// the recorded launches. r3 never edits your source: winners are diffs, shown by
+    /// `r3 report`.
+    Evolve {
+        /// Kernels (names or hashes) to evolve.
+        kernels: Vec<String>,
+        /// Every recorded kernel.
+        #[arg(long)]
+        all: bool,
+        /// Attempts per kernel in all (repairs included, earlier runs counted).
+        #[arg(long, default_value_t = 12)]
+        budget: u32,
+        /// Trials of the compiler search on each variant, its -O3 included.
+        #[arg(long, default_value_t = 16)]
+        inner_budget: u32,
+        /// Stop each variant's compiler search after this much time (e.g. 20s).
+        #[arg(long, value_name = "T")]
+        inner_time: Option<String>,
+        /// Repair rounds after a compile error (the diagnostics go back to the model).
+        #[arg(long, default_value_t = 2)]
+        repairs: u32,
+        /// Who proposes: llm (the endpoint R3_LLM_URL names), rules (r3's built-in rewrites),
+        /// or auto (llm where R3_LLM_URL is set, else rules).
+        #[arg(long, default_value = "auto", value_parser = ["auto", "llm", "rules"])]
+        proposer: String,
+        /// Tokens the model may use in this run, prompts and answers together.
+        #[arg(long, default_value_t = 200_000)]
+        max_tokens: u64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Continue the attempts recorded for the kernel (measuring any not measured here).
+        #[arg(long)]
+        resume: bool,
+        /// Compile and store rewrites without measuring them (no GPU needed); a later
+        /// `--resume` on a GPU machine measures them.
+        #[arg(long)]
+        no_measure: bool,
+        /// Measure the stored rewrites not yet measured on this GPU, propose none (no clang
+        /// needed).
+        #[arg(long, conflicts_with = "no_measure")]
+        measure_only: bool,
+        /// Judge variants by a script (JSON: default_speedup, rules of contains/speedup/fails)
+        /// instead of the GPU; verdicts are marked simulated.
+        #[arg(long, value_name = "SCRIPT.json")]
+        simulate: Option<PathBuf>,
+        /// Longest a compile of a rewrite may take (e.g. 120s).
+        #[arg(long, default_value = "120s")]
+        compile_timeout: String,
+        #[arg(long, default_value_t = 50)]
+        repeat: u32,
+        #[arg(long, default_value = "auto")]
+        l2: r3::replay::l2::Policy,
+        /// Accept outputs within this tolerance (e.g. f32:rel=1e-5); also lets the inner search try fast-math.
+        #[arg(long)]
+        tolerance: Option<r3::replay::validate::Tolerance>,
+    },
     /// Run recorded launches with a pipeline or configuration; check the outputs and time them against -O3.
     Replay {
         /// Kernel: store hash, mangled name, or part of the demangled name.
@@ -417,6 +476,51 @@ fn run(cli: Cli) -> Result<i32> {
                 grid,
             };
             tune_gpu(cli.store.as_deref(), &cwd, &sel, opts, &how)
+        }
+        Cmd::Evolve {
+            kernels,
+            all,
+            budget,
+            inner_budget,
+            inner_time,
+            repairs,
+            proposer,
+            max_tokens,
+            seed,
+            resume,
+            no_measure,
+            measure_only,
+            simulate,
+            compile_timeout,
+            repeat,
+            l2,
+            tolerance,
+        } => {
+            let opts = r3::evolve::Options {
+                budget,
+                repairs,
+                seed,
+                resume: resume || measure_only,
+                compile_timeout: parse_duration("--compile-timeout", &compile_timeout)?,
+                propose: !measure_only,
+            };
+            let how = EvolveHow {
+                proposer,
+                max_tokens,
+                no_measure,
+                simulate,
+                inner_budget,
+                inner_time: inner_time
+                    .as_deref()
+                    .map(|t| parse_duration("--inner-time", t))
+                    .transpose()?,
+                measure: MeasureHow {
+                    repeat,
+                    l2,
+                    tolerance,
+                },
+            };
+            evolve_cmd(cli.store.as_deref(), &cwd, &kernels, all, &opts, &how)
         }
         Cmd::Replay {
             kernel,
@@ -1189,6 +1293,245 @@ fn tune_dry_run(
         .iter()
         .any(|r| r.ptxas.is_some_and(|(_, rejected)| rejected > 0) || r.compiled == 0);
     Ok(if bad { 1 } else { 0 })
+}
+
+struct MeasureHow {
+    repeat: u32,
+    l2: r3::replay::l2::Policy,
+    tolerance: Option<r3::replay::validate::Tolerance>,
+}
+
+struct EvolveHow {
+    proposer: String,
+    max_tokens: u64,
+    no_measure: bool,
+    simulate: Option<PathBuf>,
+    inner_budget: u32,
+    inner_time: Option<std::time::Duration>,
+    measure: MeasureHow,
+}
+
+/// The kernels `r3 evolve` works on: those named, or every kernel with a replayable recording.
+fn evolve_targets(
+    store: &r3::store::Store,
+    kernels: &[String],
+    all: bool,
+) -> Result<Vec<r3::store::KernelRecord>> {
+    let index = store.index()?;
+    if all {
+        let mut out: Vec<r3::store::KernelRecord> = Vec::new();
+        for rec in store.recordings(None)? {
+            if rec.launch.not_replayable.is_some() {
+                continue;
+            }
+            if let r3::store::identity::Resolution::Kernel(k) = index.of_launch(&rec.launch) {
+                if !out.iter().any(|o| o.hash == k.hash) {
+                    out.push(*k);
+                }
+            }
+        }
+        return Ok(out);
+    }
+    if kernels.is_empty() {
+        anyhow::bail!("name a kernel (a name or hash from `r3 kernels`), or --all");
+    }
+    kernels
+        .iter()
+        .map(|w| Ok(index.select_one(w, None)?.clone()))
+        .collect()
+}
+
+fn proposer_for(how: &EvolveHow) -> Result<Box<dyn r3::evolve::Proposer>> {
+    use r3::evolve::llm;
+    let endpoint = llm::Endpoint::from_env()?;
+    match (how.proposer.as_str(), endpoint) {
+        ("rules", _) | ("auto", None) => Ok(Box::new(r3::evolve::RuleProposer)),
+        (_, Some(e)) => Ok(Box::new(llm::ModelProposer::new(e, how.max_tokens))),
+        (_, None) => anyhow::bail!(
+            "--proposer llm needs R3_LLM_URL (an OpenAI-compatible endpoint such as https://api.openai.com/v1 or http://localhost:8000/v1), R3_LLM_MODEL and, where the endpoint wants one, R3_LLM_API_KEY; or use --proposer rules"
+        ),
+    }
+}
+
+fn evolve_cmd(
+    store: Option<&Path>,
+    cwd: &Path,
+    kernels: &[String],
+    all: bool,
+    opts: &r3::evolve::Options,
+    how: &EvolveHow,
+) -> Result<i32> {
+    let store = open_store(store, cwd, false)?;
+    let mut targets = evolve_targets(&store, kernels, all)?;
+    if all && !opts.propose {
+        let evolved = store.evolved()?;
+        targets.retain(|k| evolved.contains(&k.hash));
+    }
+    let mut proposer = proposer_for(how)?;
+    let gpu = match r3::gpu::probe() {
+        r3::gpu::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
+        _ => None,
+    };
+    let mut sim = how
+        .simulate
+        .as_ref()
+        .map(|p| -> Result<r3::evolve::judge::SimJudge> {
+            let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a simulation script", p.display()))
+        })
+        .transpose()?;
+    if sim.is_none() && gpu.is_none() && !how.no_measure {
+        eprintln!("r3 evolve: no GPU on this machine: rewrites are proposed, compiled and stored, not measured; `r3 evolve --measure-only` on a GPU machine measures them");
+    }
+    let stop = stop_flag();
+    let mut code = 0;
+    for k in targets {
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        let label = format!("{} [{}]", k.signature.demangled, &k.hash[..8]);
+        let progress = |line: &str| eprintln!("{label}: {line}");
+        let result = match (&mut sim, &gpu) {
+            _ if how.no_measure => {
+                r3::evolve::evolve(&store, &k, proposer.as_mut(), None, opts, &stop, progress)
+            }
+            (Some(s), _) => r3::evolve::evolve(
+                &store,
+                &k,
+                proposer.as_mut(),
+                Some(s),
+                opts,
+                &stop,
+                progress,
+            ),
+            (None, Some((driver, g))) => {
+                let setup = gpu_judge_parts(&store, &k, *driver, g, how);
+                match setup {
+                    Ok((ev, space, tune)) => {
+                        match r3::evolve::judge::GpuJudge::new(&store, ev, &space, tune, &stop) {
+                            Ok(mut j) => r3::evolve::evolve(
+                                &store,
+                                &k,
+                                proposer.as_mut(),
+                                Some(&mut j),
+                                opts,
+                                &stop,
+                                progress,
+                            ),
+                            Err(e) => Err(r3::evolve::EvolveError::Compile {
+                                kernel: label.clone(),
+                                msg: e,
+                            }),
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("r3 evolve: {label}: {e:#}");
+                        code = 1;
+                        continue;
+                    }
+                }
+            }
+            (None, None) => {
+                r3::evolve::evolve(&store, &k, proposer.as_mut(), None, opts, &stop, progress)
+            }
+        };
+        match result {
+            Ok(summary) => print_evolution(&store, &label, &k.hash, &summary),
+            Err(e) => {
+                eprintln!("r3 evolve: {e}");
+                code = 1;
+            }
+        }
+    }
+    if stop.load(std::sync::atomic::Ordering::SeqCst) {
+        code = 130;
+    }
+    Ok(code)
+}
+
+/// The parent kernel's evaluator on its first replayable recording, the search space and the
+/// inner search's options, as `r3 tune` builds them.
+fn gpu_judge_parts(
+    store: &r3::store::Store,
+    k: &r3::store::KernelRecord,
+    driver: (i32, i32),
+    gpu: &r3::gpu::GpuInfo,
+    evolve: &EvolveHow,
+) -> Result<(
+    r3::replay::gpu::GpuEvaluator,
+    r3::remix::space::Space,
+    r3::remix::tune::TuneOptions,
+)> {
+    let rec = store
+        .launches_of(&k.hash)?
+        .into_iter()
+        .find(|r| r.launch.not_replayable.is_none())
+        .with_context(|| {
+            format!(
+                "kernel {} has no replayable recording; fix: `r3 record -- <program>`",
+                k.signature.demangled
+            )
+        })?;
+    let how = &evolve.measure;
+    let target = r3::lower::Codegen {
+        sm: gpu.sm(),
+        ptx: Some(r3::lower::ptx_for_driver(driver).into()),
+        opt_level: 3,
+    };
+    let b = rec.launch.block;
+    let mopts = r3::replay::gpu::MeasureOptions {
+        ordinal: gpu.ordinal as i32,
+        max_reps: how.repeat,
+        tolerance: how.tolerance,
+        l2: Default::default(),
+    };
+    let mut ev = r3::replay::gpu::GpuEvaluator::new(store, rec, target, mopts)?;
+    choose_l2(store, &mut ev, &k.hash, how.l2);
+    let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions {
+        launch_threads: Some(b[0] * b[1] * b[2]),
+        fast_math: how.tolerance.is_some(),
+        ..Default::default()
+    })?;
+    let tune = r3::remix::tune::TuneOptions {
+        kernel: k.hash.clone(),
+        strategy: "bo".into(),
+        seed: 0,
+        budget: evolve.inner_budget,
+        time: evolve.inner_time,
+        batch: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        transfer: true,
+        recipes: true,
+    };
+    Ok((ev, space, tune))
+}
+
+fn print_evolution(store: &r3::store::Store, label: &str, hash: &str, s: &r3::evolve::Summary) {
+    outln!(
+        "{label}: {} attempts ({} new, {} measured in this run), {} archive cells; stopped: {}",
+        s.attempts.len(),
+        s.new_attempts,
+        s.judged,
+        s.cells,
+        s.stop
+    );
+    if let Some((used, budget)) = s.tokens {
+        outln!("model tokens: {used} of the run's {budget}");
+    }
+    for a in &s.attempts {
+        outln!("  #{:<3} {:<40} {}", a.id, a.title(), a.outcome(None));
+    }
+    match s.best(None) {
+        Some(b) => outln!(
+            "best: attempt {} ({}): {}; its diff: `r3 report {}` (attempts in {})",
+            b.id,
+            b.title(),
+            b.outcome(None),
+            &hash[..8],
+            store.attempts_path(hash).display()
+        ),
+        None => outln!("no rewrite measured valid yet"),
+    }
 }
 
 struct TuneHow {

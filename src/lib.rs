@@ -5,6 +5,7 @@ pub mod candidate;
 pub mod doctor;
 pub mod driver;
 pub mod egraph;
+pub mod evolve;
 pub mod gpu;
 pub mod ir;
 pub mod lower;

@@ -57,6 +57,24 @@ pub struct WinnersFile {
     pub created_by: String,
     pub llvm_version: String,
     pub kernels: Vec<Winner>,
+    /// The best source rewrite of each kernel `r3 evolve` found faster than its best
+    /// compiler-only build: a diff for the user to apply. Once applied, the kernel compiles
+    /// to the rewrite's hash, whose own winner is in `kernels`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewrites: Vec<Rewrite>,
+}
+
+/// A source rewrite in a winners file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rewrite {
+    /// The kernel it rewrites, and the kernel it compiles to.
+    pub hash: String,
+    pub variant: String,
+    pub demangled: String,
+    pub gpu: String,
+    /// Over the original's best compiler-only configuration.
+    pub speedup: f64,
+    pub diff: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -262,16 +280,35 @@ fn ptx_isa_of(driver: &str) -> Option<String> {
 pub fn export(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError> {
     let source = Source::Store(store.clone());
     let mut kernels = Vec::new();
-    for k in store.kernels()? {
+    // A rewrite's kernel is matched like any other once the user has applied its diff.
+    for k in store.kernels()?.into_iter().chain(store.variants()?) {
         if let Some(w) = source.winner(&k, policy)? {
             kernels.push(w);
         }
     }
+    let rewrites = crate::report::rewrites::build(store, &[])?
+        .into_iter()
+        .filter_map(|r| {
+            let b = r
+                .best
+                .filter(|b| b.speedup > 1.0 && (policy.simulated || !b.simulated))?;
+            let variant = crate::evolve::variant_of_attempt(store, &r.kernel, b.attempt)?;
+            Some(Rewrite {
+                hash: r.kernel,
+                variant,
+                demangled: r.name,
+                gpu: b.gpu,
+                speedup: b.speedup,
+                diff: b.diff,
+            })
+        })
+        .collect();
     Ok(WinnersFile {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
         created_by: format!("r3 {}", env!("CARGO_PKG_VERSION")),
         llvm_version: crate::toolchain::llvm_version(),
         kernels,
+        rewrites,
     })
 }

@@ -226,6 +226,7 @@ fn as_record(km: &KernelModule) -> KernelRecord {
             clang_version: String::new(),
         },
         r3_version: env!("CARGO_PKG_VERSION").into(),
+        variant_of: None,
     }
 }
 

@@ -74,21 +74,56 @@ impl GpuEvaluator {
         target: Codegen,
         opts: MeasureOptions,
     ) -> Result<Self, EvalError> {
+        let kernel = kernel_for(store, &recording)?;
+        Self::build(store, recording, kernel, target, opts, false)
+    }
+
+    /// An evaluator of another stored kernel of the same signature (a source rewrite that
+    /// `r3 evolve` stored) against `recording`. Its -O3 baseline is lowered in a child
+    /// process, like a candidate: the code is new to LLVM.
+    pub fn of_kernel(
+        store: &Store,
+        recording: Recording,
+        kernel: KernelRecord,
+        target: Codegen,
+        opts: MeasureOptions,
+    ) -> Result<Self, EvalError> {
+        Self::build(store, recording, kernel, target, opts, true)
+    }
+
+    fn build(
+        store: &Store,
+        recording: Recording,
+        kernel: KernelRecord,
+        target: Codegen,
+        opts: MeasureOptions,
+        isolated: bool,
+    ) -> Result<Self, EvalError> {
         if let Some(why) = &recording.launch.not_replayable {
             return Err(EvalError::NotReplayable {
                 id: recording.id.clone(),
                 why: why.clone(),
             });
         }
-        let kernel = kernel_for(store, &recording)?;
         let bitcode = store.kernel_bitcode(&kernel.hash)?;
-        let baseline = lower_in_process(
-            &bitcode,
-            &kernel.hash,
-            &Candidate::baseline(),
-            &target,
-            None,
-        )
+        let bitcode_path = store.kernel_dir(&kernel.hash).join("module.bc");
+        let baseline = if isolated {
+            lower_isolated(&LowerJob {
+                bitcode: bitcode_path.clone(),
+                kernel_hash: kernel.hash.clone(),
+                candidate: Candidate::baseline(),
+                target: target.clone(),
+                mutation: None,
+            })
+        } else {
+            lower_in_process(
+                &bitcode,
+                &kernel.hash,
+                &Candidate::baseline(),
+                &target,
+                None,
+            )
+        }
         .map_err(|o| EvalError::Baseline {
             kernel: kernel.signature.demangled.clone(),
             msg: format!("{o:?}"),
@@ -96,7 +131,7 @@ impl GpuEvaluator {
         let limit = watchdog(&recording, &opts);
         let (device, gpu_name) = device_name(&target, opts.ordinal);
         Ok(GpuEvaluator {
-            bitcode_path: store.kernel_dir(&kernel.hash).join("module.bc"),
+            bitcode_path,
             kernel,
             bitcode,
             device,
@@ -108,6 +143,25 @@ impl GpuEvaluator {
             pool: std::sync::Mutex::new(Pool::new(limit)),
             last: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// The same evaluator timing candidates against `baseline` instead of the kernel's -O3:
+    /// how `r3 evolve` compares a rewrite with the original kernel's best configuration, both
+    /// run interleaved on the same recorded launch.
+    pub fn with_baseline(&self, baseline: Lowered) -> GpuEvaluator {
+        GpuEvaluator {
+            kernel: self.kernel.clone(),
+            bitcode: self.bitcode.clone(),
+            bitcode_path: self.bitcode_path.clone(),
+            target: self.target.clone(),
+            baseline,
+            opts: self.opts.clone(),
+            pool: std::sync::Mutex::new(Pool::new(watchdog(&self.recording, &self.opts))),
+            device: self.device.clone(),
+            gpu_name: self.gpu_name.clone(),
+            last: std::sync::Mutex::new(Vec::new()),
+            recording: self.recording.clone(),
+        }
     }
 
     /// An evaluator of the same kernel, target and options against another of its recorded
@@ -136,6 +190,14 @@ impl GpuEvaluator {
 
     pub fn kernel(&self) -> &KernelRecord {
         &self.kernel
+    }
+
+    pub fn target(&self) -> &Codegen {
+        &self.target
+    }
+
+    pub fn measure_options(&self) -> &MeasureOptions {
+        &self.opts
     }
 
     pub fn recording(&self) -> &Recording {

@@ -10,5 +10,6 @@ pub mod passes;
 pub mod records;
 pub mod render;
 pub mod replay;
+pub mod rewrites;
 pub mod svg;
 pub mod tuning;

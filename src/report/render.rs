@@ -170,6 +170,16 @@ fn anchor(s: &str) -> String {
 fn document(r: &Report) -> Vec<Section> {
     let mut out = Vec::new();
     let mut top = section(1, "r3 pass-order report", "top");
+    if r.kernels.is_empty() {
+        top.blocks.push(Block::Para(vec![
+            t("No compiler searches yet; store "),
+            c(&r.store),
+            t(format!("; r3 {}.", r.r3_version)),
+        ]));
+        out.push(top);
+        out.extend(rewrite_sections(&r.rewrites));
+        return out;
+    }
     let gpus: std::collections::BTreeSet<&str> = r.kernels.iter().map(|k| k.gpu.as_str()).collect();
     top.blocks.push(Block::Para(vec![
         t(format!(
@@ -229,6 +239,77 @@ fn document(r: &Report) -> Vec<Section> {
 
     for k in &r.kernels {
         out.extend(kernel_sections(k));
+    }
+    if !r.rewrites.is_empty() {
+        out.extend(rewrite_sections(&r.rewrites));
+    }
+    out
+}
+
+fn rewrite_sections(rewrites: &[super::rewrites::RewriteReport]) -> Vec<Section> {
+    let mut top = section(2, "Source rewrites", "rewrites");
+    top.blocks.push(Block::Para(vec![t(
+        "Rewrites of kernels' code proposed by `r3 evolve`, each compiled with the kernel's own compile command, tuned, and checked against every recorded launch. r3 never edits sources: apply a diff yourself (`patch -p1`) and rebuild.",
+    )]));
+    let mut out = vec![top];
+    for r in rewrites {
+        let mut sec = section(3, &r.name, anchor(&format!("rewrite-{}", r.kernel)));
+        let mut fields = vec![
+            ("kernel", r.kernel.clone(), true),
+            (
+                "attempts",
+                format!(
+                    "{}: {} valid, {} refused before compiling, {} did not compile, {} failed when run, {} not measured yet",
+                    r.attempts, r.valid, r.refused, r.compile_failed, r.run_failed, r.pending
+                ),
+                false,
+            ),
+        ];
+        if let Some(b) = &r.best {
+            let beats = b.speedup > 1.0;
+            fields.push((
+                if beats { "best" } else { "closest" },
+                format!(
+                    "attempt {} ({}): {} of the original's best compiler-only configuration on {} ({:.2} µs against {:.2} µs){}",
+                    b.attempt,
+                    b.label,
+                    x(b.speedup),
+                    b.gpu,
+                    b.time_us,
+                    b.reference_us,
+                    if b.simulated { ", SIMULATED" } else { "" }
+                ),
+                false,
+            ));
+            if !beats {
+                fields.push((
+                    "verdict",
+                    "no rewrite beats the original's best compiler-only build: keep the source"
+                        .into(),
+                    false,
+                ));
+            }
+            fields.push(("configuration", b.pipeline.clone(), true));
+        }
+        sec.blocks.push(Block::Fields(fields));
+        if let Some(b) = r
+            .best
+            .as_ref()
+            .filter(|b| !b.diff.is_empty() && b.speedup > 1.0)
+        {
+            sec.blocks
+                .push(Block::Diff(b.diff.lines().map(str::to_owned).collect()));
+        }
+        sec.blocks.push(table(
+            vec!["attempt", "proposer", "outcome"],
+            r.rows
+                .iter()
+                .map(|a| vec![a.attempt.to_string(), a.label.clone(), a.outcome.clone()])
+                .collect(),
+            &[],
+            &[0],
+        ));
+        out.push(sec);
     }
     out
 }

@@ -59,6 +59,9 @@ pub struct Report {
     pub store: String,
     pub summary: Summary,
     pub kernels: Vec<KernelReport>,
+    /// Source rewrites `r3 evolve` measured or stored (absent when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rewrites: Vec<super::rewrites::RewriteReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -277,8 +280,12 @@ fn find_kernel<'a>(key: &str, kernels: &'a [KernelRecord]) -> Option<&'a KernelR
 
 /// Reads the store into a report.
 pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError> {
-    let sets = store.trial_sets()?;
-    if sets.is_empty() {
+    // A variant's trials are its rewrite's inner search: reported with the rewrite.
+    let variants: Vec<String> = store.variants()?.into_iter().map(|v| v.hash).collect();
+    let mut sets = store.trial_sets()?;
+    sets.retain(|(_, recs)| !variants.contains(&recs[0].kernel));
+    let rewrites = super::rewrites::build(store, &opts.kernels)?;
+    if sets.is_empty() && rewrites.is_empty() {
         return Err(ReportError::NoTrials {
             store: store.root().to_owned(),
         });
@@ -301,9 +308,16 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
         if identity::distinct(&named) > 1 {
             return Err(identity::ambiguous(sel, &named).into());
         }
-        if !chosen
-            .iter()
-            .any(|(_, recs, k)| matches(sel, &recs[0].kernel, *k))
+        let rewritten = rewrites.iter().any(|r| {
+            r.kernel == *sel
+                || stored
+                    .iter()
+                    .any(|k| k.hash == r.kernel && identity::names(sel, k))
+        });
+        if !rewritten
+            && !chosen
+                .iter()
+                .any(|(_, recs, k)| matches(sel, &recs[0].kernel, *k))
         {
             let mut known: Vec<String> = sets
                 .iter()
@@ -330,6 +344,7 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
         store: store.root().display().to_string(),
         summary: summarize(&kernels),
         kernels,
+        rewrites,
     })
 }
 

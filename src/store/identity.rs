@@ -195,6 +195,7 @@ mod tests {
                 clang_version: String::new(),
             },
             r3_version: "0".into(),
+            variant_of: None,
         }
     }
 

@@ -7,6 +7,7 @@ pub mod records;
 
 use crate::ir::extract::{KernelModule, KernelSignature};
 
+mod evolve;
 pub mod trials;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -172,6 +173,10 @@ pub struct KernelRecord {
     /// The first compile that produced this kernel.
     pub compile: CompileCommand,
     pub r3_version: String,
+    /// For a source rewrite `r3 evolve` compiled: the kernel it rewrites. Variants are kept
+    /// out of `kernels()` (and so out of name lookups, reports and exports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant_of: Option<String>,
 }
 
 /// `units/<id>.json`: one source file compiled by one command, and the kernels it holds.
@@ -282,6 +287,25 @@ impl Store {
         km: &KernelModule,
         compile: &CompileCommand,
     ) -> Result<bool, StoreError> {
+        self.put_entry(km, compile, None)
+    }
+
+    /// Stores a source rewrite of kernel `parent` (`r3 evolve`), like `put_kernel`.
+    pub fn put_variant(
+        &self,
+        km: &KernelModule,
+        compile: &CompileCommand,
+        parent: &str,
+    ) -> Result<bool, StoreError> {
+        self.put_entry(km, compile, Some(parent))
+    }
+
+    fn put_entry(
+        &self,
+        km: &KernelModule,
+        compile: &CompileCommand,
+        variant_of: Option<&str>,
+    ) -> Result<bool, StoreError> {
         let dest = self.kernel_dir(&km.hash);
         let damaged = dest.join("kernel.json").exists() && !self.holds(&dest, km);
         if dest.join("kernel.json").exists() && !damaged {
@@ -298,6 +322,7 @@ impl Store {
             signature: km.signature.clone(),
             compile: compile.clone(),
             r3_version: env!("CARGO_PKG_VERSION").into(),
+            variant_of: variant_of.map(str::to_owned),
         };
         write_synced(&tmp.path().join("module.bc"), &km.bitcode).map_err(io_err(&dest))?;
         write_synced(&tmp.path().join("kernel.json"), &to_json(&record)).map_err(io_err(&dest))?;
@@ -370,8 +395,22 @@ impl Store {
         std::fs::read(&path).map_err(io_err(&path))
     }
 
-    /// Every stored kernel, sorted by source file, then line, then name.
+    /// Every stored kernel the driver captured (source rewrites left out), sorted by source
+    /// file, then line, then name.
     pub fn kernels(&self) -> Result<Vec<KernelRecord>, StoreError> {
+        let mut all = self.all_kernels()?;
+        all.retain(|k| k.variant_of.is_none());
+        Ok(all)
+    }
+
+    /// The source rewrites `r3 evolve` stored, in the same order.
+    pub fn variants(&self) -> Result<Vec<KernelRecord>, StoreError> {
+        let mut all = self.all_kernels()?;
+        all.retain(|k| k.variant_of.is_some());
+        Ok(all)
+    }
+
+    fn all_kernels(&self) -> Result<Vec<KernelRecord>, StoreError> {
         let dir = self.root.join("kernels");
         let mut out = Vec::new();
         for entry in std::fs::read_dir(&dir).map_err(io_err(&dir))? {

@@ -50,11 +50,15 @@ impl TrialRecord {
     }
 }
 
-/// An open trials file, for appending.
-pub struct TrialLog {
+/// An open append-only JSON Lines file (trials, evolve attempts), for appending.
+pub struct JsonLog<T> {
     path: PathBuf,
     file: std::fs::File,
+    records: std::marker::PhantomData<fn(&T)>,
 }
+
+/// An open trials file.
+pub type TrialLog = JsonLog<TrialRecord>;
 
 /// Turns a GPU or kernel name into a file name: `NVIDIA H200` → `nvidia-h200`. Whatever the
 /// name, the slug is one plain path component that no reader skips: never empty, never `.` or
@@ -96,7 +100,7 @@ impl Store {
     pub fn searches(&self, kernel: &str) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
         let mut out = Vec::new();
         for p in trial_files(&self.trials_dir(kernel))? {
-            let recs = read_log(&p)?.0;
+            let recs: Vec<TrialRecord> = read_log(&p)?.0;
             if !recs.is_empty() {
                 out.push((p, recs));
             }
@@ -276,7 +280,9 @@ fn trial_files(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
     Ok(out)
 }
 
-fn open_log(path: PathBuf) -> Result<TrialLog, StoreError> {
+pub(super) fn open_log<T: serde::de::DeserializeOwned>(
+    path: PathBuf,
+) -> Result<JsonLog<T>, StoreError> {
     let dir = path.parent().unwrap();
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     let file = std::fs::OpenOptions::new()
@@ -291,19 +297,23 @@ fn open_log(path: PathBuf) -> Result<TrialLog, StoreError> {
         std::fs::TryLockError::WouldBlock => StoreError::Busy { path: path.clone() },
         std::fs::TryLockError::Error(e) => io_err(&path)(e),
     })?;
-    let (_, good_len) = read_log(&path)?;
+    let (_, good_len) = read_log::<T>(&path)?;
     file.set_len(good_len).map_err(io_err(&path))?;
-    Ok(TrialLog { path, file })
+    Ok(JsonLog {
+        path,
+        file,
+        records: std::marker::PhantomData,
+    })
 }
 
-impl TrialLog {
+impl<T: Serialize> JsonLog<T> {
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// Appends one record durably (one write, then fsync).
-    pub fn append(&mut self, rec: &TrialRecord) -> Result<(), StoreError> {
-        let mut line = serde_json::to_vec(rec).expect("trial records serialize");
+    pub fn append(&mut self, rec: &T) -> Result<(), StoreError> {
+        let mut line = serde_json::to_vec(rec).expect("log records serialize");
         line.push(b'\n');
         self.file.write_all(&line).map_err(io_err(&self.path))?;
         self.file.sync_data().map_err(io_err(&self.path))
@@ -470,7 +480,9 @@ pub fn confirmation_of(confirmed: &[Confirmation], trial: u32) -> Option<&Confir
     confirmed.iter().find(|c| c.trial == trial)
 }
 
-fn read_log(path: &Path) -> Result<(Vec<TrialRecord>, u64), StoreError> {
+pub(super) fn read_log<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<(Vec<T>, u64), StoreError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),

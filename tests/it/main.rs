@@ -8,6 +8,7 @@ mod cmake;
 mod corpus;
 mod driver;
 mod egraph;
+mod evolve;
 mod identity;
 mod recipes;
 mod record_runtime;

@@ -1,0 +1,114 @@
+//! The source-rewrite part of `r3 report`: for each kernel `r3 evolve` worked on, what its
+//! attempts gave and the best rewrite as a unified diff against the user's file.
+
+use crate::evolve::{self, Event, Verdict};
+use crate::store::{identity, Store, StoreError};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RewriteReport {
+    /// The original kernel's content hash.
+    pub kernel: String,
+    pub name: String,
+    pub attempts: usize,
+    /// Attempts measured valid, refused before compiling, failed to compile, failed when run.
+    pub valid: usize,
+    pub refused: usize,
+    pub compile_failed: usize,
+    pub run_failed: usize,
+    /// Compiled, waiting for a GPU.
+    pub pending: usize,
+    pub best: Option<BestRewrite>,
+    pub rows: Vec<AttemptRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BestRewrite {
+    pub attempt: u32,
+    pub label: String,
+    pub gpu: String,
+    /// Over the original kernel's best compiler-only configuration, timed interleaved.
+    pub speedup: f64,
+    pub time_us: f64,
+    pub reference_us: f64,
+    /// The inner search's best configuration of the rewrite, in words and in full.
+    pub pipeline: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<crate::candidate::Candidate>,
+    pub simulated: bool,
+    /// Against the user's source file; r3 never applies it.
+    pub diff: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptRow {
+    pub attempt: u32,
+    pub label: String,
+    pub outcome: String,
+}
+
+/// The rewrites of the kernels `selected` names (all when empty).
+pub fn build(store: &Store, selected: &[String]) -> Result<Vec<RewriteReport>, StoreError> {
+    let kernels = store.kernels()?;
+    let mut out = Vec::new();
+    for key in store.evolved()? {
+        let k = kernels.iter().find(|k| k.hash == key);
+        let chosen = selected.is_empty()
+            || selected
+                .iter()
+                .any(|s| *s == key || k.is_some_and(|k| identity::names(s, k)));
+        if !chosen {
+            continue;
+        }
+        let events: Vec<Event> = store.attempts(&key)?;
+        let (_, attempts) = evolve::fold(&events);
+        let count = |f: &dyn Fn(&evolve::Attempt) -> bool| attempts.iter().filter(|a| f(a)).count();
+        let best = evolve::best_of(&attempts, None).and_then(|a| {
+            let (gpu, v) = a.judged.iter().rev().find(|(_, v)| v.speedup().is_some())?;
+            let Verdict::Valid {
+                speedup,
+                time_us,
+                reference_us,
+                pipeline,
+                candidate,
+                simulated,
+                ..
+            } = v.clone()
+            else {
+                return None;
+            };
+            Some(BestRewrite {
+                attempt: a.id,
+                label: a.title(),
+                gpu: gpu.clone(),
+                speedup,
+                time_us,
+                reference_us,
+                pipeline,
+                candidate,
+                simulated,
+                diff: a.compiled.as_ref().map(|c| c.1.clone()).unwrap_or_default(),
+            })
+        });
+        out.push(RewriteReport {
+            name: k.map_or_else(|| key.clone(), |k| k.signature.demangled.clone()),
+            kernel: key.clone(),
+            attempts: attempts.len(),
+            valid: count(&|a| a.verdict(None).and_then(Verdict::speedup).is_some()),
+            refused: count(&|a| a.refused.is_some()),
+            compile_failed: count(&|a| a.diagnostics.is_some()),
+            run_failed: count(&|a| matches!(a.verdict(None), Some(Verdict::Failed { .. }))),
+            pending: count(&|a| a.compiled.is_some() && a.judged.is_empty()),
+            best,
+            rows: attempts
+                .iter()
+                .map(|a| AttemptRow {
+                    attempt: a.id,
+                    label: a.title(),
+                    outcome: a.outcome(None),
+                })
+                .collect(),
+        });
+    }
+    Ok(out)
+}
