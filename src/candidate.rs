@@ -35,6 +35,31 @@ pub struct Candidate {
     pub llvm_options: BTreeMap<String, String>,
 }
 
+impl Candidate {
+    /// The knobs besides the pipeline in words ("llc -O2", "maxntid 256", "fast-math", …),
+    /// the codegen level included only when it is not clang's -O3 unless `codegen` asks.
+    pub fn knob_words(&self, codegen: bool) -> Vec<String> {
+        let mut k = Vec::new();
+        if codegen || self.codegen_opt != 3 {
+            k.push(format!("llc -O{}", self.codegen_opt));
+        }
+        if let Some(n) = self.max_threads {
+            k.push(format!("maxntid {n}"));
+        }
+        if let Some(n) = self.min_blocks_per_sm {
+            k.push(format!("minctasm {n}"));
+        }
+        if self.fast_math {
+            k.push("fast-math".into());
+        }
+        if let Some(n) = self.block_x {
+            k.push(format!("block {n}"));
+        }
+        k.extend(llvm_option_args(&self.llvm_options));
+        k
+    }
+}
+
 /// LLVM options as command-line arguments, in name order (`-unroll-max-count=4`).
 pub fn llvm_option_args(options: &BTreeMap<String, String>) -> impl Iterator<Item = String> + '_ {
     options.iter().map(|(k, v)| format!("-{k}={v}"))

@@ -139,16 +139,8 @@ enum Cmd {
         /// Evaluate against a landscape table (JSON) instead of the GPU.
         #[arg(long, value_name = "TABLE.json")]
         simulate: Option<PathBuf>,
-        /// Most timed repetitions per measurement (fewer once the median is known within 1%).
-        #[arg(long, default_value_t = 50)]
-        repeat: u32,
-        /// L2 state of the timed runs: auto (the program's own, from its later identical
-        /// launches, where it made any on this GPU model; else cold), warm, or cold.
-        #[arg(long, default_value = "auto")]
-        l2: r3::replay::l2::Policy,
-        /// Accept outputs within this tolerance (e.g. f32:rel=1e-5); also lets the search try fast-math.
-        #[arg(long)]
-        tolerance: Option<r3::replay::validate::Tolerance>,
+        #[command(flatten)]
+        measure: MeasureHow,
         /// The kernels are correct for any 1-D block size: let the search change it (grid recomputed).
         #[arg(long)]
         block_size_agnostic: bool,
@@ -211,13 +203,8 @@ enum Cmd {
         /// Longest a compile of a rewrite may take (e.g. 120s).
         #[arg(long, default_value = "120s")]
         compile_timeout: String,
-        #[arg(long, default_value_t = 50)]
-        repeat: u32,
-        #[arg(long, default_value = "auto")]
-        l2: r3::replay::l2::Policy,
-        /// Accept outputs within this tolerance (e.g. f32:rel=1e-5); also lets the inner search try fast-math.
-        #[arg(long)]
-        tolerance: Option<r3::replay::validate::Tolerance>,
+        #[command(flatten)]
+        measure: MeasureHow,
     },
     /// Run recorded launches with a pipeline or configuration; check the outputs and time them against -O3.
     Replay {
@@ -408,9 +395,12 @@ fn run(cli: Cli) -> Result<i32> {
             no_recipes,
             no_ablate,
             simulate,
-            repeat,
-            l2,
-            tolerance,
+            measure:
+                MeasureHow {
+                    repeat,
+                    l2,
+                    tolerance,
+                },
             block_size_agnostic,
             egraph,
             dry_run,
@@ -492,9 +482,7 @@ fn run(cli: Cli) -> Result<i32> {
             measure_only,
             simulate,
             compile_timeout,
-            repeat,
-            l2,
-            tolerance,
+            measure,
         } => {
             let opts = r3::evolve::Options {
                 budget,
@@ -514,11 +502,7 @@ fn run(cli: Cli) -> Result<i32> {
                     .as_deref()
                     .map(|t| parse_duration("--inner-time", t))
                     .transpose()?,
-                measure: MeasureHow {
-                    repeat,
-                    l2,
-                    tolerance,
-                },
+                measure,
             };
             evolve_cmd(cli.store.as_deref(), &cwd, &kernels, all, &opts, &how)
         }
@@ -1295,9 +1279,18 @@ fn tune_dry_run(
     Ok(if bad { 1 } else { 0 })
 }
 
+/// How candidates are measured: `r3 tune`'s and `r3 evolve`'s flags.
+#[derive(clap::Args)]
 struct MeasureHow {
+    /// Most timed repetitions per measurement (fewer once the median is known within 1%).
+    #[arg(long, default_value_t = 50)]
     repeat: u32,
+    /// L2 state of the timed runs: auto (the program's own, from its later identical
+    /// launches, where it made any on this GPU model; else cold), warm, or cold.
+    #[arg(long, default_value = "auto")]
     l2: r3::replay::l2::Policy,
+    /// Accept outputs within this tolerance (e.g. f32:rel=1e-5); also lets the search try fast-math.
+    #[arg(long)]
     tolerance: Option<r3::replay::validate::Tolerance>,
 }
 

@@ -58,23 +58,7 @@ pub fn describe(c: &Candidate) -> String {
         }
         _ => "a custom pipeline".into(),
     };
-    let mut knobs = Vec::new();
-    if c.codegen_opt != 3 {
-        knobs.push(format!("llc -O{}", c.codegen_opt));
-    }
-    if let Some(n) = c.max_threads {
-        knobs.push(format!("maxntid {n}"));
-    }
-    if let Some(n) = c.min_blocks_per_sm {
-        knobs.push(format!("minctasm {n}"));
-    }
-    if c.fast_math {
-        knobs.push("fast-math".into());
-    }
-    if let Some(n) = c.block_x {
-        knobs.push(format!("block {n}"));
-    }
-    knobs.extend(crate::candidate::llvm_option_args(&c.llvm_options));
+    let knobs = c.knob_words(false);
     if knobs.is_empty() {
         pipeline
     } else {

@@ -735,8 +735,9 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// The archive cell of a stored kernel's -O3 code.
-    fn cell_of(&self, hash: &str) -> String {
+    /// The -O3 PTX of a stored kernel (this kernel or a variant), lowered in a child process:
+    /// a rewrite is code LLVM has not seen.
+    fn o3_ptx(&self, hash: &str) -> Option<String> {
         let job = crate::replay::gpu::LowerJob {
             bitcode: self.store.kernel_dir(hash).join("module.bc"),
             kernel_hash: hash.to_owned(),
@@ -748,10 +749,13 @@ impl<'a> Run<'a> {
             },
             mutation: None,
         };
-        match crate::replay::gpu::lower_isolated(&job) {
-            Ok(l) => archive::cell(&l.ptx),
-            Err(_) => "unknown".into(),
-        }
+        crate::replay::gpu::lower_isolated(&job).ok().map(|l| l.ptx)
+    }
+
+    /// The archive cell of a stored kernel's -O3 code.
+    fn cell_of(&self, hash: &str) -> String {
+        self.o3_ptx(hash)
+            .map_or_else(|| "unknown".into(), |ptx| archive::cell(&ptx))
     }
 
     fn offer(&mut self, a: &Attempt, gpu: Option<&str>) {
@@ -973,23 +977,9 @@ impl<'a> Run<'a> {
             None => Some(self.kernel.hash.clone()),
             Some(id) => self.attempt(id).compiled.map(|c| c.0),
         };
-        let Some(hash) = hash else {
-            return "not known".into();
-        };
-        let job = crate::replay::gpu::LowerJob {
-            bitcode: self.store.kernel_dir(&hash).join("module.bc"),
-            kernel_hash: hash,
-            candidate: crate::candidate::Candidate::baseline(),
-            target: crate::lower::Codegen {
-                sm: self.kernel.signature.arch.clone(),
-                ptx: None,
-                opt_level: 3,
-            },
-            mutation: None,
-        };
-        match crate::replay::gpu::lower_isolated(&job) {
-            Ok(l) => ptx_words(&l.ptx),
-            Err(_) => "not known (it did not lower)".into(),
+        match hash.and_then(|h| self.o3_ptx(&h)) {
+            Some(ptx) => ptx_words(&ptx),
+            None => "not known".into(),
         }
     }
 }

@@ -141,21 +141,7 @@ fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
 }
 
 fn knobs(c: &Candidate) -> String {
-    let mut k = vec![format!("llc -O{}", c.codegen_opt)];
-    if let Some(n) = c.max_threads {
-        k.push(format!("maxntid {n}"));
-    }
-    if let Some(n) = c.min_blocks_per_sm {
-        k.push(format!("minctasm {n}"));
-    }
-    if c.fast_math {
-        k.push("fast-math".into());
-    }
-    if let Some(n) = c.block_x {
-        k.push(format!("block {n}"));
-    }
-    k.extend(crate::candidate::llvm_option_args(&c.llvm_options));
-    k.join(", ")
+    c.knob_words(true).join(", ")
 }
 
 fn anchor(s: &str) -> String {

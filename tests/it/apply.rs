@@ -62,19 +62,6 @@ fn landscape(dir: &Path) -> PathBuf {
         .unwrap()
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 fn entry<'a>(ptx: &'a str, kernel: &str) -> &'a str {
     entry_text(ptx, kernel).unwrap_or_else(|| panic!("no .entry {kernel}"))
 }

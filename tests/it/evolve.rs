@@ -436,19 +436,6 @@ fn the_model_loop_validates_repairs_refuses_retries_and_resumes() {
     }
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[test]
 fn a_run_killed_while_the_model_thinks_resumes_without_losing_or_repeating_attempts() {
     let dir = tempfile::tempdir().unwrap();

@@ -103,3 +103,17 @@ pub fn cudart_link() -> Vec<String> {
         .chain([format!("-L{}", cuda.join("lib").display())])
         .collect()
 }
+
+/// Every file under `dir`, depth first.
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
