@@ -44,24 +44,6 @@ fn read(path: PathBuf) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The recorded H100 grid landscape of gemm_naive, unpacked: the simulated GPU for the search.
-fn landscape(dir: &Path) -> PathBuf {
-    let tgz = repo().join("bench/landscapes/grid-h100-2026-11-22.tgz");
-    let ok = Command::new("tar")
-        .arg("-xzf")
-        .arg(&tgz)
-        .arg("-C")
-        .arg(dir)
-        .args(["--wildcards", "*gemm_naive*"])
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    walk(dir)
-        .into_iter()
-        .find(|p| p.to_string_lossy().contains("gemm_naive"))
-        .unwrap()
-}
-
 fn entry<'a>(ptx: &'a str, kernel: &str) -> &'a str {
     entry_text(ptx, kernel).unwrap_or_else(|| panic!("no .entry {kernel}"))
 }

@@ -515,3 +515,72 @@ fn a_run_killed_while_the_model_thinks_resumes_without_losing_or_repeating_attem
         "attempt 1's answer was not asked for again"
     );
 }
+
+#[test]
+fn once_its_diff_is_applied_the_rewrite_builds_with_its_own_tuned_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = mv_store(d);
+    let judge = script(d);
+    let out = evolve(
+        d,
+        &["--proposer", "rules", "--simulate", judge.to_str().unwrap()],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let winners = Command::new(r3_bin())
+        .args(["export"])
+        .env("R3_STORE", &store)
+        .env("R3_APPLY_SIMULATED", "1")
+        .output()
+        .unwrap();
+    let winners: serde_json::Value = serde_json::from_slice(&winners.stdout).unwrap();
+    let variant = winners["rewrites"][0]["variant"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        d.join("best.diff"),
+        winners["rewrites"][0]["diff"].as_str().unwrap(),
+    )
+    .unwrap();
+    // The rewrite's own compiler search (simulated here), under its hash.
+    let table = landscape(d);
+    let tune = r3(
+        &[
+            "tune",
+            &variant,
+            "--simulate",
+            table.to_str().unwrap(),
+            "--strategy",
+            "exhaustive",
+            "--budget",
+            "600",
+        ],
+        d,
+    );
+    assert!(tune.status.success(), "{}", stderr(&tune));
+    // The user applies the diff and rebuilds with --r3-apply: the kernel now hashes to the
+    // variant, whose winner is built.
+    let patched = Command::new("git")
+        .args(["apply", "-p1", "best.diff"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(patched.status.success(), "{}", stderr(&patched));
+    assert!(std::fs::read_to_string(d.join("mv.cu"))
+        .unwrap()
+        .contains("r3_acc"));
+    let out = cuda_driver(&driver_links(d), &store)
+        .args(["--r3-apply", "-c", "mv.cu", "-o", "mv2.o"])
+        .env("R3_APPLY_SIMULATED", "1")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let note = stderr(&out);
+    assert!(out.status.success(), "{note}");
+    assert!(
+        note.contains("r3: note: applied tuned code to mv"),
+        "{note}"
+    );
+}

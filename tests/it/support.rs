@@ -117,3 +117,22 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// The recorded H100 grid landscape of gemm_naive, unpacked into `dir`: a simulated GPU for
+/// searches (`r3 tune --simulate`).
+pub fn landscape(dir: &Path) -> PathBuf {
+    let tgz = repo().join("bench/landscapes/grid-h100-2026-11-22.tgz");
+    let ok = Command::new("tar")
+        .arg("-xzf")
+        .arg(&tgz)
+        .arg("-C")
+        .arg(dir)
+        .args(["--wildcards", "*gemm_naive*"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    walk(dir)
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("gemm_naive"))
+        .unwrap()
+}
