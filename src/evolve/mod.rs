@@ -553,16 +553,19 @@ struct Run<'a> {
     log: crate::store::trials::JsonLog<Event>,
     events: Vec<Event>,
     archive: Archive,
+    /// Ctrl-C: a verdict reached after it (an inner search cut short) is not recorded, so
+    /// `--resume` measures that variant again.
+    stop: &'a std::sync::atomic::AtomicBool,
 }
 
 /// Runs the loop on one kernel.
-pub fn evolve<'j>(
-    store: &Store,
-    kernel: &KernelRecord,
+pub fn evolve<'j, 's>(
+    store: &'s Store,
+    kernel: &'s KernelRecord,
     proposer: &mut dyn Proposer,
     mut judge: Option<&mut (dyn Judge + 'j)>,
     opts: &Options,
-    stop: &std::sync::atomic::AtomicBool,
+    stop: &'s std::sync::atomic::AtomicBool,
     mut progress: impl FnMut(&str),
 ) -> Result<Summary, EvolveError> {
     let name = kernel.signature.demangled.clone();
@@ -574,7 +577,7 @@ pub fn evolve<'j>(
             n: fold(&events).1.len(),
         });
     }
-    let mut run = Run::open(store, kernel, events, opts)?;
+    let mut run = Run::open(store, kernel, events, opts, stop)?;
     let mut summary = Summary::default();
     // Compiled, not yet measured here: first.
     if let Some(j) = judge.as_deref_mut() {
@@ -639,6 +642,7 @@ impl<'a> Run<'a> {
         kernel: &'a KernelRecord,
         events: Vec<Event>,
         opts: &Options,
+        stop: &'a std::sync::atomic::AtomicBool,
     ) -> Result<Run<'a>, EvolveError> {
         let has_origin = fold(&events).0.is_some();
         if !opts.propose && !has_origin {
@@ -680,6 +684,7 @@ impl<'a> Run<'a> {
             log,
             events,
             archive: Archive::default(),
+            stop,
         };
         run.start()?;
         Ok(run)
@@ -941,6 +946,13 @@ impl<'a> Run<'a> {
             },
             None => judge.judge(self.store, &record, &a.rewrite),
         };
+        if self.stop.load(std::sync::atomic::Ordering::SeqCst) {
+            progress(&format!(
+                "attempt {}: interrupted while measuring; --resume measures it again",
+                a.id
+            ));
+            return Ok(());
+        }
         let gpu = judge.gpu();
         self.append(
             a.id,
