@@ -1360,6 +1360,13 @@ fn evolve_cmd(
         let evolved = store.evolved()?;
         targets.retain(|k| evolved.contains(&k.hash));
     }
+    if targets.is_empty() {
+        anyhow::bail!(
+            "--all found no kernel to evolve in {}: it takes kernels with a replayable recording{}; fix: `r3 record -- <program>`, or name kernels (`r3 kernels` lists them)",
+            store.root().display(),
+            if opts.propose { "" } else { " and stored rewrites" }
+        );
+    }
     let mut proposer = proposer_for(how)?;
     let gpu = match r3::gpu::probe() {
         r3::gpu::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),

@@ -157,6 +157,18 @@ fn measuring_only_needs_no_source_and_nothing_to_measure_is_said() {
     mv_store(dir.path());
     let judge = script(dir.path());
     let sim = judge.to_str().unwrap();
+    let all = Command::new(r3_bin())
+        .args(["evolve", "--all"])
+        .env("R3_STORE", dir.path().join("store"))
+        .output()
+        .unwrap();
+    assert_eq!(all.status.code(), Some(1));
+    assert!(
+        stderr(&all).contains("--all found no kernel to evolve")
+            && stderr(&all).contains("fix: `r3 record"),
+        "{}",
+        stderr(&all)
+    );
     let none = evolve(dir.path(), &["--measure-only", "--simulate", sim], &[]);
     assert_eq!(none.status.code(), Some(1));
     assert!(
