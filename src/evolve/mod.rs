@@ -311,6 +311,11 @@ pub trait Proposer {
     fn tokens(&self) -> Option<(u64, u64)> {
         None
     }
+    /// Whether it reads the request's context beyond the code (PTX statistics cost a
+    /// lowering of the parent).
+    fn reads_context(&self) -> bool {
+        true
+    }
 }
 
 /// Measures variants: tunes each against the parent kernel's recorded launch and compares it
@@ -329,6 +334,10 @@ pub struct RuleProposer;
 impl Proposer for RuleProposer {
     fn name(&self) -> String {
         "rules".into()
+    }
+
+    fn reads_context(&self) -> bool {
+        false
     }
 
     fn propose(&mut self, req: &Request) -> Result<Option<Proposal>, ProposeError> {
@@ -541,6 +550,16 @@ enum Compiled {
     Not(What),
 }
 
+/// What asking for a rewrite of one parent came to.
+enum Step {
+    /// An attempt was made (and its repairs).
+    Proposed,
+    /// The proposer has nothing for this parent.
+    Nothing,
+    /// The proposer can give no more (its token budget is spent).
+    Exhausted(String),
+}
+
 /// Everything one kernel's loop works with.
 struct Run<'a> {
     store: &'a Store,
@@ -609,15 +628,15 @@ pub fn evolve<'j, 's>(
         let parents = run.archive.shuffled(&mut rng);
         let mut proposed = false;
         for parent in parents {
-            match run.propose_from(&parent, proposer, judge.as_deref_mut(), opts, &mut progress) {
-                Ok(true) => {
+            match run.propose_from(&parent, proposer, judge.as_deref_mut(), opts, &mut progress)? {
+                Step::Proposed => {
                     proposed = true;
                     summary.new_attempts += 1;
                     break;
                 }
-                Ok(false) => continue,
-                Err(stop_reason) => {
-                    summary.stop = stop_reason;
+                Step::Nothing => continue,
+                Step::Exhausted(why) => {
+                    summary.stop = why;
                     break;
                 }
             }
@@ -781,8 +800,7 @@ impl<'a> Run<'a> {
         );
     }
 
-    /// One proposal (and its repairs) from `parent`: Ok(false) when the proposer has nothing
-    /// for it, Err(why) when the run must stop.
+    /// One proposal (and its repairs) from `parent`.
     fn propose_from<'j>(
         &mut self,
         parent: &Elite,
@@ -790,16 +808,23 @@ impl<'a> Run<'a> {
         mut judge: Option<&mut (dyn Judge + 'j)>,
         opts: &Options,
         progress: &mut impl FnMut(&str),
-    ) -> Result<bool, String> {
+    ) -> Result<Step, EvolveError> {
         let history = self.attempts();
-        let stats = self.stats_of(parent);
+        let stats = if proposer.reads_context() {
+            self.stats_of(parent)
+        } else {
+            String::new()
+        };
         let pipeline = judge
             .as_deref()
             .map_or_else(|| "not measured yet".to_owned(), |j| j.reference());
-        let path = match &self.src {
-            Some(src) => src.compiler.source().to_owned(),
-            None => return Err("measuring only: no rewrites are proposed".into()),
-        };
+        let path = self
+            .src
+            .as_ref()
+            .expect("proposing reads the source")
+            .compiler
+            .source()
+            .to_owned();
         let (facts, launch, examples) = (self.facts, self.launch.clone(), self.examples.clone());
         let req = Request {
             kernel: self.kernel,
@@ -819,8 +844,9 @@ impl<'a> Run<'a> {
             let id = self.attempts().len() as u32 + 1;
             let proposal = match next {
                 Ok(Some(p)) => p,
-                Ok(None) => return Ok(round > 0),
-                Err(ProposeError::Exhausted(why)) => return Err(why),
+                Ok(None) if round == 0 => return Ok(Step::Nothing),
+                Ok(None) => return Ok(Step::Proposed),
+                Err(ProposeError::Exhausted(why)) => return Ok(Step::Exhausted(why)),
                 Err(ProposeError::Failed(message)) => {
                     progress(&format!(
                         "attempt {id}: {} failed: {message}",
@@ -832,32 +858,29 @@ impl<'a> Run<'a> {
                             proposer: proposer.name(),
                             message,
                         },
-                    )
-                    .map_err(|e| e.to_string())?;
-                    return Ok(true);
+                    )?;
+                    return Ok(Step::Proposed);
                 }
             };
-            let a = self
-                .try_proposal(
-                    id,
-                    parent.attempt,
-                    repair_of,
-                    proposer,
-                    proposal,
-                    judge.as_deref_mut(),
-                    progress,
-                )
-                .map_err(|e| e.to_string())?;
+            let a = self.try_proposal(
+                id,
+                parent.attempt,
+                repair_of,
+                proposer,
+                proposal,
+                judge.as_deref_mut(),
+                progress,
+            )?;
             let Some(diag) = a.diagnostics.clone() else {
-                return Ok(true);
+                return Ok(Step::Proposed);
             };
             if round == opts.repairs || self.attempts().len() >= opts.budget as usize {
-                return Ok(true);
+                return Ok(Step::Proposed);
             }
             repair_of = Some(id);
             next = proposer.repair(&req, &a.rewrite, &diag);
         }
-        Ok(true)
+        Ok(Step::Proposed)
     }
 
     #[allow(clippy::too_many_arguments)]

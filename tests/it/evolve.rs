@@ -32,6 +32,11 @@ fn mv_store(dir: &Path) -> PathBuf {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        store.join("kernels").is_dir(),
+        "r3-clang++ stored no kernel: {}",
+        stderr(&out)
+    );
     store
 }
 
