@@ -701,6 +701,13 @@ fn record(
 ) -> Result<i32> {
     let store = open_store(store, cwd, true)?;
     let run = r3::record::run(&store, command, opts)?;
+    if !run.stale_removed.is_empty() {
+        eprintln!(
+            "r3: removed {} unfinished recording(s) that killed runs left in {}",
+            run.stale_removed.len(),
+            store.root().join("records").display()
+        );
+    }
     if let Some(stats) = &run.stats {
         eprint!("{}", r3::record::summary(stats));
     }

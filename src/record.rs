@@ -143,6 +143,8 @@ pub struct RecordRun {
     pub status: Option<i32>,
     pub recordings: Vec<Recording>,
     pub stats: Option<RunStats>,
+    /// Unfinished recordings of earlier, killed runs, removed before this one.
+    pub stale_removed: Vec<std::path::PathBuf>,
 }
 
 /// Runs `command` with recording on, into `store`.
@@ -151,6 +153,7 @@ pub fn run(
     command: &[String],
     opts: &RecordOptions,
 ) -> Result<RecordRun, RecordError> {
+    let stale_removed = store.remove_stale_recordings(crate::store::records::STALE_AFTER)?;
     let before: HashSet<String> = store.recordings(None)?.into_iter().map(|r| r.id).collect();
     let dir = tempfile::tempdir().map_err(|e| RecordError::Spawn {
         program: command[0].clone(),
@@ -179,6 +182,7 @@ pub fn run(
         status: status.code(),
         recordings,
         stats,
+        stale_removed,
     })
 }
 

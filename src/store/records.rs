@@ -11,7 +11,7 @@
 //! (the last page of a region may be short); and the trailer `"R3END\0\0\0"`.
 //! A prologue holds every region in full; an epilogue holds what the launch changed.
 
-use super::StoreError;
+use super::{io_err, StoreError};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -484,7 +484,50 @@ pub fn diff(before: &Snapshot, after: &Snapshot, page_size: u32) -> Snapshot {
     Snapshot { regions }
 }
 
+/// How long an unfinished recording (`records/.tmp-<pid>-<id>`) of a process that is gone must
+/// have been left before it is removed: a store on a shared filesystem may hold another host's
+/// recording in progress under a pid that means nothing here.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl super::Store {
+    /// Removes unfinished recordings left by recorded programs that were killed: directories
+    /// `records/.tmp-<pid>-<id>` whose process no longer runs on this host and that nobody has
+    /// written for `older_than`. Returns what was removed. A recording only ever appears by
+    /// the rename of its finished directory, so nothing here was ever readable.
+    pub fn remove_stale_recordings(
+        &self,
+        older_than: std::time::Duration,
+    ) -> Result<Vec<PathBuf>, StoreError> {
+        let dir = self.root().join("records");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err(&dir)(e)),
+        };
+        let mut removed = Vec::new();
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix(".tmp-")
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let alive = Path::new("/proc").join(pid.to_string()).exists();
+            let idle = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= older_than);
+            if !alive && idle && std::fs::remove_dir_all(e.path()).is_ok() {
+                removed.push(e.path());
+            }
+        }
+        Ok(removed)
+    }
+
     /// Every recording, or those of kernels with one mangled name, oldest first. (A name may
     /// be several kernels: `identity::Index::of_launch` says which one a recording ran.)
     pub fn recordings(&self, kernel: Option<&str>) -> Result<Vec<Recording>, StoreError> {
@@ -535,6 +578,33 @@ fn list_dirs(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn unfinished_recordings_of_gone_processes_are_removed_and_others_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::create(dir.path()).unwrap();
+        let records = dir.path().join("records");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let mine = std::process::id();
+        let dead = records.join(format!(".tmp-{gone}-00000000000000ab"));
+        let live = records.join(format!(".tmp-{mine}-00000000000000cd"));
+        let done = records.join("0123456789abcdef/0000000000000001");
+        for d in [&dead, &live, &done] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let hour = std::time::Duration::from_secs(3600);
+        assert!(
+            store.remove_stale_recordings(hour).unwrap().is_empty(),
+            "written just now: maybe another host's recording in progress"
+        );
+        let removed = store
+            .remove_stale_recordings(std::time::Duration::ZERO)
+            .unwrap();
+        assert_eq!(removed, vec![dead.clone()]);
+        assert!(!dead.exists() && live.exists() && done.exists());
+    }
 
     fn region(addr: u64, bytes: Vec<u8>) -> Region {
         Region {

@@ -281,3 +281,45 @@ fn r3_record_prints_progress_and_a_summary() {
         .unwrap();
     assert!(stderr(&bad).contains("--max-time soon"), "{}", stderr(&bad));
 }
+
+#[test]
+fn r3_record_removes_what_killed_recordings_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store = dir.path().join("store");
+    // What a recorded program killed mid-write leaves (r3rt.c's name for a recording in
+    // progress), two hours old, its process gone; and one of a process still running.
+    let mut child = Command::new("true").spawn().unwrap();
+    let gone = child.id();
+    child.wait().unwrap();
+    let records = store.join("records");
+    let dead = records.join(format!(".tmp-{gone}-0000000000000007"));
+    let live = records.join(format!(".tmp-{}-0000000000000008", std::process::id()));
+    for d in [&dead, &live] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("prologue.r3snap"), b"half").unwrap();
+        let ok = Command::new("touch")
+            .args(["-d", "2 hours ago"])
+            .arg(d)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let out = Command::new(r3_bin())
+        .args(["--r3-store"])
+        .arg(&store)
+        .args(["record", "--quiet", "--"])
+        .arg(&exe)
+        .arg("reach")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("r3: removed 1 unfinished recording(s) that killed runs left in"),
+        "{err}"
+    );
+    assert!(!dead.exists(), "{err}");
+    assert!(live.exists(), "a running process's recording is its own");
+    assert!(err.contains("launch(es) recorded in"), "{err}");
+}
