@@ -1528,7 +1528,13 @@ fn print_evolution(store: &r3::store::Store, label: &str, hash: &str, s: &r3::ev
     for a in &s.attempts {
         outln!("  #{:<3} {:<40} {}", a.id, a.title(), a.outcome(None));
     }
+    let speedup = |a: &r3::evolve::Attempt| a.verdict(None).and_then(|v| v.speedup());
     match s.best(None) {
+        Some(b) if speedup(b).is_some_and(|x| x <= 1.0) => outln!(
+            "no rewrite beats the original's best compiler-only build (the closest: attempt {}, {}): keep the source",
+            b.id,
+            b.outcome(None)
+        ),
         Some(b) => outln!(
             "best: attempt {} ({}): {}; its diff: `r3 report {}` (attempts in {})",
             b.id,

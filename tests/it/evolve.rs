@@ -601,3 +601,27 @@ fn once_its_diff_is_applied_the_rewrite_builds_with_its_own_tuned_configuration(
         "{note}"
     );
 }
+
+#[test]
+fn when_no_rewrite_wins_the_answer_is_to_keep_the_source() {
+    let dir = tempfile::tempdir().unwrap();
+    mv_store(dir.path());
+    let slow = dir.path().join("slow.json");
+    std::fs::write(&slow, r#"{"default_speedup": 0.9}"#).unwrap();
+    let out = evolve(
+        dir.path(),
+        &["--proposer", "rules", "--simulate", slow.to_str().unwrap()],
+        &[],
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("no rewrite beats the original's best compiler-only build"),
+        "{text}"
+    );
+    let md = stdout(&r3(&["report", "--format", "md"], dir.path()));
+    assert!(
+        md.contains("keep the source") && !md.contains("```diff"),
+        "{md}"
+    );
+}
