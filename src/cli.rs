@@ -1399,50 +1399,29 @@ fn evolve_cmd(
         }
         let label = format!("{} [{}]", k.signature.demangled, &k.hash[..8]);
         let progress = |line: &str| eprintln!("{label}: {line}");
-        let result = match (&mut sim, &gpu) {
-            _ if how.no_measure => {
-                r3::evolve::evolve(&store, &k, proposer.as_mut(), None, opts, &stop, progress)
+        // Variants are measured on this machine's GPU unless a script judges or none is asked.
+        let on_gpu = gpu.as_ref().filter(|_| sim.is_none() && !how.no_measure);
+        let mut gpu_judge = match on_gpu.map(|(driver, g)| {
+            let (ev, space, tune) = gpu_judge_parts(&store, &k, *driver, g, how)?;
+            r3::evolve::judge::GpuJudge::new(&store, ev, space, tune, &stop)
+                .map_err(anyhow::Error::msg)
+        }) {
+            Some(Ok(j)) => Some(j),
+            Some(Err(e)) => {
+                eprintln!("r3 evolve: {label}: {e:#}");
+                code = 1;
+                continue;
             }
-            (Some(s), _) => r3::evolve::evolve(
-                &store,
-                &k,
-                proposer.as_mut(),
-                Some(s),
-                opts,
-                &stop,
-                progress,
-            ),
-            (None, Some((driver, g))) => {
-                let setup = gpu_judge_parts(&store, &k, *driver, g, how);
-                match setup {
-                    Ok((ev, space, tune)) => {
-                        match r3::evolve::judge::GpuJudge::new(&store, ev, &space, tune, &stop) {
-                            Ok(mut j) => r3::evolve::evolve(
-                                &store,
-                                &k,
-                                proposer.as_mut(),
-                                Some(&mut j),
-                                opts,
-                                &stop,
-                                progress,
-                            ),
-                            Err(e) => Err(r3::evolve::EvolveError::Compile {
-                                kernel: label.clone(),
-                                msg: e,
-                            }),
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("r3 evolve: {label}: {e:#}");
-                        code = 1;
-                        continue;
-                    }
-                }
-            }
-            (None, None) => {
-                r3::evolve::evolve(&store, &k, proposer.as_mut(), None, opts, &stop, progress)
-            }
+            None => None,
         };
+        let judge: Option<&mut dyn r3::evolve::Judge> = match (&mut sim, &mut gpu_judge) {
+            _ if how.no_measure => None,
+            (Some(s), _) => Some(s),
+            (None, Some(j)) => Some(j),
+            (None, None) => None,
+        };
+        let result =
+            r3::evolve::evolve(&store, &k, proposer.as_mut(), judge, opts, &stop, progress);
         match result {
             Ok(summary) => print_evolution(&store, &label, &k.hash, &summary),
             Err(e) => {

@@ -130,7 +130,7 @@ pub struct GpuJudge<'a> {
     reference_words: String,
     /// The parent's other recorded launches: a variant must reproduce each.
     others: Vec<Recording>,
-    space: &'a Space,
+    space: Space,
     tune: TuneOptions,
     stop: &'a AtomicBool,
 }
@@ -141,7 +141,7 @@ impl<'a> GpuJudge<'a> {
     pub fn new(
         store: &Store,
         parent: GpuEvaluator,
-        space: &'a Space,
+        space: Space,
         tune: TuneOptions,
         stop: &'a AtomicBool,
     ) -> Result<GpuJudge<'a>, String> {
@@ -211,19 +211,26 @@ impl Judge for GpuJudge<'_> {
             kernel: variant.hash.clone(),
             ..self.tune.clone()
         };
-        let summary =
-            match tune::tune_in_store(store, &mut ev, self.space, &opts, true, self.stop, |_| {}) {
-                Ok((s, _)) => s,
-                Err(TuneError::Baseline { outcome, .. }) => {
-                    return Self::failed(&outcome, "its -O3 build on the recorded launch: ")
+        let summary = match tune::tune_in_store(
+            store,
+            &mut ev,
+            &self.space,
+            &opts,
+            true,
+            self.stop,
+            |_| {},
+        ) {
+            Ok((s, _)) => s,
+            Err(TuneError::Baseline { outcome, .. }) => {
+                return Self::failed(&outcome, "its -O3 build on the recorded launch: ")
+            }
+            Err(e) => {
+                return Verdict::Failed {
+                    why: "was not searched".into(),
+                    message: e.to_string(),
                 }
-                Err(e) => {
-                    return Verdict::Failed {
-                        why: "was not searched".into(),
-                        message: e.to_string(),
-                    }
-                }
-            };
+            }
+        };
         let Some(best) = summary.best else {
             return Verdict::Failed {
                 why: "has no valid configuration".into(),

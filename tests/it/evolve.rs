@@ -277,6 +277,13 @@ fn answer_one(mut stream: std::net::TcpStream, answer: Answer, log: &Mutex<Vec<S
 
 const KEY: &str = "sk-test-NEVER-STORED-4242";
 
+/// The same rewrite with its accumulator renamed: another text, another variant.
+fn renamed(code: &str) -> String {
+    code.replace("float s", "float t")
+        .replace("s +=", "t +=")
+        .replace("= s;", "= t;")
+}
+
 fn fenced(code: &str) -> String {
     format!("Here is a faster version.\n```cuda\n{code}\n```\nIt keeps the sum in a register.")
 }
@@ -310,12 +317,7 @@ fn the_model_loop_validates_repairs_refuses_retries_and_resumes() {
         chat(&fenced(&wrong)),
         // attempt 5: a compile error, repaired in attempt 6 from the diagnostics
         chat(&fenced(&broken)),
-        chat(&fenced(
-            &good
-                .replace("float s", "float t")
-                .replace("s +=", "t +=")
-                .replace("= s;", "= t;"),
-        )),
+        chat(&fenced(&renamed(&good))),
         // attempts 7-9: refused before compiling
         chat(&fenced(&good.replace("int n,", "long n,"))),
         chat(&fenced(&format!("#include <cstdlib>\n{good}"))),
@@ -463,12 +465,7 @@ fn a_run_killed_while_the_model_thinks_resumes_without_losing_or_repeating_attem
         chat(&fenced(good)),
         // the run is killed while this one is outstanding
         Answer(200, "{}".into(), Duration::from_secs(30)),
-        chat(&fenced(
-            &good
-                .replace("float s", "float t")
-                .replace("s +=", "t +=")
-                .replace("= s;", "= t;"),
-        )),
+        chat(&fenced(&renamed(good))),
         chat(&fenced(&good.replace("j++", "++j"))),
     ]);
     let sim = judge.to_str().unwrap();
