@@ -38,6 +38,8 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1164,6 +1166,39 @@ static void *write_prologue_file(void *p) {
   return NULL;
 }
 
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* Moves the complete recording `tmp` to `dir`. A recording of the same launch from an earlier
+   run (the program recorded again: same kernel, shape and argument bytes) is replaced, since
+   the user asked for this run's data; the two directories are exchanged in one step, so a
+   reader always finds one complete recording there, and the old one is removed under the temp
+   name (which `r3 record` cleans up should this process die first). Never leaves `tmp` behind. */
+static void publish_recording(const char *tmp, const char *dir) {
+  if (rename(tmp, dir) == 0) return;
+  int replaced = 0;
+  if (errno == ENOTEMPTY || errno == EEXIST) {
+#ifdef RENAME_EXCHANGE
+    replaced = renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0;
+#endif
+    if (!replaced) { /* no exchange on this filesystem: a moment with no recording there */
+      char old[4300];
+      snprintf(old, sizeof old, "%s.old-%d", tmp, (int)getpid());
+      if (rename(dir, old) == 0) {
+        replaced = rename(tmp, dir) == 0;
+        if (replaced) remove_tree(old);
+        else rename(old, dir); /* keep the earlier recording */
+      }
+    }
+  }
+  if (!replaced) warn("cannot move a recording into %s (%s)", dir, strerror(errno));
+  remove_tree(tmp);
+}
+
 /* Records launch l of kernel k into a temp directory renamed into place when complete: the
    prologue (compressed on a second thread while the launch runs and its epilogue is copied
    out), the epilogue, launch.json. The program sees the launch's result either way. */
@@ -1235,7 +1270,7 @@ static cudaError_t record_launch(struct kernel_fn *k, const struct launch *l, vo
   o.regions = n;
   o.record_ms = (now_s() - t0 - launch_s) * 1e3;
   write_launch_json(tmp, l, &o);
-  if (rename(tmp, dir) != 0) warn("cannot move a recording into %s (%s)", dir, strerror(errno));
+  publish_recording(tmp, dir);
   st.record_s += now_s() - t0 - launch_s;
   st.recorded++;
   st.not_replayable += o.not_replayable != NULL;

@@ -323,3 +323,42 @@ fn r3_record_removes_what_killed_recordings_left() {
     assert!(live.exists(), "a running process's recording is its own");
     assert!(err.contains("launch(es) recorded in"), "{err}");
 }
+
+#[test]
+fn recording_a_program_again_replaces_its_earlier_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store_dir = dir.path().join("store");
+    // First every live allocation, then what each launch reaches: the second run's recordings
+    // (same kernels, shapes and argument bytes, so the same recording ids) must be what is left.
+    run(&exe, "reach", &store_dir, &[("R3_RECORD_SNAPSHOT", "full")]);
+    let again = Command::new(&exe)
+        .arg("reach")
+        .env("R3_RECORD", "1")
+        .env("R3_STORE", &store_dir)
+        .output()
+        .unwrap();
+    let err = stderr(&again);
+    assert!(again.status.success(), "{err}");
+    assert!(!err.contains("r3: warning"), "{err}");
+    let store = Store::open(&store_dir).unwrap();
+    let recs = store.recordings(None).unwrap();
+    assert_eq!(recs.len(), 3, "one recording per distinct launch, not two");
+    for rec in &recs {
+        assert_eq!(
+            rec.launch.snapshot.as_deref(),
+            Some("reachable"),
+            "{}",
+            rec.id
+        );
+        assert!(rec.prologue().unwrap().regions.len() < 7, "{}", rec.id);
+        rec.epilogue().unwrap();
+    }
+    let left: Vec<_> = std::fs::read_dir(store_dir.join("records"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporary directories left: {left:?}");
+}
