@@ -5,11 +5,13 @@
 //! that compiling (CPU, many threads) overlaps measuring (GPU, one batch at a time), and so
 //! that candidates whose PTX is identical to one already measured are never measured twice.
 
+pub mod determinism;
 pub mod gpu;
 pub mod l2;
 pub mod mutate;
 pub mod session;
 pub mod stopping;
+pub mod turn;
 pub mod validate;
 pub mod worker;
 

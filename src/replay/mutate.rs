@@ -37,6 +37,10 @@ pub enum Mutation {
     PastEnd,
     /// Every barrier (`__syncthreads`) removed: a data race wherever threads share memory.
     DropBarrier,
+    /// Floats stored are off by 2^-20 of themselves or not, as the low bit of the SM's clock
+    /// falls: inside usual tolerances, but different from run to run, as a race whose effect
+    /// stays small would be (what only a determinism check sees).
+    Jitter,
     /// Write far outside any allocation first thing in the kernel (an illegal address, which
     /// also leaves the CUDA context unusable).
     OobWrite,
@@ -77,6 +81,7 @@ pub fn apply(module: &Module, m: Mutation, facts: Facts) -> bool {
             .past_end
             .is_some_and(|addr| store_past_end(module, &b, kernel, addr)),
         Mutation::DropBarrier => drop_barriers(kernel),
+        Mutation::Jitter => each_store(kernel, |s| jitter_stored(module, &b, s)),
         Mutation::OobWrite => oob_write(module, &b, kernel),
         Mutation::EndlessLoop => endless_loop(module, &b, kernel),
         Mutation::Trap => trap_first(module, &b, kernel),
@@ -288,6 +293,35 @@ fn scale_stored(b: &Builder, store: InstructionValue) -> bool {
     store.set_operand(0, off)
 }
 
+fn jitter_stored(module: &Module, b: &Builder, store: InstructionValue) -> bool {
+    let Some(BasicValueEnum::FloatValue(v)) = stored_value(store) else {
+        return false;
+    };
+    let Some(clock) = inkwell::intrinsics::Intrinsic::find("llvm.nvvm.read.ptx.sreg.clock")
+        .and_then(|c| c.get_declaration(module, &[]))
+    else {
+        return false;
+    };
+    b.position_before(&store);
+    let t = v.get_type();
+    let ticks = b.build_call(clock, &[], "r3.clock").unwrap();
+    let ticks = ticks.try_as_basic_value().basic().unwrap().into_int_value();
+    let bit = b
+        .build_and(ticks, ticks.get_type().const_int(1, false), "r3.bit")
+        .unwrap();
+    let bit = b.build_unsigned_int_to_float(bit, t, "r3.bitf").unwrap();
+    let factor = b
+        .build_float_add(
+            b.build_float_mul(bit, t.const_float(2f64.powi(-20)), "r3.eps")
+                .unwrap(),
+            t.const_float(1.0),
+            "r3.factor",
+        )
+        .unwrap();
+    let off = b.build_float_mul(v, factor, "r3.jitter").unwrap();
+    store.set_operand(0, off)
+}
+
 fn store_past_end(module: &Module, b: &Builder, f: FunctionValue, addr: u64) -> bool {
     let ctx = module.get_context();
     let entry = f.get_first_basic_block().unwrap();
@@ -422,6 +456,7 @@ declare void @llvm.nvvm.barrier.cta.sync.aligned.all(i32)
                 Mutation::FloatError => has("r3.err"),
                 Mutation::PastEnd => has("inttoptr (i64 123145302315008 to ptr)"),
                 Mutation::DropBarrier => !has("call void @llvm.nvvm.barrier"),
+                Mutation::Jitter => has("@llvm.nvvm.read.ptx.sreg.clock()") && has("r3.jitter"),
                 Mutation::OobWrite => has("r3.far"),
                 Mutation::EndlessLoop => has("r3.spin"),
                 Mutation::Trap => has("call void @llvm.trap()"),

@@ -3,6 +3,7 @@
 //! Candidates (PTX) are loaded into it, run, read back and timed. All CUDA calls of replay
 //! are here; this runs inside a worker process (see `worker`), never in the search's process.
 
+use super::determinism;
 use super::l2::Regime;
 use super::stopping;
 use super::validate::{self, Tolerance};
@@ -74,6 +75,22 @@ pub struct Session {
     /// the end of a buffer lands there (allocations are mapped in whole granules), where no
     /// region is compared, and in the program it would overwrite a neighbouring buffer.
     guards: Vec<Guard>,
+    /// The GPU's UUID, which names its measurement turn (`turn`).
+    pub uuid: String,
+}
+
+/// What a checked run left: the regions that differ from the recording (the others equal it).
+pub struct Output(Snapshot);
+
+/// Where every later run of one code must leave the allocations the launch writes: the bytes of
+/// its checked run, on the device, with one result word per allocation (see `determinism`).
+pub struct Reference {
+    /// (region, device address of the bytes it must hold after a run)
+    regions: Vec<(usize, u64)>,
+    /// Device buffers this reference allocated (the rest are the recording's expected bytes).
+    owned: Vec<u64>,
+    flags: u64,
+    compared: std::cell::Cell<u32>,
 }
 
 /// The pattern guard bytes hold, and the most bytes of each allocation's slack checked.
@@ -118,6 +135,16 @@ impl Session {
                 "retaining the primary context",
             )?;
             ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
+            let mut id: sys::CUuuid = std::mem::zeroed();
+            ck(
+                sys::cuDeviceGetUuid_v2(&mut id, dev),
+                "reading the GPU's UUID",
+            )?;
+            let uuid: String = id
+                .bytes
+                .iter()
+                .map(|b| format!("{:02x}", *b as u8))
+                .collect();
             let guards = map_range(&rec.launch, &prologue, dev)?;
             let mut stream = std::ptr::null_mut();
             ck(sys::cuStreamCreate(&mut stream, 0), "cuStreamCreate")?;
@@ -160,6 +187,7 @@ impl Session {
                 scratch_bytes,
                 stream,
                 guards,
+                uuid,
             })
         }
     }
@@ -219,13 +247,14 @@ impl Session {
         unsafe { sys::cuModuleUnload(l.module) };
     }
 
-    /// Restores every input, runs once, and checks every region against the recording.
+    /// Restores every input, runs once, and checks every region against the recording; what
+    /// the run left is the reference its timed runs are held to ([`Session::reference`]).
     pub fn check(
         &self,
         l: &Loaded,
         block_x: Option<u32>,
         tol: Option<&Tolerance>,
-    ) -> Result<Result<(), String>, ReplayError> {
+    ) -> Result<Result<Output, String>, ReplayError> {
         // Cheap restore when the last candidate was valid: only what the launch writes, from the
         // device copies, and the module's variables (a fresh module starts from its initializers).
         if self.dirty.replace(true) {
@@ -245,7 +274,94 @@ impl Session {
             wrong => wrong,
         };
         self.dirty.set(verdict.is_err());
-        Ok(verdict)
+        Ok(verdict.map(|()| Output(observed)))
+    }
+
+    /// Device copies of what a checked run left in the allocations the launch writes (the
+    /// recording's own bytes where the run left exactly those), and a result word for each.
+    pub fn reference(&self, checked: &Output) -> Result<Reference, ReplayError> {
+        let mut regions = Vec::new();
+        let mut owned = Vec::new();
+        for &i in &self.written {
+            let Some(expected) = self.expected_dev[i] else {
+                continue; // a variable: small, at a per-module address; not compared
+            };
+            let at = match &checked.0.regions[i].data {
+                RegionData::Full(bytes) => {
+                    // SAFETY: allocating and filling a buffer of the region's size.
+                    let d = unsafe { golden_copies(&checked.0, &[i])?[0] };
+                    debug_assert_eq!(bytes.len() as u64, self.prologue.regions[i].size);
+                    owned.push(d);
+                    d
+                }
+                _ => expected,
+            };
+            regions.push((i, at));
+        }
+        let mut flags = 0u64;
+        // SAFETY: one u64 per region, set to "no difference" (all ones).
+        unsafe {
+            ck(
+                sys::cuMemAlloc_v2(&mut flags, 8 * regions.len().max(1)),
+                "allocating the determinism check",
+            )?;
+            ck(
+                sys::cuMemsetD32_v2(flags, u32::MAX, 2 * regions.len().max(1)),
+                "allocating the determinism check",
+            )?;
+        }
+        Ok(Reference {
+            regions,
+            owned,
+            flags,
+            compared: std::cell::Cell::new(0),
+        })
+    }
+
+    /// Compares what the last run of `l` left with its reference, on the device, without
+    /// waiting: a difference is only read in [`Session::differences`].
+    fn compare_with(&self, l: &Loaded, r: &Reference) -> Result<(), ReplayError> {
+        for (k, &(i, at)) in r.regions.iter().enumerate() {
+            let Some(now) = self.device_addr(l, i) else {
+                continue;
+            };
+            // (A tail of under four bytes is left out: allocations are whole words in practice.)
+            let words = self.prologue.regions[i].size / 4;
+            self.compare
+                .launch(now, at, words, r.flags + 8 * k as u64, self.stream)?;
+        }
+        r.compared.set(r.compared.get() + 1);
+        Ok(())
+    }
+
+    /// Where the compared runs first differed from the checked run (None: never); frees `r`.
+    pub fn differences(&self, r: Reference) -> Result<Option<String>, ReplayError> {
+        let mut first = vec![u64::MAX; r.regions.len()];
+        // SAFETY: reading the result words, then freeing what `reference` allocated.
+        unsafe {
+            ck(sys::cuStreamSynchronize(self.stream), "comparing runs")?;
+            if !first.is_empty() {
+                ck(
+                    sys::cuMemcpyDtoH_v2(first.as_mut_ptr() as *mut _, r.flags, 8 * first.len()),
+                    "comparing runs",
+                )?;
+            }
+            for d in r.owned.iter().chain([&r.flags]) {
+                sys::cuMemFree_v2(*d);
+            }
+        }
+        Ok(first
+            .iter()
+            .zip(&r.regions)
+            .find(|(w, _)| **w != u64::MAX)
+            .map(|(w, (i, _))| {
+                format!(
+                    "allocation {:#x} differs from the checked run at byte {} in one of {} runs compared",
+                    self.prologue.regions[*i].addr,
+                    w * 4,
+                    r.compared.get()
+                )
+            }))
     }
 
     fn fill_guards(&self) -> Result<(), ReplayError> {
@@ -289,12 +405,25 @@ impl Session {
     /// Times the loaded candidates interleaved (A B A B …), each run on restored inputs and,
     /// in the cold regime, a flushed L2 (warm: what the previous run left), until [`stopping::enough`] (the medians known within 1%, or the ratio to the
     /// first decided; fewer samples for long kernels) or `max_reps`.
+    ///
+    /// With `refs` (one per loaded code), runs are also compared with their code's checked run
+    /// where [`determinism::compare_after`] allows; [`Session::differences`] tells the result.
     pub fn time(
         &self,
         ls: &[(&Loaded, Option<u32>)],
+        refs: &[&Reference],
         max_reps: u32,
         l2: Regime,
     ) -> Result<Vec<TimeStats>, ReplayError> {
+        let compare = |i: usize, next_is_sample: bool| -> Result<(), ReplayError> {
+            match refs.get(i) {
+                Some(r) if determinism::compare_after(l2, next_is_sample) => {
+                    self.compare_with(ls[i].0, r)
+                }
+                _ => Ok(()),
+            }
+        };
+        let last = ls.len() - 1;
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); ls.len()];
         let mut rounds = 3;
         let mut warm = 0;
@@ -304,14 +433,20 @@ impl Session {
                 if warm == 0 && i == 0 {
                     rounds = stopping::warmups(us);
                 }
+                compare(i, warm + 1 == rounds && i == last)?;
             }
             warm += 1;
         }
-        for _ in 0..max_reps {
+        for rep in 0..max_reps {
             for (i, (l, bx)) in ls.iter().enumerate() {
                 samples[i].push(self.timed_run(l, *bx, l2)?);
+                if i < last {
+                    compare(i, true)?;
+                }
             }
-            if stopping::enough(&samples) {
+            let done = rep + 1 == max_reps || stopping::enough(&samples);
+            compare(last, !done)?;
+            if done {
                 break;
             }
         }
@@ -526,40 +661,60 @@ impl Compare {
         }
     }
 
+    /// Queues a comparison of `words` 32-bit words at `a` and `b` that lowers the u64 at `first`
+    /// to the index of the first word that differs (left as it is where none does).
+    fn launch(
+        &self,
+        a: u64,
+        b: u64,
+        words: u64,
+        first: u64,
+        stream: sys::CUstream,
+    ) -> Result<(), ReplayError> {
+        if words == 0 {
+            return Ok(());
+        }
+        let (mut pa, mut pb, mut pn, mut pf) = (a, b, words, first);
+        let mut params = [
+            &mut pa as *mut u64 as *mut std::ffi::c_void,
+            &mut pb as *mut u64 as *mut _,
+            &mut pn as *mut u64 as *mut _,
+            &mut pf as *mut u64 as *mut _,
+        ];
+        let blocks = words.div_ceil(256).min(65_535 * 8) as u32;
+        // SAFETY: a and b address at least `words` words, `first` a u64; the parameters match
+        // the kernel's.
+        unsafe {
+            ck(
+                sys::cuLaunchKernel(
+                    self.func,
+                    blocks,
+                    1,
+                    1,
+                    256,
+                    1,
+                    1,
+                    0,
+                    stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                ),
+                "comparing results",
+            )
+        }
+    }
+
     /// Whether `size` bytes at `a` and `b` are equal (whole words on the device, the tail on the host).
     fn equal(&self, a: u64, b: u64, size: u64, stream: sys::CUstream) -> Result<bool, ReplayError> {
         let words = size / 4;
-        // SAFETY: a and b address at least `size` bytes; the parameters match the kernel.
+        // SAFETY: a and b address at least `size` bytes.
         unsafe {
             if words > 0 {
                 ck(
                     sys::cuMemsetD32Async(self.first, u32::MAX, 2, stream),
                     "comparing results",
                 )?;
-                let (mut pa, mut pb, mut pn, mut pf) = (a, b, words, self.first);
-                let mut params = [
-                    &mut pa as *mut u64 as *mut std::ffi::c_void,
-                    &mut pb as *mut u64 as *mut _,
-                    &mut pn as *mut u64 as *mut _,
-                    &mut pf as *mut u64 as *mut _,
-                ];
-                let blocks = words.div_ceil(256).min(65_535 * 8) as u32;
-                ck(
-                    sys::cuLaunchKernel(
-                        self.func,
-                        blocks,
-                        1,
-                        1,
-                        256,
-                        1,
-                        1,
-                        0,
-                        stream,
-                        params.as_mut_ptr(),
-                        std::ptr::null_mut(),
-                    ),
-                    "comparing results",
-                )?;
+                self.launch(a, b, words, self.first, stream)?;
                 let mut first = 0u64;
                 ck(sys::cuStreamSynchronize(stream), "comparing results")?;
                 ck(

@@ -5,6 +5,7 @@
 //! Protocol: the parent writes one [`Job`] as a JSON line to the worker's stdin; the worker
 //! answers with [`Msg`] lines on stdout: `Start` before each candidate, `Done` after it.
 
+use super::determinism;
 use super::l2::Regime;
 use super::session::{self, Session};
 use super::validate::Tolerance;
@@ -63,7 +64,19 @@ pub enum Msg {
     Fatal {
         message: String,
     },
+    /// Another process measures on this GPU: the job waits for its turn (`turn`), which no
+    /// watchdog times, until `Turn`.
+    Waiting,
+    /// The job has the GPU after waiting; its setup is timed from here.
+    Turn,
 }
+
+/// How long a job waits for its turn on the GPU at most: another search's batch, however
+/// long, ends well within it (its own candidates are each under the watchdog).
+const TURN_LIMIT: Duration = Duration::from_secs(24 * 3600);
+
+/// Whether this process has said that it shares the GPU (once is enough).
+static SAID_WAITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The worker's main loop. Exits after a sticky CUDA error, since its context is gone.
 pub fn serve() -> i32 {
@@ -112,6 +125,16 @@ pub fn serve() -> i32 {
             }
         }
         let s = &session.as_ref().unwrap().1;
+        // Held for the job: nothing else measures on this GPU meanwhile. Without a lock file
+        // (an unwritable temporary directory) the job runs as before.
+        let mut waited = false;
+        let _turn = super::turn::take(&s.uuid, || {
+            waited = true;
+            let _ = send(&mut out, &Msg::Waiting);
+        });
+        if waited {
+            let _ = send(&mut out, &Msg::Turn);
+        }
         if let Err(code) = run_job(s, &job, &mut out, &mut baseline) {
             return code;
         }
@@ -137,13 +160,14 @@ fn send(out: &mut impl Write, msg: &Msg) -> std::io::Result<()> {
 }
 
 /// The baseline of the session, loaded and checked once: (hash of its PTX, module).
-type Baseline = Option<(blake3::Hash, session::Loaded)>;
+/// The baseline's code, loaded once per worker, and what its checked run left.
+type Baseline = Option<(blake3::Hash, session::Loaded, session::Output)>;
 
 fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) -> Result<(), i32> {
     let hash = blake3::hash(job.baseline_ptx.as_bytes());
-    if let Some((h, old)) = cached.take() {
+    if let Some((h, old, out)) = cached.take() {
         if h == hash {
-            *cached = Some((h, old));
+            *cached = Some((h, old, out));
         } else {
             s.unload(old);
         }
@@ -153,7 +177,7 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
             .load(&job.baseline_ptx)
             .and_then(|l| s.check(&l, None, None).map(|r| (l, r)))
         {
-            Ok((l, Ok(()))) => *cached = Some((hash, l)),
+            Ok((l, Ok(out))) => *cached = Some((hash, l, out)),
             Ok((l, Err(diff))) => {
                 s.unload(l);
                 let message = format!("the baseline does not reproduce the recording: {diff}");
@@ -171,10 +195,10 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
             }
         }
     }
-    let base = &cached.as_ref().expect("set above").1;
+    let (_, base, base_out) = cached.as_ref().expect("set above");
     if job.baseline_alone {
         send(out, &Msg::Start { index: 0 }).map_err(|_| 1)?;
-        let (outcome, sticky) = match s.time(&[(base, None)], job.max_reps, job.l2) {
+        let (outcome, sticky) = match s.time(&[(base, None)], &[], job.max_reps, job.l2) {
             Ok(t) => (
                 Outcome::Valid {
                     baseline: t[0].clone(),
@@ -199,7 +223,7 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
     }
     for (index, c) in job.candidates.iter().enumerate() {
         send(out, &Msg::Start { index }).map_err(|_| 1)?;
-        let (result, sticky) = evaluate(s, base, c, job.max_reps, job.l2);
+        let (result, sticky) = evaluate(s, (base, base_out), c, job.max_reps, job.l2);
         send(out, &Msg::Done { index, result }).map_err(|_| 1)?;
         if sticky {
             return Err(3);
@@ -208,10 +232,11 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
     Ok(())
 }
 
-/// One candidate: load, check, time against the baseline. Returns whether the context died.
+/// One candidate: load, check, time against the baseline (every run held to its code's
+/// checked run: `determinism`). Returns whether the context died.
 fn evaluate(
     s: &Session,
-    base: &session::Loaded,
+    (base, base_out): (&session::Loaded, &session::Output),
     c: &JobCandidate,
     max_reps: u32,
     l2: Regime,
@@ -236,13 +261,12 @@ fn evaluate(
     let outcome = match s.check(&l, c.block_x, c.tolerance.as_ref()) {
         Err(e) => return crashed(&e, registers, local_bytes),
         Ok(Err(diff)) => Outcome::WrongOutput { message: diff },
-        Ok(Ok(())) => match s.time(&[(base, None), (&l, c.block_x)], max_reps, l2) {
-            Ok(t) => Outcome::Valid {
-                baseline: t[0].clone(),
-                time: t[1].clone(),
-            },
-            Err(e) => return crashed(&e, registers, local_bytes),
-        },
+        Ok(Ok(checked)) => {
+            match timed_and_stable(s, (base, base_out), (&l, &checked), c, max_reps, l2) {
+                Ok(outcome) => outcome,
+                Err(e) => return crashed(&e, registers, local_bytes),
+            }
+        }
     };
     s.unload(l);
     (
@@ -252,6 +276,39 @@ fn evaluate(
             local_bytes,
         },
         false,
+    )
+}
+
+/// Times a checked candidate against the baseline; valid unless its runs disagree with its
+/// checked run where the baseline's all agree with theirs.
+fn timed_and_stable(
+    s: &Session,
+    (base, base_out): (&session::Loaded, &session::Output),
+    (l, checked): (&session::Loaded, &session::Output),
+    c: &JobCandidate,
+    max_reps: u32,
+    l2: Regime,
+) -> Result<Outcome, session::ReplayError> {
+    let refs = [s.reference(base_out)?, s.reference(checked)?];
+    let timed = s.time(
+        &[(base, None), (l, c.block_x)],
+        &[&refs[0], &refs[1]],
+        max_reps,
+        l2,
+    );
+    let [base_ref, cand_ref] = refs;
+    let (base_diff, cand_diff) = (s.differences(base_ref), s.differences(cand_ref));
+    // A failed timing is the error to report (a dead context fails the comparisons too).
+    let t = timed?;
+    let (base_diff, cand_diff) = (base_diff?, cand_diff?);
+    Ok(
+        match determinism::verdict(base_diff.as_deref(), cand_diff.as_deref()) {
+            Ok(()) => Outcome::Valid {
+                baseline: t[0].clone(),
+                time: t[1].clone(),
+            },
+            Err(message) => Outcome::WrongOutput { message },
+        },
     )
 }
 
@@ -389,8 +446,11 @@ impl Pool {
         }
         let mut current: Option<usize> = None;
         let mut first = true;
+        let mut waiting = false;
         loop {
-            let wait = if first {
+            let wait = if waiting {
+                TURN_LIMIT
+            } else if first {
                 self.setup_limit + self.limit
             } else {
                 self.limit
@@ -400,6 +460,13 @@ impl Pool {
                 Ok(line) => {
                     first = false;
                     match serde_json::from_str::<Msg>(&line) {
+                        Ok(Msg::Waiting) => {
+                            waiting = true;
+                            if !SAID_WAITING.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                                eprintln!("r3: another r3 is measuring on this GPU; the two take turns, a batch at a time");
+                            }
+                        }
+                        Ok(Msg::Turn) => (waiting, first) = (false, true),
                         Ok(Msg::Start { index }) => current = Some(index),
                         Ok(Msg::Done { index, result }) => {
                             out[index] = Some(result);
@@ -540,6 +607,22 @@ mod tests {
             Some(0.5),
             "candidate 2 ran as the new worker's index 1"
         );
+    }
+
+    #[test]
+    fn waiting_for_the_gpu_is_not_timed_but_the_job_after_it_is() {
+        // Waits 1 s (the watchdog is 0.8 s, setup 0.2 s) for another process's turn, then answers.
+        let wait = "echo '{\"msg\":\"waiting\"}'; sleep 1; echo '{\"msg\":\"turn\"}';";
+        let script = format!("read job; {wait} {} {}", answer(0), answer(1));
+        let out = pool(&script).run(&job(2)).unwrap();
+        assert!(
+            out.iter().all(|m| m.outcome.ratio() == Some(0.5)),
+            "{out:?}"
+        );
+        // After the turn, a worker that then hangs before its first candidate is stopped.
+        let script = format!("read job; {wait} sleep 30; {}", answer(0));
+        let err = pool(&script).run(&job(1)).unwrap_err();
+        assert!(err.contains("stopped before starting a candidate"), "{err}");
     }
 
     #[test]
