@@ -954,7 +954,8 @@ fn tune_simulated(
     let space = Space::builtin(landscape.space.clone())?;
     opts.budget = finite_budget(opts.budget, &space);
     let mut sim = sim::Simulator::new(landscape);
-    tune_one(&store, &mut sim, &space, &opts, resume, &stop_flag())
+    let log = store.open_trials(&opts.kernel, &r3::replay::Evaluator::device(&sim).gpu)?;
+    tune_one(&store, log, &mut sim, &space, &opts, resume, &stop_flag())
 }
 
 /// A finite space has no more distinct candidates than points: a budget beyond that would
@@ -976,6 +977,7 @@ fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
 
 fn tune_one<E: r3::replay::Evaluator + Sync>(
     store: &r3::store::Store,
+    log: r3::store::trials::TrialLog,
     eval: &mut E,
     space: &r3::remix::space::Space,
     opts: &r3::remix::tune::TuneOptions,
@@ -987,7 +989,7 @@ fn tune_one<E: r3::replay::Evaluator + Sync>(
         |_| opts.kernel.clone(),
         |k| format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
     );
-    let (summary, path) = tune::tune_in_store(store, eval, space, opts, resume, stop, |p| {
+    let (summary, path) = tune::tune_in_log(store, log, eval, space, opts, resume, stop, |p| {
         let best = p
             .best
             .map(|(t, r)| format!("best {:.4}x of -O3 (trial {t})", r))
@@ -1115,8 +1117,18 @@ fn tune_gpu(
             budget: finite_budget(base.budget, &space),
             ..base.clone()
         };
+        // The trials file's lock first: a second search of this kernel on this GPU stops here,
+        // before it measures anything beside the first.
+        let log = match store.open_trials(&opts.kernel, &r3::replay::Evaluator::device(&ev).gpu) {
+            Ok(log) => log,
+            Err(e) => {
+                eprintln!("r3 tune: {}: {e}", opts.kernel);
+                code = 1;
+                continue;
+            }
+        };
         choose_l2(&store, &mut ev, &opts.kernel, how.l2);
-        match tune_one(&store, &mut ev, &space, &opts, how.resume, &stop) {
+        match tune_one(&store, log, &mut ev, &space, &opts, how.resume, &stop) {
             Ok(c) => {
                 code = code.max(c);
                 confirm_best(&store, &ev, &opts.kernel);

@@ -617,7 +617,9 @@ fn remember_measured<'a>(
 }
 
 /// Tunes one kernel with its trials kept in the store: refuses to overwrite earlier trials
-/// unless `resume`, in which case the search continues exactly where they stop.
+/// unless `resume`, in which case the search continues exactly where they stop. Takes the
+/// trials file's lock first of all, so that a second search of the kernel on this GPU stops
+/// before it measures anything.
 pub fn tune_in_store<E: Evaluator>(
     store: &crate::store::Store,
     eval: &mut E,
@@ -627,9 +629,32 @@ pub fn tune_in_store<E: Evaluator>(
     stop: &AtomicBool,
     progress: impl FnMut(&Progress),
 ) -> Result<(Summary, std::path::PathBuf), TuneError> {
+    let log = store.open_trials(&opts.kernel, &eval.device().gpu)?;
+    tune_in_log(store, log, eval, space, opts, resume, stop, progress)
+}
+
+/// [`tune_in_store`] with the trials file already open (`Store::open_trials`, which holds its
+/// lock), for callers that measure before the search (the L2 choice) and must not do so beside
+/// another search of the kernel.
+#[allow(clippy::too_many_arguments)]
+pub fn tune_in_log<E: Evaluator>(
+    store: &crate::store::Store,
+    mut log: TrialLog,
+    eval: &mut E,
+    space: &Space,
+    opts: &TuneOptions,
+    resume: bool,
+    stop: &AtomicBool,
+    progress: impl FnMut(&Progress),
+) -> Result<(Summary, std::path::PathBuf), TuneError> {
     let gpu = eval.device().gpu;
-    let prior = store.trials(&opts.kernel, &gpu)?;
     let path = store.trials_path(&opts.kernel, &gpu);
+    assert_eq!(
+        log.path(),
+        path,
+        "the log is the kernel's trials file on this GPU"
+    );
+    let prior = store.trials(&opts.kernel, &gpu)?;
     if !prior.is_empty() && !resume {
         return Err(TuneError::Exists {
             kernel: opts.kernel.clone(),
@@ -638,7 +663,6 @@ pub fn tune_in_store<E: Evaluator>(
         });
     }
     let transfer = transfer_for(store, &*eval, space, opts, &gpu, !prior.is_empty())?;
-    let mut log = store.open_trials(&opts.kernel, &gpu)?;
     let summary = tune_from(
         eval,
         space,

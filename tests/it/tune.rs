@@ -435,6 +435,26 @@ fn tune_without_a_gpu_says_so_and_simulate_runs() {
     );
     assert_eq!(again.status.code(), Some(1));
     assert!(stderr(&again).contains("--resume"), "{}", stderr(&again));
+    // While another r3 writes the file (its lock held here), a second search stops with that,
+    // not with advice to --resume (which would be refused too), with or without --resume.
+    let trials = crate::support::walk(&home.path().join("store/trials"))
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let held = std::fs::File::open(&trials).unwrap();
+    held.try_lock().unwrap();
+    for resume in [false, true] {
+        let mut args = vec!["tune", "--simulate", t, "--budget", "20"];
+        if resume {
+            args.push("--resume");
+        }
+        let busy = r3(&args, home.path());
+        assert_eq!(busy.status.code(), Some(1));
+        let err = stderr(&busy);
+        assert!(err.contains("is being written by another r3"), "{err}");
+        assert!(!err.contains("already holds"), "{err}");
+    }
+    drop(held);
     let more = r3(
         &[
             "tune",
