@@ -31,7 +31,8 @@ pub fn lock_path(uuid: &str) -> PathBuf {
 }
 
 /// Takes the GPU's turn, calling `waiting` first if another process holds it. Another user's
-/// lock file is opened read-only (enough for flock); an error is the caller's to report.
+/// lock file is opened read-only (enough for flock); an error is the caller's to report (the
+/// worker measures anyway and says so).
 pub fn take(uuid: &str, waiting: impl FnOnce()) -> std::io::Result<Turn> {
     let path = lock_path(uuid);
     let file = match OpenOptions::new()

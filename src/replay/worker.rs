@@ -84,6 +84,7 @@ pub fn serve() -> i32 {
     let mut out = std::io::stdout();
     let mut session: Option<(PathBuf, Session)> = None;
     let mut baseline: Baseline = None;
+    let mut said_no_turn = false;
     for line in stdin.lock().lines() {
         let Ok(line) = line else { return 0 };
         let job: Job = match serde_json::from_str(&line) {
@@ -126,14 +127,23 @@ pub fn serve() -> i32 {
         }
         let s = &session.as_ref().unwrap().1;
         // Held for the job: nothing else measures on this GPU meanwhile. Without a lock file
-        // (an unwritable temporary directory) the job runs as before.
+        // (an unwritable temporary directory) the job runs anyway, and the user is told once.
         let mut waited = false;
-        let _turn = super::turn::take(&s.uuid, || {
+        let turn = super::turn::take(&s.uuid, || {
             waited = true;
             let _ = send(&mut out, &Msg::Waiting);
         });
         if waited {
             let _ = send(&mut out, &Msg::Turn);
+        }
+        if let Err(e) = &turn {
+            if !said_no_turn {
+                said_no_turn = true;
+                eprintln!(
+                    "r3: warning: measuring without the GPU's turn ({}: {e}); another r3 on this GPU could time its kernels beside these",
+                    super::turn::lock_path(&s.uuid).display()
+                );
+            }
         }
         if let Err(code) = run_job(s, &job, &mut out, &mut baseline) {
             return code;
