@@ -332,14 +332,7 @@ fn recording_a_program_again_replaces_its_earlier_recordings() {
     // First every live allocation, then what each launch reaches: the second run's recordings
     // (same kernels, shapes and argument bytes, so the same recording ids) must be what is left.
     run(&exe, "reach", &store_dir, &[("R3_RECORD_SNAPSHOT", "full")]);
-    let again = Command::new(&exe)
-        .arg("reach")
-        .env("R3_RECORD", "1")
-        .env("R3_STORE", &store_dir)
-        .output()
-        .unwrap();
-    let err = stderr(&again);
-    assert!(again.status.success(), "{err}");
+    let err = stderr(&run(&exe, "reach", &store_dir, &[]));
     assert!(!err.contains("r3: warning"), "{err}");
     let store = Store::open(&store_dir).unwrap();
     let recs = store.recordings(None).unwrap();
