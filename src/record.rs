@@ -112,10 +112,15 @@ pub struct RunStats {
     pub host_s: f64,
     /// Scanning arguments and copied regions for pointers.
     pub scan_s: f64,
-    /// Compression and writing on the launching thread (epilogues).
+    /// Compression and writing on the launching thread (only where no thread could be started).
     pub write_s: f64,
-    /// Waiting for the prologue's writer thread after the launch.
+    /// Waiting for the recording in flight before the next one, and at exit (`exit_wait_s`).
     pub wait_s: f64,
+    #[serde(default)]
+    pub exit_wait_s: f64,
+    /// Compressing and writing the snapshots on the finisher thread, while the program ran on.
+    #[serde(default)]
+    pub background_s: f64,
     pub relaunch_s: f64,
     pub relaunched: u64,
     /// The timed (synchronous) launches that repeat a recorded one.
@@ -205,8 +210,19 @@ pub fn summary(s: &RunStats) -> String {
         s.regions_skipped
     );
     out += &format!(
-        "r3:   time: host buffers {:.2} s, device copies {:.2} s, pointer scan {:.2} s, compression {:.2} s + {:.2} s waiting for the prologue, warm re-launches {:.2} s ({} launch(es)), timed repeats {:.2} s\n",
-        s.host_s, s.copy_s, s.scan_s, s.write_s, s.wait_s, s.relaunch_s, s.relaunched, s.natural_s
+        "r3:   time: host buffers {:.2} s, device copies {:.2} s, pointer scan {:.2} s, warm re-launches {:.2} s ({} launch(es)), timed repeats {:.2} s\n",
+        s.host_s, s.copy_s, s.scan_s, s.relaunch_s, s.relaunched, s.natural_s
+    );
+    out += &format!(
+        "r3:   files: compressed and written in the background in {:.2} s; the program waited {:.2} s for them ({:.2} s at exit){}\n",
+        s.background_s,
+        s.wait_s,
+        s.exit_wait_s,
+        if s.write_s > 0.0 {
+            format!(", {:.2} s written on the launching thread", s.write_s)
+        } else {
+            String::new()
+        }
     );
     out += &format!(
         "r3:   allocations: {} ({} reused freed memory), {} freed, {:.2} s\n",
@@ -250,7 +266,8 @@ mod tests {
     const STATS: &str = r#"{"format": 1, "wall_s": 12.5, "snapshot": "reachable", "kernels_seen": 7,
       "launches": 5120, "recorded": 21, "not_replayable": 1, "bytes_in": 1610612736,
       "bytes_written": 104857600, "regions": 60, "regions_skipped": 400, "record_s": 2.25,
-      "copy_s": 0.75, "host_s": 0.375, "scan_s": 0.125, "write_s": 0.5, "wait_s": 0.25, "relaunch_s": 0.0625,
+      "copy_s": 0.75, "host_s": 0.375, "scan_s": 0.125, "write_s": 0.5, "wait_s": 0.25, "exit_wait_s": 0.125,
+      "background_s": 1.5, "relaunch_s": 0.0625,
       "relaunched": 12, "natural_s": 0.03125, "alloc_s": 0.5, "allocs": 900,
       "allocs_reused": 880, "frees": 850, "kernels_capped": 2, "time_capped": true}"#;
 

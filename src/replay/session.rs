@@ -6,7 +6,7 @@
 use super::determinism;
 use super::l2::Regime;
 use super::stopping;
-use super::validate::{self, Tolerance};
+use super::validate::{self, Tolerance, Unordered};
 use super::TimeStats;
 use crate::store::records::{LaunchRecord, Recording, Region, RegionData, RegionKind, Snapshot};
 use cudarc::driver::sys::{self, CUresult};
@@ -77,6 +77,9 @@ pub struct Session {
     guards: Vec<Guard>,
     /// The GPU's UUID, which names its measurement turn (`turn`).
     pub uuid: String,
+    /// Regions compared in any order of their elements, as the baseline writes them in another
+    /// order than the recording (`check_baseline`).
+    unordered: std::cell::RefCell<Vec<Unordered>>,
 }
 
 /// What a checked run left: the regions that differ from the recording (the others equal it).
@@ -188,6 +191,7 @@ impl Session {
                 stream,
                 guards,
                 uuid,
+                unordered: Default::default(),
             })
         }
     }
@@ -255,6 +259,64 @@ impl Session {
         block_x: Option<u32>,
         tol: Option<&Tolerance>,
     ) -> Result<Result<Output, String>, ReplayError> {
+        let (observed, verdict) = self.run_and_compare(l, block_x, tol)?;
+        self.settle(verdict.map(|()| observed))
+    }
+
+    /// The baseline's check. Where the baseline's code uses atomics (`atomics`) and leaves the
+    /// regions it writes holding the recording's elements in another order (a list appended
+    /// to with atomics), those regions are compared in any order from then on, for every code:
+    /// the order is the GPU's choice, not the code's. Returns them with the verdict.
+    #[allow(clippy::type_complexity)]
+    pub fn check_baseline(
+        &self,
+        l: &Loaded,
+        atomics: bool,
+    ) -> Result<Result<(Output, Vec<Unordered>), String>, ReplayError> {
+        self.unordered.borrow_mut().clear();
+        let (observed, verdict) = self.run_and_compare(l, None, None)?;
+        let relaxed = match (&verdict, atomics) {
+            (Err(_), true) => validate::permuted(&self.expected, &observed, &self.written),
+            _ => None,
+        };
+        let Some(unordered) = relaxed else {
+            return Ok(self
+                .settle(verdict.map(|()| observed))?
+                .map(|o| (o, Vec::new())));
+        };
+        *self.unordered.borrow_mut() = unordered.clone();
+        let verdict = self.check_guards()?;
+        Ok(self
+            .settle(verdict.map(|()| observed))?
+            .map(|o| (o, unordered)))
+    }
+
+    /// How messages name region `i` of the recording.
+    pub fn region_name(&self, i: usize) -> String {
+        validate::describe(&self.prologue.regions[i])
+    }
+
+    /// The guards' check after a verdict on the regions, and the state the next check starts
+    /// from.
+    fn settle(
+        &self,
+        verdict: Result<Snapshot, String>,
+    ) -> Result<Result<Output, String>, ReplayError> {
+        let verdict = match verdict {
+            Ok(observed) => self.check_guards()?.map(|()| observed),
+            wrong => wrong,
+        };
+        self.dirty.set(verdict.is_err());
+        Ok(verdict.map(Output))
+    }
+
+    /// One run of `l` from the recorded inputs, its results read back and compared.
+    fn run_and_compare(
+        &self,
+        l: &Loaded,
+        block_x: Option<u32>,
+        tol: Option<&Tolerance>,
+    ) -> Result<(Snapshot, Result<(), String>), ReplayError> {
         // Cheap restore when the last candidate was valid: only what the launch writes, from the
         // device copies, and the module's variables (a fresh module starts from its initializers).
         if self.dirty.replace(true) {
@@ -269,12 +331,14 @@ impl Session {
         // SAFETY: synchronizing the session's stream.
         unsafe { ck(sys::cuStreamSynchronize(self.stream), "running the kernel")? };
         let observed = self.read_back(l)?;
-        let verdict = match validate::compare(&self.expected, &observed, &self.written, tol) {
-            Ok(()) => self.check_guards()?,
-            wrong => wrong,
-        };
-        self.dirty.set(verdict.is_err());
-        Ok(verdict.map(|()| Output(observed)))
+        let verdict = validate::compare(
+            &self.expected,
+            &observed,
+            &self.written,
+            &self.unordered.borrow(),
+            tol,
+        );
+        Ok((observed, verdict))
     }
 
     /// Device copies of what a checked run left in the allocations the launch writes (the

@@ -1,7 +1,10 @@
 //! Checking a replay's results against the recording. Exact by default: every byte of every
 //! region must equal the recorded post-launch state, so a candidate that writes anywhere the
 //! original did not, or leaves out a write, fails. A tolerance relaxes only the regions the
-//! original wrote, and only for the element type it names.
+//! original wrote, and only for the element type it names. A region the baseline itself fills
+//! in another order than the recording (a kernel appending to a list with atomics: the order
+//! varies from run to run) is compared as a multiset of its elements (`Unordered`): the same
+//! elements, each as often, in any order; everything else about it stays exact.
 
 use crate::store::records::{RegionData, Snapshot};
 use serde::{Deserialize, Serialize};
@@ -75,11 +78,86 @@ impl std::str::FromStr for Tolerance {
     }
 }
 
+/// A region whose elements the launch writes in an order that varies from run to run: compared
+/// as a multiset of `width`-byte elements (see [`same_elements`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unordered {
+    pub region: usize,
+    pub width: usize,
+}
+
+/// Element widths tried for an unordered region, widest first: the widest in which the
+/// baseline's bytes are a permutation of the recording's is the strictest check it passes.
+const WIDTHS: [usize; 3] = [16, 8, 4];
+
+/// Whether `got` holds the elements of `want` (`width` bytes each, aligned to the region), each
+/// as often, in any order. Only the span from the first to the last differing element is
+/// reordered; the bytes around it are equal by construction.
+pub fn same_elements(want: &[u8], got: &[u8], width: usize) -> bool {
+    if want.len() != got.len() {
+        return false;
+    }
+    let Some(first) = want.iter().zip(got).position(|(a, b)| a != b) else {
+        return true;
+    };
+    let last = want
+        .iter()
+        .zip(got)
+        .rposition(|(a, b)| a != b)
+        .unwrap_or(first);
+    let (lo, hi) = (first / width * width, (last / width + 1) * width);
+    if hi > want.len() {
+        return false; // a partial element at the end: not a list of such elements
+    }
+    sorted_elements(&want[lo..hi], width) == sorted_elements(&got[lo..hi], width)
+}
+
+fn sorted_elements(bytes: &[u8], width: usize) -> Vec<&[u8]> {
+    let mut v: Vec<&[u8]> = bytes.chunks_exact(width).collect();
+    v.sort_unstable();
+    v
+}
+
+/// When every region in which `observed` differs from `expected` is one the launch writes and
+/// holds the same elements in another order, those regions with the widest such element width;
+/// otherwise None (the difference is not a matter of order).
+pub fn permuted(
+    expected: &Snapshot,
+    observed: &Snapshot,
+    written: &[usize],
+) -> Option<Vec<Unordered>> {
+    let mut out = Vec::new();
+    for (i, (e, o)) in expected.regions.iter().zip(&observed.regions).enumerate() {
+        let (RegionData::Full(want), RegionData::Full(got)) = (&e.data, &o.data) else {
+            continue;
+        };
+        if want == got {
+            continue;
+        }
+        if !written.contains(&i) || !e.name.is_empty() {
+            return None;
+        }
+        let width = WIDTHS.into_iter().find(|&w| same_elements(want, got, w))?;
+        out.push(Unordered { region: i, width });
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// How messages name a region: `allocation 0x…` or `variable NAME`.
+pub fn describe(e: &crate::store::records::Region) -> String {
+    if e.name.is_empty() {
+        format!("allocation {:#x}", e.addr)
+    } else {
+        format!("variable {}", e.name)
+    }
+}
+
 /// Ok, or a message naming the first region and offset that differ.
 pub fn compare(
     expected: &Snapshot,
     observed: &Snapshot,
     written: &[usize],
+    unordered: &[Unordered],
     tol: Option<&Tolerance>,
 ) -> Result<(), String> {
     for (i, (e, o)) in expected.regions.iter().zip(&observed.regions).enumerate() {
@@ -89,11 +167,16 @@ pub fn compare(
         if want == got {
             continue;
         }
-        let what = if e.name.is_empty() {
-            format!("allocation {:#x}", e.addr)
-        } else {
-            format!("variable {}", e.name)
-        };
+        let what = describe(e);
+        if let Some(u) = unordered.iter().find(|u| u.region == i) {
+            if same_elements(want, got, u.width) {
+                continue;
+            }
+            return Err(format!(
+                "{what}: other elements than the recording's (compared in any order, as {}-byte elements: the baseline writes them in an order that varies)",
+                u.width
+            ));
+        }
         let first = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(0);
         match tol {
             Some(t) if written.contains(&i) => {
@@ -206,9 +289,9 @@ mod tests {
     #[test]
     fn exact_by_default() {
         let want = snap(vec![f32s(&[1.0, 2.0]), vec![0; 8]]);
-        assert!(compare(&want, &want.clone(), &[0], None).is_ok());
+        assert!(compare(&want, &want.clone(), &[0], &[], None).is_ok());
         let off = snap(vec![f32s(&[1.0, 2.000001]), vec![0; 8]]);
-        assert!(compare(&want, &off, &[0], None)
+        assert!(compare(&want, &off, &[0], &[], None)
             .unwrap_err()
             .contains("exact"));
     }
@@ -218,7 +301,7 @@ mod tests {
         let want = snap(vec![f32s(&[1.0]), vec![0; 8]]);
         let stray = snap(vec![f32s(&[1.0]), vec![0, 0, 0, 1, 0, 0, 0, 0]]);
         let t: Tolerance = "f32:rel=1".parse().unwrap();
-        assert!(compare(&want, &stray, &[0], Some(&t))
+        assert!(compare(&want, &stray, &[0], &[], Some(&t))
             .unwrap_err()
             .contains("left alone"));
     }
@@ -227,13 +310,21 @@ mod tests {
     fn tolerance_relative_and_ulp() {
         let want = snap(vec![f32s(&[1.0, 100.0, f32::NAN])]);
         let near = snap(vec![f32s(&[1.0000001, 100.00001, f32::NAN])]);
-        assert!(compare(&want, &near, &[0], Some(&"f32:rel=1e-6".parse().unwrap())).is_ok());
-        assert!(compare(&want, &near, &[0], Some(&"f32:ulp=1".parse().unwrap())).is_ok());
+        assert!(compare(
+            &want,
+            &near,
+            &[0],
+            &[],
+            Some(&"f32:rel=1e-6".parse().unwrap())
+        )
+        .is_ok());
+        assert!(compare(&want, &near, &[0], &[], Some(&"f32:ulp=1".parse().unwrap())).is_ok());
         let far = snap(vec![f32s(&[1.01, 100.0, f32::NAN])]);
         assert!(compare(
             &want,
             &far,
             &[0],
+            &[],
             Some(&"f32:rel=1e-6,ulp=4".parse().unwrap())
         )
         .is_err());
@@ -258,17 +349,82 @@ mod tests {
         let want = snap(vec![ints(&[0, 3, 7])]);
         let got = snap(vec![ints(&[0, 4, 7])]);
         let loose: Tolerance = "f32:rel=1e-3,abs=1e-6,ulp=4".parse().unwrap();
-        assert!(compare(&want, &got, &[0], Some(&loose)).is_err());
+        assert!(compare(&want, &got, &[0], &[], Some(&loose)).is_err());
         let wide = |v: &[u64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let t64: Tolerance = "f64:rel=1e-3,ulp=4".parse().unwrap();
         let (a, b) = (snap(vec![wide(&[5, 9])]), snap(vec![wide(&[5, 10])]));
-        assert!(compare(&a, &b, &[0], Some(&t64)).is_err());
+        assert!(compare(&a, &b, &[0], &[], Some(&t64)).is_err());
         // Floats near each other still pass.
         let (x, y) = (
             snap(vec![f32s(&[1.0, 2.0])]),
             snap(vec![f32s(&[1.0, 2.000001])]),
         );
-        assert!(compare(&x, &y, &[0], Some(&loose)).is_ok());
+        assert!(compare(&x, &y, &[0], &[], Some(&loose)).is_ok());
+    }
+
+    fn u32s(v: &[u32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn a_list_appended_in_another_order_is_the_same_elements() {
+        // A frontier of 4-byte vertex ids after a count, appended with atomics.
+        let want = snap(vec![u32s(&[3, 10, 11, 12, 0, 0]), u32s(&[7])]);
+        let got = snap(vec![u32s(&[3, 12, 10, 11, 0, 0]), u32s(&[7])]);
+        let unordered = permuted(&want, &got, &[0, 1]).unwrap();
+        assert_eq!(
+            unordered,
+            [Unordered {
+                region: 0,
+                width: 4
+            }]
+        );
+        assert!(compare(&want, &got, &[0, 1], &unordered, None).is_ok());
+        assert!(
+            compare(&want, &got, &[0, 1], &[], None).is_err(),
+            "exact otherwise"
+        );
+        // A candidate that loses one element, or repeats another, is refused.
+        for bad in [
+            [3, 12, 10, 10, 0, 0],
+            [3, 12, 10, 0, 0, 0],
+            [3, 12, 10, 11, 1, 0],
+        ] {
+            let got = snap(vec![u32s(&bad), u32s(&[7])]);
+            let e = compare(&want, &got, &[0, 1], &unordered, None).unwrap_err();
+            assert!(e.contains("other elements"), "{bad:?}: {e}");
+        }
+        // The count beside it stays exact: it is not the unordered region.
+        let got = snap(vec![u32s(&[3, 12, 10, 11, 0, 0]), u32s(&[8])]);
+        assert!(compare(&want, &got, &[0, 1], &unordered, None).is_err());
+    }
+
+    #[test]
+    fn pairs_moved_together_are_checked_as_pairs() {
+        // (key, value) pairs of 8 bytes: a permutation of pairs is 8 wide, so a candidate that
+        // swaps values between keys (the same 4-byte words) is refused.
+        let want = snap(vec![u32s(&[1, 100, 2, 200, 3, 300])]);
+        let got = snap(vec![u32s(&[3, 300, 1, 100, 2, 200])]);
+        let unordered = permuted(&want, &got, &[0]).unwrap();
+        assert_eq!(unordered[0].width, 8);
+        let swapped = snap(vec![u32s(&[3, 100, 1, 300, 2, 200])]);
+        assert!(compare(&want, &swapped, &[0], &unordered, None).is_err());
+    }
+
+    #[test]
+    fn what_is_not_a_permutation_is_not_relaxed() {
+        let want = snap(vec![u32s(&[1, 2, 3, 4]), u32s(&[9])]);
+        // Another value: not a reordering.
+        assert!(permuted(&want, &snap(vec![u32s(&[1, 2, 3, 5]), u32s(&[9])]), &[0, 1]).is_none());
+        // Nothing differs: nothing to relax.
+        assert!(permuted(&want, &want.clone(), &[0, 1]).is_none());
+        // A permutation in a region the launch does not write: never relaxed.
+        let moved = snap(vec![u32s(&[2, 1, 3, 4]), u32s(&[9])]);
+        assert!(permuted(&want, &moved, &[1]).is_none());
+        assert!(permuted(&want, &moved, &[0, 1]).is_some());
+        // Bytes moved within an element are not a permutation of elements of 4 or more.
+        let bytes = snap(vec![vec![1, 2, 3, 4, 5, 6, 7, 8]]);
+        assert!(permuted(&bytes, &snap(vec![vec![2, 1, 3, 4, 5, 6, 7, 8]]), &[0]).is_none());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use super::determinism;
 use super::l2::Regime;
 use super::session::{self, Session};
-use super::validate::Tolerance;
+use super::validate::{Tolerance, Unordered};
 use super::Outcome;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -69,6 +69,10 @@ pub enum Msg {
     Waiting,
     /// The job has the GPU after waiting; its setup is timed from here.
     Turn,
+    /// Something the user should know about how the recording is checked; said once.
+    Note {
+        message: String,
+    },
 }
 
 /// How long a job waits for its turn on the GPU at most: another search's batch, however
@@ -77,6 +81,16 @@ const TURN_LIMIT: Duration = Duration::from_secs(24 * 3600);
 
 /// Whether this process has said that it shares the GPU (once is enough).
 static SAID_WAITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Prints a worker's note on stderr, once per process.
+fn say_once(message: String) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.contains(&message) {
+        eprintln!("r3: note: {message}");
+        said.push(message);
+    }
+}
 
 /// The worker's main loop. Exits after a sticky CUDA error, since its context is gone.
 pub fn serve() -> i32 {
@@ -163,6 +177,31 @@ fn load_recording(job: &Job) -> Result<crate::store::records::Recording, String>
     })
 }
 
+/// Whether PTX has an atomic or reduction instruction (`atom.*`, `red.*`), predicated or not.
+fn uses_atomics(ptx: &str) -> bool {
+    ptx.lines().any(|line| {
+        let mut op = line.trim_start();
+        if op.starts_with('@') {
+            op = op
+                .split_once(char::is_whitespace)
+                .map_or("", |(_, rest)| rest.trim_start());
+        }
+        op.starts_with("atom.") || op.starts_with("red.")
+    })
+}
+
+fn unordered_note(s: &Session, unordered: &[Unordered]) -> String {
+    format!(
+        "the baseline writes {} region(s) in another order than the recording (a list appended with atomics); each is compared as a multiset of its elements ({}), everything else exactly",
+        unordered.len(),
+        unordered
+            .iter()
+            .map(|u| format!("{}: {}-byte elements", s.region_name(u.region), u.width))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 fn send(out: &mut impl Write, msg: &Msg) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, msg)?;
     out.write_all(b"\n")?;
@@ -183,11 +222,17 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
         }
     }
     if cached.is_none() {
-        match s
-            .load(&job.baseline_ptx)
-            .and_then(|l| s.check(&l, None, None).map(|r| (l, r)))
-        {
-            Ok((l, Ok(out))) => *cached = Some((hash, l, out)),
+        match s.load(&job.baseline_ptx).and_then(|l| {
+            s.check_baseline(&l, uses_atomics(&job.baseline_ptx))
+                .map(|r| (l, r))
+        }) {
+            Ok((l, Ok((checked, unordered)))) => {
+                if !unordered.is_empty() {
+                    let message = unordered_note(s, &unordered);
+                    let _ = send(out, &Msg::Note { message });
+                }
+                *cached = Some((hash, l, checked))
+            }
             Ok((l, Err(diff))) => {
                 s.unload(l);
                 let message = format!("the baseline does not reproduce the recording: {diff}");
@@ -477,6 +522,7 @@ impl Pool {
                             }
                         }
                         Ok(Msg::Turn) => (waiting, first) = (false, true),
+                        Ok(Msg::Note { message }) => say_once(message),
                         Ok(Msg::Start { index }) => current = Some(index),
                         Ok(Msg::Done { index, result }) => {
                             out[index] = Some(result);
@@ -527,6 +573,18 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn atomics_are_found_in_ptx_whatever_their_predicate() {
+        assert!(uses_atomics("  atom.global.add.u32 %r1, [%rd1], 1;"));
+        assert!(uses_atomics("\t@%p1 red.global.add.f32 [%rd2], %f1;"));
+        assert!(uses_atomics(
+            "@!%p2 bra $L;\n  @!%p3 atom.shared.cas.b32 %r2, [%r3], 0, 1;"
+        ));
+        assert!(!uses_atomics(
+            "  ld.shared.u32 %r1, [%r2];\n  st.global.f32 [%rd1], %f1;\n// atom. in a comment"
+        ));
+    }
 
     fn job(n: usize) -> Job {
         Job {

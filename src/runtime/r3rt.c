@@ -24,9 +24,9 @@
  *     and argument bytes) run as the program issues them, timed with events: natural.json,
  *     the launch's time in the program's own cache state, which replay compares with its
  *     cold- and warm-L2 times to measure in the regime the program runs in (src/replay/l2.rs).
- * Recording costs what is recorded: other launches pay a table lookup and an argument hash,
- * the prologue is compressed on a second thread while the launch and the epilogue copy run,
- * and the three warm re-launches for the in-app time run only when they are cheap (see
+ * Recording costs what is recorded: other launches pay a table lookup and an argument hash;
+ * a recorded launch's snapshots are compressed and written on a thread of its own while the
+ * launch runs and after the program goes on (struct finisher), and the three warm re-launches for the in-app time run only when they are cheap (see
  * warm_relaunches). R3_RECORD_MAX_S and R3_RECORD_KERNEL_MB cap the time spent recording and
  * the bytes written per kernel; R3_RECORD_PROGRESS=1 prints progress on stderr, and
  * R3_RECORD_STATS names a file that gets what the run recorded and where the time went
@@ -66,6 +66,7 @@
 #define R3_ARENA_CHUNKS 256
 #define R3_ARENA_MIN ((size_t)64 << 20)
 #define R3_HUGE ((size_t)2 << 20)
+#define R3_SCAN_SLICE ((size_t)16 << 20) /* bytes of a region worth scanning on several threads */
 
 cudaError_t __real_cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 cudaError_t __real_cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
@@ -140,7 +141,8 @@ static const char *sticky_reason;
 
 /* Where the run's recording time went, for progress and R3_RECORD_STATS. */
 static struct {
-  double start, record_s, copy_s, host_s, scan_s, write_s, wait_s, relaunch_s, natural_s, alloc_s;
+  double start, record_s, copy_s, host_s, scan_s, write_s, wait_s, exit_wait_s, background_s, relaunch_s, natural_s,
+      alloc_s;
   uint64_t launches, recorded, not_replayable, bytes_in, bytes_written, regions, regions_skipped;
   uint64_t allocs, allocs_reused, frees, relaunched;
   int kernels_seen, kernels_capped, time_capped;
@@ -180,7 +182,7 @@ static long long env_ll(const char *name, long long fallback) {
   return v && *v ? atoll(v) : fallback;
 }
 
-static void write_stats(void);
+static void at_exit(void);
 
 static int recording(void) {
   if (mode >= 0) return mode;
@@ -212,7 +214,7 @@ static int recording(void) {
     else snprintf(store_dir, sizeof store_dir, "%s/.local/share/r3", home ? home : "/tmp");
   }
   st.start = now_s();
-  atexit(write_stats);
+  atexit(at_exit);
   return mode;
 }
 
@@ -570,6 +572,7 @@ struct writer {
   FILE *f; int failed; size_t written;
   int workers, cur;
   unsigned char *in[R3_WORKERS], *out[R3_WORKERS];
+  const unsigned char *src[R3_WORKERS]; /* a chunk compressed where it lies, or NULL: in[] */
   size_t fill[R3_WORKERS], outn[R3_WORKERS];
   ZSTD_CCtx *z[R3_WORKERS];
 };
@@ -578,7 +581,8 @@ struct frame_job { struct writer *w; int i; };
 static void *compress_frame(void *p) {
   struct frame_job *j = p;
   struct writer *w = j->w;
-  size_t n = ZSTD_compress2(w->z[j->i], w->out[j->i], ZSTD_compressBound(R3_CHUNK), w->in[j->i], w->fill[j->i]);
+  const unsigned char *src = w->src[j->i] ? w->src[j->i] : w->in[j->i];
+  size_t n = ZSTD_compress2(w->z[j->i], w->out[j->i], ZSTD_compressBound(R3_CHUNK), src, w->fill[j->i]);
   w->outn[j->i] = ZSTD_isError(n) ? 0 : n;
   if (ZSTD_isError(n)) w->failed = 1;
   return NULL;
@@ -600,12 +604,31 @@ static void w_flush(struct writer *w, int n) {
     if (!w->failed && fwrite(w->out[i], 1, w->outn[i], w->f) != w->outn[i]) w->failed = 1;
     w->written += w->outn[i];
     w->fill[i] = 0;
+    w->src[i] = NULL;
   }
   w->cur = 0;
 }
 
+/* A run of at least a chunk is compressed where it lies, chunk by chunk, not copied first: the
+   snapshot's host buffers outlive the writer. */
+static void w_run(struct writer *w, const unsigned char *p, size_t n) {
+  if (w->fill[w->cur] && ++w->cur == w->workers) w_flush(w, w->workers);
+  while (!w->failed && n) {
+    size_t take = n < R3_CHUNK ? n : R3_CHUNK;
+    w->src[w->cur] = p;
+    w->fill[w->cur] = take;
+    p += take;
+    n -= take;
+    if (++w->cur == w->workers) w_flush(w, w->workers);
+  }
+}
+
 static void w_bytes(struct writer *w, const void *data, size_t n) {
   const unsigned char *p = data;
+  if (n >= R3_CHUNK) {
+    w_run(w, p, n);
+    return;
+  }
   while (!w->failed && n) {
     size_t room = R3_CHUNK - w->fill[w->cur], take = n < room ? n : room;
     memcpy(w->in[w->cur] + w->fill[w->cur], p, take);
@@ -691,7 +714,7 @@ static void write_prologue(struct writer *w, struct region *rs, int n) {
   }
 }
 
-/* Writes the changed pages of each region, marks the regions that changed, returns the bytes. */
+/* Writes the changed pages of each region; returns their bytes. */
 static size_t write_epilogue(struct writer *w, struct region *rs, int n) {
   size_t changed = 0;
   w_u32(w, 1);
@@ -703,7 +726,6 @@ static size_t write_epilogue(struct writer *w, struct region *rs, int n) {
       size_t off = p * R3_PAGE, len = r->size - off < R3_PAGE ? r->size - off : R3_PAGE;
       diff += memcmp(r->before + off, r->after + off, len) != 0;
     }
-    r->changed = diff != 0;
     w_region_head(w, r, diff ? ENC_PAGES : ENC_UNCHANGED);
     if (!diff) continue;
     w_u64(w, diff);
@@ -824,31 +846,45 @@ static int mkdirs(const char *path) {
   return !mkdir(tmp, 0777) || errno == EEXIST;
 }
 
-static void write_launch_json(const char *dir, const struct launch *l, const struct outcome *o) {
+/* The device a launch ran on, read on the launching thread: launch.json is written on the
+   finisher's, which makes no CUDA call (see struct finisher). */
+struct gpu_info { int major, minor, named; char name[256]; };
+
+static struct gpu_info gpu_info_now(void) {
+  static struct gpu_info known[64];
+  static unsigned char have[64];
+  struct gpu_info g = {0};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev >= 0 && dev < 64 && have[dev]) return known[dev];
+  cudaDeviceGetAttribute(&g.major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&g.minor, cudaDevAttrComputeCapabilityMinor, dev);
+  struct cudaDeviceProp prop;
+  if ((g.named = cudaGetDeviceProperties(&prop, dev) == cudaSuccess)) snprintf(g.name, sizeof g.name, "%s", prop.name);
+  if (dev >= 0 && dev < 64) known[dev] = g, have[dev] = 1;
+  return g;
+}
+
+static void write_launch_json(const char *dir, const struct launch *l, const struct outcome *o,
+                              const struct gpu_info *g) {
   char path[4200];
   snprintf(path, sizeof path, "%s/launch.json", dir);
   FILE *f = fopen(path, "w");
   if (!f) return;
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   char exe[4096] = {0};
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n < 0) exe[0] = 0;
-  struct cudaDeviceProp prop;
-  int have_prop = cudaGetDeviceProperties(&prop, dev) == cudaSuccess;
   fprintf(f, "{\n  \"format\": 1,\n  \"kernel\": ");
   json_str(f, l->name);
-  if (have_prop) {
+  if (g->named) {
     fprintf(f, ",\n  \"gpu\": ");
-    json_str(f, prop.name);
+    json_str(f, g->name);
   }
   if (l->fatbin && *l->fatbin) {
     fprintf(f, ",\n  \"fatbin\": ");
     json_str(f, l->fatbin);
   }
-  fprintf(f, ",\n  \"arch\": \"sm_%d%d\",\n  \"grid\": [%u, %u, %u],\n  \"block\": [%u, %u, %u],\n", major, minor,
+  fprintf(f, ",\n  \"arch\": \"sm_%d%d\",\n  \"grid\": [%u, %u, %u],\n  \"block\": [%u, %u, %u],\n", g->major, g->minor,
           l->grid.x, l->grid.y, l->grid.z, l->block.x, l->block.y, l->block.z);
   fprintf(f, "  \"shared_bytes\": %zu,\n  \"params\": [", l->shmem);
   const struct layout *lay = l->layout;
@@ -906,21 +942,62 @@ static int live_at(uint64_t v) {
   return at >= 0 && v < live[at].end ? at : -1;
 }
 
+/* Sets hit[j] for each live allocation j that an 8-byte word of p at a multiple of `step` below
+   `end` points into. */
+struct scan_job { const unsigned char *p; size_t begin, end, n, step; unsigned char *hit; };
+
+static void *scan_slice(void *arg) {
+  struct scan_job *j = arg;
+  for (size_t off = j->begin; off < j->end && off + 8 <= j->n; off += j->step) {
+    uint64_t v;
+    memcpy(&v, j->p + off, 8);
+    int a = live_at(v);
+    if (a >= 0) j->hit[a] = 1;
+  }
+  return NULL;
+}
+
 /* Marks the live allocations that the 8-byte words of p[0..n) (every `step` bytes) point into,
    and queues the ones not marked before. Any word that looks like a pointer counts: a value
-   that only looks like one costs a larger snapshot, never a wrong one. */
+   that only looks like one costs a larger snapshot, never a wrong one. A large region is
+   scanned in slices on the compression threads' count of threads. */
 static void scan_words(const unsigned char *p, size_t n, size_t step, unsigned char *marked, int *queue,
                        int *nqueue) {
+  static unsigned char hits[R3_WORKERS][R3_MAX_ALLOCS];
   double t0 = now_s();
-  for (size_t off = 0; off + 8 <= n; off += step) {
-    uint64_t v;
-    memcpy(&v, p + off, 8);
-    int j = live_at(v);
-    if (j >= 0 && !marked[j]) {
-      marked[j] = 1;
-      queue[(*nqueue)++] = j;
+  int t = n >= R3_SCAN_SLICE ? w_workers() : 1;
+  if (t == 1) {
+    for (size_t off = 0; off + 8 <= n; off += step) {
+      uint64_t v;
+      memcpy(&v, p + off, 8);
+      int j = live_at(v);
+      if (j >= 0 && !marked[j]) {
+        marked[j] = 1;
+        queue[(*nqueue)++] = j;
+      }
     }
+    st.scan_s += now_s() - t0;
+    return;
   }
+  size_t len = (n / (size_t)t + step - 1) / step * step;
+  struct scan_job jobs[R3_WORKERS];
+  pthread_t th[R3_WORKERS];
+  int started[R3_WORKERS] = {0};
+  for (int i = 0; i < t; i++) {
+    memset(hits[i], 0, (size_t)nlive);
+    jobs[i] = (struct scan_job){p, (size_t)i * len, (size_t)(i + 1) * len, n, step, hits[i]};
+    started[i] = i > 0 && pthread_create(&th[i], NULL, scan_slice, &jobs[i]) == 0;
+    if (i > 0 && !started[i]) scan_slice(&jobs[i]);
+  }
+  scan_slice(&jobs[0]);
+  for (int i = 1; i < t; i++)
+    if (started[i]) pthread_join(th[i], NULL);
+  for (int i = 0; i < t; i++)
+    for (int j = 0; j < nlive; j++)
+      if (hits[i][j] && !marked[j]) {
+        marked[j] = 1;
+        queue[(*nqueue)++] = j;
+      }
   st.scan_s += now_s() - t0;
 }
 
@@ -994,7 +1071,18 @@ static int snapshot_after(struct region *rs, int n) {
   return 1;
 }
 
-/* Puts back the before (or after) bytes of every region the launch changed. */
+/* Marks the regions whose bytes the launch changed; returns their sizes' sum (what a restore
+   copies back). */
+static size_t mark_changed(struct region *rs, int n) {
+  size_t bytes = 0;
+  for (int i = 0; i < n; i++) {
+    rs[i].changed = memcmp(rs[i].before, rs[i].after, rs[i].size) != 0;
+    bytes += rs[i].changed ? rs[i].size : 0;
+  }
+  return bytes;
+}
+
+/* Puts back the before (or after) bytes of every region marked changed. */
 static int restore_changed(struct region *rs, int n, int after) {
   for (int i = 0; i < n; i++) {
     if (!rs[i].changed) continue;
@@ -1029,13 +1117,17 @@ static cudaError_t time_one(const void *stub, dim3 grid, dim3 block, void **args
 }
 
 /* Whether to time warm re-launches for the in-app time: always with R3_RECORD_WARM=1, never
-   with 0, and otherwise when three launches and three restores of what changed (estimated from
-   the first launch and the changed bytes at 8 GB/s) take under R3_WARM_BUDGET_MS. The first
-   launch's time is the in-app time otherwise: it includes lazy module loading, which matters
-   only for short kernels, and the program's own repeated launches (natural.json) say more. */
-static int warm_relaunches(double first_ms, size_t changed) {
-  if (opt.warm >= 0) return opt.warm;
-  return 3.0 * (first_ms + (double)changed / 8e6) <= R3_WARM_BUDGET_MS;
+   with 0, and otherwise when finding what changed (the regions compared, at about 20 GB/s),
+   three launches and three restores of the changed regions (estimated from the first launch and
+   their bytes at 8 GB/s) take under R3_WARM_BUDGET_MS. Marks the changed regions when it says
+   yes. The first launch's time is the in-app time otherwise: it includes lazy module loading,
+   which matters only for short kernels, and the program's own repeated launches (natural.json)
+   say more. */
+static int warm_relaunches(double first_ms, struct region *rs, int n, size_t bytes_in) {
+  if (opt.warm == 0) return 0;
+  if (opt.warm < 0 && 3.0 * first_ms + (double)bytes_in / 20e6 > R3_WARM_BUDGET_MS) return 0;
+  size_t restored = mark_changed(rs, n);
+  return opt.warm > 0 || 3.0 * (first_ms + (double)restored / 8e6) <= R3_WARM_BUDGET_MS;
 }
 
 /* Median of three warm launches, each on the inputs the first launch saw; then the state the
@@ -1106,6 +1198,8 @@ static void write_natural(const struct kernel_fn *k, int seen) {
   if (fclose(f) != 0 || rename(tmp, path) != 0) unlink(tmp);
 }
 
+static int defer_natural(const struct kernel_fn *k, int seen);
+
 /* A launch identical to recorded launch `seen`: runs as issued, and the first R3_NATURAL are
    timed in whatever cache state the program left (no snapshot, no restore around them). */
 static cudaError_t natural_launch(struct kernel_fn *k, int seen, const void *stub, dim3 grid, dim3 block, void **args,
@@ -1117,7 +1211,7 @@ static cudaError_t natural_launch(struct kernel_fn *k, int seen, const void *stu
   cudaError_t e = time_one(stub, grid, block, args, shmem, stream, &ms);
   if (ms > 0) {
     k->natural[seen][k->nnatural[seen]++] = ms;
-    write_natural(k, seen);
+    if (!defer_natural(k, seen)) write_natural(k, seen);
   }
   st.natural_s += now_s() - t0;
   return e;
@@ -1153,19 +1247,6 @@ static void apply_caps(struct kernel_fn *k) {
   }
 }
 
-struct prologue_job { struct region *rs; int n; char path[4300]; int ok; size_t written; };
-
-static void *write_prologue_file(void *p) {
-  struct prologue_job *j = p;
-  struct writer w;
-  j->ok = w_open(&w, j->path);
-  if (!j->ok) return NULL;
-  write_prologue(&w, j->rs, j->n);
-  j->ok = w_close(&w);
-  j->written = w.written;
-  return NULL;
-}
-
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
   (void)sb, (void)flag, (void)ftw;
   return remove(path);
@@ -1199,89 +1280,196 @@ static void publish_recording(const char *tmp, const char *dir) {
   remove_tree(tmp);
 }
 
-/* Records launch l of kernel k into a temp directory renamed into place when complete: the
-   prologue (compressed on a second thread while the launch runs and its epilogue is copied
-   out), the epilogue, launch.json. The program sees the launch's result either way. */
-static cudaError_t record_launch(struct kernel_fn *k, const struct launch *l, void **args, cudaStream_t stream,
-                                 const char *why_not) {
+/* ---- finishing a recording while the program goes on ------------------------------------- */
+
+/* A recording's files are compressed and written on a thread of its own: the prologue from
+   the moment it is copied out (while the launch runs), then, once the launching thread has the
+   launch's results copied out and returns to the program, the epilogue, launch.json, and the
+   rename that makes the recording visible. One recording is in flight at a time: its regions
+   and host buffers are the ones the next recording reuses, so the next recording waits for it
+   first, as does the end of the run (reap_finisher, from write_stats at exit). The thread makes
+   no CUDA call and reads only host memory that stays valid after cudart's teardown, so the
+   order of the atexit handlers does not matter. */
+struct finisher {
+  pthread_t thread;
+  int running;  /* a thread to join; claimed atomically (the exit handler may race a launch) */
+  pid_t pid;    /* of the process that started it: a forked child has no thread to join */
+  pthread_mutex_t m;
+  pthread_cond_t cv;
+  int go;       /* the launching thread is done: after buffers filled, outcome final */
+  int files;    /* snapshots to write (0: launch.json alone, for a launch not replayable) */
+  int after_ok; /* the epilogue's bytes were copied out */
+  struct kernel_fn *k;
+  int seen;         /* k->seen[] index of the launch */
+  int natural_due;  /* natural times came while it was unpublished: written once it is */
+  struct region *rs;
+  int n;
+  struct launch l;
+  unsigned char args[R3_MAX_ARGS];
+  struct outcome o;
+  struct gpu_info gpu;
+  char tmp[4200], dir[4096];
+  double busy_s;
+};
+static struct finisher fin = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* Writes one snapshot file; adds what it wrote to *written. */
+static int write_snapshot_file(struct finisher *f, const char *name, int epilogue, size_t *written) {
+  char path[4300];
+  struct writer w;
+  snprintf(path, sizeof path, "%s/%s", f->tmp, name);
+  if (!w_open(&w, path)) return 0;
+  if (epilogue) f->o.bytes_changed = write_epilogue(&w, f->rs, f->n);
+  else write_prologue(&w, f->rs, f->n);
+  int ok = w_close(&w);
+  *written += w.written;
+  return ok;
+}
+
+static void finish_recording(struct finisher *f) {
+  double t0 = now_s();
+  size_t written = 0;
+  int ok = !f->files || write_snapshot_file(f, "prologue.r3snap", 0, &written);
+  double w0 = now_s();
+  pthread_mutex_lock(&f->m);
+  while (!f->go) pthread_cond_wait(&f->cv, &f->m);
+  pthread_mutex_unlock(&f->m);
+  double waited = now_s() - w0;
+  struct outcome *o = &f->o;
+  if (f->files && !o->not_replayable) {
+    ok = ok && f->after_ok && write_snapshot_file(f, "epilogue.r3snap", 1, &written);
+    if (!ok) o->not_replayable = "snapshot failed (device copy or write error)";
+  }
+  o->bytes_written = written;
+  write_launch_json(f->tmp, &f->l, o, &f->gpu);
+  publish_recording(f->tmp, f->dir);
+  f->busy_s = now_s() - t0 - waited;
+}
+
+static void *finisher_main(void *p) {
+  finish_recording(p);
+  return NULL;
+}
+
+/* What a finished recording adds to the run's figures and the caps. */
+static void account_finished(struct finisher *f) {
+  st.bytes_written += f->o.bytes_written;
+  st.not_replayable += f->o.not_replayable != NULL;
+  f->k->bytes_written += f->o.bytes_written;
+  if (f->natural_due) write_natural(f->k, f->seen);
+  f->natural_due = 0;
+  apply_caps(f->k);
+}
+
+/* Waits for the recording in flight, if any; the wait is recording time the program paid. */
+static void reap_finisher(int at_exit) {
+  if (!__atomic_exchange_n(&fin.running, 0, __ATOMIC_ACQ_REL)) return;
+  if (fin.pid != getpid()) return;
+  double t0 = now_s();
+  pthread_join(fin.thread, NULL);
+  double waited = now_s() - t0;
+  st.wait_s += waited;
+  st.record_s += waited;
+  if (at_exit) st.exit_wait_s += waited;
+  st.background_s += fin.busy_s;
+  account_finished(&fin);
+}
+
+/* When launch `seen` of k is the recording still being written, its natural times are written
+   once it is published (its directory is not there yet): returns 1. */
+static int defer_natural(const struct kernel_fn *k, int seen) {
+  if (!__atomic_load_n(&fin.running, __ATOMIC_ACQUIRE) || fin.k != k || fin.seen != seen) return 0;
+  fin.natural_due = 1;
+  return 1;
+}
+
+/* Hands the recording to the finisher thread; returns 1 when it runs there. */
+static int start_finisher(struct finisher *f) {
+  f->go = 0;
+  f->pid = getpid();
+  if (!f->files || pthread_create(&f->thread, NULL, finisher_main, f) != 0) return 0;
+  __atomic_store_n(&f->running, 1, __ATOMIC_RELEASE);
+  return 1;
+}
+
+static void release_finisher(struct finisher *f, int threaded) {
+  pthread_mutex_lock(&f->m);
+  f->go = 1;
+  pthread_cond_signal(&f->cv);
+  pthread_mutex_unlock(&f->m);
+  if (threaded) return;
+  double t0 = now_s();
+  finish_recording(f); /* no thread: here, and paid for */
+  st.write_s += now_s() - t0;
+  st.record_s += now_s() - t0;
+  account_finished(f);
+}
+
+/* Records launch l (kernel k's seen[seen]) into a temp directory renamed into place when
+   complete (struct finisher). On this thread: the prologue's bytes copied out, the launch, its
+   epilogue's bytes, and the warm re-launches when cheap; the program sees the launch's result
+   either way, and goes on while the files are written. The caller has reaped the finisher. */
+static cudaError_t record_launch(struct kernel_fn *k, int seen, const struct launch *l, void **args,
+                                 cudaStream_t stream, const char *why_not) {
   const void *stub = k->stub;
-  char dir[4096], tmp[4200];
-  recording_dir(dir, sizeof dir, k, l->id);
-  snprintf(tmp, sizeof tmp, "%s/records/.tmp-%d-%016llx", store_dir, (int)getpid(), (unsigned long long)l->id);
+  struct finisher *f = &fin;
+  recording_dir(f->dir, sizeof f->dir, k, l->id);
+  snprintf(f->tmp, sizeof f->tmp, "%s/records/.tmp-%d-%016llx", store_dir, (int)getpid(), (unsigned long long)l->id);
   char parent[4200];
-  snprintf(parent, sizeof parent, "%s", dir);
+  snprintf(parent, sizeof parent, "%s", f->dir);
   *strrchr(parent, '/') = 0;
-  if (!mkdirs(parent) || !mkdirs(tmp)) {
+  if (!mkdirs(parent) || !mkdirs(f->tmp)) {
     warn("cannot write recordings under %s%s; launches run unrecorded", store_dir, "");
     return __real_cudaLaunchKernel(stub, l->grid, l->block, args, l->shmem, stream);
   }
-  double t0 = now_s(), w0;
+  double t0 = now_s();
   static struct region rs[R3_MAX_ALLOCS + R3_MAX_VARS];
-  struct outcome o = {why_not, 0, 0, 0, "first launch", 0, 0, 0, 0, 0};
+  struct outcome *o = &f->o;
+  *o = (struct outcome){why_not, 0, 0, 0, "first launch", 0, 0, 0, 0, 0};
   char why[256];
   cudaDeviceSynchronize();
   arenas_reset();
-  int n = 0, ok = 1;
-  if (!o.not_replayable && (n = snapshot_before(rs, l, &o.bytes_in, &o.regions_skipped, why, sizeof why)) < 0) {
-    o.not_replayable = why;
+  int n = 0;
+  if (!o->not_replayable && (n = snapshot_before(rs, l, &o->bytes_in, &o->regions_skipped, why, sizeof why)) < 0) {
+    o->not_replayable = why; /* copied below: why is this frame's */
     n = 0;
   }
-  struct prologue_job job = {rs, n, "", 1, 0};
-  snprintf(job.path, sizeof job.path, "%s/prologue.r3snap", tmp);
-  pthread_t writer;
-  int threaded = 0;
-  if (!o.not_replayable && !(threaded = pthread_create(&writer, NULL, write_prologue_file, &job) == 0)) {
-    w0 = now_s();
-    write_prologue_file(&job);
-    st.write_s += now_s() - w0;
-  }
+  static char why_kept[256];
+  if (o->not_replayable == why) o->not_replayable = strcpy(why_kept, why);
+  f->k = k, f->seen = seen, f->natural_due = 0, f->rs = rs, f->n = n;
+  f->l = *l;
+  if (l->layout) memcpy(f->args, l->args, l->layout->size);
+  f->l.args = f->args;
+  f->gpu = gpu_info_now();
+  f->files = !o->not_replayable;
+  int threaded = start_finisher(f);
   float ms;
   double launched = now_s();
   cudaError_t result = time_one(stub, l->grid, l->block, args, l->shmem, stream, &ms);
   double launch_s = now_s() - launched;
-  o.ms = o.first_ms = ms < 0 ? 0 : ms; /* 0: a launch that could not be timed, as before */
-  if (result == cudaSuccess && !o.not_replayable) ok = snapshot_after(rs, n);
-  if (threaded) {
-    w0 = now_s();
-    pthread_join(writer, NULL);
-    st.wait_s += now_s() - w0;
+  o->ms = o->first_ms = ms < 0 ? 0 : ms; /* 0: a launch that could not be timed, as before */
+  f->after_ok = result == cudaSuccess && f->files && snapshot_after(rs, n);
+  if (f->after_ok && warm_relaunches(o->first_ms, rs, n, o->bytes_in)) {
+    double warm = warm_time(rs, n, stub, l->grid, l->block, args, l->shmem, stream);
+    if (warm >= 0) o->ms = warm, o->in_app_from = "warm re-launches";
   }
-  ok = ok && job.ok;
-  if (result == cudaSuccess && !o.not_replayable && ok) {
-    struct writer w;
-    char path[4300];
-    snprintf(path, sizeof path, "%s/epilogue.r3snap", tmp);
-    w0 = now_s();
-    ok = w_open(&w, path);
-    if (ok) {
-      o.bytes_changed = write_epilogue(&w, rs, n);
-      ok = w_close(&w);
-      o.bytes_written = job.written + w.written;
-    }
-    st.write_s += now_s() - w0;
-    if (ok && warm_relaunches(o.first_ms, o.bytes_changed)) {
-      double warm = warm_time(rs, n, stub, l->grid, l->block, args, l->shmem, stream);
-      if (warm >= 0) o.ms = warm, o.in_app_from = "warm re-launches";
-    }
-  }
-  free_regions(rs, n);
-  if (result != cudaSuccess) o.not_replayable = "the launch itself failed";
-  else if (!ok && !o.not_replayable) o.not_replayable = "snapshot failed (device copy or write error)";
-  o.regions = n;
-  o.record_ms = (now_s() - t0 - launch_s) * 1e3;
-  write_launch_json(tmp, l, &o);
-  publish_recording(tmp, dir);
+  if (result != cudaSuccess) o->not_replayable = "the launch itself failed";
+  o->regions = n;
+  o->record_ms = (now_s() - t0 - launch_s) * 1e3;
   st.record_s += now_s() - t0 - launch_s;
   st.recorded++;
-  st.not_replayable += o.not_replayable != NULL;
-  st.bytes_in += o.bytes_in;
-  st.bytes_written += o.bytes_written;
+  st.bytes_in += o->bytes_in;
   st.regions += (uint64_t)n;
-  st.regions_skipped += (uint64_t)o.regions_skipped;
-  k->bytes_written += o.bytes_written;
+  st.regions_skipped += (uint64_t)o->regions_skipped;
+  release_finisher(f, threaded);
   apply_caps(k);
   progress();
   return result;
+}
+
+/* Whether k has launches left to record (the caps only ever turn this off). */
+static int may_record(const struct kernel_fn *k) {
+  return !k->capped && !st.time_capped && k->recorded < opt.launches_per_kernel && k->nseen < R3_MAX_SEEN;
 }
 
 /* A launch of a registered kernel: recorded while the kernel has launches to record, timed
@@ -1289,7 +1477,7 @@ static cudaError_t record_launch(struct kernel_fn *k, const struct launch *l, vo
 static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 grid, dim3 block, void **args,
                                  size_t shmem, cudaStream_t stream) {
   if (!k->launched++) st.kernels_seen++;
-  int can_record = !k->capped && !st.time_capped && k->recorded < opt.launches_per_kernel && k->nseen < R3_MAX_SEEN;
+  int can_record = may_record(k);
   const struct layout *lay = can_record || natural_pending(k) ? layout_of(k, stub) : NULL;
   if (!lay) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
   static unsigned char buf[R3_MAX_ARGS];
@@ -1303,10 +1491,12 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
   for (int i = 0; i < k->nseen; i++)
     if (k->seen[i] == l.id) return natural_launch(k, i, stub, grid, block, args, shmem, stream);
   if (!can_record) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  k->seen[k->nseen++] = l.id;
+  reap_finisher(0); /* the recording in flight holds the buffers, and its bytes count for the caps */
+  if (!may_record(k)) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  k->seen[k->nseen] = l.id;
   k->recorded++;
   l.fatbin = fatbin_hash(k);
-  return record_launch(k, &l, args, stream, sticky_reason);
+  return record_launch(k, k->nseen++, &l, args, stream, sticky_reason);
 }
 
 cudaError_t __wrap_cudaLaunchKernel(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem,
@@ -1336,7 +1526,8 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3
              k->recorded);
     struct launch l = {k->name, grid, block, shmem, (const unsigned char *)"", NULL, 0, fatbin_hash(k)};
     struct outcome o = {"cooperative launch", 0, 0, 0, "first launch", 0, 0, 0, 0, 0};
-    if (mkdirs(dir)) write_launch_json(dir, &l, &o);
+    struct gpu_info g = gpu_info_now();
+    if (mkdirs(dir)) write_launch_json(dir, &l, &o, &g);
   }
   cudaError_t e = __real_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, stream);
   pthread_mutex_unlock(&lock);
@@ -1354,8 +1545,6 @@ cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t g, cudaStream_t s) {
    (written whole: temp file, rename), read by `r3 record` (src/record.rs). */
 static void write_stats(void) {
   if (!opt.stats_path[0]) return;
-  /* Not waiting for a thread that exits mid-launch: a summary that is slightly off beats a hang. */
-  int locked = pthread_mutex_trylock(&lock) == 0;
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.%d.tmp", opt.stats_path, (int)getpid());
   FILE *f = fopen(tmp, "w");
@@ -1370,8 +1559,10 @@ static void write_stats(void) {
             (unsigned long long)st.regions_skipped);
     fprintf(f, "  \"record_s\": %.6f,\n  \"copy_s\": %.6f,\n  \"host_s\": %.6f,\n  \"scan_s\": %.6f,\n  \"write_s\": %.6f,\n",
             st.record_s, st.copy_s, st.host_s, st.scan_s, st.write_s);
-    fprintf(f, "  \"wait_s\": %.6f,\n  \"relaunch_s\": %.6f,\n  \"relaunched\": %llu,\n  \"natural_s\": %.6f,\n",
-            st.wait_s, st.relaunch_s, (unsigned long long)st.relaunched, st.natural_s);
+    fprintf(f, "  \"wait_s\": %.6f,\n  \"exit_wait_s\": %.6f,\n  \"background_s\": %.6f,\n", st.wait_s,
+            st.exit_wait_s, st.background_s);
+    fprintf(f, "  \"relaunch_s\": %.6f,\n  \"relaunched\": %llu,\n  \"natural_s\": %.6f,\n", st.relaunch_s,
+            (unsigned long long)st.relaunched, st.natural_s);
     fprintf(f, "  \"alloc_s\": %.6f,\n  \"allocs\": %llu,\n  \"allocs_reused\": %llu,\n  \"frees\": %llu,\n",
             st.alloc_s, (unsigned long long)st.allocs, (unsigned long long)st.allocs_reused,
             (unsigned long long)st.frees);
@@ -1379,5 +1570,13 @@ static void write_stats(void) {
             st.time_capped ? "true" : "false");
     if (fclose(f) != 0 || rename(tmp, opt.stats_path) != 0) unlink(tmp);
   }
+}
+
+/* The end of the run: the recording in flight is finished, then the summary written. Not
+   waiting for a thread that exits mid-launch: a summary that is slightly off beats a hang. */
+static void at_exit(void) {
+  int locked = pthread_mutex_trylock(&lock) == 0;
+  if (locked) reap_finisher(1); /* else the recording in flight may wait for that launch */
+  write_stats();
   if (locked) pthread_mutex_unlock(&lock);
 }

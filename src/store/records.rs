@@ -104,7 +104,8 @@ pub struct LaunchRecord {
     pub regions_skipped: u32,
     pub bytes_in: u64,
     pub bytes_changed: u64,
-    /// Bytes of the snapshot files, and the time recording took (the launch itself excluded).
+    /// Bytes of the snapshot files, and the time the program waited for this recording (the
+    /// launch itself excluded; the files are written after, while the program runs on).
     #[serde(default)]
     pub bytes_written: u64,
     #[serde(default)]

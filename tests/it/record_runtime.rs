@@ -355,3 +355,81 @@ fn recording_a_program_again_replaces_its_earlier_recordings() {
         .collect();
     assert!(left.is_empty(), "temporary directories left: {left:?}");
 }
+
+#[test]
+fn a_recording_finished_in_the_background_is_complete_at_exit_with_its_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store_dir = dir.path().join("store");
+    run(&exe, "repeat", &store_dir, &[("R3_RECORD_THREADS", "2")]);
+    let store = Store::open(&store_dir).unwrap();
+    let recs = store.recordings(None).unwrap();
+    assert_eq!(recs.len(), 1);
+    let rec = &recs[0];
+    assert!(rec.launch.replayable, "{:?}", rec.launch.not_replayable);
+    let pro = rec.prologue().unwrap();
+    assert_eq!(allocation_sizes(&pro), [32 << 20, 32 << 20]);
+    let epi = rec.epilogue().unwrap();
+    assert_eq!(changed_sizes(&epi), [32 << 20], "only y changed");
+    // y = 2 x, page by page, for every page of y: the epilogue was written from the bytes
+    // copied out after the launch, not from whatever the program did next.
+    let y = epi
+        .regions
+        .iter()
+        .find(|r| matches!(r.data, RegionData::Pages(_)))
+        .unwrap();
+    let x = pro
+        .regions
+        .iter()
+        .find(|r| r.size == 32 << 20 && r.addr != y.addr)
+        .unwrap();
+    let (RegionData::Full(xb), RegionData::Pages(pages)) = (&x.data, &y.data) else {
+        panic!("a prologue holds full regions, an epilogue changed pages")
+    };
+    assert_eq!(pages.len(), (32 << 20) / 4096);
+    for (page, bytes) in pages {
+        for (i, w) in bytes.chunks_exact(4).enumerate() {
+            let at = *page as usize * 4096 + i * 4;
+            let xv = f32::from_le_bytes(xb[at..at + 4].try_into().unwrap());
+            assert_eq!(
+                f32::from_le_bytes(w.try_into().unwrap()),
+                2.0 * xv,
+                "byte {at}"
+            );
+        }
+    }
+    assert_eq!(
+        rec.natural_ms().unwrap(),
+        [1.0, 1.0, 1.0],
+        "the three repeats were timed"
+    );
+    let s = stats(&store_dir);
+    assert_eq!(s.bytes_written, rec.launch.bytes_written);
+    assert!(s.bytes_written > 32 << 20, "noise does not compress: {s:?}");
+    assert!(s.background_s > 0.0, "{s:?}");
+    assert!(s.exit_wait_s <= s.wait_s && s.wait_s <= s.record_s, "{s:?}");
+    let left: Vec<_> = std::fs::read_dir(store_dir.join("records"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporary directories left: {left:?}");
+}
+
+#[test]
+fn pointers_in_a_large_region_are_found_in_every_slice_of_its_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    for threads in ["1", "3", "8"] {
+        let store_dir = dir.path().join(format!("store-{threads}"));
+        run(&exe, "wide", &store_dir, &[("R3_RECORD_THREADS", threads)]);
+        let recs = Store::open(&store_dir).unwrap().recordings(None).unwrap();
+        let pro = recs[0].prologue().unwrap();
+        assert_eq!(
+            allocation_sizes(&pro),
+            [12, 20, 28, 40 << 20],
+            "{threads} thread(s)"
+        );
+        assert_eq!(recs[0].launch.regions_skipped, 1, "{threads} thread(s)");
+    }
+}
