@@ -62,6 +62,7 @@
 #define R3_MAX_ARGS 32768     /* bytes of kernel parameters (CUDA allows 32764) */
 #define R3_WARM_BUDGET_MS 50.0
 #define R3_WORKERS 8            /* compression threads at most */
+#define R3_INFLIGHT 4           /* recordings being finished at once, at most */
 #define R3_CHUNK (4u << 20)     /* bytes per compressed frame */
 #define R3_ARENA_CHUNKS 256
 #define R3_ARENA_MIN ((size_t)64 << 20)
@@ -133,8 +134,10 @@ static struct {
   int warm;               /* warm re-launches: -1 when cheap, 0 never, 1 always */
   int progress;
   int zstd_level;
+  int inflight;           /* recordings being finished at once */
+  size_t host_bytes;      /* host memory the recording slots may hold before draining */
   char stats_path[4096];
-} opt = {4, (size_t)4 << 30, 0, 0, (size_t)2 << 30, (size_t)8 << 30, 0, -1, 0, 1, ""};
+} opt = {4, (size_t)4 << 30, 0, 0, (size_t)2 << 30, (size_t)8 << 30, 0, -1, 0, 1, R3_INFLIGHT, 0, ""};
 static char store_dir[4096];
 /* Reasons that make every later launch not replayable. */
 static const char *sticky_reason;
@@ -203,6 +206,12 @@ static int recording(void) {
   opt.progress = env_ll("R3_RECORD_PROGRESS", 0) > 0;
   long long level = env_ll("R3_RECORD_ZSTD_LEVEL", 1);
   opt.zstd_level = level < 1 ? 1 : level > 19 ? 19 : (int)level;
+  long long inflight = env_ll("R3_RECORD_INFLIGHT", R3_INFLIGHT);
+  opt.inflight = inflight < 1 ? 1 : inflight > R3_INFLIGHT ? R3_INFLIGHT : (int)inflight;
+  /* A quarter of the machine's memory unless told: snapshots are host copies of device data. */
+  long long host_mb = env_ll("R3_RECORD_HOST_MB", -1);
+  opt.host_bytes = host_mb >= 0 ? (size_t)host_mb << 20
+                                : (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4;
   const char *sp = getenv("R3_RECORD_STATS");
   if (sp && *sp) snprintf(opt.stats_path, sizeof opt.stats_path, "%s", sp);
   const char *s = getenv("R3_STORE");
@@ -743,10 +752,11 @@ static size_t write_epilogue(struct writer *w, struct region *rs, int n) {
 /* Host memory for snapshots: chunks kept for the whole run and reused by every recording
    (pinned where the driver gives it, up to R3_RECORD_PINNED_MB), so device copies run at the
    link's speed and each page is touched once, not once per recording. Two arenas: the bytes
-   before the launch and after it. */
+   before the launch and after it; each recording slot (struct slot) has its own pair, and
+   `arenas` is the pair of the recording being taken. */
 struct host_chunk { unsigned char *p; size_t cap, used; int pinned; };
 struct arena { struct host_chunk c[R3_ARENA_CHUNKS]; int n; };
-static struct arena arenas[2];
+static struct arena *arenas;
 static size_t pinned_bytes;
 
 static void arenas_reset(void) {
@@ -754,13 +764,26 @@ static void arenas_reset(void) {
     for (int i = 0; i < arenas[a].n; i++) arenas[a].c[i].used = 0;
 }
 
+static void chunk_free(struct host_chunk *c) {
+  if (c->pinned) {
+    cudaHostUnregister(c->p);
+    pinned_bytes -= c->cap;
+  }
+  free(c->p);
+}
+
+static size_t arena_bytes(const struct arena *a) {
+  size_t n = 0;
+  for (int i = 0; i < a->n; i++) n += a->c[i].cap;
+  return n;
+}
+
 /* Drops the chunks this recording has not used that are too small for n bytes. */
 static void arena_trim(struct arena *a, size_t n) {
   for (int i = 0; i < a->n;) {
     struct host_chunk *c = &a->c[i];
     if (c->used || c->cap >= n) { i++; continue; }
-    if (c->pinned) { cudaHostUnregister(c->p); pinned_bytes -= c->cap; }
-    free(c->p);
+    chunk_free(c);
     *c = a->c[--a->n];
   }
 }
@@ -1285,14 +1308,19 @@ static void publish_recording(const char *tmp, const char *dir) {
 /* A recording's files are compressed and written on a thread of its own: the prologue from
    the moment it is copied out (while the launch runs), then, once the launching thread has the
    launch's results copied out and returns to the program, the epilogue, launch.json, and the
-   rename that makes the recording visible. One recording is in flight at a time: its regions
-   and host buffers are the ones the next recording reuses, so the next recording waits for it
-   first, as does the end of the run (reap_finisher, from write_stats at exit). The thread makes
-   no CUDA call and reads only host memory that stays valid after cudart's teardown, so the
-   order of the atexit handlers does not matter. */
+   rename that makes the recording visible. Up to R3_RECORD_INFLIGHT recordings (default 4) are
+   in flight at once, each in a slot with its own regions and host buffers: a program that
+   records several launches in a row goes on while they are written, and waits only when every
+   slot is busy, when the host memory the slots hold passes R3_RECORD_HOST_MB, or for a
+   kernel's own recordings when a per-kernel byte cap needs their sizes (take_slot). The end of
+   the run waits for them all (at_exit). The thread makes no CUDA call and reads only host
+   memory that stays valid after cudart's teardown, so the order of the atexit handlers does
+   not matter. */
 struct finisher {
   pthread_t thread;
   int running;  /* a thread to join; claimed atomically (the exit handler may race a launch) */
+  int done;     /* the thread has finished (its join will not wait) */
+  unsigned long long seq; /* order of recording, to wait for the oldest first */
   pid_t pid;    /* of the process that started it: a forked child has no thread to join */
   pthread_mutex_t m;
   pthread_cond_t cv;
@@ -1311,7 +1339,15 @@ struct finisher {
   char tmp[4200], dir[4096];
   double busy_s;
 };
-static struct finisher fin = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* A recording in flight: its finisher, host buffers and regions. */
+struct slot {
+  struct finisher fin;
+  struct arena arenas[2];
+  struct region rs[R3_MAX_ALLOCS + R3_MAX_VARS];
+};
+static struct slot slots[R3_INFLIGHT];
+static unsigned long long recordings_started;
 
 /* Writes one snapshot file; adds what it wrote to *written. */
 static int write_snapshot_file(struct finisher *f, const char *name, int epilogue, size_t *written) {
@@ -1347,7 +1383,9 @@ static void finish_recording(struct finisher *f) {
 }
 
 static void *finisher_main(void *p) {
-  finish_recording(p);
+  struct finisher *f = p;
+  finish_recording(f);
+  __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
@@ -1361,31 +1399,77 @@ static void account_finished(struct finisher *f) {
   apply_caps(f->k);
 }
 
-/* Waits for the recording in flight, if any; the wait is recording time the program paid. */
-static void reap_finisher(int at_exit) {
-  if (!__atomic_exchange_n(&fin.running, 0, __ATOMIC_ACQ_REL)) return;
-  if (fin.pid != getpid()) return;
+/* Waits for slot s's recording, if one is in flight; the wait is recording time the program
+   paid. */
+static void reap(struct slot *s, int at_exit) {
+  struct finisher *f = &s->fin;
+  if (!__atomic_exchange_n(&f->running, 0, __ATOMIC_ACQ_REL)) return;
+  if (f->pid != getpid()) return;
   double t0 = now_s();
-  pthread_join(fin.thread, NULL);
+  pthread_join(f->thread, NULL);
   double waited = now_s() - t0;
   st.wait_s += waited;
   st.record_s += waited;
   if (at_exit) st.exit_wait_s += waited;
-  st.background_s += fin.busy_s;
-  account_finished(&fin);
+  st.background_s += f->busy_s;
+  account_finished(f);
 }
 
-/* When launch `seen` of k is the recording still being written, its natural times are written
+static int busy(const struct slot *s) { return __atomic_load_n(&s->fin.running, __ATOMIC_ACQUIRE); }
+
+static size_t host_held(void) {
+  size_t n = 0;
+  for (int i = 0; i < opt.inflight; i++) n += arena_bytes(&slots[i].arenas[0]) + arena_bytes(&slots[i].arenas[1]);
+  return n;
+}
+
+/* The slot for the next recording of k: a free one, after reaping the finished ones (and, under
+   a per-kernel byte cap, k's own, whose sizes the cap needs), else the oldest once it is done.
+   Past the host-memory limit the other slots are drained and their buffers given back. */
+static struct slot *take_slot(const struct kernel_fn *k) {
+  struct slot *pick = NULL;
+  for (int i = 0; i < opt.inflight; i++) {
+    struct slot *s = &slots[i];
+    if (busy(s) && (__atomic_load_n(&s->fin.done, __ATOMIC_ACQUIRE) || (opt.kernel_bytes && s->fin.k == k)))
+      reap(s, 0);
+    if (!busy(s) && (!pick || (!arena_bytes(&pick->arenas[0]) && arena_bytes(&s->arenas[0])))) pick = s;
+  }
+  if (!pick) {
+    for (int i = 0; i < opt.inflight; i++)
+      if (!pick || slots[i].fin.seq < pick->fin.seq) pick = &slots[i];
+    reap(pick, 0);
+  }
+  if (host_held() > opt.host_bytes) {
+    for (int i = 0; i < opt.inflight; i++) {
+      struct slot *s = &slots[i];
+      if (s == pick) continue;
+      reap(s, 0);
+      for (int a = 0; a < 2; a++) {
+        for (int c = 0; c < s->arenas[a].n; c++) chunk_free(&s->arenas[a].c[c]);
+        s->arenas[a].n = 0;
+      }
+    }
+  }
+  return pick;
+}
+
+/* When launch `seen` of k is a recording still being written, its natural times are written
    once it is published (its directory is not there yet): returns 1. */
 static int defer_natural(const struct kernel_fn *k, int seen) {
-  if (!__atomic_load_n(&fin.running, __ATOMIC_ACQUIRE) || fin.k != k || fin.seen != seen) return 0;
-  fin.natural_due = 1;
-  return 1;
+  for (int i = 0; i < opt.inflight; i++) {
+    struct finisher *f = &slots[i].fin;
+    if (!busy(&slots[i]) || f->k != k || f->seen != seen) continue;
+    f->natural_due = 1;
+    return 1;
+  }
+  return 0;
 }
 
 /* Hands the recording to the finisher thread; returns 1 when it runs there. */
 static int start_finisher(struct finisher *f) {
   f->go = 0;
+  f->done = 0;
+  f->seq = ++recordings_started;
   f->pid = getpid();
   if (!f->files || pthread_create(&f->thread, NULL, finisher_main, f) != 0) return 0;
   __atomic_store_n(&f->running, 1, __ATOMIC_RELEASE);
@@ -1408,11 +1492,13 @@ static void release_finisher(struct finisher *f, int threaded) {
 /* Records launch l (kernel k's seen[seen]) into a temp directory renamed into place when
    complete (struct finisher). On this thread: the prologue's bytes copied out, the launch, its
    epilogue's bytes, and the warm re-launches when cheap; the program sees the launch's result
-   either way, and goes on while the files are written. The caller has reaped the finisher. */
-static cudaError_t record_launch(struct kernel_fn *k, int seen, const struct launch *l, void **args,
+   either way, and goes on while the files are written. Slot `slot` is free (take_slot). */
+static cudaError_t record_launch(struct slot *slot, struct kernel_fn *k, int seen, const struct launch *l, void **args,
                                  cudaStream_t stream, const char *why_not) {
   const void *stub = k->stub;
-  struct finisher *f = &fin;
+  struct finisher *f = &slot->fin;
+  struct region *rs = slot->rs;
+  arenas = slot->arenas;
   recording_dir(f->dir, sizeof f->dir, k, l->id);
   snprintf(f->tmp, sizeof f->tmp, "%s/records/.tmp-%d-%016llx", store_dir, (int)getpid(), (unsigned long long)l->id);
   char parent[4200];
@@ -1423,7 +1509,6 @@ static cudaError_t record_launch(struct kernel_fn *k, int seen, const struct lau
     return __real_cudaLaunchKernel(stub, l->grid, l->block, args, l->shmem, stream);
   }
   double t0 = now_s();
-  static struct region rs[R3_MAX_ALLOCS + R3_MAX_VARS];
   struct outcome *o = &f->o;
   *o = (struct outcome){why_not, 0, 0, 0, "first launch", 0, 0, 0, 0, 0};
   char why[256];
@@ -1434,8 +1519,8 @@ static cudaError_t record_launch(struct kernel_fn *k, int seen, const struct lau
     o->not_replayable = why; /* copied below: why is this frame's */
     n = 0;
   }
-  static char why_kept[256];
-  if (o->not_replayable == why) o->not_replayable = strcpy(why_kept, why);
+  static char why_kept[R3_INFLIGHT][256];
+  if (o->not_replayable == why) o->not_replayable = strcpy(why_kept[slot - slots], why);
   f->k = k, f->seen = seen, f->natural_due = 0, f->rs = rs, f->n = n;
   f->l = *l;
   if (l->layout) memcpy(f->args, l->args, l->layout->size);
@@ -1491,12 +1576,12 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
   for (int i = 0; i < k->nseen; i++)
     if (k->seen[i] == l.id) return natural_launch(k, i, stub, grid, block, args, shmem, stream);
   if (!can_record) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  reap_finisher(0); /* the recording in flight holds the buffers, and its bytes count for the caps */
+  struct slot *slot = take_slot(k); /* finished recordings count for the caps */
   if (!may_record(k)) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
   k->seen[k->nseen] = l.id;
   k->recorded++;
   l.fatbin = fatbin_hash(k);
-  return record_launch(k, k->nseen++, &l, args, stream, sticky_reason);
+  return record_launch(slot, k, k->nseen++, &l, args, stream, sticky_reason);
 }
 
 cudaError_t __wrap_cudaLaunchKernel(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem,
@@ -1576,7 +1661,10 @@ static void write_stats(void) {
    waiting for a thread that exits mid-launch: a summary that is slightly off beats a hang. */
 static void at_exit(void) {
   int locked = pthread_mutex_trylock(&lock) == 0;
-  if (locked) reap_finisher(1); /* else the recording in flight may wait for that launch */
+  /* Oldest first. Without the lock a recording in flight may wait for that launch: left. */
+  for (unsigned long long seq = 1; locked && seq <= recordings_started; seq++)
+    for (int i = 0; i < opt.inflight; i++)
+      if (slots[i].fin.seq == seq) reap(&slots[i], 1);
   write_stats();
   if (locked) pthread_mutex_unlock(&lock);
 }

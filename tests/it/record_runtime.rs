@@ -433,3 +433,40 @@ fn pointers_in_a_large_region_are_found_in_every_slice_of_its_scan() {
         assert_eq!(recs[0].launch.regions_skipped, 1, "{threads} thread(s)");
     }
 }
+
+#[test]
+fn recordings_in_flight_together_hold_what_one_at_a_time_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    // Six distinct launches in a row, each with 1 MiB of noise to write: one slot, four slots,
+    // and four slots with no host memory to spare (drained before each recording).
+    let mut stores = Vec::new();
+    for (name, inflight, host_mb) in [
+        ("one", "1", "4096"),
+        ("four", "4", "4096"),
+        ("tight", "4", "0"),
+    ] {
+        let store = dir.path().join(name);
+        let env = [
+            ("R3_RECORD_LAUNCHES", "6"),
+            ("R3_RECORD_INFLIGHT", inflight),
+            ("R3_RECORD_HOST_MB", host_mb),
+        ];
+        run(&exe, "caps", &store, &env);
+        let recs = Store::open(&store).unwrap().recordings(None).unwrap();
+        assert_eq!(recs.len(), 6, "{name}");
+        let mut snaps: Vec<_> = recs
+            .iter()
+            .map(|r| (r.id.clone(), r.prologue().unwrap(), r.epilogue().unwrap()))
+            .collect();
+        snaps.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            stats(&store).bytes_written,
+            recs.iter().map(|r| r.launch.bytes_written).sum::<u64>()
+        );
+        stores.push((name, snaps));
+    }
+    for (name, snaps) in &stores[1..] {
+        assert!(snaps == &stores[0].1, "{name} differs from one slot");
+    }
+}
