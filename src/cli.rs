@@ -67,6 +67,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Where the store's searches stand: running (host, process), finished, stopped by a kill,
+    /// or waiting (recorded, not searched yet), with trials and the best speedup so far.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a program built by r3-clang++ and record each kernel launch's device inputs and outputs.
     Record {
         /// Distinct launches to record per kernel.
@@ -358,6 +364,7 @@ fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Cmd::Doctor { json } => doctor(cli.cuda_path.as_deref(), cli.store.as_deref(), &cwd, json),
         Cmd::Kernels { json } => kernels(cli.store.as_deref(), &cwd, json),
+        Cmd::Status { json } => status(cli.store.as_deref(), &cwd, json),
         Cmd::Record {
             launches,
             max_time,
@@ -688,6 +695,21 @@ fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
         );
     } else {
         out!("{}", r3::report::kernels::render(&kernels, store.root()));
+    }
+    Ok(0)
+}
+
+fn status(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
+    let loc = r3::store::locate(store, cwd);
+    let store = r3::store::Store::open(&loc.path)?;
+    let fleet = r3::report::status::gather(&store)?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&fleet)?);
+    } else {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        out!("{}", r3::report::status::render(&fleet, now_ms));
     }
     Ok(0)
 }

@@ -11,5 +11,6 @@ pub mod records;
 pub mod render;
 pub mod replay;
 pub mod rewrites;
+pub mod status;
 pub mod svg;
 pub mod tuning;

@@ -55,6 +55,16 @@ pub struct JsonLog<T> {
     path: PathBuf,
     file: std::fs::File,
     records: std::marker::PhantomData<fn(&T)>,
+    /// The lease written beside a trials file while a search holds it, removed on close.
+    lease: Option<PathBuf>,
+}
+
+impl<T> Drop for JsonLog<T> {
+    fn drop(&mut self) {
+        if let Some(lease) = &self.lease {
+            let _ = std::fs::remove_file(lease);
+        }
+    }
 }
 
 /// An open trials file.
@@ -243,9 +253,76 @@ impl Store {
         Ok(out)
     }
 
-    /// Opens the trials file for appending, cutting off a torn last line.
+    /// Opens the trials file for appending, cutting off a torn last line, and says where the
+    /// search runs (`Lease`) for as long as it is open.
     pub fn open_trials(&self, kernel: &str, gpu: &str) -> Result<TrialLog, StoreError> {
-        open_log(self.trials_path(kernel, gpu))
+        let mut log = open_log(self.trials_path(kernel, gpu))?;
+        let lease = lease_path(&log.path);
+        let bytes = serde_json::to_vec(&Lease::here(gpu)).expect("a lease serializes");
+        crate::store::write_atomic(&lease, &bytes).map_err(io_err(&lease))?;
+        log.lease = Some(lease);
+        Ok(log)
+    }
+
+    /// Every search in the store (one per kernel and GPU), with its state: running (and where),
+    /// finished (and why), or stopped without a word (killed), its trial count and best ratio.
+    pub fn search_statuses(&self) -> Result<Vec<SearchStatus>, StoreError> {
+        let dir = self.root().join("trials");
+        let kernels = match std::fs::read_dir(&dir) {
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err(&dir)(e)),
+        };
+        let mut out = Vec::new();
+        for k in kernels {
+            let k = k.map_err(io_err(&dir))?.path();
+            if !k.is_dir() {
+                continue;
+            }
+            for file in trial_files(&k)? {
+                out.push(self.search_status(&k, file)?);
+            }
+        }
+        out.sort_by(|a, b| a.trials_file.cmp(&b.trials_file));
+        Ok(out)
+    }
+
+    fn search_status(&self, kernel_dir: &Path, file: PathBuf) -> Result<SearchStatus, StoreError> {
+        let recs: Vec<TrialRecord> = read_log(&file)?.0;
+        let dir_name = || {
+            kernel_dir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        };
+        let gpu_name = || {
+            file.file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        };
+        let confirmed = self.confirmations(&file)?;
+        let state = if held_by_another(&file) {
+            // A lease that cannot be read (being replaced) says nothing more than the lock.
+            SearchState::Running(read_json::<Lease>(&lease_path(&file)).ok().flatten())
+        } else if let Some(end) = self.search_end(&file)? {
+            SearchState::Finished(end)
+        } else {
+            SearchState::Stopped
+        };
+        Ok(SearchStatus {
+            kernel: recs.first().map_or_else(dir_name, |r| r.kernel.clone()),
+            gpu: match (recs.first(), &state) {
+                (Some(r), _) => r.gpu.clone(),
+                (None, SearchState::Running(Some(l))) if !l.gpu.is_empty() => l.gpu.clone(),
+                _ => gpu_name(),
+            },
+            trials: recs.len() as u32,
+            best: pick_best(&recs, &confirmed).and_then(TrialRecord::ratio),
+            state,
+            trials_file: file,
+        })
     }
 
     /// The ablation trials beside a trials file (`<gpu>.ablations.jsonl`: the best candidate
@@ -303,6 +380,7 @@ pub(super) fn open_log<T: serde::de::DeserializeOwned>(
         path,
         file,
         records: std::marker::PhantomData,
+        lease: None,
     })
 }
 
@@ -410,6 +488,76 @@ fn ablations_path(trials_file: &Path) -> PathBuf {
 /// `<gpu>.transfer.json` beside `<gpu>.jsonl`.
 fn transfer_path(trials_file: &Path) -> PathBuf {
     trials_file.with_extension("transfer.json")
+}
+
+fn lease_path(trials_file: &Path) -> PathBuf {
+    trials_file.with_extension("lease.json")
+}
+
+/// Whether another open file holds the lock on `path` (a search writing it); a file that is
+/// gone or cannot be opened holds none.
+fn held_by_another(path: &Path) -> bool {
+    std::fs::File::open(path)
+        .map(|f| matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)))
+        .unwrap_or(false)
+}
+
+/// Where a search runs (`<gpu>.lease.json` beside its trials file, while the file is open).
+/// Whether it still runs is the file's lock, which goes with the process; a killed search
+/// leaves its lease behind, and then the lease means nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    pub host: String,
+    pub pid: u32,
+    pub started_unix_ms: u64,
+    /// The GPU as the search names it (the file name is its slug).
+    #[serde(default)]
+    pub gpu: String,
+}
+
+impl Lease {
+    fn here(gpu: &str) -> Lease {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| "unknown host".to_owned());
+        Lease {
+            host,
+            pid: std::process::id(),
+            started_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            gpu: gpu.to_owned(),
+        }
+    }
+}
+
+/// What `r3 status` says of one search.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", content = "detail", rename_all = "lowercase")]
+pub enum SearchState {
+    /// Its trials file is locked by a running r3; where, when the lease says.
+    Running(Option<Lease>),
+    /// Its last run ended and said how (`SearchEnd::stop`).
+    Finished(SearchEnd),
+    /// Not running, and its last run said nothing: killed (resume with `--resume`).
+    Stopped,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchStatus {
+    pub trials_file: PathBuf,
+    /// The kernel's content hash (as its trials record it).
+    pub kernel: String,
+    pub gpu: String,
+    pub trials: u32,
+    /// The best valid trial's speedup over -O3, as report and apply pick it.
+    pub best: Option<f64>,
+    /// `"state"`: running, finished or stopped, and `"detail"`: the lease or the search's end.
+    #[serde(flatten)]
+    pub state: SearchState,
 }
 
 fn end_path(trials_file: &Path) -> PathBuf {
@@ -661,6 +809,55 @@ mod tests {
             trials.iter().map(|r| r.trial).collect::<Vec<_>>(),
             [0, 1, 2]
         );
+    }
+
+    #[test]
+    fn status_says_which_searches_run_where_which_ended_and_which_were_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let state_of = |gpu: &str| {
+            let all = store.search_statuses().unwrap();
+            let s = all.iter().find(|s| s.gpu == gpu).unwrap().clone();
+            (s.state, s.trials)
+        };
+        let mut running = store.open_trials("k", "NVIDIA H200").unwrap();
+        running.append(&rec(0)).unwrap();
+        let lease = store
+            .trials_path("k", "NVIDIA H200")
+            .with_extension("lease.json");
+        assert!(lease.exists());
+        let (SearchState::Running(Some(l)), 1) = state_of("NVIDIA H200") else {
+            panic!("{:?}", state_of("NVIDIA H200"))
+        };
+        assert_eq!(l.pid, std::process::id());
+        assert!(!l.host.is_empty());
+        // Closed without a word (as a killed search would be, save the lease): stopped.
+        drop(running);
+        assert!(!lease.exists(), "the lease goes with the open file");
+        assert_eq!(state_of("NVIDIA H200"), (SearchState::Stopped, 1));
+        // A lease a killed process left means nothing without the lock.
+        std::fs::write(
+            &lease,
+            br#"{"host":"gone","pid":1,"started_unix_ms":0,"gpu":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(state_of("NVIDIA H200"), (SearchState::Stopped, 1));
+        let end = SearchEnd {
+            format: 1,
+            stop: "budget".into(),
+            trials: 1,
+            budget: 1,
+            warm_start: 0,
+        };
+        store.write_search_end("k", "NVIDIA H200", &end).unwrap();
+        assert_eq!(state_of("NVIDIA H200"), (SearchState::Finished(end), 1));
+        // Another GPU's search of the kernel is another row; one with no trial yet is listed.
+        let _other = store.open_trials("k", "NVIDIA H100").unwrap();
+        assert!(matches!(
+            state_of("NVIDIA H100"),
+            (SearchState::Running(_), 0)
+        ));
+        assert_eq!(store.search_statuses().unwrap().len(), 2);
     }
 
     #[test]

@@ -651,3 +651,59 @@ fn candidates_outside_the_search_reuse_measured_ptx() {
     assert_eq!(recs[2].outcome, known[5].outcome);
     assert_eq!(recs[3].duplicate_of, Some(13));
 }
+
+#[test]
+fn status_says_where_each_search_stands() {
+    let home = tempfile::tempdir().unwrap();
+    let table = home.path().join("land.json");
+    std::fs::write(
+        &table,
+        serde_json::to_string(&synthetic(Family::Knobs, 0)).unwrap(),
+    )
+    .unwrap();
+    let t = table.to_str().unwrap();
+    let out = r3(&["tune", "--simulate", t, "--budget", "12"], home.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = |json: bool| {
+        let out = r3(
+            if json {
+                &["status", "--json"]
+            } else {
+                &["status"]
+            },
+            home.path(),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let text = status(false);
+    assert!(text.contains("done (12 of budget 12)"), "{text}");
+    assert!(
+        text.contains("1 search(es): 0 running, 1 finished, 0 stopped"),
+        "{text}"
+    );
+    // Its trials file locked by another process: running.
+    let trials = crate::support::walk(&home.path().join("store/trials"))
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let held = std::fs::File::open(&trials).unwrap();
+    held.try_lock().unwrap();
+    let text = status(false);
+    assert!(text.contains("running (where: no lease)"), "{text}");
+    drop(held);
+    // Killed mid-run: no end written, no lock held: stopped, and --resume is the way on.
+    std::fs::remove_file(trials.with_extension("end.json")).unwrap();
+    let text = status(false);
+    assert!(
+        text.contains("stopped without finishing (killed?): --resume continues it"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+    let s = &json["searches"][0];
+    assert_eq!(
+        (s["state"].as_str(), s["trials"].as_u64()),
+        (Some("stopped"), Some(12))
+    );
+    assert!(s["best"].as_f64().is_some(), "{s}");
+}

@@ -1,0 +1,246 @@
+//! `r3 status`: where the searches of a store stand. Each search (one kernel on one GPU) is
+//! running (on which host, as which process, since when), finished (and why it stopped), or
+//! stopped by a kill (`--resume` continues it), with its trials and best speedup so far; and
+//! the recorded kernels no search has started on are waiting. It reads only what the store
+//! holds (`Store::search_statuses`), so the searches of every host writing one store on a
+//! shared filesystem show up together.
+
+use crate::store::identity::Resolution;
+use crate::store::trials::{SearchState, SearchStatus};
+use crate::store::{Store, StoreError};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Serialize)]
+pub struct Fleet {
+    pub searches: Vec<Search>,
+    /// Recorded kernels (with a replayable launch) that no search has started on.
+    pub waiting: Vec<Waiting>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Search {
+    /// The kernel's demangled name, or its hash where the store does not know it.
+    pub name: String,
+    #[serde(flatten)]
+    pub status: SearchStatus,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Waiting {
+    pub name: String,
+    pub hash: String,
+    pub recordings: usize,
+}
+
+/// What the store says of every search and of the kernels still waiting for one.
+pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
+    let index = store.index()?;
+    let statuses = store.search_statuses()?;
+    let name_of = |hash: &str| {
+        index
+            .kernel(hash)
+            .map_or_else(|| hash.to_owned(), |k| k.signature.demangled.clone())
+    };
+    let mut recorded: BTreeMap<String, usize> = BTreeMap::new();
+    for r in store.recordings(None)? {
+        if r.launch.not_replayable.is_some() {
+            continue;
+        }
+        if let Resolution::Kernel(k) = index.of_launch(&r.launch) {
+            *recorded.entry(k.hash.clone()).or_default() += 1;
+        }
+    }
+    let waiting = recorded
+        .into_iter()
+        .filter(|(hash, _)| !statuses.iter().any(|s| &s.kernel == hash))
+        .map(|(hash, recordings)| Waiting {
+            name: name_of(&hash),
+            hash,
+            recordings,
+        })
+        .collect();
+    let searches = statuses
+        .into_iter()
+        .map(|status| Search {
+            name: name_of(&status.kernel),
+            status,
+        })
+        .collect();
+    Ok(Fleet { searches, waiting })
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
+fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+fn state(s: &SearchState, now_ms: u64) -> String {
+    match s {
+        SearchState::Running(Some(l)) => format!(
+            "running on {}, pid {}, for {}",
+            l.host,
+            l.pid,
+            duration(now_ms.saturating_sub(l.started_unix_ms))
+        ),
+        SearchState::Running(None) => "running (where: no lease)".to_owned(),
+        SearchState::Finished(end) => match end.stop.as_str() {
+            "budget" => format!("done ({} of budget {})", end.trials, end.budget),
+            "time" => format!(
+                "cut short by --time ({} of budget {})",
+                end.trials, end.budget
+            ),
+            other => format!("{other} ({} of budget {})", end.trials, end.budget),
+        },
+        SearchState::Stopped => "stopped without finishing (killed?): --resume continues it".into(),
+    }
+}
+
+/// The table for a person; `now_ms` (Unix ms) for how long running searches have run.
+pub fn render(f: &Fleet, now_ms: u64) -> String {
+    let rows: Vec<[String; 5]> = f
+        .searches
+        .iter()
+        .map(|s| {
+            [
+                format!("{} [{}]", s.name, short(&s.status.kernel)),
+                s.status.gpu.clone(),
+                s.status.trials.to_string(),
+                s.status.best.map_or("-".into(), |r| format!("{r:.2}x")),
+                state(&s.status.state, now_ms),
+            ]
+        })
+        .collect();
+    let head = ["kernel", "gpu", "trials", "best", "state"].map(str::to_owned);
+    let width = |i: usize| {
+        rows.iter()
+            .chain(std::iter::once(&head))
+            .map(|r| r[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let w = [width(0), width(1), width(2), width(3)];
+    let mut out = String::new();
+    if !rows.is_empty() {
+        for r in std::iter::once(&head).chain(&rows) {
+            out += &format!(
+                "{:<a$}  {:<b$}  {:>c$}  {:>d$}  {}\n",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                a = w[0],
+                b = w[1],
+                c = w[2],
+                d = w[3]
+            );
+        }
+    }
+    for k in &f.waiting {
+        out += &format!(
+            "waiting: {} [{}] ({} recorded launch(es), no search yet)\n",
+            k.name,
+            short(&k.hash),
+            k.recordings
+        );
+    }
+    out += &summary(f);
+    out
+}
+
+fn summary(f: &Fleet) -> String {
+    let count =
+        |p: fn(&SearchState) -> bool| f.searches.iter().filter(|s| p(&s.status.state)).count();
+    let running = count(|s| matches!(s, SearchState::Running(_)));
+    let done = count(|s| matches!(s, SearchState::Finished(_)));
+    let stopped = count(|s| matches!(s, SearchState::Stopped));
+    format!(
+        "{} search(es): {running} running, {done} finished, {stopped} stopped; {} recorded kernel(s) waiting\n",
+        f.searches.len(),
+        f.waiting.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::trials::{Lease, SearchEnd};
+
+    fn search(name: &str, gpu: &str, trials: u32, best: Option<f64>, state: SearchState) -> Search {
+        Search {
+            name: name.into(),
+            status: SearchStatus {
+                trials_file: format!("trials/{name}/{gpu}.jsonl").into(),
+                kernel: format!("{name}0123456789abcdef"),
+                gpu: gpu.into(),
+                trials,
+                best,
+                state,
+            },
+        }
+    }
+
+    #[test]
+    fn the_table_says_where_each_search_stands() {
+        let end = |stop: &str, trials| SearchEnd {
+            format: 1,
+            stop: stop.into(),
+            trials,
+            budget: 100,
+            warm_start: 4,
+        };
+        let lease = Lease {
+            host: "node12".into(),
+            pid: 4242,
+            started_unix_ms: 1_000_000,
+            gpu: "NVIDIA H100".into(),
+        };
+        let f = Fleet {
+            searches: vec![
+                search(
+                    "saxpy",
+                    "NVIDIA H100",
+                    37,
+                    Some(1.214),
+                    SearchState::Running(Some(lease)),
+                ),
+                search(
+                    "gemv",
+                    "NVIDIA H100",
+                    100,
+                    Some(13.5),
+                    SearchState::Finished(end("budget", 100)),
+                ),
+                search(
+                    "stencil",
+                    "NVIDIA H200",
+                    12,
+                    None,
+                    SearchState::Finished(end("time", 12)),
+                ),
+                search(
+                    "bfs_step",
+                    "NVIDIA H100",
+                    51,
+                    Some(1.02),
+                    SearchState::Stopped,
+                ),
+            ],
+            waiting: vec![Waiting {
+                name: "scan_up".into(),
+                hash: "feedbeef00112233".into(),
+                recordings: 3,
+            }],
+        };
+        insta::assert_snapshot!(render(&f, 1_000_000 + 192_000));
+    }
+}
