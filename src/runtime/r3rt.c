@@ -26,9 +26,10 @@
  *     cold- and warm-L2 times to measure in the regime the program runs in (src/replay/l2.rs).
  * Recording costs what is recorded: other launches pay a table lookup and an argument hash;
  * a recorded launch's snapshots are compressed and written on a thread of its own while the
- * launch runs and after the program goes on (struct finisher), and the three warm re-launches for the in-app time run only when they are cheap (see
- * warm_relaunches). R3_RECORD_MAX_S and R3_RECORD_KERNEL_MB cap the time spent recording and
- * the bytes written per kernel; R3_RECORD_PROGRESS=1 prints progress on stderr, and
+ * launch runs and after the program goes on (struct finisher), and the three warm
+ * re-launches for the in-app time run only when they are cheap (see warm_relaunches).
+ * R3_RECORD_MAX_S and R3_RECORD_KERNEL_MB cap the time spent recording and the bytes
+ * written per kernel; R3_RECORD_PROGRESS=1 prints progress on stderr, and
  * R3_RECORD_STATS names a file that gets what the run recorded and where the time went
  * (`r3 record` sets both and prints the summary; src/record.rs reads the file).
  * The snapshot format is defined in src/store/records.rs, which reads what this file writes.

@@ -48,6 +48,17 @@ fn stats(store: &Path) -> r3::record::RunStats {
     serde_json::from_slice(&std::fs::read(store.with_extension("stats.json")).unwrap()).unwrap()
 }
 
+/// No recording in progress (`records/.tmp-*`, or an old one being replaced) is left behind.
+fn assert_no_temporaries(store: &Path) {
+    let left: Vec<_> = std::fs::read_dir(store.join("records"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "temporary directories left: {left:?}");
+}
+
 fn allocation_sizes(s: &Snapshot) -> Vec<u64> {
     let mut v: Vec<u64> = s
         .regions
@@ -347,13 +358,7 @@ fn recording_a_program_again_replaces_its_earlier_recordings() {
         assert!(rec.prologue().unwrap().regions.len() < 7, "{}", rec.id);
         rec.epilogue().unwrap();
     }
-    let left: Vec<_> = std::fs::read_dir(store_dir.join("records"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .filter(|n| n.to_string_lossy().starts_with('.'))
-        .collect();
-    assert!(left.is_empty(), "temporary directories left: {left:?}");
+    assert_no_temporaries(&store_dir);
 }
 
 #[test]
@@ -408,12 +413,7 @@ fn a_recording_finished_in_the_background_is_complete_at_exit_with_its_repeats()
     assert!(s.bytes_written > 32 << 20, "noise does not compress: {s:?}");
     assert!(s.background_s > 0.0, "{s:?}");
     assert!(s.exit_wait_s <= s.wait_s && s.wait_s <= s.record_s, "{s:?}");
-    let left: Vec<_> = std::fs::read_dir(store_dir.join("records"))
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
-        .collect();
-    assert!(left.is_empty(), "temporary directories left: {left:?}");
+    assert_no_temporaries(&store_dir);
 }
 
 #[test]
