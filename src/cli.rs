@@ -142,9 +142,18 @@ enum Cmd {
         /// each, measured so that `r3 report` can show which passes matter).
         #[arg(long)]
         no_ablate: bool,
-        /// Evaluate against a landscape table (JSON) instead of the GPU.
+        /// Evaluate against a landscape table (JSON) instead of the GPU; repeated, one kernel
+        /// per table (searched as `--all` searches: each table a worker has not claimed).
         #[arg(long, value_name = "TABLE.json")]
-        simulate: Option<PathBuf>,
+        simulate: Vec<PathBuf>,
+        /// One worker per GPU of this node (`all`, or ordinals such as 0,1): each takes the
+        /// kernels no other worker holds, so identical GPUs share the work.
+        #[arg(long, value_name = "all|0,1,...")]
+        gpus: Option<String>,
+        /// Print a Slurm batch script for a job array of N tasks, one GPU each, every task a
+        /// worker on this store (a shared filesystem), and exit.
+        #[arg(long, value_name = "N")]
+        emit_sbatch: Option<u32>,
         #[command(flatten)]
         measure: MeasureHow,
         /// The kernels are correct for any 1-D block size: let the search change it (grid recomputed).
@@ -402,6 +411,8 @@ fn run(cli: Cli) -> Result<i32> {
             no_recipes,
             no_ablate,
             simulate,
+            gpus,
+            emit_sbatch,
             measure:
                 MeasureHow {
                     repeat,
@@ -412,8 +423,14 @@ fn run(cli: Cli) -> Result<i32> {
             egraph,
             dry_run,
         } => {
+            if let Some(tasks) = emit_sbatch {
+                return emit_sbatch_script(cli.store.as_deref(), &cwd, tasks);
+            }
+            if let Some(spec) = gpus {
+                return tune_per_gpu(&spec);
+            }
             let grid = space == "grid";
-            if strategy == "exhaustive" && !grid && simulate.is_none() {
+            if strategy == "exhaustive" && !grid && simulate.is_empty() {
                 anyhow::bail!("--strategy exhaustive needs a finite space: add --space grid");
             }
             let time = time
@@ -433,11 +450,11 @@ fn run(cli: Cli) -> Result<i32> {
                 transfer: !no_transfer,
                 recipes: !no_recipes,
             };
-            if let Some(table) = simulate {
+            if !simulate.is_empty() {
                 return tune_simulated(
                     cli.store.as_deref(),
                     &cwd,
-                    &table,
+                    &simulate,
                     kernels.first().cloned(),
                     opts,
                     resume,
@@ -955,29 +972,102 @@ fn parse_duration(flag: &str, s: &str) -> Result<std::time::Duration> {
 fn tune_simulated(
     store: Option<&Path>,
     cwd: &Path,
-    table: &Path,
+    tables: &[PathBuf],
     kernel: Option<String>,
-    mut opts: r3::remix::tune::TuneOptions,
+    opts: r3::remix::tune::TuneOptions,
     resume: bool,
 ) -> Result<i32> {
-    use r3::remix::{sim, space::Space};
-    let landscape = sim::Landscape::load(table)?;
+    use r3::remix::{fleet, sim, space::Space};
+    if tables.len() > 1 && kernel.is_some() {
+        anyhow::bail!("name no kernel with several --simulate tables: each table is its kernel");
+    }
     let store = open_store(store, cwd, true)?;
-    // A stored kernel's simulated trials go under its hash, as measured ones would; any other
-    // word (a landscape's own kernel name) keys the trials as it is.
-    let word = kernel.unwrap_or_else(|| landscape.kernel.clone());
     let index = store.index()?;
-    let found = index.select(&word);
-    opts.kernel = match r3::store::identity::distinct(&found) {
-        0 => word,
-        1 => found[0].hash.clone(),
-        _ => return Err(r3::store::identity::ambiguous(&word, &found).into()),
+    let stop = stop_flag();
+    let mut code = 0;
+    for table in tables {
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        let landscape = sim::Landscape::load(table)?;
+        // A stored kernel's simulated trials go under its hash, as measured ones would; any
+        // other word (a landscape's own kernel name) keys the trials as it is.
+        let word = kernel.clone().unwrap_or_else(|| landscape.kernel.clone());
+        let found = index.select(&word);
+        let mut opts = opts.clone();
+        opts.kernel = match r3::store::identity::distinct(&found) {
+            0 => word,
+            1 => found[0].hash.clone(),
+            _ => return Err(r3::store::identity::ambiguous(&word, &found).into()),
+        };
+        let space = Space::builtin(landscape.space.clone())?;
+        opts.budget = finite_budget(opts.budget, &space);
+        let mut sim = sim::Simulator::new(landscape);
+        let gpu = r3::replay::Evaluator::device(&sim).gpu;
+        // One table is one search, as asked; several are a worker's share of a fleet.
+        let log = if tables.len() == 1 {
+            store.open_trials(&opts.kernel, &gpu)?
+        } else {
+            match fleet::claim(&store, &opts.kernel, &gpu, opts.budget)? {
+                fleet::Claim::Take(log) => log,
+                other => {
+                    eprintln!(
+                        "{}",
+                        fleet::left_because(&opts.kernel, &other).unwrap_or_default()
+                    );
+                    continue;
+                }
+            }
+        };
+        code = code.max(tune_one(
+            &store, log, &mut sim, &space, &opts, resume, &stop,
+        )?);
+    }
+    Ok(code)
+}
+
+/// `--gpus`: one worker process per GPU, each this same command.
+fn tune_per_gpu(spec: &str) -> Result<i32> {
+    let count = match r3::gpu::probe() {
+        r3::gpu::GpuStatus::Present { gpus, .. } => gpus.len(),
+        _ => 0,
     };
-    let space = Space::builtin(landscape.space.clone())?;
-    opts.budget = finite_budget(opts.budget, &space);
-    let mut sim = sim::Simulator::new(landscape);
-    let log = store.open_trials(&opts.kernel, &r3::replay::Evaluator::device(&sim).gpu)?;
-    tune_one(&store, log, &mut sim, &space, &opts, resume, &stop_flag())
+    let gpus = r3::remix::fleet::parse_gpus(spec, count).map_err(anyhow::Error::msg)?;
+    let args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|a| a == "--all") {
+        anyhow::bail!("--gpus spreads the kernels of --all over the GPUs: add --all");
+    }
+    Ok(r3::remix::fleet::run_per_gpu(&args, &gpus)?)
+}
+
+/// `--emit-sbatch N`: the job array script, for this store and this command.
+fn emit_sbatch_script(store: Option<&Path>, cwd: &Path, tasks: u32) -> Result<i32> {
+    let store = open_store(store, cwd, false)?;
+    let mut args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--emit-sbatch") {
+        args.drain(i..(i + 2).min(args.len()));
+    }
+    args.retain(|a| !a.starts_with("--emit-sbatch=") && !a.starts_with("--r3-store="));
+    // The script names the store by its absolute path (R3_STORE); a relative --r3-store would
+    // be read from wherever the task starts.
+    if let Some(i) = args.iter().position(|a| a == "--r3-store") {
+        args.drain(i..(i + 2).min(args.len()));
+    }
+    if !args.iter().any(|a| a == "--all") {
+        anyhow::bail!("--emit-sbatch writes a job array for the kernels of --all: add --all");
+    }
+    let exe = std::env::current_exe()?;
+    let root = std::fs::canonicalize(store.root())?;
+    out!(
+        "{}",
+        r3::remix::fleet::sbatch_script(
+            &exe.to_string_lossy(),
+            &root.to_string_lossy(),
+            &args,
+            tasks.max(1)
+        )
+    );
+    Ok(0)
 }
 
 /// A finite space has no more distinct candidates than points: a budget beyond that would
@@ -1141,7 +1231,25 @@ fn tune_gpu(
         };
         // The trials file's lock first: a second search of this kernel on this GPU stops here,
         // before it measures anything beside the first.
-        let log = match store.open_trials(&opts.kernel, &r3::replay::Evaluator::device(&ev).gpu) {
+        let gpu_name = r3::replay::Evaluator::device(&ev).gpu;
+        let log = if sel.all {
+            // One worker of possibly many (--gpus, a job array): leave what another holds.
+            match r3::remix::fleet::claim(&store, &opts.kernel, &gpu_name, opts.budget) {
+                Ok(r3::remix::fleet::Claim::Take(log)) => Ok(log),
+                Ok(other) => {
+                    let label = &opts.kernel;
+                    eprintln!(
+                        "{}",
+                        r3::remix::fleet::left_because(label, &other).unwrap_or_default()
+                    );
+                    continue;
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            store.open_trials(&opts.kernel, &gpu_name)
+        };
+        let log = match log {
             Ok(log) => log,
             Err(e) => {
                 eprintln!("r3 tune: {}: {e}", opts.kernel);

@@ -14,6 +14,7 @@
 pub mod catalog;
 pub mod confirm;
 pub mod dry_run;
+pub mod fleet;
 pub mod grid;
 pub mod pipeline;
 pub mod recipes;

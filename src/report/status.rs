@@ -1,6 +1,7 @@
 //! `r3 status`: where the searches of a store stand. Each search (one kernel on one GPU) is
 //! running (on which host, as which process, since when), finished (and why it stopped), or
-//! stopped by a kill (`--resume` continues it), with its trials and best speedup so far; and
+//! stopped by a kill (`--resume` continues it), with its trials and the best speedup over -O3
+//! so far (the best trial as report and apply pick it); and
 //! the recorded kernels no search has started on are waiting. It reads only what the store
 //! holds (`Store::search_statuses`), so the searches of every host writing one store on a
 //! shared filesystem show up together.
@@ -114,12 +115,15 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
                 format!("{} [{}]", s.name, short(&s.status.kernel)),
                 s.status.gpu.clone(),
                 s.status.trials.to_string(),
-                s.status.best.map_or("-".into(), |r| format!("{r:.2}x")),
+                s.status
+                    .best
+                    .filter(|r| *r > 0.0)
+                    .map_or("-".into(), |r| format!("{:.2}x", 1.0 / r)),
                 state(&s.status.state, now_ms),
             ]
         })
         .collect();
-    let head = ["kernel", "gpu", "trials", "best", "state"].map(str::to_owned);
+    let head = ["kernel", "gpu", "trials", "speedup", "state"].map(str::to_owned);
     let width = |i: usize| {
         rows.iter()
             .chain(std::iter::once(&head))
@@ -210,14 +214,14 @@ mod tests {
                     "saxpy",
                     "NVIDIA H100",
                     37,
-                    Some(1.214),
+                    Some(0.8237),
                     SearchState::Running(Some(lease)),
                 ),
                 search(
                     "gemv",
                     "NVIDIA H100",
                     100,
-                    Some(13.5),
+                    Some(0.0741),
                     SearchState::Finished(end("budget", 100)),
                 ),
                 search(
@@ -231,7 +235,7 @@ mod tests {
                     "bfs_step",
                     "NVIDIA H100",
                     51,
-                    Some(1.02),
+                    Some(1.0),
                     SearchState::Stopped,
                 ),
             ],

@@ -287,6 +287,12 @@ impl Store {
         Ok(out)
     }
 
+    /// Where the search holding this trials file runs, as its lease says (None: no lease, or
+    /// one being replaced).
+    pub fn lease(&self, trials_file: &Path) -> Option<Lease> {
+        read_json(&lease_path(trials_file)).ok().flatten()
+    }
+
     fn search_status(&self, kernel_dir: &Path, file: PathBuf) -> Result<SearchStatus, StoreError> {
         let recs: Vec<TrialRecord> = read_log(&file)?.0;
         let dir_name = || {
@@ -305,7 +311,7 @@ impl Store {
         let confirmed = self.confirmations(&file)?;
         let state = if held_by_another(&file) {
             // A lease that cannot be read (being replaced) says nothing more than the lock.
-            SearchState::Running(read_json::<Lease>(&lease_path(&file)).ok().flatten())
+            SearchState::Running(self.lease(&file))
         } else if let Some(end) = self.search_end(&file)? {
             SearchState::Finished(end)
         } else {
@@ -553,7 +559,8 @@ pub struct SearchStatus {
     pub kernel: String,
     pub gpu: String,
     pub trials: u32,
-    /// The best valid trial's speedup over -O3, as report and apply pick it.
+    /// The best valid trial's time relative to -O3's (below 1: faster), as report and apply
+    /// pick it.
     pub best: Option<f64>,
     /// `"state"`: running, finished or stopped, and `"detail"`: the lease or the search's end.
     #[serde(flatten)]

@@ -707,3 +707,97 @@ fn status_says_where_each_search_stands() {
     );
     assert!(s["best"].as_f64().is_some(), "{s}");
 }
+
+/// Every search of a store, as (kernel, gpu) -> its trials' essence.
+fn searches_of(store: &std::path::Path) -> std::collections::BTreeMap<String, Vec<Essence>> {
+    let store = Store::open(store).unwrap();
+    store
+        .search_statuses()
+        .unwrap()
+        .into_iter()
+        .map(|s| {
+            let trials = store.trials(&s.kernel, &s.gpu).unwrap();
+            (format!("{} on {}", s.kernel, s.gpu), essence(&trials))
+        })
+        .collect()
+}
+
+#[test]
+fn workers_sharing_a_store_search_each_kernel_once_and_a_killed_ones_work_is_resumed() {
+    let home = tempfile::tempdir().unwrap();
+    let mut tables = Vec::new();
+    for i in 0..6 {
+        let mut land = serde_json::to_value(synthetic(Family::Knobs, i)).unwrap();
+        land["kernel"] = format!("kernel_{i}").into();
+        let path = home.path().join(format!("k{i}.json"));
+        std::fs::write(&path, land.to_string()).unwrap();
+        tables.push(path.to_string_lossy().into_owned());
+    }
+    let tune_args = |store: &str, budget: &str| {
+        let mut a: Vec<String> = [
+            "--r3-store",
+            store,
+            "tune",
+            "--budget",
+            budget,
+            "--batch",
+            "2",
+        ]
+        .map(String::from)
+        .to_vec();
+        a.extend(["--no-transfer".into(), "--resume".into()]);
+        for t in &tables {
+            a.extend(["--simulate".into(), t.clone()]);
+        }
+        a
+    };
+    let worker = |store: &str, budget: &str| {
+        std::process::Command::new(r3_bin())
+            .args(tune_args(store, budget))
+            .env("HOME", home.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let wait_all = |children: Vec<std::process::Child>| {
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+        }
+    };
+    let path = |name: &str| home.path().join(name).to_string_lossy().into_owned();
+    // One worker alone: the reference.
+    wait_all(vec![worker(&path("alone"), "30")]);
+    let alone = searches_of(&home.path().join("alone"));
+    assert_eq!(alone.len(), 6);
+    assert!(alone.values().all(|t| t.len() == 30));
+    // Three at once on one store: each search is one worker's, none lost or repeated.
+    wait_all((0..3).map(|_| worker(&path("three"), "30")).collect());
+    assert_eq!(searches_of(&home.path().join("three")), alone);
+    // A fleet killed after 12 trials of every search (trials written, no end record), then
+    // two workers submitted again: the searches continue to what one worker alone found.
+    wait_all(vec![worker(&path("killed"), "12")]);
+    for end in crate::support::walk(&home.path().join("killed/trials")) {
+        if end.to_string_lossy().ends_with(".end.json") {
+            std::fs::remove_file(end).unwrap();
+        }
+    }
+    let status = r3(&["--r3-store", &path("killed"), "status"], home.path());
+    assert!(
+        stdout(&status).contains("6 search(es): 0 running, 0 finished, 6 stopped"),
+        "{}",
+        stdout(&status)
+    );
+    wait_all((0..2).map(|_| worker(&path("killed"), "30")).collect());
+    assert_eq!(searches_of(&home.path().join("killed")), alone);
+    // A worker started after all is done passes every search over and measures nothing.
+    let late = worker(&path("killed"), "30").wait_with_output().unwrap();
+    assert!(late.status.success());
+    assert_eq!(
+        stderr(&late).matches("passed over").count(),
+        6,
+        "{}",
+        stderr(&late)
+    );
+}

@@ -1,0 +1,225 @@
+//! Many searches at once: several processes (one per GPU of a node, or the tasks of a Slurm job
+//! array on many nodes) tune the kernels of one store. There is no coordinator and no static
+//! shard: every worker walks the same kernel list in the same order and takes a kernel by
+//! taking its trials file's lock (`claim`). A kernel another worker holds is left to it, one
+//! whose search already reached its budget is passed over, and one a killed worker left half
+//! done is continued by the next worker started with `--resume`. The store's invariants (one
+//! writer per trials file, a torn tail cut on open) make this safe on a shared filesystem.
+
+use crate::store::trials::{Lease, SearchEnd, TrialLog};
+use crate::store::{Store, StoreError};
+
+/// What a worker found when it tried to take one kernel's search on its GPU.
+pub enum Claim {
+    /// The trials file is this worker's, locked, until the log is dropped.
+    Take(TrialLog),
+    /// Another worker holds it; where, when its lease says.
+    Busy(Option<Lease>),
+    /// Its search already ended having reached `budget` trials or more.
+    Done(SearchEnd),
+}
+
+/// Tries to take the search of `kernel` on `gpu` for a search of `budget` trials.
+pub fn claim(store: &Store, kernel: &str, gpu: &str, budget: u32) -> Result<Claim, StoreError> {
+    let path = store.trials_path(kernel, gpu);
+    // A search that reached this budget is left whether or not another worker now extends it.
+    if let Some(end) = store.search_end(&path)? {
+        if end.stop == "budget" && end.budget >= budget {
+            return Ok(Claim::Done(end));
+        }
+    }
+    match store.open_trials(kernel, gpu) {
+        Ok(log) => Ok(Claim::Take(log)),
+        Err(StoreError::Busy { .. }) => Ok(Claim::Busy(store.lease(&path))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The line a worker prints for a kernel it leaves.
+pub fn left_because(label: &str, claim: &Claim) -> Option<String> {
+    match claim {
+        Claim::Take(_) => None,
+        Claim::Busy(Some(l)) => Some(format!(
+            "r3 tune: {label}: another r3 searches it (on {}, pid {}); left to it",
+            l.host, l.pid
+        )),
+        Claim::Busy(None) => Some(format!(
+            "r3 tune: {label}: another r3 searches it; left to it"
+        )),
+        Claim::Done(end) => Some(format!(
+            "r3 tune: {label}: already searched ({} of budget {}); passed over",
+            end.trials, end.budget
+        )),
+    }
+}
+
+/// The GPUs `--gpus` names: `all` (the `count` the driver reports) or a list of ordinals.
+pub fn parse_gpus(spec: &str, count: usize) -> Result<Vec<usize>, String> {
+    if count == 0 {
+        return Err(format!("--gpus {spec}: no GPU on this machine"));
+    }
+    if spec == "all" {
+        return Ok((0..count).collect());
+    }
+    let mut out = Vec::new();
+    for part in spec.split(',') {
+        let n: usize = part.trim().parse().map_err(|_| {
+            format!("--gpus {spec}: `{part}` is not a GPU ordinal; e.g. --gpus all or --gpus 0,1")
+        })?;
+        if n >= count {
+            return Err(format!(
+                "--gpus {spec}: GPU {n} does not exist ({count} on this machine, 0 to {})",
+                count.saturating_sub(1)
+            ));
+        }
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
+/// The command line of one worker of `--gpus`: the same `r3 tune` with `--gpus` and its value
+/// left out and `--resume` added (a worker continues what a killed one left), run with
+/// `CUDA_VISIBLE_DEVICES` naming its GPU.
+pub fn worker_args(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if a == "--gpus" {
+            skip = true;
+            continue;
+        }
+        if a.starts_with("--gpus=") {
+            continue;
+        }
+        out.push(a.clone());
+    }
+    if !out.iter().any(|a| a == "--resume") {
+        out.push("--resume".into());
+    }
+    out
+}
+
+/// Runs one worker per GPU of `gpus` (this executable, `args` as `worker_args` makes them) and
+/// waits for all; the exit status is the worst of theirs.
+pub fn run_per_gpu(args: &[String], gpus: &[usize]) -> std::io::Result<i32> {
+    let exe = std::env::current_exe()?;
+    let worker = worker_args(args);
+    let mut children = Vec::new();
+    for g in gpus {
+        eprintln!("r3 tune: worker on GPU {g}");
+        children.push(
+            std::process::Command::new(&exe)
+                .args(&worker[1..])
+                .env("CUDA_VISIBLE_DEVICES", g.to_string())
+                .spawn()?,
+        );
+    }
+    let mut code = 0;
+    for mut c in children {
+        code = code.max(c.wait()?.code().unwrap_or(1));
+    }
+    Ok(code)
+}
+
+/// A Slurm batch script: a job array of `tasks` tasks, one GPU each, every task a worker
+/// (`r3 tune` with `args`, `--resume` added) on the shared store at `store`.
+pub fn sbatch_script(exe: &str, store: &str, args: &[String], tasks: u32) -> String {
+    let quote = |s: &str| {
+        if s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+        {
+            s.to_owned()
+        } else {
+            format!("'{}'", s.replace('\'', r"'\''"))
+        }
+    };
+    let worker: Vec<String> = worker_args(args).iter().map(|a| quote(a)).collect();
+    format!(
+        "#!/bin/bash
+#SBATCH --job-name=r3-tune
+#SBATCH --array=0-{last}
+#SBATCH --ntasks=1
+#SBATCH --gpus-per-task=1
+#SBATCH --output=r3-tune-%A_%a.out
+# Written by `r3 tune --emit-sbatch`. Every task is a worker on one GPU: it walks the store's
+# kernels in order and searches each one no other task holds (the trials file's lock), so the
+# tasks share the work without a shard list. A task killed (scancel, node failure) leaves its
+# kernel's trials intact: submit this script again and the next worker continues them
+# (--resume). `r3 status` shows where every search stands.
+set -euo pipefail
+export R3_STORE={store}
+exec {exe} {args}
+",
+        last = tasks.saturating_sub(1),
+        store = quote(store),
+        exe = quote(exe),
+        args = worker[1..].join(" ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn gpus_are_all_or_ordinals_that_exist() {
+        assert_eq!(parse_gpus("all", 2).unwrap(), [0, 1]);
+        assert_eq!(parse_gpus("1,0,1", 2).unwrap(), [1, 0]);
+        assert!(parse_gpus("2", 2).unwrap_err().contains("does not exist"));
+        assert!(parse_gpus("x", 2).unwrap_err().contains("e.g. --gpus all"));
+        assert!(parse_gpus("all", 0).unwrap_err().contains("no GPU"));
+        assert!(parse_gpus("0,1", 0).unwrap_err().contains("no GPU"));
+    }
+
+    #[test]
+    fn a_worker_is_the_same_tune_without_gpus_and_with_resume() {
+        let args = strings(&["r3", "tune", "--all", "--gpus", "0,1", "--budget", "50"]);
+        assert_eq!(
+            worker_args(&args),
+            strings(&["r3", "tune", "--all", "--budget", "50", "--resume"])
+        );
+        let args = strings(&["r3", "tune", "--gpus=all", "--all", "--resume"]);
+        assert_eq!(
+            worker_args(&args),
+            strings(&["r3", "tune", "--all", "--resume"])
+        );
+    }
+
+    #[test]
+    fn the_batch_script_runs_one_worker_per_task() {
+        let args = strings(&[
+            "r3",
+            "tune",
+            "--all",
+            "--budget",
+            "100",
+            "--emit-sbatch",
+            "8",
+            "--time",
+            "20m",
+        ]);
+        let args: Vec<String> = {
+            // What the CLI passes: its own flag taken out.
+            let mut a = args.clone();
+            let i = a.iter().position(|s| s == "--emit-sbatch").unwrap();
+            a.drain(i..i + 2);
+            a
+        };
+        insta::assert_snapshot!(sbatch_script(
+            "/opt/r3/bin/r3",
+            "/shared/proj/r3 store",
+            &args,
+            8
+        ));
+    }
+}
