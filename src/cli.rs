@@ -1042,7 +1042,8 @@ fn tune_per_gpu(spec: &str) -> Result<i32> {
 
 /// `--emit-sbatch N`: the job array script, for this store and this command.
 fn emit_sbatch_script(store: Option<&Path>, cwd: &Path, tasks: u32) -> Result<i32> {
-    let store = open_store(store, cwd, false)?;
+    // Created when missing, as the workers would create it (a simulated fleet has no recordings).
+    let store = open_store(store, cwd, true)?;
     let mut args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--emit-sbatch") {
         args.drain(i..(i + 2).min(args.len()));
