@@ -13,6 +13,9 @@ pub struct GpuInfo {
     /// Compute capability (major, minor).
     pub cc: (i32, i32),
     pub mem_bytes: usize,
+    /// The driver's UUID of the device, "GPU-" and 32 hex digits as nvidia-smi writes it:
+    /// which device, whatever CUDA_VISIBLE_DEVICES renumbers.
+    pub uuid: String,
 }
 
 impl GpuInfo {
@@ -119,12 +122,40 @@ pub fn info(ctx: &Arc<CudaContext>) -> Result<GpuInfo, GpuError> {
             .compute_capability()
             .map_err(|e| driver_err(during, e))?,
         mem_bytes: ctx.total_mem().map_err(|e| driver_err(during, e))?,
+        uuid: uuid_text(&ctx.uuid().map_err(|e| driver_err(during, e))?.bytes),
     })
+}
+
+/// nvidia-smi's spelling of a device UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+pub fn uuid_text(bytes: &[std::ffi::c_char; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{:02x}", *b as u8)).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 pub fn driver_err(during: &str, e: cudarc::driver::DriverError) -> GpuError {
     GpuError::Driver {
         during: during.to_owned(),
         msg: format!("{e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_uuid_reads_as_nvidia_smi_writes_it() {
+        let mut b = [0 as std::ffi::c_char; 16];
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = (i as u8 * 17) as std::ffi::c_char;
+        }
+        assert_eq!(uuid_text(&b), "GPU-00112233-4455-6677-8899-aabbccddeeff");
     }
 }

@@ -90,6 +90,7 @@ mod tests {
             kernel: "h".into(),
             gpu: "g".into(),
             driver: "d".into(),
+            device: None,
             r3_version: "0".into(),
             strategy: "bo".into(),
             seed: 0,

@@ -174,6 +174,7 @@ mod tests {
             crate::replay::Device {
                 gpu: "GPU (sm_90)".into(),
                 driver: "CUDA 13.0".into(),
+                id: None,
             }
         }
         fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {

@@ -329,6 +329,7 @@ impl Evaluator for Simulator {
         Device {
             gpu: format!("simulated: {}", self.landscape.gpu),
             driver: "none".into(),
+            id: None,
         }
     }
 }

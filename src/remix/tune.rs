@@ -354,6 +354,7 @@ fn record(
         kernel: opts.kernel.clone(),
         gpu: device.gpu.clone(),
         driver: device.driver.clone(),
+        device: device.id.clone(),
         r3_version: env!("CARGO_PKG_VERSION").into(),
         strategy: opts.strategy.clone(),
         seed: opts.seed,

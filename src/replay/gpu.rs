@@ -350,6 +350,7 @@ fn device_name(target: &Codegen, ordinal: i32) -> (super::Device, Option<String>
             let device = super::Device {
                 gpu: format!("{} ({})", g.name, g.sm()),
                 driver: format!("CUDA {}.{}", driver.0, driver.1),
+                id: Some(g.uuid.clone()),
             };
             (device, Some(g.name.clone()))
         }
@@ -357,6 +358,7 @@ fn device_name(target: &Codegen, ordinal: i32) -> (super::Device, Option<String>
             super::Device {
                 gpu: format!("no GPU ({})", target.sm),
                 driver: "none".into(),
+                id: None,
             },
             None,
         ),

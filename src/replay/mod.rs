@@ -113,6 +113,8 @@ impl Outcome {
 pub struct Device {
     pub gpu: String,
     pub driver: String,
+    /// Which device of that model (its UUID), where known: trials say which one measured them.
+    pub id: Option<String>,
 }
 
 /// The interface the search uses. Implemented by the GPU replayer and by simulations.
@@ -125,6 +127,7 @@ pub trait Evaluator: Sync {
         Device {
             gpu: "unknown".into(),
             driver: "unknown".into(),
+            id: None,
         }
     }
 

@@ -24,6 +24,10 @@ pub struct TrialRecord {
     pub kernel: String,
     pub gpu: String,
     pub driver: String,
+    /// The device that measured the trial (its UUID), where known; absent in simulations and
+    /// in trials of earlier r3s. Several identical GPUs share one trials file per kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
     pub r3_version: String,
     pub strategy: String,
     pub seed: u64,
@@ -774,6 +778,7 @@ mod tests {
             kernel: "k".into(),
             gpu: "NVIDIA H200".into(),
             driver: "580".into(),
+            device: None,
             r3_version: "0".into(),
             strategy: "random".into(),
             seed: 0,

@@ -52,6 +52,7 @@ fn rec(kernel: &str, gpu: &str, trial: u32, c: &Candidate, o: Outcome) -> TrialR
         kernel: kernel.into(),
         gpu: gpu.into(),
         driver: "580.65".into(),
+        device: None,
         r3_version: "0.1.0".into(),
         strategy: "bo".into(),
         seed: 7,
