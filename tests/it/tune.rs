@@ -397,6 +397,17 @@ fn strategies_find_the_optimum_of_synthetic_landscapes() {
     }
 }
 
+/// A synthetic landscape written as a table for `--simulate`; its path.
+fn knobs_table(dir: &std::path::Path) -> String {
+    let table = dir.join("land.json");
+    std::fs::write(
+        &table,
+        serde_json::to_string(&synthetic(Family::Knobs, 0)).unwrap(),
+    )
+    .unwrap();
+    table.to_string_lossy().into_owned()
+}
+
 #[test]
 fn tune_without_a_gpu_says_so_and_simulate_runs() {
     let home = tempfile::tempdir().unwrap();
@@ -410,13 +421,7 @@ fn tune_without_a_gpu_says_so_and_simulate_runs() {
         );
     }
 
-    let table = home.path().join("land.json");
-    std::fs::write(
-        &table,
-        serde_json::to_string(&synthetic(Family::Knobs, 0)).unwrap(),
-    )
-    .unwrap();
-    let t = table.to_str().unwrap();
+    let t = &knobs_table(home.path());
     let out = r3(
         &["tune", "--simulate", t, "--budget", "12", "--batch", "4"],
         home.path(),
@@ -655,13 +660,7 @@ fn candidates_outside_the_search_reuse_measured_ptx() {
 #[test]
 fn status_says_where_each_search_stands() {
     let home = tempfile::tempdir().unwrap();
-    let table = home.path().join("land.json");
-    std::fs::write(
-        &table,
-        serde_json::to_string(&synthetic(Family::Knobs, 0)).unwrap(),
-    )
-    .unwrap();
-    let t = table.to_str().unwrap();
+    let t = &knobs_table(home.path());
     let out = r3(&["tune", "--simulate", t, "--budget", "12"], home.path());
     assert!(out.status.success(), "{}", stderr(&out));
     let status = |json: bool| {
