@@ -397,6 +397,18 @@ fn strategies_find_the_optimum_of_synthetic_landscapes() {
     }
 }
 
+/// The first trials file of the store under `home`, and a handle that holds its lock as a
+/// running search's would.
+fn hold_trials_file(home: &std::path::Path) -> (std::path::PathBuf, std::fs::File) {
+    let trials = crate::support::walk(&home.join("store/trials"))
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let held = std::fs::File::open(&trials).unwrap();
+    held.try_lock().unwrap();
+    (trials, held)
+}
+
 /// A synthetic landscape written as a table for `--simulate`; its path.
 fn knobs_table(dir: &std::path::Path) -> String {
     let table = dir.join("land.json");
@@ -442,12 +454,7 @@ fn tune_without_a_gpu_says_so_and_simulate_runs() {
     assert!(stderr(&again).contains("--resume"), "{}", stderr(&again));
     // While another r3 writes the file (its lock held here), a second search stops with that,
     // not with advice to --resume (which would be refused too), with or without --resume.
-    let trials = crate::support::walk(&home.path().join("store/trials"))
-        .into_iter()
-        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .unwrap();
-    let held = std::fs::File::open(&trials).unwrap();
-    held.try_lock().unwrap();
+    let (_, held) = hold_trials_file(home.path());
     for resume in [false, true] {
         let mut args = vec!["tune", "--simulate", t, "--budget", "20"];
         if resume {
@@ -682,12 +689,7 @@ fn status_says_where_each_search_stands() {
         "{text}"
     );
     // Its trials file locked by another process: running.
-    let trials = crate::support::walk(&home.path().join("store/trials"))
-        .into_iter()
-        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .unwrap();
-    let held = std::fs::File::open(&trials).unwrap();
-    held.try_lock().unwrap();
+    let (trials, held) = hold_trials_file(home.path());
     let text = status(false);
     assert!(text.contains("running (where: no lease)"), "{text}");
     drop(held);
