@@ -1013,7 +1013,8 @@ fn tune_simulated(
                 other => {
                     eprintln!(
                         "{}",
-                        fleet::left_because(&opts.kernel, &other).unwrap_or_default()
+                        fleet::left_because(&kernel_label(&store, &opts.kernel), &other)
+                            .unwrap_or_default()
                     );
                     continue;
                 }
@@ -1044,16 +1045,11 @@ fn tune_per_gpu(spec: &str) -> Result<i32> {
 fn emit_sbatch_script(store: Option<&Path>, cwd: &Path, tasks: u32) -> Result<i32> {
     // Created when missing, as the workers would create it (a simulated fleet has no recordings).
     let store = open_store(store, cwd, true)?;
-    let mut args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--emit-sbatch") {
-        args.drain(i..(i + 2).min(args.len()));
-    }
-    args.retain(|a| !a.starts_with("--emit-sbatch=") && !a.starts_with("--r3-store="));
+    use r3::remix::fleet::without_option;
+    let args: Vec<String> = std::env::args().collect();
     // The script names the store by its absolute path (R3_STORE); a relative --r3-store would
     // be read from wherever the task starts.
-    if let Some(i) = args.iter().position(|a| a == "--r3-store") {
-        args.drain(i..(i + 2).min(args.len()));
-    }
+    let args = without_option(&without_option(&args, "--emit-sbatch"), "--r3-store");
     if !args.iter().any(|a| a == "--all") {
         anyhow::bail!("--emit-sbatch writes a job array for the kernels of --all: add --all");
     }
@@ -1088,6 +1084,15 @@ fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     stop
 }
 
+/// How tune's lines name a kernel: its demangled name and short hash, or the key as it is (a
+/// simulated landscape's own name).
+fn kernel_label(store: &r3::store::Store, key: &str) -> String {
+    store.kernel(key).map_or_else(
+        |_| key.to_owned(),
+        |k| format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
+    )
+}
+
 fn tune_one<E: r3::replay::Evaluator + Sync>(
     store: &r3::store::Store,
     log: r3::store::trials::TrialLog,
@@ -1098,10 +1103,7 @@ fn tune_one<E: r3::replay::Evaluator + Sync>(
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<i32> {
     use r3::remix::tune;
-    let label = store.kernel(&opts.kernel).map_or_else(
-        |_| opts.kernel.clone(),
-        |k| format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
-    );
+    let label = kernel_label(store, &opts.kernel);
     let (summary, path) = tune::tune_in_log(store, log, eval, space, opts, resume, stop, |p| {
         let best = p
             .best
@@ -1238,7 +1240,7 @@ fn tune_gpu(
             match r3::remix::fleet::claim(&store, &opts.kernel, &gpu_name, opts.budget) {
                 Ok(r3::remix::fleet::Claim::Take(log)) => Ok(log),
                 Ok(other) => {
-                    let label = &opts.kernel;
+                    let label = &kernel_label(&store, &opts.kernel);
                     eprintln!(
                         "{}",
                         r3::remix::fleet::left_because(label, &other).unwrap_or_default()

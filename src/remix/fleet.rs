@@ -83,24 +83,27 @@ pub fn parse_gpus(spec: &str, count: usize) -> Result<Vec<usize>, String> {
 /// left out and `--resume` added (a worker continues what a killed one left), run with
 /// `CUDA_VISIBLE_DEVICES` naming its GPU.
 pub fn worker_args(args: &[String]) -> Vec<String> {
+    let mut out = without_option(args, "--gpus");
+    if !out.iter().any(|a| a == "--resume") {
+        out.push("--resume".into());
+    }
+    out
+}
+
+/// `args` without option `name` and its value (`name VALUE` or `name=VALUE`).
+pub fn without_option(args: &[String], name: &str) -> Vec<String> {
+    let joined = format!("{name}=");
     let mut out = Vec::new();
     let mut skip = false;
     for a in args {
-        if skip {
-            skip = false;
+        if std::mem::take(&mut skip) {
             continue;
         }
-        if a == "--gpus" {
+        if a == name {
             skip = true;
-            continue;
+        } else if !a.starts_with(&joined) {
+            out.push(a.clone());
         }
-        if a.starts_with("--gpus=") {
-            continue;
-        }
-        out.push(a.clone());
-    }
-    if !out.iter().any(|a| a == "--resume") {
-        out.push("--resume".into());
     }
     out
 }
@@ -208,13 +211,8 @@ mod tests {
             "--time",
             "20m",
         ]);
-        let args: Vec<String> = {
-            // What the CLI passes: its own flag taken out.
-            let mut a = args.clone();
-            let i = a.iter().position(|s| s == "--emit-sbatch").unwrap();
-            a.drain(i..i + 2);
-            a
-        };
+        // What the CLI passes: its own flag taken out.
+        let args = without_option(&args, "--emit-sbatch");
         insta::assert_snapshot!(sbatch_script(
             "/opt/r3/bin/r3",
             "/shared/proj/r3 store",

@@ -966,6 +966,13 @@ static int live_at(uint64_t v) {
   return at >= 0 && v < live[at].end ? at : -1;
 }
 
+/* Marks live allocation j and queues it, unless it was marked before. */
+static void enqueue(int j, unsigned char *marked, int *queue, int *nqueue) {
+  if (marked[j]) return;
+  marked[j] = 1;
+  queue[(*nqueue)++] = j;
+}
+
 /* Sets hit[j] for each live allocation j that an 8-byte word of p at a multiple of `step` below
    `end` points into. */
 struct scan_job { const unsigned char *p; size_t begin, end, n, step; unsigned char *hit; };
@@ -995,10 +1002,7 @@ static void scan_words(const unsigned char *p, size_t n, size_t step, unsigned c
       uint64_t v;
       memcpy(&v, p + off, 8);
       int j = live_at(v);
-      if (j >= 0 && !marked[j]) {
-        marked[j] = 1;
-        queue[(*nqueue)++] = j;
-      }
+      if (j >= 0) enqueue(j, marked, queue, nqueue);
     }
     st.scan_s += now_s() - t0;
     return;
@@ -1018,10 +1022,7 @@ static void scan_words(const unsigned char *p, size_t n, size_t step, unsigned c
     if (started[i]) pthread_join(th[i], NULL);
   for (int i = 0; i < t; i++)
     for (int j = 0; j < nlive; j++)
-      if (hits[i][j] && !marked[j]) {
-        marked[j] = 1;
-        queue[(*nqueue)++] = j;
-      }
+      if (hits[i][j]) enqueue(j, marked, queue, nqueue);
   st.scan_s += now_s() - t0;
 }
 
@@ -1347,6 +1348,8 @@ struct slot {
   struct arena arenas[2];
   struct region rs[R3_MAX_ALLOCS + R3_MAX_VARS];
 };
+/* Zero-initialized: their mutexes and condition variables are PTHREAD_*_INITIALIZER on glibc,
+   which is all zeros (this runtime is Linux-only). */
 static struct slot slots[R3_INFLIGHT];
 static unsigned long long recordings_started;
 
