@@ -1056,7 +1056,7 @@ static int snapshot_before(struct region *rs, const struct launch *l, size_t *by
     scan_words(vs[nv - 1].before, size, 8, marked, queue, &nqueue);
   }
   if (opt.full_snapshot) {
-    for (int j = 0; j < nlive; j++) marked[j] = 1, queue[nqueue++] = j;
+    for (int j = 0; j < nlive; j++) enqueue(j, marked, queue, &nqueue); /* variables may have queued some */
   } else if (l->layout) {
     scan_words(l->args, l->layout->size, 4, marked, queue, &nqueue);
   }

@@ -134,6 +134,10 @@ fn a_recording_holds_what_the_launch_can_reach() {
     for rec in store.recordings(None).unwrap() {
         let pro = rec.prologue().unwrap();
         assert_eq!(pro.regions.len(), 7, "{}", rec.id);
+        // Each region copied once: g is reached both through the variable and as a live
+        // allocation, and counts once.
+        let copied: u64 = pro.regions.iter().map(|r| r.size).sum();
+        assert_eq!(rec.launch.bytes_in, copied, "{}", rec.id);
         let big = pro.regions.iter().find(|r| r.size == 12 << 20).unwrap();
         let RegionData::Full(bytes) = &big.data else {
             panic!("a prologue holds every region in full")
