@@ -1768,6 +1768,12 @@ fn print_recipes(cat: &r3::remix::catalog::Catalog) -> Result<i32> {
         if s.fast_math {
             knobs.push("fast-math (with a tolerance)".into());
         }
+        for (name, v) in &s.options {
+            knobs.push(format!(
+                "-{name}={}",
+                r3::remix::catalog::LlvmOption::value_text(v)
+            ));
+        }
         let when = if s.when.is_empty() {
             "any kernel".to_string()
         } else {

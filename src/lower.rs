@@ -339,17 +339,15 @@ pub fn ptx_traits(ptx: &str) -> Vec<&'static str> {
         let reach: Vec<Vec<bool>> = (0..blocks.len()).map(|b| reachable(&blocks, b)).collect();
         for (b, block) in blocks.iter().enumerate().filter(|(b, _)| reach[*b][*b]) {
             loop_seen = true;
-            // The loop around `b`: the blocks on a cycle through it.
-            let in_loop = |x: usize| reach[b][x] && reach[x][b];
+            // Invariant in some loop around `b`, the innermost included: a cycle through `b`
+            // on which no block sets the address (in a loop nest, the outer loop moves the
+            // inner loop's accumulator, and that one still stays in memory).
+            let sets = |x: usize, base: &str| blocks[x].lines.iter().any(|l| defines(l, base));
             invariant_store |= block
                 .lines
                 .iter()
                 .filter_map(|l| store_base(l))
-                .any(|base| {
-                    !(0..blocks.len())
-                        .filter(|&x| in_loop(x))
-                        .any(|x| blocks[x].lines.iter().any(|l| defines(l, base)))
-                });
+                .any(|base| !sets(b, base) && on_cycle_avoiding(&blocks, b, |x| sets(x, base)));
         }
     }
     let mut out = Vec::new();
@@ -435,6 +433,21 @@ fn reachable(blocks: &[Block], from: usize) -> Vec<bool> {
         }
     }
     seen
+}
+
+/// Whether `b` lies on a cycle of blocks none of which is `avoid`ed (`b` itself aside).
+fn on_cycle_avoiding(blocks: &[Block], b: usize, avoid: impl Fn(usize) -> bool) -> bool {
+    let mut seen = vec![false; blocks.len()];
+    let mut stack = blocks[b].succ.clone();
+    while let Some(x) = stack.pop() {
+        if x == b {
+            return true;
+        }
+        if !avoid(x) && !std::mem::replace(&mut seen[x], true) {
+            stack.extend(&blocks[x].succ);
+        }
+    }
+    false
 }
 
 /// Drops a guard predicate (`@%p1 `, `@!%p1 `).
@@ -592,6 +605,26 @@ $L__BB0_2:
 }
 ";
         assert_eq!(ptx_traits(rotated), vec!["loop", "loop-invariant-store"]);
+        // A loop nest (symmat[j1*m + j2] += ... over i, inside a loop over j2): the outer loop
+        // moves the address, the inner one keeps it.
+        let nest = "
+.visible .entry k()
+{
+$L__BB0_1:
+\tadd.s64 \t%rd5, %rd5, 4;
+$L__BB0_2:
+\tld.global.f32 \t%f1, [%rd7];
+\tst.global.f32 \t[%rd5], %f1;
+\tadd.s64 \t%rd7, %rd7, 4;
+\t@%p1 bra \t$L__BB0_2;
+\t@%p2 bra \t$L__BB0_1;
+\tret;
+}
+";
+        assert_eq!(ptx_traits(nest), vec!["loop", "loop-invariant-store"]);
+        // Moved in the inner loop too: no accumulator.
+        let moving_nest = nest.replace("[%rd7];\n", "[%rd7];\n\tadd.s64 \t%rd5, %rd5, 8;\n");
+        assert_eq!(ptx_traits(&moving_nest), vec!["loop"]);
         // A forward branch is no loop.
         let straight = acc.replace(
             "@%p1 bra \t$L__BB0_2;",

@@ -1,7 +1,7 @@
 //! The pass catalog and pipeline presets: `passes/catalog.toml` and `passes/presets.toml`,
 //! embedded in the binary so an installed r3 has them.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 const CATALOG_TOML: &str = include_str!("../../passes/catalog.toml");
 const PRESETS_TOML: &str = include_str!("../../passes/presets.toml");
@@ -38,7 +38,7 @@ pub enum ParamKind {
     Choice,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ParamValue {
     Bool(bool),

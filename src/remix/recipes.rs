@@ -9,7 +9,7 @@
 //! each kernel's near-best configurations, the same rule as the store's portfolio in
 //! `transfer`).
 
-use super::catalog::Catalog;
+use super::catalog::{Catalog, LlvmOption, ParamValue};
 use super::grid::{self, GridError};
 use super::sim::Landscape;
 use super::space::{Space, SpaceOptions};
@@ -17,6 +17,7 @@ use super::transfer::{Source, Transfer};
 use crate::candidate::Candidate;
 use crate::store::trials::RecipePick;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 const RECIPES_TOML: &str = include_str!("../../passes/recipes.toml");
 /// The line after which `examples/learn_recipes.rs` writes its recipes.
@@ -44,6 +45,10 @@ pub struct RecipeSpec {
     pub min_blocks_per_sm: Option<u32>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fast_math: bool,
+    /// LLVM options of the catalog (`[[pass.options]]`) the recipe sets, such as
+    /// `options = { laa-speculate-unit-stride = false }`; each of a pass its variant runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, ParamValue>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub when: Vec<String>,
     pub origin: String,
@@ -121,6 +126,7 @@ pub fn check(specs: Vec<RecipeSpec>, catalog: &Catalog) -> Result<Vec<Recipe>, R
                 known.join(", ")
             )));
         }
+        check_options(&spec, &variant.pipeline, catalog).map_err(bad)?;
         if !matches!(spec.origin.as_str(), "hand" | "learned") {
             return Err(bad("origin must be \"hand\" or \"learned\"".into()));
         }
@@ -133,6 +139,37 @@ pub fn check(specs: Vec<RecipeSpec>, catalog: &Catalog) -> Result<Vec<Recipe>, R
         });
     }
     Ok(out)
+}
+
+/// A recipe's options are the catalog's, of its type, and of a pass its variant runs (an
+/// option of a pass that does not run would be dropped from the candidate unseen).
+fn check_options(spec: &RecipeSpec, pipeline: &str, catalog: &Catalog) -> Result<(), String> {
+    catalog
+        .llvm_args(&spec.option_texts())
+        .map_err(|e| e.to_string())?;
+    let runs = super::pipeline::Pipeline::parse(super::space::expand_preset(pipeline))
+        .map(|p| p.steps.into_iter().map(|s| s.name).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for name in spec.options.keys() {
+        let (pass, _) = catalog.option(name).expect("checked by llvm_args");
+        if !runs.contains(&pass.name) {
+            return Err(format!(
+                "option '{name}' belongs to pass '{}', which variant '{}' does not run",
+                pass.name, spec.variant
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl RecipeSpec {
+    /// The options as a candidate holds them (`false`, `50`).
+    fn option_texts(&self) -> BTreeMap<String, String> {
+        self.options
+            .iter()
+            .map(|(k, v)| (k.clone(), LlvmOption::value_text(v)))
+            .collect()
+    }
 }
 
 fn is_trait(name: &str) -> bool {
@@ -153,6 +190,7 @@ impl Recipe {
             max_threads,
             min_blocks_per_sm: self.spec.min_blocks_per_sm,
             fast_math: self.spec.fast_math,
+            llvm_options: self.spec.option_texts(),
             ..Candidate::with_pipeline(&self.pipeline)
         })
     }
@@ -245,6 +283,7 @@ fn cover(
             }),
             min_blocks_per_sm: c.min_blocks_per_sm,
             fast_math: c.fast_math,
+            options: BTreeMap::new(),
             when: Vec::new(),
             origin: "learned".into(),
             why: format!(
@@ -453,5 +492,32 @@ why = "test"
         let unknown = one("").replace("O2", "O9");
         assert!(err(&unknown).contains("no variant 'O9'"));
         assert!(err(&format!("{}\n{}", one(""), one(""))).contains("comes earlier"));
+        let unknown = err(&one("options = { no-such-option = 1 }"));
+        assert!(unknown.contains("'no-such-option'"), "{unknown}");
+        let typed = err(&one("options = { laa-speculate-unit-stride = 3 }"));
+        assert!(typed.contains("'3' is not a value"), "{typed}");
+        // -O2 runs no loop-versioning-licm, whose option this is.
+        let idle = err(&one("options = { laa-speculate-unit-stride = false }"));
+        assert!(idle.contains("which variant 'O2' does not run"), "{idle}");
+    }
+
+    #[test]
+    fn a_recipe_sets_its_options_where_the_space_has_them() {
+        let text = r#"
+[[recipe]]
+name = "vl"
+variant = "O3 with loop versioning for LICM"
+options = { laa-speculate-unit-stride = false }
+origin = "hand"
+why = "test"
+"#;
+        let recipes = parse(text, &cat()).unwrap();
+        let free = Space::builtin(SpaceOptions::default()).unwrap();
+        let picks = pick(&recipes, &free, &[]);
+        let want = [("laa-speculate-unit-stride".to_string(), "false".to_string())];
+        assert_eq!(picks[0].candidate.llvm_options, want.into_iter().collect());
+        // A grid sets no options: there the recipe is its point without them.
+        let picks = pick(&recipes, &Space::test_grid(), &[]);
+        assert!(picks[0].candidate.llvm_options.is_empty());
     }
 }

@@ -612,7 +612,7 @@ impl Space {
 
 /// A preset's short form (`default<O3>`) as its expanded text, so that the surrogate sees the
 /// baseline as the pass sequence it is, a few edits away from its variants.
-fn expand_preset(text: &str) -> &str {
+pub(crate) fn expand_preset(text: &str) -> &str {
     static PRESETS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
     let presets = PRESETS.get_or_init(|| {
         Catalog::builtin()

@@ -3,7 +3,7 @@
 //! measures the recipes right after the baseline — those whose preconditions the kernel meets
 //! first — records them, resumes with them, and never lets a time limit cut them.
 
-use crate::support::repo;
+use crate::support::{r3_bin, repo};
 use r3::candidate::Candidate;
 use r3::lower::{ptx_traits, to_ptx, Codegen};
 use r3::remix::catalog::Catalog;
@@ -27,22 +27,32 @@ fn every_recipe_is_a_grid_point_and_conditional_ones_change_a_kernel_that_shows_
     })
     .unwrap();
     for r in &all {
+        // A grid has no LLVM options: there a recipe is its point without them.
         let c = r.candidate(Some(256)).unwrap();
-        assert_eq!(grid.adopt(&c), Some(c.clone()), "recipe {}", r.spec.name);
+        let point = Candidate {
+            llvm_options: Default::default(),
+            ..c
+        };
+        assert_eq!(
+            grid.adopt(&point),
+            Some(point.clone()),
+            "recipe {}",
+            r.spec.name
+        );
     }
     let store = Store::open(&repo().join("llvm-ir-corpus/store")).unwrap();
     let ctx = inkwell::context::Context::create();
     let mut shown = std::collections::BTreeMap::<String, Vec<String>>::new();
     for k in store.kernels().unwrap() {
-        let m = r3::ir::load_bytes(&ctx, &store.kernel_bitcode(&k.hash).unwrap(), &k.hash).unwrap();
+        let bitcode = store.kernel_bitcode(&k.hash).unwrap();
+        let m = r3::ir::load_bytes(&ctx, &bitcode, &k.hash).unwrap();
         let base = to_ptx(&m.clone(), "default<O3>", &Codegen::default()).unwrap();
         let traits: Vec<String> = ptx_traits(&base).into_iter().map(String::from).collect();
         for r in all
             .iter()
             .filter(|r| !r.spec.when.is_empty() && r.applies(&traits))
         {
-            let ptx = to_ptx(&m.clone(), &r.pipeline, &Codegen::default()).unwrap();
-            if ptx != base {
+            if recipe_ptx(r, &bitcode, &k.hash) != base {
                 shown
                     .entry(r.spec.name.clone())
                     .or_default()
@@ -59,14 +69,137 @@ fn every_recipe_is_a_grid_point_and_conditional_ones_change_a_kernel_that_shows_
         );
     }
     // The motivating pattern: an accumulator through a pointer argument that may
-    // alias the matrix (atax's `tmp[i] += A[i*n+j] * x[j]`).
+    // alias the matrix (atax's `tmp[i] += A[i*n+j] * x[j]`), and its column sweeps
+    // (`y[j] += A[i*n+j] * tmp[i]` over i).
     let versioned = &shown["versioned-licm"];
-    for kernel in ["atax_ax_kernel", "gesummv_kernel"] {
+    for kernel in [
+        "atax_ax_kernel",
+        "gesummv_kernel",
+        "atax_aty_kernel",
+        "trmm_kernel",
+    ] {
         assert!(
             versioned.iter().any(|k| k.contains(kernel)),
             "versioned-licm leaves {kernel} unchanged; it changes {versioned:?}"
         );
     }
+}
+
+/// A recipe's PTX for a kernel; lowered in an r3 process of its own when it sets LLVM
+/// options (they are process-wide, and the tests share this process).
+fn recipe_ptx(r: &recipes::Recipe, bitcode: &[u8], hash: &str) -> String {
+    let c = r.candidate(Some(256)).unwrap();
+    if c.llvm_options.is_empty() {
+        let ctx = inkwell::context::Context::create();
+        let m = r3::ir::load_bytes(&ctx, bitcode, hash).unwrap();
+        return r3::lower::lower_candidate(&m, &c, &Codegen::default(), |_| {})
+            .unwrap()
+            .ptx;
+    }
+    lower_with_options(bitcode, hash, &c)
+}
+
+fn lower_with_options(bitcode: &[u8], hash: &str, c: &Candidate) -> String {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), bitcode).unwrap();
+    let job = r3::replay::gpu::LowerJob {
+        bitcode: file.path().to_owned(),
+        kernel_hash: hash.into(),
+        candidate: c.clone(),
+        target: Codegen::default(),
+        mutation: None,
+    };
+    r3::replay::gpu::lower_isolated_with(&r3_bin(), &job)
+        .unwrap_or_else(|o| panic!("{hash}: {o:?}"))
+        .ptx
+}
+
+/// Loops of a PTX text (a label and a later branch back to it) whose body stores nothing to
+/// global memory.
+fn store_free_loops(ptx: &str) -> usize {
+    let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
+    let mut n = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let Some(label) = l.strip_prefix("$L__").and_then(|r| r.split(':').next()) else {
+            continue;
+        };
+        let back = format!("bra.uni \t$L__{label};");
+        let back2 = format!("bra \t$L__{label};");
+        let Some(end) = lines[i + 1..]
+            .iter()
+            .position(|x| x.ends_with(&back) || x.ends_with(&back2))
+        else {
+            continue;
+        };
+        let body = &lines[i + 1..i + 1 + end];
+        if body.iter().any(|x| x.starts_with("ld.global"))
+            && !body.iter().any(|x| x.starts_with("st.global"))
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A column sweep whose accumulator is in global memory (`y[j] += A[i*n + j] * tmp[i]` over
+/// i, n known only at run time): loop access analysis would version the loop on n == 1, so the
+/// register-accumulating copy would never run on a real matrix. Without that assumption (the
+/// versioned-LICM recipes' option) the alias check alone guards a loop that stores nothing.
+#[test]
+fn versioned_licm_recipes_give_column_sweeps_a_loop_without_stores() {
+    let store = Store::open(&repo().join("llvm-ir-corpus/store")).unwrap();
+    let cat = Catalog::builtin().unwrap();
+    let all = recipes::builtin(&cat).unwrap();
+    let recipe = all
+        .iter()
+        .find(|r| r.spec.name == "versioned-licm")
+        .unwrap();
+    let with = recipe.candidate(None).unwrap();
+    assert_eq!(
+        with.llvm_options
+            .get("laa-speculate-unit-stride")
+            .map(String::as_str),
+        Some("false")
+    );
+    let without = Candidate {
+        llvm_options: Default::default(),
+        ..with.clone()
+    };
+    let sweeps = ["atax_aty_kernel", "bicg_s_kernel", "trmm_kernel"];
+    for name in sweeps {
+        let k = store
+            .kernels()
+            .unwrap()
+            .into_iter()
+            .find(|k| k.signature.name.contains(name))
+            .unwrap();
+        let bitcode = store.kernel_bitcode(&k.hash).unwrap();
+        let ctx = inkwell::context::Context::create();
+        let m = r3::ir::load_bytes(&ctx, &bitcode, &k.hash).unwrap();
+        let o3 = to_ptx(&m, "default<O3>", &Codegen::default()).unwrap();
+        assert_eq!(
+            store_free_loops(&o3),
+            0,
+            "{name} at -O3 stores in every loop"
+        );
+        let speculated = lower_with_options(&bitcode, &k.hash, &without);
+        let fast = lower_with_options(&bitcode, &k.hash, &with);
+        assert_ne!(fast, speculated, "{name}: the option changes nothing");
+        assert!(store_free_loops(&fast) >= 1, "{name}:\n{fast}");
+        // The speculated version guards its fast loop with a test of the stride against 1.
+        assert!(
+            stride_one_tests(&speculated) > stride_one_tests(&fast),
+            "{name}:\n{speculated}"
+        );
+    }
+}
+
+/// `setp.ne` comparisons of a register against 1: the stride tests of a loop versioned on a
+/// unit stride.
+fn stride_one_tests(ptx: &str) -> usize {
+    ptx.lines()
+        .filter(|l| l.trim_start().starts_with("setp.ne.") && l.trim_end().ends_with(", 1;"))
+        .count()
 }
 
 fn opts(kernel: &str, budget: u32) -> TuneOptions {
