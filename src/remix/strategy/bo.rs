@@ -16,8 +16,9 @@
 //! r3's shipped recipes), its warm start comes first (`Transfer::warm_start`): at most eight
 //! configurations — the recipes whose preconditions the kernel meets, at most five that were
 //! near the best in the store's searches, the general recipes — a bet that costs at most
-//! eight trials when the kernel is like none of them. The search then goes on exactly as
-//! without one. (Also letting the earlier searches' surrogates
+//! eight trials when the kernel is like none of them. The warm start's best is then measured
+//! with launch bounds of its block, at each block size where the kernel allows another (at
+//! most six trials). The search then goes on exactly as without one. (Also letting the earlier searches' surrogates
 //! steer expected improvement, weighted by how well they rank this kernel's trials (RGPE),
 //! gained nothing on the recorded grid landscapes once the spread-out design follows the
 //! portfolio, and lost trials on partly unrelated synthetic ones; see bench/RESULTS.md.)
@@ -145,6 +146,10 @@ pub struct Bo {
     portfolio: usize,
     /// A small finite space's points with their surrogate points (computed once).
     finite: Option<Vec<(Candidate, Point)>>,
+    /// Whether the launch sweep of the warm start's best was queued (once per search).
+    swept: bool,
+    /// Candidates asked before anything else: the launch sweep.
+    queued: std::collections::VecDeque<Candidate>,
 }
 
 impl Bo {
@@ -166,6 +171,8 @@ impl Bo {
             transfer: None,
             portfolio: 0,
             finite: None,
+            swept: false,
+            queued: Default::default(),
         }
     }
 
@@ -370,6 +377,30 @@ impl Bo {
         self.initial.as_mut().unwrap()
     }
 
+    /// Once the baseline and the warm start are told: the warm start's best (the baseline
+    /// when none beat it) at each block size with launch bounds of that block
+    /// (`Space::launch_sweep`). A pass win from a recipe and a launch win are often worth most
+    /// together, and the surrogate reached that combination only after 50-90 trials (measured
+    /// on the GPU: versioned LICM 3.7x, with 128 threads and `.maxntid 128` 10.5x); the design's
+    /// random points, which set block sizes of their own, must not take the warm start's place.
+    fn queue_launch_sweep(&mut self, space: &Space) {
+        if self.swept || self.portfolio_len(space) == 0 {
+            return;
+        }
+        let told = 1 + self.portfolio;
+        if self.hist.results.len() < told {
+            return;
+        }
+        self.swept = true;
+        let best = self.hist.results[..told]
+            .iter()
+            .filter_map(|(c, r)| r.map(|r| (c, r)))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((best, _)) = best {
+            self.queued = space.launch_sweep(best).into();
+        }
+    }
+
     /// The next candidate of the initial design not seen yet; None once it is used up.
     fn next_initial(&mut self, space: &Space) -> Option<Candidate> {
         self.design(space);
@@ -395,6 +426,13 @@ impl Strategy for Bo {
     }
 
     fn ask(&mut self, space: &Space) -> Candidate {
+        self.queue_launch_sweep(space);
+        while let Some(c) = self.queued.pop_front() {
+            if !self.hist.seen(&c) {
+                self.hist.mark(&c);
+                return c;
+            }
+        }
         if self.hist.results.len() < INITIAL + self.portfolio_len(space) {
             return match self.next_initial(space) {
                 Some(c) => c,
@@ -473,5 +511,75 @@ mod tests {
         assert!(warm[1..10] == cold[..9]);
         let empty = asks(Bo::with_transfer(3, Transfer::default()), &space, 14);
         assert_eq!(empty, asks(Bo::new(3), &space, 14));
+    }
+
+    fn recipe_transfer(recipes: &[Candidate]) -> Transfer {
+        let pick = |c: &Candidate| crate::store::trials::RecipePick {
+            name: "r".into(),
+            candidate: c.clone(),
+            matched: false,
+        };
+        Transfer {
+            recipes: recipes.iter().map(pick).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_warm_starts_best_is_measured_at_each_block_size_with_its_bounds() {
+        let opts = |agnostic| crate::remix::space::SpaceOptions {
+            launch_threads: Some(256),
+            block_size_agnostic: agnostic,
+            ..Default::default()
+        };
+        let space = Space::builtin(opts(true)).unwrap();
+        let o0 = Candidate {
+            codegen_opt: 0,
+            ..Candidate::baseline()
+        };
+        let o1 = Candidate {
+            codegen_opt: 1,
+            ..Candidate::baseline()
+        };
+        let mut bo = Bo::with_transfer(3, recipe_transfer(&[o0.clone(), o1.clone()]));
+        bo.tell(&Candidate::baseline(), Some(1.0));
+        // A round asks past the warm start before anything is told (the design's first point).
+        let round: Vec<Candidate> = (0..3).map(|_| bo.ask(&space)).collect();
+        assert_eq!(round[..2], [o0.clone(), o1.clone()]);
+        bo.tell(&round[0], Some(0.9));
+        bo.tell(&round[1], Some(0.5));
+        // The design's point does better, but the sweep is of the warm start's best, o1.
+        bo.tell(&round[2], Some(0.1));
+        let mut next = || {
+            let c = bo.ask(&space);
+            bo.tell(&c, Some(0.8));
+            c
+        };
+        let sweep: Vec<Candidate> = (0..6).map(|_| next()).collect();
+        let sizes: Vec<Option<u32>> = sweep.iter().map(|c| c.block_x).collect();
+        assert_eq!(sizes, [32, 64, 128, 256, 512, 1024].map(Some));
+        for c in &sweep {
+            assert_eq!(c.max_threads, c.block_x, "{c:?}");
+            let knobs_off = Candidate {
+                block_x: None,
+                max_threads: None,
+                ..c.clone()
+            };
+            assert_eq!(knobs_off, o1);
+        }
+        // Once: then the spread-out design.
+        let after: Vec<Candidate> = (0..8).map(|_| next()).collect();
+        assert!(after.iter().all(|c| !sweep.contains(c)));
+        // A kernel whose block size must stay: its own block as bounds, one candidate.
+        let fixed = Space::builtin(opts(false)).unwrap();
+        let bounded = fixed.launch_sweep(&o1);
+        assert_eq!(bounded.len(), 1);
+        assert_eq!(
+            (bounded[0].block_x, bounded[0].max_threads),
+            (None, Some(256))
+        );
+        assert!(fixed.launch_sweep(&bounded[0]).is_empty());
+        // A grid's landscapes were measured without the sweep.
+        assert!(Space::test_grid().launch_sweep(&o1).is_empty());
     }
 }
