@@ -147,9 +147,7 @@ fn check_options(spec: &RecipeSpec, pipeline: &str, catalog: &Catalog) -> Result
     catalog
         .llvm_args(&spec.option_texts())
         .map_err(|e| e.to_string())?;
-    let runs = super::pipeline::Pipeline::parse(super::space::expand_preset(pipeline))
-        .map(|p| p.steps.into_iter().map(|s| s.name).collect::<Vec<_>>())
-        .unwrap_or_default();
+    let runs = super::space::passes_run(pipeline);
     for name in spec.options.keys() {
         let (pass, _) = catalog.option(name).expect("checked by llvm_args");
         if !runs.contains(&pass.name) {

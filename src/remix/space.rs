@@ -333,9 +333,7 @@ impl Space {
         if self.grid.is_some() {
             return Vec::new();
         }
-        let runs: std::collections::BTreeSet<String> = Pipeline::parse(expand_preset(&c.pipeline))
-            .map(|p| p.steps.into_iter().map(|s| s.name).collect())
-            .unwrap_or_default();
+        let runs = passes_run(&c.pipeline);
         self.catalog
             .options()
             .filter(|(pass, _)| runs.contains(&pass.name))
@@ -641,9 +639,17 @@ impl Space {
     }
 }
 
+/// The names of the passes a pipeline text runs (a preset's expansion for its short form);
+/// none for text that does not parse.
+pub(crate) fn passes_run(pipeline: &str) -> std::collections::BTreeSet<String> {
+    Pipeline::parse(expand_preset(pipeline))
+        .map(|p| p.steps.into_iter().map(|s| s.name).collect())
+        .unwrap_or_default()
+}
+
 /// A preset's short form (`default<O3>`) as its expanded text, so that the surrogate sees the
 /// baseline as the pass sequence it is, a few edits away from its variants.
-pub(crate) fn expand_preset(text: &str) -> &str {
+fn expand_preset(text: &str) -> &str {
     static PRESETS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
     let presets = PRESETS.get_or_init(|| {
         Catalog::builtin()

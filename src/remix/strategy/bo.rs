@@ -18,10 +18,11 @@
 //! near the best in the store's searches, the general recipes — a bet that costs at most
 //! eight trials when the kernel is like none of them. The warm start's best is then measured
 //! with launch bounds of its block, at each block size where the kernel allows another (at
-//! most six trials). The search then goes on exactly as without one. (Also letting the earlier searches' surrogates
-//! steer expected improvement, weighted by how well they rank this kernel's trials (RGPE),
-//! gained nothing on the recorded grid landscapes once the spread-out design follows the
-//! portfolio, and lost trials on partly unrelated synthetic ones; see bench/RESULTS.md.)
+//! most six trials). The search then goes on exactly as without one. (Also letting the
+//! earlier searches' surrogates steer expected improvement, weighted by how well they rank
+//! this kernel's trials (RGPE), gained nothing on the recorded grid landscapes once the
+//! spread-out design follows the portfolio, and lost trials on partly unrelated synthetic
+//! ones; see bench/RESULTS.md.)
 
 use super::{History, Strategy};
 use crate::candidate::Candidate;
