@@ -469,8 +469,8 @@ impl Space {
     /// `c` at each block size the kernel allows (its recorded one only, unless it is
     /// block-size agnostic), each with launch bounds of exactly that block. `.maxntid` tells
     /// ptxas the block is no larger, so it may give each thread more registers: on the GPU the
-    /// versioned-LICM recipe took atax_aty from 1.0x to 3.7x at any block size, and to 10.5x
-    /// with 128 threads and `.maxntid 128`. None in a grid (its landscapes are measured
+    /// versioned-LICM recipe took atax_aty from 1.0x to 3.7x at any block size, and to 10.4x
+    /// with 32 threads and `.maxntid 32`. None in a grid (its landscapes are measured
     /// without this step).
     pub fn launch_sweep(&self, c: &Candidate) -> Vec<Candidate> {
         if self.grid.is_some() {

@@ -382,7 +382,7 @@ impl Bo {
     /// when none beat it) at each block size with launch bounds of that block
     /// (`Space::launch_sweep`). A pass win from a recipe and a launch win are often worth most
     /// together, and the surrogate reached that combination only after 50-90 trials (measured
-    /// on the GPU: versioned LICM 3.7x, with 128 threads and `.maxntid 128` 10.5x); the design's
+    /// on the GPU: versioned LICM 3.7x, with 32 threads and `.maxntid 32` 10.4x); the design's
     /// random points, which set block sizes of their own, must not take the warm start's place.
     fn queue_launch_sweep(&mut self, space: &Space) {
         if self.swept || self.portfolio_len(space) == 0 {
