@@ -70,10 +70,8 @@ impl Store {
 }
 
 fn trial_dirs(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(dir)(e)),
+    let Some(entries) = super::read_dir_if_exists(dir)? else {
+        return Ok(Vec::new());
     };
     let mut out: Vec<PathBuf> = entries
         .filter_map(Result::ok)

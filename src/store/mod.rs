@@ -126,6 +126,16 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
     }
 }
 
+/// The entries of a store directory; None when it does not exist (yet), which the store's
+/// listings read as empty.
+fn read_dir_if_exists(dir: &Path) -> Result<Option<std::fs::ReadDir>, StoreError> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(dir)(e)),
+    }
+}
+
 /// How a translation unit was compiled: enough to compile it again (LLM rewrites, apply).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompileCommand {

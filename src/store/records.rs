@@ -11,7 +11,7 @@
 //! (the last page of a region may be short); and the trailer `"R3END\0\0\0"`.
 //! A prologue holds every region in full; an epilogue holds what the launch changed.
 
-use super::{io_err, StoreError};
+use super::StoreError;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -500,10 +500,8 @@ impl super::Store {
         older_than: std::time::Duration,
     ) -> Result<Vec<PathBuf>, StoreError> {
         let dir = self.root().join("records");
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_err(&dir)(e)),
+        let Some(entries) = super::read_dir_if_exists(&dir)? else {
+            return Ok(Vec::new());
         };
         let mut removed = Vec::new();
         for e in entries.flatten() {

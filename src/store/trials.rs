@@ -5,7 +5,7 @@
 //! the next trial is reported, so a crash loses at most the record being written; a torn last
 //! line (no newline) is ignored on read and cut off before the next append.
 
-use super::{io_err, Store, StoreError};
+use super::{io_err, read_dir_if_exists, Store, StoreError};
 use crate::candidate::Candidate;
 use crate::replay::l2::Choice as L2Choice;
 use crate::replay::Outcome;
@@ -233,22 +233,8 @@ impl Store {
     /// Every non-empty trials file in the store, each with its records, sorted by path
     /// (kernel, then GPU): what `r3 report` reads when no kernel is named.
     pub fn trial_sets(&self) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
-        let dir = self.root().join("trials");
-        let mut paths = Vec::new();
-        let kernels = match std::fs::read_dir(&dir) {
-            Ok(k) => k,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_err(&dir)(e)),
-        };
-        for k in kernels {
-            let k = k.map_err(io_err(&dir))?.path();
-            if k.is_dir() {
-                paths.extend(trial_files(&k)?);
-            }
-        }
-        paths.sort();
         let mut out = Vec::new();
-        for p in paths {
+        for p in self.all_trial_files()? {
             let recs = read_log(&p)?.0;
             if !recs.is_empty() {
                 out.push((p, recs));
@@ -271,24 +257,32 @@ impl Store {
     /// Every search in the store (one per kernel and GPU), with its state: running (and where),
     /// finished (and why), or stopped without a word (killed), its trial count and best ratio.
     pub fn search_statuses(&self) -> Result<Vec<SearchStatus>, StoreError> {
-        let dir = self.root().join("trials");
-        let kernels = match std::fs::read_dir(&dir) {
-            Ok(k) => k,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_err(&dir)(e)),
-        };
         let mut out = Vec::new();
+        for file in self.all_trial_files()? {
+            let kernel_dir = file
+                .parent()
+                .expect("a trials file lies in its kernel's directory")
+                .to_owned();
+            out.push(self.search_status(&kernel_dir, file)?);
+        }
+        Ok(out)
+    }
+
+    /// Every search's trials file (one per kernel and GPU), sorted by path (kernel, then GPU).
+    fn all_trial_files(&self) -> Result<Vec<PathBuf>, StoreError> {
+        let dir = self.root().join("trials");
+        let Some(kernels) = read_dir_if_exists(&dir)? else {
+            return Ok(Vec::new());
+        };
+        let mut paths = Vec::new();
         for k in kernels {
             let k = k.map_err(io_err(&dir))?.path();
-            if !k.is_dir() {
-                continue;
-            }
-            for file in trial_files(&k)? {
-                out.push(self.search_status(&k, file)?);
+            if k.is_dir() {
+                paths.extend(trial_files(&k)?);
             }
         }
-        out.sort_by(|a, b| a.trials_file.cmp(&b.trials_file));
-        Ok(out)
+        paths.sort();
+        Ok(paths)
     }
 
     /// Where the search holding this trials file runs, as its lease says (None: no lease, or
@@ -350,10 +344,8 @@ impl Store {
 
 /// The trials files (one per GPU) in a kernel's directory, sorted; none when it does not exist.
 fn trial_files(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(dir)(e)),
+    let Some(entries) = read_dir_if_exists(dir)? else {
+        return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for f in entries {
