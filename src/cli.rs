@@ -748,7 +748,7 @@ fn record(
         );
     }
     if let Some(stats) = &run.stats {
-        eprint!("{}", r3::record::summary(stats));
+        eprint!("{}", r3::record::summary(stats, &run.span));
     }
     eprint!(
         "{}",

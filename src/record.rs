@@ -105,9 +105,10 @@ pub struct RunStats {
     pub regions: u64,
     pub regions_skipped: u64,
     pub record_s: f64,
-    /// Device-to-host copies (prologue and epilogue).
+    /// Device-to-host copies of the prologue and the epilogue (with the first touch of fresh
+    /// host memory).
     pub copy_s: f64,
-    /// Allocating and pinning the host buffers snapshots are copied into (kept for the run).
+    /// Allocating the host buffers snapshots are copied into (kept for the run).
     #[serde(default)]
     pub host_s: f64,
     /// Scanning arguments and copied regions for pointers.
@@ -127,11 +128,68 @@ pub struct RunStats {
     pub natural_s: f64,
     /// Mapping and unmapping device memory in the fixed range.
     pub alloc_s: f64,
+    /// Creating the CUDA context at the first allocation (the program pays it without r3 too).
+    #[serde(default)]
+    pub context_s: f64,
     pub allocs: u64,
     pub allocs_reused: u64,
     pub frees: u64,
     pub kernels_capped: u32,
     pub time_capped: bool,
+    /// When the process started, the runtime started, the program called `exit()`, the
+    /// runtime's exit handler began, and this summary was written: seconds since the Unix
+    /// epoch, 0 where unknown (an older runtime, or a program that never reached `exit()`).
+    #[serde(default)]
+    pub process_start_unix_s: f64,
+    #[serde(default)]
+    pub start_unix_s: f64,
+    #[serde(default)]
+    pub exit_unix_s: f64,
+    #[serde(default)]
+    pub handler_unix_s: f64,
+    #[serde(default)]
+    pub end_unix_s: f64,
+}
+
+/// When `r3 record` started the program and saw it end (seconds since the Unix epoch): with
+/// the runtime's own times, where the run's time went outside the runtime's clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcessSpan {
+    pub spawned_unix_s: f64,
+    pub ended_unix_s: f64,
+}
+
+/// The parts of a recorded run the runtime's clock does not see.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Outside {
+    /// From the spawn to the runtime's first call: loading the program, its first constructors.
+    pub before_s: f64,
+    /// From `exit()` to the runtime's exit handler: the program's own exit handlers and CUDA's
+    /// teardown (None when the program did not reach `exit()` after a launch).
+    pub teardown_s: Option<f64>,
+    /// From the summary's writing to the process's end.
+    pub after_s: f64,
+}
+
+impl ProcessSpan {
+    pub fn outside(&self, s: &RunStats) -> Option<Outside> {
+        if s.start_unix_s <= 0.0 || s.end_unix_s <= 0.0 {
+            return None;
+        }
+        let teardown = (s.exit_unix_s > 0.0 && s.handler_unix_s >= s.exit_unix_s)
+            .then_some(s.handler_unix_s - s.exit_unix_s);
+        Some(Outside {
+            before_s: (s.start_unix_s - self.spawned_unix_s).max(0.0),
+            teardown_s: teardown,
+            after_s: (self.ended_unix_s - s.end_unix_s).max(0.0),
+        })
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +206,7 @@ pub struct RecordRun {
     pub status: Option<i32>,
     pub recordings: Vec<Recording>,
     pub stats: Option<RunStats>,
+    pub span: ProcessSpan,
     /// Unfinished recordings of earlier, killed runs, removed before this one.
     pub stale_removed: Vec<std::path::PathBuf>,
 }
@@ -165,6 +224,7 @@ pub fn run(
         msg: format!("a temp directory for its statistics: {e}"),
     })?;
     let stats_path = dir.path().join("stats.json");
+    let spawned_unix_s = unix_now();
     let status = Command::new(&command[0])
         .args(&command[1..])
         .envs(opts.env())
@@ -175,6 +235,10 @@ pub fn run(
             program: command[0].clone(),
             msg: e.to_string(),
         })?;
+    let span = ProcessSpan {
+        spawned_unix_s,
+        ended_unix_s: unix_now(),
+    };
     let recordings = store
         .recordings(None)?
         .into_iter()
@@ -187,6 +251,7 @@ pub fn run(
         status: status.code(),
         recordings,
         stats,
+        span,
         stale_removed,
     })
 }
@@ -196,7 +261,7 @@ fn mib(bytes: u64) -> String {
 }
 
 /// The summary `r3 record` prints after the run, for a person.
-pub fn summary(s: &RunStats) -> String {
+pub fn summary(s: &RunStats, span: &ProcessSpan) -> String {
     let mut out = format!(
         "r3: recorded {} launch(es) of the {} kernel(s) that ran ({} launches in all), in {:.2} s of the program's {:.2} s\n",
         s.recorded, s.kernels_seen, s.launches, s.record_s, s.wall_s
@@ -225,9 +290,19 @@ pub fn summary(s: &RunStats) -> String {
         }
     );
     out += &format!(
-        "r3:   allocations: {} ({} reused freed memory), {} freed, {:.2} s\n",
-        s.allocs, s.allocs_reused, s.frees, s.alloc_s
+        "r3:   allocations: {} ({} reused freed memory), {} freed, {:.2} s (and {:.2} s creating the CUDA context, which the program pays without r3 too)\n",
+        s.allocs, s.allocs_reused, s.frees, s.alloc_s, s.context_s
     );
+    if let Some(o) = span.outside(s) {
+        out += &format!(
+            "r3:   outside the runtime's clock: {:.2} s before it started (loading the program), {}, {:.2} s after its summary (the process's end)\n",
+            o.before_s,
+            o.teardown_s.map_or("exit() not seen".to_owned(), |t| format!(
+                "{t:.2} s from exit() to its exit handler (exit handlers, CUDA's teardown)"
+            )),
+            o.after_s
+        );
+    }
     if s.not_replayable > 0 {
         out += &format!(
             "r3:   {} recording(s) cannot be replayed (the list below says why)\n",
@@ -268,13 +343,36 @@ mod tests {
       "bytes_written": 104857600, "regions": 60, "regions_skipped": 400, "record_s": 2.25,
       "copy_s": 0.75, "host_s": 0.375, "scan_s": 0.125, "write_s": 0.5, "wait_s": 0.25, "exit_wait_s": 0.125,
       "background_s": 1.5, "relaunch_s": 0.0625,
-      "relaunched": 12, "natural_s": 0.03125, "alloc_s": 0.5, "allocs": 900,
-      "allocs_reused": 880, "frees": 850, "kernels_capped": 2, "time_capped": true}"#;
+      "relaunched": 12, "natural_s": 0.03125, "alloc_s": 0.5, "context_s": 0.25, "allocs": 900,
+      "allocs_reused": 880, "frees": 850, "kernels_capped": 2, "time_capped": true,
+      "process_start_unix_s": 1000.0, "start_unix_s": 1000.125, "exit_unix_s": 1012.25,
+      "handler_unix_s": 1012.5, "end_unix_s": 1012.625}"#;
+
+    const SPAN: ProcessSpan = ProcessSpan {
+        spawned_unix_s: 999.9375,
+        ended_unix_s: 1013.0,
+    };
 
     #[test]
     fn the_summary_says_what_was_recorded_and_where_the_time_went() {
         let s: RunStats = serde_json::from_str(STATS).unwrap();
-        insta::assert_snapshot!(summary(&s));
+        insta::assert_snapshot!(summary(&s, &SPAN));
+    }
+
+    #[test]
+    fn the_time_outside_the_runtime_s_clock_is_placed_by_its_times() {
+        let mut s: RunStats = serde_json::from_str(STATS).unwrap();
+        let o = SPAN.outside(&s).unwrap();
+        assert_eq!(
+            (o.before_s, o.teardown_s, o.after_s),
+            (0.1875, Some(0.25), 0.375)
+        );
+        s.exit_unix_s = 0.0; // killed, or _exit(): no exit() seen
+        assert_eq!(SPAN.outside(&s).unwrap().teardown_s, None);
+        assert!(summary(&s, &SPAN).contains("exit() not seen"));
+        s.start_unix_s = 0.0; // a runtime that wrote no times
+        assert_eq!(SPAN.outside(&s), None);
+        assert!(!summary(&s, &SPAN).contains("outside"));
     }
 
     #[test]

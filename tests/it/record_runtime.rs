@@ -251,6 +251,50 @@ fn warm_relaunches_only_when_cheap() {
     }
 }
 
+/// The changed pages of a launch are found piece by piece as the region is copied out, and only
+/// they are kept: the epilogue lists exactly them, and the warm re-launches' restores (a few
+/// runs of pages, or many) leave the region as the launch left it (the harness checks that).
+#[test]
+fn an_epilogue_holds_exactly_the_pages_the_launch_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    for (threads, warm) in [("1", "1"), ("8", "1"), ("8", "0")] {
+        let store = dir.path().join(format!("s{threads}-{warm}"));
+        run(
+            &exe,
+            "sparse",
+            &store,
+            &[("R3_RECORD_THREADS", threads), ("R3_RECORD_WARM", warm)],
+        );
+        let mut changed: Vec<Vec<u64>> = Store::open(&store)
+            .unwrap()
+            .recordings(None)
+            .unwrap()
+            .iter()
+            .map(|rec| {
+                let epi = rec.epilogue().unwrap();
+                let pages = epi.regions.iter().find_map(|r| match &r.data {
+                    RegionData::Pages(p) if r.size == 20 << 20 => Some(p.clone()),
+                    _ => None,
+                });
+                let pages = pages.expect("the 20 MiB region changed");
+                for (_, bytes) in &pages {
+                    assert_eq!(bytes.len(), 4096);
+                }
+                pages.iter().map(|(p, _)| *p).collect()
+            })
+            .collect();
+        changed.sort_by_key(|p| p.len());
+        let every_other: Vec<u64> = (0..200).step_by(2).collect();
+        assert_eq!(
+            changed,
+            [vec![0, 1000, 2000, 3000, 4000], every_other],
+            "{threads} thread(s), warm {warm}"
+        );
+        assert_eq!(stats(&store).relaunched, if warm == "1" { 2 } else { 0 });
+    }
+}
+
 #[test]
 fn r3_record_prints_progress_and_a_summary() {
     let dir = tempfile::tempdir().unwrap();
