@@ -136,11 +136,9 @@ pub struct RunStats {
     pub frees: u64,
     pub kernels_capped: u32,
     pub time_capped: bool,
-    /// When the process started, the runtime started, the program called `exit()`, the
+    /// When the runtime started (with the program), the program called `exit()`, the
     /// runtime's exit handler began, and this summary was written: seconds since the Unix
     /// epoch, 0 where unknown (an older runtime, or a program that never reached `exit()`).
-    #[serde(default)]
-    pub process_start_unix_s: f64,
     #[serde(default)]
     pub start_unix_s: f64,
     #[serde(default)]
@@ -345,7 +343,7 @@ mod tests {
       "background_s": 1.5, "relaunch_s": 0.0625,
       "relaunched": 12, "natural_s": 0.03125, "alloc_s": 0.5, "context_s": 0.25, "allocs": 900,
       "allocs_reused": 880, "frees": 850, "kernels_capped": 2, "time_capped": true,
-      "process_start_unix_s": 1000.0, "start_unix_s": 1000.125, "exit_unix_s": 1012.25,
+      "start_unix_s": 1000.125, "exit_unix_s": 1012.25,
       "handler_unix_s": 1012.5, "end_unix_s": 1012.625}"#;
 
     const SPAN: ProcessSpan = ProcessSpan {

@@ -151,7 +151,7 @@ static const char *sticky_reason;
 static struct {
   /* start: the runtime's first call (CLOCK_MONOTONIC); the *_unix times (CLOCK_REALTIME) place
      the run's ends for `r3 record`, which measures the whole process (write_stats). */
-  double start, start_unix, process_start_unix, exit_unix, handler_unix;
+  double start, start_unix, exit_unix, handler_unix;
   double record_s, context_s, copy_s, host_s, scan_s, write_s, wait_s, exit_wait_s, background_s, relaunch_s, natural_s,
       alloc_s;
   uint64_t launches, recorded, not_replayable, bytes_in, bytes_written, regions, regions_skipped;
@@ -189,23 +189,6 @@ static double clock_s(clockid_t c) {
 }
 
 static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
-
-/* When this process started (CLOCK_REALTIME): /proc/self/stat's start time, clock ticks after
-   boot (field 22, after the command name, which may hold spaces), against CLOCK_BOOTTIME.
-   0 where it cannot be read. */
-static double process_start_unix(void) {
-  char buf[1024];
-  FILE *f = fopen("/proc/self/stat", "r");
-  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-  if (f) fclose(f);
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  unsigned long long ticks;
-  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &ticks) != 1)
-    return 0;
-  double age = clock_s(CLOCK_BOOTTIME) - (double)ticks / (double)sysconf(_SC_CLK_TCK);
-  return clock_s(CLOCK_REALTIME) - age;
-}
 
 static long long env_ll(const char *name, long long fallback) {
   const char *v = getenv(name);
@@ -250,7 +233,6 @@ static int recording(void) {
   }
   st.start = now_s();
   st.start_unix = clock_s(CLOCK_REALTIME);
-  st.process_start_unix = process_start_unix();
   atexit(at_exit);
   return mode;
 }
@@ -1840,8 +1822,7 @@ static void write_stats(void) {
     fprintf(f, "  \"alloc_s\": %.6f,\n  \"allocs\": %llu,\n  \"allocs_reused\": %llu,\n  \"frees\": %llu,\n",
             st.alloc_s, (unsigned long long)st.allocs, (unsigned long long)st.allocs_reused,
             (unsigned long long)st.frees);
-    fprintf(f, "  \"process_start_unix_s\": %.6f,\n  \"start_unix_s\": %.6f,\n  \"exit_unix_s\": %.6f,\n",
-            st.process_start_unix, st.start_unix, st.exit_unix);
+    fprintf(f, "  \"start_unix_s\": %.6f,\n  \"exit_unix_s\": %.6f,\n", st.start_unix, st.exit_unix);
     fprintf(f, "  \"handler_unix_s\": %.6f,\n  \"end_unix_s\": %.6f,\n", st.handler_unix, clock_s(CLOCK_REALTIME));
     fprintf(f, "  \"kernels_capped\": %d,\n  \"time_capped\": %s\n}\n", st.kernels_capped,
             st.time_capped ? "true" : "false");
