@@ -73,6 +73,7 @@
 #define R3_SCAN_SLICE ((size_t)16 << 20) /* bytes of a region worth scanning on several threads */
 #define R3_STAGE_BYTES ((size_t)8 << 20) /* a pinned staging buffer (one per copy worker) */
 #define R3_STAGE_MIN ((size_t)1 << 20)   /* a smaller device copy is a plain cudaMemcpy */
+#define R3_RESTORE_RUNS 64                 /* more runs of changed pages: restored in one copy */
 #define R3_FINISHER_NICE 10                /* nice value of the threads that write recordings */
 
 cudaError_t __real_cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
@@ -721,6 +722,14 @@ struct region {
   size_t changed;       /* bytes of the changed pages */
 };
 
+static size_t region_pages(const struct region *r) { return (r->size + R3_PAGE - 1) / R3_PAGE; }
+
+/* Bytes of page p of r (the last one may be short). */
+static size_t page_bytes(const struct region *r, size_t p) {
+  size_t off = p * R3_PAGE;
+  return r->size - off < R3_PAGE ? r->size - off : R3_PAGE;
+}
+
 static void w_region_head(struct writer *w, const struct region *r, uint8_t enc) {
   size_t nlen = r->name ? strlen(r->name) : 0;
   w_u8(w, r->kind);
@@ -748,14 +757,14 @@ static size_t write_epilogue(struct writer *w, struct region *rs, int n) {
   w_u32(w, (uint32_t)n);
   for (int i = 0; i < n; i++) {
     struct region *r = &rs[i];
-    uint64_t pages = (r->size + R3_PAGE - 1) / R3_PAGE, diff = 0;
+    uint64_t pages = region_pages(r), diff = 0;
     for (uint64_t p = 0; p < pages; p++) diff += r->dirty[p];
     w_region_head(w, r, diff ? ENC_PAGES : ENC_UNCHANGED);
     if (!diff) continue;
     w_u64(w, diff);
     for (uint64_t p = 0; p < pages; p++) {
-      size_t off = p * R3_PAGE, len = r->size - off < R3_PAGE ? r->size - off : R3_PAGE;
       if (!r->dirty[p]) continue;
+      size_t off = p * R3_PAGE, len = page_bytes(r, p);
       w_u64(w, p);
       w_bytes(w, r->after + off, len);
       changed += len;
@@ -941,7 +950,7 @@ static int copy_before(struct region *r) {
 
 /* Copies the pages of one region that the launch changed into its after buffer. */
 static int copy_after(struct region *r) {
-  size_t pages = (r->size + R3_PAGE - 1) / R3_PAGE;
+  size_t pages = region_pages(r);
   r->dirty = arena_take(&arenas[1], pages);
   r->after = arena_take(&arenas[1], r->size);
   if (!r->dirty || !r->after) return 0;
@@ -1230,7 +1239,7 @@ static int copy_to_device(unsigned char *host, uint64_t dev, size_t n) {
 
 /* Runs of changed pages in r, counted up to `enough`. */
 static int dirty_runs(const struct region *r, int enough) {
-  size_t pages = (r->size + R3_PAGE - 1) / R3_PAGE;
+  size_t pages = region_pages(r);
   int runs = 0;
   for (size_t p = 0; p < pages && runs < enough; p++) runs += r->dirty[p] && (p == 0 || !r->dirty[p - 1]);
   return runs;
@@ -1240,12 +1249,10 @@ static int dirty_runs(const struct region *r, int enough) {
    the after buffer; with many scattered runs of changed pages, the after buffer is completed
    from the prologue first and copied whole. */
 static int restore_after(struct region *r) {
-  size_t pages = (r->size + R3_PAGE - 1) / R3_PAGE;
-  if (dirty_runs(r, 65) > 64) {
-    for (size_t p = 0; p < pages; p++) {
-      size_t off = p * R3_PAGE, len = r->size - off < R3_PAGE ? r->size - off : R3_PAGE;
-      if (!r->dirty[p]) memcpy(r->after + off, r->before + off, len);
-    }
+  size_t pages = region_pages(r);
+  if (dirty_runs(r, R3_RESTORE_RUNS + 1) > R3_RESTORE_RUNS) {
+    for (size_t p = 0; p < pages; p++)
+      if (!r->dirty[p]) memcpy(r->after + p * R3_PAGE, r->before + p * R3_PAGE, page_bytes(r, p));
     return copy_to_device(r->after, r->addr, r->size);
   }
   if (!copy_to_device(r->before, r->addr, r->size)) return 0;
@@ -1745,9 +1752,9 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
   return record_launch(slot, k, k->nseen++, &l, args, stream, sticky_reason);
 }
 
-/* exit() reached: registered at the first launch, after the program's static constructors
-   registered their own handlers (cudart's teardown among them), so it runs before them and
-   at_exit runs after them. */
+/* exit() reached: registered at the first launch, so it runs before the exit handlers registered
+   earlier (the program's static constructors' and at_exit, registered when the runtime starts,
+   which runs last); the span to at_exit is theirs. */
 static void exit_called(void) { st.exit_unix = clock_s(CLOCK_REALTIME); }
 
 static void count_launch(void) {
