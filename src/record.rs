@@ -162,10 +162,11 @@ pub struct ProcessSpan {
 pub struct Outside {
     /// From the spawn to the runtime's first call: loading the program, its first constructors.
     pub before_s: f64,
-    /// From `exit()` to the runtime's exit handler: the program's own exit handlers and CUDA's
-    /// teardown (None when the program did not reach `exit()` after a launch).
+    /// From `exit()` to the runtime's exit handler, which runs last: the program's own exit
+    /// handlers (None when the program did not reach `exit()` after a launch).
     pub teardown_s: Option<f64>,
-    /// From the summary's writing to the process's end.
+    /// From the summary's writing to the process's end: CUDA's teardown (measured on an H100
+    /// host, 2026-11-25: nothing ran between `exit()` and the runtime's handler).
     pub after_s: f64,
 }
 
@@ -293,10 +294,10 @@ pub fn summary(s: &RunStats, span: &ProcessSpan) -> String {
     );
     if let Some(o) = span.outside(s) {
         out += &format!(
-            "r3:   outside the runtime's clock: {:.2} s before it started (loading the program), {}, {:.2} s after its summary (the process's end)\n",
+            "r3:   outside the runtime's clock: {:.2} s before it started (loading the program), {}, {:.2} s after its summary (CUDA's teardown, the process's end)\n",
             o.before_s,
             o.teardown_s.map_or("exit() not seen".to_owned(), |t| format!(
-                "{t:.2} s from exit() to its exit handler (exit handlers, CUDA's teardown)"
+                "{t:.2} s from exit() to its exit handler (the program's exit handlers)"
             )),
             o.after_s
         );
