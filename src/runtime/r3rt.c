@@ -842,19 +842,23 @@ static unsigned char *arena_take(struct arena *a, size_t n) {
    buffer and the snapshot, touching the snapshot's fresh pages in parallel with the others,
    while their pieces cross the link. An epilogue piece is compared with the prologue page by
    page and only the changed pages are kept. */
-struct stager { unsigned char *buf; cudaEvent_t done; int state; /* 0 untried, 1 ready, -1 failed */ };
+/* A staging buffer and its event belong to the device that was current where they were made:
+   an event cannot be recorded on another device's stream. */
+struct stager { unsigned char *buf; cudaEvent_t done; int state; /* 0 untried, 1 ready, -1 failed */ int device; };
 static struct stager stagers[R3_WORKERS];
 
 enum copy_kind { TO_HOST, TO_DEVICE, CHANGED_TO_HOST };
 struct staged_copy {
   unsigned char *host; uint64_t dev; size_t n, next; enum copy_kind kind; int failed;
   struct region *r; /* CHANGED_TO_HOST: host is r->after, compared with r->before */
+  int device;        /* current on the launching thread; made current on each copy thread */
 };
 struct staged_job { struct staged_copy *c; struct stager *s; };
 
-static int stager_ready(struct stager *s) {
+static int stager_ready(struct stager *s, int device) {
   if (s->state == 0) {
     s->state = -1;
+    s->device = device;
     if (cudaHostAlloc((void **)&s->buf, R3_STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess) {
       cudaGetLastError();
       return 0;
@@ -866,7 +870,7 @@ static int stager_ready(struct stager *s) {
     }
     s->state = 1;
   }
-  return s->state > 0;
+  return s->state > 0 && s->device == device;
 }
 
 /* Keeps the pages of src (the region's bytes at off) that differ from the prologue: copied to
@@ -908,6 +912,18 @@ static void *staged_worker(void *p) {
   return NULL;
 }
 
+/* A new thread's current device is device 0, not the program's: a program that runs on
+   another GPU would have its copies ordered on the wrong device's stream, and their events
+   refused. */
+static void *staged_thread(void *p) {
+  struct staged_job *j = p;
+  if (cudaSetDevice(j->c->device) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL; /* the other workers take its pieces */
+  }
+  return staged_worker(p);
+}
+
 static int w_workers(void);
 
 /* Copies n bytes between host memory and the device; returns 1 when every byte crossed. A
@@ -918,7 +934,8 @@ static int device_copy(struct staged_copy c) {
   double t0 = now_s();
   size_t pieces = (c.n + R3_STAGE_BYTES - 1) / R3_STAGE_BYTES;
   int t = 0, want = c.n < R3_STAGE_MIN ? 0 : pieces < (size_t)w_workers() ? (int)pieces : w_workers();
-  while (t < want && stager_ready(&stagers[t])) t++;
+  if (want && cudaGetDevice(&c.device) != cudaSuccess) want = 0;
+  while (t < want && stager_ready(&stagers[t], c.device)) t++;
   int ok;
   if (!t) {
     void *dev = (void *)(uintptr_t)c.dev;
@@ -931,7 +948,7 @@ static int device_copy(struct staged_copy c) {
     int started[R3_WORKERS] = {0};
     for (int i = 0; i < t; i++) {
       jobs[i] = (struct staged_job){&c, &stagers[i]};
-      started[i] = i > 0 && pthread_create(&th[i], NULL, staged_worker, &jobs[i]) == 0;
+      started[i] = i > 0 && pthread_create(&th[i], NULL, staged_thread, &jobs[i]) == 0;
     }
     staged_worker(&jobs[0]);
     for (int i = 1; i < t; i++)

@@ -258,13 +258,19 @@ fn warm_relaunches_only_when_cheap() {
 fn an_epilogue_holds_exactly_the_pages_the_launch_changed() {
     let dir = tempfile::tempdir().unwrap();
     let exe = harness(dir.path());
-    for (threads, warm) in [("1", "1"), ("8", "1"), ("8", "0")] {
-        let store = dir.path().join(format!("s{threads}-{warm}"));
+    // Device 1: the copy threads must make the program's device current (a new thread starts
+    // on device 0, whose stream refuses the staging buffers' events).
+    for (threads, warm, device) in [("1", "1", "0"), ("8", "1", "0"), ("8", "0", "0"), ("8", "1", "1")] {
+        let store = dir.path().join(format!("s{threads}-{warm}-{device}"));
         run(
             &exe,
             "sparse",
             &store,
-            &[("R3_RECORD_THREADS", threads), ("R3_RECORD_WARM", warm)],
+            &[
+                ("R3_RECORD_THREADS", threads),
+                ("R3_RECORD_WARM", warm),
+                ("FAKE_DEVICE", device),
+            ],
         );
         let mut changed: Vec<Vec<u64>> = Store::open(&store)
             .unwrap()
@@ -289,7 +295,7 @@ fn an_epilogue_holds_exactly_the_pages_the_launch_changed() {
         assert_eq!(
             changed,
             [vec![0, 1000, 2000, 3000, 4000], every_other],
-            "{threads} thread(s), warm {warm}"
+            "{threads} thread(s), warm {warm}, device {device}"
         );
         assert_eq!(stats(&store).relaunched, if warm == "1" { 2 } else { 0 });
     }
