@@ -260,7 +260,12 @@ fn an_epilogue_holds_exactly_the_pages_the_launch_changed() {
     let exe = harness(dir.path());
     // Device 1: the copy threads must make the program's device current (a new thread starts
     // on device 0, whose stream refuses the staging buffers' events).
-    for (threads, warm, device) in [("1", "1", "0"), ("8", "1", "0"), ("8", "0", "0"), ("8", "1", "1")] {
+    for (threads, warm, device) in [
+        ("1", "1", "0"),
+        ("8", "1", "0"),
+        ("8", "0", "0"),
+        ("8", "1", "1"),
+    ] {
         let store = dir.path().join(format!("s{threads}-{warm}-{device}"));
         run(
             &exe,
