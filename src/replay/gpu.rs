@@ -370,6 +370,10 @@ impl Evaluator for GpuEvaluator {
         self.device.clone()
     }
 
+    fn renewed(&self) -> Option<Self> {
+        self.for_recording(self.recording.clone()).ok()
+    }
+
     fn lower(&self, _kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome> {
         lower_isolated(&LowerJob {
             bitcode: self.bitcode_path.clone(),

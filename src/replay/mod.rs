@@ -136,6 +136,16 @@ pub trait Evaluator: Sync {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
+    /// The same evaluator with a worker of its own: a new process, so a new CUDA context.
+    /// None where there is no such thing (simulations, tests): a confirmation then measures on
+    /// this one.
+    fn renewed(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+
     /// Compiles a candidate for a kernel (CPU only; safe to call from many threads).
     fn lower(&self, kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome>;
     /// Runs, validates and times a batch of lowered candidates of one kernel on the GPU, one

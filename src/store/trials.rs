@@ -415,6 +415,12 @@ pub struct Confirmation {
     /// never confirmed. Absent in files of r3s that checked the searched launch only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launches: Vec<LaunchCheck>,
+    /// The trial's time over -O3 on the searched launch in each fresh context it was
+    /// re-measured in (`remix::confirm::CONTEXTS`; null where it was not valid there);
+    /// `outcome` is the least favourable. Absent where it was measured once (simulations, r3s
+    /// before contexts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub context_ratios: Vec<Option<f64>>,
 }
 
 /// One recorded launch a confirmed trial was run on, and what it gave.
@@ -714,6 +720,7 @@ mod tests {
             },
             finished_unix_ms: 0,
             launches: Vec::new(),
+            context_ratios: Vec::new(),
         };
         assert_eq!(
             super::pick_best(&recs, &[confirm(1, 92.0)]).unwrap().trial,
@@ -895,6 +902,7 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let c = |trial| Confirmation {
             launches: Vec::new(),
+            context_ratios: Vec::new(),
             format: 1,
             trial,
             outcome: Outcome::CompileError {

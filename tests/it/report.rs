@@ -484,6 +484,7 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
         outcome: valid(6.5),
         finished_unix_ms: 0,
         launches,
+        context_ratios: Vec::new(),
     };
     let check = |id: &str, outcome| LaunchCheck {
         recording: id.into(),
