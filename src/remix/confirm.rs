@@ -20,8 +20,8 @@ pub type OtherLaunch<E> = (String, Result<E, String>);
 /// Fresh contexts the winner is re-measured in. Each worker maps the recording onto physical
 /// memory of its own, and some code is fast at one placement of its data and slow at another:
 /// on an H100 (2026-11-25, bench/RESULTS.md) oscillators at codegen level 0 ran at 0.94x of
-/// -O3 in four processes of six and at 1.13-1.16x in two, at 1.05-1.21x on eight placements in
-/// one process, and shipped 4-9% slower than -O3 after its search's worker had found it
+/// -O3 in four processes of six and at 1.13-1.16x in two, at 1.04-1.21x on eight placements in
+/// one process, and ran 2-10% slower than -O3 in its program after its search's worker had found it
 /// 1.06x faster. -O3 itself moved by 1.5% over those placements.
 pub const CONTEXTS: usize = 3;
 
