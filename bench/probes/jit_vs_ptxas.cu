@@ -86,31 +86,32 @@ int main(int argc, char** argv) {
   CK(cuEventCreate(&b, 0));
   CK(cuEventCreate(&e, 0));
   const int reps = 21;
-  for (int set = 0; set < sets; set++)
-  for (int r = 0; r < reps + 1; r++) {
+  for (int set = 0; set < sets; set++) {
     std::vector<CUdeviceptr>& d = all[set];
-    for (auto& m : mods) {
-      for (int i = 4; i < 7; i++) CK(cuMemcpyHtoD(d[i], host[i].data(), count * 4));
-      int n = count, s = steps;
-      void* args[] = {&n, &s, &dt, &d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &d[6]};
-      CK(cuEventRecord(b, 0));
-      CK(cuLaunchKernel(m.f, count / 256, 1, 1, 256, 1, 1, 0, 0, args, nullptr));
-      CK(cuEventRecord(e, 0));
-      CK(cuEventSynchronize(e));
-      float ms;
-      CK(cuEventElapsedTime(&ms, b, e));
-      if (r > 0) m.ms.push_back(ms);  // the first round is warm-up
-      if (r == reps) {                 // this set done: its median
-        std::vector<float> last(m.ms.end() - reps, m.ms.end());
-        std::sort(last.begin(), last.end());
-        if (sets > 1) std::printf("set %d %-10s median %.4f ms\n", set, m.name.c_str(), last[reps / 2]);
+    for (int r = 0; r < reps + 1; r++) {
+      for (auto& m : mods) {
+        for (int i = 4; i < 7; i++) CK(cuMemcpyHtoD(d[i], host[i].data(), count * 4));
+        int n = count, s = steps;
+        void* args[] = {&n, &s, &dt, &d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &d[6]};
+        CK(cuEventRecord(b, 0));
+        CK(cuLaunchKernel(m.f, count / 256, 1, 1, 256, 1, 1, 0, 0, args, nullptr));
+        CK(cuEventRecord(e, 0));
+        CK(cuEventSynchronize(e));
+        float ms;
+        CK(cuEventElapsedTime(&ms, b, e));
+        if (r > 0) m.ms.push_back(ms);  // the first round is warm-up
+        if (r == reps) {                 // this set done: its median
+          std::vector<float> last(m.ms.end() - reps, m.ms.end());
+          std::sort(last.begin(), last.end());
+          if (sets > 1) std::printf("set %d %-10s median %.4f ms\n", set, m.name.c_str(), last[reps / 2]);
+        }
+        std::vector<float> x(count);
+        CK(cuMemcpyDtoH(x.data(), d[4], count * 4));
+        if (first.empty()) first = x;
+        double worst = 0;
+        for (int i = 0; i < count; i++) worst = std::max(worst, (double)std::abs(x[i] - first[i]));
+        if (worst > 1e-3) { std::fprintf(stderr, "%s: x differs from %s by %g\n", m.name.c_str(), mods[0].name.c_str(), worst); return 1; }
       }
-      std::vector<float> x(count);
-      CK(cuMemcpyDtoH(x.data(), d[4], count * 4));
-      if (first.empty()) first = x;
-      double worst = 0;
-      for (int i = 0; i < count; i++) worst = std::max(worst, (double)std::abs(x[i] - first[i]));
-      if (worst > 1e-3) { std::fprintf(stderr, "%s: x differs from %s by %g\n", m.name.c_str(), mods[0].name.c_str(), worst); return 1; }
     }
   }
   std::printf("%-14s %5s %6s %10s %10s %10s\n", "module", "regs", "local", "median ms", "min ms", "max ms");
