@@ -76,7 +76,7 @@ enum Cmd {
     /// Run a program built by r3-clang++ and record each kernel launch's device inputs and outputs.
     Record {
         /// Distinct launches to record per kernel.
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
         launches: u32,
         /// Stop recording after this much recording time (seconds, or with s, m, h); the
         /// program runs on with later launches unrecorded.
@@ -98,6 +98,14 @@ enum Cmd {
         /// No progress lines while the program runs (the summary is still printed).
         #[arg(long)]
         quiet: bool,
+        /// Do not replay the new recordings' -O3 baselines after the run to check that each
+        /// reproduces (`r3 tune` still checks a recording before it searches it).
+        #[arg(long)]
+        no_verify: bool,
+        /// Do not sync recordings to the disk before they appear: the program's exit does not
+        /// wait for the disk, and after a crash of the machine a short file is found by its sum.
+        #[arg(long)]
+        no_sync: bool,
         /// The program and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -110,7 +118,7 @@ enum Cmd {
         #[arg(long)]
         all: bool,
         /// Trials per kernel, the -O3 baseline included.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
         budget: u32,
         /// Stop after this much time per kernel (e.g. 90s, 20m, 1h).
         #[arg(long, value_name = "T")]
@@ -125,7 +133,7 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Candidates per round, compiled in parallel (default: the number of cores).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         batch: Option<u32>,
         /// Continue the trials recorded for the kernel on this GPU.
         #[arg(long)]
@@ -180,10 +188,10 @@ enum Cmd {
         #[arg(long)]
         all: bool,
         /// Attempts per kernel in all (repairs included, earlier runs counted).
-        #[arg(long, default_value_t = 12)]
+        #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
         budget: u32,
         /// Trials of the compiler search on each variant, its -O3 included.
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
         inner_budget: u32,
         /// Stop each variant's compiler search after this much time (e.g. 20s).
         #[arg(long, value_name = "T")]
@@ -238,7 +246,7 @@ enum Cmd {
         #[arg(long)]
         config: Option<PathBuf>,
         /// Most timed repetitions (fewer once the median is known within 1%).
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
         repeat: u32,
         /// L2 state of the timed runs: auto (the program's own where known, else cold), warm, cold.
         #[arg(long, default_value = "auto")]
@@ -314,8 +322,8 @@ enum Cmd {
         /// Pass pipeline in `opt -passes=` syntax; empty for none.
         #[arg(long, default_value = "default<O3>")]
         pipeline: String,
-        /// GPU architecture.
-        #[arg(long, default_value = "sm_90")]
+        /// GPU architecture (an NVPTX processor of the LLVM linked in, e.g. sm_90).
+        #[arg(long, default_value = "sm_90", value_parser = parse_sm)]
         sm: String,
         /// PTX ISA version (LLVM feature name, e.g. ptx80); default: what the IR asks for.
         #[arg(long)]
@@ -350,7 +358,7 @@ enum Cmd {
         #[arg(long)]
         require_gpu: bool,
         /// Lower for this architecture instead of the GPU present.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_sm)]
         sm: Option<String>,
         #[arg(long)]
         json: bool,
@@ -382,6 +390,8 @@ fn run(cli: Cli) -> Result<i32> {
             full_snapshot,
             warm,
             quiet,
+            no_verify,
+            no_sync,
             command,
         } => {
             let opts = r3::record::RecordOptions {
@@ -394,8 +404,9 @@ fn run(cli: Cli) -> Result<i32> {
                 full_snapshot,
                 warm,
                 progress: !quiet,
+                sync: !no_sync,
             };
-            record(cli.store.as_deref(), &cwd, &opts, &command)
+            record(cli.store.as_deref(), &cwd, &opts, !no_verify, &command)
         }
         Cmd::Tune {
             kernels,
@@ -660,9 +671,8 @@ fn report(
     let rep = r3::report::tuning::build(&store, &opts)?;
     let text = r3::report::render::render(&rep, format);
     match output {
-        Some(path) => {
-            std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?
-        }
+        Some(path) => r3::store::write_output(path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?,
         None => out!("{text}"),
     }
     Ok(0)
@@ -711,7 +721,11 @@ fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
             serde_json::to_string_pretty(&r3::report::kernels::by_source(&kernels))?
         );
     } else {
-        out!("{}", r3::report::kernels::render(&kernels, store.root()));
+        let launches = store.launches_by_kernel()?;
+        out!(
+            "{}",
+            r3::report::kernels::render(&kernels, &launches, store.root())
+        );
     }
     Ok(0)
 }
@@ -736,6 +750,7 @@ fn record(
     store: Option<&Path>,
     cwd: &Path,
     opts: &r3::record::RecordOptions,
+    verify: bool,
     command: &[String],
 ) -> Result<i32> {
     let store = open_store(store, cwd, true)?;
@@ -759,6 +774,9 @@ fn record(
             "{}",
             r3::record::nothing_recorded(&command[0], run.stats.as_ref())
         );
+    } else if verify {
+        let check = r3::record::check(&store, &run.recordings);
+        eprint!("{}", r3::record::check_summary(&check));
     }
     Ok(run.status.unwrap_or(1))
 }
@@ -857,6 +875,7 @@ fn select_recordings(
     sel: &ReplaySelection,
 ) -> Result<Vec<r3::store::records::Recording>> {
     let all = store.recordings(None)?;
+    // Recordings found irreproducible stay: replay and tune say why they cannot be used.
     let replayable = |r: &r3::store::records::Recording| r.launch.not_replayable.is_none();
     let recs: Vec<_> = match (&sel.kernel, &sel.record, sel.all) {
         (_, Some(id), _) => all.into_iter().filter(|r| &r.id == id).collect(),
@@ -938,9 +957,10 @@ fn ptx_cmd(
 ) -> Result<i32> {
     let ctx = inkwell::context::Context::create();
     let module = r3::ir::load_file(&ctx, input)?;
+    r3::ir::check_device_ir(&module, &input.display().to_string())?;
     let ptx = r3::lower::to_ptx(&module, pipeline, cg)?;
     match output {
-        Some(path) => r3::store::write_atomic(path, ptx.as_bytes())
+        Some(path) => r3::store::write_output(path, ptx.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?,
         None => out!("{ptx}"),
     }
@@ -954,6 +974,12 @@ fn ptx_cmd(
         );
     }
     Ok(0)
+}
+
+fn parse_sm(s: &str) -> Result<String, String> {
+    r3::lower::check_sm(s)
+        .map(|()| s.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_duration(flag: &str, s: &str) -> Result<std::time::Duration> {
@@ -1184,22 +1210,23 @@ fn tune_gpu(
         ptx: Some(r3::lower::ptx_for_driver(driver).into()),
         opt_level: 3,
     };
-    // One search per kernel (content hash), against its first replayable recording.
+    // One search per kernel (content hash), against its first recording whose -O3 baseline
+    // reproduces it.
     let index = store.index()?;
-    let mut seen = std::collections::HashSet::new();
-    let recs: Vec<_> = select_recordings(&store, sel)?
-        .into_iter()
-        .filter(|r| {
-            let key = match index.of_launch(&r.launch) {
-                r3::store::identity::Resolution::Kernel(k) => k.hash,
-                _ => r.id.clone(), // an error of its own below, once per recording
-            };
-            seen.insert(key)
-        })
-        .collect();
+    let mut groups: Vec<(String, Vec<r3::store::records::Recording>)> = Vec::new();
+    for r in select_recordings(&store, sel)? {
+        let key = match index.of_launch(&r.launch) {
+            r3::store::identity::Resolution::Kernel(k) => k.hash,
+            _ => r.id.clone(), // an error of its own below, once per recording
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, recs)) => recs.push(r),
+            None => groups.push((key, vec![r])),
+        }
+    }
     let stop = stop_flag();
-    let mut code = 0;
-    for rec in recs {
+    let (mut code, mut searched, mut irreproducible, mut failed) = (0, 0, 0, 0);
+    for (key, recs) in groups {
         if stop.load(std::sync::atomic::Ordering::SeqCst) {
             break;
         }
@@ -1209,15 +1236,24 @@ fn tune_gpu(
             tolerance: how.tolerance,
             l2: Default::default(),
         };
-        let mut ev =
-            match r3::replay::gpu::GpuEvaluator::new(&store, rec.clone(), target.clone(), opts) {
-                Ok(ev) => ev,
-                Err(e) => {
-                    eprintln!("r3 tune: {}: {e}", rec.id);
-                    code = 1;
-                    continue;
-                }
-            };
+        let mut ev = match reproducing_evaluator(&store, recs, &target, &opts, &gpu.name) {
+            Searchable::Ready(ev) => *ev,
+            Searchable::Irreproducible(why) => {
+                eprintln!(
+                    "r3 tune: {}: not searched: {}",
+                    kernel_label(&store, &key),
+                    r3::store::records::irreproducible_text(&why)
+                );
+                irreproducible += 1;
+                continue;
+            }
+            Searchable::Failed(e) => {
+                eprintln!("r3 tune: {e}");
+                (code, failed) = (1, failed + 1);
+                continue;
+            }
+        };
+        let rec = ev.recording().clone();
         let b = rec.launch.block;
         let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions {
             launch_threads: Some(b[0] * b[1] * b[2]),
@@ -1256,11 +1292,12 @@ fn tune_gpu(
             Ok(log) => log,
             Err(e) => {
                 eprintln!("r3 tune: {}: {e}", opts.kernel);
-                code = 1;
+                (code, failed) = (1, failed + 1);
                 continue;
             }
         };
         choose_l2(&store, &mut ev, &opts.kernel, how.l2);
+        searched += 1;
         match tune_one(&store, log, &mut ev, &space, &opts, how.resume, &stop) {
             Ok(c) => {
                 code = code.max(c);
@@ -1275,10 +1312,82 @@ fn tune_gpu(
             Err(e) => {
                 eprintln!("r3 tune: {}: {e:#}", opts.kernel);
                 code = code.max(1);
+                failed += 1;
             }
         }
     }
+    if irreproducible > 0 {
+        eprintln!(
+            "r3 tune: {searched} kernel(s) searched; {irreproducible} not searched because no recording of theirs reproduces (re-record their programs); {failed} failed in r3 (errors above)"
+        );
+        // A kernel named on its own and not searched is a failed command; in --all, the
+        // others' searches are what was asked for, and the line above says what was not done.
+        if !sel.all {
+            code = code.max(1);
+        }
+    }
     Ok(code)
+}
+
+/// Where a kernel's search can start.
+enum Searchable {
+    Ready(Box<r3::replay::gpu::GpuEvaluator>),
+    /// No recording of it reproduces; the last reason.
+    Irreproducible(String),
+    /// r3 could not tell (an evaluator or a check failed).
+    Failed(String),
+}
+
+/// An evaluator against the kernel's first recording whose -O3 baseline reproduces it. A
+/// recording that `r3 record` verified is used as it is; one not checked yet is replayed once
+/// (in the evaluator's own worker, which keeps the checked baseline for the search), and the
+/// verdict kept with it, so that it is never checked again and a recording that does not
+/// reproduce is shown with its reason by `kernels`, `status` and the next `tune`.
+fn reproducing_evaluator(
+    store: &r3::store::Store,
+    recs: Vec<r3::store::records::Recording>,
+    target: &r3::lower::Codegen,
+    opts: &r3::replay::gpu::MeasureOptions,
+    gpu: &str,
+) -> Searchable {
+    use r3::replay::gpu::{GpuEvaluator, Verdict};
+    let mut last = String::new();
+    for rec in recs {
+        if let Some(why) = rec.irreproducible() {
+            last = why.to_owned();
+            continue;
+        }
+        let ev = match GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone()) {
+            Ok(ev) => ev,
+            Err(e) => return Searchable::Failed(format!("{}: {e}", rec.id)),
+        };
+        if rec.verification.is_some() {
+            return Searchable::Ready(Box::new(ev));
+        }
+        let verdict = ev.check_baseline();
+        let (reproduces, reason) = match verdict {
+            Verdict::Reproduces => (true, None),
+            Verdict::Irreproducible(why) => (false, Some(why)),
+            Verdict::NotChecked(why) => return Searchable::Failed(format!("{}: {why}", rec.id)),
+        };
+        let v = r3::store::records::Verification {
+            format: 1,
+            reproduces,
+            reason: reason.clone(),
+            gpu: gpu.to_owned(),
+            unix_time: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64),
+        };
+        if let Err(e) = store.set_verification(&rec, &v) {
+            eprintln!("r3: warning: {e}");
+        }
+        match reason {
+            None => return Searchable::Ready(Box::new(ev)),
+            Some(why) => last = why,
+        }
+    }
+    Searchable::Irreproducible(last)
 }
 
 /// Sets the L2 state the search measures in, says so where it matters, and keeps the choice
@@ -1435,7 +1544,7 @@ fn tune_dry_run(
 #[derive(clap::Args)]
 struct MeasureHow {
     /// Most timed repetitions per measurement (fewer once the median is known within 1%).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// L2 state of the timed runs: auto (the program's own, from its later identical
     /// launches, where it made any on this GPU model; else cold), warm, or cold.
@@ -1466,7 +1575,7 @@ fn evolve_targets(
     if all {
         let mut out: Vec<r3::store::KernelRecord> = Vec::new();
         for rec in store.recordings(None)? {
-            if rec.launch.not_replayable.is_some() {
+            if !rec.usable() {
                 continue;
             }
             if let r3::store::identity::Resolution::Kernel(k) = index.of_launch(&rec.launch) {
@@ -1597,7 +1706,7 @@ fn gpu_judge_parts(
     let rec = store
         .launches_of(&k.hash)?
         .into_iter()
-        .find(|r| r.launch.not_replayable.is_none())
+        .next()
         .with_context(|| {
             format!(
                 "kernel {} has no replayable recording; fix: `r3 record -- <program>`",
@@ -1725,7 +1834,7 @@ fn export(
     text.push(b'\n');
     match what.output {
         Some(path) => {
-            r3::store::write_atomic(path, &text)
+            r3::store::write_output(path, &text)
                 .with_context(|| format!("writing {}", path.display()))?;
             let unit = if what.format == "t4" {
                 "trials"
@@ -1805,7 +1914,9 @@ fn egraph_cmd(
 ) -> Result<i32> {
     let ctx = inkwell::context::Context::create();
     let module = if Path::new(input).exists() {
-        r3::ir::load_file(&ctx, Path::new(input))?
+        let module = r3::ir::load_file(&ctx, Path::new(input))?;
+        r3::ir::check_device_ir(&module, input)?;
+        module
     } else {
         let loc = r3::store::locate(store, cwd);
         let store = r3::store::Store::open(&loc.path)

@@ -42,6 +42,8 @@ pub enum LowerError {
     Codegen(String),
     #[error("codegen opt level {0} is out of range; use 0, 1, 2 or 3")]
     OptLevel(u8),
+    #[error("`{sm}` is not a GPU architecture LLVM's NVPTX backend knows; fix: one of {known} (an H100 or H200 is sm_90)")]
+    UnknownSm { sm: String, known: String },
     #[error(transparent)]
     Ir(#[from] IrError),
     #[error(transparent)]
@@ -51,6 +53,34 @@ pub enum LowerError {
          with {wanted} needs a process of its own (r3 lowers each such candidate in `r3 __lower`)"
     )]
     OptionsInUse { set: String, wanted: String },
+}
+
+include!(concat!(env!("OUT_DIR"), "/nvptx_cpus.rs"));
+
+/// Checks a GPU architecture name (`sm_90`, `sm_90a`) against the processors of the NVPTX
+/// backend linked in (`NVPTX_CPUS`, listed by its `llc` when r3 was built; by the name's form
+/// where that list is empty): LLVM itself would take `banana` and write `.target banana`.
+pub fn check_sm(sm: &str) -> Result<(), LowerError> {
+    let formed = sm.strip_prefix("sm_").is_some_and(|v| {
+        v.starts_with(|c: char| c.is_ascii_digit()) && v.chars().all(|c| c.is_ascii_alphanumeric())
+    });
+    let known = if NVPTX_CPUS.is_empty() {
+        formed
+    } else {
+        NVPTX_CPUS.contains(&sm)
+    };
+    if known {
+        return Ok(());
+    }
+    let list = if NVPTX_CPUS.is_empty() {
+        "sm_NN or sm_NNa".to_owned()
+    } else {
+        NVPTX_CPUS.join(", ")
+    };
+    Err(LowerError::UnknownSm {
+        sm: sm.to_owned(),
+        known: list,
+    })
 }
 
 /// The LLVM command-line options this process runs with: set once, by the first candidate
@@ -555,6 +585,21 @@ pub fn ptxas_info(ptxas: &Path, ptx: &str, sm: &str) -> Result<PtxasInfo, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_architectures_the_nvptx_backend_knows_are_taken() {
+        assert!(NVPTX_CPUS.len() > 20, "the list from llc: {NVPTX_CPUS:?}");
+        for sm in ["sm_90", "sm_90a", "sm_80", "sm_100f"] {
+            check_sm(sm).unwrap();
+        }
+        for bad in ["banana", "sm_1", "", "sm_", "90", "sm_90 ", "SM_90"] {
+            let err = check_sm(bad).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("`{bad}`")) && err.contains("sm_90"),
+                "{bad}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn traits_find_an_accumulator_kept_in_memory() {

@@ -5,7 +5,8 @@
 //! (`R3_RECORD_*`), lets it print progress, and reads the statistics it writes at exit
 //! ([`RunStats`], the file named by `R3_RECORD_STATS`) for the summary.
 
-use crate::store::records::Recording;
+use crate::replay::gpu::{verify_recordings, Verdict};
+use crate::store::records::{irreproducible_text, Recording, Verification};
 use crate::store::Store;
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -28,6 +29,9 @@ pub struct RecordOptions {
     pub warm: WarmRelaunch,
     /// Progress lines on stderr while the program runs.
     pub progress: bool,
+    /// Files synced to the disk before a recording is renamed into place (the program's exit
+    /// waits for the recordings in flight to reach the disk).
+    pub sync: bool,
 }
 
 impl Default for RecordOptions {
@@ -40,6 +44,7 @@ impl Default for RecordOptions {
             full_snapshot: false,
             warm: WarmRelaunch::Auto,
             progress: true,
+            sync: true,
         }
     }
 }
@@ -80,6 +85,9 @@ impl RecordOptions {
         }
         if self.full_snapshot {
             env.push(("R3_RECORD_SNAPSHOT", "full".to_owned()));
+        }
+        if !self.sync {
+            env.push(("R3_RECORD_SYNC", "0".to_owned()));
         }
         env
     }
@@ -320,6 +328,102 @@ pub fn summary(s: &RunStats, span: &ProcessSpan) -> String {
     out
 }
 
+/// What replaying the new recordings' -O3 baselines found (`r3 record`, unless `--no-verify`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// Each replayable new recording: its id, kernel (demangled) and verdict.
+    pub verdicts: Vec<(String, String, Verdict)>,
+    /// Wall time of the check, after the program ended.
+    pub seconds: f64,
+    /// Why nothing was replayed (no GPU here), where nothing was.
+    pub skipped: Option<String>,
+}
+
+/// Replays each new replayable recording's -O3 baseline once on this machine's GPU and keeps
+/// each verdict with the recording (`Store::set_verification`): a recording that does not
+/// reproduce is then shown with its reason, and never searched. Runs after the program, so it
+/// costs the program nothing; a verdict that could not be had is said, never stored.
+pub fn check(store: &Store, recordings: &[Recording]) -> Check {
+    let start = std::time::Instant::now();
+    let recs: Vec<Recording> = recordings.iter().filter(|r| r.usable()).cloned().collect();
+    let (driver, gpu) =
+        match crate::gpu::probe() {
+            crate::gpu::GpuStatus::Present { driver, gpus } => (driver, gpus[0].clone()),
+            _ => return Check {
+                verdicts: Vec::new(),
+                seconds: 0.0,
+                skipped: Some(
+                    "no GPU on this machine; `r3 tune` checks each recording before it searches it"
+                        .into(),
+                ),
+            },
+        };
+    let target = crate::lower::Codegen {
+        sm: gpu.sm(),
+        ptx: Some(crate::lower::ptx_for_driver(driver).into()),
+        opt_level: 3,
+    };
+    let verdicts = verify_recordings(store, &recs, &target, gpu.ordinal as i32);
+    let unix_time = unix_now() as i64;
+    let mut out = Vec::new();
+    for (rec, verdict) in recs.iter().zip(verdicts) {
+        let reproduces = match &verdict {
+            Verdict::Reproduces => Some((true, None)),
+            Verdict::Irreproducible(why) => Some((false, Some(why.clone()))),
+            Verdict::NotChecked(_) => None,
+        };
+        if let Some((reproduces, reason)) = reproduces {
+            let v = Verification {
+                format: 1,
+                reproduces,
+                reason,
+                gpu: gpu.name.clone(),
+                unix_time,
+            };
+            if let Err(e) = store.set_verification(rec, &v) {
+                eprintln!("r3: warning: {e}");
+            }
+        }
+        let name = crate::ir::extract::demangle(&rec.launch.kernel);
+        out.push((rec.id.clone(), name, verdict));
+    }
+    Check {
+        verdicts: out,
+        seconds: start.elapsed().as_secs_f64(),
+        skipped: None,
+    }
+}
+
+/// The check's lines for `r3 record`'s summary: `N of M recordings reproduce`, then each that
+/// does not, or could not be checked, with why.
+pub fn check_summary(c: &Check) -> String {
+    if let Some(why) = &c.skipped {
+        return format!("r3: recordings not replayed: {why}\n");
+    }
+    let ok = c
+        .verdicts
+        .iter()
+        .filter(|(_, _, v)| *v == Verdict::Reproduces)
+        .count();
+    let mut out = format!(
+        "r3: {ok} of {} recordings reproduce (each -O3 baseline replayed once and checked, in {:.2} s after the program)\n",
+        c.verdicts.len(),
+        c.seconds
+    );
+    for (id, kernel, v) in &c.verdicts {
+        match v {
+            Verdict::Reproduces => {}
+            Verdict::Irreproducible(why) => {
+                out += &format!("r3:   {id}  {kernel}: {}\n", irreproducible_text(why))
+            }
+            Verdict::NotChecked(why) => {
+                out += &format!("r3:   {id}  {kernel}: not checked: {why}\n")
+            }
+        }
+    }
+    out
+}
+
 /// Why a run recorded nothing, when it did not.
 pub fn nothing_recorded(program: &str, stats: Option<&RunStats>) -> String {
     match stats {
@@ -353,6 +457,43 @@ mod tests {
     };
 
     #[test]
+    fn the_check_says_how_many_recordings_reproduce_and_why_others_do_not() {
+        let c = Check {
+            verdicts: vec![
+                (
+                    "0c2b6e8d9a256942/8c1badc7d54988de".into(),
+                    "smooth".into(),
+                    Verdict::Reproduces,
+                ),
+                (
+                    "6f3396e03f7b650f/8c1badc7d54988de".into(),
+                    "feedback".into(),
+                    Verdict::Irreproducible(
+                        "allocation 0x600000400000: differs at byte 6 (exact check)".into(),
+                    ),
+                ),
+                (
+                    "e1fe4175acc7cc5d/656ce7e945202e1e".into(),
+                    "decay".into(),
+                    Verdict::NotChecked("kernel decay has no device IR in the store".into()),
+                ),
+            ],
+            seconds: 0.5,
+            skipped: None,
+        };
+        insta::assert_snapshot!(check_summary(&c));
+        let none = Check {
+            verdicts: Vec::new(),
+            seconds: 0.0,
+            skipped: Some("no GPU on this machine".into()),
+        };
+        assert_eq!(
+            check_summary(&none),
+            "r3: recordings not replayed: no GPU on this machine\n"
+        );
+    }
+
+    #[test]
     fn the_summary_says_what_was_recorded_and_where_the_time_went() {
         let s: RunStats = serde_json::from_str(STATS).unwrap();
         insta::assert_snapshot!(summary(&s, &SPAN));
@@ -384,6 +525,7 @@ mod tests {
             full_snapshot: true,
             warm: WarmRelaunch::Never,
             progress: false,
+            sync: false,
         };
         let env: Vec<String> = opts.env().iter().map(|(k, v)| format!("{k}={v}")).collect();
         assert_eq!(
@@ -396,7 +538,8 @@ mod tests {
                 "R3_RECORD_MAX_S=1.5",
                 "R3_RECORD_KERNEL_MB=64",
                 "R3_RECORD_LIMIT_MB=512",
-                "R3_RECORD_SNAPSHOT=full"
+                "R3_RECORD_SNAPSHOT=full",
+                "R3_RECORD_SYNC=0"
             ]
         );
         let defaults: Vec<_> = RecordOptions::default()
@@ -405,7 +548,9 @@ mod tests {
             .map(|(k, _)| k)
             .collect();
         assert!(
-            !defaults.contains(&"R3_RECORD_SNAPSHOT") && !defaults.contains(&"R3_RECORD_MAX_S")
+            !defaults.contains(&"R3_RECORD_SNAPSHOT")
+                && !defaults.contains(&"R3_RECORD_MAX_S")
+                && !defaults.contains(&"R3_RECORD_SYNC")
         );
     }
 

@@ -54,6 +54,9 @@ pub enum Status {
     Changed,
     /// The winner did not lower to the PTX that was measured (another r3 or LLVM): clang's code.
     PtxDiffers,
+    /// The winner names no measured PTX (a winners file without `ptx_hash`, not a simulated
+    /// trial): nothing to check the lowered code against, so clang's code.
+    Unverified,
     /// Lowering the winner, splicing or assembling failed: clang's code.
     Failed,
 }
@@ -247,7 +250,7 @@ fn lower_winner(km: &KernelModule, w: &Winner, dir: &Path) -> Result<String, (St
         },
         mutation: None,
     };
-    let lowered = lower_isolated(&job).map_err(|o| failed(format!("{o:?}")))?;
+    let lowered = lower_isolated(&job).map_err(|o| failed(o.to_string()))?;
     match &w.ptx_hash {
         Some(h) if *h != lowered.ptx_hash => Err((
             Status::PtxDiffers,
@@ -256,7 +259,13 @@ fn lower_winner(km: &KernelModule, w: &Winner, dir: &Path) -> Result<String, (St
                 lowered.ptx_hash, w.r3_version
             ),
         )),
-        _ => Ok(lowered.ptx),
+        Some(_) => Ok(lowered.ptx),
+        // Simulated trials measured nothing; they reach here only under R3_APPLY_SIMULATED=1.
+        None if w.simulated => Ok(lowered.ptx),
+        None => Err((
+            Status::Unverified,
+            "the winner names no measured PTX (ptx_hash)".into(),
+        )),
     }
 }
 

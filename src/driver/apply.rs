@@ -81,6 +81,10 @@ pub fn summary(dir: &Path) -> Option<String> {
             Status::PtxDiffers,
             "its winner no longer gives the measured PTX",
         ),
+        (
+            Status::Unverified,
+            "r3 cannot check that it ships what was measured; fix: `r3 export` the winners again",
+        ),
         (Status::Failed, "apply failed"),
     ] {
         kept.extend(with(status).map(|o| {

@@ -27,6 +27,12 @@ pub const WRAPPED: &[&str] = &[
     "__cudaRegisterFatBinary",
     "__cudaRegisterFunction",
     "__cudaRegisterVar",
+    // What code compiled for the per-thread default stream calls instead.
+    "cudaLaunchKernel_ptsz",
+    "cudaLaunchCooperativeKernel_ptsz",
+    "cudaMallocAsync_ptsz",
+    "cudaFreeAsync_ptsz",
+    "cudaGraphLaunch_ptsz",
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -537,8 +537,20 @@ pub unsafe fn rewrite_block(
     td: LLVMTargetDataRef,
     limits: Limits,
 ) -> BlockOutcome {
+    let start = std::time::Instant::now();
     let mut out = BlockOutcome::default();
     let insts = instructions(block);
+    // The limits bound building and extraction too, not only saturation: a block with more
+    // instructions than the node limit would start above it (saturation could add nothing)
+    // and costs its building and one extraction per segment, so it passes through as it is.
+    if insts.len() > limits.nodes {
+        out.stop = Some(format!(
+            "BlockTooLarge({} instructions over the node limit {}: left as it is)",
+            insts.len(),
+            limits.nodes
+        ));
+        return out;
+    }
     let mut pure_map = HashMap::new();
     let mut pure: Vec<Pure> = Vec::new();
     let mut boundaries: Vec<LLVMValueRef> = Vec::new();
@@ -643,6 +655,16 @@ pub unsafe fn rewrite_block(
     segs.sort_unstable();
     segs.dedup();
     for &seg in &segs {
+        // Each segment's extraction walks the whole e-graph: past the time limit the block is
+        // left as it is (no partial plan is ever emitted).
+        if start.elapsed() > limits.time {
+            out.stop = Some(format!(
+                "ExtractionTimeLimit({:.3} s, at segment {seg} of {}: left as it is)",
+                limits.time.as_secs_f64(),
+                segs.len()
+            ));
+            return out;
+        }
         let cf = GpuCost {
             egraph: &eg,
             leaf_avail: &leaf_avail,

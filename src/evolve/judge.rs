@@ -154,12 +154,12 @@ impl<'a> GpuJudge<'a> {
         let reference = parent
             .lower(&hash, &best)
             .or_else(|_| parent.lower(&hash, &Candidate::baseline()))
-            .map_err(|o| format!("the original kernel does not lower: {o:?}"))?;
+            .map_err(|o| format!("the original kernel does not lower: {o}"))?;
         let others = store
             .launches_of(&hash)
             .map_err(|e| e.to_string())?
             .into_iter()
-            .filter(|r| r.id != parent.recording().id && r.launch.not_replayable.is_none())
+            .filter(|r| r.id != parent.recording().id && r.usable())
             .collect();
         Ok(GpuJudge {
             reference_words: describe(&reference.candidate),

@@ -15,6 +15,8 @@ pub enum IrError {
     Read { path: PathBuf, msg: String },
     #[error("{what}: not valid LLVM IR or bitcode: {msg}")]
     Parse { what: String, msg: String },
+    #[error("{what}: {why}; fix: give device IR, e.g. from `clang++ -x cuda --cuda-device-only -emit-llvm -S file.cu`, or a kernel `r3 kernels` lists")]
+    NotDevice { what: String, why: String },
     #[error("{what}: fails the LLVM verifier: {msg}")]
     Verify { what: String, msg: String },
     #[error("pipeline '{pipeline}' rejected by LLVM: {msg}")]
@@ -41,10 +43,51 @@ pub fn load_bytes<'c>(ctx: &'c Context, bytes: &[u8], name: &str) -> Result<Modu
 fn parse<'c>(ctx: &'c Context, buf: MemoryBuffer, what: &str) -> Result<Module<'c>, IrError> {
     let module = ctx.create_module_from_ir(buf).map_err(|e| IrError::Parse {
         what: what.to_owned(),
-        msg: e.to_string(),
+        msg: printable(&e.to_string()),
     })?;
     verify(&module, what)?;
     Ok(module)
+}
+
+/// LLVM's message about a file it cannot parse quotes the offending line; of a binary file,
+/// that is raw bytes for the terminal. Control characters become `?`, and the message stops
+/// after 300 characters.
+fn printable(msg: &str) -> String {
+    let clean: String = msg
+        .chars()
+        .map(|c| match c {
+            '\n' | '\t' => c,
+            c if c.is_control() || c == char::REPLACEMENT_CHARACTER => '?',
+            c => c,
+        })
+        .collect();
+    match clean.char_indices().nth(300) {
+        Some((at, _)) => format!("{} …", &clean[..at]),
+        None => clean,
+    }
+}
+
+/// A module a user handed r3 as device code (`r3 ptx`, `r3 egraph`): with at least one
+/// function defined, and for NVPTX where it names a target (hand-written IR often names none,
+/// and is lowered for NVPTX as it is). LLVM would lower an empty module, or one for another
+/// target, to PTX without a word.
+pub fn check_device_ir(module: &Module, what: &str) -> Result<(), IrError> {
+    let triple = module.get_triple();
+    let triple = triple.as_str().to_string_lossy();
+    let why = if !triple.is_empty() && !triple.starts_with("nvptx") {
+        Some(format!("is IR for {triple}, not for NVPTX"))
+    } else if module.get_functions().all(|f| f.count_basic_blocks() == 0) {
+        Some("defines no function".to_owned())
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(IrError::NotDevice {
+            what: what.to_owned(),
+            why,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Instructions in a module's function bodies.

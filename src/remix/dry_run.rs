@@ -148,7 +148,7 @@ fn lower_one(bitcode: &Path, kernel: &str, target: &Codegen, c: &Candidate) -> L
     match crate::replay::gpu::lower_isolated(&job) {
         Ok(l) => Ok((l.ptx, l.passes_ms + l.codegen_ms)),
         Err(crate::replay::Outcome::CompileError { message }) => Err(message),
-        Err(o) => Err(format!("{o:?}")),
+        Err(o) => Err(o.to_string()),
     }
 }
 

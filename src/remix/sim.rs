@@ -101,7 +101,38 @@ impl Landscape {
                 path: path.to_owned(),
             });
         }
+        if let Some(what) = l.non_positive_time() {
+            return Err(SimError::Parse {
+                path: path.to_owned(),
+                msg: format!(
+                    "{what}: every time must be a positive number of µs (fix the table, or record it again with scripts/gpu-landscapes)"
+                ),
+            });
+        }
         Ok(l)
+    }
+
+    /// The first time in the table that is not a positive number (a speedup of it would be
+    /// NaN, infinite or negative).
+    fn non_positive_time(&self) -> Option<String> {
+        let bad = |t: f64| !(t.is_finite() && t > 0.0);
+        if bad(self.baseline_us) {
+            return Some(format!("baseline_us is {}", self.baseline_us));
+        }
+        self.entries
+            .iter()
+            .enumerate()
+            .find_map(|(i, e)| match &e.outcome {
+                Outcome::Valid { time, baseline }
+                    if bad(time.median_us) || bad(baseline.median_us) =>
+                {
+                    Some(format!(
+                        "entry {i}: median times {} and {} µs (candidate, baseline)",
+                        time.median_us, baseline.median_us
+                    ))
+                }
+                _ => None,
+            })
     }
 
     /// The best ratio known: the model's optimum, else the best recorded entry.
@@ -467,5 +498,37 @@ mod tests {
             ("baseline", Some(1.0)),
             "O3 text = default<O3>"
         );
+    }
+
+    #[test]
+    fn a_table_with_a_time_that_is_not_positive_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let good = synthetic(Family::Sparse, 3);
+        std::fs::write(&path, serde_json::to_string(&good).unwrap()).unwrap();
+        Landscape::load(&path).unwrap();
+        for t in [0.0, -24.4, f64::NAN] {
+            let mut bad = good.clone();
+            bad.baseline_us = t;
+            // JSON has no NaN: serde writes null, which is not a number either.
+            std::fs::write(&path, serde_json::to_string(&bad).unwrap()).unwrap();
+            let err = Landscape::load(&path).unwrap_err().to_string();
+            assert!(
+                err.contains("t.json") && (err.contains("positive") || err.contains("null")),
+                "{t}: {err}"
+            );
+        }
+        let mut entry = good.clone();
+        entry.entries.push(Entry {
+            candidate: Candidate::baseline(),
+            ptx_hash: "h".into(),
+            outcome: Outcome::Valid {
+                time: TimeStats::exact(0.0),
+                baseline: TimeStats::exact(10.0),
+            },
+        });
+        std::fs::write(&path, serde_json::to_string(&entry).unwrap()).unwrap();
+        let err = Landscape::load(&path).unwrap_err().to_string();
+        assert!(err.contains("entry 0") && err.contains("positive"), "{err}");
     }
 }

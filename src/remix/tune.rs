@@ -74,7 +74,7 @@ pub enum TuneError {
     Space(String),
     #[error(transparent)]
     Transfer(#[from] TransferError),
-    #[error("kernel {kernel}: the baseline (default<O3>) failed: {outcome:?}")]
+    #[error("kernel {kernel}: the baseline (default<O3>) {outcome}")]
     Baseline { kernel: String, outcome: Outcome },
 }
 

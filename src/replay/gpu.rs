@@ -126,7 +126,7 @@ impl GpuEvaluator {
         }
         .map_err(|o| EvalError::Baseline {
             kernel: kernel.signature.demangled.clone(),
-            msg: format!("{o:?}"),
+            msg: o.to_string(),
         })?;
         let limit = watchdog(&recording, &opts);
         let (device, gpu_name) = device_name(&target, opts.ordinal);
@@ -235,25 +235,35 @@ impl GpuEvaluator {
 
     /// The -O3 baseline's median replay time (µs) in `regime`, timed alone.
     fn time_baseline(&self, regime: super::l2::Regime) -> Result<f64, String> {
-        let job = Job {
-            recording_dir: self.recording.dir.clone(),
-            recording_id: self.recording.id.clone(),
-            ordinal: self.opts.ordinal,
-            baseline_ptx: self.baseline.ptx.clone(),
-            candidates: vec![JobCandidate {
-                ptx: self.baseline.ptx.clone(),
-                block_x: None,
-                tolerance: None,
-            }],
-            max_reps: self.opts.max_reps,
-            l2: regime,
-            baseline_alone: true,
-        };
+        let job = baseline_job(
+            &self.recording,
+            &self.baseline.ptx,
+            self.opts.ordinal,
+            self.opts.max_reps,
+            regime,
+        );
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         match pool.run(&job)?.pop().map(|m| m.outcome) {
             Some(Outcome::Valid { baseline, .. }) => Ok(baseline.median_us),
-            other => Err(format!("timing the baseline {regime}: {other:?}")),
+            other => Err(format!(
+                "timing the baseline {regime}: {}",
+                other.map_or("no result".to_owned(), |o| o.to_string())
+            )),
         }
+    }
+
+    /// Whether the -O3 baseline reproduces the recording: one checked run in this evaluator's
+    /// worker, which keeps the checked baseline for the search that follows.
+    pub fn check_baseline(&self) -> Verdict {
+        let job = baseline_job(
+            &self.recording,
+            &self.baseline.ptx,
+            self.opts.ordinal,
+            1,
+            self.opts.l2,
+        );
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        verdict_of(pool.run(&job))
     }
 
     pub fn take_last(&self) -> Vec<Measured> {
@@ -289,6 +299,109 @@ impl GpuEvaluator {
         });
         super::mutate::Facts { past_end }
     }
+}
+
+/// A job that runs the baseline alone (checked, then timed `max_reps` times at most).
+fn baseline_job(
+    recording: &Recording,
+    ptx: &str,
+    ordinal: i32,
+    max_reps: u32,
+    l2: super::l2::Regime,
+) -> Job {
+    Job {
+        recording_dir: recording.dir.clone(),
+        recording_id: recording.id.clone(),
+        ordinal,
+        baseline_ptx: ptx.to_owned(),
+        candidates: vec![JobCandidate {
+            ptx: ptx.to_owned(),
+            block_x: None,
+            tolerance: None,
+        }],
+        max_reps,
+        l2,
+        baseline_alone: true,
+    }
+}
+
+/// What a replay of a recording's -O3 baseline showed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// It left exactly what the recording says the launch left.
+    Reproduces,
+    /// It ran and left something else: the recording is at fault (the reason names the first
+    /// region and byte that differ).
+    Irreproducible(String),
+    /// It could not be checked (no device IR, a baseline that does not lower or crashes, a
+    /// worker that failed): said, never held against the recording.
+    NotChecked(String),
+}
+
+fn verdict_of(result: Result<Vec<Measured>, String>) -> Verdict {
+    match result {
+        Ok(mut measured) => match measured.pop().map(|m| m.outcome) {
+            Some(Outcome::Valid { .. }) => Verdict::Reproduces,
+            Some(other) => Verdict::NotChecked(format!(
+                "the baseline {}: {}",
+                other.in_words(),
+                other.detail().unwrap_or_default()
+            )),
+            None => Verdict::NotChecked("the worker gave no result".into()),
+        },
+        Err(e) => match super::worker::irreproducible(&e) {
+            Some(reason) => Verdict::Irreproducible(reason.to_owned()),
+            None => Verdict::NotChecked(e),
+        },
+    }
+}
+
+/// Replays each recording's -O3 baseline once, checked against the recording, all in one
+/// worker process (one CUDA context): how `r3 record` checks what it recorded. The baselines
+/// are lowered here, once per kernel.
+pub fn verify_recordings(
+    store: &Store,
+    recordings: &[Recording],
+    target: &Codegen,
+    ordinal: i32,
+) -> Vec<Verdict> {
+    let opts = MeasureOptions {
+        ordinal,
+        max_reps: 1,
+        tolerance: None,
+        l2: Default::default(),
+    };
+    let limit = recordings
+        .iter()
+        .map(|r| watchdog(r, &opts))
+        .max()
+        .unwrap_or_default();
+    let mut pool = Pool::new(limit);
+    let mut lowered: std::collections::HashMap<String, Result<String, String>> = Default::default();
+    recordings
+        .iter()
+        .map(|rec| {
+            let kernel = match kernel_for(store, rec) {
+                Ok(k) => k,
+                Err(e) => return Verdict::NotChecked(e.to_string()),
+            };
+            let ptx = lowered
+                .entry(kernel.hash.clone())
+                .or_insert_with(|| {
+                    let bitcode = store
+                        .kernel_bitcode(&kernel.hash)
+                        .map_err(|e| e.to_string())?;
+                    lower_in_process(&bitcode, &kernel.hash, &Candidate::baseline(), target, None)
+                        .map(|l| l.ptx)
+                        .map_err(|o| format!("the baseline does not lower: {o}"))
+                })
+                .clone();
+            match ptx {
+                Ok(ptx) => verdict_of(pool.run(&baseline_job(rec, &ptx, ordinal, 1, opts.l2))),
+                Err(e) => Verdict::NotChecked(e),
+            }
+        })
+        .collect()
 }
 
 /// The watchdog of a worker: generous against the recorded time, so only real hangs hit it.

@@ -76,6 +76,17 @@ pub enum Outcome {
     TimedOut { limit_ms: f64 },
 }
 
+/// For people: the verb phrase and the message ("crashed: an illegal memory access …"), never
+/// Rust's debug text.
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.detail() {
+            Some(d) => write!(f, "{}: {d}", self.in_words()),
+            None => f.write_str(self.in_words()),
+        }
+    }
+}
+
 impl Outcome {
     /// What became of the candidate, as a verb phrase for messages ("gives wrong output").
     pub fn in_words(&self) -> &'static str {

@@ -75,11 +75,39 @@ pub struct Session {
     /// the end of a buffer lands there (allocations are mapped in whole granules), where no
     /// region is compared, and in the program it would overwrite a neighbouring buffer.
     guards: Vec<Guard>,
+    /// Each allocation's mapping in the recorded range (address, mapped bytes): unmapped,
+    /// and the range given back, when the session goes (`Drop`).
+    mappings: Vec<Mapping>,
     /// The GPU's UUID, which names its measurement turn (`turn`).
     pub uuid: String,
     /// Regions compared in any order of their elements, as the baseline writes them in another
     /// order than the recording (`check_baseline`).
     unordered: std::cell::RefCell<Vec<Unordered>>,
+}
+
+/// An allocation mapped in the recorded range: its address and mapped bytes.
+type Mapping = (u64, usize);
+
+/// A session gives back what it made: the recorded range and its memory above all, so that a
+/// worker can open the next recording's session (which reserves the same range) after it.
+impl Drop for Session {
+    fn drop(&mut self) {
+        // SAFETY: everything freed was made by `open` in this context, and nothing uses it once
+        // the session goes (loaded candidates hold functions, not these buffers).
+        unsafe {
+            sys::cuCtxSynchronize();
+            sys::cuStreamDestroy_v2(self.stream);
+            let copies = self.golden.iter().chain(self.expected_dev.iter().flatten());
+            for d in copies.chain([&self.scratch, &self.compare.first]) {
+                sys::cuMemFree_v2(*d);
+            }
+            sys::cuModuleUnload(self.compare.module);
+            for &(addr, len) in &self.mappings {
+                sys::cuMemUnmap(addr, len);
+            }
+            sys::cuMemAddressFree(self.launch.va_base, self.launch.va_size as usize);
+        }
+    }
 }
 
 /// What a checked run left: the regions that differ from the recording (the others equal it).
@@ -148,7 +176,7 @@ impl Session {
                 .iter()
                 .map(|b| format!("{:02x}", *b as u8))
                 .collect();
-            let guards = map_range(&rec.launch, &prologue, dev)?;
+            let (guards, mappings) = map_range(&rec.launch, &prologue, dev)?;
             let mut stream = std::ptr::null_mut();
             ck(sys::cuStreamCreate(&mut stream, 0), "cuStreamCreate")?;
             let mut l2 = 0;
@@ -190,6 +218,7 @@ impl Session {
                 scratch_bytes,
                 stream,
                 guards,
+                mappings,
                 uuid,
                 unordered: Default::default(),
             })
@@ -695,6 +724,7 @@ pub fn shape(grid: [u32; 3], block: [u32; 3], block_x: Option<u32>) -> ([u32; 3]
 
 /// The comparison kernel (src/replay/compare.ptx) and its result word.
 struct Compare {
+    module: sys::CUmodule,
     func: sys::CUfunction,
     first: u64,
 }
@@ -721,7 +751,11 @@ impl Compare {
                 sys::cuMemAlloc_v2(&mut first, 8),
                 "allocating the comparison result",
             )?;
-            Ok(Compare { func, first })
+            Ok(Compare {
+                module,
+                func,
+                first,
+            })
         }
     }
 
@@ -831,12 +865,13 @@ unsafe fn golden_copies(prologue: &Snapshot, which: &[usize]) -> Result<Vec<u64>
 }
 
 /// Maps every allocation of the recording at its recorded address; returns the guards, the
-/// start of each one's slack (the mapped bytes past its end).
+/// start of each one's slack (the mapped bytes past its end), and the mappings (address,
+/// bytes). Each allocation's handle is released once mapped: its memory lives until unmapped.
 unsafe fn map_range(
     rec: &LaunchRecord,
     prologue: &Snapshot,
     dev: i32,
-) -> Result<Vec<Guard>, ReplayError> {
+) -> Result<(Vec<Guard>, Vec<Mapping>), ReplayError> {
     let mut prop: sys::CUmemAllocationProp = std::mem::zeroed();
     prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
@@ -867,6 +902,7 @@ unsafe fn map_range(
     access.location = prop.location;
     access.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     let mut guards = Vec::new();
+    let mut mappings = Vec::new();
     for (i, r) in prologue
         .regions
         .iter()
@@ -884,12 +920,14 @@ unsafe fn map_range(
             sys::cuMemMap(r.addr, mapped, 0, handle, 0),
             &format!("mapping {:#x}", r.addr),
         )?;
+        sys::cuMemRelease(handle);
+        mappings.push((r.addr, mapped));
         ck(
             sys::cuMemSetAccess(r.addr, mapped, &access, 1),
             "setting access",
         )?;
     }
-    Ok(guards)
+    Ok((guards, mappings))
 }
 
 /// The checked slack of allocation `i`, `mapped` bytes in all; none where it fills its granules.

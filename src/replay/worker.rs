@@ -75,6 +75,16 @@ pub enum Msg {
     },
 }
 
+/// The start of a `Fatal` message whose cause is the recording: the -O3 baseline ran and did
+/// not leave what the recording says the launch left.
+const IRREPRODUCIBLE: &str = "the baseline does not reproduce the recording: ";
+
+/// The reason in a job's error, when the error is that the baseline does not reproduce the
+/// recording (the recording's fault, not r3's).
+pub fn irreproducible(error: &str) -> Option<&str> {
+    error.strip_prefix(IRREPRODUCIBLE)
+}
+
 /// How long a job waits for its turn on the GPU at most: another search's batch, however
 /// long, ends well within it (its own candidates are each under the watchdog).
 const TURN_LIMIT: Duration = Duration::from_secs(24 * 3600);
@@ -126,6 +136,9 @@ pub fn serve() -> i32 {
                 }
             };
             baseline = None; // it belonged to the other recording's modules
+                             // The other recording's session holds the fixed address range this one must
+                             // reserve: it goes first (one worker checks many recordings in `r3 record`).
+            drop(session.take());
             match Session::open(&rec, job.ordinal) {
                 Ok(s) => session = Some((job.recording_dir.clone(), s)),
                 Err(e) => {
@@ -174,6 +187,7 @@ fn load_recording(job: &Job) -> Result<crate::store::records::Recording, String>
         dir: job.recording_dir.clone(),
         id: job.recording_id.clone(),
         launch,
+        verification: None,
     })
 }
 
@@ -235,7 +249,7 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
             }
             Ok((l, Err(diff))) => {
                 s.unload(l);
-                let message = format!("the baseline does not reproduce the recording: {diff}");
+                let message = format!("{IRREPRODUCIBLE}{diff}");
                 let _ = send(out, &Msg::Fatal { message });
                 return Ok(());
             }
@@ -555,7 +569,7 @@ impl Pool {
                             return Ok(out);
                         }
                         return Err(format!(
-                            "the replay worker stopped before starting a candidate: {outcome:?}"
+                            "the replay worker stopped before starting a candidate: it {outcome}"
                         ));
                     };
                     out[i] = Some(Measured {

@@ -150,7 +150,7 @@ fn lower_in_child(
     };
     match crate::replay::gpu::lower_isolated(&job) {
         Ok(l) => Ok((l.ptx, l.ir_instructions)),
-        Err(o) => Err(format!("{o:?}")),
+        Err(o) => Err(o.to_string()),
     }
 }
 

@@ -1,7 +1,10 @@
 //! `r3 kernels`: the recorded kernels grouped by source file.
 
+use crate::store::identity::Launches;
+use crate::store::records::irreproducible_text;
 use crate::store::KernelRecord;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Debug, Serialize)]
@@ -33,7 +36,13 @@ pub fn by_source(kernels: &[KernelRecord]) -> Vec<SourceGroup<'_>> {
     groups
 }
 
-pub fn render(kernels: &[KernelRecord], store: &Path) -> String {
+/// The kernels by source file; with each, its recorded launches (`launches`, by hash) and,
+/// where none of them reproduces, why it cannot be searched.
+pub fn render(
+    kernels: &[KernelRecord],
+    launches: &BTreeMap<String, Launches>,
+    store: &Path,
+) -> String {
     let mut out = format!("{} kernels in {}\n", kernels.len(), store.display());
     for g in by_source(kernels) {
         out += &format!("\n{}\n", g.source);
@@ -58,9 +67,24 @@ pub fn render(kernels: &[KernelRecord], store: &Path) -> String {
                     params.join(", ")
                 }
             );
+            out += &format!("  {:16}  {}\n", "", launches_text(launches.get(&k.hash)));
         }
     }
     out
+}
+
+fn launches_text(l: Option<&Launches>) -> String {
+    let Some(l) = l else {
+        return "recorded launches: none yet (`r3 record -- ./your-program`)".into();
+    };
+    let mut text = format!("recorded launches: {}", l.usable + l.irreproducible);
+    match (l.irreproducible, l.blocked(), &l.reason) {
+        (0, _, _) => {}
+        (_, Some(why), _) => text += &format!("; not searched: {}", irreproducible_text(why)),
+        (n, None, Some(why)) => text += &format!("; {n} not used: {}", irreproducible_text(why)),
+        (_, None, None) => {}
+    }
+    text
 }
 
 fn param_text(p: &crate::ir::extract::Param) -> String {

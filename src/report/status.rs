@@ -6,17 +6,18 @@
 //! holds (`Store::search_statuses`), so the searches of every host writing one store on a
 //! shared filesystem show up together.
 
-use crate::store::identity::Resolution;
+use crate::store::records::irreproducible_text;
 use crate::store::trials::{SearchState, SearchStatus};
 use crate::store::{Store, StoreError};
 use serde::Serialize;
-use std::collections::BTreeMap;
 
 #[derive(Debug, Serialize)]
 pub struct Fleet {
     pub searches: Vec<Search>,
     /// Recorded kernels (with a replayable launch) that no search has started on.
     pub waiting: Vec<Waiting>,
+    /// Recorded kernels with no search, none of whose replayable recordings reproduces.
+    pub irreproducible: Vec<Irreproducible>,
 }
 
 #[derive(Debug, Serialize)]
@@ -25,6 +26,10 @@ pub struct Search {
     pub name: String,
     #[serde(flatten)]
     pub status: SearchStatus,
+    /// Why the search cannot go on, when no recording of its kernel reproduces (a replay of
+    /// the -O3 baseline found that it does not): the reason of one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub irreproducible: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -32,6 +37,15 @@ pub struct Waiting {
     pub name: String,
     pub hash: String,
     pub recordings: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Irreproducible {
+    pub name: String,
+    pub hash: String,
+    pub recordings: usize,
+    /// Why one of them does not reproduce.
+    pub reason: String,
 }
 
 /// What the store says of every search and of the kernels still waiting for one.
@@ -43,32 +57,45 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             .kernel(hash)
             .map_or_else(|| hash.to_owned(), |k| k.signature.demangled.clone())
     };
-    let mut recorded: BTreeMap<String, usize> = BTreeMap::new();
-    for r in store.recordings(None)? {
-        if r.launch.not_replayable.is_some() {
+    let recorded = store.launches_by_kernel()?;
+    let blocked = |hash: &str| {
+        recorded
+            .get(hash)
+            .and_then(|r| r.blocked())
+            .map(str::to_owned)
+    };
+    let (mut waiting, mut irreproducible) = (Vec::new(), Vec::new());
+    for (hash, r) in &recorded {
+        if statuses.iter().any(|s| &s.kernel == hash) {
             continue;
         }
-        if let Resolution::Kernel(k) = index.of_launch(&r.launch) {
-            *recorded.entry(k.hash.clone()).or_default() += 1;
+        match blocked(hash) {
+            None => waiting.push(Waiting {
+                name: name_of(hash),
+                hash: hash.clone(),
+                recordings: r.usable,
+            }),
+            Some(reason) => irreproducible.push(Irreproducible {
+                name: name_of(hash),
+                hash: hash.clone(),
+                recordings: r.irreproducible,
+                reason,
+            }),
         }
     }
-    let waiting = recorded
-        .into_iter()
-        .filter(|(hash, _)| !statuses.iter().any(|s| &s.kernel == hash))
-        .map(|(hash, recordings)| Waiting {
-            name: name_of(&hash),
-            hash,
-            recordings,
-        })
-        .collect();
     let searches = statuses
         .into_iter()
         .map(|status| Search {
             name: name_of(&status.kernel),
+            irreproducible: blocked(&status.kernel),
             status,
         })
         .collect();
-    Ok(Fleet { searches, waiting })
+    Ok(Fleet {
+        searches,
+        waiting,
+        irreproducible,
+    })
 }
 
 fn short(hash: &str) -> &str {
@@ -102,6 +129,7 @@ fn state(s: &SearchState, now_ms: u64) -> String {
             other => format!("{other} ({} of budget {})", end.trials, end.budget),
         },
         SearchState::Stopped => "stopped without finishing (killed?): --resume continues it".into(),
+        SearchState::Damaged(why) => format!("damaged: {why}"),
     }
 }
 
@@ -119,7 +147,10 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
                     .best
                     .filter(|r| *r > 0.0)
                     .map_or("-".into(), |r| format!("{:.2}x", 1.0 / r)),
-                state(&s.status.state, now_ms),
+                match (&s.status.state, &s.irreproducible) {
+                    (SearchState::Finished(_), _) | (_, None) => state(&s.status.state, now_ms),
+                    (_, Some(why)) => irreproducible_text(why),
+                },
             ]
         })
         .collect();
@@ -157,6 +188,15 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
             k.recordings
         );
     }
+    for k in &f.irreproducible {
+        out += &format!(
+            "not searched: {} [{}] ({} recorded launch(es)): {}\n",
+            k.name,
+            short(&k.hash),
+            k.recordings,
+            irreproducible_text(&k.reason)
+        );
+    }
     out += &summary(f);
     out
 }
@@ -167,8 +207,23 @@ fn summary(f: &Fleet) -> String {
     let running = count(|s| matches!(s, SearchState::Running(_)));
     let done = count(|s| matches!(s, SearchState::Finished(_)));
     let stopped = count(|s| matches!(s, SearchState::Stopped));
+    let damaged = match count(|s| matches!(s, SearchState::Damaged(_))) {
+        0 => String::new(),
+        n => format!(", {n} damaged"),
+    };
+    let blocked = f.irreproducible.len()
+        + f.searches
+            .iter()
+            .filter(|s| {
+                s.irreproducible.is_some() && !matches!(s.status.state, SearchState::Finished(_))
+            })
+            .count();
+    let unsearchable = match blocked {
+        0 => String::new(),
+        n => format!("; {n} kernel(s) whose recordings do not reproduce (re-record)"),
+    };
     format!(
-        "{} search(es): {running} running, {done} finished, {stopped} stopped; {} recorded kernel(s) waiting\n",
+        "{} search(es): {running} running, {done} finished, {stopped} stopped{damaged}; {} recorded kernel(s) waiting{unsearchable}\n",
         f.searches.len(),
         f.waiting.len()
     )
@@ -182,6 +237,7 @@ mod tests {
     fn search(name: &str, gpu: &str, trials: u32, best: Option<f64>, state: SearchState) -> Search {
         Search {
             name: name.into(),
+            irreproducible: None,
             status: SearchStatus {
                 trials_file: format!("trials/{name}/{gpu}.jsonl").into(),
                 kernel: format!("{name}0123456789abcdef"),
@@ -238,11 +294,23 @@ mod tests {
                     Some(1.0),
                     SearchState::Stopped,
                 ),
+                Search {
+                    irreproducible: Some(
+                        "allocation 0x600000400000: differs at byte 6 (exact check)".into(),
+                    ),
+                    ..search("adi_sweep", "NVIDIA H100", 0, None, SearchState::Stopped)
+                },
             ],
             waiting: vec![Waiting {
                 name: "scan_up".into(),
                 hash: "feedbeef00112233".into(),
                 recordings: 3,
+            }],
+            irreproducible: vec![Irreproducible {
+                name: "fdtd_hz".into(),
+                hash: "0badc0de00112233".into(),
+                recordings: 2,
+                reason: "allocation 0x600000200000: written at byte 6, which the original launch left alone".into(),
             }],
         };
         insta::assert_snapshot!(render(&f, 1_000_000 + 192_000));

@@ -34,18 +34,64 @@ impl Store {
         })
     }
 
-    /// The replayable recordings of the kernel with this content hash, oldest first: the
-    /// distinct launches a winner must reproduce before it is confirmed.
+    /// The usable recordings of the kernel with this content hash (replayable, and not found
+    /// to be irreproducible), oldest first: the distinct launches a winner must reproduce
+    /// before it is confirmed.
     pub fn launches_of(&self, hash: &str) -> Result<Vec<super::records::Recording>, StoreError> {
         let index = self.index()?;
         Ok(self
             .recordings(None)?
             .into_iter()
-            .filter(|r| r.launch.not_replayable.is_none())
+            .filter(|r| r.usable())
             .filter(
                 |r| matches!(index.of_launch(&r.launch), Resolution::Kernel(k) if k.hash == hash),
             )
             .collect())
+    }
+}
+
+/// What the store holds of one kernel's replayable recorded launches.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
+pub struct Launches {
+    /// Usable: replayable, and not found irreproducible.
+    pub usable: usize,
+    /// Found by a replay of the -O3 baseline not to reproduce.
+    pub irreproducible: usize,
+    /// Why one of those does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Launches {
+    /// Why the kernel cannot be searched: it has recordings, and none reproduces.
+    pub fn blocked(&self) -> Option<&str> {
+        self.reason.as_deref().filter(|_| self.usable == 0)
+    }
+}
+
+impl super::Store {
+    /// Each kernel's replayable recorded launches, by content hash.
+    pub fn launches_by_kernel(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, Launches>, StoreError> {
+        let index = self.index()?;
+        let mut out: std::collections::BTreeMap<String, Launches> = Default::default();
+        for r in self.recordings(None)? {
+            if r.launch.not_replayable.is_some() {
+                continue;
+            }
+            if let Resolution::Kernel(k) = index.of_launch(&r.launch) {
+                let e = out.entry(k.hash.clone()).or_default();
+                match r.irreproducible() {
+                    None => e.usable += 1,
+                    Some(why) => {
+                        e.irreproducible += 1;
+                        e.reason.get_or_insert_with(|| why.to_owned());
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -142,6 +188,7 @@ pub fn ambiguous(word: &str, found: &[&KernelRecord]) -> StoreError {
     StoreError::Ambiguous {
         word: word.into(),
         count: distinct(found),
+        builds: found.len(),
         candidates,
     }
 }

@@ -77,7 +77,7 @@ fn absolute(p: &Path, cwd: &Path) -> PathBuf {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("store {path}: {msg}; fix: check that it is there and readable, or point --r3-store / R3_STORE at another store")]
+    #[error("store {path}: {msg}; fix: {}", io_fix(.path, .msg))]
     Io { path: PathBuf, msg: String },
     #[error("store {path} has format {found}, this r3 reads format {FORMAT}; fix: use a matching r3, or a new store (--r3-store / R3_STORE)")]
     Format { path: PathBuf, found: u32 },
@@ -89,12 +89,30 @@ pub enum StoreError {
     Busy { path: PathBuf },
     #[error("no stored kernel is named `{word}`; fix: `r3 kernels` lists them (a hash, a prefix of one, or a name)")]
     NoKernel { word: String },
-    #[error("`{word}` names {count} different kernels in the store:\n{candidates}\nfix: name one by its hash, or by a prefix of it")]
+    #[error("`{word}` names {count} different kernels in the store, stored as {builds} builds (one line each; a kernel compiled for two GPUs is two builds):\n{candidates}\nfix: name one by its hash, or by a prefix of it")]
     Ambiguous {
         word: String,
         count: usize,
+        builds: usize,
         candidates: String,
     },
+}
+
+/// What to do about a store file r3 cannot read or write, by what went wrong.
+fn io_fix(path: &Path, msg: &str) -> String {
+    let other = "or point --r3-store / R3_STORE at another store";
+    if msg.contains("ermission denied") || msg.contains("Read-only file system") {
+        format!(
+            "give your user write access to {} (`chmod -R u+w`; a store a team shares: README,              \"Many GPUs, many nodes\"), {other}",
+            path.display()
+        )
+    } else if msg.contains("No such file") {
+        format!("create it (`r3-clang++` makes a store on its first build), {other}")
+    } else if msg.contains("No space left") || msg.contains("quota") {
+        format!("free space on its filesystem, {other}")
+    } else {
+        format!("check that it is there and readable, {other}")
+    }
 }
 
 /// What to do about a damaged store file, by what the file is.
@@ -493,22 +511,84 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Writes a file through a temporary file in the same directory and a rename, so that a
-/// reader never sees half a file and a crash leaves the old file or the new one.
+/// reader never sees half a file and a crash leaves the old file or the new one. The file's
+/// mode follows the umask, as any tool's output does (0666 less the umask), so a store shared
+/// by a group (a setgid directory, umask 002) is readable and writable by its members.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 
+/// Writes a file the user named (`-o`). A new path or a regular file is replaced whole
+/// ([`write_atomic`]); what else is there, a symbolic link, a device such as /dev/null or a
+/// FIFO, is written through, as a shell's `>` would, and never replaced by a file of r3's.
+pub fn write_output(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => std::fs::write(path, bytes),
+        _ => write_atomic(path, bytes),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_through_a_link_or_a_device_is_written_through_never_replaced() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.txt");
+        std::fs::write(&target, "old").unwrap();
+        let link = dir.path().join("link.txt");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_output(&link, b"new").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        write_output(Path::new("/dev/null"), b"gone").unwrap();
+        assert!(std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        let plain = dir.path().join("plain.txt");
+        write_output(&plain, b"one").unwrap();
+        write_output(&plain, b"two").unwrap();
+        assert_eq!(std::fs::read_to_string(&plain).unwrap(), "two");
+        assert!(
+            write_output(dir.path(), b"x").is_err(),
+            "a directory is an error"
+        );
+    }
+
+    #[test]
+    fn store_files_follow_the_umask_not_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("end.json");
+        write_atomic(&path, b"{}").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let umask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
+            .unwrap();
+        // tempfile's own default was 0600, whatever the umask.
+        assert_eq!(mode, 0o666 & !umask, "umask {umask:o}");
+    }
 
     #[test]
     fn explicit_store_is_made_absolute() {

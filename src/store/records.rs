@@ -10,6 +10,10 @@
 //! (full), nothing (unchanged), or u64 page count and per page u64 index + the page's bytes
 //! (the last page of a region may be short); and the trailer `"R3END\0\0\0"`.
 //! A prologue holds every region in full; an epilogue holds what the launch changed.
+//! The runtime cuts the stream into frames of 4 MiB, each compressed on its own (decoders
+//! read concatenated frames as one stream), and keeps each file's size and [`file_sum`] in
+//! launch.json (`files`), which every read checks: a frame lost, repeated or taken from
+//! another file passes the frames' own checksums, not the file's sum.
 
 use super::StoreError;
 use serde::{Deserialize, Serialize};
@@ -56,6 +60,14 @@ pub struct Snapshot {
 pub struct ParamSlot {
     pub offset: u64,
     pub size: u64,
+}
+
+/// A snapshot file as the runtime wrote it: its name, size and [`file_sum`] (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSum {
+    pub name: String,
+    pub bytes: u64,
+    pub sum: String,
 }
 
 /// `launch.json`.
@@ -110,6 +122,10 @@ pub struct LaunchRecord {
     pub bytes_written: u64,
     #[serde(default)]
     pub record_ms: f64,
+    /// The snapshot files, each checked against its sum when read (absent in recordings made
+    /// before r3 kept them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileSum>,
     pub replayable: bool,
     pub not_replayable: Option<String>,
     pub program: String,
@@ -135,6 +151,25 @@ impl LaunchRecord {
     }
 }
 
+/// What replaying a recording's -O3 baseline showed (`verify.json` beside launch.json):
+/// written by `r3 record` right after the run, and by `r3 tune` when the baseline it would
+/// search against does not reproduce the recording. A recording recorded again replaces its
+/// directory, and with it this verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verification {
+    pub format: u32,
+    /// The baseline left exactly what the recording says the launch left.
+    pub reproduces: bool,
+    /// Why not, in the check's words (the first region and byte that differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The GPU that replayed it (its CUDA device name).
+    pub gpu: String,
+    pub unix_time: i64,
+}
+
+const VERIFICATION: &str = "verify.json";
+
 /// A recording in the store.
 #[derive(Debug, Clone)]
 pub struct Recording {
@@ -142,15 +177,43 @@ pub struct Recording {
     /// `<kernel dir>/<launch dir>`, unique in the store.
     pub id: String,
     pub launch: LaunchRecord,
+    /// Whether its -O3 baseline reproduced it, where that was checked.
+    pub verification: Option<Verification>,
+}
+
+/// How every command words a recording whose baseline does not reproduce it.
+pub fn irreproducible_text(reason: &str) -> String {
+    format!(
+        "baseline does not reproduce its recording ({reason}); re-record the program (`r3 record -- ./your-program`)"
+    )
 }
 
 impl Recording {
+    /// Why the -O3 baseline did not reproduce this recording, where a replay found it did not.
+    pub fn irreproducible(&self) -> Option<&str> {
+        self.verification
+            .as_ref()
+            .filter(|v| !v.reproduces)
+            .map(|v| v.reason.as_deref().unwrap_or("no reason given"))
+    }
+
+    /// Whether a search, a confirmation or a check can use this recording: it can be replayed,
+    /// and no replay found that its baseline does not reproduce it.
+    pub fn usable(&self) -> bool {
+        self.launch.not_replayable.is_none() && self.irreproducible().is_none()
+    }
+
     pub fn prologue(&self) -> Result<Snapshot, StoreError> {
-        read_snapshot(&self.dir.join("prologue.r3snap"))
+        self.snapshot("prologue.r3snap")
     }
 
     pub fn epilogue(&self) -> Result<Snapshot, StoreError> {
-        read_snapshot(&self.dir.join("epilogue.r3snap"))
+        self.snapshot("epilogue.r3snap")
+    }
+
+    fn snapshot(&self, name: &str) -> Result<Snapshot, StoreError> {
+        let expected = self.launch.files.iter().find(|f| f.name == name);
+        read_snapshot_checked(&self.dir.join(name), expected)
     }
 
     /// The times (ms) of the program's later launches identical to this one, each in the
@@ -246,13 +309,63 @@ fn corrupt(path: &Path, msg: impl Into<String>) -> StoreError {
     }
 }
 
+/// r3sum64 of a file's bytes, as the recording runtime computes it while it writes (r3rt.c:
+/// `struct filesum`): every 8-byte little-endian word (the last one zero-padded) mixed by
+/// murmur3's 64-bit finalizer and folded into an FNV-style product, then the byte count.
+pub fn file_sum(bytes: &[u8]) -> u64 {
+    fn fmix64(mut k: u64) -> u64 {
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xff51afd7ed558ccd);
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xc4ceb9fe1a85ec53);
+        k ^ (k >> 33)
+    }
+    let fold = |h: u64, w: u64| (h ^ fmix64(w)).wrapping_mul(0x100000001b3);
+    let mut h = 0xcbf29ce484222325;
+    let mut words = bytes.chunks_exact(8);
+    for w in words.by_ref() {
+        h = fold(h, u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    }
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let mut last = [0u8; 8];
+        last[..tail.len()].copy_from_slice(tail);
+        h = fold(h, u64::from_le_bytes(last));
+    }
+    fold(h, bytes.len() as u64)
+}
+
 /// Reads and checks a snapshot; a truncated or damaged file is an error naming it.
 pub fn read_snapshot(path: &Path) -> Result<Snapshot, StoreError> {
-    let file = std::fs::File::open(path).map_err(|e| StoreError::Io {
+    read_snapshot_checked(path, None)
+}
+
+/// Reads a snapshot and checks it against the size and sum launch.json keeps for it, where it
+/// keeps them.
+pub fn read_snapshot_checked(
+    path: &Path,
+    expected: Option<&FileSum>,
+) -> Result<Snapshot, StoreError> {
+    let file = std::fs::read(path).map_err(|e| StoreError::Io {
         path: path.to_owned(),
         msg: e.to_string(),
     })?;
-    let mut r = zstd::stream::read::Decoder::new(file).map_err(|e| corrupt(path, e.to_string()))?;
+    if let Some(want) = expected {
+        let got = format!("{:016x}", file_sum(&file));
+        if file.len() as u64 != want.bytes || got != want.sum {
+            return Err(corrupt(
+                path,
+                format!(
+                    "{} bytes with sum {got}, but launch.json says {} bytes with sum {}",
+                    file.len(),
+                    want.bytes,
+                    want.sum
+                ),
+            ));
+        }
+    }
+    let mut r = zstd::stream::read::Decoder::new(file.as_slice())
+        .map_err(|e| corrupt(path, e.to_string()))?;
     let bad = |e: std::io::Error| corrupt(path, format!("truncated or damaged ({e})"));
     let mut magic = [0u8; 8];
     r.read_exact(&mut magic).map_err(bad)?;
@@ -527,6 +640,16 @@ impl super::Store {
         Ok(removed)
     }
 
+    /// Keeps what a replay of the recording's -O3 baseline showed (`verify.json`, written whole).
+    pub fn set_verification(&self, rec: &Recording, v: &Verification) -> Result<(), StoreError> {
+        let path = rec.dir.join(VERIFICATION);
+        let json = serde_json::to_vec_pretty(v).expect("a verification serializes");
+        super::write_atomic(&path, &json).map_err(|e| StoreError::Io {
+            path,
+            msg: e.to_string(),
+        })
+    }
+
     /// Every recording, or those of kernels with one mangled name, oldest first. (A name may
     /// be several kernels: `identity::Index::of_launch` says which one a recording ran.)
     pub fn recordings(&self, kernel: Option<&str>) -> Result<Vec<Recording>, StoreError> {
@@ -547,10 +670,15 @@ impl super::Store {
                     kdir.file_name().unwrap().to_string_lossy(),
                     ldir.file_name().unwrap().to_string_lossy()
                 );
+                // A damaged verdict is no verdict: the recording is checked again when used.
+                let verification = Some(ldir.join(VERIFICATION))
+                    .filter(|p| p.exists())
+                    .and_then(|p| super::read_json(&p).ok());
                 out.push(Recording {
                     dir: ldir,
                     id,
                     launch,
+                    verification,
                 });
             }
         }
@@ -603,6 +731,43 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(removed, vec![dead.clone()]);
         assert!(!dead.exists() && live.exists() && done.exists());
+    }
+
+    #[test]
+    fn a_recording_whose_baseline_does_not_reproduce_it_is_kept_but_not_usable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::create(dir.path()).unwrap();
+        let ldir = dir.path().join("records/0123456789abcdef/0000000000000001");
+        std::fs::create_dir_all(&ldir).unwrap();
+        std::fs::write(ldir.join("launch.json"), LAUNCH).unwrap();
+        let rec = store.recordings(None).unwrap().remove(0);
+        assert!(
+            rec.usable() && rec.verification.is_none(),
+            "not checked yet"
+        );
+        let verdict = Verification {
+            format: 1,
+            reproduces: false,
+            reason: Some("allocation 0x600000400000: differs at byte 6 (exact check)".into()),
+            gpu: "NVIDIA H100 80GB HBM3".into(),
+            unix_time: 1,
+        };
+        store.set_verification(&rec, &verdict).unwrap();
+        let rec = store.recordings(None).unwrap().remove(0);
+        assert_eq!(rec.verification.as_ref(), Some(&verdict));
+        assert!(!rec.usable());
+        let text = irreproducible_text(rec.irreproducible().unwrap());
+        assert!(
+            text.starts_with("baseline does not reproduce its recording (allocation 0x600000400000: differs at byte 6")
+                && text.contains("re-record the program"),
+            "{text}"
+        );
+        std::fs::write(ldir.join(VERIFICATION), "{\"reproduces\": fal").unwrap();
+        let rec = store.recordings(None).unwrap().remove(0);
+        assert!(
+            rec.usable(),
+            "a damaged verdict is none: checked again when used"
+        );
     }
 
     fn region(addr: u64, bytes: Vec<u8>) -> Region {
@@ -682,6 +847,60 @@ pub(crate) mod tests {
         assert!(read_snapshot(&path).is_err());
     }
 
+    /// A whole snapshot of another recording, or one with a frame missing, decodes cleanly: only
+    /// the size and sum launch.json keeps for the file show that it is not the one written.
+    #[test]
+    fn a_file_that_is_not_the_one_written_is_refused_by_its_sum() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("epilogue.r3snap");
+        let (before, after) = sample();
+        write_snapshot(&path, &after).unwrap();
+        let mine = std::fs::read(&path).unwrap();
+        let sum = FileSum {
+            name: "epilogue.r3snap".into(),
+            bytes: mine.len() as u64,
+            sum: format!("{:016x}", file_sum(&mine)),
+        };
+        assert_eq!(read_snapshot_checked(&path, Some(&sum)).unwrap(), after);
+        write_snapshot(&path, &before).unwrap(); // another recording's file, whole
+        assert!(read_snapshot(&path).is_ok(), "it decodes");
+        let err = read_snapshot_checked(&path, Some(&sum))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("epilogue.r3snap")
+                && err.contains("launch.json says")
+                && err.contains("fix:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_file_sum_sees_order_length_and_every_bit() {
+        let data: Vec<u8> = (0..100u32).flat_map(|i| (i * 7919).to_le_bytes()).collect();
+        let base = file_sum(&data);
+        let mut swapped = data.clone();
+        let (first, rest) = swapped.split_at_mut(8);
+        first.swap_with_slice(&mut rest[..8]);
+        assert_ne!(file_sum(&swapped), base, "two words swapped");
+        assert_ne!(file_sum(&data[..data.len() - 1]), base, "one byte short");
+        assert_ne!(
+            file_sum(&[data.as_slice(), &[0]].concat()),
+            base,
+            "a zero byte more"
+        );
+        for bit in [0, 7, 63, 64 * 8 - 1, data.len() * 8 - 1] {
+            let mut flipped = data.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert_ne!(file_sum(&flipped), base, "bit {bit}");
+        }
+        // Two top bits of two words: an unmixed word-wise FNV would let them cancel.
+        let mut two = data.clone();
+        two[7] ^= 0x80;
+        two[15] ^= 0x80;
+        assert_ne!(file_sum(&two), base);
+    }
+
     #[test]
     fn mismatched_prologue_and_epilogue_do_not_apply() {
         let (before, after) = sample();
@@ -741,6 +960,7 @@ pub(crate) mod tests {
             dir: dir.path().to_owned(),
             id: "k/l".into(),
             launch,
+            verification: None,
         };
         assert_eq!(rec.natural_ms().unwrap(), Vec::<f64>::new());
         // As r3rt.c writes it; a failed event time (0 or less) is not a time.

@@ -114,8 +114,10 @@ impl Store {
     pub fn searches(&self, kernel: &str) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
         let mut out = Vec::new();
         for p in trial_files(&self.trials_dir(kernel))? {
-            let recs: Vec<TrialRecord> = read_log(&p)?.0;
-            if !recs.is_empty() {
+            let recs = read_trials(&p)?;
+            if is_copy(&p, &recs) {
+                note_copy(&p, &recs);
+            } else if !recs.is_empty() {
                 out.push((p, recs));
             }
         }
@@ -125,7 +127,7 @@ impl Store {
 
     /// Every complete record of a kernel on a GPU, in file order (empty when none).
     pub fn trials(&self, kernel: &str, gpu: &str) -> Result<Vec<TrialRecord>, StoreError> {
-        Ok(read_log(&self.trials_path(kernel, gpu))?.0)
+        read_trials(&self.trials_path(kernel, gpu))
     }
 
     /// The best valid trial of a kernel on a GPU, as `pick_best` decides: what report and
@@ -231,13 +233,16 @@ impl Store {
     }
 
     /// Every non-empty trials file in the store, each with its records, sorted by path
-    /// (kernel, then GPU): what `r3 report` reads when no kernel is named.
+    /// (kernel, then GPU): what `r3 report` reads when no kernel is named. A file that cannot
+    /// be read costs only its own search: it is left out, and said once on stderr with its fix.
     pub fn trial_sets(&self) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
         let mut out = Vec::new();
         for p in self.all_trial_files()? {
-            let recs = read_log(&p)?.0;
-            if !recs.is_empty() {
-                out.push((p, recs));
+            match read_trials(&p) {
+                Ok(recs) if is_copy(&p, &recs) => note_copy(&p, &recs),
+                Ok(recs) if !recs.is_empty() => out.push((p, recs)),
+                Ok(_) => {}
+                Err(e) => eprintln!("r3: warning: {e} (that search is left out)"),
             }
         }
         Ok(out)
@@ -259,11 +264,36 @@ impl Store {
     pub fn search_statuses(&self) -> Result<Vec<SearchStatus>, StoreError> {
         let mut out = Vec::new();
         for file in self.all_trial_files()? {
+            if let Ok(recs) = read_trials(&file) {
+                if is_copy(&file, &recs) {
+                    note_copy(&file, &recs);
+                    continue;
+                }
+            }
             let kernel_dir = file
                 .parent()
                 .expect("a trials file lies in its kernel's directory")
                 .to_owned();
-            out.push(self.search_status(&kernel_dir, file)?);
+            // A damaged file is that search's problem alone: shown as damaged, with the fix.
+            let status = self
+                .search_status(&kernel_dir, file.clone())
+                .unwrap_or_else(|e| SearchStatus {
+                    kernel: kernel_dir
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                    gpu: file
+                        .file_stem()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned(),
+                    trials: 0,
+                    best: None,
+                    state: SearchState::Damaged(e.to_string()),
+                    trials_file: file,
+                });
+            out.push(status);
         }
         Ok(out)
     }
@@ -292,7 +322,7 @@ impl Store {
     }
 
     fn search_status(&self, kernel_dir: &Path, file: PathBuf) -> Result<SearchStatus, StoreError> {
-        let recs: Vec<TrialRecord> = read_log(&file)?.0;
+        let recs = read_trials(&file)?;
         let dir_name = || {
             kernel_dir
                 .file_name()
@@ -332,7 +362,7 @@ impl Store {
     /// The ablation trials beside a trials file (`<gpu>.ablations.jsonl`: the best candidate
     /// with one pass removed, each, measured after the search), in file order.
     pub fn ablations(&self, trials_file: &Path) -> Result<Vec<TrialRecord>, StoreError> {
-        Ok(read_log(&ablations_path(trials_file))?.0)
+        read_trials(&ablations_path(trials_file))
     }
 
     /// Opens a kernel's ablation trials for appending (same format and guarantees as the
@@ -552,6 +582,9 @@ pub enum SearchState {
     Finished(SearchEnd),
     /// Not running, and its last run said nothing: killed (resume with `--resume`).
     Stopped,
+    /// Its files cannot be read: the error, with its fix (the store's other searches are
+    /// unaffected).
+    Damaged(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -637,6 +670,48 @@ pub fn confirmation_of(confirmed: &[Confirmation], trial: u32) -> Option<&Confir
     confirmed.iter().find(|c| c.trial == trial)
 }
 
+/// Whether a file of a kernel's trials directory is a copy someone made (`g.orig.jsonl`) rather
+/// than a search's own file, which is named after the GPU its records name (`trials_path`). A
+/// file with no record yet cannot tell, and counts.
+fn is_copy(path: &Path, recs: &[TrialRecord]) -> bool {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let ablations = path.to_string_lossy().ends_with(ABLATIONS_SUFFIX);
+    recs.first()
+        .is_some_and(|r| !ablations && slug(&r.gpu) != stem)
+}
+
+/// Says once per process that a copy of a trials file is left out.
+fn note_copy(path: &Path, recs: &[TrialRecord]) {
+    static SAID: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|p| p == path) {
+        eprintln!(
+            "r3: note: {} is left out: its trials are of {}, whose search is {}.jsonl (a copy? r3 reads only a search's own file)",
+            path.display(),
+            recs[0].gpu,
+            slug(&recs[0].gpu)
+        );
+        said.push(path.to_owned());
+    }
+}
+
+/// A trials (or ablations) file's complete records, each of this r3's format: a record of
+/// another format (a newer r3's) is refused with its version named, never read as this one.
+fn read_trials(path: &Path) -> Result<Vec<TrialRecord>, StoreError> {
+    let recs: Vec<TrialRecord> = read_log(path)?.0;
+    if let Some((i, r)) = recs.iter().enumerate().find(|(_, r)| r.format != FORMAT) {
+        return Err(StoreError::Corrupt {
+            path: path.to_owned(),
+            msg: format!(
+                "record {} has trials format {}; this r3 reads format {FORMAT} (written by another r3?)",
+                i + 1,
+                r.format
+            ),
+        });
+    }
+    Ok(recs)
+}
+
 pub(super) fn read_log<T: serde::de::DeserializeOwned>(
     path: &Path,
 ) -> Result<(Vec<T>, u64), StoreError> {
@@ -684,6 +759,57 @@ mod tests {
         assert!(!trials.exists());
         assert_eq!(store.l2_choice(&trials).unwrap(), Some(c));
         assert_eq!(store.l2_choice(&store.trials_path("x", "g")).unwrap(), None);
+    }
+
+    #[test]
+    fn one_damaged_trials_file_costs_only_its_own_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = super::Store::create(dir.path()).unwrap();
+        let line = |trial: u32, format: u32| {
+            serde_json::json!({
+                "format": format, "trial": trial, "kernel": "k", "gpu": "g", "driver": "d",
+                "r3_version": "0", "strategy": "bo", "seed": 0, "batch": 1,
+                "candidate": {"pipeline": "default<O3>"}, "ptx_hash": "h",
+                "outcome": {"status": "compile_error", "message": ""},
+                "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
+            })
+            .to_string()
+                + "\n"
+        };
+        let good = store.trials_path("good", "g");
+        let bad = store.trials_path("bad", "g");
+        let newer = store.trials_path("newer", "g");
+        for p in [&good, &bad, &newer] {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        }
+        std::fs::write(&good, line(0, 1) + &line(1, 1)).unwrap();
+        std::fs::write(&bad, line(0, 1) + "{not json\n" + &line(1, 1)).unwrap();
+        std::fs::write(&newer, line(0, 99)).unwrap();
+        // A backup copy beside the good search's file is no search of its own.
+        std::fs::copy(&good, good.with_file_name("g.orig.jsonl")).unwrap();
+        let statuses = store.search_statuses().unwrap();
+        assert_eq!(statuses.len(), 3, "{statuses:?}");
+        let of = |p: &std::path::Path| statuses.iter().find(|s| s.trials_file == p).unwrap();
+        assert_eq!(of(&good).trials, 2);
+        let super::SearchState::Damaged(why) = &of(&bad).state else {
+            panic!("{:?}", of(&bad).state)
+        };
+        assert!(why.contains("line 2") && why.contains("fix:"), "{why}");
+        let super::SearchState::Damaged(why) = &of(&newer).state else {
+            panic!("{:?}", of(&newer).state)
+        };
+        assert!(
+            why.contains("trials format 99") && why.contains("reads format 1"),
+            "{why}"
+        );
+        let sets = store.trial_sets().unwrap();
+        assert_eq!(sets.len(), 1, "the readable search alone");
+        assert_eq!(sets[0].0, good);
+        assert_eq!(
+            store.searches("good").unwrap().len(),
+            1,
+            "the copy left out"
+        );
     }
 
     #[test]

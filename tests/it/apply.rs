@@ -143,6 +143,24 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
     );
     assert_eq!(read(d.join("from-file").join(PTX)), applied);
 
+    // A winner that is not simulated but names no measured PTX is never shipped: nothing
+    // would check that the code lowered now is the code that was measured.
+    let mut unchecked: serde_json::Value =
+        serde_json::from_str(&read(d.join("winners.json"))).unwrap();
+    unchecked["kernels"][0]["simulated"] = false.into();
+    unchecked["kernels"][0]["ptx_hash"] = serde_json::Value::Null;
+    std::fs::write(d.join("unchecked.json"), unchecked.to_string()).unwrap();
+    let file = format!("--r3-apply={}", d.join("unchecked.json").display());
+    let out = build(&d.join("unchecked"), &src, &[&file], &sim, &empty);
+    let note = stderr(&out);
+    assert!(
+        note.contains("kept clang's code for scan_tile_totals_kernel")
+            && note.contains("names no measured PTX")
+            && !note.contains("applied"),
+        "{note}"
+    );
+    assert_eq!(read(d.join("unchecked").join(PTX)), plain);
+
     // An edited kernel keeps clang's code, and says so once.
     let text = read(src.clone());
     let changed = text.replacen("chunk_total = ", "chunk_total = 0 + ", 1);

@@ -296,3 +296,72 @@ fn a_closed_pipe_ends_a_command_quietly() {
         );
     }
 }
+
+/// Issue 32: nonsense is refused with the reason and the fix, never accepted with exit 0, and
+/// a binary file's bytes never reach the terminal.
+#[test]
+fn nonsense_input_is_refused_with_the_fix() {
+    let home = tempfile::tempdir().unwrap();
+    let d = home.path();
+    let saxpy = repo().join("llvm-ir-corpus/selftest/saxpy.ll");
+    let saxpy = saxpy.to_str().unwrap();
+    for sm in ["banana", "sm_1", ""] {
+        let out_ptx = d.join("out.ptx");
+        let out = r3(
+            &["ptx", saxpy, "--sm", sm, "-o", out_ptx.to_str().unwrap()],
+            d,
+        );
+        assert!(!out.status.success(), "--sm '{sm}' accepted");
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("`{sm}`")) && err.contains("sm_90"),
+            "{err}"
+        );
+        assert!(!out_ptx.exists(), "nothing written for --sm '{sm}'");
+    }
+    std::fs::write(d.join("empty.ll"), "").unwrap();
+    std::fs::write(
+        d.join("x86.ll"),
+        "target triple = \"x86_64-pc-linux-gnu\"\ndefine void @f() {\n  ret void\n}\n",
+    )
+    .unwrap();
+    for (file, why) in [
+        ("empty.ll", "defines no function"),
+        ("x86.ll", "is IR for x86_64"),
+    ] {
+        let file = d.join(file);
+        let file = file.to_str().unwrap();
+        for cmd in ["ptx", "egraph"] {
+            let out = r3(&[cmd, file], d);
+            let err = stderr(&out);
+            assert!(
+                !out.status.success() && err.contains(why) && err.contains("fix:"),
+                "{cmd} {file}: {err}"
+            );
+        }
+    }
+    let mut junk = b"BC\xc0\xde".to_vec();
+    junk.extend((0u8..=255).cycle().take(4000));
+    std::fs::write(d.join("junk.bc"), &junk).unwrap();
+    let out = r3(&["ptx", d.join("junk.bc").to_str().unwrap()], d);
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("junk.bc"), "{err}");
+    assert!(
+        !err.chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'),
+        "raw bytes echoed: {err:?}"
+    );
+    for args in [
+        &["tune", "--all", "--batch", "0"][..],
+        &["tune", "--all", "--budget", "0"][..],
+        &["replay", "--all", "--repeat", "0"][..],
+        &["record", "--launches", "0", "--", "true"][..],
+    ] {
+        let out = r3(args, d);
+        let err = stderr(&out);
+        assert!(
+            !out.status.success() && err.contains("0 is not in 1.."),
+            "{args:?}: {err}"
+        );
+    }
+}

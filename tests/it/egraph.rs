@@ -1315,3 +1315,65 @@ fn eval_llvm(f: inkwell::values::FunctionValue, x: &[u64; 3]) -> Option<(u64, bo
         None
     }
 }
+
+/// One block of `n` integer instructions on an argument, a store every 8 (so many segments).
+fn big_block(n: usize) -> String {
+    let mut t = String::from(
+        "target triple = \"nvptx64-nvidia-cuda\"\ndefine void @big(ptr %p, i32 %a) {\nentry:\n",
+    );
+    let mut prev = "%a".to_owned();
+    for i in 0..n {
+        if i % 9 == 8 {
+            t += &format!("  store i32 {prev}, ptr %p\n");
+            continue;
+        }
+        let op = ["add", "mul", "xor", "sub"][i % 4];
+        t += &format!("  %x{i} = {op} i32 {prev}, {}\n", i % 13 + 1);
+        prev = format!("%x{i}");
+    }
+    t + &format!("  store i32 {prev}, ptr %p\n  ret void\n}}\n")
+}
+
+/// Issue 32: the limits bound the whole rewrite of a block, building and extraction included:
+/// a block over the node limit passes through unchanged, and extraction stops at the time limit,
+/// each with a note, never with a partial rewrite.
+#[test]
+fn a_block_past_the_limits_passes_through_unchanged_with_a_note() {
+    init();
+    let ctx = Context::create();
+    let text = big_block(3000);
+    let m = parse(&ctx, &text);
+    let before = m.print_to_string().to_string();
+    let small = EgraphOptions::parse("nodes=1000;iters=1;time-ms=50").unwrap();
+    let start = std::time::Instant::now();
+    let stats = run_on_module(&m, &small).unwrap();
+    assert!(start.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(
+        stats.stop_reasons.get("BlockTooLarge"),
+        Some(&1),
+        "{stats:?}"
+    );
+    assert_eq!(stats.blocks_rewritten, 0);
+    assert_eq!(m.print_to_string().to_string(), before);
+
+    let m = parse(&ctx, &text);
+    let no_time = EgraphOptions::parse("nodes=100000;iters=1;time-ms=1").unwrap();
+    let stats = run_on_module(&m, &no_time).unwrap();
+    assert_eq!(
+        stats.stop_reasons.get("ExtractionTimeLimit"),
+        Some(&1),
+        "{stats:?}"
+    );
+    assert_eq!(
+        m.print_to_string().to_string(),
+        before,
+        "no partial rewrite"
+    );
+    // Within its limits the same block is rewritten (the instructions it folds are there).
+    let m = parse(&ctx, &text);
+    let stats = run_on_module(&m, &EgraphOptions::default()).unwrap();
+    assert!(
+        !stats.stop_reasons.contains_key("BlockTooLarge"),
+        "{stats:?}"
+    );
+}

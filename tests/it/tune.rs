@@ -802,3 +802,42 @@ fn workers_sharing_a_store_search_each_kernel_once_and_a_killed_ones_work_is_res
         stderr(&late)
     );
 }
+
+/// Issue 32: a store is shared by a team: what one user's tune wrote (trials, end, transfer
+/// and unit files), another user reads with `status` and `report`. Run where the test runs as
+/// root and can drop to user `nobody` (setpriv); CI does.
+#[test]
+fn a_store_written_by_one_user_is_read_by_another() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Command;
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| stdout(&o).trim() == "0");
+    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    if root.ok() != Some(true) || !setpriv {
+        eprintln!("skipped: needs root and setpriv to run as another user");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = &knobs_table(home.path());
+    let out = r3(&["tune", "--simulate", t, "--budget", "12"], home.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    for cmd in ["status", "report"] {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(r3_bin())
+            .arg(cmd)
+            .env("R3_STORE", home.path().join("store"))
+            .env("HOME", home.path())
+            .env_remove("R3_CUDA_PATH")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && !stderr(&out).contains("Permission denied"),
+            "{cmd} as nobody: {}",
+            stderr(&out)
+        );
+    }
+}
