@@ -58,6 +58,15 @@ pub enum TuneError {
         given: String,
         path: String,
     },
+    #[error("{path}: record {line} holds trial {found} where trial {expected} belongs ({what}): the file was edited, or two files joined; fix: keep its first {keep} line(s) (`head -n {keep}`), and --resume measures the rest again")]
+    ResumeNumbering {
+        path: String,
+        line: usize,
+        found: u32,
+        expected: u32,
+        what: &'static str,
+        keep: usize,
+    },
     #[error("kernel {kernel}: recorded trial {trial} is not what the search asks now (different r3, space or strategy version); fix: move {path} away to start over")]
     ResumeDiverged {
         kernel: String,
@@ -237,6 +246,21 @@ fn check_resume_settings(
     opts: &TuneOptions,
     path: &str,
 ) -> Result<(), TuneError> {
+    // Trials are numbered 0, 1, 2, … in file order; anything else is the file's, not r3's.
+    if let Some((i, r)) = prior.iter().enumerate().find(|(i, r)| r.trial != *i as u32) {
+        return Err(TuneError::ResumeNumbering {
+            path: path.into(),
+            line: i + 1,
+            found: r.trial,
+            expected: i as u32,
+            what: if r.trial < i as u32 {
+                "a repeat of an earlier trial"
+            } else {
+                "the trials between are missing"
+            },
+            keep: i,
+        });
+    }
     let Some(r) = prior.first() else {
         return Ok(());
     };

@@ -841,3 +841,51 @@ fn a_store_written_by_one_user_is_read_by_another() {
         );
     }
 }
+
+/// Issue 32: a trials file whose numbers skip or repeat (edited, or two files joined) is
+/// explained as such, with the lines to keep, not blamed on another r3; keeping them resumes.
+#[test]
+fn a_gap_or_a_repeat_in_trial_numbers_is_explained_and_keeping_the_lines_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    run(&store, "random", 10, false);
+    let gpu = "simulated: synthetic";
+    let path = store.trials_path("k", gpu);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let l = synthetic(Family::Sparse, 1);
+    let space = Space::builtin(l.space.clone()).unwrap();
+    for (edited, what) in [
+        (
+            [&lines[..5], &lines[6..]].concat(),
+            "the trials between are missing",
+        ),
+        (
+            [&lines[..5], &lines[3..4], &lines[5..]].concat(),
+            "a repeat of an earlier trial",
+        ),
+    ] {
+        std::fs::write(&path, edited.join("\n") + "\n").unwrap();
+        let mut log = store.open_trials("k", gpu).unwrap();
+        let err = tune(
+            &mut Simulator::new(l.clone()),
+            &space,
+            &opts("random", 10),
+            store.trials("k", gpu).unwrap(),
+            Some(&mut log),
+            &AtomicBool::new(false),
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        drop(log);
+        assert!(
+            err.contains("record 6") && err.contains(what) && err.contains("head -n 5"),
+            "{err}"
+        );
+        assert!(!err.contains("different r3"), "{err}");
+    }
+    // As the fix says: the first 5 lines, then --resume.
+    std::fs::write(&path, lines[..5].join("\n") + "\n").unwrap();
+    assert_eq!(run(&store, "random", 10, true).len(), 10);
+}
