@@ -1365,26 +1365,15 @@ fn reproducing_evaluator(
             return Searchable::Ready(Box::new(ev));
         }
         let verdict = ev.check_baseline();
-        let (reproduces, reason) = match verdict {
-            Verdict::Reproduces => (true, None),
-            Verdict::Irreproducible(why) => (false, Some(why)),
-            Verdict::NotChecked(why) => return Searchable::Failed(format!("{}: {why}", rec.id)),
-        };
-        let v = r3::store::records::Verification {
-            format: 1,
-            reproduces,
-            reason: reason.clone(),
-            gpu: gpu.to_owned(),
-            unix_time: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64),
-        };
-        if let Err(e) = store.set_verification(&rec, &v) {
-            eprintln!("r3: warning: {e}");
+        if let Some(v) = verdict.verification(gpu) {
+            if let Err(e) = store.set_verification(&rec, &v) {
+                eprintln!("r3: warning: {e}");
+            }
         }
-        match reason {
-            None => return Searchable::Ready(Box::new(ev)),
-            Some(why) => last = why,
+        match verdict {
+            Verdict::Reproduces => return Searchable::Ready(Box::new(ev)),
+            Verdict::Irreproducible(why) => last = why,
+            Verdict::NotChecked(why) => return Searchable::Failed(format!("{}: {why}", rec.id)),
         }
     }
     Searchable::Irreproducible(last)

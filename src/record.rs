@@ -6,7 +6,7 @@
 //! ([`RunStats`], the file named by `R3_RECORD_STATS`) for the summary.
 
 use crate::replay::gpu::{verify_recordings, Verdict};
-use crate::store::records::{irreproducible_text, Recording, Verification};
+use crate::store::records::{irreproducible_text, Recording};
 use crate::store::Store;
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -364,22 +364,9 @@ pub fn check(store: &Store, recordings: &[Recording]) -> Check {
         opt_level: 3,
     };
     let verdicts = verify_recordings(store, &recs, &target, gpu.ordinal as i32);
-    let unix_time = unix_now() as i64;
     let mut out = Vec::new();
     for (rec, verdict) in recs.iter().zip(verdicts) {
-        let reproduces = match &verdict {
-            Verdict::Reproduces => Some((true, None)),
-            Verdict::Irreproducible(why) => Some((false, Some(why.clone()))),
-            Verdict::NotChecked(_) => None,
-        };
-        if let Some((reproduces, reason)) = reproduces {
-            let v = Verification {
-                format: 1,
-                reproduces,
-                reason,
-                gpu: gpu.name.clone(),
-                unix_time,
-            };
+        if let Some(v) = verdict.verification(&gpu.name) {
             if let Err(e) = store.set_verification(rec, &v) {
                 eprintln!("r3: warning: {e}");
             }

@@ -338,6 +338,27 @@ pub enum Verdict {
     NotChecked(String),
 }
 
+impl Verdict {
+    /// What the store keeps of this verdict for a replay on `gpu` (its CUDA device name); none
+    /// for a recording that could not be checked, which is never held against it.
+    pub fn verification(&self, gpu: &str) -> Option<crate::store::records::Verification> {
+        let (reproduces, reason) = match self {
+            Verdict::Reproduces => (true, None),
+            Verdict::Irreproducible(why) => (false, Some(why.clone())),
+            Verdict::NotChecked(_) => return None,
+        };
+        Some(crate::store::records::Verification {
+            format: 1,
+            reproduces,
+            reason,
+            gpu: gpu.to_owned(),
+            unix_time: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64),
+        })
+    }
+}
+
 fn verdict_of(result: Result<Vec<Measured>, String>) -> Verdict {
     match result {
         Ok(mut measured) => match measured.pop().map(|m| m.outcome) {
@@ -717,4 +738,22 @@ pub fn lower_isolated_with(exe: &std::path::Path, job: &LowerJob) -> Result<Lowe
             "the compiler process answered nothing usable ({e})"
         )))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Verdict;
+
+    #[test]
+    fn a_verdict_is_kept_only_where_the_recording_was_checked() {
+        let yes = Verdict::Reproduces.verification("H100").unwrap();
+        assert!(yes.reproduces && yes.reason.is_none() && yes.gpu == "H100");
+        let no = Verdict::Irreproducible("differs at byte 6".into())
+            .verification("H100")
+            .unwrap();
+        assert!(!no.reproduces && no.reason.as_deref() == Some("differs at byte 6"));
+        assert!(Verdict::NotChecked("no IR".into())
+            .verification("H100")
+            .is_none());
+    }
 }
