@@ -602,8 +602,8 @@ fn run(cli: Cli) -> Result<i32> {
             format,
             kernel,
         } => {
-            let env = r3::apply::plan::Policy::from_env();
-            let policy = r3::apply::plan::Policy {
+            let env = r3::store::winner::Policy::from_env();
+            let policy = r3::store::winner::Policy {
                 launch_bounds: launch_bounds || env.launch_bounds,
                 gpu: gpu.or(env.gpu),
                 ..env
@@ -884,6 +884,14 @@ fn select_recordings(
         (None, None, false) => anyhow::bail!("name a kernel, a --record, or --all"),
     };
     if recs.is_empty() {
+        // A word that names no kernel may name one whose directory was deleted.
+        if let Some(word) = sel.kernel.as_deref() {
+            if store.index()?.select(word).is_empty() {
+                if let Some(e) = store.orphaned_error(word)? {
+                    return Err(e.into());
+                }
+            }
+        }
         anyhow::bail!("no replayable recording matches; fix: `r3 record -- ./your-program` first (see `r3 kernels` for names)");
     }
     Ok(recs)
@@ -1022,7 +1030,7 @@ fn tune_simulated(
         let found = index.select(&word);
         let mut opts = opts.clone();
         opts.kernel = match r3::store::identity::distinct(&found) {
-            0 => word,
+            0 => orphan_or_word(&store, word, resume)?,
             1 => found[0].hash.clone(),
             _ => return Err(r3::store::identity::ambiguous(&word, &found).into()),
         };
@@ -1051,6 +1059,28 @@ fn tune_simulated(
         )?);
     }
     Ok(code)
+}
+
+/// The key of a word that names no stored kernel: an orphaned search's hash (its kernel's
+/// directory gone) where the word is a prefix of one, else the word as it is, unless resuming
+/// with nothing of the word's own to resume while orphaned trials wait: then an error names
+/// them, rather than a new search starting beside them.
+fn orphan_or_word(store: &r3::store::Store, word: String, resume: bool) -> Result<String> {
+    let orphans = store.orphaned_trials()?;
+    let hashes: std::collections::BTreeSet<String> = orphans
+        .iter()
+        .filter_map(|(p, _)| p.parent()?.file_name()?.to_str().map(str::to_owned))
+        .filter(|h| word.len() >= 4 && h.starts_with(&word.to_ascii_lowercase()))
+        .collect();
+    if hashes.len() == 1 {
+        return Ok(hashes.into_iter().next().unwrap());
+    }
+    if resume && !store.has_trials(&word)? {
+        if let Some(e) = store.orphaned_error(&word)? {
+            return Err(e.into());
+        }
+    }
+    Ok(word)
 }
 
 /// `--gpus`: one worker process per GPU, each this same command.
@@ -1789,7 +1819,7 @@ struct ExportWhat<'a> {
 fn export(
     store: Option<&Path>,
     cwd: &Path,
-    policy: &r3::apply::plan::Policy,
+    policy: &r3::store::winner::Policy,
     what: &ExportWhat,
 ) -> Result<i32> {
     use r3::apply::{formats, plan};
@@ -1801,7 +1831,7 @@ fn export(
                 .context("--format t4 writes one kernel's trials: name it with --kernel")?;
             let index = store.index()?;
             let k = index.select_one(word, None)?;
-            let (_, trials) = plan::chosen_search(&store, &k.hash, policy)?
+            let (_, trials) = r3::store::winner::chosen_search(&store, &k.hash, policy)?
                 .with_context(|| format!("{}: no trials in the store", k.signature.demangled))?;
             (formats::t4(&trials), trials.len())
         }

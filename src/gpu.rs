@@ -46,7 +46,7 @@ pub enum GpuStatus {
 pub enum GpuError {
     #[error("no NVIDIA driver on this machine (libcuda.so not found); GPU work needs a machine with a GPU")]
     NoDriver,
-    #[error("CUDA driver error during {during}: {msg}")]
+    #[error("CUDA driver error during {during}: {msg}; fix: `r3 doctor` and `nvidia-smi` show the GPU and driver state")]
     Driver { during: String, msg: String },
 }
 

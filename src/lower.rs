@@ -36,11 +36,11 @@ impl Default for Codegen {
 pub enum LowerError {
     #[error("LLVM has no NVPTX target: {0}")]
     NoTarget(String),
-    #[error("cannot create an NVPTX target machine for {sm} (features '{features}')")]
+    #[error("cannot create an NVPTX target machine for {sm} (features '{features}'); fix: an sm_XX that LLVM 22 knows, e.g. sm_90")]
     TargetMachine { sm: String, features: String },
     #[error("NVPTX code generation failed: {0}")]
     Codegen(String),
-    #[error("codegen opt level {0} is out of range; use 0, 1, 2 or 3")]
+    #[error("codegen opt level {0} is out of range; fix: use 0, 1, 2 or 3")]
     OptLevel(u8),
     #[error("`{sm}` is not a GPU architecture LLVM's NVPTX backend knows; fix: one of {known} (an H100 or H200 is sm_90)")]
     UnknownSm { sm: String, known: String },

@@ -201,7 +201,7 @@ fn unix_now() -> f64 {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    #[error("cannot run {program}: {msg}")]
+    #[error("cannot run {program}: {msg}; fix: give the path of a program built with r3-clang++ (and its arguments after --)")]
     Spawn { program: String, msg: String },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),

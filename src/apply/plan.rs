@@ -4,12 +4,13 @@
 //! A winner is only what r3 can ship without touching the user's host code and without risk
 //! of a launch failing: candidates that change the block size are never shipped, and launch
 //! bounds (`.maxntid`, which makes a launch with more threads fail) only when the user opts in.
-//! Among the trials that qualify, `trials::pick_best` decides, so a best that did not hold up
+//! Among the trials that qualify, `store::winner::pick_best` decides, so a best that did not hold up
 //! on re-measurement keeps clang's code.
 
 use crate::candidate::Candidate;
 use crate::ir::extract::SourceLoc;
-use crate::store::trials::{self, slug, TrialRecord};
+use crate::store::trials::TrialRecord;
+use crate::store::winner::{self, chosen_search, shippable_best, Policy};
 use crate::store::{KernelRecord, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -85,61 +86,6 @@ pub enum PlanError {
     File { path: PathBuf, msg: String },
 }
 
-/// What apply may ship beyond the pipeline and codegen knobs.
-#[derive(Debug, Clone)]
-pub struct Policy {
-    /// Ship `.maxntid`/`.minnctapersm` too: only right if the program never launches the
-    /// kernel with more threads per block than it did when recorded.
-    pub launch_bounds: bool,
-    /// Which GPU's trials to use when several GPUs of one arch tuned a kernel (a part of its
-    /// name, e.g. "h100"); the most recent search otherwise.
-    pub gpu: Option<String>,
-    /// Accept simulated trials (for tests of apply itself).
-    pub simulated: bool,
-    /// The least speedup worth shipping (the confirmed one where there is one): a gain within
-    /// replay's noise changes the code for nothing.
-    pub min_speedup: f64,
-}
-
-impl Default for Policy {
-    fn default() -> Policy {
-        Policy {
-            launch_bounds: false,
-            gpu: None,
-            simulated: false,
-            min_speedup: DEFAULT_MIN_SPEEDUP,
-        }
-    }
-}
-
-/// Replay tells apart differences of about 1% (medians within 1% at 95% confidence); twice
-/// that is a gain worth a change of code.
-pub const DEFAULT_MIN_SPEEDUP: f64 = 1.02;
-
-impl Policy {
-    /// The policy build systems set through the environment (`R3_APPLY_LAUNCH_BOUNDS=1`,
-    /// `R3_APPLY_GPU=h100`, `R3_APPLY_SIMULATED=1`, `R3_APPLY_MIN_SPEEDUP=1.05`).
-    pub fn from_env() -> Policy {
-        let on = |k: &str| std::env::var_os(k).is_some_and(|v| v == "1");
-        Policy {
-            launch_bounds: on("R3_APPLY_LAUNCH_BOUNDS"),
-            gpu: std::env::var("R3_APPLY_GPU").ok().filter(|g| !g.is_empty()),
-            simulated: on("R3_APPLY_SIMULATED"),
-            min_speedup: std::env::var("R3_APPLY_MIN_SPEEDUP")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .filter(|v: &f64| v.is_finite())
-                .unwrap_or(DEFAULT_MIN_SPEEDUP),
-        }
-    }
-
-    /// Whether apply may ship this candidate under the policy.
-    pub fn ships(&self, c: &Candidate) -> bool {
-        c.block_x.is_none()
-            && (self.launch_bounds || (c.max_threads.is_none() && c.min_blocks_per_sm.is_none()))
-    }
-}
-
 /// Where winners come from.
 pub enum Source {
     Store(Store),
@@ -200,35 +146,6 @@ impl Source {
     }
 }
 
-/// The trial apply would ship from a search: `pick_best` among the trials the policy ships.
-pub fn shippable_best<'a>(
-    recs: &'a [TrialRecord],
-    confirmed: &[trials::Confirmation],
-    policy: &Policy,
-) -> Option<&'a TrialRecord> {
-    let shippable: Vec<TrialRecord> = recs
-        .iter()
-        .filter(|r| policy.ships(&r.candidate))
-        .cloned()
-        .collect();
-    let trial = trials::pick_best(&shippable, confirmed)?.trial;
-    recs.iter().find(|r| r.trial == trial)
-}
-
-/// The search of a kernel that apply and export use: the policy's GPU, else the most recent.
-pub fn chosen_search(
-    store: &Store,
-    hash: &str,
-    policy: &Policy,
-) -> Result<Option<(PathBuf, Vec<TrialRecord>)>, StoreError> {
-    Ok(store.searches(hash)?.into_iter().find(|(_, recs)| {
-        policy
-            .gpu
-            .as_ref()
-            .is_none_or(|want| slug(&recs[0].gpu).contains(&slug(want)))
-    }))
-}
-
 fn winner_in_store(
     store: &Store,
     k: &KernelRecord,
@@ -241,7 +158,7 @@ fn winner_in_store(
     let Some(best) = shippable_best(&recs, &confirmed, policy) else {
         return Ok(None);
     };
-    let confirmed_speedup = trials::confirmation_of(&confirmed, best.trial)
+    let confirmed_speedup = winner::confirmation_of(&confirmed, best.trial)
         .and_then(|c| c.ratio())
         .map(|r| 1.0 / r);
     Ok(Some(winner_of(k, best, confirmed_speedup)))
@@ -282,8 +199,12 @@ pub fn export(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError> 
     let mut kernels = Vec::new();
     // A rewrite's kernel is matched like any other once the user has applied its diff.
     for k in store.kernels()?.into_iter().chain(store.variants()?) {
-        if let Some(w) = source.winner(&k, policy)? {
-            kernels.push(w);
+        // One kernel's damaged search files cost its own winner, not the export.
+        match source.winner(&k, policy) {
+            Ok(w) => kernels.extend(w),
+            Err(e) => {
+                crate::store::warn_left_out(&e, &format!("{}'s winner", k.signature.demangled))
+            }
         }
     }
     let rewrites = crate::report::rewrites::build(store, &[])?

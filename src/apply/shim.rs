@@ -9,11 +9,12 @@
 //! tuning, never the build. What happened to each kernel goes into `applied-*.json` in the
 //! apply directory, for the driver's one line about it.
 
-use super::plan::{Policy, Source, Winner};
+use super::plan::{Source, Winner};
 use super::splice::{self, Tuned};
 use crate::ir::extract::{self, KernelModule};
 use crate::lower::Codegen;
 use crate::replay::gpu::{lower_isolated, LowerJob};
+use crate::store::winner::Policy;
 use crate::store::{KernelRecord, Store};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;

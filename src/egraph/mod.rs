@@ -86,11 +86,11 @@ impl EgraphOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EgraphError {
-    #[error("r3-egraph options '{text}': {msg}")]
+    #[error("r3-egraph options '{text}': {msg}; fix: write them as iters=N;nodes=N;time-ms=N (any of the three), e.g. r3-egraph<iters=4;time-ms=200>")]
     Options { text: String, msg: String },
     #[error("r3-egraph: function {function} fails the LLVM verifier after rewriting: {msg}")]
     Verify { function: String, msg: String },
-    #[error("r3-egraph: module has no data layout")]
+    #[error("r3-egraph: module has no data layout; fix: give IR that clang wrote for NVPTX (it always sets `target datalayout`)")]
     NoDataLayout,
 }
 

@@ -28,15 +28,15 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
 pub enum LlmError {
     #[error("R3_LLM_URL is set but R3_LLM_MODEL is not; fix: set R3_LLM_MODEL to the model's name (e.g. gpt-4.1, or the name vLLM serves)")]
     NoModel,
-    #[error("{url}: {msg} (after {tries} tries)")]
+    #[error("{url}: {msg} (after {tries} tries); fix: check R3_LLM_URL, R3_LLM_API_KEY and that the server answers (`curl {url}/models`), or use --proposer rules")]
     Failed {
         url: String,
         msg: String,
         tries: u32,
     },
-    #[error("{url}: the answer is not a chat completion: {msg}")]
+    #[error("{url}: the answer is not a chat completion: {msg}; fix: point R3_LLM_URL at an OpenAI-compatible /v1 endpoint")]
     BadAnswer { url: String, msg: String },
-    #[error("the token budget of this run ({budget}) is spent ({used} used)")]
+    #[error("the token budget of this run ({budget}) is spent ({used} used); fix: --max-tokens for a larger budget, then --resume")]
     Budget { used: u64, budget: u64 },
 }
 

@@ -401,7 +401,7 @@ pub enum EvolveError {
     },
     #[error("kernel {kernel}: no rewrites are stored to measure; fix: run `r3 evolve` without --measure-only where its source and clang are")]
     NothingToMeasure { kernel: String },
-    #[error("kernel {kernel}: {path}: cannot read the source ({msg})")]
+    #[error("kernel {kernel}: {path}: cannot read the source ({msg}); fix: run r3 evolve where the program was built, with its sources in place")]
     Read {
         kernel: String,
         path: String,

@@ -11,15 +11,15 @@ pub const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
 
 #[derive(Debug, thiserror::Error)]
 pub enum IrError {
-    #[error("{path}: cannot read: {msg}")]
+    #[error("{path}: cannot read: {msg}; fix: check the path and its permissions")]
     Read { path: PathBuf, msg: String },
-    #[error("{what}: not valid LLVM IR or bitcode: {msg}")]
+    #[error("{what}: not valid LLVM IR or bitcode: {msg}; fix: give a .ll or .bc that LLVM 22 reads, e.g. from `clang++ -x cuda --cuda-device-only -emit-llvm -S file.cu`")]
     Parse { what: String, msg: String },
     #[error("{what}: {why}; fix: give device IR, e.g. from `clang++ -x cuda --cuda-device-only -emit-llvm -S file.cu`, or a kernel `r3 kernels` lists")]
     NotDevice { what: String, why: String },
-    #[error("{what}: fails the LLVM verifier: {msg}")]
+    #[error("{what}: fails the LLVM verifier: {msg}; fix: the IR must verify before passes run on it (`opt -passes=verify` shows where)")]
     Verify { what: String, msg: String },
-    #[error("pipeline '{pipeline}' rejected by LLVM: {msg}")]
+    #[error("pipeline '{pipeline}' rejected by LLVM: {msg}; fix: `r3 passes` lists the passes and presets it knows")]
     Pipeline { pipeline: String, msg: String },
     #[error(transparent)]
     Egraph(#[from] crate::egraph::EgraphError),

@@ -14,7 +14,9 @@ pub enum CatalogError {
     Invalid { pass: String, msg: String },
     #[error("LLVM option '{name}': {msg}")]
     Option { name: String, msg: String },
-    #[error("no preset '{name}'; presets: {known}")]
+    #[error(
+        "no preset '{name}'; presets: {known}; fix: name one of these (`r3 passes` shows them)"
+    )]
     UnknownPreset { name: String, known: String },
 }
 

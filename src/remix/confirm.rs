@@ -2,16 +2,16 @@
 //! recorded launch of the kernel, whose outputs it must reproduce too. The best of many noisy
 //! measurements is biased low, and a pipeline can be right for the input the search replayed
 //! and wrong for another (a loop count, an alias, a block size the launch bounds forbid); in
-//! either case the store keeps -O3 (`store::trials::pick_best`).
+//! either case the store keeps -O3 (`store::winner::pick_best`).
 //!
 //! The re-measurement runs in fresh workers, each a new process, CUDA context and placement of
 //! the recorded data in physical memory, never in the search's own: a candidate's time can
 //! depend on where its data lies, and the search's worker is the one in which it looked best.
 //! The least favourable of them is kept.
 
-use crate::apply::plan::{shippable_best, Policy};
 use crate::replay::{Evaluator, Lowered, Outcome};
 use crate::store::trials::{Confirmation, LaunchCheck, TrialRecord};
+use crate::store::winner::{shippable_best, Policy};
 use crate::store::{Store, StoreError};
 
 /// An evaluator of another recorded launch of the same kernel, or why there is none.

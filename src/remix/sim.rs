@@ -23,11 +23,13 @@ pub const FORMAT: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("{path}: cannot read the landscape table: {msg}")]
+    #[error(
+        "{path}: cannot read the landscape table: {msg}; fix: check the path given to --simulate"
+    )]
     Read { path: PathBuf, msg: String },
-    #[error("{path}: not a landscape table (format {FORMAT}): {msg}")]
+    #[error("{path}: not a landscape table (format {FORMAT}): {msg}; fix: give a table from scripts/trials-to-landscape, or one of bench/landscapes/")]
     Parse { path: PathBuf, msg: String },
-    #[error("{path}: the landscape has neither entries nor a model")]
+    #[error("{path}: the landscape has neither entries nor a model; fix: give it `entries` (measured candidates) or a `model`, as scripts/trials-to-landscape writes")]
     Empty { path: PathBuf },
 }
 
@@ -385,7 +387,7 @@ pub fn synthetic(family: Family, seed: u64) -> Landscape {
         ..SpaceOptions::default()
     };
     let offered: Vec<&str> = cat.searchable(false).map(|p| p.name.as_str()).collect();
-    let pick = |rng: &mut rand::rngs::StdRng, taken: &mut Vec<String>| loop {
+    let pick = |rng: &mut super::strategy::SearchRng, taken: &mut Vec<String>| loop {
         let p = offered.choose(rng).unwrap().to_string();
         if !taken.contains(&p) {
             taken.push(p.clone());

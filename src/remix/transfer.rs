@@ -17,6 +17,7 @@ use crate::candidate::Candidate;
 use crate::store::trials::{RecipePick, TransferSource, TransferSources, FORMAT};
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 
 /// At most this many earlier searches are used, and of each at most `MAX_TRIALS` trials (its
 /// `KEEP_BEST` best, then the earliest others): a store of many large searches stays cheap to
@@ -54,8 +55,9 @@ pub const MAX_WARM_START: usize = 8;
 pub enum TransferError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("kernel {kernel} on {gpu}: its trials file now holds {have} trials, fewer than the {want} this search learned from; fix: restore that file, or start the search over")]
+    #[error("{path} (kernel {kernel} on {gpu}) now holds {have} trials, fewer than the {want} this search learned from; fix: restore that file, or start the search over")]
     Shrunk {
+        path: PathBuf,
         kernel: String,
         gpu: String,
         want: usize,
@@ -183,15 +185,26 @@ impl Transfer {
     ) -> Result<Transfer, TransferError> {
         let mut sources = Vec::new();
         for r in &refs.sources {
-            let recs = store.trials(&r.kernel, &r.gpu)?;
-            if recs.len() < r.trials {
-                return Err(TransferError::Shrunk {
-                    kernel: r.kernel.clone(),
-                    gpu: r.gpu.clone(),
-                    want: r.trials,
-                    have: recs.len(),
-                });
-            }
+            // Another search's damage costs this one what it would have learned from it, not
+            // the search: a resume restores its checkpoint, which holds the warm start.
+            let recs = match store.trials(&r.kernel, &r.gpu) {
+                Ok(recs) if recs.len() >= r.trials => recs,
+                Ok(recs) => {
+                    let e = TransferError::Shrunk {
+                        path: store.trials_path(&r.kernel, &r.gpu),
+                        kernel: r.kernel.clone(),
+                        gpu: r.gpu.clone(),
+                        want: r.trials,
+                        have: recs.len(),
+                    };
+                    crate::store::warn_left_out(&e, "what the search learns from it");
+                    continue;
+                }
+                Err(e) => {
+                    crate::store::warn_left_out(&e, "what the search learns from it");
+                    continue;
+                }
+            };
             let trials: Vec<(Candidate, Option<f64>)> = recs[..r.trials]
                 .iter()
                 .map(|t| (t.candidate.clone(), t.ratio()))

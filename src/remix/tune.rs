@@ -10,14 +10,20 @@
 //!
 //! Resume is exact: strategies are deterministic in their seed and the tells they get, and
 //! rounds are fixed by trial index, so replaying the recorded trials through ask/tell brings
-//! the strategy to the state it had; recorded trials are not evaluated again.
+//! the strategy to the state it had; recorded trials are not evaluated again. After each full
+//! round the strategy's state is checkpointed beside the trials (`Strategy::save`), pinned to
+//! them by a digest; a resume restores it and tells the trials it covers without asking them
+//! again, so its cost is what came after the checkpoint (a partly recorded round), not the
+//! whole search. A checkpoint that is missing, stale or of another r3 means a full replay.
 
 use super::space::Space;
 use super::strategy::{self, Strategy};
 use super::transfer::{Transfer, TransferError};
 use crate::candidate::Candidate;
 use crate::replay::{Device, Evaluator, Lowered, Outcome};
-use crate::store::trials::{RecipePick, SearchEnd, TransferSources, TrialLog, TrialRecord, FORMAT};
+use crate::store::trials::{
+    Checkpoint, RecipePick, SearchEnd, TransferSources, TrialLog, TrialRecord, TrialsDigest, FORMAT,
+};
 use crate::store::StoreError;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -67,7 +73,7 @@ pub enum TuneError {
         what: &'static str,
         keep: usize,
     },
-    #[error("kernel {kernel}: recorded trial {trial} is not what the search asks now (different r3, space or strategy version); fix: move {path} away to start over")]
+    #[error("kernel {kernel}: recorded trial {trial} is not what the search asks now (another r3, search space or strategy version, or a changed search it learned from); fix: move {path} away to start over")]
     ResumeDiverged {
         kernel: String,
         trial: u32,
@@ -83,7 +89,7 @@ pub enum TuneError {
     Space(String),
     #[error(transparent)]
     Transfer(#[from] TransferError),
-    #[error("kernel {kernel}: the baseline (default<O3>) {outcome}")]
+    #[error("kernel {kernel}: the baseline (default<O3>) {outcome}; fix: `r3 replay {kernel}` shows the -O3 code against the recording; record the program again if it no longer reproduces")]
     Baseline { kernel: String, outcome: Outcome },
 }
 
@@ -109,6 +115,8 @@ pub struct Summary {
     /// Trials measured on the GPU in this session (not resumed, not duplicates).
     pub measured: u32,
     pub resumed: u32,
+    /// Of the resumed trials, those a checkpoint covered (told, not asked again).
+    pub from_checkpoint: u32,
     pub best: Option<TrialRecord>,
     pub stop: Stop,
     /// Earlier searches the strategy learned from (see `transfer`).
@@ -161,13 +169,23 @@ pub fn tune_from<E: Evaluator>(
     let batch = prior.first().map(|r| r.batch).unwrap_or(opts.batch).max(1);
     let mut strat: Box<dyn Strategy + Send> =
         strategy::make_with(&opts.strategy, opts.seed, transfer)?;
-    let warm_start = strat.warm_start_len(space) as u32;
     let device = eval.device();
     let start = Instant::now();
     let mut measured_by_hash: HashMap<String, (u32, Outcome)> = HashMap::new();
     let mut best: Option<TrialRecord> = None;
-    let mut trial: u32 = 0;
-    let (mut measured, mut resumed) = (0u32, 0u32);
+    let mut digest = TrialsDigest::default();
+    // The trials a checkpoint covers are told, not asked again; the rest are replayed.
+    let trial = restore_checkpoint(&mut *strat, opts, &prior, log.as_deref(), batch);
+    let restored = &prior[..trial as usize];
+    remember_measured(&mut measured_by_hash, restored.iter());
+    restored.iter().for_each(|r| digest.add(r));
+    tell_round(&mut *strat, restored.to_vec(), &mut best, kernel)?;
+    // After the restore: a restored warm start is the one the search had, whatever became of
+    // what it learned from since.
+    let warm_start = strat.warm_start_len(space) as u32;
+    let from_checkpoint = trial;
+    let mut trial = trial;
+    let (mut measured, mut resumed) = (0u32, trial);
 
     let stop_reason = loop {
         // The round: the baseline alone, then fixed rounds of `batch` trials.
@@ -210,8 +228,17 @@ pub fn tune_from<E: Evaluator>(
             remember_measured(&mut measured_by_hash, records.iter());
         }
 
+        records.iter().for_each(|r| digest.add(r));
         tell_round(&mut *strat, records, &mut best, kernel)?;
         trial += n;
+        // Rounds are fixed by trial index, so a checkpoint is taken only where a round of its
+        // full size ended: a round that the budget cut short would be asked whole by a resume
+        // with a larger budget, and the strategy after it differs.
+        if trial == 1 || n == batch {
+            if let Some(log) = log.as_deref() {
+                save_checkpoint(log, &*strat, opts, &digest);
+            }
+        }
         progress(&Progress {
             trial,
             budget: opts.budget,
@@ -227,6 +254,7 @@ pub fn tune_from<E: Evaluator>(
         trials: trial,
         measured,
         resumed,
+        from_checkpoint,
         best,
         stop: stop_reason,
         learned_from: transfer.map_or(0, |t| t.sources.len()),
@@ -279,6 +307,57 @@ fn check_resume_settings(
         }
     }
     Ok(())
+}
+
+/// How many of the recorded trials the log's checkpoint covers, with the strategy brought to
+/// the state it had after them; 0 (nothing restored) when there is no checkpoint or it is not
+/// of exactly these trials, this strategy and seed, this r3, and a round's end within the
+/// budget.
+fn restore_checkpoint(
+    strat: &mut dyn Strategy,
+    opts: &TuneOptions,
+    prior: &[TrialRecord],
+    log: Option<&TrialLog>,
+    batch: u32,
+) -> u32 {
+    let Some(c) = log.and_then(TrialLog::checkpoint) else {
+        return 0;
+    };
+    let n = c.trials as usize;
+    let fits = c.format == FORMAT
+        && c.strategy == opts.strategy
+        && c.seed == opts.seed
+        && c.r3_version == env!("CARGO_PKG_VERSION")
+        && n >= 1
+        && (n - 1).is_multiple_of(batch as usize)
+        && n <= prior.len()
+        && c.trials <= opts.budget
+        && c.digest == TrialsDigest::of(&prior[..n]).hex();
+    if fits && strat.restore(c.state).is_ok() {
+        c.trials
+    } else {
+        0
+    }
+}
+
+/// Keeps the strategy's state after the trials `digest` has seen. Best effort: a resume
+/// without it replays the trials, so a failed write costs time, never trials.
+fn save_checkpoint(
+    log: &TrialLog,
+    strat: &dyn Strategy,
+    opts: &TuneOptions,
+    digest: &TrialsDigest,
+) {
+    let c = Checkpoint {
+        format: FORMAT,
+        trials: digest.records(),
+        digest: digest.hex(),
+        strategy: opts.strategy.clone(),
+        seed: opts.seed,
+        r3_version: env!("CARGO_PKG_VERSION").into(),
+        state: strat.save(),
+    };
+    let _ = log.write_checkpoint(&c);
 }
 
 /// The trials of the round starting at `first` that are already recorded (on resume, a prefix

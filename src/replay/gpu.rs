@@ -14,11 +14,11 @@ use std::time::Duration;
 pub enum EvalError {
     #[error("kernel {0} has no device IR in the store; fix: build its program with r3-clang++")]
     NoIr(String),
-    #[error("recording {id} cannot be replayed: {why}")]
+    #[error("recording {id} cannot be replayed: {why}; fix: record the program again (`r3 record -- ./program`)")]
     NotReplayable { id: String, why: String },
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("the baseline of {kernel} does not lower: {msg}")]
+    #[error("the baseline of {kernel} does not lower: {msg}; fix: `r3 ptx` on the kernel's module.bc shows LLVM's own error (a bug to report with that file)")]
     Baseline { kernel: String, msg: String },
     #[error("{0}")]
     Worker(String),

@@ -46,6 +46,24 @@ pub struct TimeStats {
 }
 
 impl TimeStats {
+    /// The statistics of a non-empty set of samples (µs).
+    pub fn of(samples: &[f64]) -> TimeStats {
+        let mut v = samples.to_vec();
+        v.sort_by(f64::total_cmp);
+        let q = |f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
+        let median = q(0.5);
+        TimeStats {
+            median_us: median,
+            min_us: v[0],
+            spread: if median > 0.0 {
+                (q(0.75) - q(0.25)) / median
+            } else {
+                0.0
+            },
+            samples: v.len() as u32,
+        }
+    }
+
     /// One time known exactly (simulations and tests): no spread, one sample.
     pub fn exact(us: f64) -> TimeStats {
         TimeStats {

@@ -543,7 +543,7 @@ impl Session {
                 break;
             }
         }
-        Ok(samples.iter().map(|s| stats(s)).collect())
+        Ok(samples.iter().map(|s| TimeStats::of(s)).collect())
     }
 
     fn timed_run(&self, l: &Loaded, block_x: Option<u32>, l2: Regime) -> Result<f64, ReplayError> {
@@ -940,23 +940,6 @@ fn guard_of(i: usize, r: &Region, mapped: u64) -> Option<Guard> {
     })
 }
 
-pub fn stats(s: &[f64]) -> TimeStats {
-    let mut v = s.to_vec();
-    v.sort_by(f64::total_cmp);
-    let q = |f: f64| v[((v.len() - 1) as f64 * f).round() as usize];
-    let median = q(0.5);
-    TimeStats {
-        median_us: median,
-        min_us: v[0],
-        spread: if median > 0.0 {
-            (q(0.75) - q(0.25)) / median
-        } else {
-            0.0
-        },
-        samples: v.len() as u32,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -999,7 +982,7 @@ mod tests {
 
     #[test]
     fn stats_and_settling() {
-        let t = stats(&[3.0, 1.0, 2.0, 4.0, 5.0]);
+        let t = TimeStats::of(&[3.0, 1.0, 2.0, 4.0, 5.0]);
         assert_eq!((t.median_us, t.min_us, t.samples), (3.0, 1.0, 5));
         assert!((t.spread - 2.0 / 3.0).abs() < 1e-12);
         assert!(stopping::settled(&[10.0; 12]));

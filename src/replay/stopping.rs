@@ -13,7 +13,7 @@
 //! series (at most ten samples): short kernels are sampled ten times, a 1 s kernel once. Warm-up
 //! follows the same idea ([`warmups`]): one round for a kernel of 10 ms or more, three else.
 
-use super::session::stats;
+use super::TimeStats;
 
 /// Kernel time per series, at least, before a measurement may stop.
 pub const MIN_SAMPLED_US: f64 = 20_000.0;
@@ -47,7 +47,7 @@ pub fn enough(series: &[Vec<f64>]) -> bool {
         return false;
     };
     let n = base.len() as u32;
-    if n < min_pairs(stats(base).median_us) {
+    if n < min_pairs(TimeStats::of(base).median_us) {
         return false;
     }
     if series.iter().all(|s| settled(s)) {
@@ -64,7 +64,7 @@ pub fn settled(s: &[f64]) -> bool {
 
 /// The candidate's ratio to the baseline is known to within a tenth of |ln ratio|.
 fn decided(base: &[f64], cand: &[f64]) -> bool {
-    let (a, b) = (stats(base).median_us, stats(cand).median_us);
+    let (a, b) = (TimeStats::of(base).median_us, TimeStats::of(cand).median_us);
     if !(a > 0.0 && b > 0.0) {
         return false;
     }
@@ -76,7 +76,7 @@ fn decided(base: &[f64], cand: &[f64]) -> bool {
 /// interquartile range is not trusted: their range (relative) or [`FEW_SAMPLES_FLOOR`],
 /// whichever is larger, over √n.
 fn relative_uncertainty(s: &[f64]) -> f64 {
-    let t = stats(s);
+    let t = TimeStats::of(s);
     let root_n = (s.len() as f64).sqrt();
     if s.len() < MAX_MIN_PAIRS as usize {
         let (lo, hi) = s

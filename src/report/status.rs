@@ -7,7 +7,7 @@
 //! shared filesystem show up together.
 
 use crate::store::records::irreproducible_text;
-use crate::store::trials::{SearchState, SearchStatus};
+use crate::store::status::{SearchState, SearchStatus};
 use crate::store::{Store, StoreError};
 use serde::Serialize;
 

@@ -27,13 +27,13 @@ pub enum ReportError {
     Store(#[from] StoreError),
     #[error("no trials in store {store}; fix: run `r3 tune` first")]
     NoTrials { store: PathBuf },
-    #[error("kernel '{kernel}': no trials in store {store}; kernels with trials: {known}")]
+    #[error("kernel '{kernel}': no trials in store {store}; kernels with trials: {known}; fix: name one of these, or `r3 tune {kernel}` first")]
     NoMatch {
         kernel: String,
         store: PathBuf,
         known: String,
     },
-    #[error("kernel {kernel} ({path}): best pipeline: {msg}")]
+    #[error("kernel {kernel} ({path}): best pipeline: {msg}; fix: resume the search with this r3 (`r3 tune {kernel} --resume`), or move the file away")]
     Pipeline {
         kernel: String,
         path: PathBuf,
@@ -334,9 +334,21 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
             });
         }
     }
+    // A search whose files beside the trials are damaged is left out with its fix, and the
+    // report goes on; only when nothing is left is that the error.
     let mut kernels = Vec::new();
+    let mut damaged = None;
     for (path, recs, k) in chosen {
-        kernels.push(kernel_report(store, path, recs, k, opts)?);
+        match kernel_report(store, path, recs, k, opts) {
+            Ok(r) => kernels.push(r),
+            Err(e) => {
+                crate::store::warn_left_out(&e, "that search");
+                damaged.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = damaged.filter(|_| kernels.is_empty() && rewrites.is_empty()) {
+        return Err(e);
     }
     Ok(Report {
         schema_version: SCHEMA_VERSION,
@@ -389,12 +401,12 @@ fn apply_report(
     confirmed: &[crate::store::trials::Confirmation],
     best: Option<&Best>,
 ) -> ApplyReport {
-    use crate::apply::plan::{shippable_best, Policy};
+    use crate::store::winner::{shippable_best, Policy};
     let policy = Policy::from_env();
     let candidate = shippable_best(recs, confirmed, &policy).filter(|t| t.trial != 0);
     // The confirmed speedup where this very trial was re-measured, else the search's.
     let speedup_of = |t: &TrialRecord| {
-        crate::store::trials::confirmation_of(confirmed, t.trial)
+        crate::store::winner::confirmation_of(confirmed, t.trial)
             .map_or(t.ratio(), |c| c.ratio())
             .map(|r| 1.0 / r)
     };
@@ -447,7 +459,7 @@ fn apply_report(
             .unwrap_or_else(|| "keeps clang's code: nothing beats -O3".into()),
     };
     let validated_on = shipped
-        .and_then(|t| crate::store::trials::confirmation_of(confirmed, t.trial))
+        .and_then(|t| crate::store::winner::confirmation_of(confirmed, t.trial))
         .map(|c| c.launches.iter().map(|l| l.recording.clone()).collect())
         .unwrap_or_default();
     ApplyReport {
@@ -463,8 +475,8 @@ fn refuted_elsewhere(
     recs: &[TrialRecord],
     confirmed: &[crate::store::trials::Confirmation],
 ) -> Option<String> {
-    let fastest = crate::store::trials::pick_best(recs, &[])?;
-    let c = crate::store::trials::confirmation_of(confirmed, fastest.trial)?;
+    let fastest = crate::store::winner::pick_best(recs, &[])?;
+    let c = crate::store::winner::confirmation_of(confirmed, fastest.trial)?;
     let bad = c.failed_launch()?;
     Some(format!(
         "keeps clang's code: the fastest trial ({}) {} on recorded launch {}",
@@ -506,7 +518,7 @@ fn kernel_report(
     }
 
     // The best: as `Store::best_trial` picks it (lowest ratio, unless its confirmation failed).
-    let best_rec = crate::store::trials::pick_best(recs, confirmed);
+    let best_rec = crate::store::winner::pick_best(recs, confirmed);
     let (best, baseline) = match best_rec.map(|r| (r, &r.outcome)) {
         Some((r, Outcome::Valid { time, baseline })) => {
             let ratio = time.median_us / baseline.median_us;

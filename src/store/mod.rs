@@ -8,7 +8,9 @@ pub mod records;
 use crate::ir::extract::{KernelModule, KernelSignature};
 
 mod evolve;
+pub mod status;
 pub mod trials;
+pub mod winner;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -89,6 +91,8 @@ pub enum StoreError {
     Busy { path: PathBuf },
     #[error("no stored kernel is named `{word}`; fix: `r3 kernels` lists them (a hash, a prefix of one, or a name)")]
     NoKernel { word: String },
+    #[error("no stored kernel is named `{word}`, and the store keeps trials of kernels whose kernels/<hash> directory is gone or damaged:\n{trials}\nfix: rebuild the program with r3-clang++ (the same code stores the same kernel, whose trials --resume then continues), or name one of these hashes")]
+    Orphaned { word: String, trials: String },
     #[error("`{word}` names {count} different kernels in the store, stored as {builds} builds (one line each; a kernel compiled for two GPUs is two builds):\n{candidates}\nfix: name one by its hash, or by a prefix of it")]
     Ambiguous {
         word: String,
@@ -447,7 +451,11 @@ impl Store {
             if name.starts_with('.') {
                 continue; // a write in progress
             }
-            out.push(self.kernel(&name)?);
+            match self.kernel(&name) {
+                Ok(k) => out.push(k),
+                Err(e @ StoreError::Corrupt { .. }) => warn_left_out(&e, "that kernel"),
+                Err(e) => return Err(e),
+            }
         }
         out.sort_by_key(sort_key);
         Ok(out)
@@ -514,6 +522,18 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// reader never sees half a file and a crash leaves the old file or the new one. The file's
 /// mode follows the umask, as any tool's output does (0666 less the umask), so a store shared
 /// by a group (a setgid directory, umask 002) is readable and writable by its members.
+/// Says once per process (per message) that a damaged part of the store is left out, with
+/// the error's own fix: one bad file costs its own kernel or search, not the command.
+pub fn warn_left_out(e: &dyn std::fmt::Display, what: &str) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let line = format!("r3: warning: {e} ({what} is left out)");
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.contains(&line) {
+        eprintln!("{line}");
+        said.push(line);
+    }
+}
+
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path
@@ -668,20 +688,26 @@ mod tests {
                 prop_assert_eq!(store.kernels().unwrap(), vec![rec]);
             }
 
+            /// The kernel is an error naming its file and the fix; the store's list leaves it
+            /// out and keeps the others.
             #[test]
-            fn a_damaged_kernel_json_is_an_error_naming_it(d in damage(), d2 in damage()) {
+            fn a_damaged_kernel_json_costs_only_its_own_kernel(d in damage(), d2 in damage()) {
                 let dir = tempfile::tempdir().unwrap();
                 let store = Store::create(dir.path()).unwrap();
-                let hash = "00112233aabbccdd";
+                let (hash, other) = ("00112233aabbccdd", "99112233aabbccdd");
                 store.put_kernel(&module(hash.into(), "k".into(), "k.cu".into(), 3), &compile()).unwrap();
+                store.put_kernel(&module(other.into(), "o".into(), "o.cu".into(), 1), &compile()).unwrap();
                 let path = store.kernel_dir(hash).join("kernel.json");
                 let good = std::fs::read(&path).unwrap();
                 std::fs::write(&path, apply_damage(&apply_damage(&good, &d), &d2)).unwrap();
-                match store.kernels() {
-                    Ok(ks) => prop_assert_eq!(&ks[0].hash, hash),
+                let listed: Vec<String> = store.kernels().unwrap().into_iter().map(|k| k.hash).collect();
+                prop_assert!(listed.iter().any(|h| h == other), "{:?}", listed);
+                match store.kernel(hash) {
+                    Ok(k) => prop_assert_eq!(&k.hash, hash),
                     Err(e) => {
                         let e = e.to_string();
                         prop_assert!(e.contains("kernel.json") && e.contains("fix:"), "{}", e);
+                        prop_assert!(!listed.iter().any(|h| h == hash), "{:?}", listed);
                     }
                 }
             }
@@ -719,10 +745,10 @@ mod tests {
             std::fs::write(&path, text.replace("\"abcd\"", "\"../../x\"")).unwrap();
             let e = store.kernel("abcd").unwrap_err().to_string();
             assert!(e.contains("kernel.json") && e.contains("../../x"), "{e}");
-            assert!(store.kernels().is_err());
+            assert!(store.kernels().unwrap().is_empty(), "left out of the list");
             // A kernel directory without its kernel.json is damaged, and the error says so.
             std::fs::remove_file(&path).unwrap();
-            let e = store.kernels().unwrap_err().to_string();
+            let e = store.kernel("abcd").unwrap_err().to_string();
             assert!(
                 e.contains("kernel.json: damaged") && e.contains("fix: delete"),
                 "{e}"

@@ -130,15 +130,6 @@ impl Store {
         read_trials(&self.trials_path(kernel, gpu))
     }
 
-    /// The best valid trial of a kernel on a GPU, as `pick_best` decides: what report and
-    /// apply use.
-    pub fn best_trial(&self, kernel: &str, gpu: &str) -> Result<Option<TrialRecord>, StoreError> {
-        let path = self.trials_path(kernel, gpu);
-        let recs = self.trials(kernel, gpu)?;
-        let confirmed = self.confirmations(&path)?;
-        Ok(pick_best(&recs, &confirmed).cloned())
-    }
-
     /// The re-measurements of a kernel's trials (see `Confirmation`) that tune made: of the
     /// best, and of the best that apply can ship where that is another trial.
     pub fn confirmations(&self, trials_file: &Path) -> Result<Vec<Confirmation>, StoreError> {
@@ -242,10 +233,46 @@ impl Store {
                 Ok(recs) if is_copy(&p, &recs) => note_copy(&p, &recs),
                 Ok(recs) if !recs.is_empty() => out.push((p, recs)),
                 Ok(_) => {}
-                Err(e) => eprintln!("r3: warning: {e} (that search is left out)"),
+                Err(e) => super::warn_left_out(&e, "that search"),
             }
         }
         Ok(out)
+    }
+
+    /// Searches of kernels whose directory is gone (`kernels/<hash>` deleted) or unreadable:
+    /// their trials
+    /// files and how many trials each holds. Nothing else leads to these trials, so a resume
+    /// that names no stored kernel must say so rather than start another search beside them.
+    pub fn orphaned_trials(&self) -> Result<Vec<(PathBuf, usize)>, StoreError> {
+        let mut out = Vec::new();
+        for p in self.all_trial_files()? {
+            let Ok(recs) = read_trials(&p) else { continue };
+            let Some(first) = recs.first() else { continue };
+            let hash = first.kernel.len() == 16 && super::is_hash(&first.kernel);
+            let gone = hash && self.kernel(&first.kernel).is_err();
+            if gone && !is_copy(&p, &recs) && !p.to_string_lossy().ends_with(ABLATIONS_SUFFIX) {
+                out.push((p, recs.len()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`StoreError::Orphaned`] for a word that names no stored kernel, where the store keeps
+    /// orphaned trials (`orphaned_trials`); None where it keeps none.
+    pub fn orphaned_error(&self, word: &str) -> Result<Option<StoreError>, StoreError> {
+        let orphans = self.orphaned_trials()?;
+        if orphans.is_empty() {
+            return Ok(None);
+        }
+        let trials = orphans
+            .iter()
+            .map(|(p, n)| format!("  {} ({n} trials)", p.display()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        Ok(Some(StoreError::Orphaned {
+            word: word.into(),
+            trials,
+        }))
     }
 
     /// Opens the trials file for appending, cutting off a torn last line, and says where the
@@ -259,47 +286,8 @@ impl Store {
         Ok(log)
     }
 
-    /// Every search in the store (one per kernel and GPU), with its state: running (and where),
-    /// finished (and why), or stopped without a word (killed), its trial count and best ratio.
-    pub fn search_statuses(&self) -> Result<Vec<SearchStatus>, StoreError> {
-        let mut out = Vec::new();
-        for file in self.all_trial_files()? {
-            if let Ok(recs) = read_trials(&file) {
-                if is_copy(&file, &recs) {
-                    note_copy(&file, &recs);
-                    continue;
-                }
-            }
-            let kernel_dir = file
-                .parent()
-                .expect("a trials file lies in its kernel's directory")
-                .to_owned();
-            // A damaged file is that search's problem alone: shown as damaged, with the fix.
-            let status = self
-                .search_status(&kernel_dir, file.clone())
-                .unwrap_or_else(|e| SearchStatus {
-                    kernel: kernel_dir
-                        .file_name()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned(),
-                    gpu: file
-                        .file_stem()
-                        .unwrap_or_default()
-                        .to_string_lossy()
-                        .into_owned(),
-                    trials: 0,
-                    best: None,
-                    state: SearchState::Damaged(e.to_string()),
-                    trials_file: file,
-                });
-            out.push(status);
-        }
-        Ok(out)
-    }
-
     /// Every search's trials file (one per kernel and GPU), sorted by path (kernel, then GPU).
-    fn all_trial_files(&self) -> Result<Vec<PathBuf>, StoreError> {
+    pub(super) fn all_trial_files(&self) -> Result<Vec<PathBuf>, StoreError> {
         let dir = self.root().join("trials");
         let Some(kernels) = read_dir_if_exists(&dir)? else {
             return Ok(Vec::new());
@@ -319,44 +307,6 @@ impl Store {
     /// one being replaced).
     pub fn lease(&self, trials_file: &Path) -> Option<Lease> {
         read_json(&lease_path(trials_file)).ok().flatten()
-    }
-
-    fn search_status(&self, kernel_dir: &Path, file: PathBuf) -> Result<SearchStatus, StoreError> {
-        let recs = read_trials(&file)?;
-        let dir_name = || {
-            kernel_dir
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        };
-        let gpu_name = || {
-            file.file_stem()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        };
-        let confirmed = self.confirmations(&file)?;
-        let state = if held_by_another(&file) {
-            // A lease that cannot be read (being replaced) says nothing more than the lock.
-            SearchState::Running(self.lease(&file))
-        } else if let Some(end) = self.search_end(&file)? {
-            SearchState::Finished(end)
-        } else {
-            SearchState::Stopped
-        };
-        Ok(SearchStatus {
-            kernel: recs.first().map_or_else(dir_name, |r| r.kernel.clone()),
-            gpu: match (recs.first(), &state) {
-                (Some(r), _) => r.gpu.clone(),
-                (None, SearchState::Running(Some(l))) if !l.gpu.is_empty() => l.gpu.clone(),
-                _ => gpu_name(),
-            },
-            trials: recs.len() as u32,
-            best: pick_best(&recs, &confirmed).and_then(TrialRecord::ratio),
-            state,
-            trials_file: file,
-        })
     }
 
     /// The ablation trials beside a trials file (`<gpu>.ablations.jsonl`: the best candidate
@@ -423,10 +373,77 @@ impl<T: Serialize> JsonLog<T> {
 
     /// Appends one record durably (one write, then fsync).
     pub fn append(&mut self, rec: &T) -> Result<(), StoreError> {
-        let mut line = serde_json::to_vec(rec).expect("log records serialize");
-        line.push(b'\n');
+        let line = record_line(rec);
         self.file.write_all(&line).map_err(io_err(&self.path))?;
         self.file.sync_data().map_err(io_err(&self.path))
+    }
+}
+
+/// A record as a log line: its JSON and a newline.
+fn record_line<T: Serialize>(rec: &T) -> Vec<u8> {
+    let mut line = serde_json::to_vec(rec).expect("log records serialize");
+    line.push(b'\n');
+    line
+}
+
+impl TrialLog {
+    /// The search's last checkpoint (`<gpu>.checkpoint.json`), if there is one that reads; a
+    /// damaged or foreign one is as good as none, since resume can always replay the trials.
+    pub fn checkpoint(&self) -> Option<Checkpoint> {
+        read_json(&checkpoint_path(&self.path)).ok().flatten()
+    }
+
+    /// Replaces the checkpoint whole (temporary file, fsync, rename).
+    pub fn write_checkpoint(&self, c: &Checkpoint) -> Result<(), StoreError> {
+        let path = checkpoint_path(&self.path);
+        let bytes = serde_json::to_vec(c).expect("checkpoints serialize");
+        super::write_atomic(&path, &bytes).map_err(io_err(&path))
+    }
+}
+
+/// The state of a search's strategy after the first `trials` trials of its file, so that a
+/// resume tells it those trials instead of asking them all again (asking is what costs: each
+/// of bo's asks fits its surrogate). Valid only for the very trials it was taken after, which
+/// `digest` pins; a resume that finds it stale replays the trials from the start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub format: u32,
+    pub trials: u32,
+    /// [`TrialsDigest`] of those trials.
+    pub digest: String,
+    pub strategy: String,
+    pub seed: u64,
+    /// The r3 that took it: another r3's strategy may keep another state.
+    pub r3_version: String,
+    /// What the strategy keeps beyond its tells (its own format, opaque to the store).
+    pub state: serde_json::Value,
+}
+
+/// A running blake3 of trial records as the trials file holds them (one line each).
+#[derive(Clone, Default)]
+pub struct TrialsDigest {
+    hasher: blake3::Hasher,
+    records: u32,
+}
+
+impl TrialsDigest {
+    pub fn add(&mut self, rec: &TrialRecord) {
+        self.hasher.update(&record_line(rec));
+        self.records += 1;
+    }
+
+    pub fn of(recs: &[TrialRecord]) -> TrialsDigest {
+        let mut d = TrialsDigest::default();
+        recs.iter().for_each(|r| d.add(r));
+        d
+    }
+
+    pub fn records(&self) -> u32 {
+        self.records
+    }
+
+    pub fn hex(&self) -> String {
+        self.hasher.finalize().to_hex().to_string()
     }
 }
 
@@ -528,13 +545,18 @@ fn transfer_path(trials_file: &Path) -> PathBuf {
     trials_file.with_extension("transfer.json")
 }
 
+/// `<gpu>.checkpoint.json` beside `<gpu>.jsonl`.
+fn checkpoint_path(trials_file: &Path) -> PathBuf {
+    trials_file.with_extension("checkpoint.json")
+}
+
 fn lease_path(trials_file: &Path) -> PathBuf {
     trials_file.with_extension("lease.json")
 }
 
 /// Whether another open file holds the lock on `path` (a search writing it); a file that is
 /// gone or cannot be opened holds none.
-fn held_by_another(path: &Path) -> bool {
+pub(super) fn held_by_another(path: &Path) -> bool {
     std::fs::File::open(path)
         .map(|f| matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)))
         .unwrap_or(false)
@@ -570,36 +592,6 @@ impl Lease {
             gpu: gpu.to_owned(),
         }
     }
-}
-
-/// What `r3 status` says of one search.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "state", content = "detail", rename_all = "lowercase")]
-pub enum SearchState {
-    /// Its trials file is locked by a running r3; where, when the lease says.
-    Running(Option<Lease>),
-    /// Its last run ended and said how (`SearchEnd::stop`).
-    Finished(SearchEnd),
-    /// Not running, and its last run said nothing: killed (resume with `--resume`).
-    Stopped,
-    /// Its files cannot be read: the error, with its fix (the store's other searches are
-    /// unaffected).
-    Damaged(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SearchStatus {
-    pub trials_file: PathBuf,
-    /// The kernel's content hash (as its trials record it).
-    pub kernel: String,
-    pub gpu: String,
-    pub trials: u32,
-    /// The best valid trial's time relative to -O3's (below 1: faster), as report and apply
-    /// pick it.
-    pub best: Option<f64>,
-    /// `"state"`: running, finished or stopped, and `"detail"`: the lease or the search's end.
-    #[serde(flatten)]
-    pub state: SearchState,
 }
 
 fn end_path(trials_file: &Path) -> PathBuf {
@@ -646,34 +638,10 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, S
     }
 }
 
-/// The valid trial with the lowest time over baseline (the first of equals) — unless a
-/// confirmation of exactly that trial found it no faster than the baseline (or not valid), in
-/// which case the baseline itself (trial 0) is the best: r3 keeps -O3 when nothing beats it.
-pub fn pick_best<'a>(
-    recs: &'a [TrialRecord],
-    confirmed: &[Confirmation],
-) -> Option<&'a TrialRecord> {
-    let best = recs
-        .iter()
-        .filter(|t| t.ratio().is_some())
-        .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap()))?;
-    match confirmation_of(confirmed, best.trial) {
-        Some(c) if c.ratio().is_none_or(|r| r >= 1.0) => {
-            recs.iter().find(|t| t.trial == 0 && t.ratio().is_some())
-        }
-        _ => Some(best),
-    }
-}
-
-/// The re-measurement of one trial, if there is one.
-pub fn confirmation_of(confirmed: &[Confirmation], trial: u32) -> Option<&Confirmation> {
-    confirmed.iter().find(|c| c.trial == trial)
-}
-
 /// Whether a file of a kernel's trials directory is a copy someone made (`g.orig.jsonl`) rather
 /// than a search's own file, which is named after the GPU its records name (`trials_path`). A
 /// file with no record yet cannot tell, and counts.
-fn is_copy(path: &Path, recs: &[TrialRecord]) -> bool {
+pub(super) fn is_copy(path: &Path, recs: &[TrialRecord]) -> bool {
     let stem = path.file_stem().unwrap_or_default().to_string_lossy();
     let ablations = path.to_string_lossy().ends_with(ABLATIONS_SUFFIX);
     recs.first()
@@ -681,7 +649,7 @@ fn is_copy(path: &Path, recs: &[TrialRecord]) -> bool {
 }
 
 /// Says once per process that a copy of a trials file is left out.
-fn note_copy(path: &Path, recs: &[TrialRecord]) {
+pub(super) fn note_copy(path: &Path, recs: &[TrialRecord]) {
     static SAID: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if !said.iter().any(|p| p == path) {
@@ -697,7 +665,7 @@ fn note_copy(path: &Path, recs: &[TrialRecord]) {
 
 /// A trials (or ablations) file's complete records, each of this r3's format: a record of
 /// another format (a newer r3's) is refused with its version named, never read as this one.
-fn read_trials(path: &Path) -> Result<Vec<TrialRecord>, StoreError> {
+pub(super) fn read_trials(path: &Path) -> Result<Vec<TrialRecord>, StoreError> {
     let recs: Vec<TrialRecord> = read_log(path)?.0;
     if let Some((i, r)) = recs.iter().enumerate().find(|(_, r)| r.format != FORMAT) {
         return Err(StoreError::Corrupt {
@@ -791,11 +759,11 @@ mod tests {
         assert_eq!(statuses.len(), 3, "{statuses:?}");
         let of = |p: &std::path::Path| statuses.iter().find(|s| s.trials_file == p).unwrap();
         assert_eq!(of(&good).trials, 2);
-        let super::SearchState::Damaged(why) = &of(&bad).state else {
+        let crate::store::status::SearchState::Damaged(why) = &of(&bad).state else {
             panic!("{:?}", of(&bad).state)
         };
         assert!(why.contains("line 2") && why.contains("fix:"), "{why}");
-        let super::SearchState::Damaged(why) = &of(&newer).state else {
+        let crate::store::status::SearchState::Damaged(why) = &of(&newer).state else {
             panic!("{:?}", of(&newer).state)
         };
         assert!(
@@ -810,88 +778,6 @@ mod tests {
             1,
             "the copy left out"
         );
-    }
-
-    #[test]
-    fn a_best_that_does_not_hold_up_gives_way_to_the_baseline() {
-        use crate::replay::TimeStats;
-        let ts = |us: f64| TimeStats {
-            median_us: us,
-            min_us: us,
-            spread: 0.0,
-            samples: 10,
-        };
-        let rec = |trial: u32, us: f64| {
-            let mut r: super::TrialRecord = serde_json::from_value(serde_json::json!({
-                "format": 1, "trial": trial, "kernel": "k", "gpu": "g", "driver": "d", "r3_version": "0",
-                "strategy": "bo", "seed": 0, "batch": 1, "candidate": {"pipeline": "default<O3>"},
-                "ptx_hash": "h", "outcome": {"status": "compile_error", "message": ""},
-                "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
-            }))
-            .unwrap();
-            r.outcome = super::Outcome::Valid {
-                time: ts(us),
-                baseline: ts(100.0),
-            };
-            r
-        };
-        let recs = vec![rec(0, 100.0), rec(1, 90.0), rec(2, 95.0)];
-        assert_eq!(super::pick_best(&recs, &[]).unwrap().trial, 1);
-        let confirm = |trial, us| super::Confirmation {
-            format: 1,
-            trial,
-            outcome: super::Outcome::Valid {
-                time: ts(us),
-                baseline: ts(100.0),
-            },
-            finished_unix_ms: 0,
-            launches: Vec::new(),
-            context_ratios: Vec::new(),
-        };
-        assert_eq!(
-            super::pick_best(&recs, &[confirm(1, 92.0)]).unwrap().trial,
-            1
-        );
-        assert_eq!(
-            super::pick_best(&recs, &[confirm(1, 101.0)]).unwrap().trial,
-            0
-        );
-        // A confirmation of another trial says nothing about this one, nor does it hide one.
-        assert_eq!(
-            super::pick_best(&recs, &[confirm(2, 90.0), confirm(1, 101.0)])
-                .unwrap()
-                .trial,
-            0
-        );
-        // A confirmation of another trial says nothing about this one.
-        assert_eq!(
-            super::pick_best(&recs, &[confirm(2, 101.0)]).unwrap().trial,
-            1
-        );
-        // Faster on the searched launch, wrong on another recorded one: never the best.
-        let check = |recording: &str, outcome| super::LaunchCheck {
-            recording: recording.into(),
-            outcome,
-        };
-        let mut elsewhere = confirm(1, 80.0);
-        elsewhere.launches = vec![
-            check("k/2", confirm(1, 85.0).outcome),
-            check(
-                "k/3",
-                super::Outcome::WrongOutput {
-                    message: "region 0 differs".into(),
-                },
-            ),
-        ];
-        assert_eq!(elsewhere.failed_launch().unwrap().recording, "k/3");
-        assert_eq!(elsewhere.ratio(), None);
-        assert_eq!(
-            super::pick_best(&recs, &[elsewhere.clone()]).unwrap().trial,
-            0
-        );
-        elsewhere.launches.pop();
-        assert_eq!(elsewhere.ratio(), Some(0.8));
-        assert_eq!(super::pick_best(&recs, &[elsewhere]).unwrap().trial, 1);
     }
 
     use super::*;
@@ -950,6 +836,7 @@ mod tests {
 
     #[test]
     fn status_says_which_searches_run_where_which_ended_and_which_were_killed() {
+        use crate::store::status::SearchState;
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let state_of = |gpu: &str| {

@@ -422,6 +422,19 @@ fn reports_on_a_simulated_tuning_run() {
     for f in [Format::Term, Format::Markdown, Format::Html, Format::Json] {
         assert!(!render(&rep, f).is_empty());
     }
+    // A damaged file beside one search's trials costs that search, not the report; with
+    // nothing else left, it is the error, with its fix.
+    let k1 = store.trials_path("k1", "simulated: synthetic");
+    std::fs::write(k1.with_extension("confirm.json"), "nope").unwrap();
+    let rep = build(&store, &ReportOptions::default()).unwrap();
+    let names: Vec<&str> = rep.kernels.iter().map(|k| k.kernel.as_str()).collect();
+    assert_eq!(names, ["k2"]);
+    let only = ReportOptions {
+        kernels: vec!["k1".into()],
+        ..Default::default()
+    };
+    let e = build(&store, &only).unwrap_err().to_string();
+    assert!(e.contains("confirm.json") && e.contains("fix:"), "{e}");
 }
 
 #[test]
@@ -528,6 +541,6 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
         k.apply.note,
         "keeps clang's code: the fastest trial (1) gives wrong output on recorded launch saxpy/3"
     );
-    let winners = r3::apply::plan::export(&store, &r3::apply::plan::Policy::default()).unwrap();
+    let winners = r3::apply::plan::export(&store, &r3::store::winner::Policy::default()).unwrap();
     assert!(winners.kernels.is_empty(), "{:?}", winners.kernels);
 }

@@ -29,6 +29,16 @@ fn opts(strategy: &str, budget: u32) -> TuneOptions {
 
 /// Runs into a store; returns the trials file's records.
 fn run(store: &Store, strategy: &str, budget: u32, resume: bool) -> Vec<TrialRecord> {
+    run_summarized(store, strategy, budget, resume).0
+}
+
+/// [`run`], with the search's summary.
+fn run_summarized(
+    store: &Store,
+    strategy: &str,
+    budget: u32,
+    resume: bool,
+) -> (Vec<TrialRecord>, Summary) {
     let l = synthetic(Family::Sparse, 1);
     let space = Space::builtin(l.space.clone()).unwrap();
     let mut sim = Simulator::new(l);
@@ -40,7 +50,7 @@ fn run(store: &Store, strategy: &str, budget: u32, resume: bool) -> Vec<TrialRec
     };
     let mut log = store.open_trials("k", gpu).unwrap();
     let never = AtomicBool::new(false);
-    tune(
+    let summary = tune(
         &mut sim,
         &space,
         &opts(strategy, budget),
@@ -50,7 +60,7 @@ fn run(store: &Store, strategy: &str, budget: u32, resume: bool) -> Vec<TrialRec
         |_| {},
     )
     .unwrap();
-    store.trials("k", gpu).unwrap()
+    (store.trials("k", gpu).unwrap(), summary)
 }
 
 type Essence = (u32, String, Option<String>, Option<u32>, String);
@@ -90,6 +100,53 @@ fn a_stopped_tune_resumes_with_no_lost_or_repeated_trial() {
         std::fs::write(&path, bytes).unwrap();
         let resumed = run(&sb, strategy, 31, true);
         assert_eq!(essence(&resumed), essence(&whole), "{strategy}");
+    }
+}
+
+/// A resume restores the strategy from the checkpoint of the last full round and asks only
+/// what came after it; the search goes on exactly as the uninterrupted one did, for every
+/// strategy, wherever it stopped. A checkpoint that is not of the file's trials (an edited
+/// record, a cut file) is passed over for a full replay, with the same result.
+#[test]
+fn a_resume_starts_from_the_checkpoint_and_goes_on_as_the_whole_search() {
+    let gpu = "simulated: synthetic";
+    for strategy in ["bo", "random", "evolution", "local", "exhaustive"] {
+        let a = tempfile::tempdir().unwrap();
+        let sa = Store::create(a.path()).unwrap();
+        let whole = run(&sa, strategy, 31, false);
+        // Rounds of 4 after the baseline end at trials 1, 5, 9, 13, 17, 21, ...
+        for (stopped_at, checkpoint) in [(1, 1), (4, 1), (13, 13), (19, 17), (21, 21)] {
+            let b = tempfile::tempdir().unwrap();
+            let sb = Store::create(b.path()).unwrap();
+            run(&sb, strategy, stopped_at, false);
+            let (resumed, s) = run_summarized(&sb, strategy, 31, true);
+            let at = format!("{strategy}, stopped at {stopped_at}");
+            assert_eq!(essence(&resumed), essence(&whole), "{at}");
+            assert_eq!(s.from_checkpoint, checkpoint, "{at}");
+            assert_eq!(s.resumed, stopped_at, "{at}");
+            // Finished: the checkpoint covers the whole budget but its short last round.
+            let (again, s) = run_summarized(&sb, strategy, 31, true);
+            assert_eq!(essence(&again), essence(&whole), "{at}");
+            assert_eq!(s.from_checkpoint, 29, "{at}");
+        }
+        // An edited record: the digest no longer matches, so everything is replayed.
+        let path = sa.trials_path("k", gpu);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let edited = text.replacen("\"finished_unix_ms\":", "\"finished_unix_ms\":1", 1);
+        std::fs::write(&path, edited).unwrap();
+        let (again, s) = run_summarized(&sa, strategy, 31, true);
+        assert_eq!(essence(&again), essence(&whole), "{strategy}");
+        assert_eq!(
+            s.from_checkpoint, 0,
+            "{strategy}: a stale checkpoint was used"
+        );
+        // Cut to fewer trials than the checkpoint covers (`head -n 10`): replayed, then the
+        // search measures the rest again.
+        let keep: String = text.split_inclusive('\n').take(10).collect();
+        std::fs::write(&path, keep).unwrap();
+        let (again, s) = run_summarized(&sa, strategy, 31, true);
+        assert_eq!(essence(&again), essence(&whole), "{strategy}");
+        assert_eq!((s.resumed, s.from_checkpoint), (10, 0), "{strategy}");
     }
 }
 
@@ -594,16 +651,24 @@ fn bo_learns_from_an_earlier_search_and_resumes_with_what_it_learned_from() {
     let resumed = tune_stored(&sb, "k", "bo", 31, true, true).unwrap();
     assert_eq!(essence(&resumed), essence(&whole));
 
-    // A source that lost trials since is an error that names it.
+    // A source that lost trials since costs what the search learned from it, not the search:
+    // the resume restores its checkpoint, which holds the warm start, and goes on.
     let path = sb.trials_path("earlier", gpu);
     let text = std::fs::read_to_string(&path).unwrap();
     let cut: String = text.lines().take(20).map(|l| format!("{l}\n")).collect();
     std::fs::write(&path, cut).unwrap();
-    let err = tune_stored(&sb, "k", "bo", 40, true, true)
+    let longer = tune_stored(&sb, "k", "bo", 40, true, true).unwrap();
+    assert_eq!(longer.len(), 40);
+    assert_eq!(essence(&longer[..31]), essence(&whole));
+    // Without the checkpoint the replay cannot be the search it was: an error names the file
+    // and the likely cause.
+    let k = sb.trials_path("k", gpu);
+    std::fs::remove_file(k.with_extension("checkpoint.json")).unwrap();
+    let err = tune_stored(&sb, "k", "bo", 44, true, true)
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("earlier") && err.contains("20 trials"),
+        err.contains(&k.display().to_string()) && err.contains("a changed search it learned from"),
         "{err}"
     );
 }
@@ -888,4 +953,52 @@ fn a_gap_or_a_repeat_in_trial_numbers_is_explained_and_keeping_the_lines_resumes
     // As the fix says: the first 5 lines, then --resume.
     std::fs::write(&path, lines[..5].join("\n") + "\n").unwrap();
     assert_eq!(run(&store, "random", 10, true).len(), 10);
+}
+
+/// The trials of a kernel whose directory was deleted are not left behind: a resume by name
+/// refuses and names them (never a new search under another key beside them), and their hash
+/// resumes them.
+#[test]
+fn a_resume_whose_kernel_directory_is_gone_names_the_orphaned_trials() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = saxpy_store(d);
+    let table = landscape(d);
+    let tune = |args: &[&str]| {
+        let mut all = vec!["tune", "--simulate", table.to_str().unwrap()];
+        all.extend_from_slice(&["--no-ablate", "--r3-store", store.to_str().unwrap()]);
+        all.extend_from_slice(args);
+        r3(&all, d)
+    };
+    let first = tune(&["saxpy", "--budget", "6"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let searches = |store: &std::path::Path| walk(&store.join("trials")).len();
+    let files = searches(&store);
+    let hash = std::fs::read_dir(store.join("kernels"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| !n.starts_with('.'))
+        .unwrap();
+    std::fs::remove_dir_all(store.join("kernels").join(&hash)).unwrap();
+
+    let refused = tune(&["saxpy", "--budget", "10", "--resume"]);
+    let e = stderr(&refused);
+    assert!(!refused.status.success(), "{e}");
+    assert!(
+        e.contains(&format!("trials/{hash}/")) && e.contains("(6 trials)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("fix: rebuild the program with r3-clang++"),
+        "{e}"
+    );
+    assert_eq!(searches(&store), files, "nothing new was written");
+
+    let resumed = tune(&[&hash[..8], "--budget", "10", "--resume"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert!(
+        stdout(&resumed).contains("10 trials (6 resumed"),
+        "{}",
+        stdout(&resumed)
+    );
 }

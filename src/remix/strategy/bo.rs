@@ -24,12 +24,12 @@
 //! spread-out design follows the portfolio, and lost trials on partly unrelated synthetic
 //! ones; see bench/RESULTS.md.)
 
+use super::SearchRng;
 use super::{History, Strategy};
 use crate::candidate::Candidate;
 use crate::remix::space::{Features, Space};
 use crate::remix::transfer::Transfer;
 use nalgebra::{DMatrix, DVector};
-use rand::rngs::StdRng;
 use rand::Rng;
 use statrs::distribution::{Continuous, ContinuousCDF, Normal};
 use std::collections::HashMap;
@@ -56,7 +56,7 @@ const CACHE_PIPELINES: usize = 512;
 const GROUPS: usize = 6;
 type Dist = [f64; GROUPS];
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct Hyper {
     pass: f64,
     knob: f64,
@@ -131,8 +131,21 @@ fn kernel(d: &Dist, h: Hyper, active: &[bool; GROUPS]) -> f64 {
     h.additive * additive + (1.0 - h.additive) * product
 }
 
+/// What [`Bo`] keeps beyond its tells (see `Strategy::save`).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct BoState {
+    /// The random stream's word position, in decimal.
+    rng: String,
+    initial: Option<Vec<Candidate>>,
+    portfolio: usize,
+    swept: bool,
+    queued: Vec<Candidate>,
+    hyper: Hyper,
+    fitted_at: usize,
+}
+
 pub struct Bo {
-    rng: StdRng,
+    rng: SearchRng,
     hist: History,
     initial: Option<Vec<Candidate>>,
     dists: Distances,
@@ -460,6 +473,36 @@ impl Strategy for Bo {
         self.dist.push(row);
         self.told.push(p);
     }
+
+    /// The rest follows from the tells: the surrogate's points and distances, the history.
+    fn save(&self) -> serde_json::Value {
+        let state = BoState {
+            rng: self.rng.get_word_pos().to_string(),
+            initial: self.initial.clone(),
+            portfolio: self.portfolio,
+            swept: self.swept,
+            queued: self.queued.iter().cloned().collect(),
+            hyper: self.hyper,
+            fitted_at: self.fitted_at,
+        };
+        serde_json::to_value(state).expect("bo states serialize")
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> Result<(), String> {
+        let s: BoState = serde_json::from_value(state).map_err(|e| e.to_string())?;
+        let at: u128 = s
+            .rng
+            .parse()
+            .map_err(|_| format!("rng position {:?}", s.rng))?;
+        self.rng.set_word_pos(at);
+        self.initial = s.initial;
+        self.portfolio = s.portfolio;
+        self.swept = s.swept;
+        self.queued = s.queued.into();
+        self.hyper = s.hyper;
+        self.fitted_at = s.fitted_at;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -524,6 +567,50 @@ mod tests {
             recipes: recipes.iter().map(pick).collect(),
             ..Default::default()
         }
+    }
+
+    /// Restored in the middle of the launch sweep, with the design half used, a fresh bo told
+    /// the same trials asks what the first would have asked next.
+    #[test]
+    fn a_restored_bo_asks_what_the_saved_one_would_have() {
+        let space = Space::builtin(crate::remix::space::SpaceOptions {
+            launch_threads: Some(256),
+            block_size_agnostic: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let o1 = Candidate {
+            codegen_opt: 1,
+            ..Candidate::baseline()
+        };
+        let make = || {
+            let mut bo = Bo::with_transfer(5, recipe_transfer(std::slice::from_ref(&o1)));
+            bo.warm_start_len(&space);
+            bo
+        };
+        let mut first = make();
+        let mut told = vec![(Candidate::baseline(), Some(1.0))];
+        first.tell(&Candidate::baseline(), Some(1.0));
+        for i in 0..5 {
+            let c = first.ask(&space);
+            let r = Some(0.9 - i as f64 / 50.0);
+            first.tell(&c, r);
+            told.push((c, r));
+        }
+        assert!(!first.queued.is_empty(), "saved before the sweep was done");
+        let mut second = make();
+        second.restore(first.save()).unwrap();
+        for (c, r) in &told {
+            second.tell(c, *r);
+        }
+        for i in 0..24 {
+            let (a, b) = (first.ask(&space), second.ask(&space));
+            assert_eq!(a, b, "ask {i} after the restore");
+            let r = Some(0.8 + (i % 7) as f64 / 40.0);
+            first.tell(&a, r);
+            second.tell(&b, r);
+        }
+        assert!(second.restore(serde_json::json!({"rng": "x"})).is_err());
     }
 
     #[test]

@@ -1,17 +1,17 @@
 //! Evolutionary search (steady state): tournament selection among the best candidates so far,
 //! one-point crossover of pass sequences with uniform crossover of knobs, then mutation.
 
+use super::SearchRng;
 use super::{History, Strategy};
 use crate::candidate::Candidate;
 use crate::remix::space::Space;
-use rand::rngs::StdRng;
 use rand::Rng;
 
 const POPULATION: usize = 16;
 const TOURNAMENT: usize = 3;
 
 pub struct Evolution {
-    rng: StdRng,
+    rng: SearchRng,
     hist: History,
 }
 
@@ -24,7 +24,7 @@ impl Evolution {
     }
 }
 
-fn tournament<'a>(pop: &[(&'a Candidate, f64)], rng: &mut StdRng) -> &'a Candidate {
+fn tournament<'a>(pop: &[(&'a Candidate, f64)], rng: &mut SearchRng) -> &'a Candidate {
     let mut best = rng.random_range(0..pop.len());
     for _ in 1..TOURNAMENT {
         best = best.min(rng.random_range(0..pop.len()));
@@ -67,5 +67,15 @@ impl Strategy for Evolution {
 
     fn tell(&mut self, c: &Candidate, r: Option<f64>) {
         self.hist.tell(c, r);
+    }
+
+    fn save(&self) -> serde_json::Value {
+        super::Plain::save(&self.rng, 0)
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> Result<(), String> {
+        let (_, at) = super::Plain::load(state)?;
+        self.rng.set_word_pos(at);
+        Ok(())
     }
 }

@@ -1,13 +1,13 @@
 //! Exhaustive search of a finite space (`--space grid`), point by point in the space's order:
 //! how the recorded landscapes are measured. In the free space, which has no end, it samples.
 
+use super::SearchRng;
 use super::{History, Strategy};
 use crate::candidate::Candidate;
 use crate::remix::space::Space;
-use rand::rngs::StdRng;
 
 pub struct Exhaustive {
-    rng: StdRng,
+    rng: SearchRng,
     hist: History,
     next: usize,
 }
@@ -43,5 +43,16 @@ impl Strategy for Exhaustive {
 
     fn tell(&mut self, c: &Candidate, r: Option<f64>) {
         self.hist.tell(c, r);
+    }
+
+    fn save(&self) -> serde_json::Value {
+        super::Plain::save(&self.rng, self.next)
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> Result<(), String> {
+        let (p, at) = super::Plain::load(state)?;
+        self.rng.set_word_pos(at);
+        self.next = p.next;
+        Ok(())
     }
 }

@@ -1,14 +1,14 @@
 //! Local search: hill climbing from the best candidate so far, by one to a few random edits;
 //! the longer it goes without improving, the further it steps.
 
+use super::SearchRng;
 use super::{History, Strategy};
 use crate::candidate::Candidate;
 use crate::remix::space::Space;
-use rand::rngs::StdRng;
 use rand::Rng;
 
 pub struct Local {
-    rng: StdRng,
+    rng: SearchRng,
     hist: History,
     best: Option<f64>,
     stagnant: usize,
@@ -58,5 +58,16 @@ impl Strategy for Local {
             }
             (None, _) => self.stagnant += 1,
         }
+    }
+
+    /// `best` and `stagnant` follow from the tells.
+    fn save(&self) -> serde_json::Value {
+        super::Plain::save(&self.rng, 0)
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> Result<(), String> {
+        let (_, at) = super::Plain::load(state)?;
+        self.rng.set_word_pos(at);
+        Ok(())
     }
 }

@@ -1,11 +1,19 @@
 //! Search strategies behind one ask/tell interface. Every strategy is deterministic for a
 //! given seed and sequence of tells, which is what makes `--resume` exact: the tune loop
-//! replays the recorded trials through ask/tell before it evaluates anything new.
+//! replays the recorded trials through ask/tell before it evaluates anything new. Replaying
+//! asks costs what the search cost (bo fits its surrogate at each), so after each round the
+//! loop also keeps a checkpoint: what the strategy holds beyond its tells (`save`), which
+//! `restore` puts back into a fresh strategy of the same seed before the recorded trials are
+//! told to it, none asked again.
 
 use super::space::Space;
 use crate::candidate::Candidate;
-use rand::rngs::StdRng;
+use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+
+/// The strategies' random stream: the same numbers as rand's `StdRng` for a seed (ChaCha12
+/// seeded by `seed_from_u64`), with a position a checkpoint can keep.
+pub type SearchRng = rand_chacha::ChaCha12Rng;
 
 pub mod bo;
 pub mod evolution;
@@ -26,12 +34,50 @@ pub trait Strategy {
     fn warm_start_len(&mut self, _space: &Space) -> usize {
         0
     }
+    /// What the strategy holds beyond the results told to it, between rounds (when every
+    /// candidate asked has been told).
+    fn save(&self) -> serde_json::Value;
+    /// Puts back what `save` gave, into a strategy made with the same seed (and transfer) that
+    /// has not yet been asked anything past the warm-start count; the recorded trials are told
+    /// to it next. Err, with the strategy unchanged, when the state is not one of its own.
+    fn restore(&mut self, state: serde_json::Value) -> Result<(), String>;
+}
+
+/// The state of a strategy whose only state beyond its tells is its random stream (and, for
+/// some, a counter).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Plain {
+    /// The stream's word position (`SearchRng::get_word_pos`), in decimal: a 68-bit number,
+    /// beyond what a JSON number holds exactly.
+    pub rng: String,
+    #[serde(default)]
+    pub next: usize,
+}
+
+impl Plain {
+    pub fn save(rng: &SearchRng, next: usize) -> serde_json::Value {
+        let p = Plain {
+            rng: rng.get_word_pos().to_string(),
+            next,
+        };
+        serde_json::to_value(p).expect("plain states serialize")
+    }
+
+    /// The state, and the stream's position in it.
+    pub fn load(state: serde_json::Value) -> Result<(Plain, u128), String> {
+        let p: Plain = serde_json::from_value(state).map_err(|e| e.to_string())?;
+        let at = p
+            .rng
+            .parse()
+            .map_err(|_| format!("rng position {:?}", p.rng))?;
+        Ok((p, at))
+    }
 }
 
 pub const NAMES: &[&str] = &["bo", "random", "local", "evolution", "exhaustive"];
 
 #[derive(Debug, thiserror::Error)]
-#[error("unknown strategy '{0}'; strategies: bo, random, local, evolution, exhaustive")]
+#[error("unknown strategy '{0}'; fix: --strategy bo, random, local, evolution or exhaustive")]
 pub struct UnknownStrategy(pub String);
 
 pub fn make(name: &str, seed: u64) -> Result<Box<dyn Strategy + Send>, UnknownStrategy> {
@@ -58,9 +104,9 @@ pub fn make_with(
     })
 }
 
-pub(crate) fn rng(seed: u64) -> StdRng {
+pub(crate) fn rng(seed: u64) -> SearchRng {
     use rand::SeedableRng;
-    StdRng::seed_from_u64(seed)
+    SearchRng::seed_from_u64(seed)
 }
 
 /// What every strategy keeps: the candidates seen (asked or told) and the results.

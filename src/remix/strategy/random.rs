@@ -1,12 +1,12 @@
 //! Random search: independent samples of the space.
 
+use super::SearchRng;
 use super::{History, Strategy};
 use crate::candidate::Candidate;
 use crate::remix::space::Space;
-use rand::rngs::StdRng;
 
 pub struct Random {
-    rng: StdRng,
+    rng: SearchRng,
     hist: History,
 }
 
@@ -31,5 +31,15 @@ impl Strategy for Random {
 
     fn tell(&mut self, c: &Candidate, r: Option<f64>) {
         self.hist.tell(c, r);
+    }
+
+    fn save(&self) -> serde_json::Value {
+        super::Plain::save(&self.rng, 0)
+    }
+
+    fn restore(&mut self, state: serde_json::Value) -> Result<(), String> {
+        let (_, at) = super::Plain::load(state)?;
+        self.rng.set_word_pos(at);
+        Ok(())
     }
 }
