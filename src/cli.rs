@@ -260,7 +260,7 @@ enum Cmd {
         /// Also run the candidate broken on purpose, in the same batch, to check that replay
         /// catches it (testing r3 itself); repeatable.
         #[arg(long, value_enum)]
-        mutate: Vec<r3::replay::mutate::Mutation>,
+        mutate: Vec<r3::ir::mutate::Mutation>,
         #[arg(long)]
         json: bool,
     },
@@ -581,7 +581,7 @@ fn run(cli: Cli) -> Result<i32> {
             replay(cli.store.as_deref(), &cwd, &sel, &candidate, &how)
         }
         Cmd::ReplayWorker => Ok(r3::replay::worker::serve()),
-        Cmd::LowerWorker => Ok(r3::replay::gpu::serve_lower()),
+        Cmd::LowerWorker => Ok(r3::lower::isolated::serve_lower()),
         Cmd::CaptureWorker => Ok(r3::driver::capture::serve()),
         Cmd::Report {
             kernels,
@@ -792,7 +792,7 @@ struct ReplayHow {
     l2: r3::replay::l2::Policy,
     tolerance: Option<r3::replay::validate::Tolerance>,
     dry_run: bool,
-    mutate: Vec<r3::replay::mutate::Mutation>,
+    mutate: Vec<r3::ir::mutate::Mutation>,
     json: bool,
 }
 
@@ -1428,7 +1428,7 @@ fn choose_l2(
 }
 
 /// Measures what each pass of the best pipeline is worth: the best candidate with one pass
-/// removed, each (`report::passes::ablations`), as trials in the kernel's ablations file, where
+/// removed, each (`passes::diff::ablations`), as trials in the kernel's ablations file, where
 /// `r3 report` finds them. Ablations already measured for this best are not repeated; one whose
 /// PTX equals a measured trial's reuses its outcome.
 fn ablate_best(
@@ -1443,7 +1443,7 @@ fn ablate_best(
     };
     let trials = store.trials(&opts.kernel, &gpu)?;
     let done = store.ablations(&store.trials_path(&opts.kernel, &gpu))?;
-    let todo: Vec<r3::candidate::Candidate> = r3::report::passes::ablations(&best.candidate)?
+    let todo: Vec<r3::candidate::Candidate> = r3::passes::diff::ablations(&best.candidate)?
         .into_iter()
         .map(|a| a.candidate)
         .filter(|c| !done.iter().any(|r| r.candidate == *c))
@@ -1855,10 +1855,11 @@ fn export(
         Some(path) => {
             r3::store::write_output(path, &text)
                 .with_context(|| format!("writing {}", path.display()))?;
-            let unit = if what.format == "t4" {
-                "trials"
-            } else {
-                "kernels"
+            let unit = match (what.format == "t4", count == 1) {
+                (true, true) => "trial",
+                (true, false) => "trials",
+                (false, true) => "kernel",
+                (false, false) => "kernels",
             };
             eprintln!("r3 export: {count} {unit} in {}", path.display());
         }
@@ -1868,7 +1869,7 @@ fn export(
 }
 
 fn passes(print: Option<&str>, recipes: bool) -> Result<i32> {
-    let cat = r3::remix::catalog::Catalog::builtin()?;
+    let cat = r3::passes::catalog::Catalog::builtin()?;
     if recipes {
         return print_recipes(&cat);
     }
@@ -1879,7 +1880,7 @@ fn passes(print: Option<&str>, recipes: bool) -> Result<i32> {
     Ok(0)
 }
 
-fn print_recipes(cat: &r3::remix::catalog::Catalog) -> Result<i32> {
+fn print_recipes(cat: &r3::passes::catalog::Catalog) -> Result<i32> {
     outln!("recipes (passes/recipes.toml), measured first by every search, those whose preconditions the kernel meets before the rest:");
     for r in r3::remix::recipes::builtin(cat)? {
         let s = &r.spec;
@@ -1899,7 +1900,7 @@ fn print_recipes(cat: &r3::remix::catalog::Catalog) -> Result<i32> {
         for (name, v) in &s.options {
             knobs.push(format!(
                 "-{name}={}",
-                r3::remix::catalog::LlvmOption::value_text(v)
+                r3::passes::catalog::LlvmOption::value_text(v)
             ));
         }
         let when = if s.when.is_empty() {

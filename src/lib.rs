@@ -9,6 +9,7 @@ pub mod evolve;
 pub mod gpu;
 pub mod ir;
 pub mod lower;
+pub mod passes;
 pub mod record;
 pub mod remix;
 pub mod replay;

@@ -12,8 +12,8 @@
 use super::plan::{Source, Winner};
 use super::splice::{self, Tuned};
 use crate::ir::extract::{self, KernelModule};
+use crate::lower::isolated::{lower_isolated, LowerJob};
 use crate::lower::Codegen;
-use crate::replay::gpu::{lower_isolated, LowerJob};
 use crate::store::winner::Policy;
 use crate::store::{KernelRecord, Store};
 use serde::{Deserialize, Serialize};

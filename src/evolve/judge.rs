@@ -4,10 +4,11 @@
 
 use super::{Judge, Verdict};
 use crate::candidate::Candidate;
+use crate::lower::Lowered;
 use crate::remix::space::Space;
 use crate::remix::tune::{self, TuneError, TuneOptions};
 use crate::replay::gpu::GpuEvaluator;
-use crate::replay::{Evaluator, Lowered, Outcome};
+use crate::replay::{Evaluator, Outcome};
 use crate::store::records::Recording;
 use crate::store::{KernelRecord, Store};
 use serde::Deserialize;
@@ -16,7 +17,7 @@ use std::sync::atomic::AtomicBool;
 /// A candidate in a few words: its pipeline as edits of O3 (the first few), then the knobs
 /// that differ from clang's: "O3 -instcombine x3 +loop-versioning-licm; llc -O2, maxntid 256".
 pub fn describe(c: &Candidate) -> String {
-    use crate::report::passes::{self, DiffOp};
+    use crate::passes::diff::{self as passes, DiffOp};
     let short = |step: &str| {
         let last = step.rsplit('/').next().unwrap_or(step);
         last.split('<').next().unwrap_or(last).to_owned()

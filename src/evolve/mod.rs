@@ -762,7 +762,7 @@ impl<'a> Run<'a> {
     /// The -O3 PTX of a stored kernel (this kernel or a variant), lowered in a child process:
     /// a rewrite is code LLVM has not seen.
     fn o3_ptx(&self, hash: &str) -> Option<String> {
-        let job = crate::replay::gpu::LowerJob {
+        let job = crate::lower::isolated::LowerJob {
             bitcode: self.store.kernel_dir(hash).join("module.bc"),
             kernel_hash: hash.to_owned(),
             candidate: crate::candidate::Candidate::baseline(),
@@ -773,7 +773,9 @@ impl<'a> Run<'a> {
             },
             mutation: None,
         };
-        crate::replay::gpu::lower_isolated(&job).ok().map(|l| l.ptx)
+        crate::lower::isolated::lower_isolated(&job)
+            .ok()
+            .map(|l| l.ptx)
     }
 
     /// The archive cell of a stored kernel's -O3 code.

@@ -144,3 +144,4 @@ fn run_llvm_pipeline(module: &Module, pipeline: &str, tm: &TargetMachine) -> Res
 pub const PTX_KERNEL_CC: u32 = 71;
 
 pub mod extract;
+pub mod mutate;

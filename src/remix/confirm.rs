@@ -9,7 +9,8 @@
 //! depend on where its data lies, and the search's worker is the one in which it looked best.
 //! The least favourable of them is kept.
 
-use crate::replay::{Evaluator, Lowered, Outcome};
+use crate::lower::Lowered;
+use crate::replay::{Evaluator, Outcome};
 use crate::store::trials::{Confirmation, LaunchCheck, TrialRecord};
 use crate::store::winner::{shippable_best, Policy};
 use crate::store::{Store, StoreError};
@@ -232,7 +233,8 @@ fn other_ratios(c: &Confirmation) -> String {
 mod tests {
     use super::*;
     use crate::candidate::Candidate;
-    use crate::replay::{Lowered, TimeStats};
+    use crate::lower::Lowered;
+    use crate::replay::TimeStats;
 
     /// A launch where each candidate's time over -O3 is fixed, and where the candidates whose
     /// pipeline is in `wrong` give wrong output.

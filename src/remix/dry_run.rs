@@ -138,17 +138,16 @@ fn lower_parallel(
 
 /// In a child process, as the search does: a pass order that crashes LLVM is a compile error.
 fn lower_one(bitcode: &Path, kernel: &str, target: &Codegen, c: &Candidate) -> Lowered {
-    let job = crate::replay::gpu::LowerJob {
+    let job = crate::lower::isolated::LowerJob {
         bitcode: bitcode.to_owned(),
         kernel_hash: kernel.to_owned(),
         candidate: c.clone(),
         target: target.clone(),
         mutation: None,
     };
-    match crate::replay::gpu::lower_isolated(&job) {
+    match crate::lower::isolated::lower_isolated(&job) {
         Ok(l) => Ok((l.ptx, l.passes_ms + l.codegen_ms)),
-        Err(crate::replay::Outcome::CompileError { message }) => Err(message),
-        Err(o) => Err(o.to_string()),
+        Err(f) => Err(f.message),
     }
 }
 

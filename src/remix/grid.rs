@@ -2,8 +2,8 @@
 //! edits, to be combined with every legal knob setting by [`super::space::Space`]. Finite, so
 //! it can be measured exhaustively on a GPU: the recorded landscapes strategies are compared on.
 
-use super::catalog::{Catalog, CatalogError};
-use super::pipeline::Pipeline;
+use crate::passes::catalog::{Catalog, CatalogError};
+use crate::passes::pipeline::Pipeline;
 use serde::Deserialize;
 
 const GRID_TOML: &str = include_str!("../../passes/grid.toml");

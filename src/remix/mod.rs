@@ -1,7 +1,6 @@
 //! Remix: the search over how a kernel is compiled and launched.
 //!
-//! `catalog` (passes/*.toml) says which passes and parameters exist; `pipeline` edits pipeline
-//! texts; `grid` (passes/grid.toml) lists the pipeline variants of the finite space; `space`
+//! The pass catalog and pipeline texts it edits are `crate::passes`; `grid` (passes/grid.toml) lists the pipeline variants of the finite space; `space`
 //! turns them and the codegen/launch knobs into candidates (sampling, mutation,
 //! crossover, features); `strategy` proposes candidates behind one ask/tell interface; `tune`
 //! runs the loop against any [`crate::replay::Evaluator`] and records every trial in the store;
@@ -11,12 +10,10 @@
 //! prior, what every search starts from when the store knows nothing yet; `confirm` re-measures
 //! a search's winner and runs it on every other recorded launch before the store believes it.
 
-pub mod catalog;
 pub mod confirm;
 pub mod dry_run;
 pub mod fleet;
 pub mod grid;
-pub mod pipeline;
 pub mod recipes;
 pub mod sim;
 pub mod space;

@@ -9,12 +9,12 @@
 //! each kernel's near-best configurations, the same rule as the store's portfolio in
 //! `transfer`).
 
-use super::catalog::{Catalog, LlvmOption, ParamValue};
 use super::grid::{self, GridError};
 use super::sim::Landscape;
 use super::space::{Space, SpaceOptions};
 use super::transfer::{Source, Transfer};
 use crate::candidate::Candidate;
+use crate::passes::catalog::{Catalog, LlvmOption, ParamValue};
 use crate::store::trials::RecipePick;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

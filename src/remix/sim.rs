@@ -7,12 +7,13 @@
 //! recorded entry (surrogate distance), which makes a recorded table a piecewise-constant
 //! landscape over the whole space.
 
-use super::catalog::Catalog;
-use super::pipeline::Pipeline;
 use super::space::{Space, SpaceOptions};
 use crate::candidate::Candidate;
+use crate::lower::Lowered;
 use crate::lower::PtxStats;
-use crate::replay::{Device, Evaluator, Lowered, Outcome, TimeStats};
+use crate::passes::catalog::Catalog;
+use crate::passes::pipeline::Pipeline;
+use crate::replay::{Device, Evaluator, Outcome, TimeStats};
 use rand::seq::IndexedRandom;
 use rand::Rng;
 use serde::{Deserialize, Serialize};

@@ -3,9 +3,9 @@
 //! features the Bayesian surrogate compares. With `grid`, the space is finite instead: the
 //! pipeline variants of `passes/grid.toml` times every legal knob setting.
 
-use super::catalog::{Catalog, CatalogError, LlvmOption, Pass};
-use super::pipeline::{ParseError, Pipeline};
 use crate::candidate::Candidate;
+use crate::passes::catalog::{Catalog, CatalogError, LlvmOption, Pass};
+use crate::passes::pipeline::{ParseError, Pipeline};
 use rand::seq::IndexedRandom;
 use rand::Rng;
 use std::collections::BTreeMap;

@@ -20,7 +20,8 @@ use super::space::Space;
 use super::strategy::{self, Strategy};
 use super::transfer::{Transfer, TransferError};
 use crate::candidate::Candidate;
-use crate::replay::{Device, Evaluator, Lowered, Outcome};
+use crate::lower::Lowered;
+use crate::replay::{Device, Evaluator, Outcome};
 use crate::store::trials::{
     Checkpoint, RecipePick, SearchEnd, TransferSources, TrialLog, TrialRecord, TrialsDigest, FORMAT,
 };

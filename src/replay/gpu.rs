@@ -3,9 +3,10 @@
 
 use super::validate::Tolerance;
 use super::worker::{Job, JobCandidate, Measured, Pool};
-use super::{Evaluator, Lowered, Outcome};
+use super::{Evaluator, Outcome};
 use crate::candidate::Candidate;
-use crate::lower::{self, Codegen};
+use crate::lower::isolated::{lower_in_process, lower_isolated, LowerJob};
+use crate::lower::{Codegen, Lowered};
 use crate::store::records::Recording;
 use crate::store::{KernelRecord, Store, StoreError};
 use std::time::Duration;
@@ -276,7 +277,7 @@ impl GpuEvaluator {
     pub fn lower_mutated(
         &self,
         c: &Candidate,
-        m: Option<super::mutate::Mutation>,
+        m: Option<crate::ir::mutate::Mutation>,
     ) -> Result<Lowered, Outcome> {
         lower_isolated(&LowerJob {
             bitcode: self.bitcode_path.clone(),
@@ -285,11 +286,12 @@ impl GpuEvaluator {
             target: self.target.clone(),
             mutation: m.map(|m| (m, self.mutation_facts())),
         })
+        .map_err(Outcome::from)
     }
 
     /// What mutations need to know of the recording: the end of the first allocation the
     /// launch writes.
-    fn mutation_facts(&self) -> super::mutate::Facts {
+    fn mutation_facts(&self) -> crate::ir::mutate::Facts {
         use crate::store::records::{RegionData, RegionKind};
         let past_end = self.recording.epilogue().ok().and_then(|e| {
             e.regions
@@ -297,7 +299,7 @@ impl GpuEvaluator {
                 .find(|r| r.kind == RegionKind::Allocation && r.data != RegionData::Unchanged)
                 .map(|r| r.addr + r.size)
         });
-        super::mutate::Facts { past_end }
+        crate::ir::mutate::Facts { past_end }
     }
 }
 
@@ -431,48 +433,6 @@ fn watchdog(recording: &Recording, opts: &MeasureOptions) -> Duration {
     Duration::from_secs(10) + per_run * 50 * (opts.max_reps + 10)
 }
 
-/// Lowers in this process: for the baseline and for tools; the search goes through
-/// `lower_isolated`, since some pass orders crash LLVM.
-pub fn lower_in_process(
-    bitcode: &[u8],
-    kernel_hash: &str,
-    c: &Candidate,
-    target: &Codegen,
-    mutation: Option<(super::mutate::Mutation, super::mutate::Facts)>,
-) -> Result<Lowered, Outcome> {
-    let err = |e: &dyn std::fmt::Display| Outcome::CompileError {
-        message: e.to_string(),
-    };
-    let ctx = inkwell::context::Context::create();
-    let module = crate::ir::load_bytes(&ctx, bitcode, kernel_hash).map_err(|e| err(&e))?;
-    let mut mutated = true;
-    let mut ir_instructions = 0;
-    let t = lower::lower_candidate(&module, c, target, |m| {
-        if let Some((mu, facts)) = mutation {
-            mutated = super::mutate::apply(m, mu, facts);
-        }
-        ir_instructions = crate::ir::instruction_count(m);
-    })
-    .map_err(|e| err(&e))?;
-    if !mutated {
-        return Err(Outcome::CompileError {
-            message: format!(
-                "mutation {:?} found nothing to change",
-                mutation.map(|(m, _)| m)
-            ),
-        });
-    }
-    Ok(Lowered {
-        candidate: c.clone(),
-        ptx_hash: blake3::hash(t.ptx.as_bytes()).to_hex()[..16].to_owned(),
-        stats: lower::ptx_stats(&t.ptx),
-        ptx: t.ptx,
-        passes_ms: t.passes_ms,
-        codegen_ms: t.codegen_ms,
-        ir_instructions,
-    })
-}
-
 /// The device as trials name it, and its CUDA name.
 fn device_name(target: &Codegen, ordinal: i32) -> (super::Device, Option<String>) {
     match crate::gpu::probe() {
@@ -516,6 +476,7 @@ impl Evaluator for GpuEvaluator {
             target: self.target.clone(),
             mutation: None,
         })
+        .map_err(Outcome::from)
     }
 
     fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
@@ -565,9 +526,9 @@ pub struct ReplayResult {
     pub in_app_us: f64,
     pub candidate: Candidate,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mutation: Option<super::mutate::Mutation>,
-    pub baseline_ptx: lower::PtxStats,
-    pub candidate_ptx: lower::PtxStats,
+    pub mutation: Option<crate::ir::mutate::Mutation>,
+    pub baseline_ptx: crate::lower::PtxStats,
+    pub candidate_ptx: crate::lower::PtxStats,
     /// None in a dry run.
     pub measured: Option<Measured>,
     /// The L2 state it was measured in and why; None in a dry run.
@@ -585,7 +546,7 @@ pub fn replay(
     target: &Codegen,
     opts: &MeasureOptions,
     measure: Option<super::l2::Policy>,
-    mutations: &[Option<super::mutate::Mutation>],
+    mutations: &[Option<crate::ir::mutate::Mutation>],
 ) -> Result<Vec<ReplayResult>, EvalError> {
     let mut ev = GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone())?;
     let dry_run = measure.is_none();
@@ -635,109 +596,6 @@ pub fn replay(
         })
         .collect();
     Ok(rows)
-}
-
-/// What `r3 __lower` reads on stdin: one candidate to lower from a stored module.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct LowerJob {
-    pub bitcode: std::path::PathBuf,
-    pub kernel_hash: String,
-    pub candidate: Candidate,
-    pub target: Codegen,
-    pub mutation: Option<(super::mutate::Mutation, super::mutate::Facts)>,
-}
-
-/// The child side of isolated lowering: one job from stdin, the result (JSON) to stdout.
-pub fn serve_lower() -> i32 {
-    // A fail point for the tests of isolation: this child dies the way a crashing pass would.
-    if std::env::var_os("R3_TEST_CRASH_LOWER").is_some() {
-        std::process::abort();
-    }
-    let mut input = String::new();
-    if std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).is_err() {
-        return 2;
-    }
-    let result: Result<Lowered, Outcome> = match serde_json::from_str::<LowerJob>(&input) {
-        Ok(job) => match std::fs::read(&job.bitcode) {
-            Ok(bc) => lower_in_process(
-                &bc,
-                &job.kernel_hash,
-                &job.candidate,
-                &job.target,
-                job.mutation,
-            ),
-            Err(e) => Err(Outcome::CompileError {
-                message: format!("{}: {e}", job.bitcode.display()),
-            }),
-        },
-        Err(e) => Err(Outcome::CompileError {
-            message: format!("bad lowering job: {e}"),
-        }),
-    };
-    match serde_json::to_writer(std::io::stdout(), &result) {
-        Ok(()) => 0,
-        Err(_) => 2,
-    }
-}
-
-/// How long LLVM may take on one candidate before it counts as hung.
-const LOWER_LIMIT: Duration = Duration::from_secs(120);
-
-/// Lowers a candidate in a child process (`r3 __lower`): a pipeline that crashes or hangs LLVM
-/// costs that child, and comes back as a compile error naming what happened.
-pub fn lower_isolated(job: &LowerJob) -> Result<Lowered, Outcome> {
-    let exe = std::env::current_exe().map_err(|e| Outcome::CompileError {
-        message: format!("finding r3: {e}"),
-    })?;
-    lower_isolated_with(&exe, job)
-}
-
-/// [`lower_isolated`] with a given r3 executable (tests, whose own executable is not r3).
-pub fn lower_isolated_with(exe: &std::path::Path, job: &LowerJob) -> Result<Lowered, Outcome> {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let err = |m: String| Outcome::CompileError { message: m };
-    let mut child = Command::new(exe)
-        .arg("__lower")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| err(format!("starting a compiler process: {e}")))?;
-    let text = serde_json::to_vec(job).expect("jobs serialize");
-    let _ = child.stdin.take().expect("piped").write_all(&text);
-    let mut stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
-        s
-    });
-    let deadline = std::time::Instant::now() + LOWER_LIMIT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(2))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(err(format!(
-                    "LLVM did not finish within {} s on this pipeline",
-                    LOWER_LIMIT.as_secs()
-                )));
-            }
-        }
-    };
-    let out = reader.join().unwrap_or_default();
-    if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
-        return Err(err(format!("LLVM crashed (signal {sig}) on this pipeline")));
-    }
-    serde_json::from_str(&out).unwrap_or_else(|e| {
-        Err(err(format!(
-            "the compiler process answered nothing usable ({e})"
-        )))
-    })
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@
 pub mod determinism;
 pub mod gpu;
 pub mod l2;
-pub mod mutate;
 pub mod session;
 pub mod stopping;
 pub mod turn;
@@ -16,24 +15,8 @@ pub mod validate;
 pub mod worker;
 
 use crate::candidate::Candidate;
-use crate::lower::PtxStats;
+use crate::lower::{CompileFailure, Lowered};
 use serde::{Deserialize, Serialize};
-
-/// A candidate compiled for one kernel: what the GPU will run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Lowered {
-    pub candidate: Candidate,
-    /// Hash of the PTX text: equal hashes mean equal code, measured once.
-    pub ptx_hash: String,
-    pub ptx: String,
-    pub stats: PtxStats,
-    /// Wall time of the IR passes and of code generation.
-    pub passes_ms: f64,
-    pub codegen_ms: f64,
-    /// IR instructions after the candidate's passes (0 where not computed).
-    #[serde(default)]
-    pub ir_instructions: usize,
-}
 
 /// Timing of one candidate, from CUDA events around each launch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,6 +79,12 @@ pub enum Outcome {
 
 /// For people: the verb phrase and the message ("crashed: an illegal memory access …"), never
 /// Rust's debug text.
+impl From<CompileFailure> for Outcome {
+    fn from(f: CompileFailure) -> Outcome {
+        Outcome::CompileError { message: f.message }
+    }
+}
+
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.detail() {

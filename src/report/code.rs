@@ -2,11 +2,11 @@
 //! database keeps only the PTX hash). IR instruction counts after each pass, the PTX
 //! instruction mix, and registers and spills from ptxas when the CUDA SDK has one.
 
-use super::passes::{expand, step_path};
 use crate::candidate::Candidate;
 use crate::ir;
 use crate::lower::{self, Codegen};
-use crate::remix::pipeline::Pipeline;
+use crate::passes::diff::{expand, step_path};
+use crate::passes::pipeline::Pipeline;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -141,14 +141,14 @@ fn lower_in_child(
     let mut file = tempfile::NamedTempFile::new().map_err(|e| format!("a temporary file: {e}"))?;
     std::io::Write::write_all(&mut file, bitcode)
         .map_err(|e| format!("{}: {e}", file.path().display()))?;
-    let job = crate::replay::gpu::LowerJob {
+    let job = crate::lower::isolated::LowerJob {
         bitcode: file.path().to_owned(),
         kernel_hash: what.to_owned(),
         candidate: c.clone(),
         target: target.clone(),
         mutation: None,
     };
-    match crate::replay::gpu::lower_isolated(&job) {
+    match crate::lower::isolated::lower_isolated(&job) {
         Ok(l) => Ok((l.ptx, l.ir_instructions)),
         Err(o) => Err(o.to_string()),
     }

@@ -2,10 +2,10 @@
 //! built from a [`Report`], written as terminal text, Markdown, or one self-contained HTML file
 //! (inline CSS and SVG, no network; a little optional JavaScript re-sorts the summary table).
 
-use super::passes::DiffOp;
 use super::svg::{self, esc};
 use super::tuning::{KernelReport, Report};
 use crate::candidate::Candidate;
+use crate::passes::diff::DiffOp;
 use crate::replay::TimeStats;
 use std::fmt::Write;
 
@@ -418,7 +418,7 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
                 "Not measured: the trials hold none of the {} ablations of the best pipeline (it with one pass removed). ",
                 i.total
             )),
-            c("r3::report::passes::ablations"),
+            c("r3::passes::diff::ablations"),
             t(" lists them; measured as trials of this kernel and GPU, they appear here."),
         ])),
         _ => {

@@ -3,14 +3,14 @@
 //! [`build`] reads the store into a [`Report`], which is also the JSON document
 //! (`docs/report-schema.md`, `schema_version` [`SCHEMA_VERSION`]); `render` turns it into
 //! text, Markdown or one self-contained HTML file. Nothing here runs on a GPU: pass importance
-//! comes from ablation trials already in the database ([`super::passes::ablations`] makes
+//! comes from ablation trials already in the database ([`crate::passes::diff::ablations`] makes
 //! them), and code statistics are recomputed on the CPU for the baseline and the best
 //! candidate only.
 
 use super::code::{self, CodeStats, PassStep};
-use super::passes::{self, DiffOp};
 use crate::candidate::Candidate;
 use crate::lower::Codegen;
+use crate::passes::diff::{self as passes, DiffOp};
 use crate::replay::{Outcome, TimeStats};
 use crate::store::trials::{slug, TrialRecord};
 use crate::store::{identity, KernelRecord, Store, StoreError};

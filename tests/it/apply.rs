@@ -116,7 +116,8 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
         opt_level: 3,
     };
     let lowered =
-        r3::replay::gpu::lower_in_process(&bitcode, &w.hash, &w.candidate, &target, None).unwrap();
+        r3::lower::isolated::lower_in_process(&bitcode, &w.hash, &w.candidate, &target, None)
+            .unwrap();
 
     let plain = read(d.join("plain").join(PTX));
     let applied = read(d.join("applied").join(PTX));

@@ -3,7 +3,7 @@
 
 use crate::support::repo;
 use r3::lower::{to_ptx, Codegen};
-use r3::remix::catalog::Catalog;
+use r3::passes::catalog::Catalog;
 
 fn ptx(pipeline: &str) -> Result<String, String> {
     let ctx = inkwell::context::Context::create();
@@ -96,14 +96,14 @@ fn lower_in_child(
     bitcode: &std::path::Path,
     c: &r3::candidate::Candidate,
 ) -> Result<String, String> {
-    let job = r3::replay::gpu::LowerJob {
+    let job = r3::lower::isolated::LowerJob {
         bitcode: bitcode.to_owned(),
         kernel_hash: "k".into(),
         candidate: c.clone(),
         target: Codegen::default(),
         mutation: None,
     };
-    r3::replay::gpu::lower_isolated_with(&crate::support::r3_bin(), &job)
+    r3::lower::isolated::lower_isolated_with(&crate::support::r3_bin(), &job)
         .map(|l| l.ptx)
         .map_err(|o| format!("{o:?}"))
 }
@@ -122,7 +122,7 @@ fn every_llvm_option_runs_and_changes_some_corpus_kernel() {
         std::iter::once(&o3)
             .chain(variants.iter().map(|v| &v.pipeline))
             .find(|text| {
-                r3::remix::pipeline::Pipeline::parse(text)
+                r3::passes::pipeline::Pipeline::parse(text)
                     .is_ok_and(|p| p.steps.iter().any(|s| s.name == pass))
             })
             .unwrap_or_else(|| panic!("no grid variant runs {pass}"))
@@ -139,7 +139,7 @@ fn every_llvm_option_runs_and_changes_some_corpus_kernel() {
             let plain = lower_in_child(&bc, &base).unwrap();
             for v in &o.values {
                 let mut c = base.clone();
-                let text = r3::remix::catalog::LlvmOption::value_text(v);
+                let text = r3::passes::catalog::LlvmOption::value_text(v);
                 c.llvm_options.insert(o.name.clone(), text.clone());
                 let ptx = lower_in_child(&bc, &c)
                     .unwrap_or_else(|e| panic!("-{}={text} on {}: {e}", o.name, k.signature.name));

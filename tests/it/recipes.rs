@@ -6,7 +6,7 @@
 use crate::support::{r3_bin, repo};
 use r3::candidate::Candidate;
 use r3::lower::{ptx_traits, to_ptx, Codegen};
-use r3::remix::catalog::Catalog;
+use r3::passes::catalog::Catalog;
 use r3::remix::recipes;
 use r3::remix::sim::{synthetic, Family, Simulator};
 use r3::remix::space::{Space, SpaceOptions};
@@ -102,14 +102,14 @@ fn recipe_ptx(r: &recipes::Recipe, bitcode: &[u8], hash: &str) -> String {
 fn lower_with_options(bitcode: &[u8], hash: &str, c: &Candidate) -> String {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), bitcode).unwrap();
-    let job = r3::replay::gpu::LowerJob {
+    let job = r3::lower::isolated::LowerJob {
         bitcode: file.path().to_owned(),
         kernel_hash: hash.into(),
         candidate: c.clone(),
         target: Codegen::default(),
         mutation: None,
     };
-    r3::replay::gpu::lower_isolated_with(&r3_bin(), &job)
+    r3::lower::isolated::lower_isolated_with(&r3_bin(), &job)
         .unwrap_or_else(|o| panic!("{hash}: {o:?}"))
         .ptx
 }

@@ -271,7 +271,7 @@ fn mutations_change_the_code_in_a_dry_run() {
 #[test]
 fn every_fault_lowers_on_every_corpus_kernel() {
     use clap::ValueEnum as _;
-    use r3::replay::mutate::{Facts, Mutation};
+    use r3::ir::mutate::{Facts, Mutation};
     let store = r3::store::Store::open(&repo().join("llvm-ir-corpus/store")).unwrap();
     let kernels = store.kernels().unwrap();
     let facts = Facts {
@@ -280,16 +280,16 @@ fn every_fault_lowers_on_every_corpus_kernel() {
     let mut applies = std::collections::BTreeMap::new();
     for k in &kernels {
         for m in Mutation::value_variants() {
-            let job = r3::replay::gpu::LowerJob {
+            let job = r3::lower::isolated::LowerJob {
                 bitcode: store.kernel_dir(&k.hash).join("module.bc"),
                 kernel_hash: k.hash.clone(),
                 candidate: r3::candidate::Candidate::baseline(),
                 target: r3::lower::Codegen::default(),
                 mutation: Some((*m, facts)),
             };
-            match r3::replay::gpu::lower_isolated_with(&r3_bin(), &job) {
+            match r3::lower::isolated::lower_isolated_with(&r3_bin(), &job) {
                 Ok(_) => *applies.entry(format!("{m:?}")).or_insert(0) += 1,
-                Err(r3::replay::Outcome::CompileError { message })
+                Err(r3::lower::CompileFailure { message })
                     if message.contains("found nothing to change") => {}
                 Err(o) => panic!("{m:?} on {}: {o:?}", k.signature.demangled),
             }

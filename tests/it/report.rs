@@ -3,8 +3,8 @@
 
 use crate::support::*;
 use r3::candidate::Candidate;
-use r3::remix::catalog::Catalog;
-use r3::remix::pipeline::Pipeline;
+use r3::passes::catalog::Catalog;
+use r3::passes::pipeline::Pipeline;
 use r3::replay::{Outcome, TimeStats};
 use r3::report::render::{render, Format};
 use r3::report::tuning::{build, ReportOptions};
@@ -93,7 +93,7 @@ fn fixture(dir: &Path) -> Store {
     let key = key(&store);
     let best = best_candidate();
     let other = Candidate::with_pipeline("default<O2>");
-    let abl = r3::report::passes::ablations(&best).unwrap();
+    let abl = r3::passes::diff::ablations(&best).unwrap();
     let gvn = abl.iter().find(|a| a.pass.ends_with("/gvn<>")).unwrap();
     let sroa = abl.iter().find(|a| a.pass.contains("/sroa")).unwrap();
     let added = abl.last().unwrap();
@@ -168,7 +168,7 @@ fn fixture(dir: &Path) -> Store {
 fn ablation_trials_in_their_own_file_count_as_pass_importance() {
     let dir = tempfile::tempdir().unwrap();
     let store = fixture(dir.path());
-    let abl = r3::report::passes::ablations(&best_candidate()).unwrap();
+    let abl = r3::passes::diff::ablations(&best_candidate()).unwrap();
     let first = &abl[0];
     let mut log = store.open_ablations(&key(&store), GPU).unwrap();
     log.append(&rec(&key(&store), GPU, 11, &first.candidate, valid(8.8)))

@@ -3,10 +3,11 @@
 
 use crate::support::*;
 use r3::candidate::Candidate;
+use r3::lower::Lowered;
 use r3::remix::sim::{synthetic, Family, Simulator};
 use r3::remix::space::Space;
 use r3::remix::tune::{trials_to_reach, tune, Summary, TuneOptions};
-use r3::replay::{Evaluator, Lowered, Outcome, TimeStats};
+use r3::replay::{Evaluator, Outcome, TimeStats};
 use r3::store::trials::TrialRecord;
 use r3::store::Store;
 use std::collections::HashMap;

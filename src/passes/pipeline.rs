@@ -320,7 +320,7 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remix::catalog::Catalog;
+    use crate::passes::catalog::Catalog;
 
     #[test]
     fn presets_round_trip() {
@@ -426,7 +426,7 @@ mod tests {
 
             #[test]
             fn damaged_presets_never_panic(cut in any::<usize>(), at in any::<usize>(), junk in "[<>(),;]{1,3}") {
-                let c = crate::remix::catalog::Catalog::builtin().unwrap();
+                let c = crate::passes::catalog::Catalog::builtin().unwrap();
                 let t = &c.presets[0].pipeline;
                 let mut b = t.as_bytes()[..cut % t.len()].to_vec();
                 let at = at % (b.len() + 1);

@@ -2,8 +2,8 @@
 //! clang's O3 pipeline, and the ablation candidates that measure each pass's importance.
 
 use crate::candidate::Candidate;
-use crate::remix::catalog::{Catalog, CatalogError};
-use crate::remix::pipeline::{ParseError, Pipeline, Step};
+use crate::passes::catalog::{Catalog, CatalogError};
+use crate::passes::pipeline::{ParseError, Pipeline, Step};
 use serde::Serialize;
 
 #[derive(Debug, thiserror::Error)]

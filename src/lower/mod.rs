@@ -11,6 +11,32 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Once;
 
+pub mod isolated;
+
+/// A candidate compiled for one kernel: what the GPU will run.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Lowered {
+    pub candidate: Candidate,
+    /// Hash of the PTX text: equal hashes mean equal code, measured once.
+    pub ptx_hash: String,
+    pub ptx: String,
+    pub stats: PtxStats,
+    /// Wall time of the IR passes and of code generation.
+    pub passes_ms: f64,
+    pub codegen_ms: f64,
+    /// IR instructions after the candidate's passes (0 where not computed).
+    #[serde(default)]
+    pub ir_instructions: usize,
+}
+
+/// Why a candidate did not lower: LLVM's own message, or the crash or hang of the child that
+/// lowered it (replay records it as `Outcome::CompileError`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+#[error("did not compile: {message}")]
+pub struct CompileFailure {
+    pub message: String,
+}
+
 /// What the backend is asked to produce.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Codegen {
@@ -47,7 +73,7 @@ pub enum LowerError {
     #[error(transparent)]
     Ir(#[from] IrError),
     #[error(transparent)]
-    Catalog(#[from] crate::remix::catalog::CatalogError),
+    Catalog(#[from] crate::passes::catalog::CatalogError),
     #[error(
         "LLVM options are process-wide and this process already runs with {set}; a candidate \
          with {wanted} needs a process of its own (r3 lowers each such candidate in `r3 __lower`)"
@@ -115,7 +141,7 @@ pub fn use_llvm_options(wanted: &BTreeMap<String, String>) -> Result<(), LowerEr
         }
         None => {}
     }
-    let args = crate::remix::catalog::Catalog::builtin()?.llvm_args(wanted)?;
+    let args = crate::passes::catalog::Catalog::builtin()?.llvm_args(wanted)?;
     let argv: Vec<std::ffi::CString> = std::iter::once("r3".to_owned())
         .chain(args)
         .map(|a| std::ffi::CString::new(a).expect("checked options have no NUL"))
