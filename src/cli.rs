@@ -1822,7 +1822,7 @@ fn export(
     policy: &r3::store::winner::Policy,
     what: &ExportWhat,
 ) -> Result<i32> {
-    use r3::apply::{formats, plan};
+    use r3::apply::formats;
     let store = open_store(store, cwd, false)?;
     let (value, count) = match what.format {
         "t4" => {
@@ -1836,7 +1836,7 @@ fn export(
             (formats::t4(&trials), trials.len())
         }
         "proteus" => {
-            let winners = plan::export(&store, policy)?.kernels;
+            let winners = r3::report::export::winners(&store, policy)?.kernels;
             let (v, skipped) = formats::proteus(&winners);
             for s in &skipped {
                 eprintln!("r3 export: {s} left out: Proteus has no field for it");
@@ -1844,7 +1844,7 @@ fn export(
             (v, winners.len() - skipped.len())
         }
         _ => {
-            let w = plan::export(&store, policy)?;
+            let w = r3::report::export::winners(&store, policy)?;
             let n = w.kernels.len();
             (serde_json::to_value(&w)?, n)
         }

@@ -5,6 +5,7 @@
 //! from the stored module), `render` (text, Markdown, HTML) and `svg` (the convergence plots).
 
 pub mod code;
+pub mod export;
 pub mod kernels;
 pub mod records;
 pub mod render;

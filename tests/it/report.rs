@@ -541,6 +541,7 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
         k.apply.note,
         "keeps clang's code: the fastest trial (1) gives wrong output on recorded launch saxpy/3"
     );
-    let winners = r3::apply::plan::export(&store, &r3::store::winner::Policy::default()).unwrap();
+    let winners =
+        r3::report::export::winners(&store, &r3::store::winner::Policy::default()).unwrap();
     assert!(winners.kernels.is_empty(), "{:?}", winners.kernels);
 }
