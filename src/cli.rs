@@ -864,7 +864,7 @@ fn replay(
             let valid = r
                 .measured
                 .as_ref()
-                .is_none_or(|m| matches!(m.outcome, r3::replay::Outcome::Valid { .. }));
+                .is_none_or(|m| matches!(m.outcome, r3::store::outcome::Outcome::Valid { .. }));
             valid == r.mutation.is_none() || (dry_run && r.measured.is_none())
         });
     Ok(if all_valid { 0 } else { 1 })

@@ -8,7 +8,7 @@
 //!   so a winner that needs either is left out (and named in `skipped`), never written without.
 
 use super::plan::Winner;
-use crate::replay::Outcome;
+use crate::store::outcome::Outcome;
 use crate::store::trials::TrialRecord;
 use serde_json::{json, Map, Value};
 
@@ -81,7 +81,7 @@ pub fn proteus(winners: &[Winner]) -> (Value, Vec<String>) {
 mod tests {
     use super::*;
     use crate::candidate::Candidate;
-    use crate::replay::TimeStats;
+    use crate::store::outcome::TimeStats;
 
     fn trial(outcome: Outcome) -> TrialRecord {
         TrialRecord {

@@ -10,7 +10,8 @@
 //! The least favourable of them is kept.
 
 use crate::lower::Lowered;
-use crate::replay::{Evaluator, Outcome};
+use crate::replay::Evaluator;
+use crate::store::outcome::Outcome;
 use crate::store::trials::{Confirmation, LaunchCheck, TrialRecord};
 use crate::store::winner::{shippable_best, Policy};
 use crate::store::{Store, StoreError};
@@ -234,7 +235,7 @@ mod tests {
     use super::*;
     use crate::candidate::Candidate;
     use crate::lower::Lowered;
-    use crate::replay::TimeStats;
+    use crate::store::outcome::TimeStats;
 
     /// A launch where each candidate's time over -O3 is fixed, and where the candidates whose
     /// pipeline is in `wrong` give wrong output.

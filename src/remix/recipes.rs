@@ -413,7 +413,7 @@ why = "test"
             ..Default::default()
         };
         let space = Space::builtin(opts.clone()).unwrap();
-        let time = crate::replay::TimeStats::exact;
+        let time = crate::store::outcome::TimeStats::exact;
         let entries = space
             .points()
             .unwrap()
@@ -421,7 +421,7 @@ why = "test"
             .map(|c| crate::remix::sim::Entry {
                 candidate: c.clone(),
                 ptx_hash: c.key(),
-                outcome: crate::replay::Outcome::Valid {
+                outcome: crate::store::outcome::Outcome::Valid {
                     time: time(if wins(c) { 50.0 } else { 100.0 }),
                     baseline: time(100.0),
                 },

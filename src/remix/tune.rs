@@ -21,7 +21,8 @@ use super::strategy::{self, Strategy};
 use super::transfer::{Transfer, TransferError};
 use crate::candidate::Candidate;
 use crate::lower::Lowered;
-use crate::replay::{Device, Evaluator, Outcome};
+use crate::replay::{Device, Evaluator};
+use crate::store::outcome::Outcome;
 use crate::store::trials::{
     Checkpoint, RecipePick, SearchEnd, TransferSources, TrialLog, TrialRecord, TrialsDigest, FORMAT,
 };

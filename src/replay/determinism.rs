@@ -9,7 +9,7 @@
 //! Every run of a timing is compared on the device with its code's checked run (no host sync,
 //! no copy back), where that costs the timing nothing: see [`compare_after`].
 
-use super::l2::Regime;
+use crate::store::l2::Regime;
 
 /// Whether a run's outputs are compared with its reference right after it. In the cold regime
 /// always: the L2 flush before the next run erases what the comparison read. In the warm

@@ -3,10 +3,11 @@
 
 use super::validate::Tolerance;
 use super::worker::{Job, JobCandidate, Measured, Pool};
-use super::{Evaluator, Outcome};
+use super::Evaluator;
 use crate::candidate::Candidate;
 use crate::lower::isolated::{lower_in_process, lower_isolated, LowerJob};
 use crate::lower::{Codegen, Lowered};
+use crate::store::outcome::Outcome;
 use crate::store::records::Recording;
 use crate::store::{KernelRecord, Store, StoreError};
 use std::time::Duration;
@@ -32,7 +33,7 @@ pub struct MeasureOptions {
     pub max_reps: u32,
     pub tolerance: Option<Tolerance>,
     /// The L2 state timed runs start from (`l2::choose` sets it under `--l2 auto`).
-    pub l2: super::l2::Regime,
+    pub l2: crate::store::l2::Regime,
 }
 
 pub struct GpuEvaluator {
@@ -213,8 +214,9 @@ impl GpuEvaluator {
     /// taken: a second call returns nothing.
     /// Chooses the L2 state the search measures in (`l2::choose`), timing the baseline in both
     /// where the policy asks, and measures in it from now on.
-    pub fn choose_l2(&mut self, policy: super::l2::Policy) -> super::l2::Choice {
-        use super::l2::{self, Regime};
+    pub fn choose_l2(&mut self, policy: super::l2::Policy) -> crate::store::l2::Choice {
+        use super::l2;
+        use crate::store::l2::Regime;
         let both = l2::needs_both(policy)
             .then(|| {
                 let cold = self.time_baseline(Regime::Cold).ok()?;
@@ -235,7 +237,7 @@ impl GpuEvaluator {
     }
 
     /// The -O3 baseline's median replay time (µs) in `regime`, timed alone.
-    fn time_baseline(&self, regime: super::l2::Regime) -> Result<f64, String> {
+    fn time_baseline(&self, regime: crate::store::l2::Regime) -> Result<f64, String> {
         let job = baseline_job(
             &self.recording,
             &self.baseline.ptx,
@@ -309,7 +311,7 @@ fn baseline_job(
     ptx: &str,
     ordinal: i32,
     max_reps: u32,
-    l2: super::l2::Regime,
+    l2: crate::store::l2::Regime,
 ) -> Job {
     Job {
         recording_dir: recording.dir.clone(),
@@ -533,7 +535,7 @@ pub struct ReplayResult {
     pub measured: Option<Measured>,
     /// The L2 state it was measured in and why; None in a dry run.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub l2: Option<super::l2::Choice>,
+    pub l2: Option<crate::store::l2::Choice>,
 }
 
 /// Lowers the baseline and `candidate` (once per entry of `mutations`, None meaning as is) for

@@ -4,10 +4,10 @@
 //! are here; this runs inside a worker process (see `worker`), never in the search's process.
 
 use super::determinism;
-use super::l2::Regime;
 use super::stopping;
 use super::validate::{self, Tolerance, Unordered};
-use super::TimeStats;
+use crate::store::l2::Regime;
+use crate::store::outcome::TimeStats;
 use crate::store::records::{LaunchRecord, Recording, Region, RegionData, RegionKind, Snapshot};
 use cudarc::driver::sys::{self, CUresult};
 use std::ffi::CString;

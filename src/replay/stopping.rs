@@ -13,7 +13,7 @@
 //! series (at most ten samples): short kernels are sampled ten times, a 1 s kernel once. Warm-up
 //! follows the same idea ([`warmups`]): one round for a kernel of 10 ms or more, three else.
 
-use super::TimeStats;
+use crate::store::outcome::TimeStats;
 
 /// Kernel time per series, at least, before a measurement may stop.
 pub const MIN_SAMPLED_US: f64 = 20_000.0;

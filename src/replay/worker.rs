@@ -6,10 +6,10 @@
 //! answers with [`Msg`] lines on stdout: `Start` before each candidate, `Done` after it.
 
 use super::determinism;
-use super::l2::Regime;
 use super::session::{self, Session};
 use super::validate::{Tolerance, Unordered};
-use super::Outcome;
+use crate::store::l2::Regime;
+use crate::store::outcome::Outcome;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -6,7 +6,7 @@ use super::svg::{self, esc};
 use super::tuning::{KernelReport, Report};
 use crate::candidate::Candidate;
 use crate::passes::diff::DiffOp;
-use crate::replay::TimeStats;
+use crate::store::outcome::TimeStats;
 use std::fmt::Write;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1119,7 +1119,7 @@ mod tests {
 
     #[test]
     fn the_l2_state_is_noted_where_it_is_warm_or_the_states_differ() {
-        use crate::replay::l2::{Choice, Regime};
+        use crate::store::l2::{Choice, Regime};
         let choice = |regime, cold: f64, warm: f64| Choice {
             policy: "auto".into(),
             regime,

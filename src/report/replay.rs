@@ -1,7 +1,7 @@
 //! `r3 replay`'s table.
 
 use crate::replay::gpu::ReplayResult;
-use crate::replay::Outcome;
+use crate::store::outcome::Outcome;
 
 pub fn render(rows: &[ReplayResult]) -> String {
     let mut out = format!(

@@ -11,7 +11,7 @@ use super::code::{self, CodeStats, PassStep};
 use crate::candidate::Candidate;
 use crate::lower::Codegen;
 use crate::passes::diff::{self as passes, DiffOp};
-use crate::replay::{Outcome, TimeStats};
+use crate::store::outcome::{Outcome, TimeStats};
 use crate::store::trials::{slug, TrialRecord};
 use crate::store::{identity, KernelRecord, Store, StoreError};
 use serde::Serialize;
@@ -141,7 +141,7 @@ pub struct SearchNote {
     pub budget: Option<u32>,
     /// The L2 state it measured in and why (`--l2`), where recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub l2: Option<crate::replay::l2::Choice>,
+    pub l2: Option<crate::store::l2::Choice>,
 }
 
 /// What apply ships from a kernel's trials (`apply::plan`, the policy in the environment).

@@ -2,7 +2,9 @@
 //! that knows the layout of a store directory (see ARCHITECTURE.md, "Store format").
 
 pub mod identity;
+pub mod l2;
 mod migrate;
+pub mod outcome;
 pub mod records;
 
 use crate::ir::extract::{KernelModule, KernelSignature};

@@ -5,10 +5,10 @@
 //! the next trial is reported, so a crash loses at most the record being written; a torn last
 //! line (no newline) is ignored on read and cut off before the next append.
 
+use super::l2::Choice as L2Choice;
+use super::outcome::Outcome;
 use super::{io_err, read_dir_if_exists, Store, StoreError};
 use crate::candidate::Candidate;
-use crate::replay::l2::Choice as L2Choice;
-use crate::replay::Outcome;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -711,7 +711,7 @@ pub(super) fn read_log<T: serde::de::DeserializeOwned>(
 mod tests {
     #[test]
     fn the_l2_choice_is_kept_before_the_first_trial_and_read_back() {
-        use crate::replay::l2::{Choice, Regime};
+        use crate::store::l2::{Choice, Regime};
         let dir = tempfile::tempdir().unwrap();
         let store = super::Store::create(dir.path()).unwrap();
         let c = Choice {

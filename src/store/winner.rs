@@ -134,7 +134,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::{Outcome, TimeStats};
+    use crate::store::outcome::{Outcome, TimeStats};
 
     #[test]
     fn a_best_that_does_not_hold_up_gives_way_to_the_baseline() {
