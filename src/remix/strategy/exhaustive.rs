@@ -50,9 +50,7 @@ impl Strategy for Exhaustive {
     }
 
     fn restore(&mut self, state: serde_json::Value) -> Result<(), String> {
-        let (p, at) = super::Plain::load(state)?;
-        self.rng.set_word_pos(at);
-        self.next = p.next;
+        self.next = super::Plain::restore(&mut self.rng, state)?.next;
         Ok(())
     }
 }

@@ -63,14 +63,15 @@ impl Plain {
         serde_json::to_value(p).expect("plain states serialize")
     }
 
-    /// The state, and the stream's position in it.
-    pub fn load(state: serde_json::Value) -> Result<(Plain, u128), String> {
+    /// Puts the stream back where `save` found it; the state, for what else it holds.
+    pub fn restore(rng: &mut SearchRng, state: serde_json::Value) -> Result<Plain, String> {
         let p: Plain = serde_json::from_value(state).map_err(|e| e.to_string())?;
         let at = p
             .rng
             .parse()
             .map_err(|_| format!("rng position {:?}", p.rng))?;
-        Ok((p, at))
+        rng.set_word_pos(at);
+        Ok(p)
     }
 }
 

@@ -38,8 +38,6 @@ impl Strategy for Random {
     }
 
     fn restore(&mut self, state: serde_json::Value) -> Result<(), String> {
-        let (_, at) = super::Plain::load(state)?;
-        self.rng.set_word_pos(at);
-        Ok(())
+        super::Plain::restore(&mut self.rng, state).map(drop)
     }
 }
