@@ -1076,7 +1076,7 @@ fn orphan_or_word(store: &r3::store::Store, word: String, resume: bool) -> Resul
         return Ok(hashes.into_iter().next().unwrap());
     }
     if resume && !store.has_trials(&word)? {
-        if let Some(e) = store.orphaned_error(&word)? {
+        if let Some(e) = r3::store::trials::orphaned_error_of(&word, &orphans) {
             return Err(e.into());
         }
     }

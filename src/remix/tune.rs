@@ -175,12 +175,11 @@ pub fn tune_from<E: Evaluator>(
     let start = Instant::now();
     let mut measured_by_hash: HashMap<String, (u32, Outcome)> = HashMap::new();
     let mut best: Option<TrialRecord> = None;
-    let mut digest = TrialsDigest::default();
     // The trials a checkpoint covers are told, not asked again; the rest are replayed.
-    let trial = restore_checkpoint(&mut *strat, opts, &prior, log.as_deref(), batch);
+    let mut digest = restore_checkpoint(&mut *strat, opts, &prior, log.as_deref(), batch);
+    let trial = digest.records();
     let restored = &prior[..trial as usize];
     remember_measured(&mut measured_by_hash, restored.iter());
-    restored.iter().for_each(|r| digest.add(r));
     tell_round(&mut *strat, restored.to_vec(), &mut best, kernel)?;
     // After the restore: a restored warm start is the one the search had, whatever became of
     // what it learned from since.
@@ -311,19 +310,19 @@ fn check_resume_settings(
     Ok(())
 }
 
-/// How many of the recorded trials the log's checkpoint covers, with the strategy brought to
-/// the state it had after them; 0 (nothing restored) when there is no checkpoint or it is not
-/// of exactly these trials, this strategy and seed, this r3, and a round's end within the
-/// budget.
+/// The recorded trials the log's checkpoint covers (their digest, which counts them), with
+/// the strategy brought to the state it had after them; none (nothing restored) when there is
+/// no checkpoint or it is not of exactly these trials, this strategy and seed, this r3, and a
+/// round's end within the budget.
 fn restore_checkpoint(
     strat: &mut dyn Strategy,
     opts: &TuneOptions,
     prior: &[TrialRecord],
     log: Option<&TrialLog>,
     batch: u32,
-) -> u32 {
+) -> TrialsDigest {
     let Some(c) = log.and_then(TrialLog::checkpoint) else {
-        return 0;
+        return TrialsDigest::default();
     };
     let n = c.trials as usize;
     let fits = c.format == FORMAT
@@ -333,12 +332,15 @@ fn restore_checkpoint(
         && n >= 1
         && (n - 1).is_multiple_of(batch as usize)
         && n <= prior.len()
-        && c.trials <= opts.budget
-        && c.digest == TrialsDigest::of(&prior[..n]).hex();
-    if fits && strat.restore(c.state).is_ok() {
-        c.trials
+        && c.trials <= opts.budget;
+    if !fits {
+        return TrialsDigest::default();
+    }
+    let digest = TrialsDigest::of(&prior[..n]);
+    if digest.hex() == c.digest && strat.restore(c.state).is_ok() {
+        digest
     } else {
-        0
+        TrialsDigest::default()
     }
 }
 

@@ -260,19 +260,7 @@ impl Store {
     /// [`StoreError::Orphaned`] for a word that names no stored kernel, where the store keeps
     /// orphaned trials (`orphaned_trials`); None where it keeps none.
     pub fn orphaned_error(&self, word: &str) -> Result<Option<StoreError>, StoreError> {
-        let orphans = self.orphaned_trials()?;
-        if orphans.is_empty() {
-            return Ok(None);
-        }
-        let trials = orphans
-            .iter()
-            .map(|(p, n)| format!("  {} ({n} trials)", p.display()))
-            .collect::<Vec<_>>()
-            .join("\n");
-        Ok(Some(StoreError::Orphaned {
-            word: word.into(),
-            trials,
-        }))
+        Ok(orphaned_error_of(word, &self.orphaned_trials()?))
     }
 
     /// Opens the trials file for appending, cutting off a torn last line, and says where the
@@ -377,6 +365,23 @@ impl<T: Serialize> JsonLog<T> {
         self.file.write_all(&line).map_err(io_err(&self.path))?;
         self.file.sync_data().map_err(io_err(&self.path))
     }
+}
+
+/// [`StoreError::Orphaned`] for `word`, listing `orphans` (`Store::orphaned_trials`); None when
+/// there are none.
+pub fn orphaned_error_of(word: &str, orphans: &[(PathBuf, usize)]) -> Option<StoreError> {
+    if orphans.is_empty() {
+        return None;
+    }
+    let trials = orphans
+        .iter()
+        .map(|(p, n)| format!("  {} ({n} trials)", p.display()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    Some(StoreError::Orphaned {
+        word: word.into(),
+        trials,
+    })
 }
 
 /// A record as a log line: its JSON and a newline.

@@ -477,7 +477,7 @@ impl Strategy for Bo {
     /// The rest follows from the tells: the surrogate's points and distances, the history.
     fn save(&self) -> serde_json::Value {
         let state = BoState {
-            rng: self.rng.get_word_pos().to_string(),
+            rng: super::stream_position(&self.rng),
             initial: self.initial.clone(),
             portfolio: self.portfolio,
             swept: self.swept,
@@ -490,11 +490,7 @@ impl Strategy for Bo {
 
     fn restore(&mut self, state: serde_json::Value) -> Result<(), String> {
         let s: BoState = serde_json::from_value(state).map_err(|e| e.to_string())?;
-        let at: u128 = s
-            .rng
-            .parse()
-            .map_err(|_| format!("rng position {:?}", s.rng))?;
-        self.rng.set_word_pos(at);
+        super::set_stream_position(&mut self.rng, &s.rng)?;
         self.initial = s.initial;
         self.portfolio = s.portfolio;
         self.swept = s.swept;

@@ -57,7 +57,7 @@ pub(crate) struct Plain {
 impl Plain {
     pub fn save(rng: &SearchRng, next: usize) -> serde_json::Value {
         let p = Plain {
-            rng: rng.get_word_pos().to_string(),
+            rng: stream_position(rng),
             next,
         };
         serde_json::to_value(p).expect("plain states serialize")
@@ -66,13 +66,22 @@ impl Plain {
     /// Puts the stream back where `save` found it; the state, for what else it holds.
     pub fn restore(rng: &mut SearchRng, state: serde_json::Value) -> Result<Plain, String> {
         let p: Plain = serde_json::from_value(state).map_err(|e| e.to_string())?;
-        let at = p
-            .rng
-            .parse()
-            .map_err(|_| format!("rng position {:?}", p.rng))?;
-        rng.set_word_pos(at);
+        set_stream_position(rng, &p.rng)?;
         Ok(p)
     }
+}
+
+/// Where a random stream is, as states keep it: its word position in decimal (a 68-bit
+/// number, beyond what a JSON number holds exactly).
+pub(crate) fn stream_position(rng: &SearchRng) -> String {
+    rng.get_word_pos().to_string()
+}
+
+/// Puts a stream back at a position `stream_position` gave; unchanged on error.
+pub(crate) fn set_stream_position(rng: &mut SearchRng, at: &str) -> Result<(), String> {
+    let at = at.parse().map_err(|_| format!("rng position {at:?}"))?;
+    rng.set_word_pos(at);
+    Ok(())
 }
 
 pub const NAMES: &[&str] = &["bo", "random", "local", "evolution", "exhaustive"];
