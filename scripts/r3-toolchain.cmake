@@ -132,7 +132,7 @@ else()
     set(_r3_cuda "${CUDAToolkit_ROOT}")
     set(_r3_cuda_why "CUDAToolkit_ROOT")
   else()
-    # The order of r3's own search (src/toolchain.rs) after --cuda-path and R3_CUDA_PATH.
+    # The order of r3's own search (crates/r3-ir/src/toolchain.rs) after --cuda-path and R3_CUDA_PATH.
     if(DEFINED ENV{R3_CACHE_DIR} AND NOT "$ENV{R3_CACHE_DIR}" STREQUAL "")
       set(_r3_cache "$ENV{R3_CACHE_DIR}")
     elseif(DEFINED ENV{XDG_CACHE_HOME} AND NOT "$ENV{XDG_CACHE_HOME}" STREQUAL "")

@@ -424,12 +424,7 @@ fn run(cli: Cli) -> Result<i32> {
             simulate,
             gpus,
             emit_sbatch,
-            measure:
-                MeasureHow {
-                    repeat,
-                    l2,
-                    tolerance,
-                },
+            measure,
             block_size_agnostic,
             egraph,
             dry_run,
@@ -485,20 +480,19 @@ fn run(cli: Cli) -> Result<i32> {
                     grid,
                 );
             }
-            let sel = ReplaySelection {
+            let sel = r3::store::identity::Selection {
                 kernel: kernels.into_iter().next(),
                 all,
                 record: None,
             };
-            let how = TuneHow {
+            let how = r3::remix::session::GpuTune {
+                measure: measure.measure(),
                 ablate: !no_ablate,
                 resume,
-                repeat,
-                l2,
-                tolerance,
                 block_size_agnostic,
                 egraph,
                 grid,
+                fleet: all,
             };
             tune_gpu(cli.store.as_deref(), &cwd, &sel, opts, &how)
         }
@@ -565,7 +559,7 @@ fn run(cli: Cli) -> Result<i32> {
                 }
                 (None, None) => r3::candidate::Candidate::baseline(),
             };
-            let sel = ReplaySelection {
+            let sel = r3::store::identity::Selection {
                 kernel,
                 all,
                 record,
@@ -781,12 +775,6 @@ fn record(
     Ok(run.status.unwrap_or(1))
 }
 
-struct ReplaySelection {
-    kernel: Option<String>,
-    all: bool,
-    record: Option<String>,
-}
-
 struct ReplayHow {
     repeat: u32,
     l2: r3::replay::l2::Policy,
@@ -799,7 +787,7 @@ struct ReplayHow {
 fn replay(
     store: Option<&Path>,
     cwd: &Path,
-    sel: &ReplaySelection,
+    sel: &r3::store::identity::Selection,
     candidate: &r3::candidate::Candidate,
     how: &ReplayHow,
 ) -> Result<i32> {
@@ -814,122 +802,37 @@ fn replay(
     // Broken candidates first, then the candidate as it is: it must still succeed after them.
     let mutations: Vec<_> = how.mutate.iter().copied().map(Some).chain([None]).collect();
     let store = open_store(store, cwd, false)?;
-    let recs = select_recordings(&store, sel)?;
-    let gpu = match r3::gpu::probe() {
-        r3::gpu::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
+    let recs = store.select_recordings(sel)?;
+    let gpu = match r3::device::probe() {
+        r3::device::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
         _ => None,
     };
     if gpu.is_none() && !dry_run {
         anyhow::bail!("no GPU on this machine: replay runs recorded launches on one. `--dry-run` builds the PTX and reports static statistics without it");
     }
-    let mut rows = Vec::new();
-    for rec in &recs {
-        let target = r3::lower::Codegen {
-            sm: gpu
-                .as_ref()
-                .map(|(_, g)| g.sm())
-                .unwrap_or_else(|| rec.launch.arch.clone()),
-            ptx: Some(
-                r3::lower::ptx_for_driver(gpu.as_ref().map(|(d, _)| *d).unwrap_or((13, 0))).into(),
-            ),
-            opt_level: 3,
-        };
-        let opts = r3::replay::gpu::MeasureOptions {
-            ordinal: 0,
-            max_reps: repeat,
-            tolerance,
-            l2: Default::default(),
-        };
-        match r3::replay::gpu::replay(
-            &store,
-            rec,
-            candidate,
-            &target,
-            &opts,
-            (!dry_run).then_some(l2),
-            &mutations,
-        ) {
-            Ok(r) => rows.extend(r),
-            Err(e) => eprintln!("r3: {}: {e}", rec.id),
-        }
-    }
+    let opts = r3::replay::gpu::MeasureOptions {
+        ordinal: 0,
+        max_reps: repeat,
+        tolerance,
+        l2: Default::default(),
+    };
+    let rows = r3::replay::gpu::replay_each(
+        &store,
+        &recs,
+        candidate,
+        gpu.as_ref(),
+        &opts,
+        (!dry_run).then_some(l2),
+        &mutations,
+        |rec, e| eprintln!("r3: {}: {e}", rec.id),
+    );
     if json {
         outln!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         out!("{}", r3::report::replay::render(&rows));
     }
-    // Success: every unmutated candidate valid, and every mutated one caught.
-    let all_valid = rows.len() == recs.len() * mutations.len()
-        && rows.iter().all(|r| {
-            let valid = r
-                .measured
-                .as_ref()
-                .is_none_or(|m| matches!(m.outcome, r3::store::outcome::Outcome::Valid { .. }));
-            valid == r.mutation.is_none() || (dry_run && r.measured.is_none())
-        });
+    let all_valid = r3::replay::gpu::as_expected(&rows, recs.len(), mutations.len(), dry_run);
     Ok(if all_valid { 0 } else { 1 })
-}
-
-fn select_recordings(
-    store: &r3::store::Store,
-    sel: &ReplaySelection,
-) -> Result<Vec<r3::store::records::Recording>> {
-    let all = store.recordings(None)?;
-    // Recordings found irreproducible stay: replay and tune say why they cannot be used.
-    let replayable = |r: &r3::store::records::Recording| r.launch.not_replayable.is_none();
-    let recs: Vec<_> = match (&sel.kernel, &sel.record, sel.all) {
-        (_, Some(id), _) => all.into_iter().filter(|r| &r.id == id).collect(),
-        (None, None, true) => all.into_iter().filter(replayable).collect(),
-        (Some(word), None, _) => recordings_of(store, word, all.into_iter().filter(replayable))?,
-        (None, None, false) => anyhow::bail!("name a kernel, a --record, or --all"),
-    };
-    if recs.is_empty() {
-        // A word that names no kernel may name one whose directory was deleted.
-        if let Some(word) = sel.kernel.as_deref() {
-            if store.index()?.select(word).is_empty() {
-                if let Some(e) = store.orphaned_error(word)? {
-                    return Err(e.into());
-                }
-            }
-        }
-        anyhow::bail!("no replayable recording matches; fix: `r3 record -- ./your-program` first (see `r3 kernels` for names)");
-    }
-    Ok(recs)
-}
-
-/// The recordings of the kernel a word names (hash, prefix, or name). A name that several
-/// recorded kernels share is an error listing them, never a mix of their recordings.
-fn recordings_of(
-    store: &r3::store::Store,
-    word: &str,
-    recs: impl Iterator<Item = r3::store::records::Recording>,
-) -> Result<Vec<r3::store::records::Recording>> {
-    use r3::store::identity::{self, Resolution};
-    let index = store.index()?;
-    let mut out = Vec::new();
-    let mut kernels = Vec::new();
-    for rec in recs {
-        match index.of_launch(&rec.launch) {
-            Resolution::Kernel(k) if identity::names(word, &k) => {
-                kernels.push(*k);
-                out.push(rec);
-            }
-            Resolution::Ambiguous(ks) if ks.iter().any(|k| identity::names(word, k)) => {
-                let refs: Vec<_> = ks.iter().collect();
-                anyhow::bail!(
-                    "recording {} cannot be tied to one kernel (it names no fatbinary a stored compile produced): {}",
-                    rec.id,
-                    identity::ambiguous(&rec.launch.kernel, &refs)
-                );
-            }
-            _ => {}
-        }
-    }
-    let refs: Vec<_> = kernels.iter().collect();
-    if identity::distinct(&refs) > 1 {
-        return Err(identity::ambiguous(word, &refs).into());
-    }
-    Ok(out)
 }
 
 const TOOLCHAIN: &str = include_str!("../scripts/r3-toolchain.cmake");
@@ -1011,82 +914,25 @@ fn tune_simulated(
     opts: r3::remix::tune::TuneOptions,
     resume: bool,
 ) -> Result<i32> {
-    use r3::remix::{fleet, sim, space::Space};
-    if tables.len() > 1 && kernel.is_some() {
-        anyhow::bail!("name no kernel with several --simulate tables: each table is its kernel");
-    }
     let store = open_store(store, cwd, true)?;
-    let index = store.index()?;
     let stop = stop_flag();
-    let mut code = 0;
-    for table in tables {
-        if stop.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
-        }
-        let landscape = sim::Landscape::load(table)?;
-        // A stored kernel's simulated trials go under its hash, as measured ones would; any
-        // other word (a landscape's own kernel name) keys the trials as it is.
-        let word = kernel.clone().unwrap_or_else(|| landscape.kernel.clone());
-        let found = index.select(&word);
-        let mut opts = opts.clone();
-        opts.kernel = match r3::store::identity::distinct(&found) {
-            0 => orphan_or_word(&store, word, resume)?,
-            1 => found[0].hash.clone(),
-            _ => return Err(r3::store::identity::ambiguous(&word, &found).into()),
-        };
-        let space = Space::builtin(landscape.space.clone())?;
-        opts.budget = finite_budget(opts.budget, &space);
-        let mut sim = sim::Simulator::new(landscape);
-        let gpu = r3::replay::Evaluator::device(&sim).gpu;
-        // One table is one search, as asked; several are a worker's share of a fleet.
-        let log = if tables.len() == 1 {
-            store.open_trials(&opts.kernel, &gpu)?
-        } else {
-            match fleet::claim(&store, &opts.kernel, &gpu, opts.budget)? {
-                fleet::Claim::Take(log) => log,
-                other => {
-                    eprintln!(
-                        "{}",
-                        fleet::left_because(&kernel_label(&store, &opts.kernel), &other)
-                            .unwrap_or_default()
-                    );
-                    continue;
-                }
-            }
-        };
-        code = code.max(tune_one(
-            &store, log, &mut sim, &space, &opts, resume, &stop,
-        )?);
-    }
-    Ok(code)
+    let tally =
+        r3::remix::session::tune_simulated(&store, tables, kernel, &opts, resume, &stop, &mut say)?;
+    Ok(if tally.interrupted { 130 } else { 0 })
 }
 
-/// The key of a word that names no stored kernel: an orphaned search's hash (its kernel's
-/// directory gone) where the word is a prefix of one, else the word as it is, unless resuming
-/// with nothing of the word's own to resume while orphaned trials wait: then an error names
-/// them, rather than a new search starting beside them.
-fn orphan_or_word(store: &r3::store::Store, word: String, resume: bool) -> Result<String> {
-    let orphans = store.orphaned_trials()?;
-    let hashes: std::collections::BTreeSet<String> = orphans
-        .iter()
-        .filter_map(|(p, _)| p.parent()?.file_name()?.to_str().map(str::to_owned))
-        .filter(|h| word.len() >= 4 && h.starts_with(&word.to_ascii_lowercase()))
-        .collect();
-    if hashes.len() == 1 {
-        return Ok(hashes.into_iter().next().unwrap());
+/// Prints a session's lines: its results on stdout, the rest on stderr.
+fn say(line: r3::remix::session::Line) {
+    match line {
+        r3::remix::session::Line::Out(s) => outln!("{s}"),
+        r3::remix::session::Line::Note(s) => eprintln!("{s}"),
     }
-    if resume && !store.has_trials(&word)? {
-        if let Some(e) = r3::store::trials::orphaned_error_of(&word, &orphans) {
-            return Err(e.into());
-        }
-    }
-    Ok(word)
 }
 
 /// `--gpus`: one worker process per GPU, each this same command.
 fn tune_per_gpu(spec: &str) -> Result<i32> {
-    let count = match r3::gpu::probe() {
-        r3::gpu::GpuStatus::Present { gpus, .. } => gpus.len(),
+    let count = match r3::device::probe() {
+        r3::device::GpuStatus::Present { gpus, .. } => gpus.len(),
         _ => 0,
     };
     let gpus = r3::remix::fleet::parse_gpus(spec, count).map_err(anyhow::Error::msg)?;
@@ -1125,12 +971,6 @@ fn emit_sbatch_script(store: Option<&Path>, cwd: &Path, tasks: u32) -> Result<i3
 
 /// A finite space has no more distinct candidates than points: a budget beyond that would
 /// only repeat them.
-fn finite_budget(budget: u32, space: &r3::remix::space::Space) -> u32 {
-    space.points().map_or(budget, |p| {
-        budget.min(u32::try_from(p.len()).unwrap_or(u32::MAX))
-    })
-}
-
 /// Ctrl-C sets a flag: the round in flight finishes and is recorded, then tune stops, so
 /// nothing measured is lost and --resume continues exactly (ctrlc: portable, no unsafe).
 fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
@@ -1140,354 +980,33 @@ fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     stop
 }
 
-/// How tune's lines name a kernel: its demangled name and short hash, or the key as it is (a
-/// simulated landscape's own name).
-fn kernel_label(store: &r3::store::Store, key: &str) -> String {
-    store.kernel(key).map_or_else(
-        |_| key.to_owned(),
-        |k| format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
-    )
-}
-
-fn tune_one<E: r3::replay::Evaluator + Sync>(
-    store: &r3::store::Store,
-    log: r3::store::trials::TrialLog,
-    eval: &mut E,
-    space: &r3::remix::space::Space,
-    opts: &r3::remix::tune::TuneOptions,
-    resume: bool,
-    stop: &std::sync::atomic::AtomicBool,
-) -> Result<i32> {
-    use r3::remix::tune;
-    let label = kernel_label(store, &opts.kernel);
-    let (summary, path) = tune::tune_in_log(store, log, eval, space, opts, resume, stop, |p| {
-        let best = p
-            .best
-            .map(|(t, r)| format!("best {:.4}x of -O3 (trial {t})", r))
-            .unwrap_or_else(|| "no valid candidate yet".into());
-        eprintln!(
-            "{label}: trial {}/{} · measured {} · {best} · {:.1}s",
-            p.trial,
-            p.budget,
-            p.measured,
-            p.elapsed.as_secs_f64()
-        );
-    })?;
-    let how = match summary.stop {
-        tune::Stop::Budget => "budget reached",
-        tune::Stop::Time => "time limit reached",
-        tune::Stop::Interrupted => "interrupted; continue with --resume",
-    };
-    outln!(
-        "{label}: {} trials ({} resumed, {} measured), {how}; trials in {}",
-        summary.trials,
-        summary.resumed,
-        summary.measured,
-        path.display()
-    );
-    if summary.learned_from > 0 && opts.strategy == "bo" {
-        outln!(
-            "learned from {} earlier searches in the store (their winners measured first; --no-transfer to start from nothing)",
-            summary.learned_from
-        );
-    }
-    if !summary.recipes.is_empty() && opts.strategy == "bo" {
-        outln!(
-            "recipes measured first: {} (* the kernel's code meets its preconditions; --no-recipes to leave them out)",
-            summary.recipes.join(", ")
-        );
-    }
-    if summary.stop == tune::Stop::Time {
-        outln!(
-            "cut short by --time after {} of {} trials (the warm start of {} was measured in full)",
-            summary.trials,
-            opts.budget,
-            summary.warm_start
-        );
-    }
-    if let Some(b) = summary.best {
-        outln!(
-            "best: {:.4}x of -O3 (trial {}): {}",
-            b.ratio().unwrap_or(1.0),
-            b.trial,
-            serde_json::to_string(&b.candidate)?
-        );
-    }
-    Ok(if summary.stop == tune::Stop::Interrupted {
-        130
-    } else {
-        0
-    })
-}
-
 /// Tunes kernels on the GPU, each against its first replayable recording.
 fn tune_gpu(
     store: Option<&Path>,
     cwd: &Path,
-    sel: &ReplaySelection,
+    sel: &r3::store::identity::Selection,
     base: r3::remix::tune::TuneOptions,
-    how: &TuneHow,
+    how: &r3::remix::session::GpuTune,
 ) -> Result<i32> {
-    let Some((driver, gpu)) = (match r3::gpu::probe() {
-        r3::gpu::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
+    let Some((driver, gpu)) = (match r3::device::probe() {
+        r3::device::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
         _ => None,
     }) else {
         anyhow::bail!("no GPU on this machine: tune measures candidates on one (try `r3 tune --simulate TABLE.json`)");
     };
     let store = open_store(store, cwd, false)?;
-    let target = r3::lower::Codegen {
-        sm: gpu.sm(),
-        ptx: Some(r3::lower::ptx_for_driver(driver).into()),
-        opt_level: 3,
-    };
-    // One search per kernel (content hash), against its first recording whose -O3 baseline
-    // reproduces it.
-    let index = store.index()?;
-    let mut groups: Vec<(String, Vec<r3::store::records::Recording>)> = Vec::new();
-    for r in select_recordings(&store, sel)? {
-        let key = match index.of_launch(&r.launch) {
-            r3::store::identity::Resolution::Kernel(k) => k.hash,
-            _ => r.id.clone(), // an error of its own below, once per recording
-        };
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, recs)) => recs.push(r),
-            None => groups.push((key, vec![r])),
-        }
-    }
+    let recs = store.select_recordings(sel)?;
     let stop = stop_flag();
-    let (mut code, mut searched, mut irreproducible, mut failed) = (0, 0, 0, 0);
-    for (key, recs) in groups {
-        if stop.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
-        }
-        let opts = r3::replay::gpu::MeasureOptions {
-            ordinal: gpu.ordinal as i32,
-            max_reps: how.repeat,
-            tolerance: how.tolerance,
-            l2: Default::default(),
-        };
-        let mut ev = match reproducing_evaluator(&store, recs, &target, &opts, &gpu.name) {
-            Searchable::Ready(ev) => *ev,
-            Searchable::Irreproducible(why) => {
-                eprintln!(
-                    "r3 tune: {}: not searched: {}",
-                    kernel_label(&store, &key),
-                    r3::store::records::irreproducible_text(&why)
-                );
-                irreproducible += 1;
-                continue;
-            }
-            Searchable::Failed(e) => {
-                eprintln!("r3 tune: {e}");
-                (code, failed) = (1, failed + 1);
-                continue;
-            }
-        };
-        let rec = ev.recording().clone();
-        let b = rec.launch.block;
-        let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions {
-            launch_threads: Some(b[0] * b[1] * b[2]),
-            block_size_agnostic: how.block_size_agnostic && b[1] == 1 && b[2] == 1,
-            fast_math: how.tolerance.is_some(),
-            r3_passes: how.egraph,
-            grid: how.grid,
-            ..Default::default()
-        })?;
-        let opts = r3::remix::tune::TuneOptions {
-            kernel: ev.kernel().hash.clone(),
-            budget: finite_budget(base.budget, &space),
-            ..base.clone()
-        };
-        // The trials file's lock first: a second search of this kernel on this GPU stops here,
-        // before it measures anything beside the first.
-        let gpu_name = r3::replay::Evaluator::device(&ev).gpu;
-        let log = if sel.all {
-            // One worker of possibly many (--gpus, a job array): leave what another holds.
-            match r3::remix::fleet::claim(&store, &opts.kernel, &gpu_name, opts.budget) {
-                Ok(r3::remix::fleet::Claim::Take(log)) => Ok(log),
-                Ok(other) => {
-                    let label = &kernel_label(&store, &opts.kernel);
-                    eprintln!(
-                        "{}",
-                        r3::remix::fleet::left_because(label, &other).unwrap_or_default()
-                    );
-                    continue;
-                }
-                Err(e) => Err(e),
-            }
-        } else {
-            store.open_trials(&opts.kernel, &gpu_name)
-        };
-        let log = match log {
-            Ok(log) => log,
-            Err(e) => {
-                eprintln!("r3 tune: {}: {e}", opts.kernel);
-                (code, failed) = (1, failed + 1);
-                continue;
-            }
-        };
-        choose_l2(&store, &mut ev, &opts.kernel, how.l2);
-        searched += 1;
-        match tune_one(&store, log, &mut ev, &space, &opts, how.resume, &stop) {
-            Ok(c) => {
-                code = code.max(c);
-                confirm_best(&store, &ev, &opts.kernel);
-                if how.ablate && !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    if let Err(e) = ablate_best(&store, &ev, &opts) {
-                        eprintln!("r3 tune: {}: ablations: {e:#}", opts.kernel);
-                        code = code.max(1);
-                    }
-                }
-            }
-            Err(e) => {
-                eprintln!("r3 tune: {}: {e:#}", opts.kernel);
-                code = code.max(1);
-                failed += 1;
-            }
-        }
-    }
-    if irreproducible > 0 {
-        eprintln!(
-            "r3 tune: {searched} kernel(s) searched; {irreproducible} not searched because no recording of theirs reproduces (re-record their programs); {failed} failed in r3 (errors above)"
-        );
-        // A kernel named on its own and not searched is a failed command; in --all, the
-        // others' searches are what was asked for, and the line above says what was not done.
-        if !sel.all {
-            code = code.max(1);
-        }
-    }
-    Ok(code)
-}
-
-/// Where a kernel's search can start.
-enum Searchable {
-    Ready(Box<r3::replay::gpu::GpuEvaluator>),
-    /// No recording of it reproduces; the last reason.
-    Irreproducible(String),
-    /// r3 could not tell (an evaluator or a check failed).
-    Failed(String),
-}
-
-/// An evaluator against the kernel's first recording whose -O3 baseline reproduces it. A
-/// recording that `r3 record` verified is used as it is; one not checked yet is replayed once
-/// (in the evaluator's own worker, which keeps the checked baseline for the search), and the
-/// verdict kept with it, so that it is never checked again and a recording that does not
-/// reproduce is shown with its reason by `kernels`, `status` and the next `tune`.
-fn reproducing_evaluator(
-    store: &r3::store::Store,
-    recs: Vec<r3::store::records::Recording>,
-    target: &r3::lower::Codegen,
-    opts: &r3::replay::gpu::MeasureOptions,
-    gpu: &str,
-) -> Searchable {
-    use r3::replay::gpu::{GpuEvaluator, Verdict};
-    let mut last = String::new();
-    for rec in recs {
-        if let Some(why) = rec.irreproducible() {
-            last = why.to_owned();
-            continue;
-        }
-        let ev = match GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone()) {
-            Ok(ev) => ev,
-            Err(e) => return Searchable::Failed(format!("{}: {e}", rec.id)),
-        };
-        if rec.verification.is_some() {
-            return Searchable::Ready(Box::new(ev));
-        }
-        let verdict = ev.check_baseline();
-        if let Some(v) = verdict.verification(gpu) {
-            if let Err(e) = store.set_verification(&rec, &v) {
-                eprintln!("r3: warning: {e}");
-            }
-        }
-        match verdict {
-            Verdict::Reproduces => return Searchable::Ready(Box::new(ev)),
-            Verdict::Irreproducible(why) => last = why,
-            Verdict::NotChecked(why) => return Searchable::Failed(format!("{}: {why}", rec.id)),
-        }
-    }
-    Searchable::Irreproducible(last)
-}
-
-/// Sets the L2 state the search measures in, says so where it matters, and keeps the choice
-/// beside the trials for `r3 report`.
-fn choose_l2(
-    store: &r3::store::Store,
-    ev: &mut r3::replay::gpu::GpuEvaluator,
-    kernel: &str,
-    policy: r3::replay::l2::Policy,
-) {
-    use r3::replay::Evaluator;
-    let c = ev.choose_l2(policy);
-    if c.worth_showing() {
-        eprintln!("r3 tune: {kernel}: {}", c.summary());
-    }
-    if let Err(e) = store.write_l2_choice(kernel, &ev.device().gpu, &c) {
-        eprintln!("r3 tune: {kernel}: {e}");
-    }
-}
-
-/// Measures what each pass of the best pipeline is worth: the best candidate with one pass
-/// removed, each (`passes::diff::ablations`), as trials in the kernel's ablations file, where
-/// `r3 report` finds them. Ablations already measured for this best are not repeated; one whose
-/// PTX equals a measured trial's reuses its outcome.
-fn ablate_best(
-    store: &r3::store::Store,
-    ev: &r3::replay::gpu::GpuEvaluator,
-    opts: &r3::remix::tune::TuneOptions,
-) -> Result<()> {
-    use r3::replay::Evaluator;
-    let gpu = ev.device().gpu;
-    let Some(best) = store.best_trial(&opts.kernel, &gpu)? else {
-        return Ok(());
-    };
-    let trials = store.trials(&opts.kernel, &gpu)?;
-    let done = store.ablations(&store.trials_path(&opts.kernel, &gpu))?;
-    let todo: Vec<r3::candidate::Candidate> = r3::passes::diff::ablations(&best.candidate)?
-        .into_iter()
-        .map(|a| a.candidate)
-        .filter(|c| !done.iter().any(|r| r.candidate == *c))
-        .collect();
-    if todo.is_empty() {
-        return Ok(());
-    }
-    let known: Vec<_> = trials.iter().chain(&done).cloned().collect();
-    let first = u32::try_from(known.len()).unwrap_or(u32::MAX);
-    let ablation = r3::remix::tune::TuneOptions {
-        strategy: "ablation".into(),
-        ..opts.clone()
-    };
-    let (recs, measured) = r3::remix::tune::evaluate_candidates(ev, &ablation, first, todo, &known);
-    let mut log = store.open_ablations(&opts.kernel, &gpu)?;
-    for r in &recs {
-        log.append(r)?;
-    }
-    let failed = recs.iter().filter(|r| r.ptx_hash.is_none()).count();
-    outln!(
-        "ablations: {} passes of the best pipeline removed one at a time ({measured} measured, {failed} did not compile, the rest had the PTX of a measured trial); `r3 report` shows what each is worth",
-        recs.len()
-    );
-    Ok(())
-}
-
-/// Re-measures the search's winner and runs it on the kernel's other recorded launches
-/// (`remix::confirm`), saying what that gives.
-fn confirm_best(store: &r3::store::Store, ev: &r3::replay::gpu::GpuEvaluator, kernel: &str) {
-    let others: Vec<_> = match store.launches_of(kernel) {
-        Ok(all) => all
-            .into_iter()
-            .filter(|r| r.id != ev.recording().id)
-            .map(|r| (r.id.clone(), ev.for_recording(r).map_err(|e| e.to_string())))
-            .collect(),
-        Err(e) => {
-            eprintln!("r3 tune: {kernel}: {e}; the winner is checked on the searched launch only");
-            Vec::new()
-        }
-    };
-    match r3::remix::confirm::confirm_best(store, ev, &others, kernel) {
-        Ok(lines) => lines.iter().for_each(|l| outln!("{l}")),
-        Err(e) => eprintln!("r3 tune: {kernel}: {e}"),
-    }
+    let tally =
+        r3::remix::session::tune_on_gpu(&store, recs, driver, &gpu, &base, how, &stop, &mut say)?;
+    // A kernel named on its own and not searched is a failed command; in --all, the others'
+    // searches are what was asked for, and the session said what was not done.
+    let failed = tally.failed + tally.errors > 0 || (tally.irreproducible > 0 && !sel.all);
+    Ok(match (tally.interrupted, failed) {
+        (true, _) => 130,
+        (false, true) => 1,
+        (false, false) => 0,
+    })
 }
 
 /// The compile half of tuning, for every stored kernel that matches.
@@ -1523,40 +1042,23 @@ fn tune_dry_run(
         grid,
         ..Default::default()
     })?;
-    let ptxas = r3::toolchain::find_cuda(None)
-        .ok()
-        .map(|c| c.path.join("bin/ptxas"))
-        .filter(|p| p.exists());
-    let mut rows = Vec::new();
-    for k in &kernels {
-        let target = r3::lower::Codegen {
-            sm: k.signature.arch.clone(),
-            ptx: None,
-            opt_level: 3,
-        };
-        let bitcode = store.kernel_dir(&k.hash).join("module.bc");
-        let n = opts.budget as usize;
-        let mut row = r3::remix::dry_run::dry_run(
-            &bitcode,
-            &k.hash,
-            &target,
-            &space,
-            n,
-            opts.seed,
-            ptxas.as_deref(),
-        );
-        row.kernel = k.signature.demangled.clone();
-        eprintln!("{}: {} candidates lowered", row.kernel, row.compiled);
-        rows.push(row);
-    }
+    let rows = r3::remix::dry_run::dry_run_kernels(
+        &store,
+        &kernels,
+        &space,
+        opts.budget as usize,
+        opts.seed,
+        |row| eprintln!("{}: {} candidates lowered", row.kernel, row.compiled),
+    );
     out!("{}", r3::remix::dry_run::render(&rows));
     outln!(
         "dry run: candidates built and checked; timing them needs a GPU (r3 record, then r3 tune)."
     );
-    let bad = rows
-        .iter()
-        .any(|r| r.ptxas.is_some_and(|(_, rejected)| rejected > 0) || r.compiled == 0);
-    Ok(if bad { 1 } else { 0 })
+    Ok(if r3::remix::dry_run::any_failed(&rows) {
+        1
+    } else {
+        0
+    })
 }
 
 /// How candidates are measured: `r3 tune`'s and `r3 evolve`'s flags.
@@ -1574,6 +1076,16 @@ struct MeasureHow {
     tolerance: Option<r3::replay::validate::Tolerance>,
 }
 
+impl MeasureHow {
+    fn measure(&self) -> r3::remix::session::Measure {
+        r3::remix::session::Measure {
+            repeat: self.repeat,
+            l2: self.l2,
+            tolerance: self.tolerance,
+        }
+    }
+}
+
 struct EvolveHow {
     proposer: String,
     max_tokens: u64,
@@ -1582,36 +1094,6 @@ struct EvolveHow {
     inner_budget: u32,
     inner_time: Option<std::time::Duration>,
     measure: MeasureHow,
-}
-
-/// The kernels `r3 evolve` works on: those named, or every kernel with a replayable recording.
-fn evolve_targets(
-    store: &r3::store::Store,
-    kernels: &[String],
-    all: bool,
-) -> Result<Vec<r3::store::KernelRecord>> {
-    let index = store.index()?;
-    if all {
-        let mut out: Vec<r3::store::KernelRecord> = Vec::new();
-        for rec in store.recordings(None)? {
-            if !rec.usable() {
-                continue;
-            }
-            if let r3::store::identity::Resolution::Kernel(k) = index.of_launch(&rec.launch) {
-                if !out.iter().any(|o| o.hash == k.hash) {
-                    out.push(*k);
-                }
-            }
-        }
-        return Ok(out);
-    }
-    if kernels.is_empty() {
-        anyhow::bail!("name a kernel (a name or hash from `r3 kernels`), or --all");
-    }
-    kernels
-        .iter()
-        .map(|w| Ok(index.select_one(w, None)?.clone()))
-        .collect()
 }
 
 fn proposer_for(how: &EvolveHow) -> Result<Box<dyn r3::evolve::Proposer>> {
@@ -1634,25 +1116,15 @@ fn evolve_cmd(
     opts: &r3::evolve::Options,
     how: &EvolveHow,
 ) -> Result<i32> {
+    use r3::evolve::each::{self, Judging};
     let store = open_store(store, cwd, false)?;
-    let mut targets = evolve_targets(&store, kernels, all)?;
-    if all && !opts.propose {
-        let evolved = store.evolved()?;
-        targets.retain(|k| evolved.contains(&k.hash));
-    }
-    if targets.is_empty() {
-        anyhow::bail!(
-            "--all found no kernel to evolve in {}: it takes kernels with a replayable recording{}; fix: `r3 record -- <program>`, or name kernels (`r3 kernels` lists them)",
-            store.root().display(),
-            if opts.propose { "" } else { " and stored rewrites" }
-        );
-    }
+    let targets = each::targets(&store, kernels, all, opts.propose)?;
     let mut proposer = proposer_for(how)?;
-    let gpu = match r3::gpu::probe() {
-        r3::gpu::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
+    let gpu = match r3::device::probe() {
+        r3::device::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
         _ => None,
     };
-    let mut sim = how
+    let script = how
         .simulate
         .as_ref()
         .map(|p| -> Result<r3::evolve::judge::SimJudge> {
@@ -1661,153 +1133,37 @@ fn evolve_cmd(
                 .with_context(|| format!("{}: not a simulation script", p.display()))
         })
         .transpose()?;
-    if sim.is_none() && gpu.is_none() && !how.no_measure {
-        eprintln!("r3 evolve: no GPU on this machine: rewrites are proposed, compiled and stored, not measured; `r3 evolve --measure-only` on a GPU machine measures them");
-    }
+    // Variants are measured on this machine's GPU unless a script judges or none is asked.
+    let mut judging = match (script, gpu) {
+        _ if how.no_measure => Judging::Not,
+        (Some(s), _) => Judging::Script(s),
+        (None, Some((driver, gpu))) => Judging::Gpu {
+            driver,
+            gpu,
+            measure: how.measure.measure(),
+            inner_budget: how.inner_budget,
+            inner_time: how.inner_time,
+        },
+        (None, None) => {
+            eprintln!("r3 evolve: no GPU on this machine: rewrites are proposed, compiled and stored, not measured; `r3 evolve --measure-only` on a GPU machine measures them");
+            Judging::Not
+        }
+    };
     let stop = stop_flag();
-    let mut code = 0;
-    for k in targets {
-        if stop.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
-        }
-        let label = format!("{} [{}]", k.signature.demangled, &k.hash[..8]);
-        let progress = |line: &str| eprintln!("{label}: {line}");
-        // Variants are measured on this machine's GPU unless a script judges or none is asked.
-        let on_gpu = gpu.as_ref().filter(|_| sim.is_none() && !how.no_measure);
-        let mut gpu_judge = match on_gpu.map(|(driver, g)| {
-            let (ev, space, tune) = gpu_judge_parts(&store, &k, *driver, g, how)?;
-            r3::evolve::judge::GpuJudge::new(&store, ev, space, tune, &stop)
-                .map_err(anyhow::Error::msg)
-        }) {
-            Some(Ok(j)) => Some(j),
-            Some(Err(e)) => {
-                eprintln!("r3 evolve: {label}: {e:#}");
-                code = 1;
-                continue;
-            }
-            None => None,
-        };
-        let judge: Option<&mut dyn r3::evolve::Judge> = match (&mut sim, &mut gpu_judge) {
-            _ if how.no_measure => None,
-            (Some(s), _) => Some(s),
-            (None, Some(j)) => Some(j),
-            (None, None) => None,
-        };
-        let result =
-            r3::evolve::evolve(&store, &k, proposer.as_mut(), judge, opts, &stop, progress);
-        match result {
-            Ok(summary) => print_evolution(&store, &label, &k.hash, &summary),
-            Err(e) => {
-                eprintln!("r3 evolve: {e}");
-                code = 1;
-            }
-        }
-    }
-    if stop.load(std::sync::atomic::Ordering::SeqCst) {
-        code = 130;
-    }
-    Ok(code)
-}
-
-/// The parent kernel's evaluator on its first replayable recording, the search space and the
-/// inner search's options, as `r3 tune` builds them.
-fn gpu_judge_parts(
-    store: &r3::store::Store,
-    k: &r3::store::KernelRecord,
-    driver: (i32, i32),
-    gpu: &r3::gpu::GpuInfo,
-    evolve: &EvolveHow,
-) -> Result<(
-    r3::replay::gpu::GpuEvaluator,
-    r3::remix::space::Space,
-    r3::remix::tune::TuneOptions,
-)> {
-    let rec = store
-        .launches_of(&k.hash)?
-        .into_iter()
-        .next()
-        .with_context(|| {
-            format!(
-                "kernel {} has no replayable recording; fix: `r3 record -- <program>`",
-                k.signature.demangled
-            )
-        })?;
-    let how = &evolve.measure;
-    let target = r3::lower::Codegen {
-        sm: gpu.sm(),
-        ptx: Some(r3::lower::ptx_for_driver(driver).into()),
-        opt_level: 3,
-    };
-    let b = rec.launch.block;
-    let mopts = r3::replay::gpu::MeasureOptions {
-        ordinal: gpu.ordinal as i32,
-        max_reps: how.repeat,
-        tolerance: how.tolerance,
-        l2: Default::default(),
-    };
-    let mut ev = r3::replay::gpu::GpuEvaluator::new(store, rec, target, mopts)?;
-    choose_l2(store, &mut ev, &k.hash, how.l2);
-    let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions {
-        launch_threads: Some(b[0] * b[1] * b[2]),
-        fast_math: how.tolerance.is_some(),
-        ..Default::default()
-    })?;
-    let tune = r3::remix::tune::TuneOptions {
-        kernel: k.hash.clone(),
-        strategy: "bo".into(),
-        seed: 0,
-        budget: evolve.inner_budget,
-        time: evolve.inner_time,
-        batch: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        transfer: true,
-        recipes: true,
-    };
-    Ok((ev, space, tune))
-}
-
-fn print_evolution(store: &r3::store::Store, label: &str, hash: &str, s: &r3::evolve::Summary) {
-    outln!(
-        "{label}: {} attempts ({} new, {} measured in this run), {} archive cells; stopped: {}",
-        s.attempts.len(),
-        s.new_attempts,
-        s.judged,
-        s.cells,
-        s.stop
+    let ok = each::evolve_each(
+        &store,
+        &targets,
+        proposer.as_mut(),
+        &mut judging,
+        opts,
+        &stop,
+        &mut say,
     );
-    if let Some((used, budget)) = s.tokens {
-        outln!("model tokens: {used} of the run's {budget}");
-    }
-    for a in &s.attempts {
-        outln!("  #{:<3} {:<40} {}", a.id, a.title(), a.outcome(None));
-    }
-    let speedup = |a: &r3::evolve::Attempt| a.verdict(None).and_then(|v| v.speedup());
-    match s.best(None) {
-        Some(b) if speedup(b).is_some_and(|x| x <= 1.0) => outln!(
-            "no rewrite beats the original's best compiler-only build (the closest: attempt {}, {}): keep the source",
-            b.id,
-            b.outcome(None)
-        ),
-        Some(b) => outln!(
-            "best: attempt {} ({}): {}; its diff: `r3 report {}` (attempts in {})",
-            b.id,
-            b.title(),
-            b.outcome(None),
-            &hash[..8],
-            store.attempts_path(hash).display()
-        ),
-        None => outln!("no rewrite measured valid yet"),
-    }
-}
-
-struct TuneHow {
-    ablate: bool,
-    resume: bool,
-    repeat: u32,
-    l2: r3::replay::l2::Policy,
-    tolerance: Option<r3::replay::validate::Tolerance>,
-    block_size_agnostic: bool,
-    egraph: bool,
-    grid: bool,
+    Ok(match (stop.load(std::sync::atomic::Ordering::SeqCst), ok) {
+        (true, _) => 130,
+        (false, false) => 1,
+        (false, true) => 0,
+    })
 }
 
 struct ExportWhat<'a> {

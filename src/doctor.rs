@@ -1,6 +1,6 @@
 //! `r3 doctor`: what r3 found on this machine, and the command that fixes each missing part.
 
-use crate::{gpu, store, toolchain};
+use crate::{device, store, toolchain};
 use serde::Serialize;
 use std::path::Path;
 
@@ -22,7 +22,7 @@ pub struct Report {
     pub r3_version: &'static str,
     pub r3_commit: &'static str,
     pub checks: Vec<Check>,
-    pub gpu: gpu::GpuStatus,
+    pub gpu: device::GpuStatus,
 }
 
 impl Report {
@@ -32,7 +32,7 @@ impl Report {
 }
 
 pub fn run(cuda_path: Option<&Path>, store_flag: Option<&Path>, cwd: &Path) -> Report {
-    let gpu_status = gpu::probe();
+    let gpu_status = device::probe();
     let checks = vec![
         Check {
             part: "LLVM (linked)",
@@ -159,19 +159,19 @@ fn cuda_check(cuda_path: Option<&Path>) -> Check {
     }
 }
 
-fn gpu_check(status: &gpu::GpuStatus) -> Check {
+fn gpu_check(status: &device::GpuStatus) -> Check {
     let (ok, detail, fix) = match status {
-        gpu::GpuStatus::NoDriver => (
+        device::GpuStatus::NoDriver => (
             false,
             "no GPU: no NVIDIA driver (libcuda.so not found)".to_string(),
             "run on a machine with an NVIDIA GPU and driver; without one r3 records and builds PTX but cannot time",
         ),
-        gpu::GpuStatus::NoDevice { driver, reason } => (
+        device::GpuStatus::NoDevice { driver, reason } => (
             false,
             format!("no GPU: driver {} present, but {reason}", fmt_driver(*driver)),
             "check nvidia-smi and CUDA_VISIBLE_DEVICES",
         ),
-        gpu::GpuStatus::Present { driver, gpus } => {
+        device::GpuStatus::Present { driver, gpus } => {
             let list: Vec<String> = gpus
                 .iter()
                 .map(|g| format!("#{} {} ({}, {} GiB)", g.ordinal, g.name, g.sm(), g.mem_bytes >> 30))

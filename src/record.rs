@@ -1,5 +1,5 @@
 //! `r3 record`: runs a program built by r3-clang++ with its recording runtime on
-//! (src/runtime/r3rt.c), and says what the run recorded and what recording cost.
+//! (crates/r3-driver/src/runtime/r3rt.c), and says what the run recorded and what recording cost.
 //!
 //! The runtime does the recording inside the program; this module only sets its options
 //! (`R3_RECORD_*`), lets it print progress, and reads the statistics it writes at exit
@@ -347,8 +347,8 @@ pub fn check(store: &Store, recordings: &[Recording]) -> Check {
     let start = std::time::Instant::now();
     let recs: Vec<Recording> = recordings.iter().filter(|r| r.usable()).cloned().collect();
     let (driver, gpu) =
-        match crate::gpu::probe() {
-            crate::gpu::GpuStatus::Present { driver, gpus } => (driver, gpus[0].clone()),
+        match crate::device::probe() {
+            crate::device::GpuStatus::Present { driver, gpus } => (driver, gpus[0].clone()),
             _ => return Check {
                 verdicts: Vec::new(),
                 seconds: 0.0,
@@ -371,7 +371,7 @@ pub fn check(store: &Store, recordings: &[Recording]) -> Check {
                 eprintln!("r3: warning: {e}");
             }
         }
-        let name = crate::ir::extract::demangle(&rec.launch.kernel);
+        let name = crate::kernel::demangle(&rec.launch.kernel);
         out.push((rec.id.clone(), name, verdict));
     }
     Check {

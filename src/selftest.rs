@@ -2,7 +2,7 @@
 //! optimized (default<O3>), lowered to PTX for the GPU present, loaded with the CUDA driver,
 //! launched, checked against a CPU result, and timed. Without a GPU it stops after PTX.
 
-use crate::{gpu, ir, lower};
+use crate::{device, ir, lower};
 use cudarc::driver::{sys::CUevent_flags, LaunchConfig, PushKernelArg};
 use inkwell::context::Context;
 use serde::Serialize;
@@ -24,7 +24,7 @@ pub struct Outcome {
 
 #[derive(Debug, Serialize)]
 pub struct RunOutcome {
-    pub gpu: gpu::GpuInfo,
+    pub gpu: device::GpuInfo,
     pub driver: (i32, i32),
     pub elements: usize,
     pub mismatches: usize,
@@ -38,18 +38,18 @@ pub enum SelftestError {
     #[error(transparent)]
     Ir(#[from] ir::IrError),
     #[error(transparent)]
-    Gpu(#[from] gpu::GpuError),
+    Gpu(#[from] device::GpuError),
 }
 
 pub fn run(sm_override: Option<&str>) -> Result<Outcome, SelftestError> {
-    let status = gpu::probe();
+    let status = device::probe();
     let (target, driver) = match &status {
-        gpu::GpuStatus::Present { driver, gpus } => (Some(gpus[0].clone()), Some(*driver)),
+        device::GpuStatus::Present { driver, gpus } => (Some(gpus[0].clone()), Some(*driver)),
         _ => (None, None),
     };
     let sm = sm_override
         .map(str::to_owned)
-        .or_else(|| target.as_ref().map(gpu::GpuInfo::sm))
+        .or_else(|| target.as_ref().map(device::GpuInfo::sm))
         .unwrap_or_else(|| "sm_90".into());
     let ptx_version = lower::ptx_for_driver(driver.unwrap_or((13, 0))).to_owned();
     let cg = lower::Codegen {
@@ -79,17 +79,21 @@ pub fn run(sm_override: Option<&str>) -> Result<Outcome, SelftestError> {
     })
 }
 
-fn no_gpu_text(status: &gpu::GpuStatus) -> String {
+fn no_gpu_text(status: &device::GpuStatus) -> String {
     match status {
-        gpu::GpuStatus::NoDriver => "no NVIDIA driver on this machine".into(),
-        gpu::GpuStatus::NoDevice { reason, .. } => reason.clone(),
-        gpu::GpuStatus::Present { .. } => String::new(),
+        device::GpuStatus::NoDriver => "no NVIDIA driver on this machine".into(),
+        device::GpuStatus::NoDevice { reason, .. } => reason.clone(),
+        device::GpuStatus::Present { .. } => String::new(),
     }
 }
 
-fn launch(ptx: &str, info: gpu::GpuInfo, driver: (i32, i32)) -> Result<RunOutcome, SelftestError> {
-    let err = |during: &'static str| move |e| gpu::driver_err(during, e);
-    let ctx = gpu::context(info.ordinal)?;
+fn launch(
+    ptx: &str,
+    info: device::GpuInfo,
+    driver: (i32, i32),
+) -> Result<RunOutcome, SelftestError> {
+    let err = |during: &'static str| move |e| device::driver_err(during, e);
+    let ctx = device::context(info.ordinal)?;
     let module = ctx
         .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
         .map_err(err("loading the PTX"))?;

@@ -1,4 +1,4 @@
-//! The recording runtime (src/runtime/r3rt.c) on a fake GPU (fixtures/record_fake_gpu.c):
+//! The recording runtime (crates/r3-driver/src/runtime/r3rt.c) on a fake GPU (fixtures/record_fake_gpu.c):
 //! what a recording holds (only what the launch can reach, transitively through pointers in
 //! device memory and variables), allocation reuse and the address range under churn, the
 //! caps, the warm re-launch policy, and `r3 record`'s summary — without a GPU.
@@ -16,7 +16,7 @@ fn harness(dir: &Path) -> PathBuf {
     let exe = dir.join("record_fake_gpu");
     let out = Command::new(clang)
         .args(["-x", "c", "-std=c11", "-O1", "-w", "-I"])
-        .arg(repo().join("src/runtime"))
+        .arg(repo().join("crates/r3-driver/src/runtime"))
         .arg("-I")
         .arg(cuda.join("include"))
         .arg(repo().join("tests/it/fixtures/record_fake_gpu.c"))

@@ -106,7 +106,7 @@ fn dry_run_builds_baseline_and_candidate_ptx() {
 
 #[test]
 fn replay_without_a_gpu_says_so() {
-    if r3::gpu::driver_present() {
+    if r3::device::driver_present() {
         return; // this machine has a GPU: the GPU scripts cover it
     }
     let dir = tempfile::tempdir().unwrap();

@@ -482,7 +482,7 @@ fn knobs_table(dir: &std::path::Path) -> String {
 #[test]
 fn tune_without_a_gpu_says_so_and_simulate_runs() {
     let home = tempfile::tempdir().unwrap();
-    if !r3::gpu::driver_present() {
+    if !r3::device::driver_present() {
         let out = r3(&["tune", "saxpy_kernel"], home.path());
         assert_eq!(out.status.code(), Some(1));
         assert!(

@@ -1,0 +1,194 @@
+//! What apply builds with: each kernel's winner (by content hash), chosen from the store's
+//! trials or read from an exported winners file (`r3 export`, schema in docs/export-schema.md).
+//!
+//! A winner is only what r3 can ship without touching the user's host code and without risk
+//! of a launch failing: candidates that change the block size are never shipped, and launch
+//! bounds (`.maxntid`, which makes a launch with more threads fail) only when the user opts in.
+//! Among the trials that qualify, `store::winner::pick_best` decides, so a best that did not hold up
+//! on re-measurement keeps clang's code.
+
+use crate::candidate::Candidate;
+use crate::kernel::SourceLoc;
+use crate::store::trials::TrialRecord;
+use crate::store::winner::{self, chosen_search, shippable_best, Policy};
+use crate::store::{KernelRecord, Store, StoreError};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The winners file's schema name and version (docs/export-schema.md).
+pub const SCHEMA: &str = "r3-winners";
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One kernel's configuration to build with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Winner {
+    /// Content hash of the kernel's module: the identity apply matches on.
+    pub hash: String,
+    pub name: String,
+    pub demangled: String,
+    /// The architecture the kernel module was compiled for (part of its hash).
+    pub arch: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLoc>,
+    /// The GPU and driver that measured it.
+    pub gpu: String,
+    pub driver: String,
+    pub candidate: Candidate,
+    /// The PTX ISA it was lowered for (LLVM feature, e.g. "ptx90"); None keeps the module's.
+    pub ptx_isa: Option<String>,
+    /// Hash of the PTX that was measured: apply ships exactly that PTX or clang's code. None
+    /// only for simulated trials.
+    pub ptx_hash: Option<String>,
+    pub trial: u32,
+    /// Baseline time over the winner's time, as the search measured it.
+    pub speedup: f64,
+    /// The same from the re-measurement after the search, where there was one of this trial.
+    pub confirmed_speedup: Option<f64>,
+    /// Trials from `r3 tune --simulate`: never applied unless R3_APPLY_SIMULATED=1 (tests).
+    #[serde(default)]
+    pub simulated: bool,
+    pub r3_version: String,
+}
+
+/// The winners file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WinnersFile {
+    pub schema: String,
+    pub schema_version: u32,
+    pub created_by: String,
+    pub llvm_version: String,
+    pub kernels: Vec<Winner>,
+    /// The best source rewrite of each kernel `r3 evolve` found faster than its best
+    /// compiler-only build: a diff for the user to apply. Once applied, the kernel compiles
+    /// to the rewrite's hash, whose own winner is in `kernels`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewrites: Vec<Rewrite>,
+}
+
+/// A source rewrite in a winners file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rewrite {
+    /// The kernel it rewrites, and the kernel it compiles to.
+    pub hash: String,
+    pub variant: String,
+    pub demangled: String,
+    pub gpu: String,
+    /// Over the original's best compiler-only configuration.
+    pub speedup: f64,
+    pub diff: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {msg}; fix: write it with `r3 export`")]
+    File { path: PathBuf, msg: String },
+}
+
+/// Where winners come from.
+pub enum Source {
+    Store(Store),
+    File(WinnersFile),
+}
+
+impl Source {
+    pub fn file(path: &Path) -> Result<Source, PlanError> {
+        let err = |msg: String| PlanError::File {
+            path: path.to_owned(),
+            msg,
+        };
+        let text = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+        let f: WinnersFile = serde_json::from_slice(&text).map_err(|e| err(e.to_string()))?;
+        if f.schema != SCHEMA || f.schema_version != SCHEMA_VERSION {
+            return Err(err(format!(
+                "schema {} version {}, this r3 reads {SCHEMA} version {SCHEMA_VERSION}",
+                f.schema, f.schema_version
+            )));
+        }
+        Ok(Source::File(f))
+    }
+
+    /// The winner for a kernel (by content hash), if it has one that ships and beats -O3. A
+    /// winners file is taken as written (its export applied a policy; a build from it must be
+    /// reproducible whatever the environment), except that simulated winners need asking for.
+    pub fn winner(&self, k: &KernelRecord, policy: &Policy) -> Result<Option<Winner>, PlanError> {
+        let found = match self {
+            Source::File(f) => f.kernels.iter().find(|w| w.hash == k.hash).cloned(),
+            Source::Store(s) => winner_in_store(s, k, policy)?.filter(|w| {
+                w.confirmed_speedup.unwrap_or(w.speedup) >= policy.min_speedup.max(1.0)
+                    && policy.ships(&w.candidate)
+            }),
+        };
+        Ok(found.filter(|w| w.speedup > 1.0 && (policy.simulated || !w.simulated)))
+    }
+
+    /// Whether another version of this kernel (same name and source file, another hash) has a
+    /// winner: then this one was edited since it was tuned.
+    pub fn tuned_before(&self, k: &KernelRecord, others: &[KernelRecord]) -> bool {
+        let file = |src: Option<&SourceLoc>| {
+            src.map(|s| std::fs::canonicalize(&s.file).unwrap_or_else(|_| PathBuf::from(&s.file)))
+        };
+        let same = |name: &str, src: Option<&SourceLoc>| {
+            name == k.signature.name && file(src) == file(k.signature.source.as_ref())
+        };
+        match self {
+            Source::File(f) => f
+                .kernels
+                .iter()
+                .any(|w| w.hash != k.hash && same(&w.name, w.source.as_ref())),
+            Source::Store(s) => others.iter().any(|o| {
+                o.hash != k.hash
+                    && same(&o.signature.name, o.signature.source.as_ref())
+                    && s.has_trials(&o.hash).unwrap_or(false)
+            }),
+        }
+    }
+}
+
+fn winner_in_store(
+    store: &Store,
+    k: &KernelRecord,
+    policy: &Policy,
+) -> Result<Option<Winner>, StoreError> {
+    let Some((path, recs)) = chosen_search(store, &k.hash, policy)? else {
+        return Ok(None);
+    };
+    let confirmed = store.confirmations(&path)?;
+    let Some(best) = shippable_best(&recs, &confirmed, policy) else {
+        return Ok(None);
+    };
+    let confirmed_speedup = winner::confirmation_of(&confirmed, best.trial)
+        .and_then(|c| c.ratio())
+        .map(|r| 1.0 / r);
+    Ok(Some(winner_of(k, best, confirmed_speedup)))
+}
+
+fn winner_of(k: &KernelRecord, t: &TrialRecord, confirmed_speedup: Option<f64>) -> Winner {
+    let simulated = t.simulated();
+    Winner {
+        hash: k.hash.clone(),
+        name: k.signature.name.clone(),
+        demangled: k.signature.demangled.clone(),
+        arch: k.signature.arch.clone(),
+        source: k.signature.source.clone(),
+        gpu: t.gpu.clone(),
+        driver: t.driver.clone(),
+        candidate: t.candidate.clone(),
+        ptx_isa: ptx_isa_of(&t.driver),
+        ptx_hash: t.ptx_hash.clone().filter(|_| !simulated),
+        trial: t.trial,
+        speedup: t.ratio().map_or(1.0, |r| 1.0 / r),
+        confirmed_speedup,
+        simulated,
+        r3_version: t.r3_version.clone(),
+    }
+}
+
+/// The PTX ISA replay lowered for, from the trial's driver ("CUDA 13.0"), as
+/// `lower::ptx_for_driver` chose it.
+fn ptx_isa_of(driver: &str) -> Option<String> {
+    let (major, minor) = driver.strip_prefix("CUDA ")?.split_once('.')?;
+    let v = (major.parse().ok()?, minor.parse().ok()?);
+    Some(crate::lower::ptx_for_driver(v).to_owned())
+}

@@ -1,0 +1,348 @@
+//! The apply step inside clang's device compile. With apply on, the driver passes
+//! `--ptxas-path=` a link named `ptxas` to r3, so clang hands r3 the PTX it produced for one
+//! architecture. r3 finds that compile's kernels (in the IR its capture plugin wrote, by content
+//! hash), lowers each kernel that has a winner exactly as the search did, checks that the PTX
+//! is the one that was measured, splices it over clang's code for that kernel, and runs the
+//! real ptxas. Every other kernel keeps clang's PTX, byte for byte.
+//!
+//! Whatever goes wrong here, the real ptxas runs on clang's own PTX: apply can cost a kernel its
+//! tuning, never the build. What happened to each kernel goes into `applied-*.json` in the
+//! apply directory, for the driver's one line about it.
+
+use super::plan::{Source, Winner};
+use super::splice::{self, Tuned};
+use crate::ir::extract;
+use crate::kernel::{KernelModule, SourceLoc};
+use crate::lower::isolated::{lower_isolated, LowerJob};
+use crate::lower::Codegen;
+use crate::store::winner::Policy;
+use crate::store::{KernelRecord, Store};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The directory with the compile's captured IR, where the shim reports too.
+pub const DIR_ENV: &str = "R3_APPLY_DIR";
+/// `store:<dir>` or `file:<winners.json>`.
+pub const FROM_ENV: &str = "R3_APPLY_FROM";
+/// The ptxas clang would have run.
+pub const PTXAS_ENV: &str = "R3_REAL_PTXAS";
+
+/// What became of one kernel of the compile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelOutcome {
+    pub demangled: String,
+    pub hash: String,
+    pub arch: String,
+    pub status: Status,
+    /// The winner's measured speedup, where one was applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The winner's PTX is in the build.
+    Applied,
+    /// No winner: clang's code, as without r3.
+    NotTuned,
+    /// Another version of this kernel was tuned; this one (edited since) keeps clang's code.
+    Changed,
+    /// The winner did not lower to the PTX that was measured (another r3 or LLVM): clang's code.
+    PtxDiffers,
+    /// The winner names no measured PTX (a winners file without `ptx_hash`, not a simulated
+    /// trial): nothing to check the lowered code against, so clang's code.
+    Unverified,
+    /// Lowering the winner, splicing or assembling failed: clang's code.
+    Failed,
+}
+
+/// Runs as `ptxas ARGS`; returns the real ptxas's exit status.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let Some(real) = std::env::var_os(PTXAS_ENV) else {
+        eprintln!("r3: error: called as ptxas without {PTXAS_ENV}: r3-clang++ sets it when it applies tuned kernels");
+        return 1;
+    };
+    let real = PathBuf::from(real);
+    let input = input_of(&args);
+    let original = input.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
+    let (Some(input), Some(original)) = (input, original) else {
+        return run(&real, &args);
+    };
+    let arch = value_of(&args, "--gpu-name").unwrap_or_default();
+    let dir = std::env::var_os(DIR_ENV).map(PathBuf::from);
+    let (text, mut outcomes) = match dir.as_deref().map(|d| rewrite(&original, &arch, d)) {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => (None, vec![failed_all(&arch, e)]),
+        None => (None, Vec::new()),
+    };
+    let mut code = match &text {
+        Some(t) if std::fs::write(&input, t).is_ok() => run_quiet(&real, &args),
+        _ => run(&real, &args),
+    };
+    if text.is_some() && code != 0 {
+        // The real ptxas rejected the spliced PTX: put clang's back and assemble that.
+        let _ = std::fs::write(&input, &original);
+        for o in outcomes.iter_mut().filter(|o| o.status == Status::Applied) {
+            o.status = Status::Failed;
+            o.detail = Some("ptxas rejected the spliced PTX".into());
+        }
+        code = run(&real, &args);
+    }
+    if let Some(d) = dir {
+        report(&d, &arch, &outcomes);
+    }
+    code
+}
+
+/// The PTX with every tuned kernel spliced in (None when nothing is tuned), and each kernel's
+/// outcome.
+fn rewrite(
+    ptx: &str,
+    arch: &str,
+    dir: &Path,
+) -> Result<(Option<String>, Vec<KernelOutcome>), String> {
+    let source = source_from_env()?;
+    let policy = Policy::from_env();
+    let kernels = captured_kernels(dir, arch)?;
+    let mut known = None; // the store's kernels, read only if a kernel has no winner
+    let mut outcomes = Vec::new();
+    let mut lowered = Vec::new();
+    for km in &kernels {
+        let record = as_record(km);
+        let mut o = KernelOutcome {
+            demangled: km.signature.demangled.clone(),
+            hash: km.hash.clone(),
+            arch: arch.to_owned(),
+            status: Status::NotTuned,
+            speedup: None,
+            gpu: None,
+            detail: None,
+        };
+        match source.winner(&record, &policy).map_err(|e| e.to_string())? {
+            Some(w) => match lower_winner(km, &w, dir) {
+                Ok(text) => {
+                    o.status = Status::Applied;
+                    o.speedup = Some(w.confirmed_speedup.unwrap_or(w.speedup));
+                    o.gpu = Some(w.gpu.clone());
+                    lowered.push((km.signature.name.clone(), text, km.hash[..8].to_owned()));
+                }
+                Err((status, why)) => {
+                    o.status = status;
+                    o.detail = Some(why);
+                }
+            },
+            None => {
+                let others = known.get_or_insert_with(|| match &source {
+                    Source::Store(s) => s.kernels().unwrap_or_default(),
+                    Source::File(_) => Vec::new(),
+                });
+                if source.tuned_before(&record, others) {
+                    o.status = Status::Changed;
+                }
+            }
+        }
+        outcomes.push(o);
+    }
+    if lowered.is_empty() {
+        return Ok((None, outcomes));
+    }
+    let tuned: Vec<Tuned> = lowered
+        .iter()
+        .map(|(kernel, ptx, tag)| Tuned { kernel, ptx, tag })
+        .collect();
+    match splice::splice(ptx, &tuned) {
+        Ok(text) => Ok((Some(text), outcomes)),
+        Err(e) => {
+            for o in outcomes.iter_mut().filter(|o| o.status == Status::Applied) {
+                o.status = Status::Failed;
+                o.detail = Some(e.to_string());
+            }
+            Ok((None, outcomes))
+        }
+    }
+}
+
+fn source_from_env() -> Result<Source, String> {
+    let from = std::env::var(FROM_ENV).map_err(|_| format!("{FROM_ENV} is not set"))?;
+    match from.split_once(':') {
+        Some(("store", dir)) => Store::open(Path::new(dir))
+            .map(Source::Store)
+            .map_err(|e| e.to_string()),
+        Some(("file", f)) => Source::file(Path::new(f)).map_err(|e| e.to_string()),
+        _ => Err(format!(
+            "{FROM_ENV}={from}: expected store:DIR or file:PATH"
+        )),
+    }
+}
+
+/// The kernels of this compile for `arch`, split from the captured IR as the store has them.
+fn captured_kernels(dir: &Path, arch: &str) -> Result<Vec<KernelModule>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "bc"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let ctx = inkwell::context::Context::create();
+        let module = crate::ir::load_file(&ctx, &f).map_err(|e| e.to_string())?;
+        let mut kernels =
+            extract::split(&module, &f.display().to_string()).map_err(|e| e.to_string())?;
+        // Without debug info the split knows no source file; the module names it (relative
+        // to clang's working directory, which is ours), and `tuned_before` compares files.
+        let named = PathBuf::from(module.get_source_file_name().to_string_lossy().as_ref());
+        let file = std::fs::canonicalize(&named)
+            .unwrap_or(named)
+            .display()
+            .to_string();
+        for k in kernels.iter_mut().filter(|k| k.signature.source.is_none()) {
+            k.signature.source = Some(SourceLoc {
+                file: file.clone(),
+                line: 0,
+            });
+        }
+        out.extend(kernels.into_iter().filter(|k| k.signature.arch == arch));
+    }
+    // A compile may run the pipeline twice (-save-temps): the same module is captured twice.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|k| seen.insert(k.hash.clone()));
+    Ok(out)
+}
+
+fn as_record(km: &KernelModule) -> KernelRecord {
+    KernelRecord {
+        format: crate::store::FORMAT,
+        hash: km.hash.clone(),
+        signature: km.signature.clone(),
+        compile: crate::store::CompileCommand {
+            cwd: PathBuf::new(),
+            args: Vec::new(),
+            env: Default::default(),
+            clang: PathBuf::new(),
+            clang_version: String::new(),
+        },
+        r3_version: env!("CARGO_PKG_VERSION").into(),
+        variant_of: None,
+    }
+}
+
+/// The winner's PTX, lowered in a child process as the search lowered it, and only if it is
+/// the PTX that was measured.
+fn lower_winner(km: &KernelModule, w: &Winner, dir: &Path) -> Result<String, (Status, String)> {
+    let failed = |m: String| (Status::Failed, m);
+    let bitcode = dir.join(format!("winner-{}.bitcode", km.hash));
+    std::fs::write(&bitcode, &km.bitcode).map_err(|e| failed(e.to_string()))?;
+    let job = LowerJob {
+        bitcode,
+        kernel_hash: km.hash.clone(),
+        candidate: w.candidate.clone(),
+        target: Codegen {
+            sm: w.arch.clone(),
+            ptx: w.ptx_isa.clone(),
+            opt_level: 3,
+        },
+        mutation: None,
+    };
+    let lowered = lower_isolated(&job).map_err(|o| failed(o.to_string()))?;
+    match &w.ptx_hash {
+        Some(h) if *h != lowered.ptx_hash => Err((
+            Status::PtxDiffers,
+            format!(
+                "measured PTX {h}, lowered now {} (tuned by r3 {})",
+                lowered.ptx_hash, w.r3_version
+            ),
+        )),
+        Some(_) => Ok(lowered.ptx),
+        // Simulated trials measured nothing; they reach here only under R3_APPLY_SIMULATED=1.
+        None if w.simulated => Ok(lowered.ptx),
+        None => Err((
+            Status::Unverified,
+            "the winner names no measured PTX (ptx_hash)".into(),
+        )),
+    }
+}
+
+fn failed_all(arch: &str, why: String) -> KernelOutcome {
+    KernelOutcome {
+        demangled: "(all kernels)".into(),
+        hash: String::new(),
+        arch: arch.to_owned(),
+        status: Status::Failed,
+        speedup: None,
+        gpu: None,
+        detail: Some(why),
+    }
+}
+
+fn report(dir: &Path, arch: &str, outcomes: &[KernelOutcome]) {
+    let path = dir.join(format!("applied-{arch}-{}.json", std::process::id()));
+    let text = serde_json::to_vec(outcomes).expect("outcomes serialize");
+    let _ = crate::store::write_atomic(&path, &text);
+}
+
+/// The outcomes the shim wrote into `dir` during one compile.
+pub fn outcomes_in(dir: &Path) -> Vec<KernelOutcome> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("applied-"))
+        })
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .filter_map(|f| std::fs::read(f).ok())
+        .filter_map(|b| serde_json::from_slice::<Vec<KernelOutcome>>(&b).ok())
+        .flatten()
+        .collect()
+}
+
+/// The PTX input: ptxas takes one file operand, clang passes it last.
+fn input_of(args: &[OsString]) -> Option<PathBuf> {
+    let last = Path::new(args.last()?);
+    let ext = last.extension()?.to_str()?;
+    matches!(ext, "s" | "ptx").then(|| last.to_owned())
+}
+
+fn value_of(args: &[OsString], flag: &str) -> Option<String> {
+    let pos = args.iter().position(|a| a == flag)?;
+    args.get(pos + 1)?.to_str().map(str::to_owned)
+}
+
+fn run(ptxas: &Path, args: &[OsString]) -> i32 {
+    match Command::new(ptxas).args(args).status() {
+        Ok(s) => s.code().unwrap_or(1),
+        Err(e) => {
+            eprintln!("r3: error: cannot run {}: {e}", ptxas.display());
+            1
+        }
+    }
+}
+
+/// Runs ptxas on the spliced PTX, keeping its diagnostics to itself: if it fails, clang's PTX is
+/// assembled instead and only that run's output counts.
+fn run_quiet(ptxas: &Path, args: &[OsString]) -> i32 {
+    match Command::new(ptxas).args(args).output() {
+        Ok(out) if out.status.success() => {
+            use std::io::Write;
+            let _ = std::io::stdout().write_all(&out.stdout);
+            let _ = std::io::stderr().write_all(&out.stderr);
+            0
+        }
+        Ok(out) => out.status.code().unwrap_or(1).max(1),
+        Err(_) => 1,
+    }
+}

@@ -1,0 +1,271 @@
+//! Pipelines as pass lists for reports: preset expansion, the diff of a pipeline against
+//! clang's O3 pipeline, and the ablation candidates that measure each pass's importance.
+
+use crate::candidate::Candidate;
+use crate::catalog::{Catalog, CatalogError};
+use crate::pipeline::{ParseError, Pipeline, Step};
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PassesError {
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+}
+
+/// Parses a pipeline text and replaces every top-level `default<On>` element by the preset's
+/// full pipeline (passes/presets.toml), so that a pipeline is always a list of single passes.
+pub fn expand(text: &str) -> Result<Pipeline, PassesError> {
+    let cat = Catalog::builtin()?;
+    let p = Pipeline::parse(text)?;
+    let mut next_id = p
+        .steps
+        .iter()
+        .flat_map(|s| s.scope.iter().map(|sc| sc.id + 1))
+        .max()
+        .unwrap_or(0);
+    let mut steps = Vec::new();
+    for s in p.steps {
+        let preset = (s.scope.is_empty() && s.name == "default")
+            .then(|| cat.presets.iter().find(|pr| pr.default_text == s.text()))
+            .flatten();
+        match preset {
+            Some(pr) => {
+                let mut inner = Pipeline::parse(&pr.pipeline)?;
+                let base = next_id;
+                for st in &mut inner.steps {
+                    for sc in &mut st.scope {
+                        sc.id += base;
+                        next_id = next_id.max(sc.id + 1);
+                    }
+                }
+                steps.extend(inner.steps);
+            }
+            None => steps.push(s),
+        }
+    }
+    Ok(Pipeline { steps })
+}
+
+/// A step as one line: its adaptors, then the pass (`function<eager-inv>/loop-mssa/licm`).
+pub fn step_path(s: &Step) -> String {
+    let mut parts: Vec<&str> = s.scope.iter().map(|sc| sc.header.as_str()).collect();
+    let text = s.text();
+    parts.push(&text);
+    parts.join("/")
+}
+
+/// One line of a pipeline diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum DiffOp {
+    /// A run of steps both pipelines have, in the same order.
+    Same { count: usize },
+    /// In O3, not in the best pipeline.
+    Removed { step: String },
+    /// In the best pipeline, not in O3.
+    Added { step: String },
+    /// The same pass at this place, with other parameters or adaptors.
+    Changed { from: String, to: String },
+}
+
+/// The edit script turning pipeline `a` into `b` (longest common subsequence of step paths).
+pub fn diff(a: &Pipeline, b: &Pipeline) -> Vec<DiffOp> {
+    let a: Vec<String> = a.steps.iter().map(step_path).collect();
+    let b: Vec<String> = b.steps.iter().map(step_path).collect();
+    let (n, m) = (a.len(), b.len());
+    // lcs[i][j]: length of the LCS of a[i..] and b[j..].
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let mut raw = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < m {
+        if i < n && j < m && a[i] == b[j] {
+            match raw.last_mut() {
+                Some(DiffOp::Same { count }) => *count += 1,
+                _ => raw.push(DiffOp::Same { count: 1 }),
+            }
+            i += 1;
+            j += 1;
+        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            raw.push(DiffOp::Added { step: b[j].clone() });
+            j += 1;
+        } else {
+            raw.push(DiffOp::Removed { step: a[i].clone() });
+            i += 1;
+        }
+    }
+    pair_changes(raw)
+}
+
+fn pass_name(path: &str) -> &str {
+    let last = path.rsplit('/').next().unwrap_or(path);
+    last.split('<').next().unwrap_or(last)
+}
+
+/// Within each run of removals and additions, a removal and an addition of the same pass
+/// become one `Changed`, placed where the removal was.
+fn pair_changes(raw: Vec<DiffOp>) -> Vec<DiffOp> {
+    let mut out = Vec::new();
+    let mut run: Vec<DiffOp> = Vec::new();
+    let flush = |run: &mut Vec<DiffOp>, out: &mut Vec<DiffOp>| {
+        let mut added: Vec<Option<String>> = run
+            .iter()
+            .filter_map(|o| match o {
+                DiffOp::Added { step } => Some(Some(step.clone())),
+                _ => None,
+            })
+            .collect();
+        let mut merged = Vec::new();
+        for o in run.drain(..) {
+            if let DiffOp::Removed { step } = o {
+                let hit = added.iter_mut().find(|a| {
+                    a.as_deref()
+                        .is_some_and(|a| pass_name(a) == pass_name(&step))
+                });
+                match hit {
+                    Some(a) => merged.push(DiffOp::Changed {
+                        from: step,
+                        to: a.take().unwrap(),
+                    }),
+                    None => merged.push(DiffOp::Removed { step }),
+                }
+            }
+        }
+        merged.extend(
+            added
+                .into_iter()
+                .flatten()
+                .map(|step| DiffOp::Added { step }),
+        );
+        out.extend(merged);
+    };
+    for o in raw {
+        if matches!(o, DiffOp::Same { .. }) {
+            flush(&mut run, &mut out);
+            out.push(o);
+        } else {
+            run.push(o);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+/// Counts of a diff: (removed, added, changed).
+pub fn diff_counts(d: &[DiffOp]) -> (usize, usize, usize) {
+    let mut c = (0, 0, 0);
+    for o in d {
+        match o {
+            DiffOp::Removed { .. } => c.0 += 1,
+            DiffOp::Added { .. } => c.1 += 1,
+            DiffOp::Changed { .. } => c.2 += 1,
+            DiffOp::Same { .. } => {}
+        }
+    }
+    c
+}
+
+/// The best pipeline with one pass removed: one candidate of a pass-importance measurement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ablation {
+    /// Position of the removed pass in the (preset-expanded) pipeline.
+    pub index: usize,
+    /// The removed pass, with its adaptors (`function<eager-inv>/sroa<modify-cfg>`).
+    pub pass: String,
+    pub candidate: Candidate,
+}
+
+/// The candidates that measure each pass's importance in `best`: for every pass of its
+/// pipeline (`default<On>` expanded), `best` with that one pass removed, all other knobs kept.
+///
+/// `r3 report` reads their outcomes from the trials database by exact candidate match (so
+/// tune must record these very candidates); a pass whose ablation was never measured is shown
+/// as "not measured". To produce them, evaluate the returned candidates as trials of the same
+/// kernel and GPU (e.g. as a final round of `r3 tune` after the search).
+pub fn ablations(best: &Candidate) -> Result<Vec<Ablation>, PassesError> {
+    let p = expand(&best.pipeline)?;
+    Ok((0..p.steps.len())
+        .map(|i| {
+            let mut q = p.clone();
+            let removed = q.steps.remove(i);
+            Ablation {
+                index: i,
+                pass: step_path(&removed),
+                candidate: Candidate {
+                    pipeline: q.render(),
+                    ..best.clone()
+                },
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(t: &str) -> Pipeline {
+        Pipeline::parse(t).unwrap()
+    }
+
+    #[test]
+    fn diff_finds_removed_added_and_changed() {
+        let a = p("function(sroa,instcombine,licm<x>),globaldce");
+        let b = p("function(sroa,licm<y>,gvn),globaldce");
+        let d = diff(&a, &b);
+        assert_eq!(
+            d,
+            vec![
+                DiffOp::Same { count: 1 },
+                DiffOp::Removed {
+                    step: "function/instcombine".into()
+                },
+                DiffOp::Changed {
+                    from: "function/licm<x>".into(),
+                    to: "function/licm<y>".into()
+                },
+                DiffOp::Added {
+                    step: "function/gvn".into()
+                },
+                DiffOp::Same { count: 1 },
+            ]
+        );
+        assert_eq!(diff_counts(&d), (1, 1, 1));
+        assert_eq!(diff(&a, &a), vec![DiffOp::Same { count: 4 }]);
+    }
+
+    #[test]
+    fn presets_expand_and_ablations_drop_one_pass_each() {
+        let o3 = expand("default<O3>").unwrap();
+        let cat = Catalog::builtin().unwrap();
+        assert_eq!(o3.render(), cat.preset("O3").unwrap().pipeline);
+        let mixed = expand("default<O1>,r3-egraph").unwrap();
+        assert_eq!(mixed.steps.last().unwrap().name, "r3-egraph");
+        let best = Candidate {
+            codegen_opt: 2,
+            ..Candidate::with_pipeline("function(sroa,gvn),globaldce")
+        };
+        let abl = ablations(&best).unwrap();
+        let texts: Vec<&str> = abl.iter().map(|a| a.candidate.pipeline.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "function(gvn),globaldce",
+                "function(sroa),globaldce",
+                "function(sroa,gvn)"
+            ]
+        );
+        assert_eq!(abl[1].pass, "function/gvn");
+        assert!(abl.iter().all(|a| a.candidate.codegen_opt == 2));
+    }
+}

@@ -1,0 +1,636 @@
+//! A kernel's tuning session, as `r3 tune` and `r3 evolve`'s judge run it: the target this GPU
+//! and driver give, an evaluator on a recording that reproduces, the trials file claimed, the
+//! L2 regime chosen, the search, its winner confirmed and its passes ablated. The CLI says
+//! what happened (`Line`); this module decides what happens.
+
+use crate::fleet::{self, Claim};
+use crate::replay::device::GpuInfo;
+use crate::replay::gpu::{GpuEvaluator, MeasureOptions, Verdict};
+use crate::replay::validate::Tolerance;
+use crate::replay::{l2, Evaluator};
+use crate::space::{Space, SpaceOptions};
+use crate::tune::{self, Stop, TuneOptions};
+use crate::{confirm, sim};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::candidate::Candidate;
+use crate::lower::Codegen;
+use crate::store::records::Recording;
+use crate::store::trials::TrialLog;
+use crate::store::{identity, KernelRecord, Store};
+
+/// What a session says: `Out` is its result (the CLI's stdout), `Note` progress, warnings and
+/// what was left out (stderr).
+pub enum Line {
+    Out(String),
+    Note(String),
+}
+
+/// Where a session's lines go.
+pub type Say<'a> = &'a mut dyn FnMut(Line);
+
+/// How candidates are measured (`r3 tune`'s and `r3 evolve`'s flags).
+#[derive(Debug, Clone)]
+pub struct Measure {
+    pub repeat: u32,
+    pub l2: l2::Policy,
+    pub tolerance: Option<Tolerance>,
+}
+
+/// What `r3 tune` on a GPU does beyond the search itself.
+#[derive(Debug, Clone)]
+pub struct GpuTune {
+    pub measure: Measure,
+    pub ablate: bool,
+    pub resume: bool,
+    pub block_size_agnostic: bool,
+    pub egraph: bool,
+    pub grid: bool,
+    /// One worker of possibly many (`--all`, `--gpus`, a job array): a kernel another worker
+    /// holds is left to it, and a kernel named alone that was not searched is not a failure.
+    pub fleet: bool,
+}
+
+/// What the sessions of one command came to; the CLI turns it into an exit status.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tally {
+    pub searched: usize,
+    /// Kernels not searched because no recording of theirs reproduces.
+    pub irreproducible: usize,
+    /// Kernels r3 failed on (an evaluator, the trials file or the search).
+    pub failed: usize,
+    /// Something went wrong that is not a kernel's failure (ablations).
+    pub errors: usize,
+    pub interrupted: bool,
+}
+
+/// The code generation target of the GPU at hand: its architecture and the newest PTX ISA its
+/// driver loads.
+pub fn target(driver: (i32, i32), gpu: &GpuInfo) -> Codegen {
+    Codegen {
+        sm: gpu.sm(),
+        ptx: Some(crate::lower::ptx_for_driver(driver).into()),
+        opt_level: 3,
+    }
+}
+
+fn measure_options(gpu: &GpuInfo, how: &Measure) -> MeasureOptions {
+    MeasureOptions {
+        ordinal: gpu.ordinal as i32,
+        max_reps: how.repeat,
+        tolerance: how.tolerance,
+        l2: Default::default(),
+    }
+}
+
+/// How tune's lines name a kernel: its demangled name and short hash, or the key as it is (a
+/// simulated landscape's own name).
+pub fn kernel_label(store: &Store, key: &str) -> String {
+    store.kernel(key).map_or_else(
+        |_| key.to_owned(),
+        |k| format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
+    )
+}
+
+/// A budget no larger than a finite space.
+pub fn finite_budget(budget: u32, space: &Space) -> u32 {
+    space.points().map_or(budget, |p| {
+        budget.min(u32::try_from(p.len()).unwrap_or(u32::MAX))
+    })
+}
+
+/// Where a kernel's search can start.
+pub enum Searchable {
+    Ready(Box<GpuEvaluator>),
+    /// No recording of it reproduces; the last reason.
+    Irreproducible(String),
+    /// r3 could not tell (an evaluator or a check failed).
+    Failed(String),
+}
+
+/// An evaluator against the kernel's first recording whose -O3 baseline reproduces it. A
+/// recording that `r3 record` verified is used as it is; one not checked yet is replayed once
+/// (in the evaluator's own worker, which keeps the checked baseline for the search), and the
+/// verdict kept with it, so that it is never checked again and a recording that does not
+/// reproduce is shown with its reason by `kernels`, `status` and the next `tune`.
+pub fn reproducing_evaluator(
+    store: &Store,
+    recs: Vec<Recording>,
+    target: &Codegen,
+    opts: &MeasureOptions,
+    gpu: &str,
+    say: Say,
+) -> Searchable {
+    let mut last = String::new();
+    for rec in recs {
+        if let Some(why) = rec.irreproducible() {
+            last = why.to_owned();
+            continue;
+        }
+        let ev = match GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone()) {
+            Ok(ev) => ev,
+            Err(e) => return Searchable::Failed(format!("{}: {e}", rec.id)),
+        };
+        if rec.verification.is_some() {
+            return Searchable::Ready(Box::new(ev));
+        }
+        let verdict = ev.check_baseline();
+        if let Some(v) = verdict.verification(gpu) {
+            if let Err(e) = store.set_verification(&rec, &v) {
+                say(Line::Note(format!("r3: warning: {e}")));
+            }
+        }
+        match verdict {
+            Verdict::Reproduces => return Searchable::Ready(Box::new(ev)),
+            Verdict::Irreproducible(why) => last = why,
+            Verdict::NotChecked(why) => return Searchable::Failed(format!("{}: {why}", rec.id)),
+        }
+    }
+    Searchable::Irreproducible(last)
+}
+
+/// Sets the L2 state the search measures in, says so where it matters, and keeps the choice
+/// beside the trials for `r3 report`.
+pub fn choose_l2(store: &Store, ev: &mut GpuEvaluator, kernel: &str, policy: l2::Policy, say: Say) {
+    let c = ev.choose_l2(policy);
+    if c.worth_showing() {
+        say(Line::Note(format!("r3 tune: {kernel}: {}", c.summary())));
+    }
+    if let Err(e) = store.write_l2_choice(kernel, &ev.device().gpu, &c) {
+        say(Line::Note(format!("r3 tune: {kernel}: {e}")));
+    }
+}
+
+/// The recordings of a selection, one group per kernel (content hash), in the order their
+/// kernels first appear; a recording that leads to no stored kernel is a group of its own, so
+/// that its error is said once.
+pub fn by_kernel(
+    store: &Store,
+    recs: Vec<Recording>,
+) -> Result<Vec<(String, Vec<Recording>)>, crate::store::StoreError> {
+    let index = store.index()?;
+    let mut groups: Vec<(String, Vec<Recording>)> = Vec::new();
+    for r in recs {
+        let key = match index.of_launch(&r.launch) {
+            identity::Resolution::Kernel(k) => k.hash,
+            _ => r.id.clone(),
+        };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, group)) => group.push(r),
+            None => groups.push((key, vec![r])),
+        }
+    }
+    Ok(groups)
+}
+
+/// `r3 tune` on this GPU: one search per kernel of `recs`, each against its first recording
+/// whose -O3 baseline reproduces it, then its winner confirmed and, unless asked not to, its
+/// passes ablated.
+#[allow(clippy::too_many_arguments)]
+pub fn tune_on_gpu(
+    store: &Store,
+    recs: Vec<Recording>,
+    driver: (i32, i32),
+    gpu: &GpuInfo,
+    base: &TuneOptions,
+    how: &GpuTune,
+    stop: &AtomicBool,
+    say: Say,
+) -> Result<Tally, crate::store::StoreError> {
+    let target = target(driver, gpu);
+    let mut tally = Tally::default();
+    for (key, recs) in by_kernel(store, recs)? {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let opts = measure_options(gpu, &how.measure);
+        let mut ev = match reproducing_evaluator(store, recs, &target, &opts, &gpu.name, say) {
+            Searchable::Ready(ev) => *ev,
+            Searchable::Irreproducible(why) => {
+                say(Line::Note(format!(
+                    "r3 tune: {}: not searched: {}",
+                    kernel_label(store, &key),
+                    crate::store::records::irreproducible_text(&why)
+                )));
+                tally.irreproducible += 1;
+                continue;
+            }
+            Searchable::Failed(e) => {
+                say(Line::Note(format!("r3 tune: {e}")));
+                tally.failed += 1;
+                continue;
+            }
+        };
+        one_kernel_on_gpu(store, &mut ev, base, how, stop, &mut tally, say);
+    }
+    if tally.irreproducible > 0 {
+        say(Line::Note(format!(
+            "r3 tune: {} kernel(s) searched; {} not searched because no recording of theirs reproduces (re-record their programs); {} failed in r3 (errors above)",
+            tally.searched, tally.irreproducible, tally.failed
+        )));
+    }
+    Ok(tally)
+}
+
+/// The search of one kernel whose evaluator is ready, and what follows it.
+fn one_kernel_on_gpu(
+    store: &Store,
+    ev: &mut GpuEvaluator,
+    base: &TuneOptions,
+    how: &GpuTune,
+    stop: &AtomicBool,
+    tally: &mut Tally,
+    say: Say,
+) {
+    let b = ev.recording().launch.block;
+    let space = match Space::builtin(SpaceOptions {
+        launch_threads: Some(b[0] * b[1] * b[2]),
+        block_size_agnostic: how.block_size_agnostic && b[1] == 1 && b[2] == 1,
+        fast_math: how.measure.tolerance.is_some(),
+        r3_passes: how.egraph,
+        grid: how.grid,
+        ..Default::default()
+    }) {
+        Ok(space) => space,
+        Err(e) => {
+            say(Line::Note(format!("r3 tune: {}: {e}", ev.kernel().hash)));
+            tally.failed += 1;
+            return;
+        }
+    };
+    let opts = TuneOptions {
+        kernel: ev.kernel().hash.clone(),
+        budget: finite_budget(base.budget, &space),
+        ..base.clone()
+    };
+    // The trials file's lock first: a second search of this kernel on this GPU stops here,
+    // before it measures anything beside the first.
+    let Some(log) = claim(store, &opts, &ev.device().gpu, how.fleet, tally, say) else {
+        return;
+    };
+    choose_l2(store, ev, &opts.kernel, how.measure.l2, say);
+    tally.searched += 1;
+    match search(store, log, ev, &space, &opts, how.resume, stop, say) {
+        Ok(stopped) => {
+            tally.interrupted |= stopped == Stop::Interrupted;
+            confirm_best(store, ev, &opts.kernel, say);
+            if how.ablate && !stop.load(Ordering::SeqCst) {
+                if let Err(e) = ablate_best(store, ev, &opts, say) {
+                    say(Line::Note(format!(
+                        "r3 tune: {}: ablations: {}",
+                        opts.kernel,
+                        with_causes(&e)
+                    )));
+                    tally.errors += 1;
+                }
+            }
+        }
+        Err(e) => {
+            say(Line::Note(format!(
+                "r3 tune: {}: {}",
+                opts.kernel,
+                with_causes(&e)
+            )));
+            tally.failed += 1;
+        }
+    }
+}
+
+/// An error and what caused it, each after a colon (as the CLI's errors are shown).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
+}
+
+/// The kernel's trials file, opened for this search: in a fleet, only where no other worker
+/// holds it or finished it (said otherwise); a kernel named alone, always, or the error.
+fn claim(
+    store: &Store,
+    opts: &TuneOptions,
+    gpu: &str,
+    in_fleet: bool,
+    tally: &mut Tally,
+    say: Say,
+) -> Option<TrialLog> {
+    let log = if in_fleet {
+        match fleet::claim(store, &opts.kernel, gpu, opts.budget) {
+            Ok(Claim::Take(log)) => Ok(log),
+            Ok(other) => {
+                let label = kernel_label(store, &opts.kernel);
+                say(Line::Note(
+                    fleet::left_because(&label, &other).unwrap_or_default(),
+                ));
+                return None;
+            }
+            Err(e) => Err(e),
+        }
+    } else {
+        store.open_trials(&opts.kernel, gpu)
+    };
+    log.map_err(|e| {
+        say(Line::Note(format!("r3 tune: {}: {e}", opts.kernel)));
+        tally.failed += 1;
+    })
+    .ok()
+}
+
+/// One search in an open trials file, with progress said as it goes and the outcome said at
+/// the end; how it stopped.
+#[allow(clippy::too_many_arguments)]
+pub fn search<E: Evaluator + Sync>(
+    store: &Store,
+    log: TrialLog,
+    eval: &mut E,
+    space: &Space,
+    opts: &TuneOptions,
+    resume: bool,
+    stop: &AtomicBool,
+    say: Say,
+) -> Result<Stop, tune::TuneError> {
+    let label = kernel_label(store, &opts.kernel);
+    let (summary, path) = tune::tune_in_log(store, log, eval, space, opts, resume, stop, |p| {
+        let best = p
+            .best
+            .map(|(t, r)| format!("best {:.4}x of -O3 (trial {t})", r))
+            .unwrap_or_else(|| "no valid candidate yet".into());
+        say(Line::Note(format!(
+            "{label}: trial {}/{} · measured {} · {best} · {:.1}s",
+            p.trial,
+            p.budget,
+            p.measured,
+            p.elapsed.as_secs_f64()
+        )));
+    })?;
+    for line in summary_lines(&label, &summary, &path, opts) {
+        say(Line::Out(line));
+    }
+    Ok(summary.stop)
+}
+
+fn summary_lines(
+    label: &str,
+    summary: &tune::Summary,
+    path: &std::path::Path,
+    opts: &TuneOptions,
+) -> Vec<String> {
+    let how = match summary.stop {
+        Stop::Budget => "budget reached",
+        Stop::Time => "time limit reached",
+        Stop::Interrupted => "interrupted; continue with --resume",
+    };
+    let mut lines = vec![format!(
+        "{label}: {} trials ({} resumed, {} measured), {how}; trials in {}",
+        summary.trials,
+        summary.resumed,
+        summary.measured,
+        path.display()
+    )];
+    if summary.learned_from > 0 && opts.strategy == "bo" {
+        lines.push(format!(
+            "learned from {} earlier searches in the store (their winners measured first; --no-transfer to start from nothing)",
+            summary.learned_from
+        ));
+    }
+    if !summary.recipes.is_empty() && opts.strategy == "bo" {
+        lines.push(format!(
+            "recipes measured first: {} (* the kernel's code meets its preconditions; --no-recipes to leave them out)",
+            summary.recipes.join(", ")
+        ));
+    }
+    if summary.stop == Stop::Time {
+        lines.push(format!(
+            "cut short by --time after {} of {} trials (the warm start of {} was measured in full)",
+            summary.trials, opts.budget, summary.warm_start
+        ));
+    }
+    if let Some(b) = &summary.best {
+        lines.push(format!(
+            "best: {:.4}x of -O3 (trial {}): {}",
+            b.ratio().unwrap_or(1.0),
+            b.trial,
+            serde_json::to_string(&b.candidate).unwrap_or_default()
+        ));
+    }
+    lines
+}
+
+/// Re-measures the search's winner and runs it on the kernel's other recorded launches
+/// (`confirm`), saying what that gives.
+pub fn confirm_best(store: &Store, ev: &GpuEvaluator, kernel: &str, say: Say) {
+    let others: Vec<_> = match store.launches_of(kernel) {
+        Ok(all) => all
+            .into_iter()
+            .filter(|r| r.id != ev.recording().id)
+            .map(|r| (r.id.clone(), ev.for_recording(r).map_err(|e| e.to_string())))
+            .collect(),
+        Err(e) => {
+            say(Line::Note(format!(
+                "r3 tune: {kernel}: {e}; the winner is checked on the searched launch only"
+            )));
+            Vec::new()
+        }
+    };
+    match confirm::confirm_best(store, ev, &others, kernel) {
+        Ok(lines) => lines.into_iter().for_each(|l| say(Line::Out(l))),
+        Err(e) => say(Line::Note(format!("r3 tune: {kernel}: {e}"))),
+    }
+}
+
+/// Why ablating the best failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AblateError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Passes(#[from] crate::passes::diff::PassesError),
+}
+
+/// Measures what each pass of the best pipeline is worth: the best candidate with one pass
+/// removed, each (`passes::diff::ablations`), as trials in the kernel's ablations file, where
+/// `r3 report` finds them. Ablations already measured for this best are not repeated; one whose
+/// PTX equals a measured trial's reuses its outcome.
+pub fn ablate_best(
+    store: &Store,
+    ev: &GpuEvaluator,
+    opts: &TuneOptions,
+    say: Say,
+) -> Result<(), AblateError> {
+    let gpu = ev.device().gpu;
+    let Some(best) = store.best_trial(&opts.kernel, &gpu)? else {
+        return Ok(());
+    };
+    let trials = store.trials(&opts.kernel, &gpu)?;
+    let done = store.ablations(&store.trials_path(&opts.kernel, &gpu))?;
+    let todo: Vec<Candidate> = crate::passes::diff::ablations(&best.candidate)?
+        .into_iter()
+        .map(|a| a.candidate)
+        .filter(|c| !done.iter().any(|r| r.candidate == *c))
+        .collect();
+    if todo.is_empty() {
+        return Ok(());
+    }
+    let known: Vec<_> = trials.iter().chain(&done).cloned().collect();
+    let first = u32::try_from(known.len()).unwrap_or(u32::MAX);
+    let ablation = TuneOptions {
+        strategy: "ablation".into(),
+        ..opts.clone()
+    };
+    let (recs, measured) = tune::evaluate_candidates(ev, &ablation, first, todo, &known);
+    let mut log = store.open_ablations(&opts.kernel, &gpu)?;
+    for r in &recs {
+        log.append(r)?;
+    }
+    let failed = recs.iter().filter(|r| r.ptx_hash.is_none()).count();
+    say(Line::Out(format!(
+        "ablations: {} passes of the best pipeline removed one at a time ({measured} measured, {failed} did not compile, the rest had the PTX of a measured trial); `r3 report` shows what each is worth",
+        recs.len()
+    )));
+    Ok(())
+}
+
+/// What `r3 evolve`'s judge searches with: the parent kernel's evaluator on its first
+/// replayable recording (its L2 regime chosen), the search space and the inner search's
+/// options, as `r3 tune` builds them.
+pub fn judge_parts(
+    store: &Store,
+    k: &KernelRecord,
+    driver: (i32, i32),
+    gpu: &GpuInfo,
+    how: &Measure,
+    inner: (u32, Option<std::time::Duration>),
+    say: Say,
+) -> Result<(GpuEvaluator, Space, TuneOptions), String> {
+    let rec = store
+        .launches_of(&k.hash)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .next()
+        .ok_or_else(|| {
+            format!(
+                "kernel {} has no replayable recording; fix: `r3 record -- <program>`",
+                k.signature.demangled
+            )
+        })?;
+    let b = rec.launch.block;
+    let mut ev = GpuEvaluator::new(store, rec, target(driver, gpu), measure_options(gpu, how))
+        .map_err(|e| e.to_string())?;
+    choose_l2(store, &mut ev, &k.hash, how.l2, say);
+    let space = Space::builtin(SpaceOptions {
+        launch_threads: Some(b[0] * b[1] * b[2]),
+        fast_math: how.tolerance.is_some(),
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let tune = TuneOptions {
+        kernel: k.hash.clone(),
+        strategy: "bo".into(),
+        seed: 0,
+        budget: inner.0,
+        time: inner.1,
+        batch: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        transfer: true,
+        recipes: true,
+    };
+    Ok((ev, space, tune))
+}
+
+/// `r3 tune --simulate`: one search per landscape table, each under the kernel it names (a
+/// stored kernel's hash, else the word as it is). One table is one search, as asked; several
+/// are a worker's share of a fleet.
+pub fn tune_simulated(
+    store: &Store,
+    tables: &[std::path::PathBuf],
+    kernel: Option<String>,
+    base: &TuneOptions,
+    resume: bool,
+    stop: &AtomicBool,
+    say: Say,
+) -> Result<Tally, SimulateError> {
+    if tables.len() > 1 && kernel.is_some() {
+        return Err(SimulateError::KernelWithTables);
+    }
+    let index = store.index()?;
+    let mut tally = Tally::default();
+    for table in tables {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let landscape = sim::Landscape::load(table)?;
+        let word = kernel.clone().unwrap_or_else(|| landscape.kernel.clone());
+        let found = index.select(&word);
+        let mut opts = base.clone();
+        opts.kernel = match identity::distinct(&found) {
+            0 => orphan_or_word(store, word, resume)?,
+            1 => found[0].hash.clone(),
+            _ => return Err(identity::ambiguous(&word, &found).into()),
+        };
+        let space = Space::builtin(landscape.space.clone())?;
+        opts.budget = finite_budget(opts.budget, &space);
+        let mut sim = sim::Simulator::new(landscape);
+        let gpu = sim.device().gpu;
+        let log = if tables.len() == 1 {
+            store.open_trials(&opts.kernel, &gpu)?
+        } else {
+            match fleet::claim(store, &opts.kernel, &gpu, opts.budget)? {
+                Claim::Take(log) => log,
+                other => {
+                    let label = kernel_label(store, &opts.kernel);
+                    say(Line::Note(
+                        fleet::left_because(&label, &other).unwrap_or_default(),
+                    ));
+                    continue;
+                }
+            }
+        };
+        tally.searched += 1;
+        let stopped = search(store, log, &mut sim, &space, &opts, resume, stop, say)?;
+        tally.interrupted |= stopped == Stop::Interrupted;
+    }
+    Ok(tally)
+}
+
+/// Why `r3 tune --simulate` could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    #[error("name no kernel with several --simulate tables: each table is its kernel")]
+    KernelWithTables,
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Landscape(#[from] sim::SimError),
+    #[error(transparent)]
+    Space(#[from] crate::space::SpaceError),
+    #[error(transparent)]
+    Tune(#[from] tune::TuneError),
+}
+
+/// The key of a word that names no stored kernel: an orphaned search's hash (its kernel's
+/// directory gone) where the word is a prefix of one, else the word as it is, unless resuming
+/// with nothing of the word's own to resume while orphaned trials wait: then an error names
+/// them, rather than a new search starting beside them.
+fn orphan_or_word(
+    store: &Store,
+    word: String,
+    resume: bool,
+) -> Result<String, crate::store::StoreError> {
+    let orphans = store.orphaned_trials()?;
+    let hashes: std::collections::BTreeSet<String> = orphans
+        .iter()
+        .filter_map(|(p, _)| p.parent()?.file_name()?.to_str().map(str::to_owned))
+        .filter(|h| word.len() >= 4 && h.starts_with(&word.to_ascii_lowercase()))
+        .collect();
+    if hashes.len() == 1 {
+        return Ok(hashes.into_iter().next().unwrap_or_default());
+    }
+    if resume && !store.has_trials(&word)? {
+        if let Some(e) = crate::store::trials::orphaned_error_of(&word, &orphans) {
+            return Err(e);
+        }
+    }
+    Ok(word)
+}

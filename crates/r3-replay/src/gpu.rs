@@ -1,0 +1,666 @@
+//! The evaluator the search uses on a GPU: candidates are lowered here (any thread), then
+//! measured in a worker process against one recorded launch of the kernel.
+
+use super::validate::Tolerance;
+use super::worker::{Job, JobCandidate, Measured, Pool};
+use super::Evaluator;
+use crate::candidate::Candidate;
+use crate::lower::isolated::{lower_in_process, lower_isolated, LowerJob};
+use crate::lower::{Codegen, Lowered};
+use crate::store::outcome::Outcome;
+use crate::store::records::Recording;
+use crate::store::{KernelRecord, Store, StoreError};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("kernel {0} has no device IR in the store; fix: build its program with r3-clang++")]
+    NoIr(String),
+    #[error("recording {id} cannot be replayed: {why}; fix: record the program again (`r3 record -- ./program`)")]
+    NotReplayable { id: String, why: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the baseline of {kernel} does not lower: {msg}; fix: `r3 ptx` on the kernel's module.bc shows LLVM's own error (a bug to report with that file)")]
+    Baseline { kernel: String, msg: String },
+    #[error("{0}")]
+    Worker(String),
+}
+
+/// How measurements are made.
+#[derive(Debug, Clone)]
+pub struct MeasureOptions {
+    pub ordinal: i32,
+    pub max_reps: u32,
+    pub tolerance: Option<Tolerance>,
+    /// The L2 state timed runs start from (`l2::choose` sets it under `--l2 auto`).
+    pub l2: crate::store::l2::Regime,
+}
+
+pub struct GpuEvaluator {
+    kernel: KernelRecord,
+    bitcode: Vec<u8>,
+    bitcode_path: std::path::PathBuf,
+    target: Codegen,
+    recording: Recording,
+    baseline: Lowered,
+    opts: MeasureOptions,
+    /// Behind a lock so that the evaluator can be shared by the threads that lower candidates.
+    pool: std::sync::Mutex<Pool>,
+    device: super::Device,
+    /// The CUDA device name, as the recording runtime writes it into launch.json.
+    gpu_name: Option<String>,
+    /// Registers and local memory of the last batch, by position (the trait returns outcomes
+    /// only); behind a lock since `measure` takes `&self`.
+    last: std::sync::Mutex<Vec<Measured>>,
+}
+
+/// The stored kernel a recording ran (`identity::Index::of_launch`).
+pub fn kernel_for(store: &Store, rec: &Recording) -> Result<KernelRecord, EvalError> {
+    use crate::store::identity::{self, Resolution};
+    match store.index()?.of_launch(&rec.launch) {
+        Resolution::Kernel(k) => Ok(*k),
+        Resolution::Missing => Err(EvalError::NoIr(crate::kernel::demangle(&rec.launch.kernel))),
+        Resolution::Ambiguous(ks) => {
+            let refs: Vec<_> = ks.iter().collect();
+            Err(identity::ambiguous(&rec.launch.kernel, &refs).into())
+        }
+    }
+}
+
+impl GpuEvaluator {
+    pub fn new(
+        store: &Store,
+        recording: Recording,
+        target: Codegen,
+        opts: MeasureOptions,
+    ) -> Result<Self, EvalError> {
+        let kernel = kernel_for(store, &recording)?;
+        Self::build(store, recording, kernel, target, opts, false)
+    }
+
+    /// An evaluator of another stored kernel of the same signature (a source rewrite that
+    /// `r3 evolve` stored) against `recording`. Its -O3 baseline is lowered in a child
+    /// process, like a candidate: the code is new to LLVM.
+    pub fn of_kernel(
+        store: &Store,
+        recording: Recording,
+        kernel: KernelRecord,
+        target: Codegen,
+        opts: MeasureOptions,
+    ) -> Result<Self, EvalError> {
+        Self::build(store, recording, kernel, target, opts, true)
+    }
+
+    fn build(
+        store: &Store,
+        recording: Recording,
+        kernel: KernelRecord,
+        target: Codegen,
+        opts: MeasureOptions,
+        isolated: bool,
+    ) -> Result<Self, EvalError> {
+        if let Some(why) = &recording.launch.not_replayable {
+            return Err(EvalError::NotReplayable {
+                id: recording.id.clone(),
+                why: why.clone(),
+            });
+        }
+        let bitcode = store.kernel_bitcode(&kernel.hash)?;
+        let bitcode_path = store.kernel_dir(&kernel.hash).join("module.bc");
+        let baseline = if isolated {
+            lower_isolated(&LowerJob {
+                bitcode: bitcode_path.clone(),
+                kernel_hash: kernel.hash.clone(),
+                candidate: Candidate::baseline(),
+                target: target.clone(),
+                mutation: None,
+            })
+        } else {
+            lower_in_process(
+                &bitcode,
+                &kernel.hash,
+                &Candidate::baseline(),
+                &target,
+                None,
+            )
+        }
+        .map_err(|o| EvalError::Baseline {
+            kernel: kernel.signature.demangled.clone(),
+            msg: o.to_string(),
+        })?;
+        let limit = watchdog(&recording, &opts);
+        let (device, gpu_name) = device_name(&target, opts.ordinal);
+        Ok(GpuEvaluator {
+            bitcode_path,
+            kernel,
+            bitcode,
+            device,
+            gpu_name,
+            target,
+            recording,
+            baseline,
+            opts,
+            pool: std::sync::Mutex::new(Pool::new(limit)),
+            last: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The same evaluator timing candidates against `baseline` instead of the kernel's -O3:
+    /// how `r3 evolve` compares a rewrite with the original kernel's best configuration, both
+    /// run interleaved on the same recorded launch.
+    pub fn with_baseline(&self, baseline: Lowered) -> GpuEvaluator {
+        GpuEvaluator {
+            kernel: self.kernel.clone(),
+            bitcode: self.bitcode.clone(),
+            bitcode_path: self.bitcode_path.clone(),
+            target: self.target.clone(),
+            baseline,
+            opts: self.opts.clone(),
+            pool: std::sync::Mutex::new(Pool::new(watchdog(&self.recording, &self.opts))),
+            device: self.device.clone(),
+            gpu_name: self.gpu_name.clone(),
+            last: std::sync::Mutex::new(Vec::new()),
+            recording: self.recording.clone(),
+        }
+    }
+
+    /// An evaluator of the same kernel, target and options against another of its recorded
+    /// launches (`Store::launches_of`), with a worker of its own.
+    pub fn for_recording(&self, recording: Recording) -> Result<GpuEvaluator, EvalError> {
+        if let Some(why) = &recording.launch.not_replayable {
+            return Err(EvalError::NotReplayable {
+                id: recording.id.clone(),
+                why: why.clone(),
+            });
+        }
+        Ok(GpuEvaluator {
+            kernel: self.kernel.clone(),
+            bitcode: self.bitcode.clone(),
+            bitcode_path: self.bitcode_path.clone(),
+            target: self.target.clone(),
+            baseline: self.baseline.clone(),
+            opts: self.opts.clone(),
+            pool: std::sync::Mutex::new(Pool::new(watchdog(&recording, &self.opts))),
+            device: self.device.clone(),
+            gpu_name: self.gpu_name.clone(),
+            last: std::sync::Mutex::new(Vec::new()),
+            recording,
+        })
+    }
+
+    pub fn kernel(&self) -> &KernelRecord {
+        &self.kernel
+    }
+
+    pub fn target(&self) -> &Codegen {
+        &self.target
+    }
+
+    pub fn measure_options(&self) -> &MeasureOptions {
+        &self.opts
+    }
+
+    pub fn recording(&self) -> &Recording {
+        &self.recording
+    }
+
+    pub fn baseline(&self) -> &Lowered {
+        &self.baseline
+    }
+
+    /// What the last `measure` found, by position (outcomes with registers and local memory),
+    /// taken: a second call returns nothing.
+    /// Chooses the L2 state the search measures in (`l2::choose`), timing the baseline in both
+    /// where the policy asks, and measures in it from now on.
+    pub fn choose_l2(&mut self, policy: super::l2::Policy) -> crate::store::l2::Choice {
+        use super::l2;
+        use crate::store::l2::Regime;
+        let both = l2::needs_both(policy)
+            .then(|| {
+                let cold = self.time_baseline(Regime::Cold).ok()?;
+                let warm = self.time_baseline(Regime::Warm).ok()?;
+                Some((cold, warm))
+            })
+            .flatten();
+        // A damaged natural.json costs the program's times, not the search.
+        let natural = self.recording.natural_ms().unwrap_or_default();
+        let program = l2::Program {
+            natural_ms: &natural,
+            gpu: self.recording.launch.gpu.as_deref(),
+        };
+        let replay_gpu = self.gpu_name.as_deref().unwrap_or("no GPU");
+        let choice = l2::choose(policy, &program, replay_gpu, both);
+        self.opts.l2 = choice.regime;
+        choice
+    }
+
+    /// The -O3 baseline's median replay time (µs) in `regime`, timed alone.
+    fn time_baseline(&self, regime: crate::store::l2::Regime) -> Result<f64, String> {
+        let job = baseline_job(
+            &self.recording,
+            &self.baseline.ptx,
+            self.opts.ordinal,
+            self.opts.max_reps,
+            regime,
+        );
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        match pool.run(&job)?.pop().map(|m| m.outcome) {
+            Some(Outcome::Valid { baseline, .. }) => Ok(baseline.median_us),
+            other => Err(format!(
+                "timing the baseline {regime}: {}",
+                other.map_or("no result".to_owned(), |o| o.to_string())
+            )),
+        }
+    }
+
+    /// Whether the -O3 baseline reproduces the recording: one checked run in this evaluator's
+    /// worker, which keeps the checked baseline for the search that follows.
+    pub fn check_baseline(&self) -> Verdict {
+        let job = baseline_job(
+            &self.recording,
+            &self.baseline.ptx,
+            self.opts.ordinal,
+            1,
+            self.opts.l2,
+        );
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        verdict_of(pool.run(&job))
+    }
+
+    pub fn take_last(&self) -> Vec<Measured> {
+        std::mem::take(&mut *self.last.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// A candidate, broken on purpose where `m` says (see `mutate`: for testing replay itself),
+    /// lowered in a child process: a pipeline or a fault that crashes LLVM must not take
+    /// `r3 replay` with it.
+    pub fn lower_mutated(
+        &self,
+        c: &Candidate,
+        m: Option<crate::ir::mutate::Mutation>,
+    ) -> Result<Lowered, Outcome> {
+        lower_isolated(&LowerJob {
+            bitcode: self.bitcode_path.clone(),
+            kernel_hash: self.kernel.hash.clone(),
+            candidate: c.clone(),
+            target: self.target.clone(),
+            mutation: m.map(|m| (m, self.mutation_facts())),
+        })
+        .map_err(crate::compile_error)
+    }
+
+    /// What mutations need to know of the recording: the end of the first allocation the
+    /// launch writes.
+    fn mutation_facts(&self) -> crate::ir::mutate::Facts {
+        use crate::store::records::{RegionData, RegionKind};
+        let past_end = self.recording.epilogue().ok().and_then(|e| {
+            e.regions
+                .iter()
+                .find(|r| r.kind == RegionKind::Allocation && r.data != RegionData::Unchanged)
+                .map(|r| r.addr + r.size)
+        });
+        crate::ir::mutate::Facts { past_end }
+    }
+}
+
+/// A job that runs the baseline alone (checked, then timed `max_reps` times at most).
+fn baseline_job(
+    recording: &Recording,
+    ptx: &str,
+    ordinal: i32,
+    max_reps: u32,
+    l2: crate::store::l2::Regime,
+) -> Job {
+    Job {
+        recording_dir: recording.dir.clone(),
+        recording_id: recording.id.clone(),
+        ordinal,
+        baseline_ptx: ptx.to_owned(),
+        candidates: vec![JobCandidate {
+            ptx: ptx.to_owned(),
+            block_x: None,
+            tolerance: None,
+        }],
+        max_reps,
+        l2,
+        baseline_alone: true,
+    }
+}
+
+/// What a replay of a recording's -O3 baseline showed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// It left exactly what the recording says the launch left.
+    Reproduces,
+    /// It ran and left something else: the recording is at fault (the reason names the first
+    /// region and byte that differ).
+    Irreproducible(String),
+    /// It could not be checked (no device IR, a baseline that does not lower or crashes, a
+    /// worker that failed): said, never held against the recording.
+    NotChecked(String),
+}
+
+impl Verdict {
+    /// What the store keeps of this verdict for a replay on `gpu` (its CUDA device name); none
+    /// for a recording that could not be checked, which is never held against it.
+    pub fn verification(&self, gpu: &str) -> Option<crate::store::records::Verification> {
+        let (reproduces, reason) = match self {
+            Verdict::Reproduces => (true, None),
+            Verdict::Irreproducible(why) => (false, Some(why.clone())),
+            Verdict::NotChecked(_) => return None,
+        };
+        Some(crate::store::records::Verification {
+            format: 1,
+            reproduces,
+            reason,
+            gpu: gpu.to_owned(),
+            unix_time: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64),
+        })
+    }
+}
+
+fn verdict_of(result: Result<Vec<Measured>, String>) -> Verdict {
+    match result {
+        Ok(mut measured) => match measured.pop().map(|m| m.outcome) {
+            Some(Outcome::Valid { .. }) => Verdict::Reproduces,
+            Some(other) => Verdict::NotChecked(format!(
+                "the baseline {}: {}",
+                other.in_words(),
+                other.detail().unwrap_or_default()
+            )),
+            None => Verdict::NotChecked("the worker gave no result".into()),
+        },
+        Err(e) => match super::worker::irreproducible(&e) {
+            Some(reason) => Verdict::Irreproducible(reason.to_owned()),
+            None => Verdict::NotChecked(e),
+        },
+    }
+}
+
+/// Replays each recording's -O3 baseline once, checked against the recording, all in one
+/// worker process (one CUDA context): how `r3 record` checks what it recorded. The baselines
+/// are lowered here, once per kernel.
+pub fn verify_recordings(
+    store: &Store,
+    recordings: &[Recording],
+    target: &Codegen,
+    ordinal: i32,
+) -> Vec<Verdict> {
+    let opts = MeasureOptions {
+        ordinal,
+        max_reps: 1,
+        tolerance: None,
+        l2: Default::default(),
+    };
+    let limit = recordings
+        .iter()
+        .map(|r| watchdog(r, &opts))
+        .max()
+        .unwrap_or_default();
+    let mut pool = Pool::new(limit);
+    let mut lowered: std::collections::HashMap<String, Result<String, String>> = Default::default();
+    recordings
+        .iter()
+        .map(|rec| {
+            let kernel = match kernel_for(store, rec) {
+                Ok(k) => k,
+                Err(e) => return Verdict::NotChecked(e.to_string()),
+            };
+            let ptx = lowered
+                .entry(kernel.hash.clone())
+                .or_insert_with(|| {
+                    let bitcode = store
+                        .kernel_bitcode(&kernel.hash)
+                        .map_err(|e| e.to_string())?;
+                    lower_in_process(&bitcode, &kernel.hash, &Candidate::baseline(), target, None)
+                        .map(|l| l.ptx)
+                        .map_err(|o| format!("the baseline does not lower: {o}"))
+                })
+                .clone();
+            match ptx {
+                Ok(ptx) => verdict_of(pool.run(&baseline_job(rec, &ptx, ordinal, 1, opts.l2))),
+                Err(e) => Verdict::NotChecked(e),
+            }
+        })
+        .collect()
+}
+
+/// The watchdog of a worker: generous against the recorded time, so only real hangs hit it.
+fn watchdog(recording: &Recording, opts: &MeasureOptions) -> Duration {
+    let per_run = Duration::from_secs_f64(recording.launch.in_app_ms.max(0.01) / 1e3);
+    Duration::from_secs(10) + per_run * 50 * (opts.max_reps + 10)
+}
+
+/// The device as trials name it, and its CUDA name.
+fn device_name(target: &Codegen, ordinal: i32) -> (super::Device, Option<String>) {
+    match crate::device::probe() {
+        crate::device::GpuStatus::Present { driver, gpus } => {
+            let g = usize::try_from(ordinal)
+                .ok()
+                .and_then(|i| gpus.get(i))
+                .unwrap_or(&gpus[0]);
+            let device = super::Device {
+                gpu: format!("{} ({})", g.name, g.sm()),
+                driver: format!("CUDA {}.{}", driver.0, driver.1),
+                id: Some(g.uuid.clone()),
+            };
+            (device, Some(g.name.clone()))
+        }
+        _ => (
+            super::Device {
+                gpu: format!("no GPU ({})", target.sm),
+                driver: "none".into(),
+                id: None,
+            },
+            None,
+        ),
+    }
+}
+
+impl Evaluator for GpuEvaluator {
+    fn device(&self) -> super::Device {
+        self.device.clone()
+    }
+
+    fn renewed(&self) -> Option<Self> {
+        self.for_recording(self.recording.clone()).ok()
+    }
+
+    fn lower(&self, _kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome> {
+        lower_isolated(&LowerJob {
+            bitcode: self.bitcode_path.clone(),
+            kernel_hash: self.kernel.hash.clone(),
+            candidate: candidate.clone(),
+            target: self.target.clone(),
+            mutation: None,
+        })
+        .map_err(crate::compile_error)
+    }
+
+    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        let job = Job {
+            recording_dir: self.recording.dir.clone(),
+            recording_id: self.recording.id.clone(),
+            ordinal: self.opts.ordinal,
+            baseline_ptx: self.baseline.ptx.clone(),
+            candidates: batch
+                .iter()
+                .map(|l| JobCandidate {
+                    ptx: l.ptx.clone(),
+                    block_x: l.candidate.block_x,
+                    tolerance: self.opts.tolerance,
+                })
+                .collect(),
+            max_reps: self.opts.max_reps,
+            l2: self.opts.l2,
+            baseline_alone: false,
+        };
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let measured = match pool.run(&job) {
+            Ok(m) => m,
+            Err(message) => batch
+                .iter()
+                .map(|_| Measured {
+                    outcome: Outcome::Crashed {
+                        message: message.clone(),
+                    },
+                    registers: None,
+                    local_bytes: None,
+                })
+                .collect(),
+        };
+        let outcomes = measured.iter().map(|m| m.outcome.clone()).collect();
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = measured;
+        outcomes
+    }
+}
+
+/// What `r3 replay` reports for one candidate on one recording.
+#[derive(Debug, serde::Serialize)]
+pub struct ReplayResult {
+    pub recording: String,
+    pub kernel: String,
+    pub kernel_hash: String,
+    pub in_app_us: f64,
+    pub candidate: Candidate,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mutation: Option<crate::ir::mutate::Mutation>,
+    pub baseline_ptx: crate::lower::PtxStats,
+    pub candidate_ptx: crate::lower::PtxStats,
+    /// None in a dry run.
+    pub measured: Option<Measured>,
+    /// The L2 state it was measured in and why; None in a dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l2: Option<crate::store::l2::Choice>,
+}
+
+/// What `r3 replay` does with a selection of recordings: `replay` of each, for this machine's
+/// GPU (`gpu`: its driver and the GPU) or, without one, for the architecture each recording
+/// ran on and the PTX ISA of CUDA 13.0 drivers; a recording that fails is said (`failed`) and
+/// left out.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_each(
+    store: &Store,
+    recs: &[Recording],
+    candidate: &Candidate,
+    gpu: Option<&((i32, i32), crate::device::GpuInfo)>,
+    opts: &MeasureOptions,
+    measure: Option<super::l2::Policy>,
+    mutations: &[Option<crate::ir::mutate::Mutation>],
+    mut failed: impl FnMut(&Recording, EvalError),
+) -> Vec<ReplayResult> {
+    let mut rows = Vec::new();
+    for rec in recs {
+        let target = Codegen {
+            sm: gpu.map_or_else(|| rec.launch.arch.clone(), |(_, g)| g.sm()),
+            ptx: Some(crate::lower::ptx_for_driver(gpu.map_or((13, 0), |(d, _)| *d)).into()),
+            opt_level: 3,
+        };
+        match replay(store, rec, candidate, &target, opts, measure, mutations) {
+            Ok(r) => rows.extend(r),
+            Err(e) => failed(rec, e),
+        }
+    }
+    rows
+}
+
+/// Whether a replay came out as it should: a row for every recording and mutation, every
+/// candidate as it is valid and every mutated one caught (in a dry run, nothing measured is
+/// nothing wrong).
+pub fn as_expected(
+    rows: &[ReplayResult],
+    recordings: usize,
+    mutations: usize,
+    dry_run: bool,
+) -> bool {
+    rows.len() == recordings * mutations
+        && rows.iter().all(|r| {
+            let valid = r
+                .measured
+                .as_ref()
+                .is_none_or(|m| matches!(m.outcome, Outcome::Valid { .. }));
+            valid == r.mutation.is_none() || (dry_run && r.measured.is_none())
+        })
+}
+
+/// Lowers the baseline and `candidate` (once per entry of `mutations`, None meaning as is) for
+/// a recording and, with `measure` (the `--l2` policy; None: a dry run), measures them as one
+/// batch against the baseline.
+pub fn replay(
+    store: &Store,
+    rec: &Recording,
+    candidate: &Candidate,
+    target: &Codegen,
+    opts: &MeasureOptions,
+    measure: Option<super::l2::Policy>,
+    mutations: &[Option<crate::ir::mutate::Mutation>],
+) -> Result<Vec<ReplayResult>, EvalError> {
+    let mut ev = GpuEvaluator::new(store, rec.clone(), target.clone(), opts.clone())?;
+    let dry_run = measure.is_none();
+    let l2 = measure.map(|policy| ev.choose_l2(policy));
+    let lowered: Vec<Result<Lowered, Outcome>> = mutations
+        .iter()
+        .map(|m| ev.lower_mutated(candidate, *m))
+        .collect();
+    let ok: Vec<Lowered> = lowered
+        .iter()
+        .filter_map(|l| l.as_ref().ok().cloned())
+        .collect();
+    let mut measured = if dry_run || ok.is_empty() {
+        Vec::new()
+    } else {
+        ev.measure("", &ok);
+        ev.take_last()
+    }
+    .into_iter();
+    let rows = lowered
+        .into_iter()
+        .zip(mutations)
+        .map(|(l, m)| {
+            let (stats, measured) = match l {
+                Ok(l) => (l.stats, if dry_run { None } else { measured.next() }),
+                Err(outcome) => (
+                    Default::default(),
+                    Some(Measured {
+                        outcome,
+                        registers: None,
+                        local_bytes: None,
+                    }),
+                ),
+            };
+            ReplayResult {
+                recording: ev.recording.id.clone(),
+                kernel: ev.kernel.signature.demangled.clone(),
+                kernel_hash: ev.kernel.hash.clone(),
+                in_app_us: ev.recording.launch.in_app_ms * 1e3,
+                candidate: candidate.clone(),
+                mutation: *m,
+                baseline_ptx: ev.baseline.stats.clone(),
+                candidate_ptx: stats,
+                measured,
+                l2: l2.clone(),
+            }
+        })
+        .collect();
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Verdict;
+
+    #[test]
+    fn a_verdict_is_kept_only_where_the_recording_was_checked() {
+        let yes = Verdict::Reproduces.verification("H100").unwrap();
+        assert!(yes.reproduces && yes.reason.is_none() && yes.gpu == "H100");
+        let no = Verdict::Irreproducible("differs at byte 6".into())
+            .verification("H100")
+            .unwrap();
+        assert!(!no.reproduces && no.reason.as_deref() == Some("differs at byte 6"));
+        assert!(Verdict::NotChecked("no IR".into())
+            .verification("H100")
+            .is_none());
+    }
+}

@@ -1,0 +1,93 @@
+//! Replay: run a recorded launch with any candidate's code, check its outputs, time it.
+//!
+//! `replay` knows nothing about search: it takes candidates and returns outcomes. The search
+//! calls it through [`Evaluator`], in two phases (lower, measure) on one shared evaluator, so
+//! that compiling (CPU, many threads) overlaps measuring (GPU, one batch at a time), and so
+//! that candidates whose PTX is identical to one already measured are never measured twice.
+
+use r3_ir as ir;
+use r3_ir::lower;
+#[cfg(test)]
+use r3_ir::toolchain;
+use r3_kernel as kernel;
+use r3_passes::candidate;
+use r3_store as store;
+
+pub mod device;
+
+pub mod determinism;
+pub mod gpu;
+pub mod l2;
+pub mod session;
+pub mod stopping;
+pub mod turn;
+pub mod validate;
+pub mod worker;
+
+use crate::candidate::Candidate;
+use crate::lower::{CompileFailure, Lowered};
+use crate::store::outcome::Outcome;
+use serde::{Deserialize, Serialize};
+
+/// What a trial keeps of a candidate that did not compile.
+pub fn compile_error(f: CompileFailure) -> Outcome {
+    Outcome::CompileError { message: f.message }
+}
+
+/// The GPU and driver an evaluator measures on (recorded with every trial).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub gpu: String,
+    pub driver: String,
+    /// Which device of that model (its UUID), where known: trials say which one measured them.
+    pub id: Option<String>,
+}
+
+/// The interface the search uses. Implemented by the GPU replayer and by simulations.
+///
+/// Shared by reference (`Sync`): while threads lower candidates, the search measures the
+/// ones already lowered, so `lower` and `measure` may run at the same time.
+pub trait Evaluator: Sync {
+    /// Where `measure` runs. Added for the trials database; the default says "unknown".
+    fn device(&self) -> Device {
+        Device {
+            gpu: "unknown".into(),
+            driver: "unknown".into(),
+            id: None,
+        }
+    }
+
+    /// How many candidates to lower at once; the default is one per core.
+    fn lower_threads(&self) -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
+    /// The same evaluator with a worker of its own: a new process, so a new CUDA context.
+    /// None where there is no such thing (simulations, tests): a confirmation then measures on
+    /// this one.
+    fn renewed(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+
+    /// Compiles a candidate for a kernel (CPU only; safe to call from many threads).
+    fn lower(&self, kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome>;
+    /// Runs, validates and times a batch of lowered candidates of one kernel on the GPU, one
+    /// outcome per candidate in order. Called from one thread at a time, while `lower` may be
+    /// running on others.
+    fn measure(&self, kernel: &str, batch: &[Lowered]) -> Vec<Outcome>;
+
+    /// The traits of the kernel's -O3 code (`lower::TRAITS`) that recipes' preconditions name;
+    /// by default read off the baseline's PTX. None known when it does not compile.
+    fn traits(&self, kernel: &str) -> Vec<String> {
+        match self.lower(kernel, &Candidate::baseline()) {
+            Ok(l) => crate::lower::ptx_traits(&l.ptx)
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}

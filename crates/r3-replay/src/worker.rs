@@ -1,0 +1,689 @@
+//! Isolation: every GPU evaluation runs in a worker process (`r3 __replay-worker`) that the
+//! parent watches. An illegal address or a hung kernel costs one worker, never r3: the
+//! parent records the candidate as crashed or timed out, starts a new worker, and goes on.
+//!
+//! Protocol: the parent writes one [`Job`] as a JSON line to the worker's stdin; the worker
+//! answers with [`Msg`] lines on stdout: `Start` before each candidate, `Done` after it.
+
+use super::determinism;
+use super::session::{self, Session};
+use super::validate::{Tolerance, Unordered};
+use crate::store::l2::Regime;
+use crate::store::outcome::Outcome;
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    pub recording_dir: PathBuf,
+    pub recording_id: String,
+    pub ordinal: i32,
+    /// The reference code, timed interleaved with every candidate.
+    pub baseline_ptx: String,
+    pub candidates: Vec<JobCandidate>,
+    pub max_reps: u32,
+    /// The L2 state every timed run starts from.
+    #[serde(default)]
+    pub l2: Regime,
+    /// Time the baseline alone (no candidates): one `Done` whose baseline and time are both
+    /// the baseline's, for choosing the L2 regime (`l2::choose`).
+    #[serde(default)]
+    pub baseline_alone: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobCandidate {
+    pub ptx: String,
+    pub block_x: Option<u32>,
+    pub tolerance: Option<Tolerance>,
+}
+
+/// One candidate's result, with what the driver reported about its code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub outcome: Outcome,
+    pub registers: Option<i32>,
+    pub local_bytes: Option<i32>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub enum Msg {
+    Start {
+        index: usize,
+    },
+    Done {
+        index: usize,
+        result: Measured,
+    },
+    /// The batch cannot run at all (e.g. the recording cannot be set up).
+    Fatal {
+        message: String,
+    },
+    /// Another process measures on this GPU: the job waits for its turn (`turn`), which no
+    /// watchdog times, until `Turn`.
+    Waiting,
+    /// The job has the GPU after waiting; its setup is timed from here.
+    Turn,
+    /// Something the user should know about how the recording is checked; said once.
+    Note {
+        message: String,
+    },
+}
+
+/// The start of a `Fatal` message whose cause is the recording: the -O3 baseline ran and did
+/// not leave what the recording says the launch left.
+const IRREPRODUCIBLE: &str = "the baseline does not reproduce the recording: ";
+
+/// The reason in a job's error, when the error is that the baseline does not reproduce the
+/// recording (the recording's fault, not r3's).
+pub fn irreproducible(error: &str) -> Option<&str> {
+    error.strip_prefix(IRREPRODUCIBLE)
+}
+
+/// How long a job waits for its turn on the GPU at most: another search's batch, however
+/// long, ends well within it (its own candidates are each under the watchdog).
+const TURN_LIMIT: Duration = Duration::from_secs(24 * 3600);
+
+/// Whether this process has said that it shares the GPU (once is enough).
+static SAID_WAITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Prints a worker's note on stderr, once per process.
+fn say_once(message: String) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.contains(&message) {
+        eprintln!("r3: note: {message}");
+        said.push(message);
+    }
+}
+
+/// The worker's main loop. Exits after a sticky CUDA error, since its context is gone.
+pub fn serve() -> i32 {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    let mut session: Option<(PathBuf, Session)> = None;
+    let mut baseline: Baseline = None;
+    let mut said_no_turn = false;
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { return 0 };
+        let job: Job = match serde_json::from_str(&line) {
+            Ok(j) => j,
+            Err(e) => {
+                return send(
+                    &mut out,
+                    &Msg::Fatal {
+                        message: format!("bad job: {e}"),
+                    },
+                )
+                .map_or(1, |_| 1)
+            }
+        };
+        if session
+            .as_ref()
+            .map(|(d, _)| d != &job.recording_dir)
+            .unwrap_or(true)
+        {
+            let rec = match load_recording(&job) {
+                Ok(r) => r,
+                Err(message) => {
+                    let _ = send(&mut out, &Msg::Fatal { message });
+                    continue;
+                }
+            };
+            baseline = None; // it belonged to the other recording's modules
+                             // The other recording's session holds the fixed address range this one must
+                             // reserve: it goes first (one worker checks many recordings in `r3 record`).
+            drop(session.take());
+            match Session::open(&rec, job.ordinal) {
+                Ok(s) => session = Some((job.recording_dir.clone(), s)),
+                Err(e) => {
+                    let _ = send(
+                        &mut out,
+                        &Msg::Fatal {
+                            message: e.to_string(),
+                        },
+                    );
+                    return 2;
+                }
+            }
+        }
+        let s = &session.as_ref().unwrap().1;
+        // Held for the job: nothing else measures on this GPU meanwhile. Without a lock file
+        // (an unwritable temporary directory) the job runs anyway, and the user is told once.
+        let mut waited = false;
+        let turn = super::turn::take(&s.uuid, || {
+            waited = true;
+            let _ = send(&mut out, &Msg::Waiting);
+        });
+        if waited {
+            let _ = send(&mut out, &Msg::Turn);
+        }
+        if let Err(e) = &turn {
+            if !said_no_turn {
+                said_no_turn = true;
+                eprintln!(
+                    "r3: warning: measuring without the GPU's turn ({}: {e}); another r3 on this GPU could time its kernels beside these",
+                    super::turn::lock_path(&s.uuid).display()
+                );
+            }
+        }
+        if let Err(code) = run_job(s, &job, &mut out, &mut baseline) {
+            return code;
+        }
+    }
+    0
+}
+
+fn load_recording(job: &Job) -> Result<crate::store::records::Recording, String> {
+    let path = job.recording_dir.join("launch.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let launch = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(crate::store::records::Recording {
+        dir: job.recording_dir.clone(),
+        id: job.recording_id.clone(),
+        launch,
+        verification: None,
+    })
+}
+
+/// Whether PTX has an atomic or reduction instruction (`atom.*`, `red.*`), predicated or not.
+fn uses_atomics(ptx: &str) -> bool {
+    ptx.lines().any(|line| {
+        let mut op = line.trim_start();
+        if op.starts_with('@') {
+            op = op
+                .split_once(char::is_whitespace)
+                .map_or("", |(_, rest)| rest.trim_start());
+        }
+        op.starts_with("atom.") || op.starts_with("red.")
+    })
+}
+
+fn unordered_note(s: &Session, unordered: &[Unordered]) -> String {
+    format!(
+        "the baseline writes {} region(s) in another order than the recording (a list appended with atomics); each is compared as a multiset of its elements ({}), everything else exactly",
+        unordered.len(),
+        unordered
+            .iter()
+            .map(|u| format!("{}: {}-byte elements", s.region_name(u.region), u.width))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+fn send(out: &mut impl Write, msg: &Msg) -> std::io::Result<()> {
+    r3_process::reply(out, msg)
+}
+
+/// The baseline of the session, loaded and checked once: (hash of its PTX, module).
+/// The baseline's code, loaded once per worker, and what its checked run left.
+type Baseline = Option<(blake3::Hash, session::Loaded, session::Output)>;
+
+fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) -> Result<(), i32> {
+    let hash = blake3::hash(job.baseline_ptx.as_bytes());
+    if let Some((h, old, out)) = cached.take() {
+        if h == hash {
+            *cached = Some((h, old, out));
+        } else {
+            s.unload(old);
+        }
+    }
+    if cached.is_none() {
+        match s.load(&job.baseline_ptx).and_then(|l| {
+            s.check_baseline(&l, uses_atomics(&job.baseline_ptx))
+                .map(|r| (l, r))
+        }) {
+            Ok((l, Ok((checked, unordered)))) => {
+                if !unordered.is_empty() {
+                    let message = unordered_note(s, &unordered);
+                    let _ = send(out, &Msg::Note { message });
+                }
+                *cached = Some((hash, l, checked))
+            }
+            Ok((l, Err(diff))) => {
+                s.unload(l);
+                let message = format!("{IRREPRODUCIBLE}{diff}");
+                let _ = send(out, &Msg::Fatal { message });
+                return Ok(());
+            }
+            Err(e) => {
+                let _ = send(
+                    out,
+                    &Msg::Fatal {
+                        message: format!("the baseline fails: {e}"),
+                    },
+                );
+                return Err(3);
+            }
+        }
+    }
+    let (_, base, base_out) = cached.as_ref().expect("set above");
+    if job.baseline_alone {
+        send(out, &Msg::Start { index: 0 }).map_err(|_| 1)?;
+        let (outcome, sticky) = match s.time(&[(base, None)], &[], job.max_reps, job.l2) {
+            Ok(t) => (
+                Outcome::Valid {
+                    baseline: t[0].clone(),
+                    time: t[0].clone(),
+                },
+                false,
+            ),
+            Err(e) => (
+                Outcome::Crashed {
+                    message: e.to_string(),
+                },
+                session::is_sticky(&e),
+            ),
+        };
+        let result = Measured {
+            outcome,
+            registers: None,
+            local_bytes: None,
+        };
+        send(out, &Msg::Done { index: 0, result }).map_err(|_| 1)?;
+        return if sticky { Err(3) } else { Ok(()) };
+    }
+    for (index, c) in job.candidates.iter().enumerate() {
+        send(out, &Msg::Start { index }).map_err(|_| 1)?;
+        let (result, sticky) = evaluate(s, (base, base_out), c, job.max_reps, job.l2);
+        send(out, &Msg::Done { index, result }).map_err(|_| 1)?;
+        if sticky {
+            return Err(3);
+        }
+    }
+    Ok(())
+}
+
+/// One candidate: load, check, time against the baseline (every run held to its code's
+/// checked run: `determinism`). Returns whether the context died.
+fn evaluate(
+    s: &Session,
+    (base, base_out): (&session::Loaded, &session::Output),
+    c: &JobCandidate,
+    max_reps: u32,
+    l2: Regime,
+) -> (Measured, bool) {
+    let fail = |outcome| Measured {
+        outcome,
+        registers: None,
+        local_bytes: None,
+    };
+    let l = match s.load(&c.ptx) {
+        Ok(l) => l,
+        Err(e) => {
+            return (
+                fail(Outcome::CompileError {
+                    message: e.to_string(),
+                }),
+                session::is_sticky(&e),
+            )
+        }
+    };
+    let (registers, local_bytes) = (Some(l.registers), Some(l.local_bytes));
+    let outcome = match s.check(&l, c.block_x, c.tolerance.as_ref()) {
+        Err(e) => return crashed(&e, registers, local_bytes),
+        Ok(Err(diff)) => Outcome::WrongOutput { message: diff },
+        Ok(Ok(checked)) => {
+            match timed_and_stable(s, (base, base_out), (&l, &checked), c, max_reps, l2) {
+                Ok(outcome) => outcome,
+                Err(e) => return crashed(&e, registers, local_bytes),
+            }
+        }
+    };
+    s.unload(l);
+    (
+        Measured {
+            outcome,
+            registers,
+            local_bytes,
+        },
+        false,
+    )
+}
+
+/// Times a checked candidate against the baseline; valid unless its runs disagree with its
+/// checked run where the baseline's all agree with theirs.
+fn timed_and_stable(
+    s: &Session,
+    (base, base_out): (&session::Loaded, &session::Output),
+    (l, checked): (&session::Loaded, &session::Output),
+    c: &JobCandidate,
+    max_reps: u32,
+    l2: Regime,
+) -> Result<Outcome, session::ReplayError> {
+    let refs = [s.reference(base_out)?, s.reference(checked)?];
+    let timed = s.time(
+        &[(base, None), (l, c.block_x)],
+        &[&refs[0], &refs[1]],
+        max_reps,
+        l2,
+    );
+    let [base_ref, cand_ref] = refs;
+    let (base_diff, cand_diff) = (s.differences(base_ref), s.differences(cand_ref));
+    // A failed timing is the error to report (a dead context fails the comparisons too).
+    let t = timed?;
+    let (base_diff, cand_diff) = (base_diff?, cand_diff?);
+    Ok(
+        match determinism::verdict(base_diff.as_deref(), cand_diff.as_deref()) {
+            Ok(()) => Outcome::Valid {
+                baseline: t[0].clone(),
+                time: t[1].clone(),
+            },
+            Err(message) => Outcome::WrongOutput { message },
+        },
+    )
+}
+
+/// A candidate that failed on the GPU, and whether its failure killed the context.
+fn crashed(
+    e: &session::ReplayError,
+    registers: Option<i32>,
+    local_bytes: Option<i32>,
+) -> (Measured, bool) {
+    let outcome = Outcome::Crashed {
+        message: e.to_string(),
+    };
+    (
+        Measured {
+            outcome,
+            registers,
+            local_bytes,
+        },
+        session::is_sticky(e),
+    )
+}
+
+/// The parent's side: a worker process, restarted whenever one dies or hangs.
+pub struct Pool {
+    worker: Option<r3_process::Child>,
+    /// The worker command: `r3 __replay-worker`, or a stand-in in tests.
+    program: Vec<String>,
+    /// Time allowed for one candidate (set from the baseline's time).
+    pub limit: Duration,
+    /// Time allowed for a worker to set up a recording (copying its memory in).
+    pub setup_limit: Duration,
+}
+
+impl Pool {
+    pub fn new(limit: Duration) -> Pool {
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "r3".into());
+        Pool::with_program(vec![exe, "__replay-worker".into()], limit)
+    }
+
+    pub fn with_program(program: Vec<String>, limit: Duration) -> Pool {
+        Pool {
+            worker: None,
+            program,
+            limit,
+            setup_limit: Duration::from_secs(120),
+        }
+    }
+
+    /// Runs a job; every candidate gets a result, whatever happens to the workers.
+    pub fn run(&mut self, job: &Job) -> Result<Vec<Measured>, String> {
+        let mut results: Vec<Option<Measured>> = vec![None; job.candidates.len()];
+        let mut todo: Vec<usize> = (0..job.candidates.len()).collect();
+        while !todo.is_empty() {
+            let sub = Job {
+                candidates: todo.iter().map(|&i| job.candidates[i].clone()).collect(),
+                ..job.clone()
+            };
+            let done = self.run_once(&sub)?;
+            let mut next = Vec::new();
+            for (k, r) in done.into_iter().enumerate() {
+                match r {
+                    Some(m) => results[todo[k]] = Some(m),
+                    None => next.push(todo[k]),
+                }
+            }
+            if next.len() == todo.len() {
+                return Err("the replay worker made no progress".into());
+            }
+            todo = next;
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.expect("every candidate answered"))
+            .collect())
+    }
+
+    /// One pass over a job with one worker. Candidates after a crash are left as None.
+    fn run_once(&mut self, job: &Job) -> Result<Vec<Option<Measured>>, String> {
+        let mut out = vec![None; job.candidates.len()];
+        if self.worker.is_none() {
+            let args: Vec<&str> = self.program[1..].iter().map(String::as_str).collect();
+            let exe = std::path::Path::new(&self.program[0]);
+            self.worker = Some(
+                r3_process::Child::spawn(exe, &args, r3_process::Stderr::Inherit)
+                    .map_err(|e| format!("cannot start a replay worker: {e}"))?,
+            );
+        }
+        let w = self.worker.as_mut().unwrap();
+        if w.send(job).is_err() {
+            self.worker = None;
+            return Err("the replay worker exited before taking the job".into());
+        }
+        let mut current: Option<usize> = None;
+        let mut first = true;
+        let mut waiting = false;
+        loop {
+            let wait = if waiting {
+                TURN_LIMIT
+            } else if first {
+                self.setup_limit + self.limit
+            } else {
+                self.limit
+            };
+            let w = self.worker.as_mut().unwrap();
+            match w.recv::<Msg>(wait) {
+                Ok(msg) => {
+                    first = false;
+                    match msg {
+                        Msg::Waiting => {
+                            waiting = true;
+                            if !SAID_WAITING.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                                eprintln!("r3: another r3 is measuring on this GPU; the two take turns, a batch at a time");
+                            }
+                        }
+                        Msg::Turn => (waiting, first) = (false, true),
+                        Msg::Note { message } => say_once(message),
+                        Msg::Start { index } => current = Some(index),
+                        Msg::Done { index, result } => {
+                            out[index] = Some(result);
+                            current = None;
+                            if index + 1 == job.candidates.len() {
+                                return Ok(out);
+                            }
+                        }
+                        Msg::Fatal { message } => {
+                            self.worker = None;
+                            return Err(message);
+                        }
+                    }
+                }
+                Err(e) => {
+                    let outcome = match e {
+                        r3_process::NoAnswer::TimedOut(_) => Outcome::TimedOut {
+                            limit_ms: wait.as_secs_f64() * 1e3,
+                        },
+                        r3_process::NoAnswer::Ended => Outcome::Crashed {
+                            message: "the replay worker died".into(),
+                        },
+                    };
+                    self.worker = None; // kills it
+                    let Some(i) = current else {
+                        // Between candidates (e.g. it exited after reporting a crash): the
+                        // rest go to a new worker.
+                        if out.iter().any(Option::is_some) {
+                            return Ok(out);
+                        }
+                        return Err(format!(
+                            "the replay worker stopped before starting a candidate: it {outcome}"
+                        ));
+                    };
+                    out[i] = Some(Measured {
+                        outcome,
+                        registers: None,
+                        local_bytes: None,
+                    });
+                    return Ok(out);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomics_are_found_in_ptx_whatever_their_predicate() {
+        assert!(uses_atomics("  atom.global.add.u32 %r1, [%rd1], 1;"));
+        assert!(uses_atomics("\t@%p1 red.global.add.f32 [%rd2], %f1;"));
+        assert!(uses_atomics(
+            "@!%p2 bra $L;\n  @!%p3 atom.shared.cas.b32 %r2, [%r3], 0, 1;"
+        ));
+        assert!(!uses_atomics(
+            "  ld.shared.u32 %r1, [%r2];\n  st.global.f32 [%rd1], %f1;\n// atom. in a comment"
+        ));
+    }
+
+    fn job(n: usize) -> Job {
+        Job {
+            recording_dir: PathBuf::from("/r"),
+            recording_id: "k/l".into(),
+            ordinal: 0,
+            baseline_ptx: String::new(),
+            candidates: (0..n)
+                .map(|i| JobCandidate {
+                    ptx: format!("c{i}"),
+                    block_x: None,
+                    tolerance: None,
+                })
+                .collect(),
+            max_reps: 1,
+            l2: Regime::Cold,
+            baseline_alone: false,
+        }
+    }
+
+    #[test]
+    fn the_l2_regime_travels_with_the_job_and_defaults_to_cold() {
+        let warm = Job {
+            l2: Regime::Warm,
+            ..job(1)
+        };
+        let line = serde_json::to_string(&warm).unwrap();
+        assert!(line.contains(r#""l2":"warm""#), "{line}");
+        let back: Job = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.l2, Regime::Warm);
+        // A job written without the field (an older r3) measures cold, as it always did.
+        let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        v.as_object_mut().unwrap().remove("l2");
+        v.as_object_mut().unwrap().remove("baseline_alone");
+        let old: Job = serde_json::from_value(v).unwrap();
+        assert_eq!((old.l2, old.baseline_alone), (Regime::Cold, false));
+    }
+
+    /// A stand-in worker: a shell script that answers per candidate as `script` says.
+    /// Candidate i's PTX is "c<i>"; the script reads the job line and plays a scenario.
+    fn pool(script: &str) -> Pool {
+        let mut p = Pool::with_program(
+            vec!["sh".into(), "-c".into(), script.into()],
+            Duration::from_millis(800),
+        );
+        p.setup_limit = Duration::from_millis(200);
+        p
+    }
+
+    const VALID: &str = r#"{"msg":"done","index":IDX,"result":{"outcome":{"status":"valid","time":{"median_us":1.0,"min_us":1.0,"spread":0.0,"samples":1},"baseline":{"median_us":2.0,"min_us":2.0,"spread":0.0,"samples":1}},"registers":8,"local_bytes":0}}"#;
+
+    fn answer(i: usize) -> String {
+        format!(
+            "echo '{{\"msg\":\"start\",\"index\":{i}}}'; echo '{}';",
+            VALID.replace("IDX", &i.to_string())
+        )
+    }
+
+    #[test]
+    fn every_candidate_is_answered() {
+        let script = format!("read job; {} {} {}", answer(0), answer(1), answer(2));
+        let out = pool(&script).run(&job(3)).unwrap();
+        assert_eq!(out.len(), 3);
+        assert!(out.iter().all(|m| m.outcome.ratio() == Some(0.5)));
+    }
+
+    #[test]
+    fn a_hung_candidate_times_out_and_the_rest_go_to_a_new_worker() {
+        // First worker: answers 0, starts 1 and hangs. Later workers: answer whatever they get.
+        let marker = tempfile::tempdir().unwrap();
+        let m = marker.path().join("first");
+        let script = format!(
+            "read job; if [ ! -e {m} ]; then touch {m}; {} echo '{{\"msg\":\"start\",\"index\":1}}'; sleep 30; fi; {} {}",
+            answer(0),
+            answer(0),
+            answer(1),
+            m = m.display()
+        );
+        let out = pool(&script).run(&job(3)).unwrap();
+        assert_eq!(out[0].outcome.ratio(), Some(0.5));
+        assert!(
+            matches!(out[1].outcome, Outcome::TimedOut { .. }),
+            "{:?}",
+            out[1]
+        );
+        assert_eq!(
+            out[2].outcome.ratio(),
+            Some(0.5),
+            "candidate 2 ran as the new worker's index 1"
+        );
+    }
+
+    #[test]
+    fn waiting_for_the_gpu_is_not_timed_but_the_job_after_it_is() {
+        // Waits 1 s (the watchdog is 0.8 s, setup 0.2 s) for another process's turn, then answers.
+        let wait = "echo '{\"msg\":\"waiting\"}'; sleep 1; echo '{\"msg\":\"turn\"}';";
+        let script = format!("read job; {wait} {} {}", answer(0), answer(1));
+        let out = pool(&script).run(&job(2)).unwrap();
+        assert!(
+            out.iter().all(|m| m.outcome.ratio() == Some(0.5)),
+            "{out:?}"
+        );
+        // After the turn, a worker that then hangs before its first candidate is stopped.
+        let script = format!("read job; {wait} sleep 30; {}", answer(0));
+        let err = pool(&script).run(&job(1)).unwrap_err();
+        assert!(err.contains("stopped before starting a candidate"), "{err}");
+    }
+
+    #[test]
+    fn a_worker_that_dies_mid_candidate_marks_it_crashed() {
+        let marker = tempfile::tempdir().unwrap();
+        let m = marker.path().join("first");
+        let script = format!(
+            "read job; if [ ! -e {m} ]; then touch {m}; echo '{{\"msg\":\"start\",\"index\":0}}'; exit 9; fi; {}",
+            answer(0),
+            m = m.display()
+        );
+        let out = pool(&script).run(&job(2)).unwrap();
+        assert!(
+            matches!(&out[0].outcome, Outcome::Crashed { message } if message.contains("died")),
+            "{:?}",
+            out[0]
+        );
+        assert_eq!(out[1].outcome.ratio(), Some(0.5));
+    }
+
+    #[test]
+    fn a_fatal_batch_is_an_error_not_a_result() {
+        let err = pool(r#"read job; echo '{"msg":"fatal","message":"the baseline does not reproduce the recording"}'"#)
+            .run(&job(1))
+            .unwrap_err();
+        assert!(err.contains("baseline"));
+    }
+}

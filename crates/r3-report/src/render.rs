@@ -1,0 +1,1146 @@
+//! `r3 report` for people: one document (sections of paragraphs, tables, diffs and plots)
+//! built from a [`Report`], written as terminal text, Markdown, or one self-contained HTML file
+//! (inline CSS and SVG, no network; a little optional JavaScript re-sorts the summary table).
+
+use super::svg::{self, esc};
+use super::tuning::{KernelReport, Report};
+use crate::candidate::Candidate;
+use crate::passes::diff::DiffOp;
+use crate::store::outcome::TimeStats;
+use std::fmt::Write;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Term,
+    Markdown,
+    Html,
+    Json,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s {
+            "term" | "text" => Ok(Format::Term),
+            "md" | "markdown" => Ok(Format::Markdown),
+            "html" => Ok(Format::Html),
+            "json" => Ok(Format::Json),
+            _ => Err(format!(
+                "unknown report format '{s}'; use term, md, html or json"
+            )),
+        }
+    }
+}
+
+/// Renders a report in a format.
+pub fn render(r: &Report, f: Format) -> String {
+    match f {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(r).expect("reports serialize");
+            s.push('\n');
+            s
+        }
+        Format::Markdown => markdown(&document(r)),
+        Format::Term => term(&document(r)),
+        Format::Html => html(&document(r), r),
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Span {
+    Text(String),
+    Code(String),
+    Strong(String),
+}
+
+fn t(s: impl Into<String>) -> Span {
+    Span::Text(s.into())
+}
+fn c(s: impl Into<String>) -> Span {
+    Span::Code(s.into())
+}
+fn b(s: impl Into<String>) -> Span {
+    Span::Strong(s.into())
+}
+
+#[derive(Debug, Clone)]
+enum Block {
+    Para(Vec<Span>),
+    /// A table; `code` marks the columns whose cells are code (pass names, pipelines).
+    Table {
+        head: Vec<&'static str>,
+        rows: Vec<Vec<String>>,
+        code: Vec<usize>,
+        right: Vec<usize>,
+        sortable: bool,
+    },
+    /// Named values (`kernel: …`); the value is code when the flag is set.
+    Fields(Vec<(&'static str, String, bool)>),
+    Pre(String),
+    /// Diff lines, each starting with ' ', '-' or '+'.
+    Diff(Vec<String>),
+    /// An SVG plot and the text that stands for it where SVG cannot be shown.
+    Svg {
+        svg: String,
+        alt: String,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Section {
+    level: usize,
+    title: String,
+    id: String,
+    blocks: Vec<Block>,
+}
+
+fn section(level: usize, title: impl Into<String>, id: impl Into<String>) -> Section {
+    Section {
+        level,
+        title: title.into(),
+        id: id.into(),
+        blocks: Vec::new(),
+    }
+}
+
+fn table(
+    head: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+    code: &[usize],
+    right: &[usize],
+) -> Block {
+    Block::Table {
+        head,
+        rows,
+        code: code.to_vec(),
+        right: right.to_vec(),
+        sortable: false,
+    }
+}
+
+pub fn fmt_secs(s: f64) -> String {
+    if s < 60.0 {
+        format!("{s:.1} s")
+    } else if s < 3600.0 {
+        format!("{} min {:02} s", (s / 60.0) as u64, (s % 60.0) as u64)
+    } else {
+        format!(
+            "{} h {:02} min",
+            (s / 3600.0) as u64,
+            ((s % 3600.0) / 60.0) as u64
+        )
+    }
+}
+
+fn x(v: f64) -> String {
+    format!("{v:.3}×")
+}
+
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+fn knobs(c: &Candidate) -> String {
+    c.knob_words(true).join(", ")
+}
+
+fn anchor(s: &str) -> String {
+    let a = crate::store::trials::slug(s);
+    if a.is_empty() {
+        "k".into()
+    } else {
+        a
+    }
+}
+
+fn document(r: &Report) -> Vec<Section> {
+    let mut out = Vec::new();
+    let mut top = section(1, "r3 pass-order report", "top");
+    if r.kernels.is_empty() {
+        top.blocks.push(Block::Para(vec![
+            t("No compiler searches yet; store "),
+            c(&r.store),
+            t(format!("; r3 {}.", r.r3_version)),
+        ]));
+        out.push(top);
+        out.extend(rewrite_sections(&r.rewrites));
+        return out;
+    }
+    let gpus: std::collections::BTreeSet<&str> = r.kernels.iter().map(|k| k.gpu.as_str()).collect();
+    top.blocks.push(Block::Para(vec![
+        t(format!(
+            "{} kernel–GPU pair(s) on {}; store ",
+            r.summary.kernels,
+            gpus.into_iter().collect::<Vec<_>>().join(", ")
+        )),
+        c(&r.store),
+        t(format!("; r3 {}.", r.r3_version)),
+    ]));
+    out.push(top);
+
+    let s = &r.summary;
+    let mut sum = section(2, "Summary", "summary");
+    sum.blocks.push(Block::Para(vec![
+        t("Geometric-mean speedup over clang -O3: "),
+        b(opt(s.geomean_speedup, x)),
+        t(format!(
+            " ({} of {} tuned). {} trials in {} of tuning.",
+            s.tuned,
+            s.kernels,
+            s.total_trials,
+            fmt_secs(s.total_tuning_s)
+        )),
+    ]));
+    let rows = s
+        .rows
+        .iter()
+        .map(|row| {
+            vec![
+                row.name.clone(),
+                row.gpu.clone(),
+                opt(row.speedup, x),
+                opt(row.baseline_us, |v| format!("{v:.2}")),
+                opt(row.best_us, |v| format!("{v:.2}")),
+                row.trials.to_string(),
+                fmt_secs(row.tuning_s),
+            ]
+        })
+        .collect();
+    sum.blocks.push(Block::Table {
+        head: vec![
+            "kernel",
+            "GPU",
+            "speedup",
+            "-O3 µs",
+            "best µs",
+            "trials",
+            "tuning time",
+        ],
+        rows,
+        code: vec![0],
+        right: vec![2, 3, 4, 5, 6],
+        sortable: true,
+    });
+    out.push(sum);
+
+    for k in &r.kernels {
+        out.extend(kernel_sections(k));
+    }
+    if !r.rewrites.is_empty() {
+        out.extend(rewrite_sections(&r.rewrites));
+    }
+    out
+}
+
+fn rewrite_sections(rewrites: &[super::rewrites::RewriteReport]) -> Vec<Section> {
+    let mut top = section(2, "Source rewrites", "rewrites");
+    top.blocks.push(Block::Para(vec![t(
+        "Rewrites of kernels' code proposed by `r3 evolve`, each compiled with the kernel's own compile command, tuned, and checked against every recorded launch. r3 never edits sources: apply a diff yourself (`patch -p1`) and rebuild.",
+    )]));
+    let mut out = vec![top];
+    for r in rewrites {
+        let mut sec = section(3, &r.name, anchor(&format!("rewrite-{}", r.kernel)));
+        let mut fields = vec![
+            ("kernel", r.kernel.clone(), true),
+            (
+                "attempts",
+                format!(
+                    "{}: {} valid, {} refused before compiling, {} did not compile, {} failed when run, {} not measured yet",
+                    r.attempts, r.valid, r.refused, r.compile_failed, r.run_failed, r.pending
+                ),
+                false,
+            ),
+        ];
+        if let Some(b) = &r.best {
+            let beats = b.speedup > 1.0;
+            fields.push((
+                if beats { "best" } else { "closest" },
+                format!(
+                    "attempt {} ({}): {} of the original's best compiler-only configuration on {} ({:.2} µs against {:.2} µs){}",
+                    b.attempt,
+                    b.label,
+                    x(b.speedup),
+                    b.gpu,
+                    b.time_us,
+                    b.reference_us,
+                    if b.simulated { ", SIMULATED" } else { "" }
+                ),
+                false,
+            ));
+            if !beats {
+                fields.push((
+                    "verdict",
+                    "no rewrite beats the original's best compiler-only build: keep the source"
+                        .into(),
+                    false,
+                ));
+            }
+            fields.push(("configuration", b.pipeline.clone(), true));
+        }
+        sec.blocks.push(Block::Fields(fields));
+        if let Some(b) = r
+            .best
+            .as_ref()
+            .filter(|b| !b.diff.is_empty() && b.speedup > 1.0)
+        {
+            sec.blocks
+                .push(Block::Diff(b.diff.lines().map(str::to_owned).collect()));
+        }
+        sec.blocks.push(table(
+            vec!["attempt", "proposer", "outcome"],
+            r.rows
+                .iter()
+                .map(|a| vec![a.attempt.to_string(), a.label.clone(), a.outcome.clone()])
+                .collect(),
+            &[],
+            &[0],
+        ));
+        out.push(sec);
+    }
+    out
+}
+
+fn time_row(what: &str, ts: &TimeStats) -> Vec<String> {
+    vec![
+        what.into(),
+        format!("{:.2}", ts.median_us),
+        format!("±{:.1}%", ts.spread * 100.0),
+        format!("{:.2}", ts.min_us),
+        ts.samples.to_string(),
+    ]
+}
+
+fn kernel_sections(k: &KernelReport) -> Vec<Section> {
+    let id = anchor(&format!("{}-{}", k.kernel, k.gpu));
+    let mut out = Vec::new();
+    let mut head = section(2, format!("{} on {}", k.name, k.gpu), id.clone());
+    head.blocks.push(Block::Fields(vec![
+        ("kernel", k.kernel.clone(), true),
+        (
+            "stored kernel",
+            k.hash.clone().unwrap_or_else(|| "not in the store".into()),
+            k.hash.is_some(),
+        ),
+        ("GPU, driver", format!("{}, {}", k.gpu, k.driver), false),
+        ("trials file", k.trials_file.clone(), true),
+        (
+            "strategy, seed",
+            format!("{}, {}", k.strategy, k.seed),
+            false,
+        ),
+        (
+            "trials",
+            format!(
+                "{} in {} (compiling {}, measuring {})",
+                k.trials,
+                fmt_secs(k.tuning_s),
+                fmt_secs(k.compile_s),
+                fmt_secs(k.measure_s)
+            ),
+            false,
+        ),
+    ]));
+    out.push(head);
+
+    let mut times = section(3, "Baseline and best", format!("{id}-times"));
+    match (&k.baseline, &k.best) {
+        (Some(base), Some(best)) => {
+            times.blocks.push(Block::Para(vec![
+                t("Speedup over clang -O3: "),
+                b(x(best.speedup)),
+                t(format!(
+                    " (trial {}; times are medians of CUDA-event timings, the baseline interleaved with the best in one process; spread is the interquartile range over the median)."
+                    , best.trial
+                )),
+            ]));
+            times.blocks.push(table(
+                vec!["", "median µs", "spread", "min µs", "samples"],
+                vec![
+                    time_row("clang -O3", base),
+                    time_row(&format!("best (trial {})", best.trial), &best.time),
+                ],
+                &[],
+                &[1, 2, 3, 4],
+            ));
+            times
+                .blocks
+                .push(Block::Para(vec![t(apply_line(&k.apply))]));
+            if let Some(note) = search_note(&k.search, k.trials) {
+                times.blocks.push(Block::Para(vec![t(note)]));
+            }
+        }
+        _ => times.blocks.push(Block::Para(vec![t(
+            "No trial validated: there is no best configuration.",
+        )])),
+    }
+    out.push(times);
+
+    if let (Some(p), Some(best)) = (&k.pipeline, &k.best) {
+        let mut sec = section(3, "Best pipeline", format!("{id}-pipeline"));
+        sec.blocks.push(Block::Para(vec![t(format!(
+            "{} passes ({} in O3): {} removed, {} added, {} changed; codegen and launch: {}.",
+            p.best_passes,
+            p.o3_passes,
+            p.removed,
+            p.added,
+            p.changed,
+            knobs(&best.candidate)
+        ))]));
+        sec.blocks
+            .push(Block::Pre(format!("opt -passes='{}'", p.text)));
+        sec.blocks.push(Block::Para(vec![t(
+            "Against the O3 pipeline (a pass is written with its adaptors, outermost first):",
+        )]));
+        let mut lines = Vec::new();
+        for op in &p.diff {
+            match op {
+                DiffOp::Same { count } => lines.push(format!("  … {count} unchanged")),
+                DiffOp::Removed { step } => lines.push(format!("- {step}")),
+                DiffOp::Added { step } => lines.push(format!("+ {step}")),
+                DiffOp::Changed { from, to } => {
+                    lines.push(format!("- {from}"));
+                    lines.push(format!("+ {to}"));
+                }
+            }
+        }
+        sec.blocks.push(Block::Diff(lines));
+        out.push(sec);
+    }
+
+    let mut imp = section(3, "Pass importance", format!("{id}-importance"));
+    let i = &k.importance;
+    match i.status.as_str() {
+        "unavailable" => imp
+            .blocks
+            .push(Block::Para(vec![t("Unavailable: there is no best configuration.")])),
+        "not_measured" => imp.blocks.push(Block::Para(vec![
+            t(format!(
+                "Not measured: the trials hold none of the {} ablations of the best pipeline (it with one pass removed). ",
+                i.total
+            )),
+            c("r3::passes::diff::ablations"),
+            t(" lists them; measured as trials of this kernel and GPU, they appear here."),
+        ])),
+        _ => {
+            imp.blocks.push(Block::Para(vec![t(format!(
+                "The best pipeline with one pass removed, re-measured ({} of {} passes; {}). Slowdown is the time without the pass over the best time: above 1, the pass helps.",
+                i.measured,
+                i.total,
+                if i.status == "measured" { "all" } else { "the others not measured" }
+            ))]));
+            let rows = i
+                .passes
+                .iter()
+                .enumerate()
+                .map(|(n, p)| {
+                    vec![
+                        (n + 1).to_string(),
+                        p.pass.clone(),
+                        opt(p.slowdown, |v| format!("{v:.3}")),
+                        p.outcome.replace('_', " "),
+                        p.trial.to_string(),
+                    ]
+                })
+                .collect();
+            imp.blocks.push(table(
+                vec!["rank", "pass removed", "slowdown", "outcome", "trial"],
+                rows,
+                &[1],
+                &[0, 2, 4],
+            ));
+        }
+    }
+    out.push(imp);
+
+    let mut conv = section(3, "Convergence", format!("{id}-convergence"));
+    let span = k
+        .convergence
+        .iter()
+        .map(|p| p.elapsed_s)
+        .fold(0.0, f64::max);
+    let (unit, per) = match span {
+        s if s > 3.0 * 3600.0 => ("hours", 3600.0),
+        s if s > 600.0 => ("minutes", 60.0),
+        _ => ("seconds", 1.0),
+    };
+    let pts = |by_time: bool| -> Vec<svg::Point> {
+        k.convergence
+            .iter()
+            .map(|p| svg::Point {
+                x: if by_time {
+                    p.elapsed_s / per
+                } else {
+                    p.trial as f64
+                },
+                y: p.speedup,
+                best: p.best_speedup,
+            })
+            .collect()
+    };
+    let mut improved = Vec::new();
+    let mut last = None;
+    for p in &k.convergence {
+        if p.best_speedup.is_some() && p.best_speedup != last {
+            improved.push(vec![
+                p.trial.to_string(),
+                fmt_secs(p.elapsed_s),
+                opt(p.best_speedup, x),
+            ]);
+            last = p.best_speedup;
+        }
+    }
+    let alt = format!(
+        "Best so far improved {} time(s) over {} trials; see the table.",
+        improved.len().saturating_sub(1),
+        k.trials
+    );
+    conv.blocks.push(Block::Svg {
+        svg: svg::convergence("Best so far, by trial", "trial", &pts(false)),
+        alt: alt.clone(),
+    });
+    conv.blocks.push(Block::Svg {
+        svg: svg::convergence("Best so far, by wall time", unit, &pts(true)),
+        alt: String::new(),
+    });
+    conv.blocks
+        .push(Block::Para(vec![t("Where the best so far improved:")]));
+    conv.blocks.push(table(
+        vec!["trial", "elapsed", "best speedup"],
+        improved,
+        &[],
+        &[0, 1, 2],
+    ));
+    out.push(conv);
+
+    let mut top = section(3, "Top distinct configurations", format!("{id}-top"));
+    top.blocks.push(Block::Para(vec![t(
+        "The fastest valid trials with distinct PTX. Against O3: passes removed, added, changed.",
+    )]));
+    top.blocks.push(table(
+        vec![
+            "rank",
+            "trial",
+            "speedup",
+            "median µs",
+            "spread",
+            "against O3",
+            "codegen, launch",
+        ],
+        k.top
+            .iter()
+            .map(|tc| {
+                vec![
+                    tc.rank.to_string(),
+                    tc.trial.to_string(),
+                    x(tc.speedup),
+                    format!("{:.2}", tc.time.median_us),
+                    format!("±{:.1}%", tc.time.spread * 100.0),
+                    tc.vs_o3.clone(),
+                    knobs(&tc.candidate),
+                ]
+            })
+            .collect(),
+        &[],
+        &[0, 1, 2, 3, 4],
+    ));
+    out.push(top);
+
+    out.push(code_section(k, &id));
+
+    let mut oc = section(3, "Trial outcomes", format!("{id}-outcomes"));
+    let o = &k.outcomes;
+    oc.blocks.push(table(
+        vec!["outcome", "trials"],
+        vec![
+            vec!["validated".into(), o.valid.to_string()],
+            vec!["failed validation".into(), o.wrong_output.to_string()],
+            vec!["crashed".into(), o.crashed.to_string()],
+            vec!["timed out".into(), o.timed_out.to_string()],
+            vec!["did not compile".into(), o.compile_error.to_string()],
+            vec![
+                "(of these, same PTX as an earlier trial)".into(),
+                o.duplicates.to_string(),
+            ],
+        ],
+        &[],
+        &[1],
+    ));
+    out.push(oc);
+    out
+}
+
+fn code_section(k: &KernelReport, id: &str) -> Section {
+    let mut sec = section(3, "What changed in the code", format!("{id}-code"));
+    let cr = &k.code;
+    if let Some(why) = &cr.unavailable {
+        sec.blocks.push(Block::Para(vec![t(format!(
+            "Code statistics unavailable: {why}."
+        ))]));
+        return sec;
+    }
+    sec.blocks.push(Block::Para(vec![t(format!(
+        "Recomputed from the stored module for {} (LLVM {}), baseline and best.{}",
+        cr.sm.as_deref().unwrap_or("?"),
+        crate::toolchain::llvm_version(),
+        cr.ptxas_unavailable
+            .as_ref()
+            .map(|w| format!(" Registers and spills unavailable: {w}."))
+            .unwrap_or_default()
+    ))]));
+    let num = |v: Option<usize>| opt(v, |n| n.to_string());
+    let change = |a: Option<usize>, b: Option<usize>| match (a, b) {
+        (Some(a), Some(b)) if a == b => "=".to_string(),
+        (Some(a), Some(b)) => format!("{:+}", b as i64 - a as i64),
+        _ => "-".into(),
+    };
+    let (base, best) = (cr.baseline.as_ref(), cr.best.as_ref());
+    let mut rows = Vec::new();
+    let mut row = |what: String, a: Option<usize>, b: Option<usize>| {
+        rows.push(vec![what, num(a), num(b), change(a, b)]);
+    };
+    row(
+        "IR instructions".into(),
+        base.map(|s| s.ir_instructions),
+        best.map(|s| s.ir_instructions),
+    );
+    row(
+        "PTX instructions".into(),
+        base.map(|s| s.ptx_instructions),
+        best.map(|s| s.ptx_instructions),
+    );
+    row(
+        "PTX bytes".into(),
+        base.map(|s| s.ptx_bytes),
+        best.map(|s| s.ptx_bytes),
+    );
+    let u = |v: Option<u32>| v.map(|n| n as usize);
+    row(
+        "registers".into(),
+        base.and_then(|s| u(s.registers)),
+        best.and_then(|s| u(s.registers)),
+    );
+    row(
+        "spill stores (bytes)".into(),
+        base.and_then(|s| u(s.spill_store_bytes)),
+        best.and_then(|s| u(s.spill_store_bytes)),
+    );
+    row(
+        "spill loads (bytes)".into(),
+        base.and_then(|s| u(s.spill_load_bytes)),
+        best.and_then(|s| u(s.spill_load_bytes)),
+    );
+    let mut groups: Vec<&String> = base
+        .iter()
+        .chain(best.iter())
+        .flat_map(|s| s.mix.keys())
+        .collect();
+    groups.sort();
+    groups.dedup();
+    for g in groups {
+        let get =
+            |s: Option<&super::code::CodeStats>| s.map(|s| s.mix.get(g).copied().unwrap_or(0));
+        row(format!("PTX {g}"), get(base), get(best));
+    }
+    sec.blocks.push(table(
+        vec!["", "clang -O3", "best", "change"],
+        rows,
+        &[],
+        &[1, 2, 3],
+    ));
+    for e in &cr.errors {
+        sec.blocks
+            .push(Block::Para(vec![t(format!("Error: {e}."))]));
+    }
+    if let Some(before) = cr.ir_before {
+        let steps = &cr.ir_after_each_pass;
+        let mut prev = before;
+        let mut rows = Vec::new();
+        let mut failed = 0;
+        for s in steps {
+            match s.ir_instructions {
+                Some(n) if n != prev => {
+                    rows.push(vec![
+                        s.index.to_string(),
+                        s.pass.clone(),
+                        n.to_string(),
+                        format!("{:+}", n as i64 - prev as i64),
+                    ]);
+                    prev = n;
+                }
+                Some(_) => {}
+                None => failed += 1,
+            }
+        }
+        sec.blocks.push(Block::Para(vec![t(format!(
+            "IR instructions after each pass of the best pipeline, run one pass at a time (close to the nested run, not identical): {} before, {} after; {} of {} passes changed the count (listed){}.",
+            before,
+            prev,
+            rows.len(),
+            steps.len(),
+            if failed > 0 { format!("; {failed} could not run alone") } else { String::new() }
+        ))]));
+        sec.blocks.push(table(
+            vec!["#", "pass", "IR instructions", "change"],
+            rows,
+            &[1],
+            &[0, 2, 3],
+        ));
+    }
+    sec
+}
+
+// ---- Markdown
+
+fn md_spans(spans: &[Span]) -> String {
+    spans
+        .iter()
+        .map(|s| match s {
+            Span::Text(t) => t
+                .replace('<', "\\<")
+                .replace('*', "\\*")
+                .replace('_', "\\_"),
+            Span::Code(c) => format!("`{c}`"),
+            Span::Strong(t) => format!("**{t}**"),
+        })
+        .collect()
+}
+
+fn md_cell(s: &str, code: bool) -> String {
+    let s = s.replace('|', "\\|");
+    if code && !s.is_empty() {
+        format!("`{s}`")
+    } else {
+        s.replace('<', "\\<")
+            .replace('_', "\\_")
+            .replace('*', "\\*")
+    }
+}
+
+fn markdown(doc: &[Section]) -> String {
+    let mut o = String::new();
+    for s in doc {
+        let _ = writeln!(o, "{} {}\n", "#".repeat(s.level), md_cell(&s.title, false));
+        for bl in &s.blocks {
+            match bl {
+                Block::Para(sp) => {
+                    let _ = writeln!(o, "{}\n", md_spans(sp));
+                }
+                Block::Table {
+                    head,
+                    rows,
+                    code,
+                    right,
+                    ..
+                } => {
+                    if rows.is_empty() {
+                        o.push_str("(none)\n\n");
+                        continue;
+                    }
+                    let _ = writeln!(o, "| {} |", head.join(" | "));
+                    let seps: Vec<&str> = (0..head.len())
+                        .map(|i| if right.contains(&i) { "---:" } else { "---" })
+                        .collect();
+                    let _ = writeln!(o, "|{}|", seps.join("|"));
+                    for r in rows {
+                        let cells: Vec<String> = r
+                            .iter()
+                            .enumerate()
+                            .map(|(i, v)| md_cell(v, code.contains(&i)))
+                            .collect();
+                        let _ = writeln!(o, "| {} |", cells.join(" | "));
+                    }
+                    o.push('\n');
+                }
+                Block::Fields(fields) => {
+                    for (name, v, code) in fields {
+                        let v = if *code {
+                            format!("`{v}`")
+                        } else {
+                            md_cell(v, false)
+                        };
+                        let _ = writeln!(o, "- {name}: {v}");
+                    }
+                    o.push('\n');
+                }
+                Block::Pre(text) => {
+                    let _ = writeln!(o, "```\n{text}\n```\n");
+                }
+                Block::Diff(lines) => {
+                    let _ = writeln!(o, "```diff\n{}\n```\n", lines.join("\n"));
+                }
+                Block::Svg { alt, .. } if !alt.is_empty() => {
+                    let _ = writeln!(o, "_{}_\n", alt.replace('_', "\\_"));
+                }
+                Block::Svg { .. } => {}
+            }
+        }
+    }
+    while o.ends_with("\n\n") {
+        o.pop();
+    }
+    o
+}
+
+// ---- Terminal
+
+fn term(doc: &[Section]) -> String {
+    let mut o = String::new();
+    for s in doc {
+        let under = match s.level {
+            1 => '=',
+            2 => '=',
+            _ => '-',
+        };
+        let _ = writeln!(
+            o,
+            "{}\n{}\n",
+            s.title,
+            under.to_string().repeat(s.title.chars().count())
+        );
+        for bl in &s.blocks {
+            match bl {
+                Block::Para(sp) => {
+                    let text: String = sp
+                        .iter()
+                        .map(|s| match s {
+                            Span::Text(t) | Span::Code(t) | Span::Strong(t) => t.as_str(),
+                        })
+                        .collect();
+                    let _ = writeln!(o, "{text}\n");
+                }
+                Block::Table {
+                    head, rows, right, ..
+                } => {
+                    if rows.is_empty() {
+                        o.push_str("  (none)\n\n");
+                        continue;
+                    }
+                    let n = head.len();
+                    let mut w = vec![0; n];
+                    for r in std::iter::once(head.iter().map(|h| h.to_string()).collect::<Vec<_>>())
+                        .chain(rows.iter().cloned())
+                    {
+                        for (i, v) in r.iter().enumerate().take(n) {
+                            w[i] = w[i].max(v.chars().count());
+                        }
+                    }
+                    let line = |r: &[String]| {
+                        let cells: Vec<String> = r
+                            .iter()
+                            .enumerate()
+                            .map(|(i, v)| {
+                                let pad = w[i].saturating_sub(v.chars().count());
+                                if right.contains(&i) {
+                                    format!("{}{v}", " ".repeat(pad))
+                                } else {
+                                    format!("{v}{}", " ".repeat(pad))
+                                }
+                            })
+                            .collect();
+                        format!("  {}", cells.join("  ").trim_end())
+                    };
+                    if head.iter().any(|h| !h.is_empty()) {
+                        let _ = writeln!(
+                            o,
+                            "{}",
+                            line(&head.iter().map(|h| h.to_string()).collect::<Vec<_>>())
+                        );
+                    }
+                    for r in rows {
+                        let _ = writeln!(o, "{}", line(r));
+                    }
+                    o.push('\n');
+                }
+                Block::Fields(fields) => {
+                    let w = fields.iter().map(|f| f.0.len()).max().unwrap_or(0);
+                    for (name, v, _) in fields {
+                        let _ = writeln!(o, "  {name:<w$}  {v}");
+                    }
+                    o.push('\n');
+                }
+                Block::Pre(text) => {
+                    let _ = writeln!(o, "  {text}\n");
+                }
+                Block::Diff(lines) => {
+                    for l in lines {
+                        let _ = writeln!(o, "  {l}");
+                    }
+                    o.push('\n');
+                }
+                Block::Svg { .. } => {} // the table after it says the same
+            }
+        }
+    }
+    while o.ends_with("\n\n") {
+        o.pop();
+    }
+    o
+}
+
+// ---- HTML
+
+const CSS: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#1b1b1b;line-height:1.45}\
+h1{font-size:1.7em}h2{margin-top:2.2em;border-bottom:2px solid #ccd;padding-bottom:.2em}h3{margin-top:1.6em}\
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #d4d4dc;padding:.25em .6em;vertical-align:top}\
+th{background:#f0f1f5;text-align:left}td.r,th.r{text-align:right}code,pre{font-family:ui-monospace,monospace;font-size:.9em}\
+pre{background:#f6f7f9;padding:.7em;white-space:pre-wrap;word-break:break-all;border:1px solid #e2e3e8}\
+pre.diff .del{color:#a11;background:#fde8e8}pre.diff .add{color:#161;background:#e6f6e6}pre.diff .same{color:#777}\
+th[data-col]{cursor:pointer}svg{display:block;margin:.5em 0;max-width:100%;height:auto}nav a{margin-right:1em}";
+
+const SORT_JS: &str = "document.querySelectorAll('table.sortable').forEach(function(t){\
+t.querySelectorAll('th').forEach(function(th,i){th.setAttribute('data-col',i);th.title='sort';\
+th.addEventListener('click',function(){var b=t.tBodies[0],rows=[].slice.call(b.rows),\
+d=th.getAttribute('data-dir')==='asc'?-1:1;th.setAttribute('data-dir',d===1?'asc':'desc');\
+rows.sort(function(x,y){var p=x.cells[i].getAttribute('data-v')||x.cells[i].textContent,\
+q=y.cells[i].getAttribute('data-v')||y.cells[i].textContent,m=parseFloat(p),n=parseFloat(q);\
+if(!isNaN(m)&&!isNaN(n))return d*(m-n);return d*p.localeCompare(q);});\
+rows.forEach(function(r){b.appendChild(r);});});});});";
+
+fn html_spans(spans: &[Span]) -> String {
+    spans
+        .iter()
+        .map(|s| match s {
+            Span::Text(t) => esc(t),
+            Span::Code(c) => format!("<code>{}</code>", esc(c)),
+            Span::Strong(t) => format!("<strong>{}</strong>", esc(t)),
+        })
+        .collect()
+}
+
+/// A sort key for a cell: the leading number of `1.234×`, `12.3 s`, `4 min 05 s`.
+fn sort_value(s: &str) -> Option<String> {
+    if let Some((m, rest)) = s.split_once(" min ") {
+        let sec: f64 = rest.trim_end_matches(" s").parse().ok()?;
+        return Some(format!("{}", m.parse::<f64>().ok()? * 60.0 + sec));
+    }
+    if let Some((h, rest)) = s.split_once(" h ") {
+        let min: f64 = rest.trim_end_matches(" min").parse().ok()?;
+        return Some(format!("{}", h.parse::<f64>().ok()? * 3600.0 + min * 60.0));
+    }
+    let num: String = s
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-')
+        .collect();
+    num.parse::<f64>().ok().map(|_| num)
+}
+
+fn html(doc: &[Section], r: &Report) -> String {
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
+<title>r3 report</title><style>{CSS}</style></head><body>\n"
+    );
+    let _ = writeln!(
+        o,
+        "<nav><a href=\"#summary\">summary</a>{}</nav>",
+        r.kernels
+            .iter()
+            .map(|k| format!(
+                "<a href=\"#{}\">{}</a>",
+                anchor(&format!("{}-{}", k.kernel, k.gpu)),
+                esc(&k.name)
+            ))
+            .collect::<String>()
+    );
+    for s in doc {
+        let _ = writeln!(
+            o,
+            "<h{l} id=\"{}\">{}</h{l}>",
+            esc(&s.id),
+            esc(&s.title),
+            l = s.level
+        );
+        for bl in &s.blocks {
+            match bl {
+                Block::Para(sp) => {
+                    let _ = writeln!(o, "<p>{}</p>", html_spans(sp));
+                }
+                Block::Table {
+                    head,
+                    rows,
+                    code,
+                    right,
+                    sortable,
+                } => {
+                    if rows.is_empty() {
+                        o.push_str("<p>(none)</p>\n");
+                        continue;
+                    }
+                    let cls = |i: usize| {
+                        if right.contains(&i) {
+                            " class=\"r\""
+                        } else {
+                            ""
+                        }
+                    };
+                    let _ = write!(
+                        o,
+                        "<table{}>",
+                        if *sortable { " class=\"sortable\"" } else { "" }
+                    );
+                    if head.iter().any(|h| !h.is_empty()) {
+                        o.push_str("<thead><tr>");
+                        for (i, h) in head.iter().enumerate() {
+                            let _ = write!(o, "<th{}>{}</th>", cls(i), esc(h));
+                        }
+                        o.push_str("</tr></thead>");
+                    }
+                    o.push_str("<tbody>");
+                    for row in rows {
+                        o.push_str("<tr>");
+                        for (i, v) in row.iter().enumerate() {
+                            let val = if code.contains(&i) {
+                                format!("<code>{}</code>", esc(v))
+                            } else {
+                                esc(v)
+                            };
+                            let dv = if *sortable {
+                                sort_value(v)
+                                    .map(|n| format!(" data-v=\"{n}\""))
+                                    .unwrap_or_default()
+                            } else {
+                                String::new()
+                            };
+                            let _ = write!(o, "<td{}{dv}>{val}</td>", cls(i));
+                        }
+                        o.push_str("</tr>");
+                    }
+                    o.push_str("</tbody></table>\n");
+                }
+                Block::Fields(fields) => {
+                    o.push_str("<table class=\"fields\"><tbody>");
+                    for (name, v, code) in fields {
+                        let v = if *code {
+                            format!("<code>{}</code>", esc(v))
+                        } else {
+                            esc(v)
+                        };
+                        let _ = write!(o, "<tr><th>{}</th><td>{v}</td></tr>", esc(name));
+                    }
+                    o.push_str("</tbody></table>\n");
+                }
+                Block::Pre(text) if text.len() > 400 => {
+                    // Folded (no script needed): a full O3-sized pipeline is a page of text.
+                    let _ = writeln!(
+                        o,
+                        "<details><summary>The whole pipeline text ({} characters)</summary><pre>{}</pre></details>",
+                        text.len(),
+                        esc(text)
+                    );
+                }
+                Block::Pre(text) => {
+                    let _ = writeln!(o, "<pre>{}</pre>", esc(text));
+                }
+                Block::Diff(lines) => {
+                    o.push_str("<pre class=\"diff\">");
+                    for l in lines {
+                        let cls = match l.chars().next() {
+                            Some('-') => "del",
+                            Some('+') => "add",
+                            _ => "same",
+                        };
+                        let _ = writeln!(o, "<span class=\"{cls}\">{}</span>", esc(l));
+                    }
+                    o.push_str("</pre>\n");
+                }
+                Block::Svg { svg, .. } => {
+                    let _ = writeln!(o, "<figure>{svg}</figure>");
+                }
+            }
+        }
+    }
+    let _ = writeln!(o, "<script>{SORT_JS}</script>\n</body></html>");
+    o
+}
+
+/// "Search: …" — the warm start and, where the last run stopped early, why.
+fn search_note(s: &crate::tuning::SearchNote, trials: usize) -> Option<String> {
+    let mut parts = Vec::new();
+    if !s.recipes.is_empty() {
+        let traits = if s.traits.is_empty() {
+            String::new()
+        } else {
+            format!(" (traits: {})", s.traits.join(", "))
+        };
+        parts.push(format!(
+            "recipes measured first: {}{traits}",
+            s.recipes.join(", ")
+        ));
+    }
+    if s.learned_from > 0 {
+        parts.push(format!(
+            "learned from {} earlier searches in the store",
+            s.learned_from
+        ));
+    }
+    match (s.stop.as_deref(), s.budget) {
+        (Some("time"), Some(b)) => {
+            parts.push(format!("cut short by --time after {trials} of {b} trials"))
+        }
+        (Some("interrupted"), Some(b)) => parts.push(format!(
+            "interrupted after {trials} of {b} trials (--resume continues it)"
+        )),
+        _ => {}
+    }
+    if let Some(l2) = s.l2.as_ref().filter(|c| c.worth_showing()) {
+        parts.push(format!("measured with {}", l2.summary()));
+    }
+    (!parts.is_empty()).then(|| format!("Search: {}.", parts.join("; ")))
+}
+
+/// "Apply: …", and on how many recorded launches the shipped code reproduced the outputs.
+fn apply_line(a: &super::tuning::ApplyReport) -> String {
+    match a.validated_on.len() {
+        0 => format!("Apply: {}.", a.note),
+        n => format!(
+            "Apply: {}; outputs right on {} recorded launches ({} besides the searched one).",
+            a.note,
+            n + 1,
+            a.validated_on.join(", ")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_and_sort_values() {
+        assert_eq!("md".parse::<Format>().unwrap(), Format::Markdown);
+        assert!("pdf".parse::<Format>().is_err());
+        assert_eq!(fmt_secs(75.0), "1 min 15 s");
+        assert_eq!(sort_value("1.250×").as_deref(), Some("1.250"));
+        assert_eq!(sort_value("1 min 15 s").as_deref(), Some("75"));
+        assert_eq!(sort_value("-"), None);
+    }
+
+    #[test]
+    fn the_l2_state_is_noted_where_it_is_warm_or_the_states_differ() {
+        use crate::store::l2::{Choice, Regime};
+        let choice = |regime, cold: f64, warm: f64| Choice {
+            policy: "auto".into(),
+            regime,
+            reason: "why".into(),
+            natural_us: Some(355.0),
+            cold_us: Some(cold),
+            warm_us: Some(warm),
+        };
+        let note = |c: Choice| {
+            let s = crate::tuning::SearchNote {
+                l2: Some(c),
+                ..Default::default()
+            };
+            search_note(&s, 10)
+        };
+        assert_eq!(
+            note(choice(Regime::Warm, 783.0, 360.0)).unwrap(),
+            "Search: measured with L2 warm: why (-O3 783.0 µs cold, 360.0 µs warm; \
+             the program's own launches 355.0 µs)."
+        );
+        assert!(note(choice(Regime::Cold, 783.0, 360.0)).is_some());
+        assert_eq!(note(choice(Regime::Cold, 104.0, 100.0)), None);
+    }
+}

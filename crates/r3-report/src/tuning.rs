@@ -1,0 +1,790 @@
+//! `r3 report`: what tuning found, per kernel and GPU, from the trials database.
+//!
+//! [`build`] reads the store into a [`Report`], which is also the JSON document
+//! (`docs/report-schema.md`, `schema_version` [`SCHEMA_VERSION`]); `render` turns it into
+//! text, Markdown or one self-contained HTML file. Nothing here runs on a GPU: pass importance
+//! comes from ablation trials already in the database ([`crate::passes::diff::ablations`] makes
+//! them), and code statistics are recomputed on the CPU for the baseline and the best
+//! candidate only.
+
+use super::code::{self, CodeStats, PassStep};
+use crate::candidate::Candidate;
+use crate::lower::Codegen;
+use crate::passes::diff::{self as passes, DiffOp};
+use crate::store::outcome::{Outcome, TimeStats};
+use crate::store::trials::{slug, TrialRecord};
+use crate::store::{identity, KernelRecord, Store, StoreError};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The JSON report's schema version; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 2;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("no trials in store {store}; fix: run `r3 tune` first")]
+    NoTrials { store: PathBuf },
+    #[error("kernel '{kernel}': no trials in store {store}; kernels with trials: {known}; fix: name one of these, or `r3 tune {kernel}` first")]
+    NoMatch {
+        kernel: String,
+        store: PathBuf,
+        known: String,
+    },
+    #[error("kernel {kernel} ({path}): best pipeline: {msg}; fix: resume the search with this r3 (`r3 tune {kernel} --resume`), or move the file away")]
+    Pipeline {
+        kernel: String,
+        path: PathBuf,
+        msg: String,
+    },
+}
+
+/// What to report on.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Kernel names, mangled or demangled, or hashes (prefixes); empty: every kernel with trials.
+    pub kernels: Vec<String>,
+    /// `ptxas` for registers and spills; None: shown as unavailable.
+    pub ptxas: Option<PathBuf>,
+    /// Recompute code statistics (lowering the stored module); off, they are "not computed".
+    pub code: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub r3_version: String,
+    pub store: String,
+    pub summary: Summary,
+    pub kernels: Vec<KernelReport>,
+    /// Source rewrites `r3 evolve` measured or stored (absent when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rewrites: Vec<super::rewrites::RewriteReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Kernel × GPU pairs reported.
+    pub kernels: usize,
+    /// Pairs with a valid best trial (the geometric mean is over these).
+    pub tuned: usize,
+    pub geomean_speedup: Option<f64>,
+    pub total_trials: usize,
+    /// Sum of the pairs' `tuning_s`.
+    pub total_tuning_s: f64,
+    /// One row per pair, fastest speedup first (pairs without one last).
+    pub rows: Vec<SummaryRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SummaryRow {
+    pub kernel: String,
+    pub name: String,
+    pub gpu: String,
+    pub speedup: Option<f64>,
+    pub baseline_us: Option<f64>,
+    pub best_us: Option<f64>,
+    pub trials: usize,
+    pub tuning_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelReport {
+    /// The kernel as the trials name it.
+    pub kernel: String,
+    /// Demangled name when the kernel is in the store, else `kernel`.
+    pub name: String,
+    /// The stored kernel's hash, when found.
+    pub hash: Option<String>,
+    pub gpu: String,
+    pub driver: String,
+    pub trials_file: String,
+    pub strategy: String,
+    pub seed: u64,
+    pub trials: usize,
+    /// Wall time from the first trial's start to the last trial's end.
+    pub tuning_s: f64,
+    /// Sums over trials: compiling (passes and codegen) and measuring on the GPU.
+    pub compile_s: f64,
+    pub measure_s: f64,
+    pub outcomes: Outcomes,
+    /// clang -O3, timed interleaved with the best candidate (the best's reference).
+    pub baseline: Option<TimeStats>,
+    pub best: Option<Best>,
+    pub pipeline: Option<PipelineReport>,
+    pub importance: Importance,
+    pub convergence: Vec<ConvergencePoint>,
+    pub top: Vec<TopConfig>,
+    pub code: CodeReport,
+    /// What `--r3-apply` would build with from these trials.
+    pub apply: ApplyReport,
+    /// How the search started and ended, where the store recorded it.
+    pub search: SearchNote,
+}
+
+/// A search's warm start (the shipped recipes and the store's earlier searches it measured
+/// first) and how its last run ended.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SearchNote {
+    /// Recipes measured right after the baseline (names; `*`: the kernel met its
+    /// preconditions).
+    pub recipes: Vec<String>,
+    /// The kernel's -O3 traits that chose them.
+    pub traits: Vec<String>,
+    /// Earlier searches in the store it learned from.
+    pub learned_from: usize,
+    /// "budget", "time" (cut short by --time) or "interrupted"; None when not recorded.
+    pub stop: Option<String>,
+    /// The budget of the last run, where recorded.
+    pub budget: Option<u32>,
+    /// The L2 state it measured in and why (`--l2`), where recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub l2: Option<crate::store::l2::Choice>,
+}
+
+/// What apply ships from a kernel's trials (`apply::plan`, the policy in the environment).
+#[derive(Debug, Clone, Serialize)]
+pub struct ApplyReport {
+    /// The trial apply builds with; None when it keeps clang's code.
+    pub trial: Option<u32>,
+    pub speedup: Option<f64>,
+    /// Why, in words: the best, another trial (and why not the best), or -O3.
+    pub note: String,
+    /// The other recorded launches whose outputs the shipped trial reproduced when it was
+    /// confirmed (the searched launch aside); empty where there were none, or none checked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub validated_on: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Outcomes {
+    pub valid: usize,
+    pub wrong_output: usize,
+    pub crashed: usize,
+    pub timed_out: usize,
+    pub compile_error: usize,
+    /// Trials whose PTX equalled an earlier one (outcome reused, not measured again).
+    pub duplicates: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Best {
+    pub trial: u32,
+    pub candidate: Candidate,
+    pub time: TimeStats,
+    /// Candidate median over baseline median (lower is better).
+    pub ratio: f64,
+    /// Baseline median over candidate median (higher is better).
+    pub speedup: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineReport {
+    /// The best pipeline in `opt -passes=` syntax, as recorded.
+    pub text: String,
+    /// Passes in O3 and in the best pipeline (`default<On>` expanded).
+    pub o3_passes: usize,
+    pub best_passes: usize,
+    pub removed: usize,
+    pub added: usize,
+    pub changed: usize,
+    /// Edit script from the O3 pipeline to the best one.
+    pub diff: Vec<DiffOp>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Importance {
+    /// `measured` (every ablation found), `partial`, `not_measured`, or `unavailable`.
+    pub status: String,
+    /// Ablations found in the trials / passes in the best pipeline.
+    pub measured: usize,
+    pub total: usize,
+    /// Measured ablations, most important first: removing the pass breaks the kernel, then
+    /// by slowdown.
+    pub passes: Vec<PassImportance>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PassImportance {
+    pub index: usize,
+    pub pass: String,
+    pub trial: u32,
+    /// The ablation trial's outcome status (`valid`, `wrong_output`, …).
+    pub outcome: String,
+    /// Without the pass: time over baseline (valid only).
+    pub ratio: Option<f64>,
+    /// Without the pass: time over the best's time (> 1: the pass helps).
+    pub slowdown: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConvergencePoint {
+    pub trial: u32,
+    /// Seconds since tuning started, at the end of this trial.
+    pub elapsed_s: f64,
+    /// This trial's speedup (valid trials only).
+    pub speedup: Option<f64>,
+    /// Best speedup so far.
+    pub best_speedup: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TopConfig {
+    pub rank: usize,
+    pub trial: u32,
+    pub speedup: f64,
+    pub time: TimeStats,
+    /// Changes against O3: "-removed +added ~changed" passes.
+    pub vs_o3: String,
+    pub candidate: Candidate,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CodeReport {
+    /// Why statistics are missing (kernel not in the store, lowering failed, not computed).
+    pub unavailable: Option<String>,
+    pub sm: Option<String>,
+    /// Why registers and spills are missing, if they are.
+    pub ptxas_unavailable: Option<String>,
+    pub baseline: Option<CodeStats>,
+    pub best: Option<CodeStats>,
+    /// Errors met computing part of the statistics (that part is missing).
+    pub errors: Vec<String>,
+    /// IR instructions before the best pipeline, then after each of its passes.
+    pub ir_before: Option<usize>,
+    pub ir_after_each_pass: Vec<PassStep>,
+}
+
+fn status(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Valid { .. } => "valid",
+        Outcome::CompileError { .. } => "compile_error",
+        Outcome::WrongOutput { .. } => "wrong_output",
+        Outcome::Crashed { .. } => "crashed",
+        Outcome::TimedOut { .. } => "timed_out",
+    }
+}
+
+/// Whether a selector names this kernel (see `identity::names`); trials of no stored kernel
+/// (simulations) are named by their key.
+fn matches(sel: &str, key: &str, stored: Option<&KernelRecord>) -> bool {
+    sel == key || slug(sel) == slug(key) || stored.is_some_and(|k| identity::names(sel, k))
+}
+
+/// The stored kernel a trials key (its content hash) names.
+fn find_kernel<'a>(key: &str, kernels: &'a [KernelRecord]) -> Option<&'a KernelRecord> {
+    kernels.iter().find(|k| k.hash == key)
+}
+
+/// Reads the store into a report.
+pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError> {
+    // A variant's trials are its rewrite's inner search: reported with the rewrite.
+    let variants: Vec<String> = store.variants()?.into_iter().map(|v| v.hash).collect();
+    let mut sets = store.trial_sets()?;
+    sets.retain(|(_, recs)| !variants.contains(&recs[0].kernel));
+    let rewrites = super::rewrites::build(store, &opts.kernels)?;
+    if sets.is_empty() && rewrites.is_empty() {
+        return Err(ReportError::NoTrials {
+            store: store.root().to_owned(),
+        });
+    }
+    let stored = store.kernels()?;
+    let mut chosen = Vec::new();
+    for (path, recs) in &sets {
+        let key = &recs[0].kernel;
+        let k = find_kernel(key, &stored);
+        if opts.kernels.is_empty() || opts.kernels.iter().any(|s| matches(s, key, k)) {
+            chosen.push((path, recs, k));
+        }
+    }
+    for sel in &opts.kernels {
+        let named: Vec<&KernelRecord> = chosen
+            .iter()
+            .filter(|(_, recs, k)| matches(sel, &recs[0].kernel, *k))
+            .filter_map(|(_, _, k)| *k)
+            .collect();
+        if identity::distinct(&named) > 1 {
+            return Err(identity::ambiguous(sel, &named).into());
+        }
+        let rewritten = rewrites.iter().any(|r| {
+            r.kernel == *sel
+                || stored
+                    .iter()
+                    .any(|k| k.hash == r.kernel && identity::names(sel, k))
+        });
+        if !rewritten
+            && !chosen
+                .iter()
+                .any(|(_, recs, k)| matches(sel, &recs[0].kernel, *k))
+        {
+            let mut known: Vec<String> = sets
+                .iter()
+                .map(|(_, r)| match find_kernel(&r[0].kernel, &stored) {
+                    Some(k) => format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
+                    None => r[0].kernel.clone(),
+                })
+                .collect();
+            known.dedup();
+            return Err(ReportError::NoMatch {
+                kernel: sel.clone(),
+                store: store.root().to_owned(),
+                known: known.join(", "),
+            });
+        }
+    }
+    // A search whose files beside the trials are damaged is left out with its fix, and the
+    // report goes on; only when nothing is left is that the error.
+    let mut kernels = Vec::new();
+    let mut damaged = None;
+    for (path, recs, k) in chosen {
+        match kernel_report(store, path, recs, k, opts) {
+            Ok(r) => kernels.push(r),
+            Err(e) => {
+                crate::store::warn_left_out(&e, "that search");
+                damaged.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = damaged.filter(|_| kernels.is_empty() && rewrites.is_empty()) {
+        return Err(e);
+    }
+    Ok(Report {
+        schema_version: SCHEMA_VERSION,
+        r3_version: env!("CARGO_PKG_VERSION").into(),
+        store: store.root().display().to_string(),
+        summary: summarize(&kernels),
+        kernels,
+        rewrites,
+    })
+}
+
+fn summarize(kernels: &[KernelReport]) -> Summary {
+    let speedups: Vec<f64> = kernels
+        .iter()
+        .filter_map(|k| k.best.as_ref().map(|b| b.speedup))
+        .collect();
+    let geomean = (!speedups.is_empty())
+        .then(|| (speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64).exp());
+    let mut rows: Vec<SummaryRow> = kernels
+        .iter()
+        .map(|k| SummaryRow {
+            kernel: k.kernel.clone(),
+            name: k.name.clone(),
+            gpu: k.gpu.clone(),
+            speedup: k.best.as_ref().map(|b| b.speedup),
+            baseline_us: k.baseline.as_ref().map(|b| b.median_us),
+            best_us: k.best.as_ref().map(|b| b.time.median_us),
+            trials: k.trials,
+            tuning_s: k.tuning_s,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.speedup
+            .unwrap_or(f64::NEG_INFINITY)
+            .total_cmp(&a.speedup.unwrap_or(f64::NEG_INFINITY))
+    });
+    Summary {
+        kernels: kernels.len(),
+        tuned: speedups.len(),
+        geomean_speedup: geomean,
+        total_trials: kernels.iter().map(|k| k.trials).sum(),
+        total_tuning_s: kernels.iter().map(|k| k.tuning_s).sum(),
+        rows,
+    }
+}
+
+/// What apply would ship, and why that and not the best where they differ.
+fn apply_report(
+    recs: &[TrialRecord],
+    confirmed: &[crate::store::trials::Confirmation],
+    best: Option<&Best>,
+) -> ApplyReport {
+    use crate::store::winner::{shippable_best, Policy};
+    let policy = Policy::from_env();
+    let candidate = shippable_best(recs, confirmed, &policy).filter(|t| t.trial != 0);
+    // The confirmed speedup where this very trial was re-measured, else the search's.
+    let speedup_of = |t: &TrialRecord| {
+        crate::store::winner::confirmation_of(confirmed, t.trial)
+            .map_or(t.ratio(), |c| c.ratio())
+            .map(|r| 1.0 / r)
+    };
+    let small = candidate
+        .and_then(|t| speedup_of(t).map(|s| (t.trial, s)))
+        .filter(|(_, s)| *s < policy.min_speedup.max(1.0));
+    let shipped = candidate.filter(|_| small.is_none());
+    let speedup = shipped.and_then(speedup_of);
+    let why_not_best = |c: &Candidate| {
+        if c.block_x.is_some() {
+            "changes the block size (host code), which apply never ships"
+        } else {
+            "sets launch bounds, which apply ships only with R3_APPLY_LAUNCH_BOUNDS=1 (a larger launch would fail)"
+        }
+    };
+    if recs[0].simulated() && !policy.simulated {
+        return ApplyReport {
+            trial: None,
+            speedup: None,
+            note: "keeps clang's code: simulated trials are never shipped (R3_APPLY_SIMULATED=1 is for tests)".into(),
+            validated_on: Vec::new(),
+        };
+    }
+    if let Some((trial, s)) = small.filter(|(_, s)| *s > 1.0) {
+        return ApplyReport {
+            trial: None,
+            speedup: None,
+            note: format!(
+                "keeps clang's code: the best trial it can ship (trial {trial}, {s:.3}x) is under the {:.2}x worth a change of code (R3_APPLY_MIN_SPEEDUP)",
+                policy.min_speedup
+            ),
+            validated_on: Vec::new(),
+        };
+    }
+    let note = match (shipped, best) {
+        (Some(t), Some(b)) if t.trial == b.trial => format!("applies the best (trial {})", t.trial),
+        (Some(t), Some(b)) => format!(
+            "applies trial {} ({:.3}x): the best (trial {}) {}",
+            t.trial,
+            speedup.unwrap_or(1.0),
+            b.trial,
+            why_not_best(&b.candidate)
+        ),
+        (None, Some(b)) if b.trial != 0 && !policy.ships(&b.candidate) => format!(
+            "keeps clang's code: the best (trial {}) {}, and no trial apply ships beats -O3",
+            b.trial,
+            why_not_best(&b.candidate)
+        ),
+        _ => refuted_elsewhere(recs, confirmed)
+            .unwrap_or_else(|| "keeps clang's code: nothing beats -O3".into()),
+    };
+    let validated_on = shipped
+        .and_then(|t| crate::store::winner::confirmation_of(confirmed, t.trial))
+        .map(|c| c.launches.iter().map(|l| l.recording.clone()).collect())
+        .unwrap_or_default();
+    ApplyReport {
+        trial: shipped.map(|t| t.trial),
+        speedup,
+        note,
+        validated_on,
+    }
+}
+
+/// Why the fastest trial is not kept, where another recorded launch refuted it.
+fn refuted_elsewhere(
+    recs: &[TrialRecord],
+    confirmed: &[crate::store::trials::Confirmation],
+) -> Option<String> {
+    let fastest = crate::store::winner::pick_best(recs, &[])?;
+    let c = crate::store::winner::confirmation_of(confirmed, fastest.trial)?;
+    let bad = c.failed_launch()?;
+    Some(format!(
+        "keeps clang's code: the fastest trial ({}) {} on recorded launch {}",
+        fastest.trial,
+        bad.outcome.in_words(),
+        bad.recording
+    ))
+}
+
+fn kernel_report(
+    store: &Store,
+    path: &Path,
+    recs: &[TrialRecord],
+    stored: Option<&KernelRecord>,
+    opts: &ReportOptions,
+) -> Result<KernelReport, ReportError> {
+    let first = &recs[0];
+    let confirmed = &store.confirmations(path)?;
+    let own_ms = |r: &TrialRecord| r.passes_ms + r.codegen_ms + r.measure_ms;
+    let start_ms = recs
+        .iter()
+        .map(|r| r.finished_unix_ms as f64 - own_ms(r))
+        .fold(f64::INFINITY, f64::min);
+    let end_ms = recs
+        .iter()
+        .map(|r| r.finished_unix_ms as f64)
+        .fold(f64::NEG_INFINITY, f64::max);
+
+    let mut outcomes = Outcomes::default();
+    for r in recs {
+        match &r.outcome {
+            Outcome::Valid { .. } => outcomes.valid += 1,
+            Outcome::CompileError { .. } => outcomes.compile_error += 1,
+            Outcome::WrongOutput { .. } => outcomes.wrong_output += 1,
+            Outcome::Crashed { .. } => outcomes.crashed += 1,
+            Outcome::TimedOut { .. } => outcomes.timed_out += 1,
+        }
+        outcomes.duplicates += r.duplicate_of.is_some() as usize;
+    }
+
+    // The best: as `Store::best_trial` picks it (lowest ratio, unless its confirmation failed).
+    let best_rec = crate::store::winner::pick_best(recs, confirmed);
+    let (best, baseline) = match best_rec.map(|r| (r, &r.outcome)) {
+        Some((r, Outcome::Valid { time, baseline })) => {
+            let ratio = time.median_us / baseline.median_us;
+            (
+                Some(Best {
+                    trial: r.trial,
+                    candidate: r.candidate.clone(),
+                    time: time.clone(),
+                    ratio,
+                    speedup: 1.0 / ratio,
+                }),
+                Some(baseline.clone()),
+            )
+        }
+        _ => (None, None),
+    };
+
+    let apply = apply_report(recs, confirmed, best.as_ref());
+    let search = search_note(store, path)?;
+    let name = stored
+        .map(|k| k.signature.demangled.clone())
+        .unwrap_or_else(|| first.kernel.clone());
+    let pipeline_err = |msg: String| ReportError::Pipeline {
+        kernel: name.clone(),
+        path: path.to_owned(),
+        msg,
+    };
+    let o3 = passes::expand("default<O3>").map_err(|e| pipeline_err(e.to_string()))?;
+    let vs_o3 = |c: &Candidate| -> String {
+        match passes::expand(&c.pipeline) {
+            Ok(p) => {
+                let (r, a, ch) = passes::diff_counts(&passes::diff(&o3, &p));
+                if (r, a, ch) == (0, 0, 0) {
+                    "= O3".into()
+                } else {
+                    format!("-{r} +{a} ~{ch}")
+                }
+            }
+            Err(_) => "unparsed".into(),
+        }
+    };
+
+    let pipeline = match &best {
+        Some(b) => {
+            let p =
+                passes::expand(&b.candidate.pipeline).map_err(|e| pipeline_err(e.to_string()))?;
+            let diff = passes::diff(&o3, &p);
+            let (removed, added, changed) = passes::diff_counts(&diff);
+            Some(PipelineReport {
+                text: b.candidate.pipeline.clone(),
+                o3_passes: o3.steps.len(),
+                best_passes: p.steps.len(),
+                removed,
+                added,
+                changed,
+                diff,
+            })
+        }
+        None => None,
+    };
+
+    let importance = match &best {
+        None => Importance {
+            status: "unavailable".into(),
+            measured: 0,
+            total: 0,
+            passes: Vec::new(),
+        },
+        Some(b) => {
+            let mut all = recs.to_vec();
+            all.extend(store.ablations(path)?);
+            importance(b, &all).map_err(|e| pipeline_err(e.to_string()))?
+        }
+    };
+
+    let mut convergence = Vec::new();
+    let mut best_so_far: Option<f64> = None;
+    for r in recs {
+        let s = r.ratio().map(|x| 1.0 / x);
+        if let Some(s) = s {
+            best_so_far = Some(best_so_far.map_or(s, |b: f64| b.max(s)));
+        }
+        convergence.push(ConvergencePoint {
+            trial: r.trial,
+            elapsed_s: (r.finished_unix_ms as f64 - start_ms) / 1e3,
+            speedup: s,
+            best_speedup: best_so_far,
+        });
+    }
+
+    let mut by_code: HashMap<String, &TrialRecord> = HashMap::new();
+    for r in recs
+        .iter()
+        .filter(|r| r.ratio().is_some() && r.duplicate_of.is_none())
+    {
+        let key = r.ptx_hash.clone().unwrap_or_else(|| r.candidate.key());
+        let e = by_code.entry(key).or_insert(r);
+        if r.ratio().unwrap() < e.ratio().unwrap() {
+            *e = r;
+        }
+    }
+    let mut distinct: Vec<&TrialRecord> = by_code.into_values().collect();
+    distinct.sort_by(|a, b| {
+        a.ratio()
+            .unwrap()
+            .total_cmp(&b.ratio().unwrap())
+            .then(a.trial.cmp(&b.trial))
+    });
+    let top = distinct
+        .iter()
+        .take(5)
+        .enumerate()
+        .filter_map(|(i, r)| match &r.outcome {
+            Outcome::Valid { time, baseline } => Some(TopConfig {
+                rank: i + 1,
+                trial: r.trial,
+                speedup: baseline.median_us / time.median_us,
+                time: time.clone(),
+                vs_o3: vs_o3(&r.candidate),
+                candidate: r.candidate.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+
+    let code = code_report(store, stored, best.as_ref(), opts);
+
+    Ok(KernelReport {
+        kernel: first.kernel.clone(),
+        name,
+        hash: stored.map(|k| k.hash.clone()),
+        gpu: first.gpu.clone(),
+        driver: first.driver.clone(),
+        trials_file: path.display().to_string(),
+        strategy: first.strategy.clone(),
+        seed: first.seed,
+        trials: recs.len(),
+        tuning_s: ((end_ms - start_ms) / 1e3).max(0.0),
+        compile_s: recs.iter().map(|r| r.passes_ms + r.codegen_ms).sum::<f64>() / 1e3,
+        measure_s: recs.iter().map(|r| r.measure_ms).sum::<f64>() / 1e3,
+        outcomes,
+        baseline,
+        best,
+        pipeline,
+        importance,
+        convergence,
+        top,
+        code,
+        apply,
+        search,
+    })
+}
+
+fn search_note(store: &Store, path: &Path) -> Result<SearchNote, ReportError> {
+    let mut note = SearchNote::default();
+    if let Some(t) = store.transfer_sources_at(path)? {
+        note.recipes = t
+            .recipes
+            .iter()
+            .map(|r| format!("{}{}", r.name, if r.matched { "*" } else { "" }))
+            .collect();
+        note.traits = t.traits;
+        note.learned_from = t.sources.len();
+    }
+    if let Some(e) = store.search_end(path)? {
+        note.stop = Some(e.stop);
+        note.budget = Some(e.budget);
+    }
+    note.l2 = store.l2_choice(path)?;
+    Ok(note)
+}
+
+fn importance(best: &Best, recs: &[TrialRecord]) -> Result<Importance, passes::PassesError> {
+    let abl = passes::ablations(&best.candidate)?;
+    let mut found = Vec::new();
+    for a in &abl {
+        // The latest measurement of this exact candidate.
+        if let Some(r) = recs.iter().rev().find(|r| r.candidate == a.candidate) {
+            let ratio = r.ratio();
+            found.push(PassImportance {
+                index: a.index,
+                pass: a.pass.clone(),
+                trial: r.trial,
+                outcome: status(&r.outcome).into(),
+                ratio,
+                slowdown: ratio.map(|x| x / best.ratio),
+            });
+        }
+    }
+    // Breaking the kernel first, then by slowdown, then pipeline order.
+    found.sort_by(|a, b| {
+        let key = |p: &PassImportance| p.slowdown.unwrap_or(f64::INFINITY);
+        key(b).total_cmp(&key(a)).then(a.index.cmp(&b.index))
+    });
+    let status = match found.len() {
+        0 => "not_measured",
+        n if n == abl.len() => "measured",
+        _ => "partial",
+    };
+    Ok(Importance {
+        status: status.into(),
+        measured: found.len(),
+        total: abl.len(),
+        passes: found,
+    })
+}
+
+fn code_report(
+    store: &Store,
+    stored: Option<&KernelRecord>,
+    best: Option<&Best>,
+    opts: &ReportOptions,
+) -> CodeReport {
+    let mut out = CodeReport::default();
+    let Some(k) = stored else {
+        out.unavailable = Some("the kernel is not in the store".into());
+        return out;
+    };
+    if !opts.code {
+        out.unavailable = Some("not computed".into());
+        return out;
+    }
+    let bitcode = match store.kernel_bitcode(&k.hash) {
+        Ok(b) => b,
+        Err(e) => {
+            out.unavailable = Some(e.to_string());
+            return out;
+        }
+    };
+    let target = Codegen {
+        sm: k.signature.arch.clone(),
+        ptx: None,
+        opt_level: 3,
+    };
+    out.sm = Some(target.sm.clone());
+    if opts.ptxas.is_none() {
+        out.ptxas_unavailable = Some("no CUDA SDK with ptxas found".into());
+    }
+    let what = &k.signature.name;
+    let ptxas = opts.ptxas.as_deref();
+    let mut ptxas_note = None;
+    match code::code_stats(&bitcode, what, &Candidate::baseline(), &target, ptxas) {
+        Ok((s, note)) => {
+            out.baseline = Some(s);
+            ptxas_note = ptxas_note.or(note);
+        }
+        Err(e) => out.errors.push(format!("baseline: {e}")),
+    }
+    if let Some(b) = best {
+        match code::code_stats(&bitcode, what, &b.candidate, &target, ptxas) {
+            Ok((s, note)) => {
+                out.best = Some(s);
+                ptxas_note = ptxas_note.or(note);
+            }
+            Err(e) => out.errors.push(format!("best: {e}")),
+        }
+        match code::ir_after_each_pass(&bitcode, what, &b.candidate, &target) {
+            Ok((before, steps)) => {
+                out.ir_before = Some(before);
+                out.ir_after_each_pass = steps;
+            }
+            Err(e) => out.errors.push(format!("IR after each pass: {e}")),
+        }
+    }
+    if out.ptxas_unavailable.is_none() {
+        out.ptxas_unavailable = ptxas_note;
+    }
+    out
+}
