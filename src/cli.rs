@@ -876,7 +876,7 @@ fn ptx_cmd(
         None => out!("{ptx}"),
     }
     if stats {
-        let s = r3::lower::ptx_stats(&ptx);
+        let s = r3::ptx::stats::stats(&ptx);
         eprintln!(
             "{}: {} PTX instructions, entries: {}",
             input.display(),
@@ -914,6 +914,9 @@ fn tune_simulated(
     opts: r3::remix::tune::TuneOptions,
     resume: bool,
 ) -> Result<i32> {
+    if tables.len() > 1 && kernel.is_some() {
+        anyhow::bail!("name no kernel with several --simulate tables: each table is its kernel");
+    }
     let store = open_store(store, cwd, true)?;
     let stop = stop_flag();
     let tally =
@@ -1274,7 +1277,7 @@ fn print_recipes(cat: &r3::passes::catalog::Catalog) -> Result<i32> {
         outln!("  {:<24} {}", "", s.why);
     }
     outln!("traits (read off a kernel's -O3 PTX):");
-    for (name, what) in r3::lower::TRAITS {
+    for (name, what) in r3::ptx::cfg::TRAITS {
         outln!("  {name:<24} {what}");
     }
     Ok(0)

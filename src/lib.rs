@@ -15,6 +15,7 @@ pub use r3_ir::{egraph, lower, toolchain};
 pub use r3_kernel as kernel;
 pub use r3_passes as passes;
 pub use r3_passes::candidate;
+pub use r3_ptx as ptx;
 pub use r3_remix as remix;
 pub use r3_replay as replay;
 pub use r3_replay::device;

@@ -15,7 +15,7 @@ const KERNEL: &str = "r3_saxpy";
 pub struct Outcome {
     pub sm: String,
     pub ptx_version: String,
-    pub ptx: lower::PtxStats,
+    pub ptx: crate::ptx::stats::PtxStats,
     pub lower_ms: f64,
     /// None when no GPU was there to run on.
     pub run: Option<RunOutcome>,
@@ -63,7 +63,7 @@ pub fn run(sm_override: Option<&str>) -> Result<Outcome, SelftestError> {
     let module = ir::load_bytes(&ctx, SAXPY_IR.as_bytes(), "selftest saxpy.ll")?;
     let ptx = lower::to_ptx(&module, "default<O3>", &cg)?;
     let lower_ms = t.elapsed().as_secs_f64() * 1e3;
-    let stats = lower::ptx_stats(&ptx);
+    let stats = crate::ptx::stats::stats(&ptx);
 
     let (run, no_gpu_reason) = match (target, driver) {
         (Some(g), Some(d)) => (Some(launch(&ptx, g, d)?), None),

@@ -129,7 +129,7 @@ fn ptx_pipeline_changes_the_code() {
     };
     // With no IR passes and no backend optimization the frontend's allocas stay in local memory.
     assert!(run("", "0").contains(".local"));
-    let count = |ptx: &str| r3::lower::ptx_stats(ptx).instructions;
+    let count = |ptx: &str| r3::ptx::stats::stats(ptx).instructions;
     assert!(count(&run("default<O3>", "3")) < count(&run("", "3")));
 }
 

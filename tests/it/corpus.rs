@@ -76,7 +76,7 @@ fn corpus_builds_with_r3_and_matches_the_checked_in_store() {
             .expect("verifies");
         let ptx = r3::lower::to_ptx(&m, "default<O3>", &r3::lower::Codegen::default()).unwrap();
         assert_eq!(
-            r3::lower::ptx_stats(&ptx).entries,
+            r3::ptx::stats::stats(&ptx).entries,
             std::slice::from_ref(&k.signature.name)
         );
     }

@@ -1112,7 +1112,7 @@ fn pipeline_element_runs_between_llvm_passes() {
         &cg,
     )
     .unwrap();
-    assert!(r3::lower::ptx_stats(&ptx).instructions > 0);
+    assert!(r3::ptx::stats::stats(&ptx).instructions > 0);
     let err = r3::lower::to_ptx(&m, "r3-egraph<speed=3>", &cg).unwrap_err();
     assert!(err.to_string().contains("speed=3"), "{err}");
 }

@@ -5,8 +5,9 @@
 
 use crate::support::{r3_bin, repo};
 use r3::candidate::Candidate;
-use r3::lower::{ptx_traits, to_ptx, Codegen};
+use r3::lower::{to_ptx, Codegen};
 use r3::passes::catalog::Catalog;
+use r3::ptx::cfg::traits as ptx_traits;
 use r3::remix::recipes;
 use r3::remix::sim::{synthetic, Family, Simulator};
 use r3::remix::space::{Space, SpaceOptions};

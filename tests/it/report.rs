@@ -53,6 +53,7 @@ fn rec(kernel: &str, gpu: &str, trial: u32, c: &Candidate, o: Outcome) -> TrialR
         gpu: gpu.into(),
         driver: "580.65".into(),
         device: None,
+        target: None,
         r3_version: "0.1.0".into(),
         strategy: "bo".into(),
         seed: 7,

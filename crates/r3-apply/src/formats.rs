@@ -91,6 +91,7 @@ mod tests {
             gpu: "g".into(),
             driver: "d".into(),
             device: None,
+            target: None,
             r3_version: "0".into(),
             strategy: "bo".into(),
             seed: 0,

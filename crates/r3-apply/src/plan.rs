@@ -175,7 +175,7 @@ fn winner_of(k: &KernelRecord, t: &TrialRecord, confirmed_speedup: Option<f64>) 
         gpu: t.gpu.clone(),
         driver: t.driver.clone(),
         candidate: t.candidate.clone(),
-        ptx_isa: ptx_isa_of(&t.driver),
+        ptx_isa: ptx_isa(t),
         ptx_hash: t.ptx_hash.clone().filter(|_| !simulated),
         trial: t.trial,
         speedup: t.ratio().map_or(1.0, |r| 1.0 / r),
@@ -185,10 +185,69 @@ fn winner_of(k: &KernelRecord, t: &TrialRecord, confirmed_speedup: Option<f64>) 
     }
 }
 
-/// The PTX ISA replay lowered for, from the trial's driver ("CUDA 13.0"), as
-/// `lower::ptx_for_driver` chose it.
+/// The PTX ISA the trial's candidate was compiled for: its own target where it records one.
+fn ptx_isa(t: &TrialRecord) -> Option<String> {
+    t.target
+        .as_ref()
+        .map_or_else(|| ptx_isa_of(&t.driver), |target| target.ptx.clone())
+}
+
+/// The PTX ISA replay lowered for, from the driver ("CUDA 13.0") of a trial that does not
+/// record its target (an earlier r3's), as `lower::ptx_for_driver` chose it.
 fn ptx_isa_of(driver: &str) -> Option<String> {
     let (major, minor) = driver.strip_prefix("CUDA ")?.split_once('.')?;
     let v = (major.parse().ok()?, minor.parse().ok()?);
     Some(crate::lower::ptx_for_driver(v).to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::candidate::Candidate;
+    use crate::store::outcome::Outcome;
+    use crate::store::trials::Target;
+
+    fn trial(driver: &str, target: Option<Target>) -> TrialRecord {
+        TrialRecord {
+            format: 1,
+            trial: 3,
+            kernel: "h".into(),
+            gpu: "NVIDIA H100 (sm_90)".into(),
+            driver: driver.into(),
+            device: None,
+            target,
+            r3_version: "0".into(),
+            strategy: "bo".into(),
+            seed: 0,
+            batch: 1,
+            candidate: Candidate::with_pipeline("default<O2>"),
+            ptx_hash: Some("p".into()),
+            duplicate_of: None,
+            outcome: Outcome::CompileError {
+                message: "unused here".into(),
+            },
+            passes_ms: 0.0,
+            codegen_ms: 0.0,
+            measure_ms: 0.0,
+            finished_unix_ms: 0,
+        }
+    }
+
+    #[test]
+    fn the_ptx_isa_is_the_trials_own_target_and_the_driver_only_for_older_trials() {
+        let target = |ptx: Option<&str>| Target {
+            sm: "sm_90".into(),
+            ptx: ptx.map(str::to_owned),
+        };
+        // A trial that records its target is lowered for it, whatever its driver says.
+        let t = trial("CUDA 13.0", Some(target(Some("ptx85"))));
+        assert_eq!(ptx_isa(&t).as_deref(), Some("ptx85"));
+        let t = trial("CUDA 13.0", Some(target(None)));
+        assert_eq!(ptx_isa(&t), None);
+        // An earlier r3's trial names only the driver.
+        let t = trial("CUDA 13.0", None);
+        assert_eq!(ptx_isa(&t), ptx_isa_of("CUDA 13.0"));
+        assert!(ptx_isa(&t).is_some());
+        assert_eq!(ptx_isa(&trial("none", None)), None);
+    }
 }

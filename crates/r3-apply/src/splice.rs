@@ -21,6 +21,7 @@
 //! program's (visible outside the module, or a mangled C++ name), because a renamed copy would
 //! split state the host shares.
 
+use r3_ptx::lex::{TokKind, Token};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
@@ -115,7 +116,7 @@ pub fn splice(host: &str, tuned: &[Tuned]) -> Result<String, SpliceError> {
     let h = Module::parse(host, None)?;
     let mut order = Vec::with_capacity(tuned.len());
     for (i, t) in tuned.iter().enumerate() {
-        if t.tag.is_empty() || !t.tag.bytes().all(is_ident_char) {
+        if t.tag.is_empty() || !t.tag.bytes().all(r3_ptx::lex::is_ident_char) {
             return Err(SpliceError::BadTag {
                 kernel: t.kernel.to_string(),
                 tag: t.tag.to_string(),
@@ -436,36 +437,6 @@ pub fn entry_text<'a>(ptx: &'a str, kernel: &str) -> Option<&'a str> {
     Some(&ptx[m.span(entry)])
 }
 
-fn is_ident_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TokKind {
-    /// `[a-zA-Z][a-zA-Z0-9_$]*` or `[_$%][a-zA-Z0-9_$]+`: names, registers, labels, opcodes.
-    Ident,
-    /// `.` followed by identifier characters: directives, and the suffixes of opcodes
-    /// (`ld.param.b32` is `ld`, `.param`, `.b32`), which must never be taken for names.
-    Directive,
-    Number,
-    Str,
-    Punct(u8),
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Token {
-    kind: TokKind,
-    start: usize,
-    end: usize,
-    line: usize,
-}
-
-impl Token {
-    fn range(&self) -> Range<usize> {
-        self.start..self.end
-    }
-}
-
 fn malformed(kernel: Option<&str>, line: usize, problem: String) -> SpliceError {
     match kernel {
         None => SpliceError::MalformedHost { line, problem },
@@ -479,96 +450,7 @@ fn malformed(kernel: Option<&str>, line: usize, problem: String) -> SpliceError 
 
 /// `kernel`: whose tuned PTX `text` is; `None` for the host's.
 fn lex(text: &str, kernel: Option<&str>) -> Result<Vec<Token>, SpliceError> {
-    let malformed = |line: usize, problem: &str| malformed(kernel, line, problem.to_string());
-    let b = text.as_bytes();
-    let mut toks = Vec::new();
-    let (mut i, mut line) = (0, 1);
-    while let Some(&c) = b.get(i) {
-        let next = b.get(i + 1).copied().unwrap_or(0);
-        let start = i;
-        let kind = match c {
-            b'\n' => {
-                line += 1;
-                i += 1;
-                continue;
-            }
-            _ if c.is_ascii_whitespace() || c == 0x0b => {
-                i += 1;
-                continue;
-            }
-            b'/' if next == b'/' => {
-                while b.get(i).is_some_and(|&c| c != b'\n') {
-                    i += 1;
-                }
-                continue;
-            }
-            b'/' if next == b'*' => {
-                let Some(len) = text[i + 2..].find("*/") else {
-                    return Err(malformed(line, "unterminated `/*` comment"));
-                };
-                line += b[i..i + 2 + len].iter().filter(|&&c| c == b'\n').count();
-                i += len + 4;
-                continue;
-            }
-            b'"' => {
-                i += 1;
-                loop {
-                    match b.get(i) {
-                        None | Some(b'\n') => return Err(malformed(line, "unterminated string")),
-                        Some(b'"') => break,
-                        Some(b'\\') => i += 2,
-                        Some(_) => i += 1,
-                    }
-                }
-                i += 1;
-                TokKind::Str
-            }
-            b'.' if is_ident_char(next) => {
-                i += 1;
-                while b.get(i).copied().is_some_and(is_ident_char) {
-                    i += 1;
-                }
-                TokKind::Directive
-            }
-            _ if c.is_ascii_alphabetic()
-                || (matches!(c, b'_' | b'$' | b'%') && is_ident_char(next)) =>
-            {
-                i += 1;
-                while b.get(i).copied().is_some_and(is_ident_char) {
-                    i += 1;
-                }
-                TokKind::Ident
-            }
-            _ if c.is_ascii_digit() => {
-                // Hex floats (`0f3F800000`) and versions (`8.8`) are one token, so that their
-                // letters are never read as names.
-                while b
-                    .get(i)
-                    .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
-                {
-                    i += 1;
-                }
-                TokKind::Number
-            }
-            _ if c.is_ascii() => {
-                i += 1;
-                TokKind::Punct(c)
-            }
-            _ => {
-                return Err(malformed(
-                    line,
-                    "a non-ASCII character outside comments and strings",
-                ))
-            }
-        };
-        toks.push(Token {
-            kind,
-            start,
-            end: i,
-            line,
-        });
-    }
-    Ok(toks)
+    r3_ptx::lex::lex(text).map_err(|e| malformed(kernel, e.line, e.problem.to_string()))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

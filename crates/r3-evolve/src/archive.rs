@@ -22,7 +22,7 @@ pub struct Archive {
 
 /// The cell of a PTX text.
 pub fn cell(ptx: &str) -> String {
-    let stats = crate::lower::ptx_stats(ptx);
+    let stats = crate::ptx::stats::stats(ptx);
     let n = stats.instructions.max(1);
     let global = ptx
         .lines()

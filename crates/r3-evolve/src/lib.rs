@@ -16,6 +16,7 @@ use r3_ir::lower;
 use r3_kernel as kernel;
 use r3_passes as passes;
 use r3_passes::candidate;
+use r3_ptx as ptx;
 use r3_remix as remix;
 use r3_replay as replay;
 use r3_store as store;
@@ -1039,8 +1040,8 @@ pub fn ptx_words(ptx: &str) -> String {
             .filter(|l| l.trim_start().starts_with(op))
             .count()
     };
-    let stats = crate::lower::ptx_stats(ptx);
-    let traits = crate::lower::ptx_traits(ptx);
+    let stats = crate::ptx::stats::stats(ptx);
+    let traits = crate::ptx::cfg::traits(ptx);
     format!(
         "{} instructions, {} global loads, {} global stores, {} shared-memory accesses, {} FMAs{}",
         stats.instructions,

@@ -3,6 +3,7 @@
 use r3_kernel as kernel;
 use r3_passes as passes;
 use r3_passes::candidate;
+use r3_ptx as ptx;
 
 pub mod egraph;
 pub mod lower;

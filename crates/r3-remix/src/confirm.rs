@@ -292,6 +292,7 @@ mod tests {
                 gpu: "GPU (sm_90)".into(),
                 driver: "CUDA 13.0".into(),
                 id: None,
+                target: None,
             }
         }
         fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {

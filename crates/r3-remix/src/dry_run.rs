@@ -110,7 +110,7 @@ pub fn dry_run(
         };
         out.compiled += 1;
         times.push(ms);
-        let n = lower::ptx_stats(&ptx).instructions;
+        let n = crate::ptx::stats::stats(&ptx).instructions;
         if i == 0 {
             out.instructions.0 = n;
         }

@@ -1,7 +1,7 @@
 //! Recipes: r3's shipped prior (`passes/recipes.toml`). Each is one configuration — a pipeline
 //! variant of the grid and its knobs — that a search measures right after the baseline, so that
 //! a cold store starts from what earlier searches found. A recipe may name preconditions: traits
-//! of the kernel's `-O3` PTX (`lower::TRAITS`); it is then offered only to kernels that show
+//! of the kernel's `-O3` PTX (`ptx::cfg::TRAITS`); it is then offered only to kernels that show
 //! them, and before the general recipes.
 //!
 //! Hand-written recipes carry their reason; learned ones are written by
@@ -120,7 +120,7 @@ pub fn check(specs: Vec<RecipeSpec>, catalog: &Catalog) -> Result<Vec<Recipe>, R
             return Err(bad("min_blocks_per_sm needs max_threads".into()));
         }
         if let Some(t) = spec.when.iter().find(|t| !is_trait(t)) {
-            let known: Vec<&str> = crate::lower::TRAITS.iter().map(|t| t.0).collect();
+            let known: Vec<&str> = crate::ptx::cfg::TRAITS.iter().map(|t| t.0).collect();
             return Err(bad(format!(
                 "unknown trait '{t}'; traits: {}",
                 known.join(", ")
@@ -171,7 +171,7 @@ impl RecipeSpec {
 }
 
 fn is_trait(name: &str) -> bool {
-    crate::lower::TRAITS.iter().any(|t| t.0 == name)
+    crate::ptx::cfg::TRAITS.iter().any(|t| t.0 == name)
 }
 
 impl Recipe {

@@ -196,7 +196,7 @@ pub fn tune_on_gpu(
     how: &GpuTune,
     stop: &AtomicBool,
     say: Say,
-) -> Result<Tally, crate::store::StoreError> {
+) -> Result<Tally, SessionError> {
     let target = target(driver, gpu);
     let mut tally = Tally::default();
     for (key, recs) in by_kernel(store, recs)? {
@@ -221,7 +221,7 @@ pub fn tune_on_gpu(
                 continue;
             }
         };
-        one_kernel_on_gpu(store, &mut ev, base, how, stop, &mut tally, say);
+        one_kernel_on_gpu(store, &mut ev, base, how, stop, &mut tally, say)?;
     }
     if tally.irreproducible > 0 {
         say(Line::Note(format!(
@@ -230,6 +230,16 @@ pub fn tune_on_gpu(
         )));
     }
     Ok(tally)
+}
+
+/// Why a tuning session could not go on at all (a kernel's own failure is said, counted in
+/// the `Tally`, and the next kernel goes on).
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Space(#[from] crate::space::SpaceError),
 }
 
 /// The search of one kernel whose evaluator is ready, and what follows it.
@@ -241,23 +251,16 @@ fn one_kernel_on_gpu(
     stop: &AtomicBool,
     tally: &mut Tally,
     say: Say,
-) {
+) -> Result<(), SessionError> {
     let b = ev.recording().launch.block;
-    let space = match Space::builtin(SpaceOptions {
+    let space = Space::builtin(SpaceOptions {
         launch_threads: Some(b[0] * b[1] * b[2]),
         block_size_agnostic: how.block_size_agnostic && b[1] == 1 && b[2] == 1,
         fast_math: how.measure.tolerance.is_some(),
         r3_passes: how.egraph,
         grid: how.grid,
         ..Default::default()
-    }) {
-        Ok(space) => space,
-        Err(e) => {
-            say(Line::Note(format!("r3 tune: {}: {e}", ev.kernel().hash)));
-            tally.failed += 1;
-            return;
-        }
-    };
+    })?;
     let opts = TuneOptions {
         kernel: ev.kernel().hash.clone(),
         budget: finite_budget(base.budget, &space),
@@ -266,7 +269,7 @@ fn one_kernel_on_gpu(
     // The trials file's lock first: a second search of this kernel on this GPU stops here,
     // before it measures anything beside the first.
     let Some(log) = claim(store, &opts, &ev.device().gpu, how.fleet, tally, say) else {
-        return;
+        return Ok(());
     };
     choose_l2(store, ev, &opts.kernel, how.measure.l2, say);
     tally.searched += 1;
@@ -294,10 +297,11 @@ fn one_kernel_on_gpu(
             tally.failed += 1;
         }
     }
+    Ok(())
 }
 
 /// An error and what caused it, each after a colon (as the CLI's errors are shown).
-fn with_causes(e: &dyn std::error::Error) -> String {
+pub fn with_causes(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -507,7 +511,7 @@ pub fn judge_parts(
 ) -> Result<(GpuEvaluator, Space, TuneOptions), String> {
     let rec = store
         .launches_of(&k.hash)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| with_causes(&e))?
         .into_iter()
         .next()
         .ok_or_else(|| {
@@ -518,14 +522,14 @@ pub fn judge_parts(
         })?;
     let b = rec.launch.block;
     let mut ev = GpuEvaluator::new(store, rec, target(driver, gpu), measure_options(gpu, how))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| with_causes(&e))?;
     choose_l2(store, &mut ev, &k.hash, how.l2, say);
     let space = Space::builtin(SpaceOptions {
         launch_threads: Some(b[0] * b[1] * b[2]),
         fast_math: how.tolerance.is_some(),
         ..Default::default()
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| with_causes(&e))?;
     let tune = TuneOptions {
         kernel: k.hash.clone(),
         strategy: "bo".into(),
@@ -551,9 +555,6 @@ pub fn tune_simulated(
     stop: &AtomicBool,
     say: Say,
 ) -> Result<Tally, SimulateError> {
-    if tables.len() > 1 && kernel.is_some() {
-        return Err(SimulateError::KernelWithTables);
-    }
     let index = store.index()?;
     let mut tally = Tally::default();
     for table in tables {
@@ -597,8 +598,6 @@ pub fn tune_simulated(
 /// Why `r3 tune --simulate` could not go on.
 #[derive(Debug, thiserror::Error)]
 pub enum SimulateError {
-    #[error("name no kernel with several --simulate tables: each table is its kernel")]
-    KernelWithTables,
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]

@@ -10,9 +10,9 @@
 use super::space::{Space, SpaceOptions};
 use crate::candidate::Candidate;
 use crate::lower::Lowered;
-use crate::lower::PtxStats;
 use crate::passes::catalog::Catalog;
 use crate::passes::pipeline::Pipeline;
+use crate::ptx::stats::PtxStats;
 use crate::replay::{Device, Evaluator};
 use crate::store::outcome::{Outcome, TimeStats};
 use rand::seq::IndexedRandom;
@@ -78,7 +78,7 @@ pub struct Landscape {
     /// Best known time over baseline, when known (the optimum of a synthetic model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_ratio: Option<f64>,
-    /// The kernel's traits (`lower::TRAITS`), which choose the recipes a search tries first;
+    /// The kernel's traits (`ptx::cfg::TRAITS`), which choose the recipes a search tries first;
     /// absent: none known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traits: Vec<String>,
@@ -365,6 +365,7 @@ impl Evaluator for Simulator {
             gpu: crate::store::trials::simulated_gpu(Some(&self.landscape.gpu)),
             driver: "none".into(),
             id: None,
+            target: None,
         }
     }
 }

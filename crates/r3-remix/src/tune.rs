@@ -462,6 +462,7 @@ fn record(
         gpu: device.gpu.clone(),
         driver: device.driver.clone(),
         device: device.id.clone(),
+        target: device.target.clone(),
         r3_version: env!("CARGO_PKG_VERSION").into(),
         strategy: opts.strategy.clone(),
         seed: opts.seed,

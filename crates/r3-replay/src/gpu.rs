@@ -445,6 +445,10 @@ fn device_name(target: &Codegen, ordinal: i32) -> (super::Device, Option<String>
                 gpu: format!("{} ({})", g.name, g.sm()),
                 driver: format!("CUDA {}.{}", driver.0, driver.1),
                 id: Some(g.uuid.clone()),
+                target: Some(crate::store::trials::Target {
+                    sm: target.sm.clone(),
+                    ptx: target.ptx.clone(),
+                }),
             };
             (device, Some(g.name.clone()))
         }
@@ -453,6 +457,7 @@ fn device_name(target: &Codegen, ordinal: i32) -> (super::Device, Option<String>
                 gpu: format!("no GPU ({})", target.sm),
                 driver: "none".into(),
                 id: None,
+                target: None,
             },
             None,
         ),
@@ -527,8 +532,8 @@ pub struct ReplayResult {
     pub candidate: Candidate,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mutation: Option<crate::ir::mutate::Mutation>,
-    pub baseline_ptx: crate::lower::PtxStats,
-    pub candidate_ptx: crate::lower::PtxStats,
+    pub baseline_ptx: crate::ptx::stats::PtxStats,
+    pub candidate_ptx: crate::ptx::stats::PtxStats,
     /// None in a dry run.
     pub measured: Option<Measured>,
     /// The L2 state it was measured in and why; None in a dry run.

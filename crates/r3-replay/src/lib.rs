@@ -11,6 +11,7 @@ use r3_ir::lower;
 use r3_ir::toolchain;
 use r3_kernel as kernel;
 use r3_passes::candidate;
+use r3_ptx as ptx;
 use r3_store as store;
 
 pub mod device;
@@ -41,6 +42,9 @@ pub struct Device {
     pub driver: String,
     /// Which device of that model (its UUID), where known: trials say which one measured them.
     pub id: Option<String>,
+    /// What candidates are compiled for here; None for simulations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::store::trials::Target>,
 }
 
 /// The interface the search uses. Implemented by the GPU replayer and by simulations.
@@ -54,6 +58,7 @@ pub trait Evaluator: Sync {
             gpu: "unknown".into(),
             driver: "unknown".into(),
             id: None,
+            target: None,
         }
     }
 
@@ -79,11 +84,11 @@ pub trait Evaluator: Sync {
     /// running on others.
     fn measure(&self, kernel: &str, batch: &[Lowered]) -> Vec<Outcome>;
 
-    /// The traits of the kernel's -O3 code (`lower::TRAITS`) that recipes' preconditions name;
+    /// The traits of the kernel's -O3 code (`ptx::cfg::TRAITS`) that recipes' preconditions name;
     /// by default read off the baseline's PTX. None known when it does not compile.
     fn traits(&self, kernel: &str) -> Vec<String> {
         match self.lower(kernel, &Candidate::baseline()) {
-            Ok(l) => crate::lower::ptx_traits(&l.ptx)
+            Ok(l) => crate::ptx::cfg::traits(&l.ptx)
                 .into_iter()
                 .map(String::from)
                 .collect(),

@@ -192,12 +192,7 @@ fn load_recording(job: &Job) -> Result<crate::store::records::Recording, String>
 /// Whether PTX has an atomic or reduction instruction (`atom.*`, `red.*`), predicated or not.
 fn uses_atomics(ptx: &str) -> bool {
     ptx.lines().any(|line| {
-        let mut op = line.trim_start();
-        if op.starts_with('@') {
-            op = op
-                .split_once(char::is_whitespace)
-                .map_or("", |(_, rest)| rest.trim_start());
-        }
+        let op = crate::ptx::stats::opcode(line);
         op.starts_with("atom.") || op.starts_with("red.")
     })
 }

@@ -18,7 +18,7 @@ pub struct CodeStats {
     pub ir_instructions: usize,
     pub ptx_instructions: usize,
     pub ptx_bytes: usize,
-    /// PTX instructions by group (see [`opcode_group`]).
+    /// PTX instructions by group (`ptx::stats::opcode_group`).
     pub mix: BTreeMap<String, usize>,
     /// From `ptxas -v`; None when ptxas is unavailable (see `Code::ptxas`).
     pub registers: Option<u32>,
@@ -35,55 +35,6 @@ pub struct PassStep {
     pub ir_instructions: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-}
-
-/// The group a PTX opcode (`ld.global.nc.f32`, `fma.rn.f32`, …) is counted in.
-pub fn opcode_group(op: &str) -> &'static str {
-    let base = op.split('.').next().unwrap_or(op);
-    let space = |s: &str| op.split('.').any(|p| p == s);
-    match base {
-        "ld" | "ldu" if space("global") => "ld.global",
-        "st" if space("global") => "st.global",
-        "ld" if space("shared") => "ld.shared",
-        "st" if space("shared") => "st.shared",
-        "ld" | "st" if space("local") => "ld/st.local",
-        "ld" if space("param") => "ld.param",
-        "ld" | "ldu" | "st" | "cp" | "prefetch" => "ld/st.other",
-        "atom" | "red" => "atomic",
-        "fma" | "mad" => "fma/mad",
-        "add" | "sub" | "mul" | "div" | "rem" | "neg" | "abs" | "min" | "max" | "copysign" => {
-            "arith"
-        }
-        "and" | "or" | "xor" | "not" | "shl" | "shr" | "bfe" | "bfi" | "popc" | "clz" | "brev"
-        | "prmt" | "shf" | "lop3" | "cnot" => "logic",
-        "setp" | "selp" | "set" | "slct" => "compare/select",
-        "cvt" | "cvta" => "convert",
-        "mov" => "move",
-        "bra" | "ret" | "exit" | "call" | "brx" => "control",
-        "bar" | "barrier" | "membar" | "fence" => "sync",
-        "sqrt" | "rsqrt" | "rcp" | "ex2" | "lg2" | "sin" | "cos" | "tanh" => "special",
-        _ => "other",
-    }
-}
-
-/// PTX instructions by group (same counting rule as [`lower::ptx_stats`]).
-pub fn ptx_mix(ptx: &str) -> BTreeMap<String, usize> {
-    let mut mix = BTreeMap::new();
-    let mut depth = 0i32;
-    for line in ptx.lines().map(str::trim) {
-        depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
-        let is_decl = line.starts_with('.') || line.starts_with("//") || line.is_empty();
-        if depth > 0 && line.ends_with(';') && !is_decl {
-            let mut words = line.split_whitespace();
-            let mut op = words.next().unwrap_or("");
-            if op.starts_with('@') {
-                op = words.next().unwrap_or("");
-            }
-            let op = op.trim_end_matches(';');
-            *mix.entry(opcode_group(op).to_owned()).or_insert(0) += 1;
-        }
-    }
-    mix
 }
 
 pub use crate::lower::{ptxas_info, PtxasInfo};
@@ -106,12 +57,12 @@ pub fn code_stats(
     } else {
         lower_in_child(bitcode, what, c, target)?
     };
-    let stats = lower::ptx_stats(&ptx);
+    let stats = crate::ptx::stats::stats(&ptx);
     let mut out = CodeStats {
         ir_instructions: ir,
         ptx_instructions: stats.instructions,
         ptx_bytes: stats.bytes,
-        mix: ptx_mix(&ptx),
+        mix: crate::ptx::stats::mix(&ptx),
         registers: None,
         spill_store_bytes: None,
         spill_load_bytes: None,
@@ -194,29 +145,4 @@ pub fn ir_after_each_pass(
         });
     }
     Ok((before, steps))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn opcodes_group() {
-        assert_eq!(opcode_group("ld.global.nc.f32"), "ld.global");
-        assert_eq!(opcode_group("st.shared.v4.f32"), "st.shared");
-        assert_eq!(opcode_group("ld.param.u64"), "ld.param");
-        assert_eq!(opcode_group("st.local.u32"), "ld/st.local");
-        assert_eq!(opcode_group("fma.rn.f32"), "fma/mad");
-        assert_eq!(opcode_group("setp.ge.s32"), "compare/select");
-        assert_eq!(opcode_group("bra.uni"), "control");
-        let ptx = ".visible .entry k(\n.param .u64 k_p0\n)\n{\n.reg .b32 %r<4>;\nld.param.u64 %rd1, [k_p0];\n@%p1 bra $L__BB0_2;\nfma.rn.f32 %f3, %f1, %f2, %f3;\n$L__BB0_2:\nret;\n}\n";
-        let mix = ptx_mix(ptx);
-        assert_eq!(mix["ld.param"], 1);
-        assert_eq!(mix["control"], 2);
-        assert_eq!(mix["fma/mad"], 1);
-        assert_eq!(
-            mix.values().sum::<usize>(),
-            lower::ptx_stats(ptx).instructions
-        );
-    }
 }

@@ -12,6 +12,7 @@ use r3_ir::toolchain;
 use r3_kernel as kernel;
 use r3_passes as passes;
 use r3_passes::candidate;
+use r3_ptx as ptx;
 use r3_store as store;
 
 pub mod code;

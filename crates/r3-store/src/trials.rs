@@ -15,6 +15,15 @@ use std::path::{Path, PathBuf};
 
 pub const FORMAT: u32 = 1;
 
+/// What a trial's candidate was compiled for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// The GPU architecture, e.g. "sm_90".
+    pub sm: String,
+    /// The PTX ISA as LLVM's feature, e.g. "ptx90"; None: what the IR asked for.
+    pub ptx: Option<String>,
+}
+
 /// One finished trial.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialRecord {
@@ -28,6 +37,10 @@ pub struct TrialRecord {
     /// in trials of earlier r3s. Several identical GPUs share one trials file per kernel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// What the candidate was compiled for; absent in simulations and in trials of earlier
+    /// r3s (which name only the driver).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
     pub r3_version: String,
     pub strategy: String,
     pub seed: u64,
@@ -816,6 +829,7 @@ mod tests {
             gpu: "NVIDIA H200".into(),
             driver: "580".into(),
             device: None,
+            target: None,
             r3_version: "0".into(),
             strategy: "random".into(),
             seed: 0,

@@ -41,7 +41,7 @@ pub fn lower_in_process(
     Ok(Lowered {
         candidate: c.clone(),
         ptx_hash: crate::kernel::short_hash(t.ptx.as_bytes()),
-        stats: super::ptx_stats(&t.ptx),
+        stats: crate::ptx::stats::stats(&t.ptx),
         ptx: t.ptx,
         passes_ms: t.passes_ms,
         codegen_ms: t.codegen_ms,
