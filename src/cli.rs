@@ -866,10 +866,7 @@ fn ptx_cmd(
     output: Option<&Path>,
     stats: bool,
 ) -> Result<i32> {
-    let ctx = inkwell::context::Context::create();
-    let module = r3::ir::load_file(&ctx, input)?;
-    r3::ir::check_device_ir(&module, &input.display().to_string())?;
-    let ptx = r3::lower::to_ptx(&module, pipeline, cg)?;
+    let ptx = r3::lower::ptx_of_file(input, pipeline, cg)?;
     match output {
         Some(path) => r3::store::write_output(path, ptx.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?,
@@ -1291,11 +1288,14 @@ fn egraph_cmd(
     store: Option<&Path>,
     cwd: &Path,
 ) -> Result<i32> {
-    let ctx = inkwell::context::Context::create();
-    let module = if Path::new(input).exists() {
-        let module = r3::ir::load_file(&ctx, Path::new(input))?;
-        r3::ir::check_device_ir(&module, input)?;
-        module
+    use r3::egraph::{show, Input};
+    let (stats, changes) = if Path::new(input).exists() {
+        show(
+            Input::File(Path::new(input)),
+            pipeline_before,
+            options,
+            input,
+        )?
     } else {
         let loc = r3::store::locate(store, cwd);
         let store = r3::store::Store::open(&loc.path)
@@ -1305,13 +1305,9 @@ fn egraph_cmd(
             .select_one(input, None)
             .with_context(|| format!("'{input}' is no file; as a kernel"))?;
         let bytes = store.kernel_bitcode(&k.hash)?;
-        r3::ir::load_bytes(&ctx, &bytes, &k.signature.name)?
+        let source = Input::Bitcode(&bytes, &k.signature.name);
+        show(source, pipeline_before, options, input)?
     };
-    let opts = r3::egraph::EgraphOptions::parse(options)?;
-    let tm = r3::lower::target_machine(&r3::lower::Codegen::default())?;
-    r3::ir::run_pipeline(&module, pipeline_before, &tm)?;
-    let (stats, changes) = r3::egraph::run_with_report(&module, &opts)?;
-    r3::ir::verify(&module, &format!("{input} after r3-egraph"))?;
     if json {
         let out = serde_json::json!({ "stats": stats, "functions": changes });
         outln!("{}", serde_json::to_string_pretty(&out)?);

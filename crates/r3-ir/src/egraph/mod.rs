@@ -284,6 +284,51 @@ pub struct FunctionChange {
     pub stats: EgraphStats,
 }
 
+/// The module `r3 egraph` shows a rewrite of.
+pub enum Input<'a> {
+    /// Device IR as text or bitcode.
+    File(&'a std::path::Path),
+    /// A stored kernel's bitcode, and its name.
+    Bitcode(&'a [u8], &'a str),
+}
+
+/// Why `r3 egraph` could not show a rewrite.
+#[derive(Debug, thiserror::Error)]
+pub enum ShowError {
+    #[error(transparent)]
+    Ir(#[from] crate::IrError),
+    #[error(transparent)]
+    Lower(#[from] crate::lower::LowerError),
+    #[error(transparent)]
+    Egraph(#[from] EgraphError),
+}
+
+/// `r3 egraph`: the module after `pipeline_before`, rewritten with `options` (the element's
+/// own syntax) and verified; what changed, function by function. `what` names the input in
+/// errors.
+pub fn show(
+    input: Input,
+    pipeline_before: &str,
+    options: &str,
+    what: &str,
+) -> Result<(EgraphStats, Vec<FunctionChange>), ShowError> {
+    let ctx = inkwell::context::Context::create();
+    let module = match input {
+        Input::File(path) => {
+            let module = crate::load_file(&ctx, path)?;
+            crate::check_device_ir(&module, what)?;
+            module
+        }
+        Input::Bitcode(bytes, name) => crate::load_bytes(&ctx, bytes, name)?,
+    };
+    let opts = EgraphOptions::parse(options)?;
+    let tm = crate::lower::target_machine(&crate::lower::Codegen::default())?;
+    crate::run_pipeline(&module, pipeline_before, &tm)?;
+    let (stats, changes) = run_with_report(&module, &opts)?;
+    crate::verify(&module, &format!("{what} after r3-egraph"))?;
+    Ok((stats, changes))
+}
+
 /// Like `run_on_module`, also returning the before/after text of each changed function.
 pub fn run_with_report(
     module: &Module,

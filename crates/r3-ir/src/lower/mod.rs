@@ -223,6 +223,14 @@ pub fn retarget(module: &Module, cg: &Codegen) {
 }
 
 /// Runs `pipeline` over the module, then lowers it to PTX text.
+/// `r3 ptx`: the PTX of a device IR file (text or bitcode) after `pipeline`, for `cg`.
+pub fn ptx_of_file(path: &Path, pipeline: &str, cg: &Codegen) -> Result<String, LowerError> {
+    let ctx = inkwell::context::Context::create();
+    let module = ir::load_file(&ctx, path)?;
+    ir::check_device_ir(&module, &path.display().to_string())?;
+    to_ptx(&module, pipeline, cg)
+}
+
 pub fn to_ptx(module: &Module, pipeline: &str, cg: &Codegen) -> Result<String, LowerError> {
     Ok(lower_timed(module, pipeline, cg)?.ptx)
 }
