@@ -803,10 +803,7 @@ fn replay(
     let mutations: Vec<_> = how.mutate.iter().copied().map(Some).chain([None]).collect();
     let store = open_store(store, cwd, false)?;
     let recs = store.select_recordings(sel)?;
-    let gpu = match r3::device::probe() {
-        r3::device::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
-        _ => None,
-    };
+    let gpu = r3::device::probe().first();
     if gpu.is_none() && !dry_run {
         anyhow::bail!("no GPU on this machine: replay runs recorded launches on one. `--dry-run` builds the PTX and reports static statistics without it");
     }
@@ -988,10 +985,7 @@ fn tune_gpu(
     base: r3::remix::tune::TuneOptions,
     how: &r3::remix::session::GpuTune,
 ) -> Result<i32> {
-    let Some((driver, gpu)) = (match r3::device::probe() {
-        r3::device::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
-        _ => None,
-    }) else {
+    let Some((driver, gpu)) = r3::device::probe().first() else {
         anyhow::bail!("no GPU on this machine: tune measures candidates on one (try `r3 tune --simulate TABLE.json`)");
     };
     let store = open_store(store, cwd, false)?;
@@ -1120,10 +1114,7 @@ fn evolve_cmd(
     let store = open_store(store, cwd, false)?;
     let targets = each::targets(&store, kernels, all, opts.propose)?;
     let mut proposer = proposer_for(how)?;
-    let gpu = match r3::device::probe() {
-        r3::device::GpuStatus::Present { driver, gpus } => Some((driver, gpus[0].clone())),
-        _ => None,
-    };
+    let gpu = r3::device::probe().first();
     let script = how
         .simulate
         .as_ref()

@@ -346,18 +346,16 @@ pub struct Check {
 pub fn check(store: &Store, recordings: &[Recording]) -> Check {
     let start = std::time::Instant::now();
     let recs: Vec<Recording> = recordings.iter().filter(|r| r.usable()).cloned().collect();
-    let (driver, gpu) =
-        match crate::device::probe() {
-            crate::device::GpuStatus::Present { driver, gpus } => (driver, gpus[0].clone()),
-            _ => return Check {
-                verdicts: Vec::new(),
-                seconds: 0.0,
-                skipped: Some(
-                    "no GPU on this machine; `r3 tune` checks each recording before it searches it"
-                        .into(),
-                ),
-            },
+    let Some((driver, gpu)) = crate::device::probe().first() else {
+        return Check {
+            verdicts: Vec::new(),
+            seconds: 0.0,
+            skipped: Some(
+                "no GPU on this machine; `r3 tune` checks each recording before it searches it"
+                    .into(),
+            ),
         };
+    };
     let target = crate::lower::Codegen {
         sm: gpu.sm(),
         ptx: Some(crate::lower::ptx_for_driver(driver).into()),

@@ -98,7 +98,7 @@ pub fn evolve_each(
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        let label = format!("{} [{}]", k.signature.demangled, &k.hash[..8]);
+        let label = k.label();
         let mut gpu_judge = match gpu_judge(store, k, judging, stop, say) {
             Ok(j) => j,
             Err(e) => {

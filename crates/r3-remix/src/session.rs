@@ -86,10 +86,9 @@ fn measure_options(gpu: &GpuInfo, how: &Measure) -> MeasureOptions {
 /// How tune's lines name a kernel: its demangled name and short hash, or the key as it is (a
 /// simulated landscape's own name).
 pub fn kernel_label(store: &Store, key: &str) -> String {
-    store.kernel(key).map_or_else(
-        |_| key.to_owned(),
-        |k| format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
-    )
+    store
+        .kernel(key)
+        .map_or_else(|_| key.to_owned(), |k| k.label())
 }
 
 /// A budget no larger than a finite space.

@@ -42,6 +42,18 @@ pub enum GpuStatus {
     },
 }
 
+impl GpuStatus {
+    /// The driver version and the first GPU, where there is one: the GPU r3's commands use.
+    pub fn first(self) -> Option<((i32, i32), GpuInfo)> {
+        match self {
+            GpuStatus::Present { driver, mut gpus } if !gpus.is_empty() => {
+                Some((driver, gpus.swap_remove(0)))
+            }
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
     #[error("no NVIDIA driver on this machine (libcuda.so not found); GPU work needs a machine with a GPU")]

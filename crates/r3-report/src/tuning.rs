@@ -322,7 +322,7 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
             let mut known: Vec<String> = sets
                 .iter()
                 .map(|(_, r)| match find_kernel(&r[0].kernel, &stored) {
-                    Some(k) => format!("{} [{}]", k.signature.demangled, &k.hash[..8]),
+                    Some(k) => k.label(),
                     None => r[0].kernel.clone(),
                 })
                 .collect();

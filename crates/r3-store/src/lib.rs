@@ -228,6 +228,13 @@ pub struct KernelRecord {
     pub variant_of: Option<String>,
 }
 
+impl KernelRecord {
+    /// How r3's lines name a kernel: its demangled name and short hash.
+    pub fn label(&self) -> String {
+        format!("{} [{}]", self.signature.demangled, &self.hash[..8])
+    }
+}
+
 /// `units/<id>.json`: one source file compiled by one command, and the kernels it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unit {
