@@ -246,11 +246,13 @@ pub fn run(
         spawned_unix_s,
         ended_unix_s: unix_now(),
     };
-    let recordings = store
+    let new = store
         .recordings(None)?
         .into_iter()
         .filter(|r| !before.contains(&r.id))
         .collect();
+    // Now, while the store holds the compile that ran: a later rebuild cannot change it.
+    let recordings = store.resolve_recorded(new)?;
     let stats = std::fs::read(&stats_path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());

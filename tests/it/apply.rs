@@ -109,7 +109,13 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
         w.candidate.max_threads.is_none(),
         "launch bounds only when asked for"
     );
-    let bitcode = std::fs::read(store.join("kernels").join(&w.hash).join("module.bc")).unwrap();
+    let bitcode = std::fs::read(
+        store
+            .join("kernels")
+            .join(w.hash.as_str())
+            .join("module.bc"),
+    )
+    .unwrap();
     let target = Codegen {
         sm: "sm_90".into(),
         ptx: w.ptx_isa.clone(),

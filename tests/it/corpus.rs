@@ -80,7 +80,7 @@ fn corpus_builds_with_r3_and_matches_the_checked_in_store() {
             std::slice::from_ref(&k.signature.name)
         );
     }
-    let fresh: BTreeSet<String> = kernels.iter().map(|k| k.hash.clone()).collect();
+    let fresh: BTreeSet<String> = kernels.iter().map(|k| k.hash.to_string()).collect();
     let checked_in: BTreeSet<String> =
         std::fs::read_dir(repo().join("llvm-ir-corpus/store/kernels"))
             .unwrap()

@@ -108,7 +108,7 @@ fn commands_take_a_name_only_where_it_is_unambiguous() {
     let err = stderr(&out);
     let kernels = store.kernels().unwrap();
     for k in &kernels {
-        assert!(err.contains(&k.hash), "{err}");
+        assert!(err.contains(k.hash.as_str()), "{err}");
     }
     assert!(
         err.contains("a/prog.cu") && err.contains("b/prog.cu"),
@@ -188,7 +188,7 @@ fn format_1_trials_move_under_the_hash_where_the_name_is_unique() {
         .hash;
     let moved = store.trials(&solo_hash, "NVIDIA H100").unwrap();
     assert_eq!(moved.len(), 2);
-    assert!(moved.iter().all(|t| t.kernel == solo_hash));
+    assert!(moved.iter().all(|t| solo_hash == t.kernel));
     assert!(!root.join("trials/_z4solopf").exists());
     assert!(
         root.join("trials/_z7kernel1ipfs_").is_dir(),

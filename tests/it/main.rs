@@ -9,6 +9,7 @@ mod corpus;
 mod driver;
 mod egraph;
 mod evolve;
+mod filetests;
 mod identity;
 mod recipes;
 mod record_runtime;

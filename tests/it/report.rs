@@ -22,6 +22,7 @@ fn key(store: &Store) -> String {
         .find(|k| k.signature.name == KERNEL)
         .unwrap()
         .hash
+        .to_string()
 }
 const GPU: &str = "NVIDIA H200";
 

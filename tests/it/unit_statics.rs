@@ -36,7 +36,10 @@ fn ptx(dir: &Path, kernels: &[r3::store::KernelRecord], name: &str, pipeline: &s
         .iter()
         .find(|k| k.signature.name == name)
         .unwrap_or_else(|| panic!("{name} not captured"));
-    let module = dir.join("store/kernels").join(&k.hash).join("module.bc");
+    let module = dir
+        .join("store/kernels")
+        .join(k.hash.as_str())
+        .join("module.bc");
     let out_file = dir.join(format!("{name}.ptx"));
     let out = r3(
         &[

@@ -23,7 +23,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Winner {
     /// Content hash of the kernel's module: the identity apply matches on.
-    pub hash: String,
+    pub hash: crate::kernel::KernelHash,
     pub name: String,
     pub demangled: String,
     /// The architecture the kernel module was compiled for (part of its hash).
@@ -69,8 +69,8 @@ pub struct WinnersFile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rewrite {
     /// The kernel it rewrites, and the kernel it compiles to.
-    pub hash: String,
-    pub variant: String,
+    pub hash: crate::kernel::KernelHash,
+    pub variant: crate::kernel::KernelHash,
     pub demangled: String,
     pub gpu: String,
     /// Over the original's best compiler-only configuration.

@@ -33,7 +33,7 @@ pub const PTXAS_ENV: &str = "R3_REAL_PTXAS";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KernelOutcome {
     pub demangled: String,
-    pub hash: String,
+    pub hash: crate::kernel::KernelHash,
     pub arch: String,
     pub status: Status,
     /// The winner's measured speedup, where one was applied.
@@ -274,7 +274,7 @@ fn lower_winner(km: &KernelModule, w: &Winner, dir: &Path) -> Result<String, (St
 fn failed_all(arch: &str, why: String) -> KernelOutcome {
     KernelOutcome {
         demangled: "(all kernels)".into(),
-        hash: String::new(),
+        hash: Default::default(),
         arch: arch.to_owned(),
         status: Status::Failed,
         speedup: None,

@@ -146,7 +146,8 @@ fn store_modules(
     output: Option<&Path>,
     artifact: Option<&Path>,
 ) -> Result<usize, CaptureError> {
-    let mut units: BTreeMap<PathBuf, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    let mut units: BTreeMap<PathBuf, BTreeMap<String, Vec<crate::kernel::KernelHash>>> =
+        BTreeMap::new();
     let mut new = 0;
     for m in modules {
         let ctx = inkwell::context::Context::create();

@@ -47,7 +47,7 @@ pub fn targets(
         if !rec.usable() {
             continue;
         }
-        if let Resolution::Kernel(k) = index.of_launch(&rec.launch) {
+        if let Resolution::Kernel(k) = index.of_recording(&rec) {
             if !out.iter().any(|o| o.hash == k.hash) {
                 out.push(*k);
             }
@@ -55,7 +55,7 @@ pub fn targets(
     }
     if !propose {
         let evolved = store.evolved()?;
-        out.retain(|k| evolved.contains(&k.hash));
+        out.retain(|k| evolved.iter().any(|e| k.hash == *e));
     }
     if out.is_empty() {
         return Err(TargetError::NoneFound {

@@ -210,7 +210,7 @@ impl Judge for GpuJudge<'_> {
             }
         };
         let opts = TuneOptions {
-            kernel: variant.hash.clone(),
+            kernel: variant.hash.to_string(),
             ..self.tune.clone()
         };
         let summary = match tune::tune_in_store(

@@ -509,8 +509,8 @@ impl Source {
             return Err(EvolveError::SourceChanged {
                 kernel: kernel.signature.demangled.clone(),
                 path: self.compiler.source().display().to_string(),
-                was: kernel.hash.clone(),
-                now: km.hash,
+                was: kernel.hash.to_string(),
+                now: km.hash.to_string(),
             });
         }
         Ok(())
@@ -776,7 +776,7 @@ impl<'a> Run<'a> {
     fn o3_ptx(&self, hash: &str) -> Option<String> {
         let job = crate::lower::isolated::LowerJob {
             bitcode: self.store.kernel_dir(hash).join("module.bc"),
-            kernel_hash: hash.to_owned(),
+            kernel_hash: hash.into(),
             candidate: crate::candidate::Candidate::baseline(),
             target: crate::lower::Codegen {
                 sm: self.kernel.signature.arch.clone(),
@@ -959,7 +959,7 @@ impl<'a> Run<'a> {
         self.append(
             id,
             What::Compiled {
-                variant: km.hash,
+                variant: km.hash.to_string(),
                 diff,
                 cell,
             },
@@ -1023,7 +1023,7 @@ impl<'a> Run<'a> {
     /// The parent's -O3 PTX statistics, in words, for the prompt.
     fn stats_of(&self, parent: &Elite) -> String {
         let hash = match parent.attempt {
-            None => Some(self.kernel.hash.clone()),
+            None => Some(self.kernel.hash.to_string()),
             Some(id) => self.attempt(id).compiled.map(|c| c.0),
         };
         match hash.and_then(|h| self.o3_ptx(&h)) {

@@ -81,7 +81,7 @@ fn finish(
     normalize(module, &name);
     verify(module, what)?;
     let text = module.print_to_string().to_string();
-    let hash = crate::kernel::short_hash(text.as_bytes());
+    let hash = crate::kernel::KernelHash::of_module_text(&text);
     let bitcode = module.write_bitcode_to_memory().as_slice().to_vec();
     let f = module
         .get_function(&name)

@@ -11,6 +11,76 @@ pub fn short_hash(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex()[..16].to_owned()
 }
 
+/// A kernel's identity: the `short_hash` of its normalized module text, and the name of its
+/// directory (`kernels/<hash>/`). Names collide across programs and archs; this does not. A
+/// launch or a user's word becomes one through `store::identity`; a mangled name, a PTX hash
+/// or a trials key is not one, which the type keeps apart.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct KernelHash(String);
+
+impl KernelHash {
+    /// The hash of a normalized module's text.
+    pub fn of_module_text(text: &str) -> KernelHash {
+        KernelHash(short_hash(text.as_bytes()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// From a file, a directory name or a user's word that names a kernel by its hash; the store
+/// checks that it is hex before it builds a path from it.
+impl From<String> for KernelHash {
+    fn from(s: String) -> KernelHash {
+        KernelHash(s)
+    }
+}
+
+impl From<&str> for KernelHash {
+    fn from(s: &str) -> KernelHash {
+        KernelHash(s.to_owned())
+    }
+}
+
+impl std::ops::Deref for KernelHash {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for KernelHash {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for KernelHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for KernelHash {
+    fn eq(&self, o: &str) -> bool {
+        self.0 == o
+    }
+}
+
+impl PartialEq<&str> for KernelHash {
+    fn eq(&self, o: &&str) -> bool {
+        self.0 == *o
+    }
+}
+
+impl PartialEq<String> for KernelHash {
+    fn eq(&self, o: &String) -> bool {
+        &self.0 == o
+    }
+}
+
 /// What a kernel takes and where it came from; stored as part of `kernel.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelSignature {
@@ -62,7 +132,7 @@ pub struct Field {
 /// A kernel's own module, ready to store.
 pub struct KernelModule {
     /// Hex content hash of the module text (after normalization).
-    pub hash: String,
+    pub hash: KernelHash,
     pub bitcode: Vec<u8>,
     pub signature: KernelSignature,
 }

@@ -67,7 +67,7 @@ pub fn any_failed(rows: &[DryRun]) -> bool {
 /// The baseline and `n - 1` candidates of the space (seeded), lowered and checked.
 pub fn dry_run(
     bitcode: &Path,
-    kernel: &str,
+    kernel: &crate::kernel::KernelHash,
     target: &Codegen,
     space: &Space,
     n: usize,
@@ -88,7 +88,7 @@ pub fn dry_run(
     let results = lower_parallel(bitcode, kernel, target, &cands);
     let mut ptx_seen = std::collections::HashSet::new();
     let mut out = DryRun {
-        kernel: kernel.to_owned(),
+        kernel: kernel.to_string(),
         candidates: cands.len(),
         compiled: 0,
         compile_errors: Vec::new(),
@@ -146,7 +146,7 @@ type Lowered = Result<(String, f64), String>;
 
 fn lower_parallel(
     bitcode: &Path,
-    kernel: &str,
+    kernel: &crate::kernel::KernelHash,
     target: &Codegen,
     cands: &[Candidate],
 ) -> Vec<Lowered> {
@@ -174,10 +174,15 @@ fn lower_parallel(
 }
 
 /// In a child process, as the search does: a pass order that crashes LLVM is a compile error.
-fn lower_one(bitcode: &Path, kernel: &str, target: &Codegen, c: &Candidate) -> Lowered {
+fn lower_one(
+    bitcode: &Path,
+    kernel: &crate::kernel::KernelHash,
+    target: &Codegen,
+    c: &Candidate,
+) -> Lowered {
     let job = crate::lower::isolated::LowerJob {
         bitcode: bitcode.to_owned(),
-        kernel_hash: kernel.to_owned(),
+        kernel_hash: kernel.clone(),
         candidate: c.clone(),
         target: target.clone(),
         mutation: None,

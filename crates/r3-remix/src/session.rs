@@ -170,8 +170,8 @@ pub fn by_kernel(
     let index = store.index()?;
     let mut groups: Vec<(String, Vec<Recording>)> = Vec::new();
     for r in recs {
-        let key = match index.of_launch(&r.launch) {
-            identity::Resolution::Kernel(k) => k.hash,
+        let key = match index.of_recording(&r) {
+            identity::Resolution::Kernel(k) => k.hash.to_string(),
             _ => r.id.clone(),
         };
         match groups.iter_mut().find(|(k, _)| *k == key) {
@@ -261,7 +261,7 @@ fn one_kernel_on_gpu(
         ..Default::default()
     })?;
     let opts = TuneOptions {
-        kernel: ev.kernel().hash.clone(),
+        kernel: ev.kernel().hash.to_string(),
         budget: finite_budget(base.budget, &space),
         ..base.clone()
     };
@@ -530,7 +530,7 @@ pub fn judge_parts(
     })
     .map_err(|e| with_causes(&e))?;
     let tune = TuneOptions {
-        kernel: k.hash.clone(),
+        kernel: k.hash.to_string(),
         strategy: "bo".into(),
         seed: 0,
         budget: inner.0,
@@ -566,7 +566,7 @@ pub fn tune_simulated(
         let mut opts = base.clone();
         opts.kernel = match identity::distinct(&found) {
             0 => orphan_or_word(store, word, resume)?,
-            1 => found[0].hash.clone(),
+            1 => found[0].hash.to_string(),
             _ => return Err(identity::ambiguous(&word, &found).into()),
         };
         let space = Space::builtin(landscape.space.clone())?;

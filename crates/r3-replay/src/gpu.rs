@@ -54,10 +54,10 @@ pub struct GpuEvaluator {
     last: std::sync::Mutex<Vec<Measured>>,
 }
 
-/// The stored kernel a recording ran (`identity::Index::of_launch`).
+/// The stored kernel a recording ran (`identity::Index::of_recording`).
 pub fn kernel_for(store: &Store, rec: &Recording) -> Result<KernelRecord, EvalError> {
     use crate::store::identity::{self, Resolution};
-    match store.index()?.of_launch(&rec.launch) {
+    match store.index()?.of_recording(rec) {
         Resolution::Kernel(k) => Ok(*k),
         Resolution::Missing => Err(EvalError::NoIr(crate::kernel::demangle(&rec.launch.kernel))),
         Resolution::Ambiguous(ks) => {
@@ -400,7 +400,8 @@ pub fn verify_recordings(
         .max()
         .unwrap_or_default();
     let mut pool = Pool::new(limit);
-    let mut lowered: std::collections::HashMap<String, Result<String, String>> = Default::default();
+    let mut lowered: std::collections::HashMap<crate::kernel::KernelHash, Result<String, String>> =
+        Default::default();
     recordings
         .iter()
         .map(|rec| {
@@ -527,7 +528,7 @@ impl Evaluator for GpuEvaluator {
 pub struct ReplayResult {
     pub recording: String,
     pub kernel: String,
-    pub kernel_hash: String,
+    pub kernel_hash: crate::kernel::KernelHash,
     pub in_app_us: f64,
     pub candidate: Candidate,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -186,6 +186,7 @@ fn load_recording(job: &Job) -> Result<crate::store::records::Recording, String>
         id: job.recording_id.clone(),
         launch,
         verification: None,
+        kernel: None,
     })
 }
 

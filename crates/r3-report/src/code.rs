@@ -94,7 +94,7 @@ fn lower_in_child(
         .map_err(|e| format!("{}: {e}", file.path().display()))?;
     let job = crate::lower::isolated::LowerJob {
         bitcode: file.path().to_owned(),
-        kernel_hash: what.to_owned(),
+        kernel_hash: what.into(),
         candidate: c.clone(),
         target: target.clone(),
         mutation: None,

@@ -30,8 +30,8 @@ pub fn winners(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError>
                 .filter(|b| b.speedup > 1.0 && (policy.simulated || !b.simulated))?;
             let variant = crate::evolve::variant_of_attempt(store, &r.kernel, b.attempt)?;
             Some(Rewrite {
-                hash: r.kernel,
-                variant,
+                hash: r.kernel.into(),
+                variant: variant.into(),
                 demangled: r.name,
                 gpu: b.gpu,
                 speedup: b.speedup,

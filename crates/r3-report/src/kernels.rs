@@ -40,7 +40,7 @@ pub fn by_source(kernels: &[KernelRecord]) -> Vec<SourceGroup<'_>> {
 /// where none of them reproduces, why it cannot be searched.
 pub fn render(
     kernels: &[KernelRecord],
-    launches: &BTreeMap<String, Launches>,
+    launches: &BTreeMap<crate::kernel::KernelHash, Launches>,
     store: &Path,
 ) -> String {
     let mut out = format!("{} kernels in {}\n", kernels.len(), store.display());

@@ -35,14 +35,14 @@ pub struct Search {
 #[derive(Debug, Serialize)]
 pub struct Waiting {
     pub name: String,
-    pub hash: String,
+    pub hash: crate::kernel::KernelHash,
     pub recordings: usize,
 }
 
 #[derive(Debug, Serialize)]
 pub struct Irreproducible {
     pub name: String,
-    pub hash: String,
+    pub hash: crate::kernel::KernelHash,
     pub recordings: usize,
     /// Why one of them does not reproduce.
     pub reason: String,
@@ -66,7 +66,7 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
     };
     let (mut waiting, mut irreproducible) = (Vec::new(), Vec::new());
     for (hash, r) in &recorded {
-        if statuses.iter().any(|s| &s.kernel == hash) {
+        if statuses.iter().any(|s| *hash == s.kernel) {
             continue;
         }
         match blocked(hash) {

@@ -281,7 +281,11 @@ fn find_kernel<'a>(key: &str, kernels: &'a [KernelRecord]) -> Option<&'a KernelR
 /// Reads the store into a report.
 pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError> {
     // A variant's trials are its rewrite's inner search: reported with the rewrite.
-    let variants: Vec<String> = store.variants()?.into_iter().map(|v| v.hash).collect();
+    let variants: Vec<String> = store
+        .variants()?
+        .into_iter()
+        .map(|v| v.hash.to_string())
+        .collect();
     let mut sets = store.trial_sets()?;
     sets.retain(|(_, recs)| !variants.contains(&recs[0].kernel));
     let rewrites = super::rewrites::build(store, &opts.kernels)?;
@@ -649,7 +653,7 @@ fn kernel_report(
     Ok(KernelReport {
         kernel: first.kernel.clone(),
         name,
-        hash: stored.map(|k| k.hash.clone()),
+        hash: stored.map(|k| k.hash.to_string()),
         gpu: first.gpu.clone(),
         driver: first.driver.clone(),
         trials_file: path.display().to_string(),

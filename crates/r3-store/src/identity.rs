@@ -5,6 +5,7 @@
 
 use super::records::{LaunchRecord, Recording};
 use super::{KernelRecord, Store, StoreError, Unit};
+use crate::kernel::KernelHash;
 use std::collections::BTreeSet;
 
 /// Which recordings a command acts on: those of the kernel a word names, one recording by its
@@ -55,7 +56,7 @@ impl Store {
         let mut out = Vec::new();
         let mut kernels = Vec::new();
         for rec in recs {
-            match index.of_launch(&rec.launch) {
+            match index.of_recording(&rec) {
                 Resolution::Kernel(k) if names(word, &k) => {
                     kernels.push(*k);
                     out.push(rec);
@@ -114,9 +115,7 @@ impl Store {
             .recordings(None)?
             .into_iter()
             .filter(|r| r.usable())
-            .filter(
-                |r| matches!(index.of_launch(&r.launch), Resolution::Kernel(k) if k.hash == hash),
-            )
+            .filter(|r| matches!(index.of_recording(r), Resolution::Kernel(k) if k.hash == hash))
             .collect())
     }
 }
@@ -144,14 +143,14 @@ impl super::Store {
     /// Each kernel's replayable recorded launches, by content hash.
     pub fn launches_by_kernel(
         &self,
-    ) -> Result<std::collections::BTreeMap<String, Launches>, StoreError> {
+    ) -> Result<std::collections::BTreeMap<KernelHash, Launches>, StoreError> {
         let index = self.index()?;
-        let mut out: std::collections::BTreeMap<String, Launches> = Default::default();
+        let mut out: std::collections::BTreeMap<KernelHash, Launches> = Default::default();
         for r in self.recordings(None)? {
             if r.launch.not_replayable.is_some() {
                 continue;
             }
-            if let Resolution::Kernel(k) = index.of_launch(&r.launch) {
+            if let Resolution::Kernel(k) = index.of_recording(&r) {
                 let e = out.entry(k.hash.clone()).or_default();
                 match r.irreproducible() {
                     None => e.usable += 1,
@@ -166,6 +165,27 @@ impl super::Store {
     }
 }
 
+impl Store {
+    /// Resolves each new recording to the stored kernel it ran and keeps the answer beside it
+    /// (`records::KernelRef`), so that no later rebuild can change it. A launch that resolves
+    /// to no single kernel keeps none and is resolved again by each reader. Returns the
+    /// recordings with `kernel` set where it was resolved.
+    pub fn resolve_recorded(&self, recs: Vec<Recording>) -> Result<Vec<Recording>, StoreError> {
+        let index = self.index()?;
+        recs.into_iter()
+            .map(|mut rec| {
+                if rec.kernel.is_none() {
+                    if let Resolution::Kernel(k) = index.of_launch(&rec.launch) {
+                        self.set_kernel_ref(&rec, &k.hash)?;
+                        rec.kernel = Some(k.hash);
+                    }
+                }
+                Ok(rec)
+            })
+            .collect()
+    }
+}
+
 impl Index {
     pub fn kernels(&self) -> &[KernelRecord] {
         &self.kernels
@@ -173,6 +193,16 @@ impl Index {
 
     pub fn kernel(&self, hash: &str) -> Option<&KernelRecord> {
         self.kernels.iter().find(|k| k.hash == hash)
+    }
+
+    /// The kernel a recording ran: the one `r3 record` resolved when it recorded it, while that
+    /// kernel is still stored; else as `of_launch` finds it now (recordings made before r3
+    /// kept the reference, or whose reference was damaged).
+    pub fn of_recording(&self, rec: &Recording) -> Resolution {
+        match rec.kernel.as_deref().and_then(|h| self.kernel(h)) {
+            Some(k) => Resolution::Kernel(Box::new(k.clone())),
+            None => self.of_launch(&rec.launch),
+        }
     }
 
     /// The kernel a launch ran: through the fatbinary it was registered from (the compile that
@@ -325,7 +355,7 @@ mod tests {
             output: None,
             kernels: BTreeMap::from([(
                 "sm_90".to_owned(),
-                hashes.iter().map(|h| h.to_string()).collect(),
+                hashes.iter().map(|&h| h.into()).collect(),
             )]),
             fatbins: vec![fatbin.into()],
             compile: kernel("x", "x", "x", "x").compile,
@@ -359,7 +389,7 @@ mod tests {
 
     fn hash(r: Resolution) -> String {
         match r {
-            Resolution::Kernel(k) => k.hash.clone(),
+            Resolution::Kernel(k) => k.hash.to_string(),
             other => panic!("not resolved: {other:?}"),
         }
     }
@@ -388,6 +418,62 @@ mod tests {
             idx.of_launch(&launch("_Z5other", None)),
             Resolution::Missing
         ));
+    }
+
+    /// A unit as a compile stores it: named by its source (`unit` names it by the path itself).
+    fn as_stored(mut u: Unit) -> Unit {
+        u.id = Unit::id_for(&u.source, u.output.as_deref());
+        u
+    }
+
+    /// A store on disk holding `two_programs`, and one recording of `_Z7kernel1` from program a.
+    fn stored_two_programs(root: &std::path::Path) -> (Store, Recording) {
+        let store = Store::create(root).unwrap();
+        for k in two_programs().kernels {
+            let dir = store.kernel_dir(&k.hash);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("kernel.json"), serde_json::to_vec(&k).unwrap()).unwrap();
+        }
+        for u in two_programs().units {
+            store.put_unit(&as_stored(u)).unwrap();
+        }
+        let ldir = root.join("records/0123456789abcdef/1");
+        std::fs::create_dir_all(&ldir).unwrap();
+        let l = launch("_Z7kernel1", Some("fa"));
+        std::fs::write(ldir.join("launch.json"), serde_json::to_vec(&l).unwrap()).unwrap();
+        let rec = store.recordings(None).unwrap().remove(0);
+        (store, rec)
+    }
+
+    #[test]
+    fn a_recording_keeps_the_kernel_it_ran_through_a_rebuild() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, rec) = stored_two_programs(dir.path());
+        assert_eq!(rec.kernel, None);
+        let resolved = store.resolve_recorded(vec![rec]).unwrap();
+        assert_eq!(resolved[0].kernel.as_deref(), Some("aaaa111122223333"));
+        // Program a is rebuilt: its unit now holds other fatbinaries, so the launch's leads
+        // nowhere and its name fits two kernels.
+        let mut rebuilt = as_stored(two_programs().units.remove(0));
+        rebuilt.fatbins = vec!["fa2".into()];
+        store.put_unit(&rebuilt).unwrap();
+        let index = store.index().unwrap();
+        let rec = store.recordings(None).unwrap().remove(0);
+        assert!(matches!(
+            index.of_launch(&rec.launch),
+            Resolution::Ambiguous(_)
+        ));
+        assert_eq!(hash(index.of_recording(&rec)), "aaaa111122223333");
+        assert_eq!(store.launches_of("aaaa111122223333").unwrap().len(), 1);
+        // A reference to a kernel no longer stored, or a damaged one, is no reference.
+        std::fs::write(rec.dir.join("kernel.ref.json"), b"{\"format\": 1, \"kern").unwrap();
+        let rec = store.recordings(None).unwrap().remove(0);
+        assert_eq!(rec.kernel, None);
+        store
+            .set_kernel_ref(&rec, &"cccc111122223333".into())
+            .unwrap();
+        let rec = store.recordings(None).unwrap().remove(0);
+        assert!(matches!(index.of_recording(&rec), Resolution::Ambiguous(_)));
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod migrate;
 pub mod outcome;
 pub mod records;
 
-use crate::kernel::{KernelModule, KernelSignature};
+use crate::kernel::{KernelHash, KernelModule, KernelSignature};
 
 mod evolve;
 pub mod status;
@@ -216,7 +216,7 @@ impl CompileCommand {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelRecord {
     pub format: u32,
-    pub hash: String,
+    pub hash: KernelHash,
     #[serde(flatten)]
     pub signature: KernelSignature,
     /// The first compile that produced this kernel.
@@ -225,7 +225,7 @@ pub struct KernelRecord {
     /// For a source rewrite `r3 evolve` compiled: the kernel it rewrites. Variants are kept
     /// out of `kernels()` (and so out of name lookups, reports and exports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variant_of: Option<String>,
+    pub variant_of: Option<KernelHash>,
 }
 
 impl KernelRecord {
@@ -243,7 +243,7 @@ pub struct Unit {
     pub source: PathBuf,
     pub output: Option<PathBuf>,
     /// Kernel hashes, per architecture.
-    pub kernels: BTreeMap<String, Vec<String>>,
+    pub kernels: BTreeMap<String, Vec<KernelHash>>,
     /// Content hashes of the fatbinaries the compile's output holds (`records::fatbin_hashes`):
     /// a recorded launch names the one it was registered from, which leads here.
     #[serde(default)]
@@ -351,7 +351,7 @@ impl Store {
         &self,
         km: &KernelModule,
         compile: &CompileCommand,
-        parent: &str,
+        parent: &KernelHash,
     ) -> Result<bool, StoreError> {
         self.put_entry(km, compile, Some(parent))
     }
@@ -360,7 +360,7 @@ impl Store {
         &self,
         km: &KernelModule,
         compile: &CompileCommand,
-        variant_of: Option<&str>,
+        variant_of: Option<&KernelHash>,
     ) -> Result<bool, StoreError> {
         let dest = self.kernel_dir(&km.hash);
         let damaged = dest.join("kernel.json").exists() && !self.holds(&dest, km);
@@ -378,7 +378,7 @@ impl Store {
             signature: km.signature.clone(),
             compile: compile.clone(),
             r3_version: env!("CARGO_PKG_VERSION").into(),
-            variant_of: variant_of.map(str::to_owned),
+            variant_of: variant_of.cloned(),
         };
         write_synced(&tmp.path().join("module.bc"), &km.bitcode).map_err(io_err(&dest))?;
         write_synced(&tmp.path().join("kernel.json"), &to_json(&record)).map_err(io_err(&dest))?;
@@ -661,7 +661,7 @@ mod tests {
 
         fn module(hash: String, name: String, file: String, line: u32) -> KernelModule {
             KernelModule {
-                hash,
+                hash: hash.into(),
                 bitcode: b"BC\xc0\xde".to_vec(),
                 signature: KernelSignature {
                     demangled: format!("{name}(float*)"),
@@ -724,7 +724,7 @@ mod tests {
                 let path = store.kernel_dir(hash).join("kernel.json");
                 let good = std::fs::read(&path).unwrap();
                 std::fs::write(&path, apply_damage(&apply_damage(&good, &d), &d2)).unwrap();
-                let listed: Vec<String> = store.kernels().unwrap().into_iter().map(|k| k.hash).collect();
+                let listed: Vec<String> = store.kernels().unwrap().into_iter().map(|k| k.hash.to_string()).collect();
                 prop_assert!(listed.iter().any(|h| h == other), "{:?}", listed);
                 match store.kernel(hash) {
                     Ok(k) => prop_assert_eq!(&k.hash, hash),

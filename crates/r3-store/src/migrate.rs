@@ -120,7 +120,7 @@ fn hash_for(name: &str, kernels: &[KernelRecord]) -> Result<String, String> {
             .max_by_key(|k| arch_number(&k.signature.arch))
             .unwrap()
             .hash
-            .clone()),
+            .to_string()),
         n => Err(format!(
             "{n} different stored kernels are named {name}; which one was tuned is not recorded in format 1: re-tune it"
         )),

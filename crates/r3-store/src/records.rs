@@ -16,6 +16,7 @@
 //! another file passes the frames' own checksums, not the file's sum.
 
 use super::StoreError;
+use crate::kernel::KernelHash;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -170,6 +171,19 @@ pub struct Verification {
 
 const VERIFICATION: &str = "verify.json";
 
+/// Which stored kernel a recorded launch ran (`kernel.ref.json` beside launch.json): resolved
+/// once, by `r3 record` right after the run, while the store holds the compile that ran. A later
+/// rebuild replaces the unit and its fatbinaries, after which the launch's fatbinary leads
+/// nowhere and its name may fit several kernels; this file still names the one that ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelRef {
+    pub format: u32,
+    /// The kernel's content hash (`kernels/<hash>/`).
+    pub kernel: KernelHash,
+}
+
+const KERNEL_REF: &str = "kernel.ref.json";
+
 /// A recording in the store.
 #[derive(Debug, Clone)]
 pub struct Recording {
@@ -179,6 +193,9 @@ pub struct Recording {
     pub launch: LaunchRecord,
     /// Whether its -O3 baseline reproduced it, where that was checked.
     pub verification: Option<Verification>,
+    /// The content hash of the stored kernel it ran, where `r3 record` resolved it
+    /// (`KernelRef`); `identity::Index::of_recording` falls back to the launch otherwise.
+    pub kernel: Option<KernelHash>,
 }
 
 /// How every command words a recording whose baseline does not reproduce it.
@@ -650,8 +667,22 @@ impl super::Store {
         })
     }
 
+    /// Keeps which stored kernel a recording ran (`kernel.ref.json`, written whole).
+    pub fn set_kernel_ref(&self, rec: &Recording, kernel: &KernelHash) -> Result<(), StoreError> {
+        let path = rec.dir.join(KERNEL_REF);
+        let r = KernelRef {
+            format: 1,
+            kernel: kernel.clone(),
+        };
+        let json = serde_json::to_vec_pretty(&r).expect("a kernel reference serializes");
+        super::write_atomic(&path, &json).map_err(|e| StoreError::Io {
+            path,
+            msg: e.to_string(),
+        })
+    }
+
     /// Every recording, or those of kernels with one mangled name, oldest first. (A name may
-    /// be several kernels: `identity::Index::of_launch` says which one a recording ran.)
+    /// be several kernels: `identity::Index::of_recording` says which one a recording ran.)
     pub fn recordings(&self, kernel: Option<&str>) -> Result<Vec<Recording>, StoreError> {
         let root = self.root().join("records");
         if !root.exists() {
@@ -674,11 +705,17 @@ impl super::Store {
                 let verification = Some(ldir.join(VERIFICATION))
                     .filter(|p| p.exists())
                     .and_then(|p| super::read_json(&p).ok());
+                // Likewise a damaged reference: the launch is resolved as an older one is.
+                let kernel = Some(ldir.join(KERNEL_REF))
+                    .filter(|p| p.exists())
+                    .and_then(|p| super::read_json::<KernelRef>(&p).ok())
+                    .map(|r| r.kernel);
                 out.push(Recording {
                     dir: ldir,
                     id,
                     launch,
                     verification,
+                    kernel,
                 });
             }
         }
@@ -961,6 +998,7 @@ pub(crate) mod tests {
             id: "k/l".into(),
             launch,
             verification: None,
+            kernel: None,
         };
         assert_eq!(rec.natural_ms().unwrap(), Vec::<f64>::new());
         // As r3rt.c writes it; a failed event time (0 or less) is not a time.

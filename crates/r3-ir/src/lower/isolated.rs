@@ -53,7 +53,7 @@ pub fn lower_in_process(
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct LowerJob {
     pub bitcode: std::path::PathBuf,
-    pub kernel_hash: String,
+    pub kernel_hash: crate::kernel::KernelHash,
     pub candidate: Candidate,
     pub target: Codegen,
     pub mutation: Option<(crate::mutate::Mutation, crate::mutate::Facts)>,

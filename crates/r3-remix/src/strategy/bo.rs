@@ -361,7 +361,8 @@ impl Bo {
             pool.push(space.sample(&mut self.rng));
         }
         pool.retain(|c| !self.hist.seen(c));
-        pool.sort_by_key(Candidate::key);
+        // Cached: a key is a JSON rendering and a hash, and a sort asks for it n log n times.
+        pool.sort_by_cached_key(Candidate::key);
         pool.dedup();
         pool.into_iter()
             .map(|c| {
