@@ -1,6 +1,8 @@
 # Shared by the GPU scripts: r3 and programs are built here (LLVM, clang) and carried to the
 # GPU machine (driver only) in .carry/. Source this file; it defines:
-#   carry_r3        build r3, strip, xz into .carry/r3.xz (the GPU machine has xz, not zstd)
+#   carry_r3        build r3, strip, xz into .carry/r3.xz (the GPU machine has xz, not the zstd
+#                   tool; r3 links the system libzstd.so.1, which it has: Ubuntu 24.04's libzstd1
+#                   1.5.5, seen 2026-11-26)
 #   unpack_r3       on the GPU machine: r3, r3-clang, r3-clang++ into /tmp/r3bin, on PATH
 #   cuda_build SRC OUT [flags]   clang++-22 + r3-clang++ style CUDA build against the SDK
 #   pack_dir NAME   here: .carry/NAME as .carry/NAME.tar.xz (programs share most of their bytes,

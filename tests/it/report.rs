@@ -61,7 +61,7 @@ fn rec(kernel: &str, gpu: &str, trial: u32, c: &Candidate, o: Outcome) -> TrialR
         batch: 4,
         candidate: c.clone(),
         ptx_hash: (!matches!(o, Outcome::CompileError { .. }))
-            .then(|| format!("{:016x}", 0xabc0 + trial as u64)),
+            .then(|| format!("{:016x}", 0xabc0 + trial as u64).into()),
         duplicate_of: None,
         outcome: o,
         passes_ms: 30.0,
@@ -101,7 +101,7 @@ fn fixture(dir: &Path) -> Store {
     let added = abl.last().unwrap();
     let mut dup = rec(&key, GPU, 7, &other, valid(9.5));
     dup.duplicate_of = Some(1);
-    dup.ptx_hash = Some(format!("{:016x}", 0xabc0 + 1));
+    dup.ptx_hash = Some(format!("{:016x}", 0xabc0 + 1).into());
     let msg = |m: &str| m.to_string();
     let recs = vec![
         rec(&key, GPU, 0, &Candidate::baseline(), valid(10.0)),

@@ -65,7 +65,13 @@ fn run_summarized(
     (store.trials("k", gpu).unwrap(), summary)
 }
 
-type Essence = (u32, String, Option<String>, Option<u32>, String);
+type Essence = (
+    u32,
+    String,
+    Option<r3::kernel::PtxHash>,
+    Option<u32>,
+    String,
+);
 
 /// What must be identical between runs (not timestamps or timings).
 fn essence(r: &[TrialRecord]) -> Vec<Essence> {
@@ -346,7 +352,7 @@ impl Evaluator for Staged {
         Ok(Lowered {
             candidate: c.clone(),
             ptx: format!("// {h}\n"),
-            ptx_hash: h,
+            ptx_hash: h.into(),
             stats: Default::default(),
             passes_ms: 0.0,
             codegen_ms: 0.0,

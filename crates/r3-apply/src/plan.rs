@@ -38,7 +38,7 @@ pub struct Winner {
     pub ptx_isa: Option<String>,
     /// Hash of the PTX that was measured: apply ships exactly that PTX or clang's code. None
     /// only for simulated trials.
-    pub ptx_hash: Option<String>,
+    pub ptx_hash: Option<crate::kernel::PtxHash>,
     pub trial: u32,
     /// Baseline time over the winner's time, as the search measured it.
     pub speedup: f64,

@@ -11,73 +11,99 @@ pub fn short_hash(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex()[..16].to_owned()
 }
 
-/// A kernel's identity: the `short_hash` of its normalized module text, and the name of its
-/// directory (`kernels/<hash>/`). Names collide across programs and archs; this does not. A
-/// launch or a user's word becomes one through `store::identity`; a mangled name, a PTX hash
-/// or a trials key is not one, which the type keeps apart.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct KernelHash(String);
+/// A string-backed hash type: serialized as the bare string (formats unchanged), read as `str`,
+/// compared with strings, and never mistaken for another hash type.
+macro_rules! hash_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        /// From a file, a directory name or a user's word; the store checks that a hash is
+        /// hex before it builds a path from it.
+        impl From<String> for $name {
+            fn from(s: String) -> $name {
+                $name(s)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> $name {
+                $name(s.to_owned())
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, o: &str) -> bool {
+                self.0 == o
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, o: &&str) -> bool {
+                self.0 == *o
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, o: &String) -> bool {
+                &self.0 == o
+            }
+        }
+    };
+}
+
+hash_type!(
+    /// A kernel's identity: the `short_hash` of its normalized module text, and the name of its
+    /// directory (`kernels/<hash>/`). Names collide across programs and archs; this does not. A
+    /// launch or a user's word becomes one through `store::identity`; a mangled name, a PTX
+    /// hash or a trials key is not one, which the types keep apart.
+    KernelHash
+);
 
 impl KernelHash {
     /// The hash of a normalized module's text.
     pub fn of_module_text(text: &str) -> KernelHash {
         KernelHash(short_hash(text.as_bytes()))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-/// From a file, a directory name or a user's word that names a kernel by its hash; the store
-/// checks that it is hex before it builds a path from it.
-impl From<String> for KernelHash {
-    fn from(s: String) -> KernelHash {
-        KernelHash(s)
-    }
-}
+hash_type!(
+    /// What a candidate compiled to: the `short_hash` of its PTX. Two candidates with one PTX
+    /// are one measurement; apply ships a winner only if its PTX hashes to the measured one.
+    /// (The simulator's landscapes name their entries' code the same way.)
+    PtxHash
+);
 
-impl From<&str> for KernelHash {
-    fn from(s: &str) -> KernelHash {
-        KernelHash(s.to_owned())
-    }
-}
-
-impl std::ops::Deref for KernelHash {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::borrow::Borrow<str> for KernelHash {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for KernelHash {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl PartialEq<str> for KernelHash {
-    fn eq(&self, o: &str) -> bool {
-        self.0 == o
-    }
-}
-
-impl PartialEq<&str> for KernelHash {
-    fn eq(&self, o: &&str) -> bool {
-        self.0 == *o
-    }
-}
-
-impl PartialEq<String> for KernelHash {
-    fn eq(&self, o: &String) -> bool {
-        &self.0 == o
+impl PtxHash {
+    pub fn of_ptx(ptx: &str) -> PtxHash {
+        PtxHash(short_hash(ptx.as_bytes()))
     }
 }
 
@@ -184,6 +210,22 @@ pub fn unqualified_name(demangled: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hashes_are_stored_as_the_bare_strings_stores_already_hold() {
+        let k = KernelHash::of_module_text("define void @k() { ret void }");
+        assert_eq!(k.len(), 16);
+        assert_eq!(k, short_hash(b"define void @k() { ret void }"));
+        let json = serde_json::to_string(&k).unwrap();
+        assert_eq!(json, format!("\"{k}\""));
+        assert_eq!(serde_json::from_str::<KernelHash>(&json).unwrap(), k);
+        let p: PtxHash = serde_json::from_str("\"00ff00ff00ff00ff\"").unwrap();
+        assert_eq!(p, "00ff00ff00ff00ff");
+        assert_eq!(PtxHash::of_ptx("x"), short_hash(b"x"));
+        // A map keyed by a hash is looked up by a string.
+        let m = std::collections::BTreeMap::from([(k.clone(), 1)]);
+        assert_eq!(m.get(k.as_str()), Some(&1));
+    }
 
     #[test]
     fn unqualified_names_of_demangled_kernels() {

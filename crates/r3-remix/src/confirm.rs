@@ -299,7 +299,7 @@ mod tests {
             Ok(Lowered {
                 candidate: c.clone(),
                 ptx: String::new(),
-                ptx_hash: c.pipeline.clone(),
+                ptx_hash: c.pipeline.as_str().into(),
                 stats: Default::default(),
                 passes_ms: 0.0,
                 codegen_ms: 0.0,

@@ -420,7 +420,7 @@ why = "test"
             .iter()
             .map(|c| crate::sim::Entry {
                 candidate: c.clone(),
-                ptx_hash: c.key(),
+                ptx_hash: c.key().into(),
                 outcome: crate::store::outcome::Outcome::Valid {
                     time: time(if wins(c) { 50.0 } else { 100.0 }),
                     baseline: time(100.0),

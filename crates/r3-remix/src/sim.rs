@@ -9,6 +9,7 @@
 
 use super::space::{Space, SpaceOptions};
 use crate::candidate::Candidate;
+use crate::kernel::PtxHash;
 use crate::lower::Lowered;
 use crate::passes::catalog::Catalog;
 use crate::passes::pipeline::Pipeline;
@@ -39,7 +40,7 @@ pub enum SimError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     pub candidate: Candidate,
-    pub ptx_hash: String,
+    pub ptx_hash: crate::kernel::PtxHash,
     pub outcome: Outcome,
 }
 
@@ -153,8 +154,9 @@ impl Landscape {
     }
 }
 
-fn hash(s: &str) -> String {
-    crate::kernel::short_hash(s.as_bytes())
+/// The simulated PTX of a candidate: a hash of what makes its time (its signature).
+fn hash(s: &str) -> PtxHash {
+    PtxHash::of_ptx(s)
 }
 
 fn counts(pipeline: &str) -> (BTreeMap<String, usize>, BTreeMap<String, usize>) {
@@ -176,7 +178,7 @@ impl Model {
         &self,
         c: &Candidate,
         preset: &BTreeMap<String, usize>,
-    ) -> Result<(f64, String), Outcome> {
+    ) -> Result<(f64, PtxHash), Outcome> {
         let (names, tokens) = counts(&c.pipeline);
         let n = |p: &str| names.get(p).copied().unwrap_or(0);
         let changed = |p: &str| n(p) != preset.get(p).copied().unwrap_or(0);
@@ -284,7 +286,7 @@ impl Simulator {
             .clone()
     }
 
-    fn lookup(&self, c: &Candidate) -> Result<(String, Outcome), Outcome> {
+    fn lookup(&self, c: &Candidate) -> Result<(PtxHash, Outcome), Outcome> {
         let base = self.landscape.baseline_us;
         if *c == Candidate::baseline() {
             return Ok(("baseline".into(), valid(base, base)));

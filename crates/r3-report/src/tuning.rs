@@ -9,6 +9,7 @@
 
 use super::code::{self, CodeStats, PassStep};
 use crate::candidate::Candidate;
+use crate::kernel::PtxHash;
 use crate::lower::Codegen;
 use crate::passes::diff::{self as passes, DiffOp};
 use crate::store::outcome::{Outcome, TimeStats};
@@ -613,12 +614,16 @@ fn kernel_report(
         });
     }
 
-    let mut by_code: HashMap<String, &TrialRecord> = HashMap::new();
+    // By the code measured; a trial without PTX (simulated) by its candidate.
+    let mut by_code: HashMap<PtxHash, &TrialRecord> = HashMap::new();
     for r in recs
         .iter()
         .filter(|r| r.ratio().is_some() && r.duplicate_of.is_none())
     {
-        let key = r.ptx_hash.clone().unwrap_or_else(|| r.candidate.key());
+        let key = r
+            .ptx_hash
+            .clone()
+            .unwrap_or_else(|| r.candidate.key().into());
         let e = by_code.entry(key).or_insert(r);
         if r.ratio().unwrap() < e.ratio().unwrap() {
             *e = r;

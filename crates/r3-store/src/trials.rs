@@ -48,7 +48,7 @@ pub struct TrialRecord {
     pub batch: u32,
     pub candidate: Candidate,
     /// None when the candidate did not compile.
-    pub ptx_hash: Option<String>,
+    pub ptx_hash: Option<crate::kernel::PtxHash>,
     /// The trial whose measurement this one reuses (identical PTX), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate_of: Option<u32>,

@@ -40,7 +40,7 @@ pub fn lower_in_process(
     }
     Ok(Lowered {
         candidate: c.clone(),
-        ptx_hash: crate::kernel::short_hash(t.ptx.as_bytes()),
+        ptx_hash: crate::kernel::PtxHash::of_ptx(&t.ptx),
         stats: crate::ptx::stats::stats(&t.ptx),
         ptx: t.ptx,
         passes_ms: t.passes_ms,

@@ -18,7 +18,7 @@ pub mod isolated;
 pub struct Lowered {
     pub candidate: Candidate,
     /// Hash of the PTX text: equal hashes mean equal code, measured once.
-    pub ptx_hash: String,
+    pub ptx_hash: crate::kernel::PtxHash,
     pub ptx: String,
     pub stats: crate::ptx::stats::PtxStats,
     /// Wall time of the IR passes and of code generation.
