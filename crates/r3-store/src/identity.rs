@@ -167,20 +167,26 @@ impl super::Store {
 
 impl Store {
     /// Resolves each new recording to the stored kernel it ran and keeps the answer beside it
-    /// (`records::KernelRef`), so that no later rebuild can change it. A launch that resolves
-    /// to no single kernel keeps none and is resolved again by each reader. Returns the
-    /// recordings with `kernel` set where it was resolved.
-    pub fn resolve_recorded(&self, recs: Vec<Recording>) -> Result<Vec<Recording>, StoreError> {
-        let index = self.index()?;
+    /// (`records::KernelRef`), so that no later rebuild can change it. Returns the recordings
+    /// with `kernel` set where it was resolved. Best effort, since the recordings are already
+    /// whole: a launch that resolves to no single kernel, a store whose index cannot be read and
+    /// a reference that cannot be written (said once) leave the recording as older ones are,
+    /// resolved again by each reader.
+    pub fn resolve_recorded(&self, recs: Vec<Recording>) -> Vec<Recording> {
+        let Ok(index) = self.index() else {
+            return recs;
+        };
         recs.into_iter()
             .map(|mut rec| {
                 if rec.kernel.is_none() {
                     if let Resolution::Kernel(k) = index.of_launch(&rec.launch) {
-                        self.set_kernel_ref(&rec, &k.hash)?;
-                        rec.kernel = Some(k.hash);
+                        match self.set_kernel_ref(&rec, &k.hash) {
+                            Ok(()) => rec.kernel = Some(k.hash),
+                            Err(e) => super::warn_left_out(&e, "the launch's kernel reference"),
+                        }
                     }
                 }
-                Ok(rec)
+                rec
             })
             .collect()
     }
@@ -450,7 +456,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (store, rec) = stored_two_programs(dir.path());
         assert_eq!(rec.kernel, None);
-        let resolved = store.resolve_recorded(vec![rec]).unwrap();
+        let resolved = store.resolve_recorded(vec![rec]);
         assert_eq!(resolved[0].kernel.as_deref(), Some("aaaa111122223333"));
         // Program a is rebuilt: its unit now holds other fatbinaries, so the launch's leads
         // nowhere and its name fits two kernels.
