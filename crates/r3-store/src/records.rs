@@ -659,26 +659,16 @@ impl super::Store {
 
     /// Keeps what a replay of the recording's -O3 baseline showed (`verify.json`, written whole).
     pub fn set_verification(&self, rec: &Recording, v: &Verification) -> Result<(), StoreError> {
-        let path = rec.dir.join(VERIFICATION);
-        let json = serde_json::to_vec_pretty(v).expect("a verification serializes");
-        super::write_atomic(&path, &json).map_err(|e| StoreError::Io {
-            path,
-            msg: e.to_string(),
-        })
+        write_beside(rec, VERIFICATION, v)
     }
 
     /// Keeps which stored kernel a recording ran (`kernel.ref.json`, written whole).
     pub fn set_kernel_ref(&self, rec: &Recording, kernel: &KernelHash) -> Result<(), StoreError> {
-        let path = rec.dir.join(KERNEL_REF);
         let r = KernelRef {
             format: 1,
             kernel: kernel.clone(),
         };
-        let json = serde_json::to_vec_pretty(&r).expect("a kernel reference serializes");
-        super::write_atomic(&path, &json).map_err(|e| StoreError::Io {
-            path,
-            msg: e.to_string(),
-        })
+        write_beside(rec, KERNEL_REF, &r)
     }
 
     /// Every recording, or those of kernels with one mangled name, oldest first. (A name may
@@ -702,14 +692,9 @@ impl super::Store {
                     ldir.file_name().unwrap().to_string_lossy()
                 );
                 // A damaged verdict is no verdict: the recording is checked again when used.
-                let verification = Some(ldir.join(VERIFICATION))
-                    .filter(|p| p.exists())
-                    .and_then(|p| super::read_json(&p).ok());
+                let verification = read_beside(&ldir, VERIFICATION);
                 // Likewise a damaged reference: the launch is resolved as an older one is.
-                let kernel = Some(ldir.join(KERNEL_REF))
-                    .filter(|p| p.exists())
-                    .and_then(|p| super::read_json::<KernelRef>(&p).ok())
-                    .map(|r| r.kernel);
+                let kernel = read_beside::<KernelRef>(&ldir, KERNEL_REF).map(|r| r.kernel);
                 out.push(Recording {
                     dir: ldir,
                     id,
@@ -722,6 +707,20 @@ impl super::Store {
         out.sort_by(|a, b| (a.launch.unix_time, &a.id).cmp(&(b.launch.unix_time, &b.id)));
         Ok(out)
     }
+}
+
+/// What r3 wrote beside a recording's launch.json (`verify.json`, `kernel.ref.json`), whole.
+fn write_beside<T: Serialize>(rec: &Recording, name: &str, v: &T) -> Result<(), StoreError> {
+    let path = rec.dir.join(name);
+    super::write_atomic(&path, &super::to_json(v)).map_err(super::io_err(&path))
+}
+
+/// Such a file, where it is there and reads; a damaged one counts as absent.
+fn read_beside<T: for<'de> Deserialize<'de>>(ldir: &Path, name: &str) -> Option<T> {
+    let path = ldir.join(name);
+    path.exists()
+        .then(|| super::read_json(&path).ok())
+        .flatten()
 }
 
 fn list_dirs(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
