@@ -170,6 +170,10 @@ enum Cmd {
         /// Offer r3's e-graph rewriter (r3-egraph) as a pass.
         #[arg(long)]
         egraph: bool,
+        /// Do not offer specialization (the searched launch's scalar arguments and launch
+        /// dimensions folded into constants; such code ships behind a guard on those values).
+        #[arg(long)]
+        no_specialize: bool,
         /// No GPU needed: lower `--budget` candidates per stored kernel to PTX and check them
         /// with ptxas; nothing is timed.
         #[arg(long)]
@@ -427,6 +431,7 @@ fn run(cli: Cli) -> Result<i32> {
             measure,
             block_size_agnostic,
             egraph,
+            no_specialize,
             dry_run,
         } => {
             if let Some(tasks) = emit_sbatch {
@@ -492,6 +497,7 @@ fn run(cli: Cli) -> Result<i32> {
                 block_size_agnostic,
                 egraph,
                 grid,
+                specialize: !no_specialize,
                 fleet: all,
             };
             tune_gpu(cli.store.as_deref(), &cwd, &sel, opts, &how)
@@ -1183,12 +1189,13 @@ fn export(
             (formats::t4(&trials), trials.len())
         }
         "proteus" => {
-            let winners = r3::report::export::winners(&store, policy)?.kernels;
-            let (v, skipped) = formats::proteus(&winners);
+            let file = r3::report::export::winners(&store, policy)?;
+            let (v, skipped) = formats::proteus(&file.kernels, &file.variants);
             for s in &skipped {
                 eprintln!("r3 export: {s} left out: Proteus has no field for it");
             }
-            (v, winners.len() - skipped.len())
+            let written = v.as_object().map_or(0, |o| o.len());
+            (v, written)
         }
         _ => {
             let w = r3::report::export::winners(&store, policy)?;

@@ -129,6 +129,55 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
     let applied = read(d.join("applied").join(PTX));
     assert_eq!(entry(&applied, TUNED), entry(&lowered.ptx, TUNED));
     assert_ne!(entry(&applied, TUNED), entry(&plain, TUNED));
+
+    // The best sets launch bounds: it ships by default, as a variant behind its guard, beside
+    // the generic code; the program carries the table r3's runtime chooses it by.
+    assert_eq!(winners.variants.len(), 1, "{:?}", winners.variants);
+    let v = &winners.variants[0];
+    assert_eq!(v.winner.name, TUNED);
+    assert!(v.guard.max_threads.is_some() && v.winner.candidate.max_threads.is_some());
+    assert!(v.winner.speedup > w.speedup, "the variant is the faster");
+    let variant_ptx = r3::lower::isolated::lower_in_process(
+        &bitcode,
+        &w.hash,
+        &v.winner.candidate,
+        &target,
+        None,
+    )
+    .unwrap()
+    .ptx;
+    let name = r3::apply::dispatch::entry_name(TUNED, &w.hash[..8], 1);
+    assert_eq!(
+        entry(&applied, &name).replacen(&name, TUNED, 1),
+        entry(&variant_ptx, TUNED),
+        "the variant's entry is its measured code, renamed"
+    );
+    let exe = std::fs::read(d.join("applied/scan")).unwrap();
+    let table = format!("r3-dispatch 1\nv {TUNED} sm_90 {name} ");
+    assert!(exe.windows(table.len()).any(|w| w == table.as_bytes()));
+    assert!(note.contains("+1 guarded variant at launch"), "{note}");
+
+    // R3_APPLY_DISPATCH=0: the generic code alone, as apply built before variants.
+    let off = [("R3_APPLY_SIMULATED", "1"), ("R3_APPLY_DISPATCH", "0")];
+    build(&d.join("no-dispatch"), &src, &["--r3-apply"], &off, &store);
+    let no_dispatch = read(d.join("no-dispatch").join(PTX));
+    assert!(!no_dispatch.contains("__r3_"), "no variant entry");
+    assert_eq!(entry(&no_dispatch, TUNED), entry(&lowered.ptx, TUNED));
+    assert_eq!(
+        no_dispatch,
+        applied.replace(entry(&applied, &name), "").replacen(
+            &format!(
+                "// r3: variant `{name}` of `{TUNED}` (tag {}v1)\n\n\n",
+                &w.hash[..8]
+            ),
+            "",
+            1
+        ),
+        "the same PTX less the variant"
+    );
+    let exe = std::fs::read(d.join("no-dispatch/scan")).unwrap();
+    // (r3's runtime names the table's first line; a table would follow it with a row.)
+    assert!(!exe.windows(16).any(|w| w == b"r3-dispatch 1\nv "));
     for k in OTHERS {
         assert_eq!(entry(&applied, k), entry(&plain, k), "{k} must be clang's");
     }
@@ -154,8 +203,10 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
     // would check that the code lowered now is the code that was measured.
     let mut unchecked: serde_json::Value =
         serde_json::from_str(&read(d.join("winners.json"))).unwrap();
-    unchecked["kernels"][0]["simulated"] = false.into();
-    unchecked["kernels"][0]["ptx_hash"] = serde_json::Value::Null;
+    for w in ["kernels", "variants"] {
+        unchecked[w][0]["simulated"] = false.into();
+        unchecked[w][0]["ptx_hash"] = serde_json::Value::Null;
+    }
     std::fs::write(d.join("unchecked.json"), unchecked.to_string()).unwrap();
     let file = format!("--r3-apply={}", d.join("unchecked.json").display());
     let out = build(&d.join("unchecked"), &src, &[&file], &sim, &empty);

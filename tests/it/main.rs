@@ -6,6 +6,7 @@ mod catalog;
 mod cli;
 mod cmake;
 mod corpus;
+mod dispatch;
 mod driver;
 mod egraph;
 mod evolve;

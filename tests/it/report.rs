@@ -466,11 +466,15 @@ fn the_report_says_what_apply_ships_and_why_not_the_best() {
     let a = &rep.kernels[0].apply;
     assert_eq!(a.trial, Some(2));
     assert!((a.speedup.unwrap() - 1.25).abs() < 1e-9);
-    assert!(
-        a.note.contains("applies trial 2") && a.note.contains("trial 1) sets launch bounds"),
-        "{}",
-        a.note
+    // The best sets launch bounds: it ships beside trial 2, behind its guard.
+    assert_eq!(
+        a.note,
+        "applies trial 2 where every launch may run it, and the best (trial 1) behind its guard"
     );
+    assert_eq!(a.variants.len(), 1);
+    let v = &a.variants[0];
+    assert_eq!((v.trial, v.guard.as_str()), (1, "threads <= 256"));
+    assert!((v.speedup.unwrap() - 10.0 / 7.0).abs() < 1e-9);
 }
 
 #[test]

@@ -5,9 +5,11 @@
 //!   (`correct`, `compile`, `runtime`, `timeout`, `correctness`) and its measured time.
 //! - **Proteus/Mneme tuned-kernels JSON** (`PROTEUS_TUNED_KERNELS`): per mangled kernel name the
 //!   pipeline, codegen level and launch bounds. Fast-math and LLVM options have no field there,
-//!   so a winner that needs either is left out (and named in `skipped`), never written without.
+//!   so a winner that needs either is left out (and named in `skipped`), never written without;
+//!   nor has a guard, so variants (which run only where theirs holds) are left out too and the
+//!   generic winner stands for the kernel.
 
-use super::plan::Winner;
+use super::plan::{Variant, Winner};
 use crate::store::outcome::Outcome;
 use crate::store::trials::TrialRecord;
 use serde_json::{json, Map, Value};
@@ -47,9 +49,12 @@ fn t4_result(t: &TrialRecord) -> Value {
 }
 
 /// Proteus's per-kernel tuned configuration, and the kernels that could not be expressed in it.
-pub fn proteus(winners: &[Winner]) -> (Value, Vec<String>) {
+pub fn proteus(winners: &[Winner], variants: &[Variant]) -> (Value, Vec<String>) {
     let mut out = Map::new();
-    let mut skipped = Vec::new();
+    let mut skipped: Vec<String> = variants
+        .iter()
+        .map(|v| format!("{} (a variant behind a guard)", v.winner.demangled))
+        .collect();
     for w in winners {
         if w.candidate.fast_math {
             skipped.push(format!("{} (needs fast-math)", w.demangled));
@@ -176,7 +181,18 @@ mod tests {
         unrolled
             .llvm_options
             .insert("unroll-max-count".into(), "4".into());
-        let (v, skipped) = proteus(&[w("_Z1ai", bounded), w("_Z1bi", fast), w("_Z1ci", unrolled)]);
+        let guarded = Variant {
+            winner: w("_Z1di", Candidate::baseline()),
+            guard: crate::plan::Guard {
+                max_threads: Some(128),
+                block_x: None,
+                values: None,
+            },
+        };
+        let (v, skipped) = proteus(
+            &[w("_Z1ai", bounded), w("_Z1bi", fast), w("_Z1ci", unrolled)],
+            &[guarded],
+        );
         assert_eq!(v["_Z1ai"]["TunedMaxThreads"], 256);
         assert_eq!(v["_Z1ai"]["BlocksPerExecUnit"], 2);
         assert_eq!(v["_Z1ai"]["CodeGenOptLevel"], 2);
@@ -184,7 +200,11 @@ mod tests {
         assert!(v.get("_Z1bi").is_none());
         assert_eq!(
             skipped,
-            ["_Z1bi (needs fast-math)", "_Z1ci (needs LLVM options)"]
+            [
+                "_Z1di (a variant behind a guard)",
+                "_Z1bi (needs fast-math)",
+                "_Z1ci (needs LLVM options)"
+            ]
         );
     }
 }

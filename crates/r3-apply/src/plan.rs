@@ -1,16 +1,16 @@
 //! What apply builds with: each kernel's winner (by content hash), chosen from the store's
 //! trials or read from an exported winners file (`r3 export`, schema in docs/export-schema.md).
 //!
-//! A winner is only what r3 can ship without touching the user's host code and without risk
-//! of a launch failing: candidates that change the block size are never shipped, and launch
-//! bounds (`.maxntid`, which makes a launch with more threads fail) only when the user opts in.
-//! Among the trials that qualify, `store::winner::pick_best` decides, so a best that did not hold up
-//! on re-measurement keeps clang's code.
+//! A kernel's plan is what `store::winner::shipment` decides: the generic code, right for
+//! every launch (a winner, or clang's code), and guarded variants (launch bounds, folded
+//! values), each taken by r3's runtime only at launches its [`Guard`] admits. Candidates that
+//! change the block size never ship; a best that did not hold up on re-measurement keeps
+//! clang's code.
 
-use crate::candidate::Candidate;
+use crate::candidate::{Candidate, Specialize};
 use crate::kernel::SourceLoc;
-use crate::store::trials::TrialRecord;
-use crate::store::winner::{self, chosen_search, shippable_best, Policy};
+use crate::store::trials::{Confirmation, TrialRecord};
+use crate::store::winner::{self, chosen_search, Policy};
 use crate::store::{KernelRecord, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -50,6 +50,54 @@ pub struct Winner {
     pub r3_version: String,
 }
 
+/// A winner shipped beside the generic code, taken only by launches its guard admits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Variant {
+    #[serde(flatten)]
+    pub winner: Winner,
+    pub guard: Guard,
+}
+
+/// What a launch must satisfy to run a variant, and how it is launched; the candidate's launch
+/// bounds, folded values and block size, stated apart for readers of the winners file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Guard {
+    /// The launch's block has at most this many threads (`.maxntid`; of the new block where
+    /// `block_x` relaunches it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_threads: Option<u32>,
+    /// A launch of one-dimensional blocks runs with blocks of this many threads and the grid
+    /// that keeps its number of threads (x: ceil(grid.x * block.x / block_x)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_x: Option<u32>,
+    /// The launch passes exactly these values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Specialize>,
+}
+
+impl Guard {
+    pub fn of(c: &Candidate) -> Guard {
+        Guard {
+            max_threads: c.max_threads,
+            block_x: c.block_x,
+            values: c.specialize.clone(),
+        }
+    }
+}
+
+/// One kernel's plan: the generic code (None: clang's) and the variants, first match taken.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Planned {
+    pub generic: Option<Winner>,
+    pub variants: Vec<Variant>,
+}
+
+impl Planned {
+    pub fn is_empty(&self) -> bool {
+        self.generic.is_none() && self.variants.is_empty()
+    }
+}
+
 /// The winners file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WinnersFile {
@@ -57,7 +105,12 @@ pub struct WinnersFile {
     pub schema_version: u32,
     pub created_by: String,
     pub llvm_version: String,
+    /// Each kernel's generic code: what every launch may run.
     pub kernels: Vec<Winner>,
+    /// Guarded variants, in the order a launch tries them (an r3 older than variants reads the
+    /// file without them and builds the generic code alone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<Variant>,
     /// The best source rewrite of each kernel `r3 evolve` found faster than its best
     /// compiler-only build: a diff for the user to apply. Once applied, the kernel compiles
     /// to the rewrite's hash, whose own winner is in `kernels`.
@@ -109,18 +162,32 @@ impl Source {
         Ok(Source::File(f))
     }
 
-    /// The winner for a kernel (by content hash), if it has one that ships and beats -O3. A
-    /// winners file is taken as written (its export applied a policy; a build from it must be
-    /// reproducible whatever the environment), except that simulated winners need asking for.
-    pub fn winner(&self, k: &KernelRecord, policy: &Policy) -> Result<Option<Winner>, PlanError> {
-        let found = match self {
-            Source::File(f) => f.kernels.iter().find(|w| w.hash == k.hash).cloned(),
-            Source::Store(s) => winner_in_store(s, k, policy)?.filter(|w| {
-                w.confirmed_speedup.unwrap_or(w.speedup) >= policy.min_speedup.max(1.0)
-                    && policy.ships(&w.candidate)
-            }),
+    /// What ships for a kernel (by content hash). A winners file is taken as written (its
+    /// export applied a policy; a build from it must be reproducible whatever the
+    /// environment), except that simulated winners need asking for and `R3_APPLY_DISPATCH=0`
+    /// leaves its variants out.
+    pub fn plan(&self, k: &KernelRecord, policy: &Policy) -> Result<Planned, PlanError> {
+        let mut plan = match self {
+            Source::File(f) => Planned {
+                generic: f.kernels.iter().find(|w| w.hash == k.hash).cloned(),
+                variants: f
+                    .variants
+                    .iter()
+                    .filter(|v| v.winner.hash == k.hash && policy.dispatch)
+                    .cloned()
+                    .collect(),
+            },
+            Source::Store(s) => plan_in_store(s, k, policy)?,
         };
-        Ok(found.filter(|w| w.speedup > 1.0 && (policy.simulated || !w.simulated)))
+        let keep = |w: &Winner| w.speedup > 1.0 && (policy.simulated || !w.simulated);
+        plan.generic = plan.generic.filter(keep);
+        plan.variants.retain(|v| keep(&v.winner));
+        Ok(plan)
+    }
+
+    /// The generic winner alone (what every launch may run), if there is one.
+    pub fn winner(&self, k: &KernelRecord, policy: &Policy) -> Result<Option<Winner>, PlanError> {
+        Ok(self.plan(k, policy)?.generic)
     }
 
     /// Whether another version of this kernel (same name and source file, another hash) has a
@@ -146,26 +213,31 @@ impl Source {
     }
 }
 
-fn winner_in_store(
-    store: &Store,
-    k: &KernelRecord,
-    policy: &Policy,
-) -> Result<Option<Winner>, StoreError> {
+fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Planned, StoreError> {
     let Some((path, recs)) = chosen_search(store, &k.hash, policy)? else {
-        return Ok(None);
+        return Ok(Planned::default());
     };
     let confirmed = store.confirmations(&path)?;
-    let Some(best) = shippable_best(&recs, &confirmed, policy) else {
-        return Ok(None);
-    };
-    let confirmed_speedup = winner::confirmation_of(&confirmed, best.trial)
-        .and_then(|c| c.ratio())
-        .map(|r| 1.0 / r);
-    Ok(Some(winner_of(k, best, confirmed_speedup)))
+    let ships = winner::shipment(&recs, &confirmed, &policy.for_record(k));
+    let winner = |t: &TrialRecord| winner_of(k, t, &confirmed);
+    Ok(Planned {
+        generic: ships.generic.map(winner),
+        variants: ships
+            .variants
+            .iter()
+            .map(|t| Variant {
+                winner: winner(t),
+                guard: Guard::of(&t.candidate),
+            })
+            .collect(),
+    })
 }
 
-fn winner_of(k: &KernelRecord, t: &TrialRecord, confirmed_speedup: Option<f64>) -> Winner {
+fn winner_of(k: &KernelRecord, t: &TrialRecord, confirmed: &[Confirmation]) -> Winner {
     let simulated = t.simulated();
+    let confirmed_speedup = winner::confirmation_of(confirmed, t.trial)
+        .and_then(|c| c.ratio())
+        .map(|r| 1.0 / r);
     Winner {
         hash: k.hash.clone(),
         name: k.signature.name.clone(),

@@ -9,6 +9,7 @@
 //! tuning, never the build. What happened to each kernel goes into `applied-*.json` in the
 //! apply directory, for the driver's one line about it.
 
+use super::dispatch;
 use super::plan::{Source, Winner};
 use super::splice::{self, Tuned};
 use crate::ir::extract;
@@ -43,6 +44,17 @@ pub struct KernelOutcome {
     pub gpu: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The guarded variants added beside the generic entry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<AppliedVariant>,
+}
+
+/// A variant in the build.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppliedVariant {
+    pub entry: String,
+    pub guard: crate::plan::Guard,
+    pub speedup: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,10 +89,22 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     let arch = value_of(&args, "--gpu-name").unwrap_or_default();
     let dir = std::env::var_os(DIR_ENV).map(PathBuf::from);
-    let (text, mut outcomes) = match dir.as_deref().map(|d| rewrite(&original, &arch, d)) {
+    let Rewritten {
+        text,
+        mut outcomes,
+        rows,
+    } = match dir.as_deref().map(|d| rewrite(&original, &arch, d)) {
         Some(Ok(r)) => r,
-        Some(Err(e)) => (None, vec![failed_all(&arch, e)]),
-        None => (None, Vec::new()),
+        Some(Err(e)) => Rewritten {
+            text: None,
+            outcomes: vec![failed_all(&arch, e)],
+            rows: Vec::new(),
+        },
+        None => Rewritten {
+            text: None,
+            outcomes: Vec::new(),
+            rows: Vec::new(),
+        },
     };
     let mut code = match &text {
         Some(t) if std::fs::write(&input, t).is_ok() => run_quiet(&real, &args),
@@ -92,28 +116,54 @@ pub fn main(args: Vec<OsString>) -> i32 {
         for o in outcomes.iter_mut().filter(|o| o.status == Status::Applied) {
             o.status = Status::Failed;
             o.detail = Some("ptxas rejected the spliced PTX".into());
+            o.variants.clear();
         }
         code = run(&real, &args);
     }
     if let Some(d) = dir {
+        let shipped = text.is_some() && outcomes.iter().any(|o| !o.variants.is_empty());
+        if shipped && code == 0 {
+            if let Err(e) = dispatch::write_part(&d, &arch, &rows) {
+                // Without the table the variants are never taken: the generic code runs.
+                for o in outcomes.iter_mut() {
+                    if !o.variants.is_empty() {
+                        o.variants.clear();
+                        o.detail = Some(format!("variants not enabled: {e}"));
+                    }
+                }
+            }
+        }
         report(&d, &arch, &outcomes);
     }
     code
 }
 
-/// The PTX with every tuned kernel spliced in (None when nothing is tuned), and each kernel's
+/// What the shim makes of one compile: the spliced PTX (None when nothing is tuned), each
+/// kernel's outcome, and the dispatch table's rows for the variants in it.
+struct Rewritten {
+    text: Option<String>,
+    outcomes: Vec<KernelOutcome>,
+    rows: Vec<dispatch::Row>,
+}
+
+/// One kernel's code to splice: the generic entry's replacement or a variant.
+struct Lowered {
+    kernel: String,
+    ptx: String,
+    tag: String,
+    variant: Option<String>,
+}
+
+/// The PTX with every tuned kernel spliced in and its variants added, and each kernel's
 /// outcome.
-fn rewrite(
-    ptx: &str,
-    arch: &str,
-    dir: &Path,
-) -> Result<(Option<String>, Vec<KernelOutcome>), String> {
+fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
     let source = source_from_env()?;
     let policy = Policy::from_env();
     let kernels = captured_kernels(dir, arch)?;
     let mut known = None; // the store's kernels, read only if a kernel has no winner
     let mut outcomes = Vec::new();
     let mut lowered = Vec::new();
+    let mut rows = Vec::new();
     for km in &kernels {
         let record = as_record(km);
         let mut o = KernelOutcome {
@@ -124,47 +174,114 @@ fn rewrite(
             speedup: None,
             gpu: None,
             detail: None,
+            variants: Vec::new(),
         };
-        match source.winner(&record, &policy).map_err(|e| e.to_string())? {
-            Some(w) => match lower_winner(km, &w, dir) {
+        let plan = source.plan(&record, &policy).map_err(|e| e.to_string())?;
+        if plan.is_empty() {
+            let others = known.get_or_insert_with(|| match &source {
+                Source::Store(s) => s.kernels().unwrap_or_default(),
+                Source::File(_) => Vec::new(),
+            });
+            if source.tuned_before(&record, others) {
+                o.status = Status::Changed;
+            }
+            outcomes.push(o);
+            continue;
+        }
+        let name = &km.signature.name;
+        let tag = km.hash[..8].to_owned();
+        if let Some(w) = &plan.generic {
+            match lower_winner(km, w, dir) {
                 Ok(text) => {
                     o.status = Status::Applied;
                     o.speedup = Some(w.confirmed_speedup.unwrap_or(w.speedup));
                     o.gpu = Some(w.gpu.clone());
-                    lowered.push((km.signature.name.clone(), text, km.hash[..8].to_owned()));
+                    lowered.push(Lowered {
+                        kernel: name.clone(),
+                        ptx: text,
+                        tag: tag.clone(),
+                        variant: None,
+                    });
                 }
                 Err((status, why)) => {
                     o.status = status;
                     o.detail = Some(why);
                 }
-            },
-            None => {
-                let others = known.get_or_insert_with(|| match &source {
-                    Source::Store(s) => s.kernels().unwrap_or_default(),
-                    Source::File(_) => Vec::new(),
-                });
-                if source.tuned_before(&record, others) {
-                    o.status = Status::Changed;
+            }
+        }
+        for (n, v) in plan.variants.iter().enumerate() {
+            // A variant that does not give its measured PTX is left out; the others, and the
+            // generic code, do not depend on it.
+            let text = match lower_winner(km, &v.winner, dir) {
+                Ok(text) => text,
+                Err((status, why)) => {
+                    if o.status == Status::NotTuned {
+                        (o.status, o.detail) = (status, Some(why));
+                    }
+                    continue;
                 }
+            };
+            let entry = dispatch::entry_name(name, &tag, n + 1);
+            rows.push(dispatch::Row {
+                kernel: name.clone(),
+                arch: arch.to_owned(),
+                entry: entry.clone(),
+                guard: v.guard.clone(),
+            });
+            o.variants.push(AppliedVariant {
+                entry: entry.clone(),
+                guard: v.guard.clone(),
+                speedup: v.winner.confirmed_speedup.unwrap_or(v.winner.speedup),
+            });
+            lowered.push(Lowered {
+                kernel: name.clone(),
+                ptx: text,
+                tag: format!("{tag}v{}", n + 1),
+                variant: Some(entry),
+            });
+        }
+        if !o.variants.is_empty() && o.status != Status::Applied {
+            // Clang's code stays the generic entry; the variants are r3's.
+            o.gpu = plan.variants.first().map(|v| v.winner.gpu.clone());
+            if o.detail.is_none() {
+                o.status = Status::Applied;
             }
         }
         outcomes.push(o);
     }
     if lowered.is_empty() {
-        return Ok((None, outcomes));
+        return Ok(Rewritten {
+            text: None,
+            outcomes,
+            rows: Vec::new(),
+        });
     }
     let tuned: Vec<Tuned> = lowered
         .iter()
-        .map(|(kernel, ptx, tag)| Tuned { kernel, ptx, tag })
+        .map(|l| Tuned {
+            kernel: &l.kernel,
+            ptx: &l.ptx,
+            tag: &l.tag,
+            variant: l.variant.as_deref(),
+        })
         .collect();
     match splice::splice(ptx, &tuned) {
-        Ok(text) => Ok((Some(text), outcomes)),
+        Ok(text) => Ok(Rewritten {
+            text: Some(text),
+            outcomes,
+            rows,
+        }),
         Err(e) => {
             for o in outcomes.iter_mut().filter(|o| o.status == Status::Applied) {
                 o.status = Status::Failed;
                 o.detail = Some(e.to_string());
+                o.variants.clear();
             }
-            Ok((None, outcomes))
+            Ok(Rewritten {
+                text: None,
+                outcomes,
+                rows: Vec::new(),
+            })
         }
     }
 }
@@ -280,6 +397,7 @@ fn failed_all(arch: &str, why: String) -> KernelOutcome {
         speedup: None,
         gpu: None,
         detail: Some(why),
+        variants: Vec::new(),
     }
 }
 
@@ -332,6 +450,17 @@ fn run(ptxas: &Path, args: &[OsString]) -> i32 {
     }
 }
 
+/// ptxas's diagnostics less those about r3's variants (a `.minnctapersm` it ignores, say): the
+/// build's output stays what clang's code gives.
+fn without_variant_lines(stderr: &[u8]) -> Vec<u8> {
+    stderr
+        .split_inclusive(|&b| b == b'\n')
+        .filter(|line| !line.windows(5).any(|w| w == b"__r3_"))
+        .flatten()
+        .copied()
+        .collect()
+}
+
 /// Runs ptxas on the spliced PTX, keeping its diagnostics to itself: if it fails, clang's PTX is
 /// assembled instead and only that run's output counts.
 fn run_quiet(ptxas: &Path, args: &[OsString]) -> i32 {
@@ -339,10 +468,22 @@ fn run_quiet(ptxas: &Path, args: &[OsString]) -> i32 {
         Ok(out) if out.status.success() => {
             use std::io::Write;
             let _ = std::io::stdout().write_all(&out.stdout);
-            let _ = std::io::stderr().write_all(&out.stderr);
+            let _ = std::io::stderr().write_all(&without_variant_lines(&out.stderr));
             0
         }
         Ok(out) => out.status.code().unwrap_or(1).max(1),
         Err(_) => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ptxas_lines_about_variants_are_left_out_and_the_others_kept() {
+        let err = b"ptxas warning : Value of threads per SM for entry _Z1kv__r3_01234567_v1 is out of range\nptxas warning : something of clang's\n";
+        assert_eq!(
+            super::without_variant_lines(err),
+            b"ptxas warning : something of clang's\n"
+        );
     }
 }

@@ -35,6 +35,9 @@ pub struct Tuned<'a> {
     /// A short tag unique per tuned kernel (e.g. 8 hex digits of its content hash), used to
     /// rename the tuned module's private functions and colliding variables.
     pub tag: &'a str,
+    /// None: the tuned entry replaces the host's. Some(name): it is added under that name just
+    /// before the host's entry, which stays (a variant that r3's runtime chooses at launch).
+    pub variant: Option<&'a str>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,7 +125,10 @@ pub fn splice(host: &str, tuned: &[Tuned]) -> Result<String, SpliceError> {
                 tag: t.tag.to_string(),
             });
         }
-        if tuned[..i].iter().any(|o| o.kernel == t.kernel) {
+        if tuned[..i]
+            .iter()
+            .any(|o| o.kernel == t.kernel && o.variant == t.variant)
+        {
             return Err(SpliceError::DuplicateKernel {
                 kernel: t.kernel.to_string(),
             });
@@ -142,7 +148,12 @@ pub fn splice(host: &str, tuned: &[Tuned]) -> Result<String, SpliceError> {
     let mut s = Splicer::new(&h)?;
     for ((entry, keyword), t) in order {
         let text = s.kernel(entry, keyword, t)?;
-        s.edits.push((h.span(entry), text));
+        let span = h.span(entry);
+        match t.variant {
+            // Inserted before the host's entry, which stays as it is.
+            Some(_) => s.edits.push((span.start..span.start, text + "\n\n")),
+            None => s.edits.push((span, text)),
+        }
     }
     Ok(s.finish())
 }
@@ -266,8 +277,21 @@ impl<'h, 't> Splicer<'h, 't> {
 
         let mut map = funcs;
         map.extend(vars);
+        if let Some(name) = t.variant {
+            if name.is_empty() || !name.bytes().all(r3_ptx::lex::is_ident_char) {
+                return Err(SpliceError::BadTag {
+                    kernel: kernel.to_string(),
+                    tag: name.to_string(),
+                });
+            }
+            self.scope.claim(name, here, None, kernel)?;
+            map.insert(kernel, name.to_string());
+        }
         let files = self.files(&m, keep.iter().copied().chain([entry]));
-        let mut out = format!("// r3: tuned `{kernel}` (tag {})\n", t.tag);
+        let mut out = match t.variant {
+            Some(v) => format!("// r3: variant `{v}` of `{kernel}` (tag {})\n", t.tag),
+            None => format!("// r3: tuned `{kernel}` (tag {})\n", t.tag),
+        };
         for &k in &keep {
             out.push_str(&m.render(k, None, &map, &files));
             out.push('\n');
@@ -1152,7 +1176,12 @@ mod tests {
     }
 
     fn one<'a>(kernel: &'a str, ptx: &'a str, tag: &'a str) -> [Tuned<'a>; 1] {
-        [Tuned { kernel, ptx, tag }]
+        [Tuned {
+            kernel,
+            ptx,
+            tag,
+            variant: None,
+        }]
     }
 
     /// The tuned entry as the splice should write it: `map`'s names replaced, token-exact.
@@ -1433,11 +1462,13 @@ mod tests {
                 kernel: "_Z1bv",
                 ptx: &b,
                 tag: "bbbb0002",
+                variant: None,
             },
             Tuned {
                 kernel: "_Z1aPi",
                 ptx: &a,
                 tag: "aaaa0001",
+                variant: None,
             },
         ];
         let out = splice(&host, &tuned).unwrap();
@@ -1472,11 +1503,13 @@ mod tests {
                 kernel: "_Z1aPi",
                 ptx: &a,
                 tag: "a",
+                variant: None,
             },
             Tuned {
                 kernel: "_Z1bv",
                 ptx: &b,
                 tag: "b",
+                variant: None,
             },
         ];
         let out = splice(&host, &tuned).unwrap();
@@ -1591,6 +1624,7 @@ mod tests {
             kernel: "_Z1aPi",
             ptx: &tuned,
             tag: "x",
+            variant: None,
         };
         let err = splice(&host, &[t, t]).unwrap_err();
         assert!(matches!(err, SpliceError::DuplicateKernel { .. }));
@@ -1772,7 +1806,12 @@ mod tests {
             let list: Vec<Tuned> = tuned
                 .iter()
                 .zip(&tags)
-                .map(|((kernel, ptx), tag)| Tuned { kernel, ptx, tag })
+                .map(|((kernel, ptx), tag)| Tuned {
+                    kernel,
+                    ptx,
+                    tag,
+                    variant: None,
+                })
                 .collect();
             let out = splice(&host, &list).unwrap();
             check_real(&host, &out, tuned, &(0..tuned.len()).collect::<Vec<_>>());
@@ -1854,7 +1893,12 @@ mod tests {
             let list: Vec<Tuned> = tuned
                 .iter()
                 .zip(&tags)
-                .map(|((kernel, ptx), tag)| Tuned { kernel, ptx, tag })
+                .map(|((kernel, ptx), tag)| Tuned {
+                    kernel,
+                    ptx,
+                    tag,
+                    variant: None,
+                })
                 .collect();
             cases.push((format!("{host_file}+all"), splice(&host, &list).unwrap()));
         }
@@ -1878,11 +1922,13 @@ mod tests {
                 kernel: "_Z1aPi",
                 ptx: &a,
                 tag: "a",
+                variant: None,
             },
             Tuned {
                 kernel: "_Z1bv",
                 ptx: &b,
                 tag: "b",
+                variant: None,
             },
         ];
         cases.push(("hand-written".into(), splice(&h, &list).unwrap()));

@@ -1,6 +1,8 @@
 //! The driver's half of apply (`--r3-apply`, `--r3-apply=FILE`, `R3_APPLY`): clang runs with
-//! `--ptxas-path` pointing at r3 (`apply::shim`), and afterwards one line says what was applied.
+//! `--ptxas-path` pointing at r3 (`apply::shim`) and its host side including the dispatch
+//! table the shim writes (`apply::dispatch`), and afterwards one line says what was applied.
 
+use r3_apply::dispatch;
 use r3_apply::shim::{self, KernelOutcome, Status};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -35,13 +37,31 @@ pub fn prepare(
         WinnersFrom::Store(s) => format!("store:{}", s.display()),
         WinnersFrom::File(f) => format!("file:{}", f.display()),
     };
-    let args = vec![OsString::from(format!("--ptxas-path={}", link.display()))];
+    let mut args = vec![OsString::from(format!("--ptxas-path={}", link.display()))];
+    if has_host_side(clang_args) && crate::store::winner::Policy::from_env().dispatch {
+        // The host side compiles after ptxas ran: by then the header holds the unit's table.
+        let header = dir.join(dispatch::HEADER);
+        std::fs::write(&header, dispatch::empty_header())
+            .map_err(|e| format!("{}: {e}", header.display()))?;
+        args.push("-Xarch_host".into());
+        args.push(format!("-include{}", header.display()).into());
+    }
     let env = vec![
         (shim::DIR_ENV, dir.as_os_str().to_owned()),
         (shim::FROM_ENV, from.into()),
         (shim::PTXAS_ENV, real.into_os_string()),
     ];
     Ok(Some((args, env)))
+}
+
+/// Whether the command compiles a host side, where the dispatch table goes.
+fn has_host_side(clang_args: &[OsString]) -> bool {
+    !clang_args.iter().any(|a| {
+        matches!(
+            a.to_str(),
+            Some("--cuda-device-only" | "--offload-device-only")
+        )
+    })
 }
 
 /// The ptxas clang would run for this command: the user's `--ptxas-path`, else the one in
@@ -110,7 +130,20 @@ pub fn summary(dir: &Path) -> Option<String> {
 }
 
 fn describe(o: &KernelOutcome) -> String {
-    let speed = o.speedup.map(|s| format!(" {s:.2}x")).unwrap_or_default();
+    let mut speed = o.speedup.map(|s| format!(" {s:.2}x")).unwrap_or_default();
+    if !o.variants.is_empty() {
+        let each: Vec<String> = o
+            .variants
+            .iter()
+            .map(|v| format!("{:.2}x", v.speedup))
+            .collect();
+        let n = o.variants.len();
+        speed.push_str(&format!(
+            " (+{n} guarded variant{} at launch: {})",
+            if n == 1 { "" } else { "s" },
+            each.join(", ")
+        ));
+    }
     let gpu = o
         .gpu
         .as_deref()

@@ -27,6 +27,8 @@ pub const WRAPPED: &[&str] = &[
     "__cudaRegisterFatBinary",
     "__cudaRegisterFunction",
     "__cudaRegisterVar",
+    // Mirrored onto a kernel's variants (apply's dispatch).
+    "cudaFuncSetAttribute",
     // What code compiled for the per-thread default stream calls instead.
     "cudaLaunchKernel_ptsz",
     "cudaLaunchCooperativeKernel_ptsz",

@@ -192,9 +192,13 @@ pub struct Ablation {
 /// tune must record these very candidates); a pass whose ablation was never measured is shown
 /// as "not measured". To produce them, evaluate the returned candidates as trials of the same
 /// kernel and GPU (e.g. as a final round of `r3 tune` after the search).
+///
+/// A specialized `best` also gets one ablation per folded value (`folded arg2`, `folded
+/// block`, `folded grid`), after the passes: `best` without that value folded, so the report
+/// shows which constant made the difference.
 pub fn ablations(best: &Candidate) -> Result<Vec<Ablation>, PassesError> {
     let p = expand(&best.pipeline)?;
-    Ok((0..p.steps.len())
+    let mut out: Vec<Ablation> = (0..p.steps.len())
         .map(|i| {
             let mut q = p.clone();
             let removed = q.steps.remove(i);
@@ -207,12 +211,85 @@ pub fn ablations(best: &Candidate) -> Result<Vec<Ablation>, PassesError> {
                 },
             }
         })
-        .collect())
+        .collect();
+    if let Some(s) = &best.specialize {
+        let without = |s: crate::candidate::Specialize| Candidate {
+            specialize: (s != Default::default()).then_some(s),
+            ..best.clone()
+        };
+        let mut folded: Vec<(String, Candidate)> = (0..s.args.len())
+            .map(|i| {
+                let mut t = s.clone();
+                let a = t.args.remove(i);
+                (format!("folded arg{}", a.index), without(t))
+            })
+            .collect();
+        if s.block.is_some() {
+            let t = crate::candidate::Specialize {
+                block: None,
+                ..s.clone()
+            };
+            folded.push(("folded block".into(), without(t)));
+        }
+        if s.grid.is_some() {
+            let t = crate::candidate::Specialize {
+                grid: None,
+                ..s.clone()
+            };
+            folded.push(("folded grid".into(), without(t)));
+        }
+        let first = out.len();
+        out.extend(
+            folded
+                .into_iter()
+                .enumerate()
+                .map(|(j, (pass, candidate))| Ablation {
+                    index: first + j,
+                    pass,
+                    candidate,
+                }),
+        );
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_specialized_best_is_ablated_value_by_value_after_its_passes() {
+        let best: Candidate = serde_json::from_value(serde_json::json!({
+            "pipeline": "function(sroa,instcombine)",
+            "specialize": {"args": [{"index": 1, "hex": "0004"}, {"index": 3, "hex": "01"}],
+                           "block": [256, 1, 1]}
+        }))
+        .unwrap();
+        let a = ablations(&best).unwrap();
+        let names: Vec<&str> = a.iter().map(|a| a.pass.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "function/sroa",
+                "function/instcombine",
+                "folded arg1",
+                "folded arg3",
+                "folded block"
+            ]
+        );
+        let s = a[2].candidate.specialize.as_ref().unwrap();
+        assert_eq!(
+            (s.args.len(), s.args[0].index, s.block),
+            (1, 3, Some([256, 1, 1]))
+        );
+        assert_eq!(a[2].candidate.pipeline, best.pipeline);
+        // The last folded value gone: no specialization at all.
+        let one: Candidate = serde_json::from_value(serde_json::json!({
+            "pipeline": "function(sroa)", "specialize": {"grid": [4, 1, 1]}
+        }))
+        .unwrap();
+        assert_eq!(ablations(&one).unwrap()[1].candidate.specialize, None);
+    }
 
     fn p(t: &str) -> Pipeline {
         Pipeline::parse(t).unwrap()

@@ -9,15 +9,17 @@
 //! depend on where its data lies, and the search's worker is the one in which it looked best.
 //! The least favourable of them is kept.
 
+use crate::candidate::LaunchValues;
 use crate::lower::Lowered;
 use crate::replay::Evaluator;
 use crate::store::outcome::Outcome;
 use crate::store::trials::{Confirmation, LaunchCheck, TrialRecord};
-use crate::store::winner::{shippable_best, Policy};
+use crate::store::winner::{self, Policy};
 use crate::store::{Store, StoreError};
 
-/// An evaluator of another recorded launch of the same kernel, or why there is none.
-pub type OtherLaunch<E> = (String, Result<E, String>);
+/// Another recorded launch of the same kernel: its recording, what it passed (for guards; None
+/// when unreadable), and an evaluator of it or why there is none.
+pub type OtherLaunch<E> = (String, Option<LaunchValues>, Result<E, String>);
 
 /// Fresh contexts the winner is re-measured in. Each worker maps the recording onto physical
 /// memory of its own, and some code is fast at one placement of its data and slow at another:
@@ -27,8 +29,9 @@ pub type OtherLaunch<E> = (String, Result<E, String>);
 /// 1.06x faster. -O3 itself moved by 1.5% over those placements.
 pub const CONTEXTS: usize = 3;
 
-/// Confirms the best trial of `kernel` (and the trial apply would ship, where that is another)
-/// and writes each confirmation beside the trials. Returns what to tell the user, one line each.
+/// Confirms the best trial of `kernel` (and each other trial apply would ship: the generic code
+/// and the variants) and writes each confirmation beside the trials. Returns what to tell the
+/// user, one line each.
 pub fn confirm_best<E: Evaluator>(
     store: &Store,
     searched: &E,
@@ -48,19 +51,35 @@ pub fn confirm_best<E: Evaluator>(
     };
     lines.push(describe(&c, "confirmed"));
     let path = store.trials_path(kernel, &gpu);
-    let (recs, confirmed) = (store.trials(kernel, &gpu)?, store.confirmations(&path)?);
-    let Some(ships) = shippable_best(&recs, &confirmed, &Policy::from_env()) else {
-        return Ok(lines);
-    };
-    if ships.trial != 0 && ships.trial != best.trial {
-        if let Some(c) = confirm_trial(store, searched, others, kernel, ships)? {
-            lines.push(describe(
-                &c,
-                "for apply (the best without launch bounds or block size)",
-            ));
+    let recs = store.trials(kernel, &gpu)?;
+    // Each confirmation can change what ships (one that does not hold up gives way), so the
+    // shipment is read again after each, until every trial in it is confirmed (each at most
+    // once here, whatever the file says).
+    let mut tried = std::collections::HashSet::from([best.trial]);
+    loop {
+        let confirmed = store.confirmations(&path)?;
+        // Whatever could ship: a build may withhold block sizes, but decides after the search.
+        let any_build = Policy {
+            block_size: winner::BlockSizeOptIn::All,
+            ..Policy::from_env()
+        };
+        let ships = winner::shipment(&recs, &confirmed, &any_build);
+        let Some(next) = ships.trials().find(|t| {
+            winner::confirmation_of(&confirmed, t.trial).is_none() && !tried.contains(&t.trial)
+        }) else {
+            return Ok(lines);
+        };
+        tried.insert(next.trial);
+        let what = if ships.generic.is_some_and(|g| g.trial == next.trial) {
+            "for apply (the best that every launch may run)"
+        } else {
+            "for apply (a variant, behind its guard)"
+        };
+        match confirm_trial(store, searched, others, kernel, next)? {
+            Some(c) => lines.push(describe(&c, what)),
+            None => return Ok(lines),
         }
     }
-    Ok(lines)
 }
 
 /// Measures one trial's candidate again against the baseline on the searched launch, runs it
@@ -84,11 +103,16 @@ pub fn confirm_trial<E: Evaluator>(
     let Some(outcome) = least_favourable(outcomes) else {
         return Ok(None);
     };
-    // No need to run the others where the searched launch already refutes the trial.
+    // No need to run the others where the searched launch already refutes the trial, nor
+    // those its guard turns away (they run other code).
     let launches = match outcome.ratio() {
         Some(r) if r < 1.0 => others
             .iter()
-            .map(|(recording, ev)| LaunchCheck {
+            .filter(|(_, values, _)| {
+                !trial.candidate.guarded()
+                    || values.as_ref().is_some_and(|v| trial.candidate.admits(v))
+            })
+            .map(|(recording, _, ev)| LaunchCheck {
                 recording: recording.clone(),
                 outcome: match ev {
                     Ok(ev) => ev
@@ -331,15 +355,21 @@ mod tests {
     }
 
     fn searched_store(best: &str) -> (tempfile::TempDir, Store, TrialRecord) {
+        searched_store_with(serde_json::json!({ "pipeline": best }))
+    }
+
+    fn searched_store_with(best: serde_json::Value) -> (tempfile::TempDir, Store, TrialRecord) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let mut log = store.open_trials("k", "GPU (sm_90)").unwrap();
         let mut best_rec = None;
-        for (trial, pipeline, ratio) in [(0, "default<O3>", 1.0), (1, best, 0.5)] {
+        let o3 = serde_json::json!({ "pipeline": "default<O3>" });
+        for (trial, candidate, ratio) in [(0, o3, 1.0), (1, best, 0.5)] {
+            let pipeline = candidate["pipeline"].clone();
             let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
                 "format": 1, "trial": trial, "kernel": "k", "gpu": "GPU (sm_90)",
                 "driver": "CUDA 13.0", "r3_version": "0", "strategy": "bo", "seed": 0,
-                "batch": 1, "candidate": {"pipeline": pipeline}, "ptx_hash": pipeline,
+                "batch": 1, "candidate": candidate, "ptx_hash": pipeline,
                 "outcome": {"status": "compile_error", "message": ""},
                 "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
             }))
@@ -370,6 +400,7 @@ mod tests {
         let others = vec![
             (
                 "k/2".to_owned(),
+                None,
                 Ok(Launch {
                     ratio: 0.7,
                     wrong: vec![],
@@ -377,6 +408,7 @@ mod tests {
             ),
             (
                 "k/3".to_owned(),
+                None,
                 Ok(Launch {
                     ratio: 0.7,
                     wrong: vec!["function(licm)"],
@@ -397,6 +429,57 @@ mod tests {
     }
 
     #[test]
+    fn a_specialized_winner_is_checked_only_on_the_launches_its_guard_admits() {
+        let n = |v: u32| FoldedArgBytes(v.to_le_bytes().to_vec());
+        let (_dir, store, _) = searched_store_with(serde_json::json!({
+            "pipeline": "function(licm)",
+            "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
+        }));
+        let searched = Launch::new(0.6);
+        let wrong = |values: Option<LaunchValues>| {
+            let ev = Launch {
+                ratio: 0.7,
+                wrong: vec!["function(licm)"],
+            };
+            ("k/x".to_owned(), values, Ok(ev))
+        };
+        // Another n: the guard sends that launch to the generic code, so it does not count.
+        let lines = confirm_best(&store, &searched, &[wrong(Some(n(7).launch()))], "k").unwrap();
+        assert!(lines[0].starts_with("confirmed"), "{lines:?}");
+        assert_eq!(
+            store.best_trial("k", "GPU (sm_90)").unwrap().unwrap().trial,
+            1
+        );
+        // The same n: the variant would run it, and it is wrong there.
+        let (_dir, store, _) = searched_store_with(serde_json::json!({
+            "pipeline": "function(licm)",
+            "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
+        }));
+        let lines = confirm_best(&store, &searched, &[wrong(Some(n(5).launch()))], "k").unwrap();
+        assert!(lines[0].starts_with("not confirmed"), "{lines:?}");
+        // A launch whose values are unknown cannot be admitted either.
+        let (_dir, store, _) = searched_store_with(serde_json::json!({
+            "pipeline": "function(licm)",
+            "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
+        }));
+        let lines = confirm_best(&store, &searched, &[wrong(None)], "k").unwrap();
+        assert!(lines[0].starts_with("confirmed"), "{lines:?}");
+    }
+
+    /// One launch passing these bytes as its only argument.
+    struct FoldedArgBytes(Vec<u8>);
+
+    impl FoldedArgBytes {
+        fn launch(self) -> LaunchValues {
+            LaunchValues {
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                args: vec![self.0],
+            }
+        }
+    }
+
+    #[test]
     fn a_winner_right_on_every_launch_is_confirmed_and_says_where() {
         let (_dir, store, _) = searched_store("function(licm)");
         let searched = Launch {
@@ -405,6 +488,7 @@ mod tests {
         };
         let others = vec![(
             "k/2".to_owned(),
+            None,
             Ok(Launch {
                 ratio: 0.7,
                 wrong: vec![],
@@ -502,8 +586,11 @@ mod tests {
             ratio: 0.6,
             wrong: vec![],
         };
-        let others: Vec<OtherLaunch<Launch>> =
-            vec![("k/9".to_owned(), Err("prologue.bin: damaged".to_owned()))];
+        let others: Vec<OtherLaunch<Launch>> = vec![(
+            "k/9".to_owned(),
+            None,
+            Err("prologue.bin: damaged".to_owned()),
+        )];
         let lines = confirm_best(&store, &searched, &others, "k").unwrap();
         assert!(
             lines[0].contains("crashed on recorded launch k/9"),

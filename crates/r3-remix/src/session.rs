@@ -46,6 +46,9 @@ pub struct GpuTune {
     pub block_size_agnostic: bool,
     pub egraph: bool,
     pub grid: bool,
+    /// Offer specialization (the searched launch's values folded into constants, shipped
+    /// behind a guard).
+    pub specialize: bool,
     /// One worker of possibly many (`--all`, `--gpus`, a job array): a kernel another worker
     /// holds is left to it, and a kernel named alone that was not searched is not a failure.
     pub fleet: bool,
@@ -96,6 +99,15 @@ pub fn finite_budget(budget: u32, space: &Space) -> u32 {
     space.points().map_or(budget, |p| {
         budget.min(u32::try_from(p.len()).unwrap_or(u32::MAX))
     })
+}
+
+/// What the search of a kernel may fold of the launch it replays.
+fn specializations_of(k: &KernelRecord, rec: &Recording) -> Vec<crate::candidate::Specialize> {
+    let foldable = crate::lower::specialize::foldable(&k.signature);
+    rec.launch
+        .values()
+        .map(|v| crate::space::specializations(&foldable, &v))
+        .unwrap_or_default()
 }
 
 /// Where a kernel's search can start.
@@ -258,6 +270,11 @@ fn one_kernel_on_gpu(
         fast_math: how.measure.tolerance.is_some(),
         r3_passes: how.egraph,
         grid: how.grid,
+        specialize: if how.specialize {
+            specializations_of(ev.kernel(), ev.recording())
+        } else {
+            Vec::new()
+        },
         ..Default::default()
     })?;
     let opts = TuneOptions {
@@ -429,7 +446,14 @@ pub fn confirm_best(store: &Store, ev: &GpuEvaluator, kernel: &str, say: Say) {
         Ok(all) => all
             .into_iter()
             .filter(|r| r.id != ev.recording().id)
-            .map(|r| (r.id.clone(), ev.for_recording(r).map_err(|e| e.to_string())))
+            .map(|r| {
+                let values = r.launch.values();
+                (
+                    r.id.clone(),
+                    values,
+                    ev.for_recording(r).map_err(|e| e.to_string()),
+                )
+            })
             .collect(),
         Err(e) => {
             say(Line::Note(format!(
@@ -526,6 +550,7 @@ pub fn judge_parts(
     let space = Space::builtin(SpaceOptions {
         launch_threads: Some(b[0] * b[1] * b[2]),
         fast_math: how.tolerance.is_some(),
+        specialize: specializations_of(k, ev.recording()),
         ..Default::default()
     })
     .map_err(|e| with_causes(&e))?;

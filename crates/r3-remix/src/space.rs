@@ -3,7 +3,7 @@
 //! features the Bayesian surrogate compares. With `grid`, the space is finite instead: the
 //! pipeline variants of `passes/grid.toml` times every legal knob setting.
 
-use crate::candidate::Candidate;
+use crate::candidate::{Candidate, Specialize};
 use crate::passes::catalog::{Catalog, CatalogError, LlvmOption, Pass};
 use crate::passes::pipeline::{ParseError, Pipeline};
 use rand::seq::IndexedRandom;
@@ -27,6 +27,10 @@ pub struct SpaceOptions {
     /// The finite space of `passes/grid.toml` instead of free pipelines (no block sizes).
     #[serde(default)]
     pub grid: bool,
+    /// Values of the searched launch a candidate may fold into constants (each a choice; none
+    /// offered in a grid): the code then ships behind a guard that checks them at launch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub specialize: Vec<Specialize>,
 }
 
 impl Default for SpaceOptions {
@@ -39,6 +43,7 @@ impl Default for SpaceOptions {
             launch_threads: None,
             max_steps: 200,
             grid: false,
+            specialize: Vec::new(),
         }
     }
 }
@@ -51,6 +56,34 @@ pub enum SpaceError {
     Parse(#[from] ParseError),
     #[error(transparent)]
     Grid(#[from] super::grid::GridError),
+}
+
+/// The specializations a search of a launch is offered: everything foldable at once (the
+/// scalar parameters of `foldable` and both launch dimensions), the dimensions alone, and each
+/// parameter alone (the first eight), so that the search can find which value matters.
+pub fn specializations(foldable: &[u32], l: &crate::candidate::LaunchValues) -> Vec<Specialize> {
+    use crate::candidate::FoldedArg;
+    let arg = |i: u32| l.args.get(i as usize).map(|b| FoldedArg::of_bytes(i, b));
+    let args: Vec<FoldedArg> = foldable.iter().filter_map(|&i| arg(i)).collect();
+    let dims = Specialize {
+        args: Vec::new(),
+        block: Some(l.block),
+        grid: Some(l.grid),
+    };
+    let mut out = vec![
+        Specialize {
+            args: args.clone(),
+            ..dims.clone()
+        },
+        dims,
+    ];
+    out.extend(args.into_iter().take(8).map(|a| Specialize {
+        args: vec![a],
+        block: None,
+        grid: None,
+    }));
+    out.dedup();
+    out
 }
 
 pub const BLOCK_SIZES: &[u32] = &[32, 64, 128, 256, 512, 1024];
@@ -320,11 +353,33 @@ impl Space {
         if c.max_threads.is_none() {
             c.min_blocks_per_sm = None;
         }
+        // Folded dimensions are the recorded launch's: wrong for a launch of another block.
+        let dims_folded = |s: &Specialize| s.block.is_some() || s.grid.is_some();
+        if c.specialize.as_ref().is_some_and(|s| {
+            !self.specialize_choices().contains(s) || (c.block_x.is_some() && dims_folded(s))
+        }) {
+            c.specialize = None;
+        }
         if !c.llvm_options.is_empty() {
             let runs = self.option_choices(c);
             c.llvm_options
                 .retain(|name, _| runs.iter().any(|(n, _)| n == name));
         }
+    }
+
+    /// The specializations offered (none in a grid, whose points are fixed).
+    fn specialize_choices(&self) -> &[Specialize] {
+        if self.grid.is_some() {
+            return &[];
+        }
+        &self.opts.specialize
+    }
+
+    /// No specialization, or one of those offered.
+    fn random_specialize(&self, rng: &mut impl Rng) -> Option<Specialize> {
+        let choices = self.specialize_choices();
+        let pick = rng.random_range(0..=choices.len());
+        choices.get(pick).cloned()
     }
 
     /// The LLVM options this candidate may set: those of the catalog's passes its pipeline
@@ -405,6 +460,9 @@ impl Space {
         c.fast_math = self.opts.fast_math && rng.random_bool(0.5);
         if rng.random_bool(0.2) {
             self.edit_option(&mut c, rng);
+        }
+        if !self.specialize_choices().is_empty() && rng.random_bool(0.3) {
+            c.specialize = self.random_specialize(rng);
         }
         self.repair(&mut c);
         c
@@ -513,6 +571,9 @@ impl Space {
         if !self.option_choices(&c).is_empty() {
             knobs.push(5);
         }
+        if !self.specialize_choices().is_empty() {
+            knobs.push(6);
+        }
         match *knobs.choose(rng).unwrap() {
             0 => c.codegen_opt = rng.random_range(0..=3),
             1 => c.max_threads = *self.max_thread_choices(&c).choose(rng).unwrap(),
@@ -526,6 +587,7 @@ impl Space {
             }
             3 => c.fast_math = !c.fast_math,
             4 => c.block_x = Some(*BLOCK_SIZES.choose(rng).unwrap()),
+            6 => c.specialize = self.random_specialize(rng),
             _ => {
                 self.edit_option(&mut c, rng);
             }
@@ -588,6 +650,11 @@ impl Space {
             } else {
                 b.llvm_options.clone()
             },
+            specialize: if pick(rng) {
+                a.specialize.clone()
+            } else {
+                b.specialize.clone()
+            },
         };
         self.repair(&mut c);
         c
@@ -635,6 +702,12 @@ impl Space {
             format!("minctasm={:?}", c.min_blocks_per_sm),
             format!("fast={}", c.fast_math),
             format!("block={:?}", c.block_x),
+            format!(
+                "spec={}",
+                c.specialize
+                    .as_ref()
+                    .map_or_else(String::new, |s| s.words(|i| i.to_string()))
+            ),
         ]
     }
 }
@@ -874,7 +947,52 @@ mod tests {
         for _ in 0..100 {
             let c = s.mutate(&s.sample(&mut rng), &mut rng);
             assert!(!c.fast_math && c.block_x.is_none() && c.max_threads.is_none());
+            assert!(c.specialize.is_none());
         }
         assert_eq!(s.start().pipeline, s.catalog.preset("O3").unwrap().pipeline);
+    }
+
+    #[test]
+    fn specializations_are_the_launchs_own_values_and_the_search_stays_among_them() {
+        let launch = crate::candidate::LaunchValues {
+            grid: [40, 1, 1],
+            block: [256, 1, 1],
+            args: vec![
+                vec![0; 8],
+                1000i32.to_le_bytes().to_vec(),
+                2.5f32.to_le_bytes().to_vec(),
+            ],
+        };
+        let offered = specializations(&[1, 2], &launch);
+        // Everything, the dimensions alone, then each argument alone.
+        assert_eq!(offered.len(), 4);
+        assert_eq!(offered[0].args.len(), 2);
+        assert_eq!(
+            (offered[1].block, offered[1].grid),
+            (Some([256, 1, 1]), Some([40, 1, 1]))
+        );
+        assert_eq!(offered[2].args[0].hex, "e8030000");
+        assert!(offered.iter().all(|s| launch_admitted(s, &launch)));
+        let s = Space::builtin(SpaceOptions {
+            launch_threads: Some(256),
+            specialize: offered.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let mut seen = std::collections::BTreeSet::new();
+        let mut c = s.sample(&mut rng);
+        for _ in 0..300 {
+            c = s.mutate(&c, &mut rng);
+            if let Some(sp) = &c.specialize {
+                assert!(offered.contains(sp));
+                seen.insert(sp.clone());
+            }
+        }
+        assert!(seen.len() >= 3, "the search reaches the choices: {seen:?}");
+    }
+
+    fn launch_admitted(s: &Specialize, l: &crate::candidate::LaunchValues) -> bool {
+        s.holds_for(l)
     }
 }

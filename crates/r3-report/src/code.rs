@@ -119,7 +119,7 @@ pub fn ir_after_each_pass(
     lower::use_llvm_options(&c.llvm_options).map_err(|e| e.to_string())?;
     let ctx = inkwell::context::Context::create();
     let module = crate::ir::load_bytes(&ctx, bitcode, what).map_err(|e| e.to_string())?;
-    lower::apply_knobs(&module, c);
+    lower::apply_knobs(&module, c).map_err(|e| e.to_string())?;
     let cg = Codegen {
         opt_level: c.codegen_opt,
         ..target.clone()

@@ -11,12 +11,15 @@ use crate::store::Store;
 /// Every kernel in the store with a winner that ships: what `r3 export` writes.
 pub fn winners(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError> {
     let source = Source::Store(store.clone());
-    let mut kernels = Vec::new();
+    let (mut kernels, mut variants) = (Vec::new(), Vec::new());
     // A rewrite's kernel is matched like any other once the user has applied its diff.
     for k in store.kernels()?.into_iter().chain(store.variants()?) {
         // One kernel's damaged search files cost its own winner, not the export.
-        match source.winner(&k, policy) {
-            Ok(w) => kernels.extend(w),
+        match source.plan(&k, policy) {
+            Ok(plan) => {
+                kernels.extend(plan.generic);
+                variants.extend(plan.variants);
+            }
             Err(e) => {
                 crate::store::warn_left_out(&e, &format!("{}'s winner", k.signature.demangled))
             }
@@ -45,6 +48,7 @@ pub fn winners(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError>
         created_by: format!("r3 {}", env!("CARGO_PKG_VERSION")),
         llvm_version: crate::toolchain::llvm_version(),
         kernels,
+        variants,
         rewrites,
     })
 }

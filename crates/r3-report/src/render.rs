@@ -1090,9 +1090,10 @@ fn search_note(s: &crate::tuning::SearchNote, trials: usize) -> Option<String> {
     (!parts.is_empty()).then(|| format!("Search: {}.", parts.join("; ")))
 }
 
-/// "Apply: …", and on how many recorded launches the shipped code reproduced the outputs.
+/// "Apply: …", on how many recorded launches the shipped code reproduced the outputs, and
+/// each variant with its guard and the recorded launches that would take it.
 fn apply_line(a: &super::tuning::ApplyReport) -> String {
-    match a.validated_on.len() {
+    let mut line = match a.validated_on.len() {
         0 => format!("Apply: {}.", a.note),
         n => format!(
             "Apply: {}; outputs right on {} recorded launches ({} besides the searched one).",
@@ -1100,7 +1101,15 @@ fn apply_line(a: &super::tuning::ApplyReport) -> String {
             n + 1,
             a.validated_on.join(", ")
         ),
+    };
+    for v in &a.variants {
+        let speed = v.speedup.map_or("-".into(), |s| format!("{s:.3}x"));
+        line.push_str(&format!(
+            " Variant: trial {} ({speed}) where {}; taken by {} of {} recorded launches.",
+            v.trial, v.guard, v.launches_taken, v.launches_recorded
+        ));
     }
+    line
 }
 
 #[cfg(test)]

@@ -157,6 +157,22 @@ pub struct ApplyReport {
     /// confirmed (the searched launch aside); empty where there were none, or none checked.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub validated_on: Vec<String>,
+    /// Variants shipped beside it, each taken at launches its guard admits, in the order the
+    /// runtime tries them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<VariantReport>,
+}
+
+/// A variant apply ships, and which of the kernel's recorded launches would run it.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantReport {
+    pub trial: u32,
+    pub speedup: Option<f64>,
+    /// The guard in words: `threads <= 256`, folded values (`arg2=0x00040000 block=256,1,1`).
+    pub guard: String,
+    /// Recorded launches (that replay) whose values the guard admits, of all of them.
+    pub launches_taken: usize,
+    pub launches_recorded: usize,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -405,10 +421,66 @@ fn apply_report(
     recs: &[TrialRecord],
     confirmed: &[crate::store::trials::Confirmation],
     best: Option<&Best>,
+    launches: &[crate::candidate::LaunchValues],
+    stored: Option<&crate::store::KernelRecord>,
 ) -> ApplyReport {
-    use crate::store::winner::{shippable_best, Policy};
-    let policy = Policy::from_env();
-    let candidate = shippable_best(recs, confirmed, &policy).filter(|t| t.trial != 0);
+    use crate::store::winner::Policy;
+    let policy = match stored {
+        Some(k) => Policy::from_env().for_record(k),
+        None => Policy::from_env(),
+    };
+    let variants: Vec<VariantReport> = crate::store::winner::shipment(recs, confirmed, &policy)
+        .variants
+        .iter()
+        .map(|t| VariantReport {
+            trial: t.trial,
+            speedup: crate::store::winner::gain(t, confirmed),
+            guard: guard_words(&t.candidate),
+            launches_taken: launches.iter().filter(|l| t.candidate.admits(l)).count(),
+            launches_recorded: launches.len(),
+        })
+        .collect();
+    let mut report = apply_generic(recs, confirmed, best, &policy);
+    if let Some(b) = best.filter(|b| variants.iter().any(|v| v.trial == b.trial)) {
+        report.note = match report.trial {
+            Some(t) => format!(
+                "applies trial {t} where every launch may run it, and the best (trial {}) behind its guard",
+                b.trial
+            ),
+            None => format!(
+                "ships the best (trial {}) behind its guard; other launches keep clang's code",
+                b.trial
+            ),
+        };
+    }
+    report.variants = variants;
+    report
+}
+
+/// A guard in words.
+fn guard_words(c: &Candidate) -> String {
+    let mut w = Vec::new();
+    if let Some(b) = c.block_x {
+        w.push(format!("1-D blocks, relaunched with {b} threads"));
+    }
+    if let Some(n) = c.max_threads {
+        w.push(format!("threads <= {n}"));
+    }
+    if let Some(s) = &c.specialize {
+        w.push(s.words(|i| format!("arg{i}")));
+    }
+    w.join(", ")
+}
+
+/// The generic code apply ships, and why that and not the best where they differ.
+fn apply_generic(
+    recs: &[TrialRecord],
+    confirmed: &[crate::store::trials::Confirmation],
+    best: Option<&Best>,
+    policy: &crate::store::winner::Policy,
+) -> ApplyReport {
+    use crate::store::winner::shippable_best;
+    let candidate = shippable_best(recs, confirmed, policy).filter(|t| t.trial != 0);
     // The confirmed speedup where this very trial was re-measured, else the search's.
     let speedup_of = |t: &TrialRecord| {
         crate::store::winner::confirmation_of(confirmed, t.trial)
@@ -422,9 +494,11 @@ fn apply_report(
     let speedup = shipped.and_then(speedup_of);
     let why_not_best = |c: &Candidate| {
         if c.block_x.is_some() {
-            "changes the block size (host code), which apply never ships"
+            "changes the block size, which this build withholds (R3_APPLY_BLOCK_SIZE)"
+        } else if c.specialize.is_some() {
+            "folds launch values, which ship only as a variant behind a guard (R3_APPLY_DISPATCH=0 is set)"
         } else {
-            "sets launch bounds, which apply ships only with R3_APPLY_LAUNCH_BOUNDS=1 (a larger launch would fail)"
+            "sets launch bounds, which ship as a variant behind a guard, or unguarded with R3_APPLY_LAUNCH_BOUNDS=1 (R3_APPLY_DISPATCH=0 is set)"
         }
     };
     if recs[0].simulated() && !policy.simulated {
@@ -433,6 +507,7 @@ fn apply_report(
             speedup: None,
             note: "keeps clang's code: simulated trials are never shipped (R3_APPLY_SIMULATED=1 is for tests)".into(),
             validated_on: Vec::new(),
+            variants: Vec::new(),
         };
     }
     if let Some((trial, s)) = small.filter(|(_, s)| *s > 1.0) {
@@ -444,6 +519,7 @@ fn apply_report(
                 policy.min_speedup
             ),
             validated_on: Vec::new(),
+            variants: Vec::new(),
         };
     }
     let note = match (shipped, best) {
@@ -472,6 +548,7 @@ fn apply_report(
         speedup,
         note,
         validated_on,
+        variants: Vec::new(),
     }
 }
 
@@ -541,7 +618,13 @@ fn kernel_report(
         _ => (None, None),
     };
 
-    let apply = apply_report(recs, confirmed, best.as_ref());
+    let launches: Vec<_> = stored
+        .and_then(|k| store.launches_of(&k.hash).ok())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| r.launch.values())
+        .collect();
+    let apply = apply_report(recs, confirmed, best.as_ref(), &launches, stored);
     let search = search_note(store, path)?;
     let name = stored
         .map(|k| k.signature.demangled.clone())

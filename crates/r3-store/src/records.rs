@@ -135,6 +135,26 @@ pub struct LaunchRecord {
 }
 
 impl LaunchRecord {
+    /// What a guard checks of this launch: its shape and each parameter's bytes; None when
+    /// its argument bytes do not cover its parameter list.
+    pub fn values(&self) -> Option<crate::candidate::LaunchValues> {
+        let bytes = self.args().ok()?;
+        let args = self
+            .params
+            .iter()
+            .map(|p| {
+                let start = usize::try_from(p.offset).ok()?;
+                let end = start.checked_add(usize::try_from(p.size).ok()?)?;
+                bytes.get(start..end).map(<[u8]>::to_vec)
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(crate::candidate::LaunchValues {
+            grid: self.grid,
+            block: self.block,
+            args,
+        })
+    }
+
     pub fn args(&self) -> Result<Vec<u8>, String> {
         let hex = self.args_hex.as_bytes();
         if !hex.len().is_multiple_of(2) {

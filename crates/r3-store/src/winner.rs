@@ -3,9 +3,13 @@
 //!
 //! The best is the valid trial with the lowest time over -O3, unless its re-measurement after
 //! the search (a [`Confirmation`]) did not hold up, in which case -O3 itself is the best.
-//! What ships is the best among the trials a [`Policy`] allows: candidates that change the
-//! block size never ship, launch bounds (`.maxntid`, which makes a launch with more threads
-//! fail) only when the user opts in, and a gain below `min_speedup` is not worth a change.
+//! What ships is a [`Shipment`]: the generic code, the best among the trials that are right
+//! for every launch (no launch bounds, no folded values; or clang's code), and with dispatch
+//! on (the default) guarded variants beside it, the best trial with launch bounds or folded
+//! values, taken at launch only where its guard holds (`Candidate::admits`); candidates that
+//! change the block size exist only for kernels the user declared block-size agnostic, and
+//! ship as variants unless the build withholds them (`R3_APPLY_BLOCK_SIZE`). A gain below
+//! `min_speedup` over what the launch would run otherwise is not worth a change.
 
 use super::trials::{slug, Confirmation, TrialRecord};
 use super::{Store, StoreError};
@@ -39,9 +43,19 @@ pub fn confirmation_of(confirmed: &[Confirmation], trial: u32) -> Option<&Confir
 /// What apply may ship beyond the pipeline and codegen knobs.
 #[derive(Debug, Clone)]
 pub struct Policy {
-    /// Ship `.maxntid`/`.minnctapersm` too: only right if the program never launches the
-    /// kernel with more threads per block than it did when recorded.
+    /// Ship `.maxntid`/`.minnctapersm` in the generic code, unguarded: only right if the
+    /// program never launches the kernel with more threads per block than it did when
+    /// recorded (with dispatch on, launch bounds ship anyway, behind their guard).
     pub launch_bounds: bool,
+    /// Ship guarded variants (launch bounds, folded values) beside the generic code, chosen at
+    /// each launch by r3's runtime; off (`R3_APPLY_DISPATCH=0`) ships the generic code alone,
+    /// as apply did before variants.
+    pub dispatch: bool,
+    /// Kernels whose variants may change the block size at launch. Only a kernel tuned with
+    /// `--block-size-agnostic` has such trials: that declaration is the kernel's opt-in, so all
+    /// of them by default; `R3_APPLY_BLOCK_SIZE=0` withholds every one, a comma-separated list
+    /// of kernel names keeps those alone. Read through [`Policy::for_kernel`].
+    pub block_size: BlockSizeOptIn,
     /// Which GPU's trials to use when several GPUs of one arch tuned a kernel (a part of its
     /// name, e.g. "h100"); the most recent search otherwise.
     pub gpu: Option<String>,
@@ -56,6 +70,8 @@ impl Default for Policy {
     fn default() -> Policy {
         Policy {
             launch_bounds: false,
+            dispatch: true,
+            block_size: BlockSizeOptIn::All,
             gpu: None,
             simulated: false,
             min_speedup: DEFAULT_MIN_SPEEDUP,
@@ -69,11 +85,16 @@ pub const DEFAULT_MIN_SPEEDUP: f64 = 1.02;
 
 impl Policy {
     /// The policy build systems set through the environment (`R3_APPLY_LAUNCH_BOUNDS=1`,
-    /// `R3_APPLY_GPU=h100`, `R3_APPLY_SIMULATED=1`, `R3_APPLY_MIN_SPEEDUP=1.05`).
+    /// `R3_APPLY_DISPATCH=0`, `R3_APPLY_GPU=h100`, `R3_APPLY_SIMULATED=1`,
+    /// `R3_APPLY_MIN_SPEEDUP=1.05`).
     pub fn from_env() -> Policy {
         let on = |k: &str| std::env::var_os(k).is_some_and(|v| v == "1");
         Policy {
             launch_bounds: on("R3_APPLY_LAUNCH_BOUNDS"),
+            dispatch: std::env::var_os("R3_APPLY_DISPATCH").is_none_or(|v| v != "0"),
+            block_size: BlockSizeOptIn::parse(
+                &std::env::var("R3_APPLY_BLOCK_SIZE").unwrap_or_default(),
+            ),
             gpu: std::env::var("R3_APPLY_GPU").ok().filter(|g| !g.is_empty()),
             simulated: on("R3_APPLY_SIMULATED"),
             min_speedup: std::env::var("R3_APPLY_MIN_SPEEDUP")
@@ -84,11 +105,129 @@ impl Policy {
         }
     }
 
-    /// Whether apply may ship this candidate under the policy.
+    /// Whether apply may ship this candidate as the generic code, run by every launch.
     pub fn ships(&self, c: &Candidate) -> bool {
         c.block_x.is_none()
+            && c.specialize.is_none()
             && (self.launch_bounds || (c.max_threads.is_none() && c.min_blocks_per_sm.is_none()))
     }
+
+    /// Whether apply may ship this candidate as a variant behind its guard.
+    pub fn ships_guarded(&self, c: &Candidate) -> bool {
+        self.dispatch
+            && c.guarded()
+            && (c.block_x.is_none() || self.block_size == BlockSizeOptIn::All)
+    }
+
+    /// The policy for a stored kernel: a block-size opt-in that names it holds for it alone.
+    pub fn for_record(&self, k: &crate::KernelRecord) -> Policy {
+        let short = crate::kernel::unqualified_name(&k.signature.demangled);
+        self.for_kernel(&[&k.signature.name, &k.signature.demangled, &short])
+    }
+
+    /// The policy for one kernel (by its mangled name and its names for people): a block-size
+    /// opt-in that names it holds for it alone.
+    pub fn for_kernel(&self, names: &[&str]) -> Policy {
+        let block_size = match &self.block_size {
+            BlockSizeOptIn::Named(list) if list.iter().any(|n| names.contains(&n.as_str())) => {
+                BlockSizeOptIn::All
+            }
+            BlockSizeOptIn::All => BlockSizeOptIn::All,
+            _ => BlockSizeOptIn::None,
+        };
+        Policy {
+            block_size,
+            ..self.clone()
+        }
+    }
+}
+
+/// Where variants may launch with another block size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockSizeOptIn {
+    None,
+    All,
+    /// Kernels by name (mangled, demangled, or unqualified).
+    Named(Vec<String>),
+}
+
+impl BlockSizeOptIn {
+    /// `R3_APPLY_BLOCK_SIZE`: unset, empty or `1` all (each kernel declared block-size
+    /// agnostic when it was tuned), `0` none, else kernel names separated by commas.
+    pub fn parse(v: &str) -> BlockSizeOptIn {
+        match v.trim() {
+            "0" => BlockSizeOptIn::None,
+            "" | "1" => BlockSizeOptIn::All,
+            list => BlockSizeOptIn::Named(
+                list.split(',')
+                    .map(|n| n.trim().to_owned())
+                    .filter(|n| !n.is_empty())
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// What apply ships of one search: the generic code (None: clang's) and the guarded variants,
+/// the narrowest guard first (the runtime takes the first whose guard holds).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Shipment<'a> {
+    pub generic: Option<&'a TrialRecord>,
+    pub variants: Vec<&'a TrialRecord>,
+}
+
+impl<'a> Shipment<'a> {
+    /// Every trial that ships.
+    pub fn trials(&self) -> impl Iterator<Item = &'a TrialRecord> + '_ {
+        self.generic
+            .into_iter()
+            .chain(self.variants.iter().copied())
+    }
+}
+
+/// A trial's speedup over -O3: the confirmed one where it was re-measured, else the search's.
+pub fn gain(t: &TrialRecord, confirmed: &[Confirmation]) -> Option<f64> {
+    let ratio = match confirmation_of(confirmed, t.trial) {
+        Some(c) => c.ratio()?,
+        None => t.ratio()?,
+    };
+    (ratio > 0.0).then(|| 1.0 / ratio)
+}
+
+/// The one rule for what ships (module docs): the generic code if it gains `min_speedup`
+/// over -O3; the best guarded trial if it gains `min_speedup` over the generic code; and,
+/// where that one folds values, the best with launch bounds alone if it too gains over the
+/// generic code, for the launches whose values differ.
+pub fn shipment<'a>(
+    recs: &'a [TrialRecord],
+    confirmed: &[Confirmation],
+    policy: &Policy,
+) -> Shipment<'a> {
+    let worth = |t: &TrialRecord, over: f64| {
+        t.trial != 0 && gain(t, confirmed).is_some_and(|g| g >= over * policy.min_speedup.max(1.0))
+    };
+    let generic = shippable_best(recs, confirmed, policy).filter(|t| worth(t, 1.0));
+    let floor = generic.and_then(|t| gain(t, confirmed)).unwrap_or(1.0);
+    let best_of = |keep: &dyn Fn(&Candidate) -> bool| {
+        let pool: Vec<TrialRecord> = recs
+            .iter()
+            .filter(|r| r.trial == 0 || keep(&r.candidate))
+            .cloned()
+            .collect();
+        let trial = pick_best(&pool, confirmed)?.trial;
+        recs.iter()
+            .find(|r| r.trial == trial)
+            .filter(|t| worth(t, floor))
+    };
+    let mut variants = Vec::new();
+    if let Some(v) = best_of(&|c| policy.ships_guarded(c)) {
+        variants.push(v);
+        if v.candidate.specialize.is_some() {
+            let bounds_only = |c: &Candidate| policy.ships_guarded(c) && c.specialize.is_none();
+            variants.extend(best_of(&bounds_only));
+        }
+    }
+    Shipment { generic, variants }
 }
 
 /// The trial apply would ship from a search: `pick_best` among the trials the policy ships.
@@ -203,5 +342,133 @@ mod tests {
         elsewhere.launches.pop();
         assert_eq!(elsewhere.ratio(), Some(0.8));
         assert_eq!(pick_best(&recs, &[elsewhere]).unwrap().trial, 1);
+    }
+
+    /// Trial `trial` of candidate `c` at `us` microseconds against -O3's 100.
+    fn timed(trial: u32, c: serde_json::Value, us: f64) -> TrialRecord {
+        let ts = |us: f64| TimeStats {
+            median_us: us,
+            min_us: us,
+            spread: 0.0,
+            samples: 10,
+        };
+        let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
+            "format": 1, "trial": trial, "kernel": "k", "gpu": "g", "driver": "d", "r3_version": "0",
+            "strategy": "bo", "seed": 0, "batch": 1, "candidate": c,
+            "ptx_hash": "h", "outcome": {"status": "compile_error", "message": ""},
+            "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
+        }))
+        .unwrap();
+        r.outcome = Outcome::Valid {
+            time: ts(us),
+            baseline: ts(100.0),
+        };
+        r
+    }
+
+    fn shipped(s: &Shipment) -> (Option<u32>, Vec<u32>) {
+        (
+            s.generic.map(|t| t.trial),
+            s.variants.iter().map(|t| t.trial).collect(),
+        )
+    }
+
+    #[test]
+    fn the_generic_code_runs_everywhere_and_variants_ship_behind_their_guards() {
+        use serde_json::json;
+        let plain = json!({"pipeline": "default<O2>"});
+        let bounds = json!({"pipeline": "default<O2>", "max_threads": 256});
+        let spec = json!({"pipeline": "default<O2>", "max_threads": 256,
+            "specialize": {"args": [{"index": 2, "hex": "00040000"}]}});
+        let block = json!({"pipeline": "default<O2>", "block_x": 128});
+        let o3 = || timed(0, json!({"pipeline": "default<O3>"}), 100.0);
+        let recs = vec![
+            o3(),
+            timed(1, plain.clone(), 80.0),
+            timed(2, bounds.clone(), 50.0),
+            timed(3, spec.clone(), 30.0),
+            timed(4, block.clone(), 10.0),
+        ];
+        let default = Policy::default();
+        // The kernel was tuned as block-size agnostic (it has a block-size trial): its fastest,
+        // another block size, ships behind its guard, beside the best every launch may run.
+        assert_eq!(shipped(&shipment(&recs, &[], &default)), (Some(1), vec![4]));
+        // Block sizes withheld: the specialized variant first, launch bounds alone for the
+        // launches with other values.
+        let no_blocks = Policy {
+            block_size: BlockSizeOptIn::None,
+            ..Policy::default()
+        };
+        assert_eq!(
+            shipped(&shipment(&recs, &[], &no_blocks)),
+            (Some(1), vec![3, 2])
+        );
+        // A build may keep block sizes to the kernels it names.
+        let named = Policy {
+            block_size: BlockSizeOptIn::parse("scale, other_kernel"),
+            ..Policy::default()
+        };
+        assert_eq!(
+            shipped(&shipment(
+                &recs,
+                &[],
+                &named.for_kernel(&["_Z5scalev", "scale"])
+            )),
+            (Some(1), vec![4])
+        );
+        assert_eq!(
+            shipped(&shipment(
+                &recs,
+                &[],
+                &named.for_kernel(&["_Z4axpyv", "axpy"])
+            )),
+            (Some(1), vec![3, 2])
+        );
+        assert_eq!(BlockSizeOptIn::parse(" 0 "), BlockSizeOptIn::None);
+        assert_eq!(BlockSizeOptIn::parse(""), BlockSizeOptIn::All);
+        // Dispatch off: the generic code alone, as before variants.
+        let off = Policy {
+            dispatch: false,
+            ..Policy::default()
+        };
+        assert_eq!(shipped(&shipment(&recs, &[], &off)), (Some(1), vec![]));
+        // Launch bounds opted into, unguarded: they are the generic code.
+        let unguarded = Policy {
+            launch_bounds: true,
+            dispatch: false,
+            ..Policy::default()
+        };
+        assert_eq!(
+            shipped(&shipment(&recs, &[], &unguarded)),
+            (Some(2), vec![])
+        );
+        // A variant must beat the generic code by min_speedup: 80 against 79 does not.
+        let close = vec![
+            o3(),
+            timed(1, plain.clone(), 80.0),
+            timed(2, bounds.clone(), 79.0),
+        ];
+        assert_eq!(shipped(&shipment(&close, &[], &default)), (Some(1), vec![]));
+        // Nothing faster that every launch may run: clang's code is the generic code.
+        let only_guarded = vec![o3(), timed(1, bounds, 50.0)];
+        assert_eq!(
+            shipped(&shipment(&only_guarded, &[], &default)),
+            (None, vec![1])
+        );
+        // A variant whose re-measurement did not hold up does not ship.
+        let failed = Confirmation {
+            format: 1,
+            trial: 3,
+            outcome: Outcome::WrongOutput {
+                message: "on k/2".into(),
+            },
+            finished_unix_ms: 0,
+            launches: Vec::new(),
+            context_ratios: Vec::new(),
+        };
+        assert_eq!(
+            shipped(&shipment(&recs, &[failed], &no_blocks)),
+            (Some(1), vec![])
+        );
     }
 }

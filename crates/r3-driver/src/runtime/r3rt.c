@@ -33,6 +33,12 @@
  * R3_RECORD_STATS names a file that gets what the run recorded and where the time went
  * (`r3 record` sets both and prints the summary; src/record.rs reads the file).
  * The snapshot format is defined in src/store/records.rs, which reads what this file writes.
+ *
+ * In builds with r3's apply, the same wrappers choose each launch's code (see "dispatch" below):
+ * a kernel may have variants beside its generic entry (launch bounds, values folded into
+ * constants), listed in a table the host compile hands to r3_dispatch_add; a launch runs the
+ * first variant whose guard holds, else the generic code. R3_DISPATCH=0 turns this off at run
+ * time; recording (R3_RECORD=1) always runs the generic code, which is what r3 tunes.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -95,6 +101,7 @@ void __real___cudaRegisterFunction(void **, const char *, char *, const char *, 
                                    dim3 *, int *);
 void __real___cudaRegisterVar(void **, char *, char *, const char *, int, size_t, int, int);
 void **__real___cudaRegisterFatBinary(void *);
+cudaError_t __real_cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int);
 
 /* ---- state ---------------------------------------------------------------------------- */
 
@@ -260,6 +267,251 @@ static unsigned stub_slot(const void *stub) {
   return (unsigned)(((uint64_t)(uintptr_t)stub * 0x9E3779B97F4A7C15ull) >> 51) & (R3_KERNEL_TABLE - 1);
 }
 
+/* ---- dispatch: variants chosen at launch ---------------------------------------------------- */
+
+/* A variant as the table states it (crates/r3-apply/src/dispatch.rs writes the table): the
+   generic kernel's name, the architecture it was compiled for, its own entry, and its guard:
+   at most max_threads threads per block (0: any), the block and grid it folded, and the bytes
+   of the arguments it folded; relaunch_x (0: none) runs a launch of one-dimensional blocks with
+   blocks of that many threads and the grid that keeps its threads, as replay ran it
+   (src/replay/session.rs, shape). */
+#define R3_MAX_VARIANT_DEFS 4096
+#define R3_MAX_FOLDED 16
+#define R3_MAX_PER_KERNEL 4
+#define R3_MAX_DEVICES 64
+struct folded { int index, size; unsigned char bytes[16]; };
+struct variant_def {
+  char *kernel, *entry; int sm; unsigned max_threads, relaunch_x;
+  int has_block, has_grid; unsigned block[3], grid[3];
+  int nargs; struct folded args[R3_MAX_FOLDED];
+};
+/* A variant registered with one fatbinary: its own address is the stub cudart knows it by.
+   Per device: 0 not probed, 1 usable, 2 not (another architecture, or not in the module), and
+   the limits the driver reports for it there. */
+struct variant {
+  const struct variant_def *def;
+  unsigned char state[R3_MAX_DEVICES];
+  int max_threads[R3_MAX_DEVICES];
+  int max_dynamic_shared[R3_MAX_DEVICES];
+};
+struct dispatch { const void *stub; int n; struct variant *v[R3_MAX_PER_KERNEL]; };
+
+static struct variant_def vdefs[R3_MAX_VARIANT_DEFS];
+static int nvdefs;
+static struct dispatch *dispatch_index[R3_KERNEL_TABLE]; /* open addressing by generic stub */
+static int ndispatch;                                     /* kernels with a variant */
+static int dispatch_off;
+static int dispatch_verbose; /* R3_DISPATCH_VERBOSE=1: what dispatch decided once, on stderr */
+
+static void dispatch_say(const char *what, const char *entry, const char *why) {
+  if (dispatch_verbose) fprintf(stderr, "r3: dispatch: %s %s%s%s\n", entry, what, why ? ": " : "", why ? why : "");
+}
+
+static int hex_digit(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* "x,y,z" into d (1 when given, 0 for "-", -1 when malformed). */
+static int parse_dims(const char *t, unsigned d[3]) {
+  if (!strcmp(t, "-")) return 0;
+  return sscanf(t, "%u,%u,%u", &d[0], &d[1], &d[2]) == 3 ? 1 : -1;
+}
+
+/* "<index>:<hex>" into f; 0 when malformed. */
+static int parse_folded(const char *t, struct folded *f) {
+  char *end;
+  long i = strtol(t, &end, 10);
+  if (end == t || *end != ':' || i < 0) return 0;
+  const char *h = end + 1;
+  size_t n = strlen(h);
+  if (n == 0 || n % 2 || n / 2 > sizeof f->bytes) return 0;
+  for (size_t k = 0; k < n / 2; k++) {
+    int a = hex_digit(h[2 * k]), b = hex_digit(h[2 * k + 1]);
+    if (a < 0 || b < 0) return 0;
+    f->bytes[k] = (unsigned char)(a << 4 | b);
+  }
+  f->index = (int)i, f->size = (int)(n / 2);
+  return 1;
+}
+
+/* One table line ("v <kernel> <arch> <entry> <threads> <block> <grid> <relaunch> <n> <index:hex>...");
+   0 when malformed (the line is skipped: its kernel runs its generic code). */
+static int parse_variant(char *line, struct variant_def *d) {
+  char *save, *tok[9 + R3_MAX_FOLDED + 1];
+  int n = 0;
+  for (char *t = strtok_r(line, " ", &save); t && n < 9 + R3_MAX_FOLDED + 1; t = strtok_r(NULL, " ", &save)) tok[n++] = t;
+  if (n < 9 || strcmp(tok[0], "v") || strncmp(tok[2], "sm_", 3)) return 0;
+  memset(d, 0, sizeof *d);
+  d->sm = atoi(tok[2] + 3);
+  d->max_threads = (unsigned)strtoul(tok[4], NULL, 10);
+  d->has_block = parse_dims(tok[5], d->block);
+  d->has_grid = parse_dims(tok[6], d->grid);
+  d->relaunch_x = (unsigned)strtoul(tok[7], NULL, 10);
+  d->nargs = atoi(tok[8]);
+  if (d->sm <= 0 || d->has_block < 0 || d->has_grid < 0 || d->nargs < 0 || d->nargs > R3_MAX_FOLDED ||
+      n != 9 + d->nargs)
+    return 0;
+  for (int i = 0; i < d->nargs; i++)
+    if (!parse_folded(tok[9 + i], &d->args[i])) return 0;
+  d->kernel = strdup(tok[1]), d->entry = strdup(tok[3]);
+  return d->kernel && d->entry;
+}
+
+/* Called by the constructor of each translation unit built with variants, before cudart's
+   registration (priority 101): its table, kept until the kernels are registered. */
+void r3_dispatch_add(const char *table) {
+  if (!table || strncmp(table, "r3-dispatch 1\n", 14)) return;
+  const char *off = getenv("R3_DISPATCH"), *verbose = getenv("R3_DISPATCH_VERBOSE");
+  if (off && !strcmp(off, "0")) dispatch_off = 1;
+  dispatch_verbose = verbose && !strcmp(verbose, "1");
+  char *copy = strdup(table + 14), *save;
+  if (!copy) return;
+  pthread_mutex_lock(&lock);
+  for (char *l = strtok_r(copy, "\n", &save); l && nvdefs < R3_MAX_VARIANT_DEFS; l = strtok_r(NULL, "\n", &save)) {
+    if (parse_variant(l, &vdefs[nvdefs]))
+      dispatch_say("listed", vdefs[nvdefs++].entry, NULL);
+    else
+      dispatch_say("skipped", "a table line", "malformed");
+  }
+  pthread_mutex_unlock(&lock);
+  free(copy);
+}
+
+static struct dispatch *find_dispatch(const void *stub) {
+  for (unsigned i = stub_slot(stub);; i = (i + 1) & (R3_KERNEL_TABLE - 1)) {
+    struct dispatch *d = __atomic_load_n(&dispatch_index[i], __ATOMIC_ACQUIRE);
+    if (!d || d->stub == stub) return d;
+  }
+}
+
+/* Whether the fatbinary registered as handle h holds an entry of that name: a variant is only
+   registered with the module that has it. A fatbinary r3 cannot read gets none. */
+static int fatbin_has(void **h, const char *entry) {
+  for (int i = 0; i < nfatbins; i++)
+    if (fatbins[i].handle == h) return memmem(fatbins[i].data, fatbins[i].size, entry, strlen(entry) + 1) != NULL;
+  return 0;
+}
+
+/* After cudart registered kernel `name` as `stub` from module h: its variants in the tables,
+   each registered under a stub of its own. Under lock. */
+static void register_variants(void **h, const void *stub, const char *name) {
+  struct dispatch *d = NULL;
+  for (int i = 0; i < nvdefs && ndispatch < R3_MAX_KERNELS; i++) {
+    const struct variant_def *def = &vdefs[i];
+    if (strcmp(def->kernel, name)) continue;
+    if (!fatbin_has(h, def->entry)) {
+      dispatch_say("not registered", def->entry, "its name is not in this module's fatbinary");
+      continue;
+    }
+    if (!d && !(d = calloc(1, sizeof *d))) return;
+    if (d->n == R3_MAX_PER_KERNEL) break;
+    struct variant *v = calloc(1, sizeof *v);
+    if (!v) break;
+    v->def = def;
+    __real___cudaRegisterFunction(h, (const char *)v, def->entry, def->entry, -1, NULL, NULL, NULL, NULL, NULL);
+    d->v[d->n++] = v;
+    dispatch_say("registered", def->entry, NULL);
+  }
+  if (!d) return;
+  d->stub = stub;
+  unsigned i = stub_slot(stub);
+  while (dispatch_index[i]) i = (i + 1) & (R3_KERNEL_TABLE - 1);
+  __atomic_store_n(&dispatch_index[i], d, __ATOMIC_RELEASE);
+  ndispatch++;
+}
+
+/* Whether variant v can run on device dev: the first launch there asks the driver, once. A
+   failed probe leaves no error behind for the program; with an error already pending, r3 does
+   not probe (and the launch runs the generic code). */
+static int variant_usable(struct variant *v, int dev) {
+  if (dev < 0 || dev >= R3_MAX_DEVICES) return 0;
+  int state = __atomic_load_n(&v->state[dev], __ATOMIC_ACQUIRE);
+  if (state) return state == 1;
+  if (cudaPeekAtLastError() != cudaSuccess) {
+    dispatch_say("not probed", v->def->entry, "an error of the program's is pending");
+    return 0;
+  }
+  int major = 0, minor = 0;
+  struct cudaFuncAttributes a;
+  cudaError_t e;
+  state = 2;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+      major * 10 + minor != v->def->sm) {
+    dispatch_say("not usable", v->def->entry, "the device is of another architecture");
+  } else if ((e = cudaFuncGetAttributes(&a, v)) == cudaSuccess) {
+    v->max_threads[dev] = a.maxThreadsPerBlock;
+    v->max_dynamic_shared[dev] = a.maxDynamicSharedSizeBytes;
+    state = 1;
+    dispatch_say("usable", v->def->entry, NULL);
+  } else {
+    (void)cudaGetLastError();
+    dispatch_say("not usable", v->def->entry, cudaGetErrorString(e));
+  }
+  __atomic_store_n(&v->state[dev], (unsigned char)state, __ATOMIC_RELEASE);
+  return state == 1;
+}
+
+/* Threads per block the variant would run the launch with. */
+static unsigned long long variant_threads(const struct variant_def *d, dim3 block) {
+  return d->relaunch_x ? d->relaunch_x : (unsigned long long)block.x * block.y * block.z;
+}
+
+static int guard_holds(const struct variant_def *d, dim3 grid, dim3 block, void **args) {
+  if (d->relaunch_x && (block.y != 1 || block.z != 1)) return 0;
+  if (d->max_threads && variant_threads(d, block) > d->max_threads) return 0;
+  if (d->has_block == 1 && (block.x != d->block[0] || block.y != d->block[1] || block.z != d->block[2])) return 0;
+  if (d->has_grid == 1 && (grid.x != d->grid[0] || grid.y != d->grid[1] || grid.z != d->grid[2])) return 0;
+  for (int i = 0; i < d->nargs; i++)
+    if (!args || memcmp(args[d->args[i].index], d->args[i].bytes, (size_t)d->args[i].size)) return 0;
+  return 1;
+}
+
+/* The code a launch runs: the first variant whose guard holds and that the device can run
+   with this block and shared memory, else the generic stub. A variant that relaunches with
+   another block size sets *grid and *block to the shape it runs. */
+static const void *choose(const void *stub, dim3 *grid, dim3 *block, void **args, size_t shmem, int relaunch_ok) {
+  struct dispatch *d = find_dispatch(stub);
+  if (!d) return stub;
+  int dev = -1;
+  for (int i = 0; i < d->n; i++) {
+    struct variant *v = d->v[i];
+    const struct variant_def *def = v->def;
+    if (!guard_holds(def, *grid, *block, args) || (def->relaunch_x && !relaunch_ok)) continue;
+    if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess) return stub;
+    if (!variant_usable(v, dev)) continue;
+    if (variant_threads(def, *block) > (unsigned long long)v->max_threads[dev] ||
+        shmem > (size_t)v->max_dynamic_shared[dev])
+      continue;
+    if (def->relaunch_x) {
+      unsigned long long total = (unsigned long long)grid->x * block->x;
+      unsigned long long gx = (total + def->relaunch_x - 1) / def->relaunch_x;
+      if (gx == 0 || gx > 0x7fffffffull) continue;
+      grid->x = (unsigned)gx, block->x = def->relaunch_x;
+    }
+    return v;
+  }
+  return stub;
+}
+
+/* The stub a launch runs, its shape adjusted where the variant relaunches (never a cooperative
+   launch's: its grid must fit the GPU at once). Evaluate it before the launch's arguments. */
+#define DISPATCHED(stub, grid, block, args, shmem, relaunch_ok) \
+  (ndispatch && !dispatch_off ? choose(stub, &(grid), &(block), args, shmem, relaunch_ok) : (stub))
+
+/* An attribute the program sets on a kernel holds for its variants too (a larger dynamic
+   shared memory above all, without which a launch that needs it could not run a variant);
+   they are probed again at their next launch. */
+cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
+  cudaError_t e = __real_cudaFuncSetAttribute(func, attr, value);
+  struct dispatch *d = ndispatch && e == cudaSuccess ? find_dispatch(func) : NULL;
+  for (int i = 0; d && i < d->n; i++) {
+    if (__real_cudaFuncSetAttribute(d->v[i], attr, value) != cudaSuccess) (void)cudaGetLastError();
+    memset(d->v[i]->state, 0, sizeof d->v[i]->state);
+  }
+  return e;
+}
+
 /* ---- registration --------------------------------------------------------------------- */
 
 /* The wrapper clang and nvcc pass: magic 0x466243b1, version, the fatbinary, and a field unused here.
@@ -302,6 +554,11 @@ void __wrap___cudaRegisterFunction(void **h, const char *stub, char *dev, const 
   }
   pthread_mutex_unlock(&lock);
   __real___cudaRegisterFunction(h, stub, dev, name, tl, tid, bid, bd, gd, ws);
+  if (nvdefs) {
+    pthread_mutex_lock(&lock);
+    register_variants(h, stub, name ? name : dev);
+    pthread_mutex_unlock(&lock);
+  }
 }
 
 void __wrap___cudaRegisterVar(void **h, char *host, char *dev, const char *name, int ext, size_t size, int constant,
@@ -1903,7 +2160,10 @@ static void count_launch(void) {
 
 cudaError_t __wrap_cudaLaunchKernel(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem,
                                     cudaStream_t stream) {
-  if (!recording()) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  if (!recording()) {
+    const void *f = DISPATCHED(stub, grid, block, args, shmem, 1);
+    return __real_cudaLaunchKernel(f, grid, block, args, shmem, stream);
+  }
   pthread_mutex_lock(&lock);
   count_launch();
   struct kernel_fn *k = find_kernel(stub);
@@ -1915,7 +2175,10 @@ cudaError_t __wrap_cudaLaunchKernel(const void *stub, dim3 grid, dim3 block, voi
 
 cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem,
                                                cudaStream_t stream) {
-  if (!recording()) return __real_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, stream);
+  if (!recording()) {
+    const void *f = DISPATCHED(stub, grid, block, args, shmem, 0);
+    return __real_cudaLaunchCooperativeKernel(f, grid, block, args, shmem, stream);
+  }
   pthread_mutex_lock(&lock);
   count_launch();
   struct kernel_fn *k = find_kernel(stub);
@@ -1957,13 +2220,19 @@ static cudaStream_t per_thread(cudaStream_t s) { return s ? s : cudaStreamPerThr
 
 cudaError_t __wrap_cudaLaunchKernel_ptsz(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem,
                                          cudaStream_t stream) {
-  if (!recording()) return __real_cudaLaunchKernel_ptsz(stub, grid, block, args, shmem, stream);
+  if (!recording()) {
+    const void *f = DISPATCHED(stub, grid, block, args, shmem, 1);
+    return __real_cudaLaunchKernel_ptsz(f, grid, block, args, shmem, stream);
+  }
   return __wrap_cudaLaunchKernel(stub, grid, block, args, shmem, per_thread(stream));
 }
 
 cudaError_t __wrap_cudaLaunchCooperativeKernel_ptsz(const void *stub, dim3 grid, dim3 block, void **args,
                                                     size_t shmem, cudaStream_t stream) {
-  if (!recording()) return __real_cudaLaunchCooperativeKernel_ptsz(stub, grid, block, args, shmem, stream);
+  if (!recording()) {
+    const void *f = DISPATCHED(stub, grid, block, args, shmem, 0);
+    return __real_cudaLaunchCooperativeKernel_ptsz(f, grid, block, args, shmem, stream);
+  }
   return __wrap_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, per_thread(stream));
 }
 

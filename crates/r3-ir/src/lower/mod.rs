@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::Once;
 
 pub mod isolated;
+pub mod specialize;
 
 /// A candidate compiled for one kernel: what the GPU will run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -79,6 +80,8 @@ pub enum LowerError {
          with {wanted} needs a process of its own (r3 lowers each such candidate in `r3 __lower`)"
     )]
     OptionsInUse { set: String, wanted: String },
+    #[error(transparent)]
+    Specialize(#[from] specialize::SpecializeError),
 }
 
 include!(concat!(env!("OUT_DIR"), "/nvptx_cpus.rs"));
@@ -282,7 +285,7 @@ pub fn lower_candidate(
     after_passes: impl FnOnce(&Module),
 ) -> Result<Timed, LowerError> {
     use_llvm_options(&c.llvm_options)?;
-    apply_knobs(module, c);
+    apply_knobs(module, c)?;
     let cg = Codegen {
         opt_level: c.codegen_opt,
         ..target.clone()
@@ -290,8 +293,12 @@ pub fn lower_candidate(
     lower_timed_with(module, &c.pipeline, &cg, after_passes)
 }
 
-/// Launch bounds and fast-math, as clang would have set them from the source.
-pub fn apply_knobs(module: &Module, c: &Candidate) {
+/// Launch bounds and fast-math, as clang would have set them from the source, and the
+/// candidate's folded values.
+pub fn apply_knobs(module: &Module, c: &Candidate) -> Result<(), LowerError> {
+    if let Some(s) = &c.specialize {
+        specialize::fold(module, s)?;
+    }
     use inkwell::attributes::AttributeLoc;
     let ctx = module.get_context();
     for f in module
@@ -322,6 +329,7 @@ pub fn apply_knobs(module: &Module, c: &Candidate) {
             }
         }
     }
+    Ok(())
 }
 
 /// The newest PTX ISA a CUDA driver of version (major, minor) loads, as LLVM's feature name.

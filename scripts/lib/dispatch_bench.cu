@@ -1,0 +1,70 @@
+// What choosing a variant at launch costs (scripts/bench-dispatch): one tiny kernel launched in
+// batches from the host, the host's time per launch call measured. The kernel has a variant
+// with launch bounds (written out by hand here, as apply adds it to the PTX) and a dispatch
+// table whose guard folds n. In one process, batches of the three ways alternate: cudart's own
+// launch (__real_cudaLaunchKernel, what the program calls without r3's runtime), the launch
+// through r3's wrapper with the guard holding (the variant runs), and with it refused (n = 2:
+// the guard is checked, the generic code runs). A launch's host time varies by hundreds of ns
+// with the GPU's queue, so each way is compared with the cudart batch beside it.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+extern "C" cudaError_t __real_cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+
+extern "C" __global__ void bench_kernel(int *p, int n) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) p[0] = 1;
+}
+
+extern "C" __global__ void __launch_bounds__(256) bench_kernel__r3_bench_v1(int *p, int n) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) p[0] = 2;
+}
+
+static int *p;
+
+// ns per launch call over one batch: through cudart alone (wrapped = false) or r3's wrapper.
+static double batch(bool wrapped, int n) {
+  const int count = 256;
+  void *args[] = {&p, &n};
+  dim3 grid(1), block(128);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < count; i++) {
+    if (wrapped)
+      cudaLaunchKernel((const void *)bench_kernel, grid, block, args, 0, 0);
+    else
+      __real_cudaLaunchKernel((const void *)bench_kernel, grid, block, args, 0, 0);
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  cudaDeviceSynchronize();
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / count;
+}
+
+static int ran() {
+  int r = 0;
+  cudaMemcpy(&r, p, sizeof r, cudaMemcpyDeviceToHost);
+  return r;
+}
+
+int main() {
+  if (cudaMalloc(&p, sizeof(int)) != cudaSuccess) return 1;
+  for (int i = 0; i < 20; i++) batch(true, 1), batch(true, 2), batch(false, 1);
+  batch(true, 1);
+  const char *variant = ran() == 2 ? "variant" : "generic";
+  batch(true, 2);
+  const char *refused = ran() == 1 ? "generic" : "variant";
+  std::vector<double> real, taken, checked, d_taken, d_checked;
+  for (int r = 0; r < 300; r++) {
+    double a = batch(false, 1), b = batch(true, 1), c = batch(true, 2), a2 = batch(false, 1);
+    double base = (a + a2) / 2;
+    real.push_back(base), taken.push_back(b), checked.push_back(c);
+    d_taken.push_back(b - base), d_checked.push_back(c - base);
+  }
+  auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+  if (cudaGetLastError() != cudaSuccess) return 1;
+  printf("cudart ns=%.1f\n", med(real));
+  printf("taken ns=%.1f extra=%.1f ran=%s\n", med(taken), med(d_taken), variant);
+  printf("refused ns=%.1f extra=%.1f ran=%s\n", med(checked), med(d_checked), refused);
+  return 0;
+}

@@ -1,0 +1,179 @@
+//! Variants chosen at launch (r3rt.c's dispatch) on a fake GPU (fixtures/dispatch_fake_gpu.c),
+//! with the table r3's apply generates (`apply::dispatch`): a launch runs a variant exactly when
+//! its guard holds and the device can run it, and every launch gives the generic code's result.
+
+use crate::support::{repo, stderr, stdout};
+use r3::apply::dispatch::{self, Row};
+use r3::apply::plan::Guard;
+use r3::candidate::{FoldedArg, Specialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const GENERIC: &str = "_Z5scalePfPKfif";
+
+fn spec() -> String {
+    dispatch::entry_name(GENERIC, "0123abcd", 1)
+}
+
+fn bounds() -> String {
+    dispatch::entry_name(GENERIC, "0123abcd", 2)
+}
+
+fn relaunch() -> String {
+    dispatch::entry_name(GENERIC, "0123abcd", 3)
+}
+
+/// The table apply would write for scale: the specialized variant (n = 1024, 256-thread
+/// blocks, launch bounds 256) first, then launch bounds alone, then (with `relaunched`) a
+/// variant that runs 128-thread blocks.
+fn table() -> Vec<String> {
+    table_with(false)
+}
+
+fn table_with(relaunched: bool) -> Vec<String> {
+    let row = |entry: String, guard: Guard| Row {
+        kernel: GENERIC.into(),
+        arch: "sm_90".into(),
+        entry,
+        guard,
+    };
+    vec![
+        dispatch::line(&row(
+            spec(),
+            Guard {
+                max_threads: Some(256),
+                block_x: None,
+                values: Some(Specialize {
+                    args: vec![FoldedArg::of_bytes(2, &1024i32.to_le_bytes())],
+                    block: Some([256, 1, 1]),
+                    grid: None,
+                }),
+            },
+        )),
+        dispatch::line(&row(
+            bounds(),
+            Guard {
+                max_threads: Some(256),
+                block_x: None,
+                values: None,
+            },
+        )),
+    ]
+    .into_iter()
+    .chain(relaunched.then(|| {
+        dispatch::line(&row(
+            relaunch(),
+            Guard {
+                max_threads: Some(128),
+                block_x: Some(128),
+                values: None,
+            },
+        ))
+    }))
+    .collect()
+}
+
+/// The fake program built with `header` included, as an applied build's host side is.
+fn harness(dir: &Path, header: &str) -> PathBuf {
+    let clang = r3::toolchain::find_clang(false).unwrap().path;
+    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
+    let h = dir.join(dispatch::HEADER);
+    std::fs::write(&h, header).unwrap();
+    let exe = dir.join("dispatch_fake_gpu");
+    let out = Command::new(clang)
+        .args(["-x", "c", "-std=c11", "-O1", "-w", "-I"])
+        .arg(repo().join("crates/r3-driver/src/runtime"))
+        .arg("-I")
+        .arg(cuda.join("include"))
+        .arg(format!("-include{}", h.display()))
+        .arg(repo().join("tests/it/fixtures/dispatch_fake_gpu.c"))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-l:libzstd.a", "-lpthread", "-ldl"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    exe
+}
+
+/// The entries that ran, one per launch (`N THREADS` pairs, or `shared BYTES`).
+fn ran(exe: &Path, launches: &str, env: &[(&str, &str)]) -> Vec<String> {
+    lines(exe, launches, env, "ran ")
+}
+
+/// The `prefix` lines of a run of the fake program, without the prefix.
+fn lines(exe: &Path, launches: &str, env: &[(&str, &str)], prefix: &str) -> Vec<String> {
+    let out = Command::new(exe)
+        .args(launches.split(' '))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "{launches} {env:?}: {text}{}",
+        stderr(&out)
+    );
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_launch_runs_the_first_variant_whose_guard_holds_and_otherwise_the_generic_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path(), &dispatch::header(&table()));
+    let (spec, bounds) = (spec(), bounds());
+    let (spec, bounds, generic) = (spec.as_str(), bounds.as_str(), GENERIC);
+    // The recorded values: the specialized code. Another n: launch bounds alone. A larger
+    // block: neither guard holds (a launch of either would fail), the generic code.
+    assert_eq!(
+        ran(&exe, "1024 256 512 256 1024 512 1023 128 1024 128", &[]),
+        [spec, bounds, generic, bounds, bounds]
+    );
+    // Switched off at run time, on a device of another architecture, or where the module
+    // lacks the variant: the generic code, or the next variant that is there.
+    assert_eq!(ran(&exe, "1024 256", &[("R3_DISPATCH", "0")]), [generic]);
+    assert_eq!(ran(&exe, "1024 256", &[("FAKE_SM", "80")]), [generic]);
+    assert_eq!(ran(&exe, "1024 256", &[("FAKE_MISSING", spec)]), [bounds]);
+    // A larger dynamic shared memory the program sets on its kernel holds for the variants.
+    assert_eq!(ran(&exe, "shared 65536", &[]), [spec]);
+}
+
+#[test]
+fn a_block_size_variant_runs_the_launch_with_its_block_and_the_grid_that_keeps_its_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path(), &dispatch::header(&table_with(true)));
+    let (bounds, relaunch) = (bounds(), relaunch());
+    // 512-thread blocks: neither launch-bounds variant may run it; the block-size variant
+    // runs it as 8 blocks of 128 threads (2 x 512 threads), with the generic result.
+    assert_eq!(
+        ran(&exe, "1024 512 1000 256", &[]),
+        [relaunch.as_str(), bounds.as_str()]
+    );
+    assert_eq!(
+        lines(&exe, "1024 512 1000 256", &[], "shape "),
+        ["8 128", "4 256"]
+    );
+}
+
+#[test]
+fn without_a_table_or_with_a_damaged_one_every_launch_runs_the_generic_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let generic = GENERIC;
+    let exe = harness(dir.path(), &dispatch::empty_header());
+    assert_eq!(ran(&exe, "1024 256 512 128", &[]), [generic, generic]);
+    let damaged: Vec<String> = table()
+        .iter()
+        .map(|l| l.replace(" 0 1 2:00040000", " 0 2 2:00040000"))
+        .chain(["v truncated".to_string()])
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path(), &dispatch::header(&damaged));
+    // The damaged first line is skipped; the second stands.
+    assert_eq!(
+        ran(&exe, "1024 256 1024 512", &[]),
+        [bounds().as_str(), generic]
+    );
+}
