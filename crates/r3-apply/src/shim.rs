@@ -188,65 +188,9 @@ fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
             outcomes.push(o);
             continue;
         }
-        let name = &km.signature.name;
-        let tag = km.hash[..8].to_owned();
-        if let Some(w) = &plan.generic {
-            match lower_winner(km, w, dir) {
-                Ok(text) => {
-                    o.status = Status::Applied;
-                    o.speedup = Some(w.confirmed_speedup.unwrap_or(w.speedup));
-                    o.gpu = Some(w.gpu.clone());
-                    lowered.push(Lowered {
-                        kernel: name.clone(),
-                        ptx: text,
-                        tag: tag.clone(),
-                        variant: None,
-                    });
-                }
-                Err((status, why)) => {
-                    o.status = status;
-                    o.detail = Some(why);
-                }
-            }
-        }
-        for (n, v) in plan.variants.iter().enumerate() {
-            // A variant that does not give its measured PTX is left out; the others, and the
-            // generic code, do not depend on it.
-            let text = match lower_winner(km, &v.winner, dir) {
-                Ok(text) => text,
-                Err((status, why)) => {
-                    if o.status == Status::NotTuned {
-                        (o.status, o.detail) = (status, Some(why));
-                    }
-                    continue;
-                }
-            };
-            let entry = dispatch::entry_name(name, &tag, n + 1);
-            rows.push(dispatch::Row {
-                kernel: name.clone(),
-                arch: arch.to_owned(),
-                entry: entry.clone(),
-                guard: v.guard.clone(),
-            });
-            o.variants.push(AppliedVariant {
-                entry: entry.clone(),
-                guard: v.guard.clone(),
-                speedup: v.winner.confirmed_speedup.unwrap_or(v.winner.speedup),
-            });
-            lowered.push(Lowered {
-                kernel: name.clone(),
-                ptx: text,
-                tag: format!("{tag}v{}", n + 1),
-                variant: Some(entry),
-            });
-        }
-        if !o.variants.is_empty() && o.status != Status::Applied {
-            // Clang's code stays the generic entry; the variants are r3's.
-            o.gpu = plan.variants.first().map(|v| v.winner.gpu.clone());
-            if o.detail.is_none() {
-                o.status = Status::Applied;
-            }
-        }
+        let (code, kernel_rows) = lower_plan(km, &plan, arch, dir, &mut o);
+        lowered.extend(code);
+        rows.extend(kernel_rows);
         outcomes.push(o);
     }
     if lowered.is_empty() {
@@ -284,6 +228,72 @@ fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
             })
         }
     }
+}
+
+/// One kernel's plan lowered as the search lowered it: the generic code's replacement and each
+/// variant that gives its measured PTX (one that does not is left out; the others and the
+/// generic code do not depend on it), with the table's rows; `o` says what became of them.
+fn lower_plan(
+    km: &KernelModule,
+    plan: &crate::plan::Planned,
+    arch: &str,
+    dir: &Path,
+    o: &mut KernelOutcome,
+) -> (Vec<Lowered>, Vec<dispatch::Row>) {
+    let name = &km.signature.name;
+    let tag = km.hash[..8].to_owned();
+    let (mut lowered, mut rows) = (Vec::new(), Vec::new());
+    if let Some(w) = &plan.generic {
+        match lower_winner(km, w, dir) {
+            Ok(text) => {
+                o.status = Status::Applied;
+                o.speedup = Some(w.confirmed_speedup.unwrap_or(w.speedup));
+                o.gpu = Some(w.gpu.clone());
+                lowered.push(Lowered {
+                    kernel: name.clone(),
+                    ptx: text,
+                    tag: tag.clone(),
+                    variant: None,
+                });
+            }
+            Err((status, why)) => (o.status, o.detail) = (status, Some(why)),
+        }
+    }
+    for (n, v) in plan.variants.iter().enumerate() {
+        let text = match lower_winner(km, &v.winner, dir) {
+            Ok(text) => text,
+            Err((status, why)) => {
+                if o.status == Status::NotTuned {
+                    (o.status, o.detail) = (status, Some(why));
+                }
+                continue;
+            }
+        };
+        let entry = dispatch::entry_name(name, &tag, n + 1);
+        rows.push(dispatch::Row {
+            kernel: name.clone(),
+            arch: arch.to_owned(),
+            entry: entry.clone(),
+            guard: v.guard.clone(),
+        });
+        o.variants.push(AppliedVariant {
+            entry: entry.clone(),
+            guard: v.guard.clone(),
+            speedup: v.winner.confirmed_speedup.unwrap_or(v.winner.speedup),
+        });
+        lowered.push(Lowered {
+            kernel: name.clone(),
+            ptx: text,
+            tag: format!("{tag}v{}", n + 1),
+            variant: Some(entry),
+        });
+    }
+    if !o.variants.is_empty() && o.status == Status::NotTuned {
+        // Clang's code stays the generic entry; the variants are r3's.
+        o.status = Status::Applied;
+        o.gpu = plan.variants.first().map(|v| v.winner.gpu.clone());
+    }
+    (lowered, rows)
 }
 
 fn source_from_env() -> Result<Source, String> {
