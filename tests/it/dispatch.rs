@@ -156,6 +156,12 @@ fn a_block_size_variant_runs_the_launch_with_its_block_and_the_grid_that_keeps_i
         lines(&exe, "1024 512 1000 256", &[], "shape "),
         ["8 128", "4 256"]
     );
+    // cudaLaunchKernelEx chooses the same way; with launch attributes (a cluster, say), never
+    // another block size: the launch runs as the program shaped it.
+    assert_eq!(
+        ran(&exe, "ex 1 1024 256 1024 512 ex 2 1024 512", &[]),
+        [spec().as_str(), relaunch.as_str(), GENERIC]
+    );
 }
 
 #[test]

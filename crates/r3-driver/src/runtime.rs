@@ -27,14 +27,16 @@ pub const WRAPPED: &[&str] = &[
     "__cudaRegisterFatBinary",
     "__cudaRegisterFunction",
     "__cudaRegisterVar",
-    // Mirrored onto a kernel's variants (apply's dispatch).
+    // Mirrored onto a kernel's variants, and a launch apply's dispatch chooses for.
     "cudaFuncSetAttribute",
+    "cudaLaunchKernelExC",
     // What code compiled for the per-thread default stream calls instead.
     "cudaLaunchKernel_ptsz",
     "cudaLaunchCooperativeKernel_ptsz",
     "cudaMallocAsync_ptsz",
     "cudaFreeAsync_ptsz",
     "cudaGraphLaunch_ptsz",
+    "cudaLaunchKernelExC_ptsz",
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -102,6 +102,7 @@ void __real___cudaRegisterFunction(void **, const char *, char *, const char *, 
 void __real___cudaRegisterVar(void **, char *, char *, const char *, int, size_t, int, int);
 void **__real___cudaRegisterFatBinary(void *);
 cudaError_t __real_cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int);
+cudaError_t __real_cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *, void **);
 
 /* ---- state ---------------------------------------------------------------------------- */
 
@@ -498,6 +499,17 @@ static const void *choose(const void *stub, dim3 *grid, dim3 *block, void **args
    launch's: its grid must fit the GPU at once). Evaluate it before the launch's arguments. */
 #define DISPATCHED(stub, grid, block, args, shmem, relaunch_ok) \
   (ndispatch && !dispatch_off ? choose(stub, &(grid), &(block), args, shmem, relaunch_ok) : (stub))
+
+/* cudaLaunchKernelEx (the C++ template calls this): chosen like any launch, the shape in a copy
+   of the program's configuration; never relaunched with another block size where the launch
+   has attributes (a cluster's dimensions must divide the grid, a cooperative grid fit the GPU).
+   Not recorded: r3 record does not see these launches. */
+cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+  if (!config || !ndispatch || dispatch_off || recording()) return __real_cudaLaunchKernelExC(config, func, args);
+  cudaLaunchConfig_t c = *config;
+  const void *f = DISPATCHED(func, c.gridDim, c.blockDim, args, c.dynamicSmemBytes, c.numAttrs == 0);
+  return __real_cudaLaunchKernelExC(&c, f, args);
+}
 
 /* An attribute the program sets on a kernel holds for its variants too (a larger dynamic
    shared memory above all, without which a launch that needs it could not run a variant);
@@ -2215,6 +2227,14 @@ cudaError_t __real_cudaLaunchCooperativeKernel_ptsz(const void *, dim3, dim3, vo
 cudaError_t __real_cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
 cudaError_t __real_cudaFreeAsync_ptsz(void *, cudaStream_t);
 cudaError_t __real_cudaGraphLaunch_ptsz(cudaGraphExec_t, cudaStream_t);
+cudaError_t __real_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *, const void *, void **);
+
+cudaError_t __wrap_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args) {
+  if (!config || !ndispatch || dispatch_off || recording()) return __real_cudaLaunchKernelExC_ptsz(config, func, args);
+  cudaLaunchConfig_t c = *config;
+  const void *f = DISPATCHED(func, c.gridDim, c.blockDim, args, c.dynamicSmemBytes, c.numAttrs == 0);
+  return __real_cudaLaunchKernelExC_ptsz(&c, f, args);
+}
 
 static cudaStream_t per_thread(cudaStream_t s) { return s ? s : cudaStreamPerThread; }
 
