@@ -475,6 +475,29 @@ fn the_report_says_what_apply_ships_and_why_not_the_best() {
     let v = &a.variants[0];
     assert_eq!((v.trial, v.guard.as_str()), (1, "threads <= 256"));
     assert!((v.speedup.unwrap() - 10.0 / 7.0).abs() < 1e-9);
+
+    // A best with a guard that is not 2% faster than the generic code is not worth a variant,
+    // and the report says so.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&compile_into_store(dir.path())).unwrap();
+    let k = self::key(&store);
+    let mut log = store.open_trials(&k, GPU).unwrap();
+    for r in [
+        rec(&k, GPU, 0, &Candidate::baseline(), valid(10.0)),
+        rec(&k, GPU, 1, &bounded, valid(7.9)),
+        rec(&k, GPU, 2, &plain, valid(8.0)),
+    ] {
+        log.append(&r).unwrap();
+    }
+    let a = &build(&store, &opts).unwrap().kernels[0].apply;
+    assert_eq!(a.trial, Some(2));
+    assert!(a.variants.is_empty());
+    assert!(
+        a.note
+            .contains("the best (trial 1) needs a guard, and as a variant is not faster"),
+        "{}",
+        a.note
+    );
 }
 
 #[test]

@@ -1104,9 +1104,13 @@ fn apply_line(a: &super::tuning::ApplyReport) -> String {
     };
     for v in &a.variants {
         let speed = v.speedup.map_or("-".into(), |s| format!("{s:.3}x"));
+        let taken = match v.launches_recorded {
+            0 => String::new(),
+            n => format!("; taken by {} of {n} recorded launches", v.launches_taken),
+        };
         line.push_str(&format!(
-            " Variant: trial {} ({speed}) where {}; taken by {} of {} recorded launches.",
-            v.trial, v.guard, v.launches_taken, v.launches_recorded
+            " Variant: trial {} ({speed}) where {}{taken}.",
+            v.trial, v.guard
         ));
     }
     line

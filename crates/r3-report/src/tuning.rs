@@ -493,10 +493,14 @@ fn apply_generic(
     let shipped = candidate.filter(|_| small.is_none());
     let speedup = shipped.and_then(speedup_of);
     let why_not_best = |c: &Candidate| {
-        if c.block_x.is_some() {
+        if policy.ships_guarded(c) {
+            // It would ship as a variant (the caller names the best when it does): it does
+            // not beat what ships by enough.
+            "needs a guard, and as a variant is not faster than the code that ships by R3_APPLY_MIN_SPEEDUP"
+        } else if c.block_x.is_some() && policy.dispatch {
             "changes the block size, which this build withholds (R3_APPLY_BLOCK_SIZE)"
-        } else if c.specialize.is_some() {
-            "folds launch values, which ship only as a variant behind a guard (R3_APPLY_DISPATCH=0 is set)"
+        } else if c.specialize.is_some() || c.block_x.is_some() {
+            "folds launch values or changes the block size, which ship only as a variant behind a guard (R3_APPLY_DISPATCH=0 is set)"
         } else {
             "sets launch bounds, which ship as a variant behind a guard, or unguarded with R3_APPLY_LAUNCH_BOUNDS=1 (R3_APPLY_DISPATCH=0 is set)"
         }
