@@ -2,7 +2,7 @@
 //! with the table r3's apply generates (`apply::dispatch`): a launch runs a variant exactly when
 //! its guard holds and the device can run it, and every launch gives the generic code's result.
 
-use crate::support::{repo, stderr, stdout};
+use crate::support::{fake_gpu_program, stderr, stdout};
 use r3::apply::dispatch::{self, Row};
 use r3::apply::plan::Guard;
 use r3::candidate::{FoldedArg, Specialize};
@@ -75,25 +75,13 @@ fn table_with(relaunched: bool) -> Vec<String> {
 
 /// The fake program built with `header` included, as an applied build's host side is.
 fn harness(dir: &Path, header: &str) -> PathBuf {
-    let clang = r3::toolchain::find_clang(false).unwrap().path;
-    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
     let h = dir.join(dispatch::HEADER);
     std::fs::write(&h, header).unwrap();
-    let exe = dir.join("dispatch_fake_gpu");
-    let out = Command::new(clang)
-        .args(["-x", "c", "-std=c11", "-O1", "-w", "-I"])
-        .arg(repo().join("crates/r3-driver/src/runtime"))
-        .arg("-I")
-        .arg(cuda.join("include"))
-        .arg(format!("-include{}", h.display()))
-        .arg(repo().join("tests/it/fixtures/dispatch_fake_gpu.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(["-l:libzstd.a", "-lpthread", "-ldl"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    exe
+    fake_gpu_program(
+        dir,
+        "dispatch_fake_gpu",
+        &[format!("-include{}", h.display())],
+    )
 }
 
 /// The entries that ran, one per launch (`N THREADS` pairs, or `shared BYTES`).

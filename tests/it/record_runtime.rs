@@ -3,7 +3,7 @@
 //! device memory and variables), allocation reuse and the address range under churn, the
 //! caps, the warm re-launch policy, and `r3 record`'s summary — without a GPU.
 
-use crate::support::{r3_bin, repo, stderr};
+use crate::support::{fake_gpu_program, r3_bin, stderr};
 use r3::store::records::{RegionData, RegionKind, Snapshot};
 use r3::store::Store;
 use std::path::{Path, PathBuf};
@@ -11,22 +11,7 @@ use std::process::{Command, Output};
 
 /// The harness, built once per test into `dir`.
 fn harness(dir: &Path) -> PathBuf {
-    let clang = r3::toolchain::find_clang(false).unwrap().path;
-    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
-    let exe = dir.join("record_fake_gpu");
-    let out = Command::new(clang)
-        .args(["-x", "c", "-std=c11", "-O1", "-w", "-I"])
-        .arg(repo().join("crates/r3-driver/src/runtime"))
-        .arg("-I")
-        .arg(cuda.join("include"))
-        .arg(repo().join("tests/it/fixtures/record_fake_gpu.c"))
-        .arg("-o")
-        .arg(&exe)
-        .args(["-l:libzstd.a", "-lpthread", "-ldl"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    exe
+    fake_gpu_program(dir, "record_fake_gpu", &[])
 }
 
 /// Runs a scenario with recording on into a new store at `store`.

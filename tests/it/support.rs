@@ -49,6 +49,28 @@ pub fn driver_links(dir: &Path) -> PathBuf {
 pub const SAXPY: &str = "__global__ void saxpy(float a, const float *x, float *y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
 
 /// Compiles SAXPY with r3-clang++ in `dir`, capturing it into `dir/store`; returns the store.
+/// A fake-GPU program (`tests/it/fixtures/<name>.c`, which includes r3's runtime, r3rt.c),
+/// built as C into `dir/<name>`, with `extra` arguments for clang (a header to include).
+pub fn fake_gpu_program(dir: &Path, name: &str, extra: &[String]) -> PathBuf {
+    let clang = r3::toolchain::find_clang(false).unwrap().path;
+    let cuda = r3::toolchain::find_cuda(None).unwrap().path;
+    let exe = dir.join(name);
+    let out = Command::new(clang)
+        .args(["-x", "c", "-std=c11", "-O1", "-w", "-I"])
+        .arg(repo().join("crates/r3-driver/src/runtime"))
+        .arg("-I")
+        .arg(cuda.join("include"))
+        .args(extra)
+        .arg(repo().join(format!("tests/it/fixtures/{name}.c")))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-l:libzstd.a", "-lpthread", "-ldl"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    exe
+}
+
 pub fn saxpy_store(dir: &Path) -> PathBuf {
     let store = dir.join("store");
     std::fs::write(dir.join("saxpy.cu"), SAXPY).unwrap();

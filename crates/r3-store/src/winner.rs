@@ -283,20 +283,8 @@ mod tests {
             spread: 0.0,
             samples: 10,
         };
-        let rec = |trial: u32, us: f64| {
-            let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
-                "format": 1, "trial": trial, "kernel": "k", "gpu": "g", "driver": "d", "r3_version": "0",
-                "strategy": "bo", "seed": 0, "batch": 1, "candidate": {"pipeline": "default<O3>"},
-                "ptx_hash": "h", "outcome": {"status": "compile_error", "message": ""},
-                "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
-            }))
-            .unwrap();
-            r.outcome = Outcome::Valid {
-                time: ts(us),
-                baseline: ts(100.0),
-            };
-            r
-        };
+        let rec =
+            |trial: u32, us: f64| timed(trial, serde_json::json!({"pipeline": "default<O3>"}), us);
         let recs = vec![rec(0, 100.0), rec(1, 90.0), rec(2, 95.0)];
         assert_eq!(pick_best(&recs, &[]).unwrap().trial, 1);
         let confirm = |trial, us| Confirmation {
