@@ -504,11 +504,17 @@ static const void *choose(const void *stub, dim3 *grid, dim3 *block, void **args
    of the program's configuration; never relaunched with another block size where the launch
    has attributes (a cluster's dimensions must divide the grid, a cooperative grid fit the GPU).
    Not recorded: r3 record does not see these launches. */
-cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-  if (!config || !ndispatch || dispatch_off || recording()) return __real_cudaLaunchKernelExC(config, func, args);
+typedef cudaError_t (*launch_ex_fn)(const cudaLaunchConfig_t *, const void *, void **);
+
+static cudaError_t launch_ex(launch_ex_fn real, const cudaLaunchConfig_t *config, const void *func, void **args) {
+  if (!config || !ndispatch || dispatch_off || recording()) return real(config, func, args);
   cudaLaunchConfig_t c = *config;
   const void *f = DISPATCHED(func, c.gridDim, c.blockDim, args, c.dynamicSmemBytes, c.numAttrs == 0);
-  return __real_cudaLaunchKernelExC(&c, f, args);
+  return real(&c, f, args);
+}
+
+cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
+  return launch_ex(__real_cudaLaunchKernelExC, config, func, args);
 }
 
 /* An attribute the program sets on a kernel holds for its variants too (a larger dynamic
@@ -2230,10 +2236,7 @@ cudaError_t __real_cudaGraphLaunch_ptsz(cudaGraphExec_t, cudaStream_t);
 cudaError_t __real_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *, const void *, void **);
 
 cudaError_t __wrap_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args) {
-  if (!config || !ndispatch || dispatch_off || recording()) return __real_cudaLaunchKernelExC_ptsz(config, func, args);
-  cudaLaunchConfig_t c = *config;
-  const void *f = DISPATCHED(func, c.gridDim, c.blockDim, args, c.dynamicSmemBytes, c.numAttrs == 0);
-  return __real_cudaLaunchKernelExC_ptsz(&c, f, args);
+  return launch_ex(__real_cudaLaunchKernelExC_ptsz, config, func, args);
 }
 
 static cudaStream_t per_thread(cudaStream_t s) { return s ? s : cudaStreamPerThread; }
