@@ -188,6 +188,7 @@ fn earlier_search(l: &Landscape) -> Vec<(r3::candidate::Candidate, Option<f64>)>
         batch: 1,
         transfer: false,
         recipes: false,
+        race: false,
     };
     let never = std::sync::atomic::AtomicBool::new(false);
     let mut sim = Simulator::new(l.clone());

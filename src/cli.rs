@@ -106,6 +106,10 @@ enum Cmd {
         /// wait for the disk, and after a crash of the machine a short file is found by its sum.
         #[arg(long)]
         no_sync: bool,
+        /// Record nothing: time every launch with CUDA events, the build as it is (its variants
+        /// included), and keep the program's GPU time by kernel in the store. No check follows.
+        #[arg(long)]
+        time_only: bool,
         /// The program and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -178,6 +182,22 @@ enum Cmd {
         /// with ptxas; nothing is timed.
         #[arg(long)]
         dry_run: bool,
+        /// One wall-clock allowance (e.g. 30m) for the whole store (--all) or program
+        /// (--program), spent where the program's GPU time goes: kernels by their share of it
+        /// (from `r3 record`'s launch census) times the speedup expected, in slices, more to
+        /// searches still improving; stops early when the predicted whole-program gain stops
+        /// moving. Continues the store's trials (as --resume); with --resume, also the last
+        /// deadline's clock and allocation.
+        #[arg(long, value_name = "T")]
+        deadline: Option<String>,
+        /// With --deadline: the kernels of this program only, weighted by their share of its
+        /// GPU time (the executable as recorded).
+        #[arg(long, value_name = "EXE")]
+        program: Option<PathBuf>,
+        /// Time every candidate in full (by default one clearly slower than the search's best
+        /// is timed no further: a long kernel's losers cost one pair of runs).
+        #[arg(long)]
+        no_race: bool,
     },
     /// Source rewrites on top of the compiler search, each tuned and checked on the recordings
     ///
@@ -396,8 +416,15 @@ fn run(cli: Cli) -> Result<i32> {
             quiet,
             no_verify,
             no_sync,
+            time_only,
             command,
         } => {
+            if time_only {
+                let store = open_store(cli.store.as_deref(), &cwd, true)?;
+                let run = r3::record::time_only(&store, &command)?;
+                eprint!("{}", r3::record::time_only_summary(&run, &command[0]));
+                return Ok(run.status.unwrap_or(1));
+            }
             let opts = r3::record::RecordOptions {
                 launches,
                 max_time: max_time
@@ -433,12 +460,35 @@ fn run(cli: Cli) -> Result<i32> {
             egraph,
             no_specialize,
             dry_run,
+            deadline,
+            program,
+            no_race,
         } => {
             if let Some(tasks) = emit_sbatch {
                 return emit_sbatch_script(cli.store.as_deref(), &cwd, tasks);
             }
+            let deadline = deadline
+                .as_deref()
+                .map(|t| parse_duration("--deadline", t))
+                .transpose()?;
             if let Some(spec) = gpus {
+                if deadline.is_some() && !resume {
+                    // The workers resume one allocation: a new deadline starts from nothing.
+                    let key = program
+                        .as_deref()
+                        .map_or_else(|| "all".to_owned(), r3::store::programs::program_key);
+                    open_store(cli.store.as_deref(), &cwd, false)?.forget_allocations(&key)?;
+                }
                 return tune_per_gpu(&spec);
+            }
+            if deadline.is_none() && program.is_some() {
+                anyhow::bail!("--program chooses what --deadline is spent on: add --deadline T");
+            }
+            if deadline.is_some() && (!simulate.is_empty() || dry_run) {
+                anyhow::bail!("--deadline spends GPU time: leave out --simulate and --dry-run");
+            }
+            if deadline.is_some() && (program.is_some() == all || !kernels.is_empty()) {
+                anyhow::bail!("--deadline is spent on a whole program or store: add --program EXE or --all (and name no kernel)");
             }
             let grid = space == "grid";
             if strategy == "exhaustive" && !grid && simulate.is_empty() {
@@ -460,6 +510,7 @@ fn run(cli: Cli) -> Result<i32> {
                 batch,
                 transfer: !no_transfer,
                 recipes: !no_recipes,
+                race: !no_race,
             };
             if !simulate.is_empty() {
                 return tune_simulated(
@@ -500,7 +551,17 @@ fn run(cli: Cli) -> Result<i32> {
                 specialize: !no_specialize,
                 fleet: all,
             };
-            tune_gpu(cli.store.as_deref(), &cwd, &sel, opts, &how)
+            match deadline {
+                Some(d) => tune_deadline(
+                    cli.store.as_deref(),
+                    &cwd,
+                    program.as_deref(),
+                    d,
+                    opts,
+                    &how,
+                ),
+                None => tune_gpu(cli.store.as_deref(), &cwd, &sel, opts, &how),
+            }
         }
         Cmd::Evolve {
             kernels,
@@ -715,16 +776,18 @@ fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
     let loc = r3::store::locate(store, cwd);
     let store = r3::store::Store::open(&loc.path)?;
     let kernels = store.kernels()?;
+    // The census is a hint here: a damaged program file is said and left out.
+    let shares = store.kernel_shares().unwrap_or_default();
     if json {
         outln!(
             "{}",
-            serde_json::to_string_pretty(&r3::report::kernels::by_source(&kernels))?
+            serde_json::to_string_pretty(&r3::report::kernels::by_source(&kernels, &shares))?
         );
     } else {
         let launches = store.launches_by_kernel()?;
         out!(
             "{}",
-            r3::report::kernels::render(&kernels, &launches, store.root())
+            r3::report::kernels::render(&kernels, &launches, &shares, store.root())
         );
     }
     Ok(0)
@@ -769,6 +832,9 @@ fn record(
         "{}",
         r3::report::records::render(&run.recordings, store.root())
     );
+    if let Some(census) = &run.census {
+        eprint!("{}", r3::record::census_summary(census));
+    }
     if run.recordings.is_empty() {
         eprintln!(
             "{}",
@@ -1003,6 +1069,58 @@ fn tune_gpu(
     // searches are what was asked for, and the session said what was not done.
     let failed = tally.failed + tally.errors > 0 || (tally.irreproducible > 0 && !sel.all);
     Ok(match (tally.interrupted, failed) {
+        (true, _) => 130,
+        (false, true) => 1,
+        (false, false) => 0,
+    })
+}
+
+/// `r3 tune --deadline`: the store's (or one program's) kernels under one allocation.
+fn tune_deadline(
+    store: Option<&Path>,
+    cwd: &Path,
+    program: Option<&Path>,
+    deadline: std::time::Duration,
+    base: r3::remix::tune::TuneOptions,
+    how: &r3::remix::session::GpuTune,
+) -> Result<i32> {
+    use r3::remix::program::Scope;
+    let Some((driver, gpu)) = r3::device::probe().first() else {
+        anyhow::bail!("no GPU on this machine: --deadline is spent measuring candidates on one (`r3 tune --all --dry-run` checks them without)");
+    };
+    let store = open_store(store, cwd, false)?;
+    let scope = match program {
+        None => Scope::All,
+        Some(exe) => {
+            let key = r3::store::programs::program_key(exe);
+            let known = store
+                .programs()?
+                .into_iter()
+                .any(|p| p.key == key && p.census.is_some());
+            if !known {
+                anyhow::bail!(
+                    "{}: no launch census of this program in the store; fix: `r3 record -- {}` (with this r3) first",
+                    exe.display(),
+                    exe.display()
+                );
+            }
+            Scope::Program {
+                key,
+                name: exe.display().to_string(),
+            }
+        }
+    };
+    let sel = r3::store::identity::Selection {
+        kernel: None,
+        all: true,
+        record: None,
+    };
+    let recs = store.select_recordings(&sel)?;
+    let stop = stop_flag();
+    let tally = r3::remix::program::tune_deadline_on_gpu(
+        &store, &scope, recs, driver, &gpu, &base, how, deadline, &stop, &mut say,
+    )?;
+    Ok(match (tally.interrupted, tally.failed + tally.errors > 0) {
         (true, _) => 130,
         (false, true) => 1,
         (false, false) => 0,

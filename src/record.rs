@@ -3,13 +3,20 @@
 //!
 //! The runtime does the recording inside the program; this module only sets its options
 //! (`R3_RECORD_*`), lets it print progress, and reads the statistics it writes at exit
-//! ([`RunStats`], the file named by `R3_RECORD_STATS`) for the summary.
+//! ([`RunStats`], the file named by `R3_RECORD_STATS`) for the summary. The runtime also counts
+//! every launch (the census), from which the program's time by kernel is estimated and kept
+//! with the program (`store::programs`); `r3 record --time-only` ([`time_only`]) measures it
+//! instead, every launch timed and nothing recorded.
 
 use crate::replay::gpu::{verify_recordings, Verdict};
+use crate::store::programs::{
+    Census, KernelTiming, LaunchCounts, ProgramBinary, Timing, FORMAT as PROGRAMS_FORMAT,
+};
 use crate::store::records::{irreproducible_text, Recording};
 use crate::store::Store;
 use serde::Deserialize;
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -155,6 +162,27 @@ pub struct RunStats {
     pub handler_unix_s: f64,
     #[serde(default)]
     pub end_unix_s: f64,
+    /// What the run launched, per kernel that ran (recording runs; None from a runtime that
+    /// kept no census), and the launches of kernels it had no registration for.
+    #[serde(default)]
+    pub census: Option<Vec<LaunchCounts>>,
+    #[serde(default)]
+    pub unknown_launches: u64,
+    /// What a time-only run measured (`R3_TIME_ONLY=1`).
+    #[serde(default)]
+    pub timing: Option<TimingStats>,
+}
+
+/// A time-only run's times (`timing` in R3_RECORD_STATS): in all, and per kernel.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TimingStats {
+    /// Every timed launch's GPU time, summed (ms).
+    pub total_ms: f64,
+    pub launches: u64,
+    /// Launches between events that gave a time (a launch into a graph capture gives none).
+    #[serde(default)]
+    pub timed_launches: u64,
+    pub kernels: Vec<KernelTiming>,
 }
 
 /// When `r3 record` started the program and saw it end (seconds since the Unix epoch): with
@@ -216,6 +244,9 @@ pub struct RecordRun {
     pub span: ProcessSpan,
     /// Unfinished recordings of earlier, killed runs, removed before this one.
     pub stale_removed: Vec<std::path::PathBuf>,
+    /// The run's census, kept with the program (None where the runtime kept none, or the
+    /// program's executable could not be read).
+    pub census: Option<Census>,
 }
 
 /// Runs `command` with recording on, into `store`.
@@ -253,16 +284,249 @@ pub fn run(
         .collect();
     // Now, while the store holds the compile that ran: a later rebuild cannot change it.
     let recordings = store.resolve_recorded(new);
-    let stats = std::fs::read(&stats_path)
+    let stats: Option<RunStats> = std::fs::read(&stats_path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
+    let census = stats.as_ref().and_then(|s| {
+        let counts = s.census.as_ref()?;
+        keep_census(store, &command[0], counts, s.unknown_launches)
+    });
     Ok(RecordRun {
         status: status.code(),
         recordings,
         stats,
         span,
         stale_removed,
+        census,
     })
+}
+
+/// The executable a command runs: its path as given where it has a `/`, else the first
+/// executable file of that name on PATH (as `Command` finds it).
+pub fn executable(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn program_binary(program: &str) -> Result<ProgramBinary, String> {
+    let exe = executable(program).ok_or_else(|| format!("{program} is not on PATH"))?;
+    ProgramBinary::of(program, &exe).map_err(|e| format!("reading {}: {e}", exe.display()))
+}
+
+/// The run's census, each kernel's time estimated from its recordings, kept with the program
+/// (the newest run of a program replaces its census). Best effort: what fails is said, and the
+/// recordings stand.
+fn keep_census(
+    store: &Store,
+    program: &str,
+    counts: &[LaunchCounts],
+    unknown_launches: u64,
+) -> Option<Census> {
+    let warn = |e: &dyn std::fmt::Display| {
+        eprintln!("r3: warning: the program's time by kernel is not kept: {e}");
+    };
+    let binary = program_binary(program).map_err(|e| warn(&e)).ok()?;
+    let census = store
+        .census(&binary, counts, unknown_launches)
+        .map_err(|e| warn(&e))
+        .ok()?;
+    if let Err(e) = store.put_census(&census) {
+        warn(&e);
+    }
+    Some(census)
+}
+
+/// A kernel's name in a line: its unqualified demangled name.
+fn short_name(mangled: &str) -> String {
+    let name = crate::kernel::unqualified_name(&crate::kernel::demangle(mangled));
+    if name.is_empty() {
+        mangled.to_owned()
+    } else {
+        name
+    }
+}
+
+fn ms_text(ms: f64) -> String {
+    if ms >= 1000.0 {
+        format!("{:.2} s", ms / 1000.0)
+    } else if ms >= 1.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.3} ms")
+    }
+}
+
+fn launches_text(n: u64) -> String {
+    format!("{n} launch{}", if n == 1 { "" } else { "es" })
+}
+
+/// Kernels shown by name in a time-by-kernel line; the rest are counted.
+const TOP: usize = 5;
+
+/// `share% name (N launches, time)` for each of the first kernels, ` · ` between, then how
+/// many more.
+fn by_kernel(rows: &[(String, u64, f64)], total_ms: f64) -> String {
+    let mut parts: Vec<String> = rows
+        .iter()
+        .take(TOP)
+        .map(|(name, launches, ms)| {
+            format!(
+                "{:.1}% {} ({}, {})",
+                100.0 * ms / total_ms,
+                short_name(name),
+                launches_text(*launches),
+                ms_text(*ms)
+            )
+        })
+        .collect();
+    if rows.len() > TOP {
+        parts.push(format!("{} more", rows.len() - TOP));
+    }
+    parts.join(" · ")
+}
+
+/// The census's line for `r3 record`: each kernel's share of the program's estimated time.
+pub fn census_summary(c: &Census) -> String {
+    let total = c.total_ms();
+    let timed: Vec<(String, u64, f64)> = c
+        .kernels
+        .iter()
+        .filter_map(|k| Some((k.name.clone(), k.launches, k.estimated_ms?)))
+        .collect();
+    let untimed: Vec<_> = c
+        .kernels
+        .iter()
+        .filter(|k| k.estimated_ms.is_none())
+        .collect();
+    let mut out = if timed.is_empty() || total <= 0.0 {
+        "r3: program time by kernel: unknown (no recorded launch has a time)".to_owned()
+    } else {
+        format!(
+            "r3: program time by kernel (estimated from the recorded launches): {}",
+            by_kernel(&timed, total)
+        )
+    };
+    if !untimed.is_empty() && !timed.is_empty() {
+        let n: u64 = untimed.iter().map(|k| k.launches).sum();
+        out += &format!(
+            "; {} kernel(s) without a timed launch ({})",
+            untimed.len(),
+            launches_text(n)
+        );
+    }
+    if c.unknown_launches > 0 {
+        out += &format!(
+            "; {} of kernels r3 has no registration for",
+            launches_text(c.unknown_launches)
+        );
+    }
+    out + "\n"
+}
+
+/// What `r3 record --time-only` measured.
+pub struct TimedRun {
+    pub status: Option<i32>,
+    /// None where the program wrote no times (not linked with r3's runtime, or killed).
+    pub timing: Option<Timing>,
+    /// Launches that gave no time (into a graph capture).
+    pub untimed: u64,
+}
+
+/// Runs `command` with every launch timed and nothing recorded (`R3_TIME_ONLY=1`): the build
+/// as it is, variants included. Keeps the times with the program, one per binary.
+pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordError> {
+    let dir = tempfile::tempdir().map_err(|e| RecordError::Spawn {
+        program: command[0].clone(),
+        msg: format!("a temp directory for its statistics: {e}"),
+    })?;
+    let stats_path = dir.path().join("stats.json");
+    let status = Command::new(&command[0])
+        .args(&command[1..])
+        .env_remove("R3_RECORD")
+        .env("R3_TIME_ONLY", "1")
+        .env("R3_RECORD_STATS", &stats_path)
+        .status()
+        .map_err(|e| RecordError::Spawn {
+            program: command[0].clone(),
+            msg: e.to_string(),
+        })?;
+    let stats: Option<RunStats> = std::fs::read(&stats_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let Some(t) = stats.and_then(|s| s.timing) else {
+        return Ok(TimedRun {
+            status: status.code(),
+            timing: None,
+            untimed: 0,
+        });
+    };
+    let untimed = t.launches.saturating_sub(t.timed_launches);
+    let (program, path, binary) = match program_binary(&command[0]) {
+        Ok(b) => (b.program, b.path, b.binary),
+        Err(e) => {
+            eprintln!("r3: warning: the measured times are not kept: {e}");
+            (command[0].clone(), String::new(), String::new())
+        }
+    };
+    let mut kernels = t.kernels;
+    kernels.sort_by(|a, b| b.ms.total_cmp(&a.ms).then_with(|| a.name.cmp(&b.name)));
+    let timing = Timing {
+        format: PROGRAMS_FORMAT,
+        program,
+        path,
+        binary,
+        unix_s: unix_now(),
+        total_ms: t.total_ms,
+        launches: t.launches,
+        kernels,
+    };
+    if !timing.binary.is_empty() {
+        if let Err(e) = store.put_timing(&timing) {
+            eprintln!("r3: warning: the measured times are not kept: {e}");
+        }
+    }
+    Ok(TimedRun {
+        status: status.code(),
+        timing: Some(timing),
+        untimed,
+    })
+}
+
+/// What `r3 record --time-only` prints: the program's measured GPU time and its top kernels.
+pub fn time_only_summary(run: &TimedRun, program: &str) -> String {
+    let Some(t) = &run.timing else {
+        return format!(
+            "r3: no time was measured: was {program} linked by r3-clang++ against cudart (recording support)?\n"
+        );
+    };
+    let mut out = format!(
+        "r3: GPU time measured: {} over {} (each launch between CUDA events; nothing recorded)\n",
+        ms_text(t.total_ms),
+        launches_text(t.launches)
+    );
+    if t.total_ms > 0.0 {
+        let rows: Vec<(String, u64, f64)> = t
+            .kernels
+            .iter()
+            .map(|k| (k.name.clone(), k.launches, k.ms))
+            .collect();
+        out += &format!("r3: by kernel: {}\n", by_kernel(&rows, t.total_ms));
+    }
+    if run.untimed > 0 {
+        out += &format!(
+            "r3: note: {} gave no time (launched into a CUDA graph being captured); the total leaves them out\n",
+            launches_text(run.untimed)
+        );
+    }
+    out
 }
 
 fn mib(bytes: u64) -> String {
@@ -539,6 +803,112 @@ mod tests {
                 && !defaults.contains(&"R3_RECORD_MAX_S")
                 && !defaults.contains(&"R3_RECORD_SYNC")
         );
+    }
+
+    #[test]
+    fn the_census_and_the_timing_are_read_from_the_stats_where_the_runtime_wrote_them() {
+        let old: RunStats = serde_json::from_str(STATS).unwrap();
+        assert_eq!(
+            (old.census, old.timing, old.unknown_launches),
+            (None, None, 0)
+        );
+        let with = STATS.trim_end().trim_end_matches('}').to_owned()
+            + r#", "unknown_launches": 2, "census": [
+              {"name": "small", "fatbin": "", "key": "7d6ce172e098998c", "launches": 54,
+               "recorded": [{"launch": "6bf23f6cb4b5aca6", "count": 50}], "other_launches": 4,
+               "other_threads": 1792}],
+              "timing": {"total_ms": 270.375, "launches": 57, "timed_launches": 56, "kernels": [
+               {"name": "big", "launches": 1, "timed_launches": 1, "ms": 256}]}}"#;
+        let s: RunStats = serde_json::from_str(&with).unwrap();
+        let c = &s.census.unwrap()[0];
+        assert_eq!(
+            (c.launches, c.recorded[0].count, c.other_threads),
+            (54, 50, 1792.0)
+        );
+        let t = s.timing.unwrap();
+        assert_eq!((t.total_ms, t.launches - t.timed_launches), (270.375, 1));
+        assert_eq!(t.kernels[0].name, "big");
+    }
+
+    #[test]
+    fn the_time_by_kernel_lines_show_the_top_kernels_by_share() {
+        use crate::store::programs::KernelCensus;
+        let k = |name: &str, launches: u64, ms: Option<f64>| KernelCensus {
+            kernel: None,
+            name: name.into(),
+            launches,
+            estimated_ms: ms,
+            timed_launches: launches,
+            scaled_launches: 0,
+        };
+        let mut kernels = vec![
+            k("_Z11corr_kernelPfS_", 1, Some(1900.0)),
+            k("_Z5smallv", 50, Some(80.0)),
+        ];
+        kernels.extend((0..5).map(|i| k(&format!("k{i}"), 1, Some(4.0))));
+        kernels.push(k("_Z7untimedv", 3, None));
+        let c = Census {
+            format: 1,
+            program: "./app".into(),
+            path: "/w/app".into(),
+            binary: "0123".into(),
+            unix_s: 0.0,
+            launches: 58,
+            unknown_launches: 2,
+            kernels,
+        };
+        assert_eq!(
+            census_summary(&c),
+            "r3: program time by kernel (estimated from the recorded launches): 95.0% corr_kernel \
+             (1 launch, 1.90 s) · 4.0% small (50 launches, 80.0 ms) · 0.2% k0 (1 launch, 4.0 ms) · \
+             0.2% k1 (1 launch, 4.0 ms) · 0.2% k2 (1 launch, 4.0 ms) · 2 more; 1 kernel(s) without \
+             a timed launch (3 launches); 2 launches of kernels r3 has no registration for\n"
+        );
+        let mut none = c.clone();
+        none.kernels.retain(|k| k.estimated_ms.is_none());
+        none.unknown_launches = 0;
+        assert_eq!(
+            census_summary(&none),
+            "r3: program time by kernel: unknown (no recorded launch has a time)\n"
+        );
+        let run = TimedRun {
+            status: Some(0),
+            timing: Some(Timing {
+                format: 1,
+                program: "./app".into(),
+                path: "/w/app".into(),
+                binary: "0123".into(),
+                unix_s: 0.0,
+                total_ms: 0.5,
+                launches: 3,
+                kernels: vec![
+                    KernelTiming {
+                        name: "_Z5smallv".into(),
+                        launches: 2,
+                        ms: 0.375,
+                    },
+                    KernelTiming {
+                        name: "(unknown)".into(),
+                        launches: 1,
+                        ms: 0.125,
+                    },
+                ],
+            }),
+            untimed: 1,
+        };
+        let text = time_only_summary(&run, "./app");
+        assert_eq!(
+            text,
+            "r3: GPU time measured: 0.500 ms over 3 launches (each launch between CUDA events; nothing recorded)\n\
+             r3: by kernel: 75.0% small (2 launches, 0.375 ms) · 25.0% (unknown) (1 launch, 0.125 ms)\n\
+             r3: note: 1 launch gave no time (launched into a CUDA graph being captured); the total leaves them out\n"
+        );
+        let nothing = TimedRun {
+            status: Some(0),
+            timing: None,
+            untimed: 0,
+        };
+        assert!(time_only_summary(&nothing, "./app").contains("linked by r3-clang++"));
     }
 
     #[test]

@@ -167,22 +167,24 @@ struct NoReset {
   void operator()() const {}
 };
 
-// Median time in ms of `launch` (which enqueues one kernel launch): 3 warm-up
-// launches, then reps() launches each timed with its own pair of events.
-// `reset` runs before every launch, outside the timed region.
+// Median time in ms of `launch` (which enqueues one kernel launch, or a few):
+// `warmups` untimed launches, then `timed` launches each timed with its own pair
+// of events; R3_CORPUS_REPS, when set, lowers `timed` but never raises it.
+// `reset` runs before every launch, outside the timed region. For a long kernel
+// (~1 s a launch) that a program launches only once or twice, e.g. (0, 1).
 template <class Launch, class Reset = NoReset>
-double time_median_ms(Launch launch, Reset reset = Reset()) {
+double time_median_ms_n(int warmups, int timed, Launch launch, Reset reset = Reset()) {
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < warmups; ++i) {
     reset();
     launch();
     CUDA_CHECK_LAUNCH();
   }
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> t;
-  const int n = reps();
+  const int n = std::max(1, std::min(timed, reps()));
   for (int i = 0; i < n; ++i) {
     reset();
     CUDA_CHECK(cudaEventRecord(start));
@@ -198,6 +200,14 @@ double time_median_ms(Launch launch, Reset reset = Reset()) {
   CUDA_CHECK(cudaEventDestroy(stop));
   std::sort(t.begin(), t.end());
   return (n % 2) ? t[n / 2] : 0.5 * (static_cast<double>(t[n / 2 - 1]) + t[n / 2]);
+}
+
+// Median time in ms of `launch` (which enqueues one kernel launch): 3 warm-up
+// launches, then reps() launches each timed with its own pair of events.
+// `reset` runs before every launch, outside the timed region.
+template <class Launch, class Reset = NoReset>
+double time_median_ms(Launch launch, Reset reset = Reset()) {
+  return time_median_ms_n(3, reps(), launch, reset);
 }
 
 // Median time in ms of 5 runs of a whole loop of launches (`run`), each between its own

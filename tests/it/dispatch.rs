@@ -171,3 +171,36 @@ fn without_a_table_or_with_a_damaged_one_every_launch_runs_the_generic_code() {
         [bounds().as_str(), generic]
     );
 }
+
+/// `r3 record --time-only` measures the build as it runs without r3: each launch runs the code
+/// dispatch chooses (cudaLaunchKernelEx's too), between events, and counts for the generic
+/// kernel.
+#[test]
+fn a_time_only_run_times_the_launches_as_dispatched() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path(), &dispatch::header(&table()));
+    let stats = dir.path().join("stats.json");
+    let env = [
+        ("R3_TIME_ONLY", "1"),
+        ("R3_RECORD_STATS", stats.to_str().unwrap()),
+    ];
+    assert_eq!(
+        ran(&exe, "1024 256 512 256 ex 1 1024 256", &env),
+        [spec(), bounds(), spec()]
+    );
+    let s: r3::record::RunStats = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    let t = s.timing.expect("the times");
+    assert_eq!((t.launches, t.timed_launches, t.total_ms), (3, 3, 1.5));
+    assert_eq!(
+        t.kernels,
+        [r3::store::programs::KernelTiming {
+            name: GENERIC.into(),
+            launches: 3,
+            ms: 1.5
+        }]
+    );
+    assert!(
+        s.census.is_none(),
+        "nothing recorded, nothing counted for it"
+    );
+}

@@ -3,6 +3,7 @@
 mod apply;
 mod build_faults;
 mod catalog;
+mod census;
 mod cli;
 mod cmake;
 mod corpus;

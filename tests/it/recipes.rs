@@ -213,6 +213,7 @@ fn opts(kernel: &str, budget: u32) -> TuneOptions {
         batch: 1,
         transfer: true,
         recipes: true,
+        race: false,
     }
 }
 

@@ -297,9 +297,12 @@ fn every_fault_lowers_on_every_corpus_kernel() {
     }
     for m in Mutation::value_variants() {
         let n = applies.get(&format!("{m:?}")).copied().unwrap_or(0);
-        let most = matches!(m, Mutation::DropBarrier | Mutation::SwapOperands);
+        // Barriers and swappable operands are in fewer kernels (the naive ones have no
+        // barrier): at least a fifth of the corpus; every other kind three quarters.
+        let fewer = matches!(m, Mutation::DropBarrier | Mutation::SwapOperands);
+        let (part, whole) = if fewer { (1, 5) } else { (3, 4) };
         assert!(
-            n * 4 >= kernels.len() * if most { 1 } else { 3 },
+            n * whole >= kernels.len() * part,
             "{m:?} applies to {n} of {} kernels",
             kernels.len()
         );

@@ -36,6 +36,7 @@ fn ts(median_us: f64, spread: f64) -> TimeStats {
         min_us: median_us * 0.97,
         spread,
         samples: 50,
+        raced: false,
     }
 }
 
@@ -395,6 +396,7 @@ fn reports_on_a_simulated_tuning_run() {
             batch: 4,
             transfer: false,
             recipes: false,
+            race: false,
         };
         let never = std::sync::atomic::AtomicBool::new(false);
         tune(

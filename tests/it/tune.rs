@@ -26,6 +26,7 @@ fn opts(strategy: &str, budget: u32) -> TuneOptions {
         batch: 4,
         transfer: false,
         recipes: false,
+        race: false,
     }
 }
 
@@ -1009,4 +1010,34 @@ fn a_resume_whose_kernel_directory_is_gone_names_the_orphaned_trials() {
         "{}",
         stdout(&resumed)
     );
+}
+
+#[test]
+fn a_deadline_asks_for_what_to_spend_it_on_and_a_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    r3::store::Store::create(&store).unwrap();
+    let s = store.to_str().unwrap();
+    let fails_with = |args: &[&str], words: &str| {
+        let mut all = vec!["tune", "--r3-store", s];
+        all.extend(args);
+        let out = r3(&all, dir.path());
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).contains(words), "{args:?}: {}", stderr(&out));
+    };
+    let scope = "add --program EXE or --all";
+    fails_with(&["--deadline", "10m"], scope);
+    fails_with(&["--deadline", "10m", "--all", "--program", "./app"], scope);
+    fails_with(&["--deadline", "10m", "saxpy"], scope);
+    fails_with(&["--program", "./app"], "add --deadline");
+    fails_with(&["--all", "--deadline", "soon"], "--deadline soon");
+    let table = landscape(dir.path());
+    let t = table.to_str().unwrap();
+    fails_with(
+        &["--all", "--deadline", "1m", "--simulate", t],
+        "leave out --simulate",
+    );
+    if !r3::device::driver_present() {
+        fails_with(&["--all", "--deadline", "1m"], "no GPU on this machine");
+    }
 }

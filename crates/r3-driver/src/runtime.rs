@@ -30,6 +30,8 @@ pub const WRAPPED: &[&str] = &[
     // Mirrored onto a kernel's variants, and a launch apply's dispatch chooses for.
     "cudaFuncSetAttribute",
     "cudaLaunchKernelExC",
+    // Time-only runs fold the launches' events in flight before the context goes.
+    "cudaDeviceReset",
     // What code compiled for the per-thread default stream calls instead.
     "cudaLaunchKernel_ptsz",
     "cudaLaunchCooperativeKernel_ptsz",

@@ -336,6 +336,7 @@ mod tests {
                 min_us: us,
                 spread: 0.0,
                 samples: 5,
+                raced: false,
             };
             batch
                 .iter()
@@ -379,6 +380,7 @@ mod tests {
                 min_us: us,
                 spread: 0.0,
                 samples: 5,
+                raced: false,
             };
             r.outcome = Outcome::Valid {
                 time: ts(100.0 * ratio),
@@ -562,6 +564,7 @@ mod tests {
             min_us: us,
             spread: 0.0,
             samples: 5,
+            raced: false,
         };
         let valid = |r: f64| Outcome::Valid {
             time: ts(100.0 * r),

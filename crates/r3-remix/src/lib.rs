@@ -20,9 +20,11 @@ use r3_replay as replay;
 use r3_store as store;
 
 pub mod confirm;
+pub mod deadline;
 pub mod dry_run;
 pub mod fleet;
 pub mod grid;
+pub mod program;
 pub mod recipes;
 pub mod session;
 pub mod sim;

@@ -77,7 +77,7 @@ pub fn target(driver: (i32, i32), gpu: &GpuInfo) -> Codegen {
     }
 }
 
-fn measure_options(gpu: &GpuInfo, how: &Measure) -> MeasureOptions {
+pub fn measure_options(gpu: &GpuInfo, how: &Measure) -> MeasureOptions {
     MeasureOptions {
         ordinal: gpu.ordinal as i32,
         max_reps: how.repeat,
@@ -253,18 +253,10 @@ pub enum SessionError {
     Space(#[from] crate::space::SpaceError),
 }
 
-/// The search of one kernel whose evaluator is ready, and what follows it.
-fn one_kernel_on_gpu(
-    store: &Store,
-    ev: &mut GpuEvaluator,
-    base: &TuneOptions,
-    how: &GpuTune,
-    stop: &AtomicBool,
-    tally: &mut Tally,
-    say: Say,
-) -> Result<(), SessionError> {
+/// The space a kernel's search explores on the launch its evaluator replays.
+pub fn space_for(ev: &GpuEvaluator, how: &GpuTune) -> Result<Space, crate::space::SpaceError> {
     let b = ev.recording().launch.block;
-    let space = Space::builtin(SpaceOptions {
+    Space::builtin(SpaceOptions {
         launch_threads: Some(b[0] * b[1] * b[2]),
         block_size_agnostic: how.block_size_agnostic && b[1] == 1 && b[2] == 1,
         fast_math: how.measure.tolerance.is_some(),
@@ -276,7 +268,20 @@ fn one_kernel_on_gpu(
             Vec::new()
         },
         ..Default::default()
-    })?;
+    })
+}
+
+/// The search of one kernel whose evaluator is ready, and what follows it.
+fn one_kernel_on_gpu(
+    store: &Store,
+    ev: &mut GpuEvaluator,
+    base: &TuneOptions,
+    how: &GpuTune,
+    stop: &AtomicBool,
+    tally: &mut Tally,
+    say: Say,
+) -> Result<(), SessionError> {
+    let space = space_for(ev, how)?;
     let opts = TuneOptions {
         kernel: ev.kernel().hash.to_string(),
         budget: finite_budget(base.budget, &space),
@@ -563,6 +568,7 @@ pub fn judge_parts(
         batch: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
         transfer: true,
         recipes: true,
+        race: true,
     };
     Ok((ev, space, tune))
 }

@@ -50,6 +50,9 @@ pub struct TuneOptions {
     /// Start from r3's shipped recipes (`passes/recipes.toml`), those whose preconditions the
     /// kernel meets first; recorded with the transfer sources.
     pub recipes: bool,
+    /// Race candidates against the best so far: one clearly slower is timed no further
+    /// (`replay::stopping::beaten`), which makes a long kernel's losers cheap.
+    pub race: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -215,6 +218,7 @@ pub fn tune_from<E: Evaluator>(
 
         let todo: Vec<(u32, Candidate)> = (trial..).zip(cands).skip(records.len()).collect();
         if !todo.is_empty() {
+            eval.race_against(best.as_ref().filter(|_| opts.race).and_then(|b| b.ratio()));
             let (done, m) = evaluate_round(&*eval, kernel, &todo, &measured_by_hash);
             measured += m;
             for ((t, c), e) in todo.into_iter().zip(done) {
@@ -674,6 +678,7 @@ pub fn simulated_search(
         batch: 1,
         transfer: transfer.is_some(),
         recipes: transfer.is_some_and(|t| !t.recipes.is_empty()),
+        race: true,
     };
     let mut out = SimulatedSearch {
         reached_at: None,

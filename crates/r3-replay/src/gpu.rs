@@ -52,6 +52,9 @@ pub struct GpuEvaluator {
     /// Registers and local memory of the last batch, by position (the trait returns outcomes
     /// only); behind a lock since `measure` takes `&self`.
     last: std::sync::Mutex<Vec<Measured>>,
+    /// The search's best ratio to the baseline (f64 bits; 0: none): candidates clearly slower
+    /// are raced out (`Evaluator::race_against`). A confirmation's evaluator starts with none.
+    race: std::sync::atomic::AtomicU64,
 }
 
 /// The stored kernel a recording ran (`identity::Index::of_recording`).
@@ -142,6 +145,7 @@ impl GpuEvaluator {
             opts,
             pool: std::sync::Mutex::new(Pool::new(limit)),
             last: std::sync::Mutex::new(Vec::new()),
+            race: Default::default(),
         })
     }
 
@@ -160,6 +164,7 @@ impl GpuEvaluator {
             device: self.device.clone(),
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),
+            race: Default::default(),
             recording: self.recording.clone(),
         }
     }
@@ -184,6 +189,7 @@ impl GpuEvaluator {
             device: self.device.clone(),
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),
+            race: Default::default(),
             recording,
         })
     }
@@ -324,6 +330,7 @@ fn baseline_job(
         max_reps,
         l2,
         baseline_alone: true,
+        race: None,
     }
 }
 
@@ -470,6 +477,11 @@ impl Evaluator for GpuEvaluator {
         self.device.clone()
     }
 
+    fn race_against(&self, best_ratio: Option<f64>) {
+        let bits = best_ratio.filter(|r| *r > 0.0).map_or(0, f64::to_bits);
+        self.race.store(bits, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn renewed(&self) -> Option<Self> {
         self.for_recording(self.recording.clone()).ok()
     }
@@ -502,6 +514,10 @@ impl Evaluator for GpuEvaluator {
             max_reps: self.opts.max_reps,
             l2: self.opts.l2,
             baseline_alone: false,
+            race: Some(f64::from_bits(
+                self.race.load(std::sync::atomic::Ordering::Relaxed),
+            ))
+            .filter(|r| *r > 0.0),
         };
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         let measured = match pool.run(&job) {

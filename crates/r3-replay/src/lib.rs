@@ -84,6 +84,11 @@ pub trait Evaluator: Sync {
     /// running on others.
     fn measure(&self, kernel: &str, batch: &[Lowered]) -> Vec<Outcome>;
 
+    /// The search's best ratio to the baseline so far, for the next `measure`: a candidate
+    /// clearly slower than it may be timed no further (`stopping::beaten`; its stats say
+    /// `raced`). None: every candidate is timed in full. Ignored by default.
+    fn race_against(&self, _best_ratio: Option<f64>) {}
+
     /// The traits of the kernel's -O3 code (`ptx::cfg::TRAITS`) that recipes' preconditions name;
     /// by default read off the baseline's PTX. None known when it does not compile.
     fn traits(&self, kernel: &str) -> Vec<String> {

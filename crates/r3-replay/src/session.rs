@@ -501,12 +501,16 @@ impl Session {
     ///
     /// With `refs` (one per loaded code), runs are also compared with their code's checked run
     /// where [`determinism::compare_after`] allows; [`Session::differences`] tells the result.
+    /// With `race` (the search's best ratio to the baseline) a candidate timed against the
+    /// baseline alone stops as soon as it is clearly slower than that ([`stopping::beaten`]),
+    /// its stats marked `raced`.
     pub fn time(
         &self,
         ls: &[(&Loaded, Option<u32>)],
         refs: &[&Reference],
         max_reps: u32,
         l2: Regime,
+        race: Option<f64>,
     ) -> Result<Vec<TimeStats>, ReplayError> {
         let compare = |i: usize, next_is_sample: bool| -> Result<(), ReplayError> {
             match refs.get(i) {
@@ -537,10 +541,18 @@ impl Session {
                     compare(i, true)?;
                 }
             }
-            let done = rep + 1 == max_reps || stopping::enough(&samples);
+            let beaten = match (race, &samples[..]) {
+                (Some(best), [base, cand]) => stopping::beaten(base, cand, best),
+                _ => false,
+            };
+            let done = rep + 1 == max_reps || beaten || stopping::enough(&samples);
             compare(last, !done)?;
             if done {
-                break;
+                let mut stats: Vec<TimeStats> = samples.iter().map(|s| TimeStats::of(s)).collect();
+                if beaten {
+                    stats[last].raced = true;
+                }
+                return Ok(stats);
             }
         }
         Ok(samples.iter().map(|s| TimeStats::of(s)).collect())

@@ -12,6 +12,11 @@
 //! and never before [`min_pairs`], which asks for about [`MIN_SAMPLED_US`] of kernel time per
 //! series (at most ten samples): short kernels are sampled ten times, a 1 s kernel once. Warm-up
 //! follows the same idea ([`warmups`]): one round for a kernel of 10 ms or more, three else.
+//!
+//! Racing ([`beaten`]): where the search already has a best, a candidate whose ratio to the
+//! baseline is, at 95% confidence, above the best's is stopped there. It cannot win, and a
+//! 1 s kernel's loser then costs one pair instead of ten. Its time is kept as measured, with
+//! [`TimeStats::raced`] set: fewer samples, never a winner's.
 
 use crate::store::outcome::TimeStats;
 
@@ -54,6 +59,23 @@ pub fn enough(series: &[Vec<f64>]) -> bool {
         return true;
     }
     series.len() == 2 && decided(&series[0], &series[1])
+}
+
+/// Whether a candidate timed against the baseline (`base`, `cand`: interleaved, equally long)
+/// is clearly slower than the search's best, whose ratio to the baseline is `best_ratio`: the
+/// lower end of its ratio's 95% interval lies above the best's. Never before [`min_pairs`].
+pub fn beaten(base: &[f64], cand: &[f64], best_ratio: f64) -> bool {
+    let (a, b) = (TimeStats::of_or_none(base), TimeStats::of_or_none(cand));
+    let (Some(a), Some(b)) = (a, b) else {
+        return false;
+    };
+    if !(a.median_us > 0.0 && b.median_us > 0.0 && best_ratio > 0.0)
+        || (base.len() as u32) < min_pairs(a.median_us)
+    {
+        return false;
+    }
+    let u = relative_uncertainty(base).hypot(relative_uncertainty(cand));
+    (b.median_us / a.median_us / best_ratio).ln() > u
 }
 
 /// True when the median of `s` is known within 1% at 95% confidence (from ten samples on:
@@ -124,6 +146,30 @@ mod tests {
         // A 1.5% difference with 2% noise is never "decided" early: it runs until settled.
         let s = pairs_needed(5_000.0, 1.015, 0.02, 5);
         assert!(s >= 10, "{s}");
+    }
+
+    #[test]
+    fn racing_drops_a_clearly_slower_candidate_after_one_pair() {
+        // A 1 s kernel; the best so far runs at 0.80 of the baseline.
+        let base = [1e6];
+        assert!(
+            beaten(&base, &[0.9e6], 0.80),
+            "12% slower than the best: out"
+        );
+        assert!(
+            !beaten(&base, &[0.82e6], 0.80),
+            "2.5% is within one pair's doubt"
+        );
+        assert!(
+            !beaten(&base, &[0.7e6], 0.80),
+            "faster than the best: timed on"
+        );
+        // A short kernel is never raced before its ten samples, however slow.
+        assert!(!beaten(&[50.0; 3], &[100.0; 3], 0.8));
+        assert!(beaten(&[50.0; 10], &[100.0; 10], 0.8));
+        // Nothing to race against, or nothing measured: no decision.
+        assert!(!beaten(&base, &[0.9e6], 0.0));
+        assert!(!beaten(&[], &[], 0.8));
     }
 
     #[test]

@@ -31,6 +31,10 @@ pub struct Job {
     /// the baseline's, for choosing the L2 regime (`l2::choose`).
     #[serde(default)]
     pub baseline_alone: bool,
+    /// The search's best ratio to the baseline so far: a candidate clearly slower than it is
+    /// timed no further (`stopping::beaten`).
+    #[serde(default)]
+    pub race: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -259,7 +263,7 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
     let (_, base, base_out) = cached.as_ref().expect("set above");
     if job.baseline_alone {
         send(out, &Msg::Start { index: 0 }).map_err(|_| 1)?;
-        let (outcome, sticky) = match s.time(&[(base, None)], &[], job.max_reps, job.l2) {
+        let (outcome, sticky) = match s.time(&[(base, None)], &[], job.max_reps, job.l2, None) {
             Ok(t) => (
                 Outcome::Valid {
                     baseline: t[0].clone(),
@@ -284,7 +288,7 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
     }
     for (index, c) in job.candidates.iter().enumerate() {
         send(out, &Msg::Start { index }).map_err(|_| 1)?;
-        let (result, sticky) = evaluate(s, (base, base_out), c, job.max_reps, job.l2);
+        let (result, sticky) = evaluate(s, (base, base_out), c, (job.max_reps, job.race), job.l2);
         send(out, &Msg::Done { index, result }).map_err(|_| 1)?;
         if sticky {
             return Err(3);
@@ -299,7 +303,7 @@ fn evaluate(
     s: &Session,
     (base, base_out): (&session::Loaded, &session::Output),
     c: &JobCandidate,
-    max_reps: u32,
+    reps: (u32, Option<f64>),
     l2: Regime,
 ) -> (Measured, bool) {
     let fail = |outcome| Measured {
@@ -323,7 +327,7 @@ fn evaluate(
         Err(e) => return crashed(&e, registers, local_bytes),
         Ok(Err(diff)) => Outcome::WrongOutput { message: diff },
         Ok(Ok(checked)) => {
-            match timed_and_stable(s, (base, base_out), (&l, &checked), c, max_reps, l2) {
+            match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
                 Ok(outcome) => outcome,
                 Err(e) => return crashed(&e, registers, local_bytes),
             }
@@ -347,7 +351,7 @@ fn timed_and_stable(
     (base, base_out): (&session::Loaded, &session::Output),
     (l, checked): (&session::Loaded, &session::Output),
     c: &JobCandidate,
-    max_reps: u32,
+    (max_reps, race): (u32, Option<f64>),
     l2: Regime,
 ) -> Result<Outcome, session::ReplayError> {
     let refs = [s.reference(base_out)?, s.reference(checked)?];
@@ -356,6 +360,7 @@ fn timed_and_stable(
         &[&refs[0], &refs[1]],
         max_reps,
         l2,
+        race,
     );
     let [base_ref, cand_ref] = refs;
     let (base_diff, cand_diff) = (s.differences(base_ref), s.differences(cand_ref));
@@ -566,6 +571,7 @@ mod tests {
             max_reps: 1,
             l2: Regime::Cold,
             baseline_alone: false,
+            race: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! `r3 kernels`: the recorded kernels grouped by source file.
 
 use crate::store::identity::Launches;
+use crate::store::programs::Share;
 use crate::store::records::irreproducible_text;
 use crate::store::KernelRecord;
 use serde::Serialize;
@@ -11,12 +12,20 @@ use std::path::Path;
 pub struct SourceGroup<'a> {
     pub source: String,
     pub kernels: Vec<&'a KernelRecord>,
+    /// Each kernel's share of the GPU time of the programs that run it (their launch census),
+    /// by hash; absent where no program has one.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub shares: BTreeMap<String, Vec<Share>>,
 }
 
 const NO_SOURCE: &str = "(unknown source)";
 
-/// Kernels grouped by source file, in the store's order (file, line, name, arch).
-pub fn by_source(kernels: &[KernelRecord]) -> Vec<SourceGroup<'_>> {
+/// Kernels grouped by source file, in the store's order (file, line, name, arch), each with
+/// its shares of programs' time (`shares`, by hash).
+pub fn by_source<'a>(
+    kernels: &'a [KernelRecord],
+    shares: &BTreeMap<String, Vec<Share>>,
+) -> Vec<SourceGroup<'a>> {
     let mut groups: Vec<SourceGroup> = Vec::new();
     for k in kernels {
         let source = k
@@ -25,12 +34,17 @@ pub fn by_source(kernels: &[KernelRecord]) -> Vec<SourceGroup<'_>> {
             .as_ref()
             .map(|s| s.file.clone())
             .unwrap_or_else(|| NO_SOURCE.into());
+        let mine = shares.get(k.hash.as_str()).cloned();
         match groups.last_mut() {
             Some(g) if g.source == source => g.kernels.push(k),
             _ => groups.push(SourceGroup {
                 source,
                 kernels: vec![k],
+                shares: BTreeMap::new(),
             }),
+        }
+        if let (Some(g), Some(m)) = (groups.last_mut(), mine) {
+            g.shares.insert(k.hash.to_string(), m);
         }
     }
     groups
@@ -41,10 +55,11 @@ pub fn by_source(kernels: &[KernelRecord]) -> Vec<SourceGroup<'_>> {
 pub fn render(
     kernels: &[KernelRecord],
     launches: &BTreeMap<crate::kernel::KernelHash, Launches>,
+    shares: &BTreeMap<String, Vec<Share>>,
     store: &Path,
 ) -> String {
     let mut out = format!("{} kernels in {}\n", kernels.len(), store.display());
-    for g in by_source(kernels) {
+    for g in by_source(kernels, shares) {
         out += &format!("\n{}\n", g.source);
         for k in g.kernels {
             let line = k
@@ -68,9 +83,38 @@ pub fn render(
                 }
             );
             out += &format!("  {:16}  {}\n", "", launches_text(launches.get(&k.hash)));
+            if let Some(text) = g.shares.get(k.hash.as_str()).and_then(|s| shares_text(s)) {
+                out += &format!("  {:16}  {text}\n", "");
+            }
         }
     }
     out
+}
+
+/// Where the kernel's share of programs' GPU time is, largest first (three at most).
+fn shares_text(shares: &[Share]) -> Option<String> {
+    let parts: Vec<String> = shares
+        .iter()
+        .take(3)
+        .map(|s| {
+            format!(
+                "{:.1}% of {} ({} launch(es), {:.3} ms)",
+                100.0 * s.share,
+                s.name,
+                s.launches,
+                s.estimated_ms
+            )
+        })
+        .collect();
+    let more = shares.len().saturating_sub(3);
+    (!parts.is_empty()).then(|| {
+        let tail = if more > 0 {
+            format!(" and {more} more program(s)")
+        } else {
+            String::new()
+        };
+        format!("program GPU time: {}{tail}", parts.join(", "))
+    })
 }
 
 fn launches_text(l: Option<&Launches>) -> String {

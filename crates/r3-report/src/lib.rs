@@ -18,6 +18,7 @@ use r3_store as store;
 pub mod code;
 pub mod export;
 pub mod kernels;
+pub mod programs;
 pub mod records;
 pub mod render;
 pub mod replay;

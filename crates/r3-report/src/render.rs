@@ -178,6 +178,9 @@ fn document(r: &Report) -> Vec<Section> {
     ]));
     out.push(top);
 
+    if !r.programs.is_empty() {
+        out.push(programs_section(&r.programs));
+    }
     let s = &r.summary;
     let mut sum = section(2, "Summary", "summary");
     sum.blocks.push(Block::Para(vec![
@@ -230,6 +233,54 @@ fn document(r: &Report) -> Vec<Section> {
         out.extend(rewrite_sections(&r.rewrites));
     }
     out
+}
+
+/// Whole programs: predicted from the launch census, measured where timed.
+fn programs_section(programs: &[super::programs::ProgramReport]) -> Section {
+    let mut sec = section(2, "Programs", "programs");
+    sec.blocks.push(Block::Para(vec![
+        t("Each program's GPU time as its kernels' shares (the launch census of "),
+        c("r3 record"),
+        t("), each kernel at the speedup that ships and at its best: predicted by Amdahl's law. Measured: "),
+        c("r3 record --time-only"),
+        t(" of the recorded build against the newest other build at the same path (the applied one), the same counter on both."),
+    ]));
+    let pct = |v: f64| format!("{:.1}%", 100.0 * v);
+    let rows = programs
+        .iter()
+        .map(|p| {
+            let largest = p
+                .top
+                .first()
+                .map(|k| format!("{} {}", k.name, pct(k.share)))
+                .unwrap_or_default();
+            vec![
+                p.name.clone(),
+                p.gpu.clone(),
+                format!("{} of {} ({})", p.tuned, p.kernels, pct(p.tuned_share)),
+                largest,
+                x(p.predicted_shipped),
+                x(p.predicted_best),
+                opt(p.measured.as_ref(), |m| x(m.speedup)),
+            ]
+        })
+        .collect();
+    sec.blocks.push(Block::Table {
+        head: vec![
+            "program",
+            "GPU",
+            "kernels tuned (of its time)",
+            "largest kernel",
+            "predicted, ships",
+            "predicted, best",
+            "measured",
+        ],
+        rows,
+        code: vec![0],
+        right: vec![4, 5, 6],
+        sortable: true,
+    });
+    sec
 }
 
 fn rewrite_sections(rewrites: &[super::rewrites::RewriteReport]) -> Vec<Section> {

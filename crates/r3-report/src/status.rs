@@ -18,6 +18,9 @@ pub struct Fleet {
     pub waiting: Vec<Waiting>,
     /// Recorded kernels with no search, none of whose replayable recordings reproduces.
     pub irreproducible: Vec<Irreproducible>,
+    /// Programs with a launch census and tuned kernels: their predicted speedups.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<super::programs::ProgramReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -30,6 +33,9 @@ pub struct Search {
     /// the -O3 baseline found that it does not): the reason of one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub irreproducible: Option<String>,
+    /// Its largest share of a program's GPU time (the launch census), where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -37,6 +43,8 @@ pub struct Waiting {
     pub name: String,
     pub hash: crate::kernel::KernelHash,
     pub recordings: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -58,6 +66,9 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             .map_or_else(|| hash.to_owned(), |k| k.signature.demangled.clone())
     };
     let recorded = store.launches_by_kernel()?;
+    // The census is a hint here: a damaged program file is said and left out.
+    let shares = store.kernel_shares().unwrap_or_default();
+    let share_of = |hash: &str| shares.get(hash).and_then(|s| s.first()).map(|s| s.share);
     let blocked = |hash: &str| {
         recorded
             .get(hash)
@@ -74,6 +85,7 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
                 name: name_of(hash),
                 hash: hash.clone(),
                 recordings: r.usable,
+                share: share_of(hash),
             }),
             Some(reason) => irreproducible.push(Irreproducible {
                 name: name_of(hash),
@@ -88,13 +100,19 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         .map(|status| Search {
             name: name_of(&status.kernel),
             irreproducible: blocked(&status.kernel),
+            share: share_of(&status.kernel),
             status,
         })
         .collect();
+    let programs = super::programs::build(store).unwrap_or_else(|e| {
+        crate::store::warn_left_out(&e, "the programs' predicted speedups");
+        Vec::new()
+    });
     Ok(Fleet {
         searches,
         waiting,
         irreproducible,
+        programs,
     })
 }
 
@@ -135,7 +153,7 @@ fn state(s: &SearchState, now_ms: u64) -> String {
 
 /// The table for a person; `now_ms` (Unix ms) for how long running searches have run.
 pub fn render(f: &Fleet, now_ms: u64) -> String {
-    let rows: Vec<[String; 5]> = f
+    let rows: Vec<[String; 6]> = f
         .searches
         .iter()
         .map(|s| {
@@ -147,6 +165,7 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
                     .best
                     .filter(|r| *r > 0.0)
                     .map_or("-".into(), |r| format!("{:.2}x", 1.0 / r)),
+                s.share.map_or("-".into(), percent),
                 match (&s.status.state, &s.irreproducible) {
                     (SearchState::Finished(_), _) | (_, None) => state(&s.status.state, now_ms),
                     (_, Some(why)) => irreproducible_text(why),
@@ -154,7 +173,7 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
             ]
         })
         .collect();
-    let head = ["kernel", "gpu", "trials", "speedup", "state"].map(str::to_owned);
+    let head = ["kernel", "gpu", "trials", "speedup", "of program", "state"].map(str::to_owned);
     let width = |i: usize| {
         rows.iter()
             .chain(std::iter::once(&head))
@@ -162,30 +181,36 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
             .max()
             .unwrap_or(0)
     };
-    let w = [width(0), width(1), width(2), width(3)];
+    let w = [width(0), width(1), width(2), width(3), width(4)];
     let mut out = String::new();
     if !rows.is_empty() {
         for r in std::iter::once(&head).chain(&rows) {
             out += &format!(
-                "{:<a$}  {:<b$}  {:>c$}  {:>d$}  {}\n",
+                "{:<a$}  {:<b$}  {:>c$}  {:>d$}  {:>e$}  {}\n",
                 r[0],
                 r[1],
                 r[2],
                 r[3],
                 r[4],
+                r[5],
                 a = w[0],
                 b = w[1],
                 c = w[2],
-                d = w[3]
+                d = w[3],
+                e = w[4]
             );
         }
     }
     for k in &f.waiting {
         out += &format!(
-            "waiting: {} [{}] ({} recorded launch(es), no search yet)\n",
+            "waiting: {} [{}] ({} recorded launch(es), no search yet{})\n",
             k.name,
             short(&k.hash),
-            k.recordings
+            k.recordings,
+            k.share.map_or(String::new(), |s| format!(
+                "; {} of its program",
+                percent(s)
+            ))
         );
     }
     for k in &f.irreproducible {
@@ -197,8 +222,39 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
             irreproducible_text(&k.reason)
         );
     }
+    for p in &f.programs {
+        out += &program_line(p);
+    }
     out += &summary(f);
     out
+}
+
+fn percent(v: f64) -> String {
+    if v >= 0.001 {
+        format!("{:.1}%", 100.0 * v)
+    } else {
+        "<0.1%".into()
+    }
+}
+
+/// A program's predicted speedup, with what was measured and where its time goes.
+fn program_line(p: &super::programs::ProgramReport) -> String {
+    let largest = p.top.first().map_or(String::new(), |k| {
+        format!("; largest kernel {} ({})", k.name, percent(k.share))
+    });
+    format!(
+        "program {} on {}: predicted {:.2}x faster with what ships (best {:.2}x), {} of {} kernels tuned ({} of its GPU time){}{largest}\n",
+        p.name,
+        p.gpu,
+        p.predicted_shipped,
+        p.predicted_best,
+        p.tuned,
+        p.kernels,
+        percent(p.tuned_share),
+        p.measured
+            .as_ref()
+            .map_or(String::new(), |m| format!("; measured {:.2}x (r3 record --time-only)", m.speedup))
+    )
 }
 
 fn summary(f: &Fleet) -> String {
@@ -238,6 +294,7 @@ mod tests {
         Search {
             name: name.into(),
             irreproducible: None,
+            share: None,
             status: SearchStatus {
                 trials_file: format!("trials/{name}/{gpu}.jsonl").into(),
                 kernel: format!("{name}0123456789abcdef"),
@@ -264,7 +321,7 @@ mod tests {
             started_unix_ms: 1_000_000,
             gpu: "NVIDIA H100".into(),
         };
-        let f = Fleet {
+        let mut f = Fleet {
             searches: vec![
                 search(
                     "saxpy",
@@ -305,6 +362,7 @@ mod tests {
                 name: "scan_up".into(),
                 hash: "feedbeef00112233".into(),
                 recordings: 3,
+                share: Some(0.0042),
             }],
             irreproducible: vec![Irreproducible {
                 name: "fdtd_hz".into(),
@@ -312,7 +370,32 @@ mod tests {
                 recordings: 2,
                 reason: "allocation 0x600000200000: written at byte 6, which the original launch left alone".into(),
             }],
+            programs: vec![crate::programs::ProgramReport {
+                key: "corr-0011223344556677".into(),
+                name: "corr".into(),
+                gpu: "NVIDIA H100".into(),
+                kernels: 4,
+                tuned: 1,
+                tuned_share: 0.998,
+                predicted_shipped: 1.91,
+                predicted_best: 1.97,
+                measured: Some(crate::programs::Measured {
+                    recorded_ms: 1100.0,
+                    applied_ms: 590.0,
+                    speedup: 1100.0 / 590.0,
+                    applied_binary: "8899aabbccddeeff".into(),
+                }),
+                top: vec![crate::programs::ProgramKernel {
+                    name: "gemv".into(),
+                    hash: Some("gemv0123456789abcdef".into()),
+                    share: 0.998,
+                    launches: 1,
+                    shipped: 13.5,
+                    best: 13.5,
+                }],
+            }],
         };
+        f.searches[1].share = Some(0.998);
         insta::assert_snapshot!(render(&f, 1_000_000 + 192_000));
     }
 }

@@ -59,6 +59,10 @@ pub struct Report {
     pub r3_version: String,
     pub store: String,
     pub summary: Summary,
+    /// Whole programs: predicted (and, where timed, measured) speedups over their launch
+    /// census (absent when no program has one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<super::programs::ProgramReport>,
     pub kernels: Vec<KernelReport>,
     /// Source rewrites `r3 evolve` measured or stored (absent when there are none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -376,9 +380,39 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
         r3_version: env!("CARGO_PKG_VERSION").into(),
         store: store.root().display().to_string(),
         summary: summarize(&kernels),
+        programs: programs_for(store, &kernels, !opts.kernels.is_empty()),
         kernels,
         rewrites,
     })
+}
+
+/// The programs with tuned kernels; where the report names kernels, those among whose largest
+/// kernels one of them is. A damaged program file is said and left out.
+fn programs_for(
+    store: &Store,
+    kernels: &[KernelReport],
+    named: bool,
+) -> Vec<super::programs::ProgramReport> {
+    let reported: std::collections::BTreeSet<(&str, &str)> = kernels
+        .iter()
+        .filter_map(|k| Some((k.gpu.as_str(), k.hash.as_deref()?)))
+        .collect();
+    match super::programs::build(store) {
+        Ok(mut all) => {
+            all.retain(|p| {
+                !named
+                    || p.top
+                        .iter()
+                        .filter_map(|k| k.hash.as_deref())
+                        .any(|h| reported.contains(&(p.gpu.as_str(), h)))
+            });
+            all
+        }
+        Err(e) => {
+            crate::store::warn_left_out(&e, "the programs' predicted speedups");
+            Vec::new()
+        }
+    }
 }
 
 fn summarize(kernels: &[KernelReport]) -> Summary {

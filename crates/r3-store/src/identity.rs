@@ -214,22 +214,28 @@ impl Index {
     /// The kernel a launch ran: through the fatbinary it was registered from (the compile that
     /// produced it, hence the exact module), else by its name where that is unique.
     pub fn of_launch(&self, launch: &LaunchRecord) -> Resolution {
-        let named = |k: &&KernelRecord| k.signature.name == launch.kernel;
-        if let Some(fatbin) = &launch.fatbin {
+        self.of_kernel(launch.fatbin.as_deref(), &launch.kernel, &launch.arch)
+    }
+
+    /// The kernel of this mangled name registered from this fatbinary (where known), as
+    /// `of_launch` finds a launch's; `arch` picks among the builds of one source ("": any).
+    pub fn of_kernel(&self, fatbin: Option<&str>, name: &str, arch: &str) -> Resolution {
+        let named = |k: &&KernelRecord| k.signature.name == name;
+        if let Some(fatbin) = fatbin {
             let from_compile: Vec<&KernelRecord> = self
                 .units
                 .iter()
-                .filter(|u| u.fatbins.contains(fatbin))
+                .filter(|u| u.fatbins.iter().any(|f| f == fatbin))
                 .flat_map(|u| u.kernels.values().flatten())
                 .filter_map(|h| self.kernel(h))
                 .filter(named)
                 .collect();
-            if let Some(k) = pick_arch(&from_compile, &launch.arch) {
+            if let Some(k) = pick_arch(&from_compile, arch) {
                 return Resolution::Kernel(Box::new(k.clone()));
             }
         }
         let same_name: Vec<&KernelRecord> = self.kernels.iter().filter(named).collect();
-        match pick_arch(&same_name, &launch.arch) {
+        match pick_arch(&same_name, arch) {
             Some(k) if distinct(&same_name) == 1 => Resolution::Kernel(Box::new(k.clone())),
             _ if same_name.is_empty() => Resolution::Missing,
             _ => Resolution::Ambiguous(same_name.into_iter().cloned().collect()),

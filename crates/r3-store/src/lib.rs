@@ -4,10 +4,12 @@
 use r3_kernel as kernel;
 use r3_passes::candidate;
 
+pub mod deadline;
 pub mod identity;
 pub mod l2;
 mod migrate;
 pub mod outcome;
+pub mod programs;
 pub mod records;
 
 use crate::kernel::{KernelHash, KernelModule, KernelSignature};

@@ -12,6 +12,10 @@ pub struct TimeStats {
     /// Relative spread: (p75 - p25) / median.
     pub spread: f64,
     pub samples: u32,
+    /// Timing stopped early because the candidate was clearly slower than the search's best
+    /// (`replay::stopping::beaten`): its median is from fewer samples than a full measurement's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub raced: bool,
 }
 
 impl TimeStats {
@@ -30,7 +34,13 @@ impl TimeStats {
                 0.0
             },
             samples: v.len() as u32,
+            raced: false,
         }
+    }
+
+    /// [`TimeStats::of`], or None for no samples.
+    pub fn of_or_none(samples: &[f64]) -> Option<TimeStats> {
+        (!samples.is_empty()).then(|| TimeStats::of(samples))
     }
 
     /// One time known exactly (simulations and tests): no spread, one sample.
@@ -40,6 +50,7 @@ impl TimeStats {
             min_us: us,
             spread: 0.0,
             samples: 1,
+            raced: false,
         }
     }
 }

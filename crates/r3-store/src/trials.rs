@@ -139,6 +139,11 @@ impl Store {
         self.root().join("trials").join(slug(kernel))
     }
 
+    /// Whether a search of this kernel on this GPU runs now (in another process, or this one).
+    pub fn search_held(&self, kernel: &str, gpu: &str) -> bool {
+        held_by_another(&self.trials_path(kernel, gpu))
+    }
+
     /// Whether any GPU has searched this kernel.
     pub fn has_trials(&self, kernel: &str) -> Result<bool, StoreError> {
         Ok(!trial_files(&self.trials_dir(kernel))?.is_empty())

@@ -282,6 +282,7 @@ mod tests {
             min_us: us,
             spread: 0.0,
             samples: 10,
+            raced: false,
         };
         let rec =
             |trial: u32, us: f64| timed(trial, serde_json::json!({"pipeline": "default<O3>"}), us);
@@ -339,6 +340,7 @@ mod tests {
             min_us: us,
             spread: 0.0,
             samples: 10,
+            raced: false,
         };
         let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
             "format": 1, "trial": trial, "kernel": "k", "gpu": "g", "driver": "d", "r3_version": "0",

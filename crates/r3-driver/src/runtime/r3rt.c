@@ -32,6 +32,15 @@
  * written per kernel; R3_RECORD_PROGRESS=1 prints progress on stderr, and
  * R3_RECORD_STATS names a file that gets what the run recorded and where the time went
  * (`r3 record` sets both and prints the summary; src/record.rs reads the file).
+ * While recording, every launch is also counted (the census, in the same file): per kernel,
+ * the launches identical to each recorded one, and the others' count and total threads, from
+ * which r3 estimates each kernel's share of the program's GPU time (crates/r3-store/src/programs.rs).
+ *
+ * With R3_TIME_ONLY=1 instead (`r3 record --time-only`) nothing is recorded and memory is the
+ * program's own: every launch runs as in a build without r3 (dispatch included) between two
+ * CUDA events on its stream, from a pool of R3_TIME_ONLY_EVENTS pairs (default 1024); the
+ * oldest pair is waited for when the pool is full, the rest before cudaDeviceReset and at exit,
+ * and each kernel's launches and summed GPU time go to R3_RECORD_STATS ("timing").
  * The snapshot format is defined in src/store/records.rs, which reads what this file writes.
  *
  * In builds with r3's apply, the same wrappers choose each launch's code (see "dispatch" below):
@@ -103,6 +112,7 @@ void __real___cudaRegisterVar(void **, char *, char *, const char *, int, size_t
 void **__real___cudaRegisterFatBinary(void *);
 cudaError_t __real_cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int);
 cudaError_t __real_cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *, void **);
+cudaError_t __real_cudaDeviceReset(void);
 
 /* ---- state ---------------------------------------------------------------------------- */
 
@@ -116,6 +126,13 @@ struct kernel_fn {
   uint64_t seen[R3_MAX_SEEN]; int nseen;
   /* natural times (ms) of the launches identical to seen[i] that followed it */
   unsigned char nnatural[R3_MAX_SEEN]; float natural[R3_MAX_SEEN][R3_NATURAL];
+  /* The census, while recording: every launch; those identical to seen[i] (itself included);
+     the others (not recorded, or of a kind r3 does not record), and their threads in all. */
+  uint64_t census_launches, census_same[R3_MAX_SEEN], census_other;
+  double census_other_threads;
+  /* With R3_TIME_ONLY: launches, those timed, and their GPU time summed (ms). */
+  uint64_t time_launches, time_timed;
+  double time_ms;
 };
 /* A registered fatbinary: the handle cudart gave for it, and its bytes. Its content hash says which
    compile of which translation unit the program's kernels come from (see src/store/records.rs). */
@@ -128,6 +145,7 @@ struct alloc { uint64_t addr; size_t size, mapped, hole; CUmemGenericAllocationH
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int mode = -1; /* -1: not read yet, 0: off, 1: recording */
+static int time_only; /* R3_TIME_ONLY=1 (with mode 0): launches timed, nothing recorded */
 static struct kernel_fn kernels[R3_MAX_KERNELS];
 static int nkernels;
 static int kernel_index[R3_KERNEL_TABLE]; /* open addressing by stub: index + 1, 0 empty */
@@ -168,6 +186,7 @@ static struct {
       alloc_s;
   uint64_t launches, recorded, not_replayable, bytes_in, bytes_written, regions, regions_skipped;
   uint64_t allocs, allocs_reused, frees, relaunched;
+  uint64_t unknown_launches; /* of stubs with no registration (the census; time-only counts them as a kernel) */
   int kernels_seen, kernels_capped, time_capped;
   double last_progress;
 } st;
@@ -208,12 +227,16 @@ static long long env_ll(const char *name, long long fallback) {
 }
 
 static void at_exit(void);
+static void time_only_start(void);
 
 static int recording(void) {
   if (mode >= 0) return mode;
   const char *r = getenv("R3_RECORD");
   mode = r && *r && strcmp(r, "0") != 0;
-  if (!mode) return 0;
+  if (!mode) {
+    time_only_start();
+    return 0;
+  }
   if (env_ll("R3_RECORD_LAUNCHES", 0) > 0) opt.launches_per_kernel = (int)env_ll("R3_RECORD_LAUNCHES", 0);
   if (env_ll("R3_RECORD_LIMIT_MB", 0) > 0) opt.limit_bytes = (size_t)env_ll("R3_RECORD_LIMIT_MB", 0) << 20;
   if (env_ll("R3_RECORD_KERNEL_MB", 0) > 0) opt.kernel_bytes = (size_t)env_ll("R3_RECORD_KERNEL_MB", 0) << 20;
@@ -503,18 +526,47 @@ static const void *choose(const void *stub, dim3 *grid, dim3 *block, void **args
 /* cudaLaunchKernelEx (the C++ template calls this): chosen like any launch, the shape in a copy
    of the program's configuration; never relaunched with another block size where the launch
    has attributes (a cluster's dimensions must divide the grid, a cooperative grid fit the GPU).
-   Not recorded: r3 record does not see these launches. */
+   Not recorded: r3 record counts these launches, and records none of them. */
 typedef cudaError_t (*launch_ex_fn)(const cudaLaunchConfig_t *, const void *, void **);
 
-static cudaError_t launch_ex(launch_ex_fn real, const cudaLaunchConfig_t *config, const void *func, void **args) {
-  if (!config || !ndispatch || dispatch_off || recording()) return real(config, func, args);
+/* Time-only runs and the census (defined below, with the other launches). */
+struct timing;
+static struct timing *timing_begin(cudaStream_t s);
+static void timing_end(struct timing *t, const void *stub, cudaStream_t s, cudaError_t e);
+static void census_unrecorded(const void *stub, dim3 grid, dim3 block);
+static cudaStream_t per_thread(cudaStream_t s);
+
+/* R3_TIME_ONLY: `call`, a launch of `stub`, between the two events of a pair recorded on
+   stream `events_on` (where the launch goes); returns the launch's status. */
+#define TIMED_LAUNCH(stub, events_on, call)                  \
+  do {                                                       \
+    pthread_mutex_lock(&lock);                               \
+    struct timing *timed_ = timing_begin(events_on);         \
+    cudaError_t e_ = (call);                                 \
+    timing_end(timed_, (stub), (events_on), e_);             \
+    pthread_mutex_unlock(&lock);                             \
+    return e_;                                               \
+  } while (0)
+
+/* While recording these launches run as issued, counted by the census with the kernel's
+   launches that are not recorded. per_thread_code: the _ptsz entry point, whose stream 0 is
+   the calling thread's default stream. */
+static cudaError_t launch_ex(launch_ex_fn real, int per_thread_code, const cudaLaunchConfig_t *config,
+                             const void *func, void **args) {
+  if (!config) return real(config, func, args);
+  if (recording()) {
+    census_unrecorded(func, config->gridDim, config->blockDim);
+    return real(config, func, args);
+  }
+  if (!time_only && (!ndispatch || dispatch_off)) return real(config, func, args);
   cudaLaunchConfig_t c = *config;
   const void *f = DISPATCHED(func, c.gridDim, c.blockDim, args, c.dynamicSmemBytes, c.numAttrs == 0);
+  if (time_only) TIMED_LAUNCH(func, per_thread_code ? per_thread(c.stream) : c.stream, real(&c, f, args));
   return real(&c, f, args);
 }
 
 cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args) {
-  return launch_ex(__real_cudaLaunchKernelExC, config, func, args);
+  return launch_ex(__real_cudaLaunchKernelExC, 0, config, func, args);
 }
 
 /* An attribute the program sets on a kernel holds for its variants too (a larger dynamic
@@ -2140,14 +2192,43 @@ static int may_record(const struct kernel_fn *k) {
   return !k->capped && !st.time_capped && k->recorded < opt.launches_per_kernel && k->nseen < R3_MAX_SEEN;
 }
 
+static void count_launch(void);
+
+/* The census's count of a launch of k that is neither recorded nor identical to a recorded one,
+   with its threads (which scale a recorded launch's time to it). Under lock. */
+static void census_other(struct kernel_fn *k, dim3 grid, dim3 block) {
+  k->census_other++;
+  k->census_other_threads += (double)grid.x * grid.y * grid.z * (double)block.x * block.y * block.z;
+}
+
+/* A launch r3 does not record (cudaLaunchKernelEx), counted while recording. */
+static void census_unrecorded(const void *stub, dim3 grid, dim3 block) {
+  pthread_mutex_lock(&lock);
+  count_launch();
+  struct kernel_fn *k = find_kernel(stub);
+  if (k) {
+    if (!k->launched++) st.kernels_seen++;
+    k->census_launches++;
+    census_other(k, grid, block);
+  } else {
+    st.unknown_launches++;
+  }
+  pthread_mutex_unlock(&lock);
+}
+
 /* A launch of a registered kernel: recorded while the kernel has launches to record, timed
-   when it repeats a recorded one, and otherwise passed straight on. */
+   when it repeats a recorded one, and otherwise passed straight on; counted either way (once
+   the kernel has a recorded launch, its argument hash says whether the launch repeats one). */
 static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 grid, dim3 block, void **args,
                                  size_t shmem, cudaStream_t stream) {
   if (!k->launched++) st.kernels_seen++;
+  k->census_launches++;
   int can_record = may_record(k);
-  const struct layout *lay = can_record || natural_pending(k) ? layout_of(k, stub) : NULL;
-  if (!lay) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  const struct layout *lay = can_record || k->nseen ? layout_of(k, stub) : NULL;
+  if (!lay) {
+    census_other(k, grid, block);
+    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  }
   static unsigned char buf[R3_MAX_ARGS];
   memset(buf, 0, lay->size);
   for (int i = 0; i < lay->nparams; i++) memcpy(buf + lay->offsets[i], args[i], lay->sizes[i]);
@@ -2157,14 +2238,139 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
   h = fnv(&shmem, sizeof shmem, h);
   l.id = fnv(buf, lay->size, h);
   for (int i = 0; i < k->nseen; i++)
-    if (k->seen[i] == l.id) return natural_launch(k, i, stub, grid, block, args, shmem, stream);
-  if (!can_record) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  struct slot *slot = take_slot(k); /* finished recordings count for the caps */
-  if (!may_record(k)) return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+    if (k->seen[i] == l.id) {
+      k->census_same[i]++;
+      return natural_launch(k, i, stub, grid, block, args, shmem, stream);
+    }
+  struct slot *slot = can_record ? take_slot(k) : NULL; /* finished recordings count for the caps */
+  if (!can_record || !may_record(k)) {
+    census_other(k, grid, block);
+    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  }
   k->seen[k->nseen] = l.id;
+  k->census_same[k->nseen] = 1;
   k->recorded++;
   l.fatbin = fatbin_hash(k);
   return record_launch(slot, k, k->nseen++, &l, args, stream, sticky_reason);
+}
+
+/* ---- time-only runs (R3_TIME_ONLY=1) ------------------------------------------------------ */
+
+/* Each launch between the two events of a pair from a pool, on the launch's stream; a pair is
+   folded into its kernel's time oldest first: waited for when the pool is full, without waiting
+   when already done (up to two at each launch), and all of them, waited for, before
+   cudaDeviceReset (which takes the events with the context) and at exit. An event belongs to the
+   device current where it was made: a pair is made again for another. A launch on a stream
+   being captured into a graph runs untimed (it runs later, as part of the graph, and an event
+   wait during a capture would break it). */
+#define R3_TIMING_PAIRS 1024
+struct timing { cudaEvent_t start, end; int device, made; struct kernel_fn *k; };
+static struct timing timings[R3_TIMING_PAIRS];
+static int timing_pairs = R3_TIMING_PAIRS, timing_head, timing_count, timing_exit_registered;
+static double timing_total_ms;
+static uint64_t timing_timed;
+/* Launches of stubs with no registration, as one kernel. */
+static struct kernel_fn unknown_kernel = {.name = "(unknown)"};
+
+/* Folds the oldest pair into its kernel's time (waited for, or only when done); 1 when the pair
+   is free again. Under lock. */
+static int timing_fold(int wait) {
+  if (!timing_count) return 0;
+  struct timing *t = &timings[timing_head];
+  int done = (wait ? cudaEventSynchronize(t->end) : cudaEventQuery(t->end)) == cudaSuccess;
+  if (!done && !wait) return 0;
+  float ms;
+  if (done && cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess && ms >= 0) {
+    t->k->time_ms += ms;
+    t->k->time_timed++;
+    timing_total_ms += ms;
+    timing_timed++;
+  }
+  timing_head = (timing_head + 1) % timing_pairs;
+  timing_count--;
+  return 1;
+}
+
+static void timing_drain(void) {
+  while (timing_fold(1)) {
+  }
+}
+
+static void time_only_at_exit(void) {
+  if (pthread_mutex_trylock(&lock) != 0) return; /* a thread mid-launch: at_exit tries again */
+  timing_drain();
+  pthread_mutex_unlock(&lock);
+}
+
+static void time_only_start(void) {
+  const char *t = getenv("R3_TIME_ONLY");
+  if (!t || !*t || !strcmp(t, "0")) return;
+  long long pairs = env_ll("R3_TIME_ONLY_EVENTS", R3_TIMING_PAIRS);
+  timing_pairs = pairs < 1 ? 1 : pairs > R3_TIMING_PAIRS ? R3_TIMING_PAIRS : (int)pairs;
+  const char *sp = getenv("R3_RECORD_STATS");
+  if (sp && *sp) snprintf(opt.stats_path, sizeof opt.stats_path, "%s", sp);
+  st.start = now_s();
+  st.start_unix = clock_s(CLOCK_REALTIME);
+  time_only = 1;
+  atexit(at_exit);
+}
+
+/* Before a launch: the pair it is timed with, its start event recorded on stream s; NULL when it
+   cannot be timed. Under lock. */
+static struct timing *timing_begin(cudaStream_t s) {
+  enum cudaStreamCaptureStatus capture;
+  if (cudaStreamIsCapturing(s, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return NULL;
+  if (timing_count == timing_pairs) timing_fold(1);
+  for (int i = 0; i < 2 && timing_fold(0); i++) {
+  }
+  struct timing *t = &timings[(timing_head + timing_count) % timing_pairs];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return NULL;
+  if (t->made && t->device != dev) {
+    cudaEventDestroy(t->start);
+    cudaEventDestroy(t->end);
+    t->made = 0;
+  }
+  if (!t->made) {
+    if (cudaEventCreate(&t->start) != cudaSuccess) return NULL;
+    if (cudaEventCreate(&t->end) != cudaSuccess) {
+      cudaEventDestroy(t->start);
+      return NULL;
+    }
+    t->made = 1, t->device = dev;
+  }
+  return cudaEventRecord(t->start, s) == cudaSuccess ? t : NULL;
+}
+
+/* After the launch (status e) of stub: counted for its kernel, and, where it was timed, its end
+   event recorded and the pair queued. Under lock. */
+static void timing_end(struct timing *t, const void *stub, cudaStream_t s, cudaError_t e) {
+  struct kernel_fn *k = find_kernel(stub);
+  if (!k) k = &unknown_kernel, st.unknown_launches++;
+  if (!k->launched++ && k != &unknown_kernel) st.kernels_seen++;
+  k->time_launches++;
+  st.launches++;
+  /* After the program's first launch, so after cudart's own exit handler was registered: this
+     one runs before it, while the events are still there. */
+  if (!timing_exit_registered) timing_exit_registered = 1, atexit(time_only_at_exit);
+  if (!t || e != cudaSuccess || cudaEventRecord(t->end, s) != cudaSuccess) return;
+  t->k = k;
+  timing_count++;
+}
+
+/* The context goes, and with it every event: the pairs in flight are folded first. */
+cudaError_t __wrap_cudaDeviceReset(void) {
+  if (recording() || !time_only) return __real_cudaDeviceReset();
+  pthread_mutex_lock(&lock);
+  timing_drain();
+  for (int i = 0; i < R3_TIMING_PAIRS; i++) {
+    if (!timings[i].made) continue;
+    cudaEventDestroy(timings[i].start);
+    cudaEventDestroy(timings[i].end);
+    timings[i].made = 0;
+  }
+  pthread_mutex_unlock(&lock);
+  return __real_cudaDeviceReset();
 }
 
 /* exit() reached: registered at the first launch, so it runs before the exit handlers registered
@@ -2180,11 +2386,13 @@ cudaError_t __wrap_cudaLaunchKernel(const void *stub, dim3 grid, dim3 block, voi
                                     cudaStream_t stream) {
   if (!recording()) {
     const void *f = DISPATCHED(stub, grid, block, args, shmem, 1);
+    if (time_only) TIMED_LAUNCH(stub, stream, __real_cudaLaunchKernel(f, grid, block, args, shmem, stream));
     return __real_cudaLaunchKernel(f, grid, block, args, shmem, stream);
   }
   pthread_mutex_lock(&lock);
   count_launch();
   struct kernel_fn *k = find_kernel(stub);
+  if (!k) st.unknown_launches++;
   cudaError_t e = k ? kernel_launch(k, stub, grid, block, args, shmem, stream)
                     : __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
   pthread_mutex_unlock(&lock);
@@ -2195,12 +2403,19 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3
                                                cudaStream_t stream) {
   if (!recording()) {
     const void *f = DISPATCHED(stub, grid, block, args, shmem, 0);
+    if (time_only) TIMED_LAUNCH(stub, stream, __real_cudaLaunchCooperativeKernel(f, grid, block, args, shmem, stream));
     return __real_cudaLaunchCooperativeKernel(f, grid, block, args, shmem, stream);
   }
   pthread_mutex_lock(&lock);
   count_launch();
   struct kernel_fn *k = find_kernel(stub);
   if (k && !k->launched++) st.kernels_seen++;
+  if (k) {
+    k->census_launches++;
+    census_other(k, grid, block); /* never identical to a recorded launch: never replayable */
+  } else {
+    st.unknown_launches++;
+  }
   if (k && k->recorded < opt.launches_per_kernel) {
     /* Recorded as a launch that cannot be replayed; it runs as the program asked. */
     k->recorded++;
@@ -2236,7 +2451,7 @@ cudaError_t __real_cudaGraphLaunch_ptsz(cudaGraphExec_t, cudaStream_t);
 cudaError_t __real_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *, const void *, void **);
 
 cudaError_t __wrap_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args) {
-  return launch_ex(__real_cudaLaunchKernelExC_ptsz, config, func, args);
+  return launch_ex(__real_cudaLaunchKernelExC_ptsz, 1, config, func, args);
 }
 
 static cudaStream_t per_thread(cudaStream_t s) { return s ? s : cudaStreamPerThread; }
@@ -2245,6 +2460,8 @@ cudaError_t __wrap_cudaLaunchKernel_ptsz(const void *stub, dim3 grid, dim3 block
                                          cudaStream_t stream) {
   if (!recording()) {
     const void *f = DISPATCHED(stub, grid, block, args, shmem, 1);
+    if (time_only)
+      TIMED_LAUNCH(stub, per_thread(stream), __real_cudaLaunchKernel_ptsz(f, grid, block, args, shmem, stream));
     return __real_cudaLaunchKernel_ptsz(f, grid, block, args, shmem, stream);
   }
   return __wrap_cudaLaunchKernel(stub, grid, block, args, shmem, per_thread(stream));
@@ -2254,6 +2471,9 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel_ptsz(const void *stub, dim3 grid,
                                                     size_t shmem, cudaStream_t stream) {
   if (!recording()) {
     const void *f = DISPATCHED(stub, grid, block, args, shmem, 0);
+    if (time_only)
+      TIMED_LAUNCH(stub, per_thread(stream),
+                   __real_cudaLaunchCooperativeKernel_ptsz(f, grid, block, args, shmem, stream));
     return __real_cudaLaunchCooperativeKernel_ptsz(f, grid, block, args, shmem, stream);
   }
   return __wrap_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, per_thread(stream));
@@ -2275,6 +2495,47 @@ cudaError_t __wrap_cudaGraphLaunch_ptsz(cudaGraphExec_t g, cudaStream_t s) {
 }
 
 /* ---- the run's summary -------------------------------------------------------------------- */
+
+/* The census (while recording): per kernel that ran, its registration (name, fatbinary, the
+   key of its directory under records/), its launches, for each recorded launch (its directory's
+   name) the launches identical to it, and the others with their threads in all. */
+static void write_census(FILE *f) {
+  fprintf(f, ",\n  \"unknown_launches\": %llu,\n  \"census\": [", (unsigned long long)st.unknown_launches);
+  int n = 0;
+  for (int i = 0; i < nkernels; i++) {
+    const struct kernel_fn *k = &kernels[i];
+    if (!k->census_launches) continue;
+    fprintf(f, "%s\n    {\"name\": ", n++ ? "," : "");
+    json_str(f, k->name);
+    fprintf(f, ", \"fatbin\": ");
+    json_str(f, fatbin_hash(k));
+    fprintf(f, ", \"key\": \"%016llx\", \"launches\": %llu, \"recorded\": [", (unsigned long long)kernel_dir_key(k),
+            (unsigned long long)k->census_launches);
+    for (int j = 0; j < k->nseen; j++)
+      fprintf(f, "%s{\"launch\": \"%016llx\", \"count\": %llu}", j ? ", " : "", (unsigned long long)k->seen[j],
+              (unsigned long long)k->census_same[j]);
+    fprintf(f, "], \"other_launches\": %llu, \"other_threads\": %.17g}", (unsigned long long)k->census_other,
+            k->census_other_threads);
+  }
+  fprintf(f, "%s]", n ? "\n  " : "");
+}
+
+/* A time-only run's times: in all, and per kernel (mangled name; "(unknown)" for stubs with no
+   registration), its launches, those timed, and their summed GPU time. */
+static void write_timing(FILE *f) {
+  fprintf(f, ",\n  \"timing\": {\"total_ms\": %.17g, \"launches\": %llu, \"timed_launches\": %llu, \"kernels\": [",
+          timing_total_ms, (unsigned long long)st.launches, (unsigned long long)timing_timed);
+  int n = 0;
+  for (int i = 0; i <= nkernels; i++) {
+    const struct kernel_fn *k = i < nkernels ? &kernels[i] : &unknown_kernel;
+    if (!k->time_launches) continue;
+    fprintf(f, "%s\n    {\"name\": ", n++ ? "," : "");
+    json_str(f, k->name);
+    fprintf(f, ", \"launches\": %llu, \"timed_launches\": %llu, \"ms\": %.17g}", (unsigned long long)k->time_launches,
+            (unsigned long long)k->time_timed, k->time_ms);
+  }
+  fprintf(f, "%s]}", n ? "\n  " : "");
+}
 
 /* At exit: R3_RECORD_STATS gets what the run recorded and where its recording time went
    (written whole: temp file, rename), read by `r3 record` (src/record.rs). */
@@ -2304,8 +2565,10 @@ static void write_stats(void) {
             (unsigned long long)st.frees);
     fprintf(f, "  \"start_unix_s\": %.6f,\n  \"exit_unix_s\": %.6f,\n", st.start_unix, st.exit_unix);
     fprintf(f, "  \"handler_unix_s\": %.6f,\n  \"end_unix_s\": %.6f,\n", st.handler_unix, clock_s(CLOCK_REALTIME));
-    fprintf(f, "  \"kernels_capped\": %d,\n  \"time_capped\": %s\n}\n", st.kernels_capped,
-            st.time_capped ? "true" : "false");
+    fprintf(f, "  \"kernels_capped\": %d,\n  \"time_capped\": %s", st.kernels_capped, st.time_capped ? "true" : "false");
+    if (mode == 1) write_census(f);
+    if (time_only) write_timing(f);
+    fprintf(f, "\n}\n");
     if (fclose(f) != 0 || rename(tmp, opt.stats_path) != 0) unlink(tmp);
   }
 }
@@ -2319,6 +2582,7 @@ static void at_exit(void) {
   for (unsigned long long seq = 1; locked && seq <= recordings_started; seq++)
     for (int i = 0; i < opt.inflight; i++)
       if (slots[i].fin.seq == seq) reap(&slots[i], 1);
+  if (locked && time_only) timing_drain(); /* none left unless the program never reached exit() */
   write_stats();
   if (locked) pthread_mutex_unlock(&lock);
 }

@@ -1,0 +1,927 @@
+//! `r3 tune --deadline`: one wall-clock allowance for a program (or the whole store), spent
+//! where the program's time goes.
+//!
+//! Each kernel is an arm of a bandit. Its weight is its share of its program's GPU time (from
+//! `r3 record`'s launch census), averaged over the scope's programs, so the objective is the
+//! whole-program time saved, by Amdahl: a kernel at 99.9% of the program is worth a thousand
+//! times one at 0.1%. What a search of it may still give, its *potential*, is
+//! `weight × (1/best − 1/hope)`: `hope` is the speedup expected (the store's history, at least
+//! 10% above the best so far), and the potential decays by e for every [`STALE_TRIALS`] trials
+//! without a 1% improvement, so time goes back to searches that are still improving.
+//!
+//! Time is handed out in slices of whole rounds. Every kernel with at least [`SMALL_SHARE`] of
+//! a program first gets its baseline and warm start (largest weight first: a 1 s kernel gets
+//! its recipes and the store's winners within minutes); then each slice goes to the kernel
+//! whose slice is expected to save the most program time per second, `potential × (1 −
+//! e^(−n/REACH_TRIALS)) / (n × seconds per trial)`. Smaller kernels compete for their warm
+//! start on the same terms. The allocation stops when the potential left over all kernels is
+//! under [`SETTLED`] of the program's time (the predicted gain has stopped moving), at the
+//! deadline less the time kept to confirm the winners, or when nothing is left to search.
+//!
+//! The state is the store's ([`Allocation`]), read and written under its lock around every
+//! decision, so a resume or another worker of a fleet continues exactly where it stood. The
+//! decisions here are pure functions of that state; a [`Runner`] runs the slices (the GPU's,
+//! in `session`, or a simulated one in tests).
+
+use crate::store::deadline::{Allocation, Arm, Slice, FORMAT};
+use crate::store::{Store, StoreError};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A kernel under this share of every program it runs in gets its baseline and warm start
+/// only, and only when nothing larger is worth more.
+pub const SMALL_SHARE: f64 = 0.01;
+/// Trials without a 1% improvement over which a search's potential decays by e.
+pub const STALE_TRIALS: f64 = 16.0;
+/// Trials over which a search is expected to reach 63% of what it can still give.
+pub const REACH_TRIALS: f64 = 24.0;
+/// The potential left, as a fraction of the programs' time, under which tuning stops.
+pub const SETTLED: f64 = 0.002;
+/// The speedup a search is expected to reach where the store has no history.
+pub const DEFAULT_PRIOR: f64 = 1.25;
+/// A search that has found a speedup is hoped to find this much more.
+pub const OPTIMISM: f64 = 1.10;
+/// Trials of a warm start: the baseline and at most eight configurations (recipes, the
+/// store's winners) measured before the search proper.
+pub const WARM_TRIALS: u32 = 9;
+/// Runs of the winner a confirmation costs, in trials (its fresh workers, other launches).
+pub const CONFIRM_TRIALS: f64 = 4.0;
+/// An improvement this large counts (a search that finds only less is going stale).
+pub const IMPROVED: f64 = 1.01;
+
+/// What the allocation knows of a kernel before it is searched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entrant {
+    pub kernel: String,
+    pub label: String,
+    pub weight: f64,
+    pub share: f64,
+    pub prior: f64,
+    /// Seconds per trial, estimated (the recorded launch's time) until measured.
+    pub per_trial_s: f64,
+    /// Where an earlier search of it stands (trials, best speedup).
+    pub trials: u32,
+    pub best: f64,
+}
+
+/// A new allocation: the arms by weight, largest first.
+pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>) -> Allocation {
+    entrants.sort_by(|a, b| b.weight.total_cmp(&a.weight).then(a.kernel.cmp(&b.kernel)));
+    Allocation {
+        format: FORMAT,
+        scope: scope.into(),
+        gpu: gpu.into(),
+        deadline_s,
+        elapsed_s: 0.0,
+        arms: entrants
+            .into_iter()
+            .map(|e| Arm {
+                kernel: e.kernel,
+                label: e.label,
+                weight: e.weight,
+                share: e.share,
+                prior: e.prior,
+                best: e.best.max(1.0),
+                trials: e.trials,
+                improved_at: e.trials,
+                spent_s: 0.0,
+                per_trial_s: e.per_trial_s.max(1e-3),
+                warm: false,
+                done: None,
+                confirmed: false,
+            })
+            .collect(),
+        slices: Vec::new(),
+        ended: None,
+    }
+}
+
+/// The whole-program gain a search of `a` may still give (a fraction of the programs' time).
+pub fn potential(a: &Arm) -> f64 {
+    if a.done.is_some() {
+        return 0.0;
+    }
+    let hope = a.prior.max(a.best * OPTIMISM);
+    let stale = a.trials.saturating_sub(a.improved_at) as f64;
+    let decay = if a.warm {
+        (-stale / STALE_TRIALS).exp()
+    } else {
+        1.0
+    };
+    a.weight * (1.0 / a.best - 1.0 / hope) * decay
+}
+
+/// The predicted speedup of the scope's programs (their mean time) with every arm's best.
+pub fn predicted(a: &Allocation) -> f64 {
+    let saved: f64 = a.arms.iter().map(|k| k.weight * (1.0 - 1.0 / k.best)).sum();
+    1.0 / (1.0 - saved).max(1e-9)
+}
+
+/// What to do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Search `kernel` up to `trials` trials in all (`warm`: its baseline and warm start),
+    /// stopping after the round that passes `limit_s` seconds (a warm start is never cut).
+    Slice {
+        kernel: String,
+        warm: bool,
+        trials: u32,
+        limit_s: f64,
+    },
+    /// Nothing worth the time that is left: why.
+    Stop(String),
+}
+
+/// Seconds a slice aims at: a tenth of the deadline, between 15 s and 2 minutes.
+fn slice_seconds(deadline_s: f64) -> f64 {
+    (deadline_s / 10.0).clamp(15.0, 120.0)
+}
+
+/// Time kept back to confirm the winners found so far.
+pub fn reserve_s(a: &Allocation) -> f64 {
+    a.arms
+        .iter()
+        .filter(|k| k.best >= IMPROVED && !k.confirmed)
+        .map(|k| CONFIRM_TRIALS * k.per_trial_s + 2.0)
+        .sum()
+}
+
+/// The next decision for a worker, `busy` telling which kernels another worker is searching.
+pub fn next(a: &Allocation, batch: u32, busy: &dyn Fn(&str) -> bool) -> Decision {
+    let left = a.deadline_s - a.elapsed_s - reserve_s(a);
+    if left <= 0.0 {
+        return Decision::Stop("deadline".into());
+    }
+    let open = |k: &&Arm| k.done.is_none() && !busy(&k.kernel);
+    let batch = batch.max(1);
+    // Every kernel that matters gets its warm start first (where it fits), the most gain per
+    // second first.
+    let warm_first = a
+        .arms
+        .iter()
+        .filter(open)
+        .filter(|k| !k.warm && k.share >= SMALL_SHARE)
+        .filter_map(|k| offer(k, a.deadline_s, left, batch))
+        .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
+            Some((w, _)) if w >= v => acc,
+            _ => Some((v, d)),
+        });
+    if let Some((_, d)) = warm_first {
+        return d;
+    }
+    let all_warm = a
+        .arms
+        .iter()
+        .all(|k| k.warm || k.share < SMALL_SHARE || k.done.is_some());
+    if all_warm && a.arms.iter().map(potential).sum::<f64>() < SETTLED {
+        return Decision::Stop("settled".into());
+    }
+    let best = a
+        .arms
+        .iter()
+        .filter(open)
+        .filter_map(|k| offer(k, a.deadline_s, left, batch))
+        .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
+            Some((w, _)) if w >= v => acc,
+            _ => Some((v, d)),
+        });
+    match best {
+        Some((v, d)) if v > 0.0 => d,
+        _ if a.arms.iter().any(|k| k.done.is_none() && busy(&k.kernel)) => {
+            Decision::Stop("the rest is searched by other workers".into())
+        }
+        _ => Decision::Stop(
+            too_short(a, left).unwrap_or_else(|| "nothing left worth the time".into()),
+        ),
+    }
+}
+
+/// Where a kernel that matters was never warm-started because its warm start and
+/// confirmation do not fit in the time left: the stop's reason, naming it and the time needed.
+fn too_short(a: &Allocation, left: f64) -> Option<String> {
+    let k = a
+        .arms
+        .iter()
+        .find(|k| !k.warm && k.done.is_none() && k.share >= SMALL_SHARE)?;
+    let need = (f64::from(WARM_TRIALS) + CONFIRM_TRIALS) * k.per_trial_s + 2.0;
+    Some(format!(
+        "the warm start of {} ({:.1}% of its program) takes about {need:.0} s with its confirmation, more than the {left:.0} s left; fix: a longer --deadline",
+        k.label,
+        100.0 * k.share
+    ))
+}
+
+/// What a slice of `k` is worth per second, and the slice; None where none fits in `left`.
+fn offer(k: &Arm, deadline_s: f64, left: f64, batch: u32) -> Option<(f64, Decision)> {
+    if !k.warm {
+        let cost = f64::from(WARM_TRIALS) * k.per_trial_s;
+        // A warm start is never cut: it starts only if it and its winner's confirmation fit.
+        let confirm = CONFIRM_TRIALS * k.per_trial_s + 2.0;
+        return (cost + confirm <= left).then(|| {
+            (
+                potential(k) / cost,
+                Decision::Slice {
+                    kernel: k.kernel.clone(),
+                    warm: true,
+                    trials: k.trials.max(1) + WARM_TRIALS - 1,
+                    limit_s: left,
+                },
+            )
+        });
+    }
+    let round_s = f64::from(batch) * k.per_trial_s;
+    let rounds = (slice_seconds(deadline_s).min(left) / round_s).floor();
+    if rounds < 1.0 {
+        return None;
+    }
+    let n = rounds * f64::from(batch);
+    let value = potential(k) * (1.0 - (-n / REACH_TRIALS).exp()) / (n * k.per_trial_s);
+    Some((
+        value,
+        Decision::Slice {
+            kernel: k.kernel.clone(),
+            warm: false,
+            trials: k.trials + n as u32,
+            // Twice what the slice should take, and never past the deadline's time left.
+            limit_s: (2.0 * n * k.per_trial_s).min(left),
+        },
+    ))
+}
+
+/// What a slice came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SliceOutcome {
+    /// Trials of the kernel in all, after the slice.
+    pub trials: u32,
+    /// Its best speedup over -O3 (None: no valid trial).
+    pub best: Option<f64>,
+    /// Why it gets no more slices (a failure, a finished space), if so.
+    pub done: Option<String>,
+    pub seconds: f64,
+}
+
+/// Takes a slice's outcome into the allocation.
+pub fn record(a: &mut Allocation, kernel: &str, warm: bool, out: &SliceOutcome) {
+    let at_s = a.elapsed_s;
+    let Some(k) = a.arms.iter_mut().find(|k| k.kernel == kernel) else {
+        return;
+    };
+    let before = k.trials;
+    let best = out.best.unwrap_or(1.0).max(1.0);
+    if best >= k.best * IMPROVED {
+        k.improved_at = out.trials;
+    }
+    k.best = k.best.max(best);
+    k.trials = out.trials.max(k.trials);
+    k.spent_s += out.seconds;
+    // The last slice's cost is the next one's estimate: a search's trials get cheaper once
+    // racing has a best to race against, and the warm start's setup is not paid again.
+    if out.trials > before && out.seconds > 0.0 {
+        k.per_trial_s = out.seconds / f64::from(out.trials - before);
+    }
+    k.warm |= warm;
+    if out.done.is_some() {
+        k.done.clone_from(&out.done);
+    } else if out.trials <= before && !warm {
+        // Asked for more trials and given none: asking again would give none again.
+        k.done = Some("its search made no progress".into());
+    }
+    a.slices.push(Slice {
+        kernel: kernel.into(),
+        trials_before: before,
+        trials_after: out.trials,
+        seconds: out.seconds,
+        best_after: k.best,
+        at_s,
+        warm,
+    });
+}
+
+/// Runs the slices the allocation decides: the GPU's tuning sessions, or a simulation's.
+pub trait Runner {
+    /// Seconds on this run's clock.
+    fn now_s(&self) -> f64;
+    /// Searches `kernel` to `trials` trials in all, or (`warm`) through its baseline and warm
+    /// start, stopping after the round that passes `limit_s`.
+    fn slice(&mut self, kernel: &str, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome;
+    /// Whether another worker is searching `kernel` now.
+    fn busy(&self, kernel: &str) -> bool;
+    /// Confirms the kernel's best on every recorded launch.
+    fn confirm(&mut self, kernel: &str);
+    /// Says a line (progress, the allocation as it changes).
+    fn say(&mut self, line: String);
+}
+
+/// How an allocation run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ended {
+    pub why: String,
+    pub slices: usize,
+    pub interrupted: bool,
+}
+
+/// Runs the allocation of `scope` on `gpu`: the stored one (`resume`, its deadline set to
+/// `deadline_s`) or a new one of `entrants`, slice by slice until it stops, then confirms the
+/// winners.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    store: &Store,
+    scope: &str,
+    gpu: &str,
+    deadline_s: f64,
+    entrants: impl FnOnce() -> Vec<Entrant>,
+    resume: bool,
+    batch: u32,
+    runner: &mut dyn Runner,
+    stop: &AtomicBool,
+) -> Result<Ended, StoreError> {
+    let base = {
+        let _lock = store.lock_allocation(scope, gpu)?;
+        let mut a = match store.allocation(scope, gpu)? {
+            Some(mut a) if resume => {
+                a.deadline_s = deadline_s;
+                a.ended = None;
+                a
+            }
+            _ => start(scope, gpu, deadline_s, entrants()),
+        };
+        runner.say(allocation_table(&a));
+        let base = a.elapsed_s;
+        a.elapsed_s = base + runner.now_s();
+        store.put_allocation(&a)?;
+        base
+    };
+    let mut slices = 0;
+    let mut last_kernel = String::new();
+    let (why, interrupted) = loop {
+        if stop.load(Ordering::SeqCst) {
+            break ("interrupted".to_owned(), true);
+        }
+        let decision = {
+            let _lock = store.lock_allocation(scope, gpu)?;
+            let mut a = current(store, scope, gpu, base, runner)?;
+            let d = match &a.ended {
+                Some(why) => Decision::Stop(why.clone()),
+                None => next(&a, batch, &|k| runner.busy(k)),
+            };
+            if let Decision::Stop(why) = &d {
+                if !why.starts_with("the rest") {
+                    a.ended = Some(why.clone());
+                }
+            }
+            store.put_allocation(&a)?;
+            d
+        };
+        let (kernel, warm, trials, limit_s) = match decision {
+            Decision::Stop(why) => break (why, false),
+            Decision::Slice {
+                kernel,
+                warm,
+                trials,
+                limit_s,
+            } => (kernel, warm, trials, limit_s),
+        };
+        let t0 = runner.now_s();
+        let mut out = runner.slice(&kernel, warm, trials, limit_s);
+        out.seconds = runner.now_s() - t0;
+        let _lock = store.lock_allocation(scope, gpu)?;
+        let mut a = current(store, scope, gpu, base, runner)?;
+        record(&mut a, &kernel, warm, &out);
+        store.put_allocation(&a)?;
+        slices += 1;
+        runner.say(slice_line(&a, &kernel, warm, &out, kernel != last_kernel));
+        last_kernel = kernel;
+    };
+    confirm_winners(store, scope, gpu, base, runner, stop)?;
+    Ok(Ended {
+        why,
+        slices,
+        interrupted,
+    })
+}
+
+/// The stored allocation with its clock brought to this worker's.
+fn current(
+    store: &Store,
+    scope: &str,
+    gpu: &str,
+    base: f64,
+    runner: &dyn Runner,
+) -> Result<Allocation, StoreError> {
+    let mut a = store
+        .allocation(scope, gpu)?
+        .ok_or_else(|| StoreError::Corrupt {
+            path: store.root().join("deadline"),
+            msg: format!("the allocation of {scope} on {gpu} vanished while it ran"),
+        })?;
+    a.elapsed_s = a.elapsed_s.max(base + runner.now_s());
+    Ok(a)
+}
+
+/// Confirms, largest weight first, every improved best not confirmed yet (each taken under the
+/// lock, so two workers never confirm the same kernel).
+fn confirm_winners(
+    store: &Store,
+    scope: &str,
+    gpu: &str,
+    base: f64,
+    runner: &mut dyn Runner,
+    stop: &AtomicBool,
+) -> Result<(), StoreError> {
+    while !stop.load(Ordering::SeqCst) {
+        let kernel = {
+            let _lock = store.lock_allocation(scope, gpu)?;
+            let mut a = current(store, scope, gpu, base, runner)?;
+            let Some(k) = a
+                .arms
+                .iter_mut()
+                .find(|k| k.best >= IMPROVED && !k.confirmed)
+            else {
+                store.put_allocation(&a)?;
+                return Ok(());
+            };
+            k.confirmed = true;
+            let kernel = k.kernel.clone();
+            store.put_allocation(&a)?;
+            kernel
+        };
+        runner.confirm(&kernel);
+    }
+    Ok(())
+}
+
+/// What the allocation came to: why it ended, where the time went, the predicted gain.
+pub fn summary(a: &Allocation, ended: &Ended) -> String {
+    let mut arms: Vec<&Arm> = a.arms.iter().filter(|k| k.spent_s > 0.0).collect();
+    arms.sort_by(|x, y| y.spent_s.total_cmp(&x.spent_s));
+    let mut out = format!(
+        "deadline {}: {:.0} of {:.0} s used, {} slice(s) ({}); predicted program speedup {:.3}x\n",
+        a.scope,
+        a.elapsed_s,
+        a.deadline_s,
+        a.slices.len(),
+        if ended.interrupted {
+            "interrupted; continue with --resume".to_owned()
+        } else {
+            format!("ended: {}", ended.why)
+        },
+        predicted(a)
+    );
+    let spent: f64 = a.arms.iter().map(|k| k.spent_s).sum::<f64>().max(1e-9);
+    for k in arms.iter().take(12) {
+        out += &format!(
+            "  {:>6} of the time  {:>4} trials  best {:.2}x  {:>6} of its program  {}\n",
+            percent(k.spent_s / spent),
+            k.trials,
+            k.best,
+            percent(k.share),
+            k.label
+        );
+    }
+    if arms.len() > 12 {
+        out += &format!("  ... and {} more\n", arms.len() - 12);
+    }
+    let unreached = a.arms.iter().filter(|k| !k.warm && k.done.is_none());
+    for k in unreached.filter(|k| k.share >= SMALL_SHARE) {
+        out += &format!(
+            "  not reached: {} ({} of its program; its warm start and confirmation take about {:.0} s)\n",
+            k.label,
+            percent(k.share),
+            (f64::from(WARM_TRIALS) + CONFIRM_TRIALS) * k.per_trial_s + 2.0
+        );
+    }
+    out.trim_end().to_owned()
+}
+
+fn percent(x: f64) -> String {
+    if x >= 0.001 {
+        format!("{:.1}%", 100.0 * x)
+    } else {
+        "<0.1%".into()
+    }
+}
+
+/// The allocation as it starts: each kernel's weight, share and expected speedup, the order.
+pub fn allocation_table(a: &Allocation) -> String {
+    let small = a.arms.iter().filter(|k| k.share < SMALL_SHARE).count();
+    let mut out = format!(
+        "r3 tune --deadline {}: {} kernel(s), {:.0} s of {:.0} s used; time goes by whole-program gain expected (share of program GPU time x speedup hoped for):\n",
+        a.scope,
+        a.arms.len(),
+        a.elapsed_s,
+        a.deadline_s
+    );
+    for k in a.arms.iter().filter(|k| k.share >= SMALL_SHARE).take(12) {
+        out += &format!(
+            "  {:>6} of its program  weight {:>6}  best {:.2}x  hope {:.2}x  ~{:.1} s/trial  {}\n",
+            percent(k.share),
+            percent(k.weight),
+            k.best,
+            k.prior.max(k.best * OPTIMISM),
+            k.per_trial_s,
+            k.label
+        );
+    }
+    let big = a.arms.len() - small;
+    if big > 12 {
+        out += &format!("  ... and {} more\n", big - 12);
+    }
+    if small > 0 {
+        out += &format!(
+            "  {small} kernel(s) under {} of every program: baseline and warm start only, when nothing larger is worth more\n",
+            percent(SMALL_SHARE)
+        );
+    }
+    out.trim_end().to_owned()
+}
+
+fn slice_line(a: &Allocation, kernel: &str, warm: bool, out: &SliceOutcome, moved: bool) -> String {
+    let label = a
+        .arms
+        .iter()
+        .find(|k| k.kernel == kernel)
+        .map_or(kernel, |k| k.label.as_str());
+    let best = a
+        .arms
+        .iter()
+        .find(|k| k.kernel == kernel)
+        .map_or(1.0, |k| k.best);
+    let what = if warm { "warm start" } else { "search" };
+    let mut line = format!(
+        "r3 tune --deadline: {:.0}/{:.0} s: {label}: {what} to {} trials in {:.1} s, best {best:.2}x; predicted program speedup {:.3}x",
+        a.elapsed_s,
+        a.deadline_s,
+        out.trials,
+        out.seconds,
+        predicted(a)
+    );
+    if let Some(why) = &out.done {
+        line += &format!(" ({label} done: {why})");
+    }
+    if moved {
+        line = format!("{line}\n{}", potentials_line(a));
+    }
+    line
+}
+
+/// Where the potential is now: the allocation as it changes.
+fn potentials_line(a: &Allocation) -> String {
+    let mut arms: Vec<&Arm> = a.arms.iter().filter(|k| potential(k) > 0.0).collect();
+    arms.sort_by(|x, y| potential(y).total_cmp(&potential(x)));
+    let top: Vec<String> = arms
+        .iter()
+        .take(4)
+        .map(|k| format!("{} {}", k.label, percent(potential(k))))
+        .collect();
+    format!(
+        "r3 tune --deadline:   gain still expected: {} in all; {}",
+        percent(a.arms.iter().map(potential).sum()),
+        if top.is_empty() {
+            "none".to_owned()
+        } else {
+            top.join(", ")
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A simulated kernel: each trial costs `cost` s; the best after n trials (the baseline
+    /// first) approaches `top` as 1 - e^(-(n-1)/tau); the warm start is 12 trials.
+    #[derive(Clone)]
+    struct Kernel {
+        cost: f64,
+        top: f64,
+        tau: f64,
+        trials: u32,
+    }
+
+    impl Kernel {
+        fn best(&self) -> f64 {
+            let n = f64::from(self.trials.saturating_sub(1));
+            1.0 + (self.top - 1.0) * (1.0 - (-n / self.tau).exp())
+        }
+    }
+
+    /// A simulated GPU: slices advance its clock by their trials' cost. `stop_after` slices,
+    /// it raises the stop flag (an interrupt).
+    struct Sim<'a> {
+        world: &'a mut BTreeMap<String, Kernel>,
+        clock: f64,
+        slices: Vec<(String, u32)>,
+        stop_after: Option<usize>,
+        stop: &'a AtomicBool,
+        confirmed: Vec<String>,
+        busy: Vec<String>,
+    }
+
+    impl Runner for Sim<'_> {
+        fn now_s(&self) -> f64 {
+            self.clock
+        }
+        fn slice(&mut self, kernel: &str, _warm: bool, trials: u32, _limit_s: f64) -> SliceOutcome {
+            let k = self.world.get_mut(kernel).unwrap();
+            let to = trials.max(k.trials);
+            self.clock += f64::from(to - k.trials) * k.cost;
+            k.trials = to;
+            self.slices.push((kernel.to_owned(), to));
+            if self.stop_after == Some(self.slices.len()) {
+                self.stop.store(true, Ordering::SeqCst);
+            }
+            SliceOutcome {
+                trials: to,
+                best: Some(k.best()),
+                done: None,
+                seconds: 0.0,
+            }
+        }
+        fn busy(&self, kernel: &str) -> bool {
+            self.busy.iter().any(|b| b == kernel)
+        }
+        fn confirm(&mut self, kernel: &str) {
+            self.confirmed.push(kernel.to_owned());
+        }
+        fn say(&mut self, _line: String) {}
+    }
+
+    fn world(kernels: &[(&str, f64, f64, f64)]) -> BTreeMap<String, Kernel> {
+        kernels
+            .iter()
+            .map(|&(name, cost, top, tau)| {
+                let k = Kernel {
+                    cost,
+                    top,
+                    tau,
+                    trials: 0,
+                };
+                (name.to_owned(), k)
+            })
+            .collect()
+    }
+
+    fn entrants(shares: &[(&str, f64)], world: &BTreeMap<String, Kernel>) -> Vec<Entrant> {
+        shares
+            .iter()
+            .map(|&(name, share)| Entrant {
+                kernel: name.into(),
+                label: name.into(),
+                weight: share,
+                share,
+                prior: DEFAULT_PRIOR,
+                per_trial_s: world[name].cost,
+                trials: 0,
+                best: 1.0,
+            })
+            .collect()
+    }
+
+    /// The correlation case: one kernel at 99.6% of the program, 4 s a trial, and three
+    /// small ones that are cheap and reach far larger speedups.
+    const CORRELATION: [(&str, f64, f64, f64); 4] = [
+        ("corr", 4.0, 2.0, 20.0),
+        ("mean", 0.2, 15.0, 10.0),
+        ("std", 0.2, 15.0, 10.0),
+        ("norm", 0.2, 3.0, 10.0),
+    ];
+    const SHARES: [(&str, f64); 4] = [
+        ("corr", 0.996),
+        ("mean", 0.0015),
+        ("std", 0.0015),
+        ("norm", 0.001),
+    ];
+
+    fn run_sim(
+        store: &Store,
+        world: &mut BTreeMap<String, Kernel>,
+        deadline_s: f64,
+        resume: bool,
+        stop_after: Option<usize>,
+    ) -> (Ended, Vec<(String, u32)>) {
+        let stop = AtomicBool::new(false);
+        let shares = entrants(&SHARES, world);
+        let mut sim = Sim {
+            world,
+            clock: 0.0,
+            slices: Vec::new(),
+            stop_after,
+            stop: &stop,
+            confirmed: Vec::new(),
+            busy: Vec::new(),
+        };
+        let ended = run(
+            store,
+            "prog",
+            "GPU",
+            deadline_s,
+            || shares,
+            resume,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        (ended, sim.slices)
+    }
+
+    #[test]
+    fn the_dominant_kernel_gets_most_of_the_time_and_most_of_its_gain() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut w = world(&CORRELATION);
+        let (ended, _) = run_sim(&store, &mut w, 600.0, false, None);
+        let a = store.allocation("prog", "GPU").unwrap().unwrap();
+        let spent = |k: &str| a.arms.iter().find(|x| x.kernel == k).unwrap().spent_s;
+        let total: f64 = a.arms.iter().map(|k| k.spent_s).sum();
+        assert!(spent("corr") > 0.9 * total, "{:?}", a.arms);
+        assert!(a.elapsed_s <= 600.0 + 1e-9, "{}", a.elapsed_s);
+        // The program's gain: corr reached most of its 2x.
+        assert!(w["corr"].best() > 1.9, "{}", w["corr"].best());
+        assert!(predicted(&a) > 1.85, "{}", predicted(&a));
+        assert!(!ended.interrupted);
+    }
+
+    #[test]
+    fn a_kernel_under_the_threshold_gets_its_warm_start_at_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut w = world(&CORRELATION);
+        run_sim(&store, &mut w, 3600.0, false, None);
+        for small in ["mean", "std", "norm"] {
+            assert!(
+                w[small].trials <= WARM_TRIALS,
+                "{small}: {}",
+                w[small].trials
+            );
+        }
+        // The dominant kernel's warm start came first.
+        let a = store.allocation("prog", "GPU").unwrap().unwrap();
+        assert_eq!(a.slices[0].kernel, "corr");
+        assert!(a.slices[0].warm);
+    }
+
+    #[test]
+    fn tuning_stops_when_the_predicted_gain_stops_moving() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        // Nothing improves: after the warm start the potential decays, and tuning ends long
+        // before the deadline.
+        let mut w = world(&[("flat", 1.0, 1.0, 10.0)]);
+        let stop = AtomicBool::new(false);
+        let e = vec![Entrant {
+            kernel: "flat".into(),
+            label: "flat".into(),
+            weight: 1.0,
+            share: 1.0,
+            prior: DEFAULT_PRIOR,
+            per_trial_s: 1.0,
+            trials: 0,
+            best: 1.0,
+        }];
+        let mut sim = Sim {
+            world: &mut w,
+            clock: 0.0,
+            slices: Vec::new(),
+            stop_after: None,
+            stop: &stop,
+            confirmed: Vec::new(),
+            busy: Vec::new(),
+        };
+        let ended = run(
+            &store,
+            "flat",
+            "GPU",
+            3600.0,
+            || e,
+            false,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        assert_eq!(ended.why, "settled");
+        assert!(sim.clock < 600.0, "{}", sim.clock);
+        assert!(sim.confirmed.is_empty(), "no winner, nothing to confirm");
+    }
+
+    #[test]
+    fn a_resume_continues_the_allocation_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let whole = Store::create(dir.path()).unwrap();
+        let mut w = world(&CORRELATION);
+        let (_, all) = run_sim(&whole, &mut w, 600.0, false, None);
+        let a = whole.allocation("prog", "GPU").unwrap().unwrap();
+
+        let dir = tempfile::tempdir().unwrap();
+        let parts = Store::create(dir.path()).unwrap();
+        let mut w2 = world(&CORRELATION);
+        let (first, mut seq) = run_sim(&parts, &mut w2, 600.0, false, Some(3));
+        assert!(first.interrupted);
+        assert_eq!(seq.len(), 3);
+        // A second worker (or the same after Ctrl-C) resumes the stored allocation.
+        let (_, rest) = run_sim(&parts, &mut w2, 600.0, true, None);
+        seq.extend(rest);
+        assert_eq!(seq, all);
+        // The same decisions at the same times (to the rounding of a clock summed in two parts).
+        let b = parts.allocation("prog", "GPU").unwrap().unwrap();
+        let decisions = |a: &Allocation| -> Vec<(String, u32, u32, bool, i64)> {
+            let a = a.slices.iter();
+            a.map(|s| {
+                let at = (s.at_s * 1e6).round() as i64;
+                (
+                    s.kernel.clone(),
+                    s.trials_before,
+                    s.trials_after,
+                    s.warm,
+                    at,
+                )
+            })
+            .collect()
+        };
+        assert_eq!(decisions(&b), decisions(&a));
+        assert!((b.elapsed_s - a.elapsed_s).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_kernel_another_worker_searches_is_left_to_it() {
+        let w = world(&CORRELATION);
+        let a = start("prog", "GPU", 600.0, entrants(&SHARES, &w));
+        let free = next(&a, 4, &|_| false);
+        assert!(matches!(&free, Decision::Slice { kernel, warm: true, .. } if kernel == "corr"));
+        let held = next(&a, 4, &|k| k == "corr");
+        assert!(
+            matches!(&held, Decision::Slice { kernel, .. } if kernel != "corr"),
+            "{held:?}"
+        );
+    }
+
+    #[test]
+    fn a_search_that_gives_no_trials_gets_no_more_slices() {
+        let w = world(&CORRELATION);
+        let mut a = start("prog", "GPU", 600.0, entrants(&SHARES, &w));
+        let out = |trials| SliceOutcome {
+            trials,
+            best: Some(1.2),
+            done: None,
+            seconds: 3.0,
+        };
+        record(&mut a, "corr", true, &out(9));
+        assert_eq!(a.arms[0].done, None);
+        assert_eq!(a.arms[0].per_trial_s, 3.0 / 9.0);
+        record(&mut a, "corr", false, &out(9));
+        assert_eq!(
+            a.arms[0].done.as_deref(),
+            Some("its search made no progress")
+        );
+        assert!(
+            !matches!(next(&a, 4, &|_| false), Decision::Slice { kernel, .. } if kernel == "corr")
+        );
+    }
+
+    #[test]
+    fn a_warm_start_that_cannot_fit_is_not_started_and_the_stop_says_why() {
+        let w = world(&CORRELATION);
+        let corr = || entrants(&SHARES[..1], &w);
+        // 13 trials of 4 s (warm start and confirmation) and 2 s more: 54 s.
+        let a = start("prog", "GPU", 50.0, corr());
+        match next(&a, 4, &|_| false) {
+            Decision::Stop(why) => assert!(
+                why.contains("warm start of corr")
+                    && why.contains("54 s")
+                    && why.contains("longer --deadline"),
+                "{why}"
+            ),
+            d => panic!("{d:?}"),
+        }
+        let a = start("prog", "GPU", 60.0, corr());
+        assert!(matches!(
+            next(&a, 4, &|_| false),
+            Decision::Slice { warm: true, .. }
+        ));
+        // With smaller kernels beside it, they get the time, and the summary names it.
+        let mut a = start("prog", "GPU", 50.0, entrants(&SHARES, &w));
+        let first = next(&a, 4, &|_| false);
+        assert!(matches!(&first, Decision::Slice { kernel, .. } if kernel != "corr"));
+        a.elapsed_s = 50.0;
+        let ended = Ended {
+            why: "deadline".into(),
+            slices: 0,
+            interrupted: false,
+        };
+        let text = summary(&a, &ended);
+        assert!(text.contains("not reached: corr"), "{text}");
+    }
+
+    #[test]
+    fn the_deadline_keeps_time_to_confirm_the_winners() {
+        let w = world(&CORRELATION);
+        let mut a = start("prog", "GPU", 600.0, entrants(&SHARES, &w));
+        a.arms[0].best = 1.5;
+        a.arms[0].warm = true;
+        a.elapsed_s = 600.0 - reserve_s(&a) + 0.5;
+        assert_eq!(next(&a, 4, &|_| false), Decision::Stop("deadline".into()));
+        a.arms[0].confirmed = true;
+        assert!(matches!(next(&a, 4, &|_| false), Decision::Slice { .. }));
+    }
+}

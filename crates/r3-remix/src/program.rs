@@ -1,0 +1,472 @@
+//! Tuning a program under one deadline (`r3 tune --deadline`): which kernels, what each is
+//! worth to the programs that run it (the store's launch census), what a search of it is
+//! expected to give (the store's history), and the GPU's [`deadline::Runner`]: each slice a
+//! resumed tuning session of the kernel, its evaluator kept between slices.
+
+use crate::deadline::{self, Entrant, SliceOutcome};
+use crate::replay::device::GpuInfo;
+use crate::replay::gpu::GpuEvaluator;
+use crate::replay::Evaluator;
+use crate::session::{self, GpuTune, Line, Say, Searchable, SessionError, Tally};
+use crate::space::Space;
+use crate::store::records::Recording;
+use crate::store::{Store, StoreError};
+use crate::tune::{self, TuneOptions};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// Evaluators kept between slices (each a worker holding its recording on the GPU).
+const LIVE_EVALUATORS: usize = 2;
+/// Searches of at least this many trials tell what a search on this GPU reaches.
+const HISTORY_TRIALS: usize = 10;
+
+/// What the deadline is spent on: every recorded kernel, or one program's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scope {
+    All,
+    /// A program's key (`store::programs::program_key`) and its name.
+    Program {
+        key: String,
+        name: String,
+    },
+}
+
+impl Scope {
+    pub fn key(&self) -> &str {
+        match self {
+            Scope::All => "all",
+            Scope::Program { key, .. } => key,
+        }
+    }
+}
+
+/// The allocation's entrants: each kernel of `groups` (hash, its recordings) in the scope,
+/// weighted by its share of the scope's programs' GPU time; and a note where the census
+/// cannot weight them.
+pub fn entrants(
+    store: &Store,
+    scope: &Scope,
+    groups: &[(String, Vec<Recording>)],
+    gpu: &str,
+) -> Result<(Vec<Entrant>, Option<String>), StoreError> {
+    let shares = store.kernel_shares()?;
+    let programs: Vec<String> = match scope {
+        Scope::Program { key, .. } => vec![key.clone()],
+        Scope::All => {
+            let mut keys: Vec<String> = shares
+                .values()
+                .flatten()
+                .map(|s| s.program.clone())
+                .collect();
+            keys.sort();
+            keys.dedup();
+            keys
+        }
+    };
+    let prior = history_prior(store, gpu, groups);
+    let mut out = Vec::new();
+    let mut unweighted = 0;
+    for (kernel, recs) in groups {
+        let mine: Vec<_> = shares
+            .get(kernel)
+            .into_iter()
+            .flatten()
+            .filter(|s| programs.contains(&s.program))
+            .collect();
+        if let Scope::Program { .. } = scope {
+            if mine.is_empty() {
+                continue;
+            }
+        }
+        let (weight, share) = if programs.is_empty() {
+            (1.0 / groups.len() as f64, 1.0)
+        } else {
+            let sum: f64 = mine.iter().map(|s| s.share).sum();
+            let max = mine.iter().map(|s| s.share).fold(0.0, f64::max);
+            (sum / programs.len() as f64, max)
+        };
+        unweighted += usize::from(mine.is_empty());
+        let (trials, best) = own_search(store, kernel, gpu);
+        out.push(Entrant {
+            kernel: kernel.clone(),
+            label: session::kernel_label(store, kernel),
+            weight,
+            share,
+            prior,
+            per_trial_s: per_trial_estimate(recs),
+            trials,
+            best,
+        });
+    }
+    let note = if programs.is_empty() {
+        Some("r3 tune --deadline: no program in the store has a launch census (record the programs again with this r3: `r3 record -- ./app`); every kernel is weighted the same".to_owned())
+    } else if unweighted > 0 && *scope == Scope::All {
+        Some(format!("r3 tune --deadline: {unweighted} kernel(s) are in no program's launch census (their programs were recorded by an older r3; record them again to weight them): they get a warm start only when nothing else is worth more"))
+    } else {
+        None
+    };
+    Ok((out, note))
+}
+
+/// The speedup searches on this GPU reached: the median of the other kernels' bests (searches
+/// of at least `HISTORY_TRIALS`), or `deadline::DEFAULT_PRIOR` with fewer than three.
+fn history_prior(store: &Store, gpu: &str, groups: &[(String, Vec<Recording>)]) -> f64 {
+    let mut bests: Vec<f64> = store
+        .kernels()
+        .unwrap_or_default()
+        .iter()
+        .filter(|k| groups.iter().any(|(g, _)| g == k.hash.as_str()))
+        .filter_map(|k| {
+            let hash = k.hash.to_string();
+            let trials = store.trials(&hash, gpu).ok()?;
+            (trials.len() >= HISTORY_TRIALS).then_some(())?;
+            Some(1.0 / store.best_trial(&hash, gpu).ok()??.ratio()?)
+        })
+        .collect();
+    if bests.len() < 3 {
+        return deadline::DEFAULT_PRIOR;
+    }
+    bests.sort_by(f64::total_cmp);
+    bests[bests.len() / 2].clamp(1.05, 3.0)
+}
+
+/// Trials of the kernel's search on this GPU so far, and its best speedup.
+fn own_search(store: &Store, kernel: &str, gpu: &str) -> (u32, f64) {
+    let n = store.trials(kernel, gpu).map_or(0, |t| t.len() as u32);
+    let best = store
+        .best_trial(kernel, gpu)
+        .ok()
+        .flatten()
+        .and_then(|t| t.ratio())
+        .map_or(1.0, |r| 1.0 / r);
+    (n, best)
+}
+
+/// Seconds a trial of a kernel is expected to cost before one is measured, from its recorded
+/// time: the check run, the warm-up rounds and ten interleaved pairs (a warm start's
+/// candidates are near the baseline, which takes ten pairs before a median is known within 1%),
+/// plus compiling. Measured on an H200: 23.4 s a trial for a 1.07 s kernel (its warm start of
+/// 9 trials in 210 s; this estimate 24.9 s), 0.1–0.3 s for kernels of under 1 ms.
+fn per_trial_estimate(recs: &[Recording]) -> f64 {
+    use crate::replay::stopping::{warmups, MAX_MIN_PAIRS};
+    let ms = recs
+        .iter()
+        .map(|r| r.launch.in_app_ms)
+        .find(|t| *t > 0.0)
+        .unwrap_or(0.1);
+    let runs = 1.0 + 2.0 * f64::from(warmups(ms * 1e3) + MAX_MIN_PAIRS);
+    0.3 + runs * ms / 1e3
+}
+
+/// The GPU's runner: each slice a resumed session of the kernel's search.
+pub struct GpuRunner<'a> {
+    pub store: &'a Store,
+    pub groups: BTreeMap<String, Vec<Recording>>,
+    pub target: crate::lower::Codegen,
+    pub gpu: &'a GpuInfo,
+    pub base: TuneOptions,
+    pub how: GpuTune,
+    pub stop: &'a AtomicBool,
+    pub say: Say<'a>,
+    pub tally: Tally,
+    start: Instant,
+    live: Vec<(String, GpuEvaluator, Space)>,
+}
+
+impl<'a> GpuRunner<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        store: &'a Store,
+        groups: Vec<(String, Vec<Recording>)>,
+        driver: (i32, i32),
+        gpu: &'a GpuInfo,
+        base: TuneOptions,
+        how: GpuTune,
+        stop: &'a AtomicBool,
+        say: Say<'a>,
+    ) -> Self {
+        GpuRunner {
+            store,
+            groups: groups.into_iter().collect(),
+            target: session::target(driver, gpu),
+            gpu,
+            base,
+            how,
+            stop,
+            say,
+            tally: Tally::default(),
+            start: Instant::now(),
+            live: Vec::new(),
+        }
+    }
+
+    /// The kernel's evaluator and space, made (and its L2 regime chosen) on first use, kept
+    /// for the next slices; Err: why it cannot be searched.
+    fn evaluator(&mut self, kernel: &str) -> Result<usize, String> {
+        if let Some(i) = self.live.iter().position(|(k, _, _)| k == kernel) {
+            let e = self.live.remove(i);
+            self.live.push(e);
+            return Ok(self.live.len() - 1);
+        }
+        let recs = self.groups.get(kernel).cloned().unwrap_or_default();
+        let opts = session::measure_options(self.gpu, &self.how.measure);
+        let mut ev = match session::reproducing_evaluator(
+            self.store,
+            recs,
+            &self.target,
+            &opts,
+            &self.gpu.name,
+            self.say,
+        ) {
+            Searchable::Ready(ev) => *ev,
+            Searchable::Irreproducible(why) => {
+                self.tally.irreproducible += 1;
+                return Err(crate::store::records::irreproducible_text(&why));
+            }
+            Searchable::Failed(e) => {
+                self.tally.failed += 1;
+                return Err(e);
+            }
+        };
+        let space = session::space_for(&ev, &self.how).map_err(|e| e.to_string())?;
+        session::choose_l2(self.store, &mut ev, kernel, self.how.measure.l2, self.say);
+        if self.live.len() >= LIVE_EVALUATORS {
+            self.live.remove(0);
+        }
+        self.live.push((kernel.to_owned(), ev, space));
+        Ok(self.live.len() - 1)
+    }
+
+    fn run_slice(
+        &mut self,
+        kernel: &str,
+        warm: bool,
+        trials: u32,
+        limit_s: f64,
+    ) -> Result<SliceOutcome, String> {
+        let i = self.evaluator(kernel)?;
+        let (_, ev, space) = &mut self.live[i];
+        let cap = session::finite_budget(self.base.budget.max(2), space);
+        let opts = TuneOptions {
+            kernel: kernel.to_owned(),
+            budget: trials.min(cap),
+            // The warm start: a time limit of nothing stops the search right after it (the
+            // budget stops it at the warm start's largest size first).
+            time: Some(if warm {
+                Duration::ZERO
+            } else {
+                Duration::from_secs_f64(limit_s.max(0.0))
+            }),
+            ..self.base.clone()
+        };
+        let gpu = ev.device().gpu;
+        let log = match crate::fleet::claim(self.store, kernel, &gpu, opts.budget)
+            .map_err(|e| e.to_string())?
+        {
+            crate::fleet::Claim::Take(log) => log,
+            other => {
+                let label = session::kernel_label(self.store, kernel);
+                return Err(crate::fleet::left_because(&label, &other).unwrap_or_default());
+            }
+        };
+        let (summary, _) =
+            tune::tune_in_log(self.store, log, ev, space, &opts, true, self.stop, |_| {})
+                .map_err(|e| session::with_causes(&e))?;
+        self.tally.interrupted |= summary.stop == tune::Stop::Interrupted;
+        let (n, best) = own_search(self.store, kernel, &gpu);
+        let exhausted = n >= cap;
+        Ok(SliceOutcome {
+            trials: n,
+            best: Some(best),
+            done: exhausted.then(|| format!("searched to its budget of {cap} trials")),
+            seconds: 0.0,
+        })
+    }
+}
+
+impl deadline::Runner for GpuRunner<'_> {
+    fn now_s(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    fn slice(&mut self, kernel: &str, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome {
+        match self.run_slice(kernel, warm, trials, limit_s) {
+            Ok(out) => out,
+            Err(why) => {
+                let label = session::kernel_label(self.store, kernel);
+                (self.say)(Line::Note(format!("r3 tune: {label}: {why}")));
+                let (n, best) = own_search(self.store, kernel, &self.gpu.name);
+                SliceOutcome {
+                    trials: n,
+                    best: Some(best),
+                    done: Some(why),
+                    seconds: 0.0,
+                }
+            }
+        }
+    }
+
+    fn busy(&self, kernel: &str) -> bool {
+        self.store.search_held(kernel, &self.gpu.name)
+    }
+
+    fn confirm(&mut self, kernel: &str) {
+        match self.evaluator(kernel) {
+            Ok(i) => {
+                let ev = &self.live[i].1;
+                session::confirm_best(self.store, ev, kernel, self.say);
+            }
+            Err(why) => (self.say)(Line::Note(format!(
+                "r3 tune: {kernel}: not confirmed: {why}"
+            ))),
+        }
+    }
+
+    fn say(&mut self, line: String) {
+        (self.say)(Line::Note(line));
+    }
+}
+
+/// `r3 tune --deadline` on this GPU: the scope's kernels (`recs`, grouped by kernel) under
+/// one allocation of `deadline`.
+#[allow(clippy::too_many_arguments)]
+pub fn tune_deadline_on_gpu(
+    store: &Store,
+    scope: &Scope,
+    recs: Vec<Recording>,
+    driver: (i32, i32),
+    gpu: &GpuInfo,
+    base: &TuneOptions,
+    how: &GpuTune,
+    deadline: Duration,
+    stop: &AtomicBool,
+    say: Say,
+) -> Result<Tally, SessionError> {
+    let groups = session::by_kernel(store, recs)?;
+    let (entrants, note) = entrants(store, scope, &groups, &gpu.name)?;
+    if let Some(note) = note {
+        say(Line::Note(note));
+    }
+    if entrants.is_empty() {
+        say(Line::Note(format!(
+            "r3 tune --deadline: no recorded kernel of {} is in its launch census; fix: `r3 record -- <program>` with this r3",
+            scope.key()
+        )));
+        return Ok(Tally::default());
+    }
+    let batch = base.batch;
+    let mut runner = GpuRunner::new(
+        store,
+        groups,
+        driver,
+        gpu,
+        base.clone(),
+        how.clone(),
+        stop,
+        say,
+    );
+    let ended = deadline::run(
+        store,
+        scope.key(),
+        &gpu.name,
+        deadline.as_secs_f64(),
+        || entrants,
+        how.resume,
+        batch,
+        &mut runner,
+        stop,
+    )?;
+    let a = store.allocation(scope.key(), &gpu.name)?;
+    let mut tally = runner.tally.clone();
+    tally.interrupted |= ended.interrupted;
+    if let Some(a) = a {
+        tally.searched = a.arms.iter().filter(|k| k.trials > 0).count();
+        (runner.say)(Line::Out(deadline::summary(&a, &ended)));
+    }
+    Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::programs::{Census, KernelCensus};
+
+    fn census(program: &str, kernels: &[(&str, f64)]) -> Census {
+        Census {
+            format: 1,
+            program: program.into(),
+            path: format!("/build/{program}"),
+            binary: format!("{program}-binary"),
+            unix_s: 1.0,
+            launches: kernels.len() as u64,
+            unknown_launches: 0,
+            kernels: kernels
+                .iter()
+                .map(|&(hash, ms)| KernelCensus {
+                    kernel: Some(hash.into()),
+                    name: format!("_Z{hash}"),
+                    launches: 1,
+                    estimated_ms: Some(ms),
+                    timed_launches: 1,
+                    scaled_launches: 0,
+                })
+                .collect(),
+        }
+    }
+
+    fn groups(hashes: &[&str]) -> Vec<(String, Vec<Recording>)> {
+        hashes.iter().map(|h| (h.to_string(), Vec::new())).collect()
+    }
+
+    #[test]
+    fn kernels_are_weighted_by_their_share_of_each_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let (none, note) = entrants(&store, &Scope::All, &groups(&["aa", "bb"]), "GPU").unwrap();
+        assert!(note
+            .unwrap()
+            .contains("no program in the store has a launch census"));
+        assert_eq!(
+            none.iter().map(|e| e.weight).collect::<Vec<_>>(),
+            [0.5, 0.5]
+        );
+
+        // corr: one kernel at 99.9%; saxpy: one kernel alone; cc is in no census.
+        store
+            .put_census(&census("corr", &[("aa", 999.0), ("bb", 1.0)]))
+            .unwrap();
+        store.put_census(&census("saxpy", &[("dd", 5.0)])).unwrap();
+        let g = groups(&["aa", "bb", "cc", "dd"]);
+        let (all, note) = entrants(&store, &Scope::All, &g, "GPU").unwrap();
+        let w = |k: &str| {
+            all.iter()
+                .find(|e| e.kernel == k)
+                .map(|e| (e.weight, e.share))
+        };
+        assert_eq!(w("aa"), Some((0.999 / 2.0, 0.999)));
+        assert_eq!(w("bb"), Some((0.001 / 2.0, 0.001)));
+        assert_eq!(w("cc"), Some((0.0, 0.0)));
+        assert_eq!(w("dd"), Some((0.5, 1.0)));
+        assert!(note
+            .unwrap()
+            .contains("1 kernel(s) are in no program's launch census"));
+
+        // One program: its kernels only, weighted by their share of it.
+        let key = store
+            .programs()
+            .unwrap()
+            .into_iter()
+            .find(|p| p.census.as_ref().is_some_and(|c| c.program == "corr"))
+            .unwrap()
+            .key;
+        let scope = Scope::Program {
+            key,
+            name: "corr".into(),
+        };
+        let (corr, note) = entrants(&store, &scope, &g, "GPU").unwrap();
+        assert_eq!(note, None);
+        let got: Vec<(&str, f64)> = corr.iter().map(|e| (e.kernel.as_str(), e.weight)).collect();
+        assert_eq!(got, [("aa", 0.999), ("bb", 0.001)]);
+    }
+}

@@ -1,0 +1,255 @@
+//! Whole programs: what tuning gives a program, not a kernel. Each program's predicted speedup
+//! is Amdahl's over its launch census (`r3 record`: each kernel's share of the program's GPU
+//! time), with each kernel at the speedup that ships and at its best; the measured one is
+//! `r3 record --time-only` of the recorded build against the newest other build at the same
+//! path (the applied one), the same counter on both.
+
+use crate::store::programs::{Program, Timing};
+use crate::store::trials::TrialRecord;
+use crate::store::winner::{self, Policy};
+use crate::store::{Store, StoreError};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Largest kernels shown per program.
+const TOP: usize = 5;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProgramReport {
+    /// Its directory under `programs/`.
+    pub key: String,
+    pub name: String,
+    pub gpu: String,
+    /// Kernels in its census with a time, and of those, with trials on this GPU.
+    pub kernels: usize,
+    pub tuned: usize,
+    /// Of the program's GPU time, the share of the kernels with trials on this GPU.
+    pub tuned_share: f64,
+    /// Amdahl over the census: every kernel at what ships, and at its best.
+    pub predicted_shipped: f64,
+    pub predicted_best: f64,
+    /// `r3 record --time-only` of the recorded build against the applied one, where both ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
+    /// The largest kernels, largest first.
+    pub top: Vec<ProgramKernel>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProgramKernel {
+    pub name: String,
+    pub hash: Option<String>,
+    pub share: f64,
+    pub launches: u64,
+    pub shipped: f64,
+    pub best: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measured {
+    /// GPU time of the recorded build's time-only run, and of the other build's, ms.
+    pub recorded_ms: f64,
+    pub applied_ms: f64,
+    pub speedup: f64,
+    /// The other build's binary (short hash).
+    pub applied_binary: String,
+}
+
+/// A kernel's speedup over -O3 on one GPU: what ships (generic code, or a variant that the
+/// searched launch takes) and the best.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Speedups {
+    pub shipped: f64,
+    pub best: f64,
+}
+
+/// The predicted speedup of a program whose kernels take `share` of its time each and run
+/// `speedup` times faster (the rest of its time unchanged).
+pub fn predict(parts: impl IntoIterator<Item = (f64, f64)>) -> f64 {
+    let (mut known, mut after) = (0.0, 0.0);
+    for (share, speedup) in parts {
+        known += share;
+        after += share / speedup.max(1e-9);
+    }
+    let after = after + (1.0 - known).max(0.0);
+    if after > 0.0 {
+        1.0 / after
+    } else {
+        1.0
+    }
+}
+
+/// Every kernel's speedups, by GPU and content hash.
+pub fn speedups(store: &Store) -> Result<BTreeMap<(String, String), Speedups>, StoreError> {
+    let stored: BTreeMap<String, crate::store::KernelRecord> = store
+        .kernels()?
+        .into_iter()
+        .map(|k| (k.hash.to_string(), k))
+        .collect();
+    let mut out = BTreeMap::new();
+    for (path, recs) in store.trial_sets()? {
+        let (kernel, gpu) = (recs[0].kernel.clone(), recs[0].gpu.clone());
+        let confirmed = store.confirmations(&path).unwrap_or_default();
+        let best = winner::pick_best(&recs, &confirmed)
+            .and_then(|t| winner::gain(t, &confirmed))
+            .unwrap_or(1.0);
+        let policy = match stored.get(&kernel) {
+            Some(k) => Policy::from_env().for_record(k),
+            None => Policy::from_env(),
+        };
+        let searched = store
+            .launches_of(&kernel)
+            .ok()
+            .and_then(|l| l.into_iter().next())
+            .and_then(|r| r.launch.values());
+        let shipment = winner::shipment(&recs, &confirmed, &policy);
+        // Every trial was measured on the searched launch, which its guard therefore admits;
+        // with the recording at hand, the guard is checked as the runtime checks it.
+        let taken = |t: &&TrialRecord| searched.as_ref().is_none_or(|v| t.candidate.admits(v));
+        let shipped = shipment
+            .trials()
+            .filter(taken)
+            .filter_map(|t| winner::gain(t, &confirmed))
+            .fold(1.0, f64::max);
+        out.insert(
+            (gpu, kernel),
+            Speedups {
+                shipped,
+                best: best.max(1.0),
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// One report per program with a census and GPU its kernels were tuned on.
+pub fn build(store: &Store) -> Result<Vec<ProgramReport>, StoreError> {
+    let speedups = speedups(store)?;
+    let gpus: BTreeSet<String> = speedups.keys().map(|(g, _)| g.clone()).collect();
+    let mut out = Vec::new();
+    for p in store.programs()? {
+        for gpu in &gpus {
+            if let Some(r) = program_on(&p, gpu, &speedups) {
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn program_on(
+    p: &Program,
+    gpu: &str,
+    speedups: &BTreeMap<(String, String), Speedups>,
+) -> Option<ProgramReport> {
+    let c = p.census.as_ref()?;
+    let total = c.total_ms();
+    if total <= 0.0 {
+        return None;
+    }
+    let mut kernels: Vec<ProgramKernel> = c
+        .kernels
+        .iter()
+        .filter_map(|k| {
+            let ms = k.estimated_ms?;
+            let s = k
+                .kernel
+                .as_ref()
+                .and_then(|h| speedups.get(&(gpu.to_owned(), h.clone())));
+            Some(ProgramKernel {
+                name: crate::kernel::demangle(&k.name),
+                hash: k.kernel.clone().filter(|_| s.is_some()),
+                share: ms / total,
+                launches: k.launches,
+                shipped: s.map_or(1.0, |s| s.shipped),
+                best: s.map_or(1.0, |s| s.best),
+            })
+        })
+        .collect();
+    let tuned: Vec<&ProgramKernel> = kernels.iter().filter(|k| k.hash.is_some()).collect();
+    if tuned.is_empty() {
+        return None;
+    }
+    let tuned_share = tuned.iter().map(|k| k.share).sum();
+    let tuned_n = tuned.len();
+    kernels.sort_by(|a, b| b.share.total_cmp(&a.share));
+    Some(ProgramReport {
+        key: p.key.clone(),
+        name: c.name(),
+        gpu: gpu.to_owned(),
+        kernels: kernels.len(),
+        tuned: tuned_n,
+        tuned_share,
+        predicted_shipped: predict(kernels.iter().map(|k| (k.share, k.shipped))),
+        predicted_best: predict(kernels.iter().map(|k| (k.share, k.best))),
+        measured: measured(&c.binary, &p.timings),
+        top: kernels.into_iter().take(TOP).collect(),
+    })
+}
+
+/// The recorded build's time-only run against the newest run of another build.
+pub fn measured(recorded_binary: &str, timings: &[Timing]) -> Option<Measured> {
+    let newest = |same: bool| {
+        timings
+            .iter()
+            .filter(|t| (t.binary == recorded_binary) == same && t.total_ms > 0.0)
+            .max_by(|a, b| a.unix_s.total_cmp(&b.unix_s))
+    };
+    let (before, after) = (newest(true)?, newest(false)?);
+    Some(Measured {
+        recorded_ms: before.total_ms,
+        applied_ms: after.total_ms,
+        speedup: before.total_ms / after.total_ms,
+        applied_binary: after.binary.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amdahl_over_the_census() {
+        // 99.6% of the time at 2x, the rest at 15x: the program runs 1.99x.
+        let p = predict([(0.996, 2.0), (0.004, 15.0)]);
+        assert!((p - 1.0 / (0.498 + 0.004 / 15.0)).abs() < 1e-12, "{p}");
+        // The small kernels' 15x alone leaves the program where it was.
+        let q = predict([(0.996, 1.0), (0.004, 15.0)]);
+        assert!(q < 1.004, "{q}");
+        // Time the census does not know stays as it was.
+        assert!((predict([(0.5, 2.0)]) - 1.0 / 0.75).abs() < 1e-12);
+        assert_eq!(predict([]), 1.0);
+    }
+
+    fn timing(binary: &str, unix_s: f64, total_ms: f64) -> Timing {
+        Timing {
+            format: 1,
+            program: "./app".into(),
+            path: "/b/app".into(),
+            binary: binary.into(),
+            unix_s,
+            total_ms,
+            launches: 3,
+            kernels: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn measured_is_the_recorded_build_against_the_newest_other() {
+        let t = [
+            timing("rec", 10.0, 1000.0),
+            timing("old", 20.0, 800.0),
+            timing("new", 30.0, 500.0),
+        ];
+        let m = measured("rec", &t).unwrap();
+        assert_eq!((m.recorded_ms, m.applied_ms), (1000.0, 500.0));
+        assert_eq!(m.speedup, 2.0);
+        assert_eq!(m.applied_binary, "new");
+        assert_eq!(measured("rec", &t[..1]), None, "no other build timed");
+        assert_eq!(
+            measured("gone", &t[1..]),
+            None,
+            "the recorded build not timed"
+        );
+    }
+}

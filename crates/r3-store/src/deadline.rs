@@ -1,0 +1,201 @@
+//! `deadline/<gpu>/<scope>.json`: where a `r3 tune --deadline` allocation stands, so that a
+//! resume, or another worker of a fleet, continues it exactly. The decisions are
+//! `remix::deadline`'s; this module only keeps the state, whole (temp file, rename), and the
+//! lock that makes read-decide-write one step across processes.
+
+use super::{io_err, read_json, trials::slug, write_atomic, Store, StoreError};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+pub const FORMAT: u32 = 1;
+
+/// One allocation: a deadline spent over the kernels of a scope (the whole store, or one
+/// program) on one GPU model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Allocation {
+    pub format: u32,
+    /// `all`, or the program's key (`programs/<key>`).
+    pub scope: String,
+    pub gpu: String,
+    pub deadline_s: f64,
+    /// Wall time this allocation has used, over every run and worker (a fleet's workers run
+    /// at once: the largest of their clocks).
+    pub elapsed_s: f64,
+    pub arms: Vec<Arm>,
+    /// Every slice, in the order they were decided.
+    pub slices: Vec<Slice>,
+    /// Why it ended, once it has ("deadline", "settled", "nothing left").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+}
+
+/// One kernel of the allocation: what is known of it, and what it has had.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Arm {
+    pub kernel: String,
+    pub label: String,
+    /// Its weight in the objective: its share of each program's GPU time, averaged over the
+    /// scope's programs.
+    pub weight: f64,
+    /// Its largest share of any one program (kernels under `remix::deadline::SMALL_SHARE` get
+    /// their baseline and warm start only).
+    pub share: f64,
+    /// The speedup expected of a search (history, recipes).
+    pub prior: f64,
+    /// Best speedup over -O3 so far (1 before any).
+    pub best: f64,
+    pub trials: u32,
+    /// Trials count at the last improvement of `best` by 1% or more.
+    pub improved_at: u32,
+    pub spent_s: f64,
+    /// Seconds per trial, as measured (the kernel's recorded time until then).
+    pub per_trial_s: f64,
+    /// Its baseline and warm start are measured.
+    #[serde(default)]
+    pub warm: bool,
+    /// Why it gets no more slices, once it does not (a failure, a finished space).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<String>,
+    /// The best is confirmed on every recorded launch.
+    #[serde(default)]
+    pub confirmed: bool,
+}
+
+/// One slice of a kernel's search: trials before and after, its time, the best it left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slice {
+    pub kernel: String,
+    pub trials_before: u32,
+    pub trials_after: u32,
+    pub seconds: f64,
+    pub best_after: f64,
+    /// The allocation's clock when it was decided.
+    pub at_s: f64,
+    /// Baseline and warm start (`true`), or a search slice.
+    pub warm: bool,
+}
+
+/// The allocation's lock, held while a worker reads, decides and writes; released on drop.
+pub struct AllocationLock {
+    _file: std::fs::File,
+}
+
+impl Store {
+    fn allocation_path(&self, scope: &str, gpu: &str) -> PathBuf {
+        self.root()
+            .join("deadline")
+            .join(slug(gpu))
+            .join(format!("{}.json", slug(scope)))
+    }
+
+    /// Waits for the allocation's lock (another worker holds it only while it decides).
+    pub fn lock_allocation(&self, scope: &str, gpu: &str) -> Result<AllocationLock, StoreError> {
+        let path = self.allocation_path(scope, gpu).with_extension("lock");
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        file.lock().map_err(io_err(&path))?;
+        Ok(AllocationLock { _file: file })
+    }
+
+    /// The scope's allocation on this GPU, if one was started.
+    pub fn allocation(&self, scope: &str, gpu: &str) -> Result<Option<Allocation>, StoreError> {
+        let path = self.allocation_path(scope, gpu);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let a: Allocation = read_json(&path)?;
+        if a.format != FORMAT {
+            return Err(StoreError::Corrupt {
+                path,
+                msg: format!(
+                    "allocation format {}, this r3 reads {FORMAT}; fix: start the deadline again (without --resume)",
+                    a.format
+                ),
+            });
+        }
+        Ok(Some(a))
+    }
+
+    /// Forgets the scope's allocations on every GPU, so that the next deadline (and every
+    /// worker of a fleet started for it) begins a new one.
+    pub fn forget_allocations(&self, scope: &str) -> Result<(), StoreError> {
+        let dir = self.root().join("deadline");
+        let Ok(gpus) = std::fs::read_dir(&dir) else {
+            return Ok(());
+        };
+        for gpu in gpus.flatten() {
+            let path = gpu.path().join(format!("{}.json", slug(scope)));
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&path)(e)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps the allocation, whole.
+    pub fn put_allocation(&self, a: &Allocation) -> Result<(), StoreError> {
+        let path = self.allocation_path(&a.scope, &a.gpu);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let bytes = serde_json::to_vec_pretty(a).expect("an allocation serializes");
+        write_atomic(&path, &bytes).map_err(io_err(&path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allocation_is_kept_whole_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        assert_eq!(store.allocation("all", "NVIDIA H100").unwrap(), None);
+        let a = Allocation {
+            format: FORMAT,
+            scope: "all".into(),
+            gpu: "NVIDIA H100".into(),
+            deadline_s: 600.0,
+            elapsed_s: 12.5,
+            arms: vec![Arm {
+                kernel: "0123456789abcdef".into(),
+                label: "k".into(),
+                weight: 0.5,
+                share: 0.99,
+                prior: 1.25,
+                best: 1.5,
+                trials: 9,
+                improved_at: 4,
+                spent_s: 12.0,
+                per_trial_s: 1.25,
+                warm: true,
+                done: None,
+                confirmed: false,
+            }],
+            slices: Vec::new(),
+            ended: None,
+        };
+        let _lock = store.lock_allocation("all", "NVIDIA H100").unwrap();
+        store.put_allocation(&a).unwrap();
+        assert_eq!(store.allocation("all", "NVIDIA H100").unwrap(), Some(a));
+        let path = store.allocation_path("all", "NVIDIA H100");
+        std::fs::write(&path, "{\"format\": 1, \"scope\"").unwrap();
+        let err = store
+            .allocation("all", "NVIDIA H100")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("all.json"), "{err}");
+        store.forget_allocations("all").unwrap();
+        assert_eq!(store.allocation("all", "NVIDIA H100").unwrap(), None);
+        store.forget_allocations("all").unwrap();
+    }
+}

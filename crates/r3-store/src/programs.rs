@@ -1,0 +1,735 @@
+//! Programs: what each program binary launched over its last `r3 record` run, per kernel (its
+//! census), and what `r3 record --time-only` runs measured of it (its timings), under
+//! `programs/<key>/` (`census.json`, `timings/<binary>.json`; see docs/formats.md). A program is
+//! its executable's path ([`program_key`]); a binary, the hash of the executable's bytes.
+//!
+//! The recording runtime counts every launch while it records (r3rt.c: the census in
+//! R3_RECORD_STATS): per kernel, the launches identical to each recorded one and the others with
+//! their threads. A kernel's GPU time over the run is estimated from its recordings' times:
+//! each recorded launch's time for every launch identical to it, and for the others the
+//! kernel's recorded time per thread ([`estimate`]).
+
+use super::identity::Resolution;
+use super::records::Recording;
+use super::{
+    read_dir_if_exists, read_json, to_json, warn_left_out, write_atomic, Store, StoreError,
+};
+use crate::kernel::short_hash;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// The format of `census.json` and `timings/<binary>.json` this r3 writes.
+pub const FORMAT: u32 = 1;
+
+/// One program binary's census: what its last `r3 record` run launched, per kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Census {
+    pub format: u32,
+    /// The program as the user ran it (argv[0] as given).
+    pub program: String,
+    /// Canonical path of the executable.
+    pub path: String,
+    /// `short_hash` of the executable's bytes.
+    pub binary: String,
+    /// When it was taken (seconds since the Unix epoch).
+    pub unix_s: f64,
+    /// Every launch seen, unknown kernels included.
+    pub launches: u64,
+    /// Launches of kernels the runtime had no registration for.
+    pub unknown_launches: u64,
+    /// Most estimated time first; kernels without an estimate last.
+    pub kernels: Vec<KernelCensus>,
+}
+
+/// One kernel's launches in a census, and its estimated GPU time over the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelCensus {
+    /// Content hash of the stored kernel, where resolved (as its recordings resolve, else
+    /// through its fatbinary or a name that is unique).
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// Mangled name.
+    pub name: String,
+    pub launches: u64,
+    /// The kernel's GPU time over the run (ms); None when no launch of it has a time.
+    #[serde(default)]
+    pub estimated_ms: Option<f64>,
+    /// Launches whose time is a recording's (identical to a recorded launch).
+    pub timed_launches: u64,
+    /// Launches estimated from the kernel's recorded time per thread.
+    pub scaled_launches: u64,
+}
+
+/// A `r3 record --time-only` run: measured GPU time per kernel, no recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    pub format: u32,
+    pub program: String,
+    pub path: String,
+    pub binary: String,
+    pub unix_s: f64,
+    /// Sum of every timed launch's GPU time (CUDA events around each launch), ms.
+    pub total_ms: f64,
+    pub launches: u64,
+    pub kernels: Vec<KernelTiming>,
+}
+
+/// One kernel's launches in a time-only run and their summed GPU time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelTiming {
+    /// Mangled name; `(unknown)` for launches of kernels with no registration.
+    pub name: String,
+    pub launches: u64,
+    pub ms: f64,
+}
+
+/// A program known to the store: its key (directory under `programs/`), its census and its
+/// timings (oldest first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Program {
+    pub key: String,
+    pub census: Option<Census>,
+    pub timings: Vec<Timing>,
+}
+
+/// One kernel's share of one program's estimated GPU time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Share {
+    /// The program's key.
+    pub program: String,
+    /// The program's name for people (its file name).
+    pub name: String,
+    /// Of the census' known time, 0 to 1.
+    pub share: f64,
+    pub estimated_ms: f64,
+    pub launches: u64,
+}
+
+/// What the recording runtime counted of one kernel's launches over a run (R3_RECORD_STATS:
+/// `census`, written by r3rt.c's `write_census`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchCounts {
+    /// Mangled name.
+    pub name: String,
+    /// The fatbinary it was registered from ("" when unknown).
+    #[serde(default)]
+    pub fatbin: String,
+    /// Its directory under `records/` (`records::kernel_key`).
+    pub key: String,
+    pub launches: u64,
+    /// Per recorded launch (its directory under `records/<key>/`), the launches identical to
+    /// it, itself included.
+    #[serde(default)]
+    pub recorded: Vec<RecordedCount>,
+    /// The other launches (not recorded, nor identical to a recorded one), and their threads
+    /// (grid × block) in all.
+    #[serde(default)]
+    pub other_launches: u64,
+    #[serde(default)]
+    pub other_threads: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedCount {
+    pub launch: String,
+    pub count: u64,
+}
+
+/// A program binary as `r3 record` ran it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgramBinary {
+    /// As the user gave it (argv[0]).
+    pub program: String,
+    /// The executable's canonical path.
+    pub path: String,
+    /// `short_hash` of its bytes.
+    pub binary: String,
+}
+
+impl ProgramBinary {
+    /// `program` as given, run from the executable at `exe`.
+    pub fn of(program: &str, exe: &Path) -> std::io::Result<ProgramBinary> {
+        let path = std::fs::canonicalize(exe)?;
+        let bytes = std::fs::read(&path)?;
+        Ok(ProgramBinary {
+            program: program.to_owned(),
+            path: path.display().to_string(),
+            binary: short_hash(&bytes),
+        })
+    }
+}
+
+/// The directory of a program under `programs/`: its executable's file name and the short
+/// hash of its canonical path (`<basename>-<hash>`, the name slugged), so the same executable
+/// has the same key from any working directory, and two of one name in two builds have two.
+pub fn program_key(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let base = canonical
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut base = super::trials::slug(&base);
+    base.truncate(48);
+    format!("{base}-{}", short_hash(canonical.as_os_str().as_bytes()))
+}
+
+impl Census {
+    /// The estimated GPU time of every kernel that has one, ms.
+    pub fn total_ms(&self) -> f64 {
+        self.kernels.iter().filter_map(|k| k.estimated_ms).sum()
+    }
+
+    /// The share (0 to 1) of the known time that the kernel with this content hash takes;
+    /// None where it has no estimate here (or nothing has).
+    pub fn share_of(&self, kernel_hash: &str) -> Option<f64> {
+        let total = self.total_ms();
+        let mine: Vec<f64> = self
+            .kernels
+            .iter()
+            .filter(|k| k.kernel.as_deref() == Some(kernel_hash))
+            .filter_map(|k| k.estimated_ms)
+            .collect();
+        (total > 0.0 && !mine.is_empty()).then(|| mine.iter().sum::<f64>() / total)
+    }
+
+    /// The program's name for people: the file name it was run by.
+    pub fn name(&self) -> String {
+        display_name(&self.program)
+    }
+}
+
+fn display_name(program: &str) -> String {
+    Path::new(program)
+        .file_name()
+        .map_or_else(|| program.to_owned(), |n| n.to_string_lossy().into_owned())
+}
+
+/// One recorded launch of a kernel as estimation sees it: the run's launches identical to it
+/// (itself included), its time (None: not replayable, or untimed) and its threads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RecordedLaunch {
+    pub count: u64,
+    pub ms: Option<f64>,
+    pub threads: f64,
+}
+
+/// A kernel's estimated GPU time over a run and how its launches were counted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub ms: Option<f64>,
+    pub timed_launches: u64,
+    pub scaled_launches: u64,
+}
+
+/// A kernel's time over a run: each timed recorded launch's time times the launches identical
+/// to it, plus the other launches' threads times the kernel's recorded time per thread (the
+/// timed recordings' times over their threads, each recording once). A recording without a
+/// time counts toward neither; without any, the time is unknown.
+pub fn estimate(recorded: &[RecordedLaunch], other_launches: u64, other_threads: f64) -> Estimate {
+    let timed: Vec<(u64, f64, f64)> = recorded
+        .iter()
+        .filter_map(|r| {
+            r.ms.filter(|ms| ms.is_finite() && *ms > 0.0)
+                .map(|ms| (r.count, ms, r.threads))
+        })
+        .collect();
+    if timed.is_empty() {
+        return Estimate {
+            ms: None,
+            timed_launches: 0,
+            scaled_launches: 0,
+        };
+    }
+    let known: f64 = timed.iter().map(|(n, ms, _)| *n as f64 * ms).sum();
+    let (ms_sum, threads_sum) = timed
+        .iter()
+        .fold((0.0, 0.0), |(m, t), (_, ms, th)| (m + ms, t + th));
+    let scalable = threads_sum > 0.0 && other_launches > 0;
+    let scaled = if scalable {
+        other_threads * ms_sum / threads_sum
+    } else {
+        0.0
+    };
+    Estimate {
+        ms: Some(known + scaled),
+        timed_launches: timed.iter().map(|(n, _, _)| n).sum(),
+        scaled_launches: if scalable { other_launches } else { 0 },
+    }
+}
+
+/// A recording's time in the program: the median of the program's later identical launches
+/// (`natural.json`) where there are some, else its in-app time; None where it is not
+/// replayable or has no time.
+pub fn recorded_ms(rec: &Recording) -> Option<f64> {
+    if rec.launch.not_replayable.is_some() {
+        return None;
+    }
+    let mut natural = rec.natural_ms().unwrap_or_default();
+    natural.sort_by(f64::total_cmp);
+    let median = match natural.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(natural[n / 2]),
+        n => Some((natural[n / 2 - 1] + natural[n / 2]) / 2.0),
+    };
+    median
+        .or(Some(rec.launch.in_app_ms))
+        .filter(|ms| ms.is_finite() && *ms > 0.0)
+}
+
+/// A recorded launch's threads (grid × block).
+pub fn recorded_threads(rec: &Recording) -> f64 {
+    let l = &rec.launch;
+    l.grid
+        .iter()
+        .chain(&l.block)
+        .map(|d| f64::from(*d))
+        .product()
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl Store {
+    fn program_dir(&self, path: &str) -> PathBuf {
+        self.root()
+            .join("programs")
+            .join(program_key(Path::new(path)))
+    }
+
+    /// The census of a run of `program` from what the runtime counted, each kernel's time
+    /// estimated from its recordings in this store (not stored: see `put_census`).
+    pub fn census(
+        &self,
+        program: &ProgramBinary,
+        counts: &[LaunchCounts],
+        unknown_launches: u64,
+    ) -> Result<Census, StoreError> {
+        let recordings = self.recordings(None)?;
+        let by_id: HashMap<&str, &Recording> =
+            recordings.iter().map(|r| (r.id.as_str(), r)).collect();
+        let index = self.index()?;
+        let mut kernels = Vec::new();
+        for c in counts {
+            let recs: Vec<Option<&Recording>> = c
+                .recorded
+                .iter()
+                .map(|r| {
+                    by_id
+                        .get(format!("{}/{}", c.key, r.launch).as_str())
+                        .copied()
+                })
+                .collect();
+            let launches: Vec<RecordedLaunch> = c
+                .recorded
+                .iter()
+                .zip(&recs)
+                .map(|(r, rec)| RecordedLaunch {
+                    count: r.count,
+                    ms: rec.and_then(recorded_ms),
+                    threads: rec.map_or(0.0, recorded_threads),
+                })
+                .collect();
+            let e = estimate(&launches, c.other_launches, c.other_threads);
+            let arch = recs.iter().flatten().next().map(|r| r.launch.arch.clone());
+            let resolved = recs
+                .iter()
+                .flatten()
+                .map(|r| index.of_recording(r))
+                .find(|r| matches!(r, Resolution::Kernel(_)))
+                .unwrap_or_else(|| {
+                    let fatbin = Some(c.fatbin.as_str()).filter(|f| !f.is_empty());
+                    index.of_kernel(fatbin, &c.name, arch.as_deref().unwrap_or(""))
+                });
+            kernels.push(KernelCensus {
+                kernel: match resolved {
+                    Resolution::Kernel(k) => Some(k.hash.to_string()),
+                    _ => None,
+                },
+                name: c.name.clone(),
+                launches: c.launches,
+                estimated_ms: e.ms,
+                timed_launches: e.timed_launches,
+                scaled_launches: e.scaled_launches,
+            });
+        }
+        kernels.sort_by(|a, b| {
+            let ms = |k: &KernelCensus| k.estimated_ms.unwrap_or(-1.0);
+            ms(b).total_cmp(&ms(a)).then_with(|| a.name.cmp(&b.name))
+        });
+        Ok(Census {
+            format: FORMAT,
+            program: program.program.clone(),
+            path: program.path.clone(),
+            binary: program.binary.clone(),
+            unix_s: unix_now(),
+            launches: counts.iter().map(|c| c.launches).sum::<u64>() + unknown_launches,
+            unknown_launches,
+            kernels,
+        })
+    }
+
+    /// Keeps a program's census (`programs/<key>/census.json`, written whole): the newest run
+    /// of any binary at that path replaces the one before.
+    pub fn put_census(&self, c: &Census) -> Result<(), StoreError> {
+        let path = self.program_dir(&c.path).join("census.json");
+        write_file(&path, &to_json(c))
+    }
+
+    /// Keeps a time-only run (`programs/<key>/timings/<binary>.json`, written whole): one per
+    /// binary, the newest run of the same binary replacing the one before.
+    pub fn put_timing(&self, t: &Timing) -> Result<(), StoreError> {
+        let name = super::trials::slug(&t.binary);
+        let path = self
+            .program_dir(&t.path)
+            .join("timings")
+            .join(format!("{name}.json"));
+        write_file(&path, &to_json(t))
+    }
+
+    /// Every program with a census or a timing, by key. A damaged file is left out (with one
+    /// warning that names it and the fix), never the whole listing; an unreadable `programs/`
+    /// leaves out every program, never fails the command that reads it.
+    pub fn programs(&self) -> Result<Vec<Program>, StoreError> {
+        let root = self.root().join("programs");
+        let entries = match read_dir_if_exists(&root) {
+            Ok(Some(entries)) => entries,
+            Ok(None) => return Ok(Vec::new()),
+            Err(e) => {
+                warn_left_out(&e, "every program's census and timings");
+                return Ok(Vec::new());
+            }
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        let mut out = Vec::new();
+        for dir in dirs {
+            let census_path = dir.join("census.json");
+            let census = census_path
+                .exists()
+                .then(|| read_or_warn::<Census>(&census_path, "that program's census"))
+                .flatten();
+            let mut timings = Vec::new();
+            let tdir = dir.join("timings");
+            match read_dir_if_exists(&tdir) {
+                Ok(Some(entries)) => {
+                    let mut files: Vec<PathBuf> = entries
+                        .flatten()
+                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                        .collect();
+                    files.sort();
+                    timings.extend(
+                        files
+                            .iter()
+                            .filter_map(|f| read_or_warn::<Timing>(f, "that timing")),
+                    );
+                }
+                Ok(None) => {}
+                Err(e) => warn_left_out(&e, "that program's timings"),
+            }
+            timings.sort_by(|a, b| a.unix_s.total_cmp(&b.unix_s));
+            if census.is_none() && timings.is_empty() {
+                continue;
+            }
+            let key = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push(Program {
+                key,
+                census,
+                timings,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Each kernel's share of each program's estimated time, by the kernel's content hash,
+    /// the largest share first: what a kernel is worth to the programs that run it.
+    pub fn kernel_shares(&self) -> Result<BTreeMap<String, Vec<Share>>, StoreError> {
+        let mut out: BTreeMap<String, Vec<Share>> = BTreeMap::new();
+        for p in self.programs()? {
+            let Some(c) = &p.census else { continue };
+            let total = c.total_ms();
+            if total <= 0.0 {
+                continue;
+            }
+            let mut mine: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
+            for k in &c.kernels {
+                if let (Some(h), Some(ms)) = (k.kernel.as_deref(), k.estimated_ms) {
+                    let e = mine.entry(h).or_default();
+                    e.0 += ms;
+                    e.1 += k.launches;
+                }
+            }
+            for (h, (ms, launches)) in mine {
+                out.entry(h.to_owned()).or_default().push(Share {
+                    program: p.key.clone(),
+                    name: c.name(),
+                    share: ms / total,
+                    estimated_ms: ms,
+                    launches,
+                });
+            }
+        }
+        for shares in out.values_mut() {
+            shares.sort_by(|a, b| {
+                b.share
+                    .total_cmp(&a.share)
+                    .then_with(|| a.program.cmp(&b.program))
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(path);
+    std::fs::create_dir_all(dir).map_err(super::io_err(dir))?;
+    write_atomic(path, bytes).map_err(super::io_err(path))
+}
+
+/// A program's file, where it reads; a damaged one is said once and left out.
+fn read_or_warn<T: for<'de> Deserialize<'de>>(path: &Path, what: &str) -> Option<T> {
+    match read_json(path) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            warn_left_out(&e, what);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(hash: Option<&str>, name: &str, ms: Option<f64>, launches: u64) -> KernelCensus {
+        KernelCensus {
+            kernel: hash.map(str::to_owned),
+            name: name.into(),
+            launches,
+            estimated_ms: ms,
+            timed_launches: launches,
+            scaled_launches: 0,
+        }
+    }
+
+    fn census(path: &str, kernels: Vec<KernelCensus>) -> Census {
+        Census {
+            format: FORMAT,
+            program: "./build/app".into(),
+            path: path.into(),
+            binary: "0123456789abcdef".into(),
+            unix_s: 1000.5,
+            launches: kernels.iter().map(|k| k.launches).sum(),
+            unknown_launches: 0,
+            kernels,
+        }
+    }
+
+    fn timing(path: &str, binary: &str, unix_s: f64) -> Timing {
+        Timing {
+            format: FORMAT,
+            program: "app".into(),
+            path: path.into(),
+            binary: binary.into(),
+            unix_s,
+            total_ms: 12.5,
+            launches: 3,
+            kernels: vec![KernelTiming {
+                name: "_Z4bigv".into(),
+                launches: 3,
+                ms: 12.5,
+            }],
+        }
+    }
+
+    #[test]
+    fn estimates_count_recorded_times_and_scale_the_rest_by_threads() {
+        let recorded = [
+            RecordedLaunch {
+                count: 10,
+                ms: Some(2.0),
+                threads: 1000.0,
+            },
+            RecordedLaunch {
+                count: 3,
+                ms: Some(6.0),
+                threads: 2000.0,
+            },
+            // Not replayable, or untimed: counts toward neither.
+            RecordedLaunch {
+                count: 7,
+                ms: None,
+                threads: 500.0,
+            },
+        ];
+        let e = estimate(&recorded, 4, 6000.0);
+        // 10 × 2 + 3 × 6 = 38; (2 + 6) ms over 3000 threads for 6000 threads: 16.
+        assert_eq!(e.ms, Some(54.0));
+        assert_eq!((e.timed_launches, e.scaled_launches), (13, 4));
+        // No other launches: nothing scaled.
+        assert_eq!(estimate(&recorded[..1], 0, 0.0).ms, Some(20.0));
+        // A kernel without a timed recording: unknown, whatever its other launches.
+        let none = estimate(&recorded[2..], 40, 1e6);
+        assert_eq!(
+            (none.ms, none.timed_launches, none.scaled_launches),
+            (None, 0, 0)
+        );
+        assert_eq!(estimate(&[], 5, 100.0).ms, None);
+    }
+
+    #[test]
+    fn shares_are_of_the_known_time() {
+        let c = census(
+            "/bin/app",
+            vec![
+                kernel(Some("aaaa"), "a", Some(75.0), 1),
+                kernel(Some("bbbb"), "b", Some(25.0), 50),
+                kernel(Some("cccc"), "c", None, 2),
+                kernel(None, "d", None, 1),
+            ],
+        );
+        assert_eq!(c.total_ms(), 100.0);
+        assert_eq!(c.share_of("aaaa"), Some(0.75));
+        assert_eq!(c.share_of("bbbb"), Some(0.25));
+        assert_eq!(c.share_of("cccc"), None, "no estimate");
+        assert_eq!(c.share_of("dddd"), None, "not in the census");
+        let empty = census("/bin/app", vec![kernel(Some("cccc"), "c", None, 2)]);
+        assert_eq!(empty.share_of("cccc"), None);
+        assert_eq!(c.name(), "app");
+    }
+
+    #[test]
+    fn census_and_timings_round_trip_and_shares_come_from_the_census() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        assert!(store.programs().unwrap().is_empty());
+        let exe = dir.path().join("app");
+        std::fs::write(&exe, b"\x7fELF...").unwrap();
+        let path = exe.display().to_string();
+        let c = census(
+            &path,
+            vec![
+                kernel(Some("aaaa"), "a", Some(30.0), 1),
+                kernel(Some("bbbb"), "b", Some(10.0), 5),
+            ],
+        );
+        store.put_census(&c).unwrap();
+        // Two binaries at one path, the second timed twice: the newer replaces the older.
+        store.put_timing(&timing(&path, "1111", 20.0)).unwrap();
+        store.put_timing(&timing(&path, "2222", 10.0)).unwrap();
+        let mut again = timing(&path, "1111", 30.0);
+        again.total_ms = 13.0;
+        store.put_timing(&again).unwrap();
+        let programs = store.programs().unwrap();
+        assert_eq!(programs.len(), 1);
+        let p = &programs[0];
+        assert_eq!(p.key, program_key(&exe));
+        assert_eq!(p.census.as_ref(), Some(&c));
+        assert_eq!(p.timings, vec![timing(&path, "2222", 10.0), again]);
+        // A newer census of the program replaces the older one.
+        let mut newer = c.clone();
+        newer.kernels[0].estimated_ms = Some(90.0);
+        store.put_census(&newer).unwrap();
+        let shares = store.kernel_shares().unwrap();
+        let a = &shares["aaaa"];
+        assert_eq!(a.len(), 1);
+        assert_eq!(
+            (a[0].share, a[0].estimated_ms, a[0].launches),
+            (0.9, 90.0, 1)
+        );
+        assert_eq!(
+            (a[0].program.as_str(), a[0].name.as_str()),
+            (p.key.as_str(), "app")
+        );
+        assert_eq!(shares["bbbb"][0].share, 0.1);
+        assert!(dir
+            .path()
+            .join("programs")
+            .join(&p.key)
+            .join("census.json")
+            .is_file());
+    }
+
+    #[test]
+    fn a_damaged_census_is_left_out_not_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let good = dir.path().join("good");
+        let bad = dir.path().join("bad");
+        for exe in [&good, &bad] {
+            std::fs::write(exe, b"x").unwrap();
+            let path = exe.display().to_string();
+            store
+                .put_census(&census(
+                    &path,
+                    vec![kernel(Some("aaaa"), "a", Some(1.0), 1)],
+                ))
+                .unwrap();
+        }
+        let bad_dir = dir.path().join("programs").join(program_key(&bad));
+        std::fs::write(bad_dir.join("census.json"), b"{\"format\": 1, \"progr").unwrap();
+        // A timing beside it still counts; a damaged timing is left out too.
+        store
+            .put_timing(&timing(&bad.display().to_string(), "1111", 1.0))
+            .unwrap();
+        std::fs::write(bad_dir.join("timings/2222.json"), b"[").unwrap();
+        let programs = store.programs().unwrap();
+        let listed = programs.len();
+        let by_key: BTreeMap<&str, &Program> =
+            programs.iter().map(|p| (p.key.as_str(), p)).collect();
+        assert!(by_key[program_key(&good).as_str()].census.is_some());
+        let b = by_key[program_key(&bad).as_str()];
+        assert!(b.census.is_none());
+        assert_eq!(b.timings.len(), 1);
+        assert_eq!(store.kernel_shares().unwrap()["aaaa"].len(), 1);
+        assert_eq!(listed, 2);
+        // `programs` that is no directory: no program, and no error.
+        std::fs::remove_dir_all(dir.path().join("programs")).unwrap();
+        std::fs::write(dir.path().join("programs"), b"x").unwrap();
+        assert!(store.programs().unwrap().is_empty());
+        assert!(store.kernel_shares().unwrap().is_empty());
+    }
+
+    #[test]
+    fn program_keys_are_stable_per_executable_and_safe_as_directory_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("build");
+        std::fs::create_dir_all(&sub).unwrap();
+        let exe = sub.join("My App (v2)");
+        std::fs::write(&exe, b"x").unwrap();
+        let key = program_key(&exe);
+        assert_eq!(
+            key,
+            program_key(&dir.path().join("build/../build/My App (v2)"))
+        );
+        let (base, hash) = key.rsplit_once('-').unwrap();
+        assert_eq!(base, "my-app-v2");
+        assert_eq!(hash.len(), 16);
+        assert!(key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)));
+        // Another executable of the same name elsewhere is another program.
+        let other = dir.path().join("My App (v2)");
+        std::fs::write(&other, b"x").unwrap();
+        assert_ne!(program_key(&other), key);
+        // Nothing makes a hidden name or a path: dots, slashes, nothing at all.
+        for odd in ["/", "..", ".hidden", "a/../../b"] {
+            let k = program_key(Path::new(odd));
+            assert!(!k.starts_with('.') && !k.contains('/'), "{odd}: {k}");
+        }
+    }
+}

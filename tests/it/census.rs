@@ -1,0 +1,177 @@
+//! The launch census and time-only runs (issue 35) on the recording runtime's fake GPU
+//! (fixtures/record_fake_gpu.c, scenario `census`): `r3 record` counts every launch and keeps
+//! each kernel's estimated share of the program's GPU time with the program; `r3 record
+//! --time-only` times every launch and keeps the measured times. The fake device's launches take
+//! their threads at 1/1024 ms each, so every time below is exact:
+//!   big:        1 launch of 1024 × 256 threads                      256 ms
+//!   small:     50 alike of 4 × 64 (one recorded, its repeats timed)  50 × 0.25 ms
+//!               3 of 8 × 64 (past --launches 1)                       3 × 0.5 ms
+//!               1 through cudaLaunchKernelEx, 4 × 64 (never recorded)     0.25 ms
+//!   unknown:    2 of 2 × 32, a stub with no registration              2 × 0.0625 ms
+
+use crate::support::{fake_gpu_program, r3_bin, stderr};
+use r3::store::programs::{KernelTiming, Program};
+use r3::store::Store;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const MS_PER_THREAD: &str = "0.0009765625";
+
+fn r3_record(store: &Path, args: &[&str], exe: &Path, env: &[(&str, &str)]) -> Output {
+    let out = Command::new(r3_bin())
+        .arg("--r3-store")
+        .arg(store)
+        .arg("record")
+        .args(args)
+        .arg("--")
+        .arg(exe)
+        .arg("census")
+        .env("FAKE_MS_PER_THREAD", MS_PER_THREAD)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
+fn the_program(store: &Path) -> Program {
+    let mut programs = Store::open(store).unwrap().programs().unwrap();
+    assert_eq!(programs.len(), 1, "{programs:?}");
+    programs.remove(0)
+}
+
+#[test]
+fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_gpu_program(dir.path(), "record_fake_gpu", &[]);
+    let store = dir.path().join("store");
+    let out = r3_record(&store, &["--launches", "1", "--quiet"], &exe, &[]);
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "r3: program time by kernel (estimated from the recorded launches): 94.7% big \
+             (1 launch, 256.0 ms) · 5.3% small (54 launches, 14.2 ms); 2 launches of kernels r3 \
+             has no registration for"
+        ),
+        "{err}"
+    );
+    let p = the_program(&store);
+    let c = p.census.expect("a census");
+    assert!(p.timings.is_empty());
+    assert_eq!((c.launches, c.unknown_launches), (57, 2));
+    assert_eq!(c.program, exe.display().to_string());
+    assert_eq!(
+        Path::new(&c.path),
+        std::fs::canonicalize(&exe).unwrap().as_path()
+    );
+    assert_eq!(
+        c.binary,
+        r3::kernel::short_hash(&std::fs::read(&exe).unwrap())
+    );
+    assert_eq!(p.key, r3::store::programs::program_key(&exe));
+    let rows: Vec<_> = c
+        .kernels
+        .iter()
+        .map(|k| {
+            (
+                k.name.as_str(),
+                k.launches,
+                k.timed_launches,
+                k.scaled_launches,
+                k.estimated_ms,
+            )
+        })
+        .collect();
+    // big: its one launch recorded, 256 ms. small: 50 launches identical to its recording
+    // (0.25 ms, the median of its timed repeats), and 4 others, 1792 threads at its recorded
+    // 0.25 ms per 256 threads: 1.75 ms.
+    assert_eq!(
+        rows,
+        [
+            ("big", 1, 1, 0, Some(256.0)),
+            ("small", 54, 50, 4, Some(14.25))
+        ]
+    );
+    assert_eq!(c.total_ms(), 270.25);
+    // No stored kernels here: no kernel hash, so no share by hash.
+    assert!(c.kernels.iter().all(|k| k.kernel.is_none()));
+    assert!(Store::open(&store)
+        .unwrap()
+        .kernel_shares()
+        .unwrap()
+        .is_empty());
+
+    // Without --launches 1 small's other grid is recorded too, and its own time counts.
+    let again = r3_record(&store, &["--launches", "2", "--quiet"], &exe, &[]);
+    assert!(again.status.success());
+    let c = the_program(&store).census.unwrap();
+    let small = c.kernels.iter().find(|k| k.name == "small").unwrap();
+    // 50 × 0.25 + 3 × 0.5 (timed), and the Ex launch's 256 threads at (0.25 + 0.5) ms per
+    // (256 + 512) threads: 0.25 ms.
+    assert_eq!(
+        (
+            small.timed_launches,
+            small.scaled_launches,
+            small.estimated_ms
+        ),
+        (53, 1, Some(14.25))
+    );
+}
+
+#[test]
+fn r3_record_time_only_times_every_launch_and_records_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_gpu_program(dir.path(), "record_fake_gpu", &[]);
+    let want = vec![
+        KernelTiming {
+            name: "big".into(),
+            launches: 1,
+            ms: 256.0,
+        },
+        KernelTiming {
+            name: "small".into(),
+            launches: 54,
+            ms: 14.25,
+        },
+        KernelTiming {
+            name: "(unknown)".into(),
+            launches: 2,
+            ms: 0.125,
+        },
+    ];
+    // The pool of event pairs as it comes, and one of four pairs (folded as the program runs,
+    // waited for when full); R3_RECORD in the environment does not make it record.
+    for (pairs, stored) in [("1024", "default"), ("4", "small-pool")] {
+        let store = dir.path().join(stored);
+        let out = r3_record(
+            &store,
+            &["--time-only"],
+            &exe,
+            &[("R3_TIME_ONLY_EVENTS", pairs), ("R3_RECORD", "1")],
+        );
+        let err = stderr(&out);
+        assert!(
+            err.contains("r3: GPU time measured: 270.4 ms over 57 launches"),
+            "{err}"
+        );
+        assert!(
+            err.contains("r3: by kernel: 94.7% big (1 launch, 256.0 ms) · 5.3% small"),
+            "{err}"
+        );
+        assert!(!err.contains("r3: recorded"), "no recording summary: {err}");
+        assert!(!store.join("records").exists(), "nothing recorded");
+        let p = the_program(&store);
+        assert!(p.census.is_none());
+        assert_eq!(p.timings.len(), 1);
+        let t = &p.timings[0];
+        assert_eq!((t.launches, t.total_ms), (57, 270.375), "{pairs} pairs");
+        assert_eq!(t.kernels, want, "{pairs} pairs");
+        assert_eq!(
+            t.binary,
+            r3::kernel::short_hash(&std::fs::read(&exe).unwrap())
+        );
+        // The same binary timed again replaces its times.
+        r3_record(&store, &["--time-only"], &exe, &[]);
+        assert_eq!(the_program(&store).timings.len(), 1);
+    }
+}
