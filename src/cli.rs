@@ -187,7 +187,7 @@ enum Cmd {
         /// (from `r3 record`'s launch census) times the speedup expected, in slices, more to
         /// searches still improving; stops early when the predicted whole-program gain stops
         /// moving. Continues the store's trials (as --resume); with --resume, also the last
-        /// deadline's clock and allocation.
+        /// deadline's clock and allocation. Each kernel's trials stay within --budget.
         #[arg(long, value_name = "T")]
         deadline: Option<String>,
         /// With --deadline: the kernels of this program only, weighted by their share of its

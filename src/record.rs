@@ -249,6 +249,20 @@ pub struct RecordRun {
     pub census: Option<Census>,
 }
 
+/// Runs the program of `command` with its arguments, its environment set by `env`, and waits.
+fn run_program(
+    command: &[String],
+    env: impl FnOnce(&mut Command),
+) -> Result<std::process::ExitStatus, RecordError> {
+    let mut c = Command::new(&command[0]);
+    c.args(&command[1..]);
+    env(&mut c);
+    c.status().map_err(|e| RecordError::Spawn {
+        program: command[0].clone(),
+        msg: e.to_string(),
+    })
+}
+
 /// Runs `command` with recording on, into `store`.
 pub fn run(
     store: &Store,
@@ -263,16 +277,11 @@ pub fn run(
     })?;
     let stats_path = dir.path().join("stats.json");
     let spawned_unix_s = unix_now();
-    let status = Command::new(&command[0])
-        .args(&command[1..])
-        .envs(opts.env())
-        .env("R3_STORE", store.root())
-        .env("R3_RECORD_STATS", &stats_path)
-        .status()
-        .map_err(|e| RecordError::Spawn {
-            program: command[0].clone(),
-            msg: e.to_string(),
-        })?;
+    let status = run_program(command, |c| {
+        c.envs(opts.env())
+            .env("R3_STORE", store.root())
+            .env("R3_RECORD_STATS", &stats_path);
+    })?;
     let span = ProcessSpan {
         spawned_unix_s,
         ended_unix_s: unix_now(),
@@ -448,16 +457,11 @@ pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordEr
         msg: format!("a temp directory for its statistics: {e}"),
     })?;
     let stats_path = dir.path().join("stats.json");
-    let status = Command::new(&command[0])
-        .args(&command[1..])
-        .env_remove("R3_RECORD")
-        .env("R3_TIME_ONLY", "1")
-        .env("R3_RECORD_STATS", &stats_path)
-        .status()
-        .map_err(|e| RecordError::Spawn {
-            program: command[0].clone(),
-            msg: e.to_string(),
-        })?;
+    let status = run_program(command, |c| {
+        c.env_remove("R3_RECORD")
+            .env("R3_TIME_ONLY", "1")
+            .env("R3_RECORD_STATS", &stats_path);
+    })?;
     let stats: Option<RunStats> = std::fs::read(&stats_path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 /// Evaluators kept between slices (each a worker holding its recording on the GPU).
 const LIVE_EVALUATORS: usize = 2;
+/// A kernel this long a launch (recorded) is searched in rounds of its warm start's size.
+const LONG_KERNEL_MS: f64 = 100.0;
 /// Searches of at least this many trials tell what a search on this GPU reaches.
 const HISTORY_TRIALS: usize = 10;
 
@@ -245,11 +247,23 @@ impl<'a> GpuRunner<'a> {
         trials: u32,
         limit_s: f64,
     ) -> Result<SliceOutcome, String> {
+        let long = self
+            .groups
+            .get(kernel)
+            .and_then(|r| r.first())
+            .is_some_and(|r| r.launch.in_app_ms >= LONG_KERNEL_MS);
         let i = self.evaluator(kernel)?;
         let (_, ev, space) = &mut self.live[i];
         let cap = session::finite_budget(self.base.budget.max(2), space);
         let opts = TuneOptions {
             kernel: kernel.to_owned(),
+            // A long kernel's trials are measured one after another whatever the batch, and a
+            // round of the warm start's size has its launch sweep asked right after it.
+            batch: if long {
+                deadline::WARM_TRIALS - 1
+            } else {
+                self.base.batch
+            },
             budget: trials.min(cap),
             // The warm start: a time limit of nothing stops the search right after it (the
             // budget stops it at the warm start's largest size first).

@@ -509,7 +509,10 @@ impl Space {
                     let param = pass.params.choose(rng).unwrap();
                     let token = param.token(param.values.choose(rng).unwrap());
                     let step = &mut p.steps[i];
-                    step.params.retain(|t| !param.matches(t));
+                    // LLVM prints some passes with a trailing ';' (`loop-vectorize<a;b;>`): the
+                    // empty parameter it leaves must not end up between two (`a;b;;c`), which
+                    // LLVM rejects.
+                    step.params.retain(|t| !t.is_empty() && !param.matches(t));
                     step.params.push(token);
                 }
                 _ => continue,
@@ -829,6 +832,28 @@ mod tests {
             n > 30,
             "LLVM options are offered: {n} candidates of 1800 set one"
         );
+    }
+
+    #[test]
+    fn an_edited_parameter_list_never_has_an_empty_parameter() {
+        // -O3's loop-vectorize is printed `loop-vectorize<a;b;>`: re-parameterizing it once
+        // wrote `a;b;;c`, which LLVM rejects ("invalid LoopVectorize parameter ''").
+        let s = Space::builtin(SpaceOptions::default()).unwrap();
+        let start = s.start();
+        assert!(start.pipeline.contains(";>"), "the premise: a trailing ';'");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let mut edited = 0;
+        for _ in 0..3000 {
+            let c = s.edit_pipeline(&start, &mut rng);
+            assert!(
+                !c.pipeline.contains(";;") && !c.pipeline.contains("<;"),
+                "{}",
+                c.pipeline
+            );
+            edited +=
+                usize::from(c.pipeline.contains("loop-vectorize<") && !c.pipeline.contains(";>"));
+        }
+        assert!(edited > 0, "loop-vectorize was re-parameterized");
     }
 
     #[test]
