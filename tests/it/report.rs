@@ -576,3 +576,81 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
         r3::report::export::winners(&store, &r3::store::winner::Policy::default()).unwrap();
     assert!(winners.kernels.is_empty(), "{:?}", winners.kernels);
 }
+
+/// A program whose census puts saxpy at 90% of its GPU time: the report predicts its speedup
+/// by Amdahl with saxpy at its best (10 µs → 8 µs, 1.25×), and measures it from two time-only
+/// runs at the same path, the recorded build's and another's.
+#[test]
+fn the_report_predicts_and_measures_each_program() {
+    use r3::store::programs::{Census, KernelCensus, KernelTiming, Timing};
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path());
+    let saxpy = key(&store);
+    let kernel = |hash: &str, name: &str, ms: f64| KernelCensus {
+        kernel: Some(hash.into()),
+        name: name.into(),
+        launches: 10,
+        estimated_ms: Some(ms),
+        timed_launches: 10,
+        scaled_launches: 0,
+    };
+    store
+        .put_census(&Census {
+            format: 1,
+            program: "./app".into(),
+            path: "/build/app".into(),
+            binary: "recorded0000000".into(),
+            unix_s: 1.0,
+            launches: 20,
+            unknown_launches: 0,
+            kernels: vec![
+                kernel(&saxpy, KERNEL, 90.0),
+                kernel("00000000deadbeef", "_Z5otherv", 10.0),
+            ],
+        })
+        .unwrap();
+    let timing = |binary: &str, unix_s: f64, total_ms: f64| Timing {
+        format: 1,
+        program: "./app".into(),
+        path: "/build/app".into(),
+        binary: binary.into(),
+        unix_s,
+        total_ms,
+        launches: 20,
+        kernels: vec![KernelTiming {
+            name: KERNEL.into(),
+            launches: 10,
+            ms: total_ms,
+        }],
+    };
+    store
+        .put_timing(&timing("recorded0000000", 2.0, 100.0))
+        .unwrap();
+    store
+        .put_timing(&timing("applied00000000", 3.0, 80.0))
+        .unwrap();
+    let rep = build(&store, &ReportOptions::default()).unwrap();
+    let p = rep
+        .programs
+        .iter()
+        .find(|p| p.gpu == GPU)
+        .expect("a program report on the searched GPU");
+    assert_eq!((p.name.as_str(), p.kernels, p.tuned), ("app", 2, 1));
+    assert!((p.tuned_share - 0.9).abs() < 1e-12);
+    let amdahl = 1.0 / (0.9 / 1.25 + 0.1);
+    assert!(
+        (p.predicted_best - amdahl).abs() < 1e-9,
+        "{}",
+        p.predicted_best
+    );
+    assert!(p.predicted_shipped >= 1.0 && p.predicted_shipped <= p.predicted_best);
+    let m = p.measured.as_ref().unwrap();
+    assert_eq!((m.recorded_ms, m.applied_ms), (100.0, 80.0));
+    assert!((m.speedup - 1.25).abs() < 1e-12);
+    assert_eq!(p.top[0].hash.as_deref(), Some(saxpy.as_str()));
+    // Rendered: the Programs section, before the summary.
+    let md = r3::report::render::render(&rep, r3::report::render::Format::Markdown);
+    let programs = md.find("## Programs").expect("a Programs section");
+    assert!(programs < md.find("## Summary").unwrap());
+    assert!(md.contains(&format!("{:.3}×", amdahl)), "{md}");
+}

@@ -163,14 +163,15 @@ fn per_trial_estimate(recs: &[Recording]) -> f64 {
 
 /// The GPU's runner: each slice a resumed session of the kernel's search.
 pub struct GpuRunner<'a> {
-    pub store: &'a Store,
-    pub groups: BTreeMap<String, Vec<Recording>>,
-    pub target: crate::lower::Codegen,
-    pub gpu: &'a GpuInfo,
-    pub base: TuneOptions,
-    pub how: GpuTune,
-    pub stop: &'a AtomicBool,
-    pub say: Say<'a>,
+    store: &'a Store,
+    groups: BTreeMap<String, Vec<Recording>>,
+    target: crate::lower::Codegen,
+    gpu: &'a GpuInfo,
+    base: TuneOptions,
+    how: GpuTune,
+    stop: &'a AtomicBool,
+    say: Say<'a>,
+    /// What the slices came to, for the command's exit status.
     pub tally: Tally,
     start: Instant,
     live: Vec<(String, GpuEvaluator, Space)>,

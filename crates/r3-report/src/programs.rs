@@ -4,6 +4,7 @@
 //! `r3 record --time-only` of the recorded build against the newest other build at the same
 //! path (the applied one), the same counter on both.
 
+use crate::store::identity::Resolution;
 use crate::store::programs::{Program, Timing};
 use crate::store::trials::TrialRecord;
 use crate::store::winner::{self, Policy};
@@ -86,6 +87,17 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, String), Speedups>, S
         .into_iter()
         .map(|k| (k.hash.to_string(), k))
         .collect();
+    // Each kernel's searched launch: its first usable recording (as `Store::launches_of` lists
+    // them), all resolved in one pass over the recordings.
+    let index = store.index()?;
+    let mut searched: BTreeMap<String, Option<crate::candidate::LaunchValues>> = BTreeMap::new();
+    for r in store.recordings(None)?.into_iter().filter(|r| r.usable()) {
+        if let Resolution::Kernel(k) = index.of_recording(&r) {
+            searched
+                .entry(k.hash.to_string())
+                .or_insert_with(|| r.launch.values());
+        }
+    }
     let mut out = BTreeMap::new();
     for (path, recs) in store.trial_sets()? {
         let (kernel, gpu) = (recs[0].kernel.clone(), recs[0].gpu.clone());
@@ -97,11 +109,7 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, String), Speedups>, S
             Some(k) => Policy::from_env().for_record(k),
             None => Policy::from_env(),
         };
-        let searched = store
-            .launches_of(&kernel)
-            .ok()
-            .and_then(|l| l.into_iter().next())
-            .and_then(|r| r.launch.values());
+        let searched = searched.get(&kernel).cloned().flatten();
         let shipment = winner::shipment(&recs, &confirmed, &policy);
         // Every trial was measured on the searched launch, which its guard therefore admits;
         // with the recording at hand, the guard is checked as the runtime checks it.

@@ -69,7 +69,7 @@ pub struct Slice {
     pub trials_after: u32,
     pub seconds: f64,
     pub best_after: f64,
-    /// The allocation's clock when it was decided.
+    /// The allocation's clock when the slice ended.
     pub at_s: f64,
     /// Baseline and warm start (`true`), or a search slice.
     pub warm: bool,

@@ -277,13 +277,6 @@ mod tests {
 
     #[test]
     fn a_best_that_does_not_hold_up_gives_way_to_the_baseline() {
-        let ts = |us: f64| TimeStats {
-            median_us: us,
-            min_us: us,
-            spread: 0.0,
-            samples: 10,
-            raced: false,
-        };
         let rec =
             |trial: u32, us: f64| timed(trial, serde_json::json!({"pipeline": "default<O3>"}), us);
         let recs = vec![rec(0, 100.0), rec(1, 90.0), rec(2, 95.0)];
@@ -333,15 +326,19 @@ mod tests {
         assert_eq!(pick_best(&recs, &[elsewhere]).unwrap().trial, 1);
     }
 
-    /// Trial `trial` of candidate `c` at `us` microseconds against -O3's 100.
-    fn timed(trial: u32, c: serde_json::Value, us: f64) -> TrialRecord {
-        let ts = |us: f64| TimeStats {
+    /// Ten samples of exactly `us`.
+    fn ts(us: f64) -> TimeStats {
+        TimeStats {
             median_us: us,
             min_us: us,
             spread: 0.0,
             samples: 10,
             raced: false,
-        };
+        }
+    }
+
+    /// Trial `trial` of candidate `c` at `us` microseconds against -O3's 100.
+    fn timed(trial: u32, c: serde_json::Value, us: f64) -> TrialRecord {
         let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
             "format": 1, "trial": trial, "kernel": "k", "gpu": "g", "driver": "d", "r3_version": "0",
             "strategy": "bo", "seed": 0, "batch": 1, "candidate": c,
