@@ -64,12 +64,14 @@ enum Cmd {
     },
     /// List the kernels recorded in the store, grouped by source file.
     Kernels {
+        /// Print the kernels as JSON (grouped by source file, with their shares of programs).
         #[arg(long)]
         json: bool,
     },
     /// Where the store's searches stand: running (host, process), finished, stopped by a kill,
     /// or waiting (recorded, not searched yet), with trials and the best speedup so far.
     Status {
+        /// Print every search, waiting kernel and program as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -134,6 +136,8 @@ enum Cmd {
         /// (the finite space of passes/grid.toml: pipeline variants times every knob setting).
         #[arg(long, default_value = "free", value_parser = ["free", "grid"])]
         space: String,
+        /// Seed of the search's random stream: the same seed, space and trials ask the same
+        /// candidates (a resume needs the recorded one).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Candidates per round, compiled in parallel (default: the number of cores).
@@ -230,6 +234,7 @@ enum Cmd {
         /// Tokens the model may use in this run, prompts and answers together.
         #[arg(long, default_value_t = 200_000)]
         max_tokens: u64,
+        /// Seed of the random stream that picks the parent each rewrite is proposed from.
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Continue the attempts recorded for the kernel (measuring any not measured here).
@@ -285,6 +290,7 @@ enum Cmd {
         /// catches it (testing r3 itself); repeatable.
         #[arg(long, value_enum)]
         mutate: Vec<r3::ir::mutate::Mutation>,
+        /// Print the outcome as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -373,6 +379,7 @@ enum Cmd {
         /// Rewriter options, as inside r3-egraph<…>: e.g. 'iters=8;nodes=20000;time-ms=200'.
         #[arg(long, default_value = "")]
         options: String,
+        /// Print the result (functions before and after, statistics) as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -384,6 +391,7 @@ enum Cmd {
         /// Lower for this architecture instead of the GPU present.
         #[arg(long, value_parser = parse_sm)]
         sm: Option<String>,
+        /// Print the report as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -1457,4 +1465,32 @@ fn selftest(require_gpu: bool, sm: Option<&str>, json: bool) -> Result<i32> {
         None if require_gpu => 1,
         None => 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every option and argument of every command says what it is for in `--help`.
+    #[test]
+    fn every_option_has_a_description() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let builtin = matches!(a.get_id().as_str(), "help" | "version");
+                if !builtin && !a.is_hide_set() && a.get_help().is_none() {
+                    missing.push(format!("{path} {}", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "r3", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "options without a description: {missing:#?}"
+        );
+    }
 }
