@@ -114,17 +114,11 @@ pub fn entrants(
 /// The speedup searches on this GPU reached: the median of the other kernels' bests (searches
 /// of at least `HISTORY_TRIALS`), or `deadline::DEFAULT_PRIOR` with fewer than three.
 fn history_prior(store: &Store, gpu: &str, groups: &[(String, Vec<Recording>)]) -> f64 {
-    let mut bests: Vec<f64> = store
-        .kernels()
-        .unwrap_or_default()
+    let mut bests: Vec<f64> = groups
         .iter()
-        .filter(|k| groups.iter().any(|(g, _)| g == k.hash.as_str()))
-        .filter_map(|k| {
-            let hash = k.hash.to_string();
-            let trials = store.trials(&hash, gpu).ok()?;
-            (trials.len() >= HISTORY_TRIALS).then_some(())?;
-            Some(1.0 / store.best_trial(&hash, gpu).ok()??.ratio()?)
-        })
+        .map(|(kernel, _)| search_of(store, kernel, gpu))
+        .filter(|(n, _)| *n as usize >= HISTORY_TRIALS)
+        .filter_map(|(_, best)| best)
         .collect();
     if bests.len() < 3 {
         return deadline::DEFAULT_PRIOR;
@@ -133,16 +127,25 @@ fn history_prior(store: &Store, gpu: &str, groups: &[(String, Vec<Recording>)]) 
     bests[bests.len() / 2].clamp(1.05, 3.0)
 }
 
-/// Trials of the kernel's search on this GPU so far, and its best speedup.
-fn own_search(store: &Store, kernel: &str, gpu: &str) -> (u32, f64) {
-    let n = store.trials(kernel, gpu).map_or(0, |t| t.len() as u32);
-    let best = store
-        .best_trial(kernel, gpu)
-        .ok()
-        .flatten()
+/// Trials of the kernel's search on this GPU so far, and its best speedup, from one read of
+/// its trials file (the best as `Store::best_trial` picks it).
+fn search_of(store: &Store, kernel: &str, gpu: &str) -> (u32, Option<f64>) {
+    let trials = store.trials(kernel, gpu).unwrap_or_default();
+    let n = trials.len() as u32;
+    // A damaged confirmation file leaves the best unknown, as `best_trial` fails on it.
+    let Ok(confirmed) = store.confirmations(&store.trials_path(kernel, gpu)) else {
+        return (n, None);
+    };
+    let best = crate::store::winner::pick_best(&trials, &confirmed)
         .and_then(|t| t.ratio())
-        .map_or(1.0, |r| 1.0 / r);
+        .map(|r| 1.0 / r);
     (n, best)
+}
+
+/// [`search_of`], a kernel with no valid trial at 1x.
+fn own_search(store: &Store, kernel: &str, gpu: &str) -> (u32, f64) {
+    let (n, best) = search_of(store, kernel, gpu);
+    (n, best.unwrap_or(1.0))
 }
 
 /// Seconds a trial of a kernel is expected to cost before one is measured, from its recorded
