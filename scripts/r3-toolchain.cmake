@@ -12,18 +12,31 @@
 #   R3_CUDA_PATH  CUDA root. Default: CUDAToolkit_ROOT if you set it, else scripts/setup's SDK
 #                 ($R3_CACHE_DIR, $XDG_CACHE_HOME/r3 or ~/.cache/r3, then /cuda-13.0), else
 #                 $CUDA_HOME, else /usr/local/cuda.
-#   R3_STORE      (cache variable only) r3 store; adds --r3-store=<dir> to CMAKE_CUDA_FLAGS.
+#   R3_STORE      (cache variable only) r3 store, written to <build>/.r3/config, where every
+#                 compile of the build and every r3 command run in the build tree finds it (no
+#                 flag in the compile commands, so compile_commands.json stays clang's own).
 #                 Relative paths are taken from the build directory. Without it r3 uses its own
 #                 default (the R3_STORE environment variable at build time, then .r3/ above the
 #                 working directory, then ~/.local/share/r3).
+#   R3_APPLY      (cache variable, ON/OFF) compiles ship the store's tuned kernels; also written
+#                 to <build>/.r3/config, which every CUDA object depends on: switching it
+#                 rebuilds them. (R3_APPLY=1 in the environment of one build does the same for
+#                 that build only.)
+#
+# Also:
+#   CMAKE_BUILD_TYPE  Release when none is given (single-configuration generators): r3 tunes
+#                 optimized device code, and CMake's empty default compiles at -O0.
+#   CMAKE_CUDA_COMPILER_LAUNCHER  a compiler cache given there (ccache, sccache) gets r3 in
+#                 front of it (r3;ccache): r3-clang++ behind a cache would not run on a hit, and
+#                 that compile's kernels would not reach the store.
 #
 # What CMake (3.24/3.25) needs to use clang as the CUDA compiler with a toolkit at a
 # non-standard path, and what this file therefore sets:
 #   CUDAToolkit_ROOT           CMake finds the toolkit through <root>/bin/nvcc (it runs
 #                              `nvcc -v` for TOP= and `nvcc --version` for the toolkit version,
 #                              even for clang), and so does find_package(CUDAToolkit).
-#   CMAKE_CUDA_FLAGS           --cuda-path=<root> (clang's own toolkit search does not know it)
-#                              and -Wno-unknown-cuda-version (clang 22 knows CUDA up to 12.9).
+#   CMAKE_CUDA_FLAGS           -Wno-unknown-cuda-version (clang 22 knows CUDA up to 12.9). CMake
+#                              passes --cuda-path=<CUDAToolkit_ROOT> to clang by itself.
 #   CMAKE_CUDA_COMPILER_ID_TEST_FLAGS_FIRST  compiler identification compiles for sm_52, sm_30 and
 #                              sm_20 only, none of which CUDA 13's ptxas accepts; we put a first
 #                              try with --cuda-gpu-arch=sm_<first of CMAKE_CUDA_ARCHITECTURES>.
@@ -114,6 +127,7 @@ else()
     _r3_make_links("${_r3_bin}" "${_r3_dir}")
   endif()
   set(_R3_DRIVER_DIR "${_r3_dir}")
+  set(_r3_top TRUE)   # the project itself, not one of its try_compile projects
 endif()
 
 set(CMAKE_C_COMPILER    "${_r3_dir}/r3-clang")
@@ -200,28 +214,69 @@ endif()
 
 # ---- flags ----------------------------------------------------------------------------------
 
-set(_r3_want "--cuda-path=${_r3_cuda}" "-Wno-unknown-cuda-version")
-if(DEFINED R3_STORE AND NOT R3_STORE STREQUAL "")
-  get_filename_component(_r3_store "${R3_STORE}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
-  if(_r3_store MATCHES " ")
-    message(FATAL_ERROR "r3-toolchain: R3_STORE '${_r3_store}' contains a space")
+set(_r3_want "-Wno-unknown-cuda-version")
+
+# <build>/.r3/config: the store and apply switch for every compile and every r3 command in the
+# build tree. file(CONFIGURE) leaves an unchanged file alone: every CUDA object depends on it.
+if(_r3_top)
+  set(_r3_config "")
+  if(DEFINED R3_STORE AND NOT R3_STORE STREQUAL "")
+    get_filename_component(_r3_store "${R3_STORE}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
+    if(NOT _r3_store STREQUAL R3_STORE)
+      set(R3_STORE "${_r3_store}" CACHE PATH "r3 store for this build (<build>/.r3/config)" FORCE)
+    endif()
+    string(REPLACE "\\" "\\\\" _r3_store_toml "${_r3_store}")
+    string(REPLACE "\"" "\\\"" _r3_store_toml "${_r3_store_toml}")
+    string(APPEND _r3_config "store = \"${_r3_store_toml}\"\n")
   endif()
-  if(NOT _r3_store STREQUAL R3_STORE)
-    set(R3_STORE "${_r3_store}" CACHE PATH "r3 store for this build (--r3-store)" FORCE)
+  if(R3_APPLY)
+    string(APPEND _r3_config "apply = true\n")
   endif()
-  list(APPEND _r3_want "--r3-store=${_r3_store}")
+  file(CONFIGURE OUTPUT "${CMAKE_BINARY_DIR}/.r3/config"
+    CONTENT "# r3's settings for this build tree, written by r3-toolchain.cmake on configure\n${_r3_config}"
+    @ONLY)
+endif()
+
+# Release unless a build type is given: CMake's empty default compiles device code at -O0,
+# which r3 stores but cannot tune (every pass skips optnone code).
+get_property(_r3_multi GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+if(_r3_top AND NOT _r3_multi AND NOT CMAKE_BUILD_TYPE AND "$ENV{CMAKE_BUILD_TYPE}" STREQUAL "")
+  set(CMAKE_BUILD_TYPE Release CACHE STRING "Choose the type of build" FORCE)
+  message(STATUS "r3-toolchain: no CMAKE_BUILD_TYPE given, so Release (-O3): r3 tunes optimized "
+    "device code. Give -DCMAKE_BUILD_TYPE=Debug for an unoptimized build, which r3 cannot tune.")
+endif()
+
+# A compiler cache in front of r3-clang++ would skip r3 on every hit; r3 goes in front of it.
+if(_r3_top)
+  _r3_input(CMAKE_CUDA_COMPILER_LAUNCHER _r3_launch)
+  if(_r3_launch MATCHES "(^|;|/)(ccache|sccache|buildcache)(;|$)"
+     AND NOT _r3_launch MATCHES "(^|;|/)r3(;|$)")
+    if(EXISTS "${_r3_dir}/r3")
+      set(_r3_launcher "${_r3_dir}/r3")
+    else()
+      get_filename_component(_r3_real "${_r3_dir}/r3-clang++" REALPATH)
+      file(MAKE_DIRECTORY "${CMAKE_BINARY_DIR}/r3-bin")
+      file(CREATE_LINK "${_r3_real}" "${CMAKE_BINARY_DIR}/r3-bin/r3" SYMBOLIC)
+      set(_r3_launcher "${CMAKE_BINARY_DIR}/r3-bin/r3")
+    endif()
+    set(CMAKE_CUDA_COMPILER_LAUNCHER "${_r3_launcher};${_r3_launch}" CACHE STRING
+      "Launcher of the CUDA compiler (r3 in front of the compiler cache)" FORCE)
+    message(STATUS "r3-toolchain: CUDA compiler launcher ${_r3_launch}: r3 goes in front of it, "
+      "so that a cache hit still stores the kernels")
+  endif()
 endif()
 
 # First configure: the flags go in through CMAKE_CUDA_FLAGS_INIT. When the cache already has
-# CMAKE_CUDA_FLAGS (-DCMAKE_CUDA_FLAGS=... or a re-configure), make sure it holds exactly our
-# flags (R3_STORE may have been set, changed or unset), leaving everything else as it is, and
-# rewriting it only when something differs (a rewrite rebuilds every CUDA object).
+# CMAKE_CUDA_FLAGS (-DCMAKE_CUDA_FLAGS=... or a re-configure), make sure it holds our flags,
+# and none of what earlier versions of this file put there (--r3-store=, which clang rejects,
+# and --cuda-path=, which CMake passes itself), leaving everything else as it is and rewriting
+# it only when something differs (a rewrite rebuilds every CUDA object).
 if(DEFINED CACHE{CMAKE_CUDA_FLAGS})
   set(_r3_flags "$CACHE{CMAKE_CUDA_FLAGS}")
   separate_arguments(_r3_have UNIX_COMMAND "${_r3_flags}")
   set(_r3_changed FALSE)
   foreach(_a IN LISTS _r3_have)
-    if(_a MATCHES "^(--cuda-path=|--r3-store=)" AND NOT _a IN_LIST _r3_want)
+    if(_a MATCHES "^--r3-store=" OR _a STREQUAL "--cuda-path=${_r3_cuda}")
       string(REPLACE "${_a}" "" _r3_flags "${_r3_flags}")
       set(_r3_changed TRUE)
     endif()
@@ -260,5 +315,5 @@ set(CMAKE_CUDA_COMPILER_ID_TEST_FLAGS_FIRST
   "--cuda-path=${_r3_cuda} -Wno-unknown-cuda-version --cuda-gpu-arch=sm_${_r3_arch}")
 
 # try_compile projects re-read this file in a fresh scope; hand them what we resolved.
-list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES _R3_DRIVER_DIR _R3_CUDA_ROOT R3_STORE)
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES _R3_DRIVER_DIR _R3_CUDA_ROOT)
 list(REMOVE_DUPLICATES CMAKE_TRY_COMPILE_PLATFORM_VARIABLES)

@@ -45,10 +45,20 @@ fn emit(text: &str) {
 struct Cli {
     /// The store to use (default: R3_STORE, then the nearest .r3/ above the working directory,
     /// then ~/.local/share/r3).
-    #[arg(long = "r3-store", global = true, value_name = "DIR")]
+    #[arg(
+        long = "r3-store",
+        global = true,
+        value_name = "DIR",
+        help_heading = "Global options"
+    )]
     store: Option<PathBuf>,
     /// CUDA SDK root (default: R3_CUDA_PATH, then scripts/setup's cache, then CUDA_HOME, /usr/local/cuda).
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        help_heading = "Global options"
+    )]
     cuda_path: Option<PathBuf>,
     #[command(subcommand)]
     command: Cmd,
@@ -80,8 +90,8 @@ enum Cmd {
         /// Distinct launches to record per kernel.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
         launches: u32,
-        /// Stop recording after this much recording time (seconds, or with s, m, h); the
-        /// program runs on with later launches unrecorded.
+        /// Stop recording after this much recording time (e.g. 90s, 10m, 1h 30m; a bare number
+        /// is seconds); the program runs on with later launches unrecorded.
         #[arg(long, value_name = "TIME")]
         max_time: Option<String>,
         /// Stop recording a kernel once its recordings take this many MiB in the store.
@@ -126,7 +136,7 @@ enum Cmd {
         /// Trials per kernel, the -O3 baseline included.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
         budget: u32,
-        /// Stop after this much time per kernel (e.g. 90s, 20m, 1h).
+        /// Stop after this much time per kernel (e.g. 90s, 20m, 1h 30m; a bare number is seconds).
         #[arg(long, value_name = "T")]
         time: Option<String>,
         /// Search strategy: bo, random, local, evolution, exhaustive (all of --space grid).
@@ -286,9 +296,9 @@ enum Cmd {
         /// Build the PTX and report static statistics only (works without a GPU).
         #[arg(long)]
         dry_run: bool,
-        /// Also run the candidate broken on purpose, in the same batch, to check that replay
-        /// catches it (testing r3 itself); repeatable.
-        #[arg(long, value_enum)]
+        /// Testing r3 itself: also run the candidate broken on purpose, in the same batch, to
+        /// check that replay catches it; repeatable. The faults are listed in docs/measurement.md.
+        #[arg(long, value_enum, value_name = "FAULT", hide_possible_values = true)]
         mutate: Vec<r3::ir::mutate::Mutation>,
         /// Print the outcome as JSON.
         #[arg(long)]
@@ -352,8 +362,13 @@ enum Cmd {
         /// Pass pipeline in `opt -passes=` syntax; empty for none.
         #[arg(long, default_value = "default<O3>")]
         pipeline: String,
-        /// GPU architecture (an NVPTX processor of the LLVM linked in, e.g. sm_90).
-        #[arg(long, default_value = "sm_90", value_parser = parse_sm)]
+        /// GPU architecture (an NVPTX processor of the LLVM linked in: sm_90, or 90).
+        #[arg(
+            long,
+            visible_alias = "cuda-gpu-arch",
+            default_value = "sm_90",
+            value_parser = parse_sm
+        )]
         sm: String,
         /// PTX ISA version (LLVM feature name, e.g. ptx80); default: what the IR asks for.
         #[arg(long)]
@@ -388,8 +403,8 @@ enum Cmd {
         /// Fail (exit 1) when no GPU is present instead of stopping after PTX.
         #[arg(long)]
         require_gpu: bool,
-        /// Lower for this architecture instead of the GPU present.
-        #[arg(long, value_parser = parse_sm)]
+        /// Lower for this architecture instead of the GPU present (sm_90, or 90).
+        #[arg(long, visible_alias = "cuda-gpu-arch", value_parser = parse_sm)]
         sm: Option<String>,
         /// Print the report as JSON.
         #[arg(long)]
@@ -399,12 +414,41 @@ enum Cmd {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    match run(cli) {
+    let ships = matches!(
+        cli.command,
+        Cmd::Tune { dry_run: false, .. } | Cmd::Evolve { .. }
+    )
+    .then(|| cli.store.clone());
+    let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("r3: error: {e:#}");
             1
         }
+    };
+    // Even a search stopped by Ctrl-C may have changed what ships.
+    if let Some(store) = ships {
+        refresh_winners_stamp(store.as_deref());
+    }
+    code
+}
+
+/// After a command that may change what apply ships: the store's winners stamp follows, so
+/// that builds whose objects depend on it (through their dependency files) recompile.
+fn refresh_winners_stamp(store: Option<&Path>) {
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    let Ok(store) = r3::store::locate(store, &cwd).and_then(|l| r3::store::Store::open(&l.path))
+    else {
+        return;
+    };
+    match r3::apply::plan::refresh_winners_stamp(&store) {
+        Ok(true) => eprintln!(
+            "r3: what apply ships changed: the next build with R3_APPLY recompiles the tuned kernels' sources"
+        ),
+        Ok(false) => {}
+        Err(e) => eprintln!("r3: warning: the winners stamp was not updated ({e}); a rebuild may not apply the new winners until its sources change"),
     }
 }
 
@@ -750,7 +794,7 @@ fn report(
 /// Opens (or creates) the store a command uses. A format-1 store is brought to format 2 first,
 /// with one message saying what moved; nothing is lost either way (see store::migrate).
 fn open_store(store: Option<&Path>, cwd: &Path, create: bool) -> Result<r3::store::Store> {
-    let loc = r3::store::locate(store, cwd);
+    let loc = r3::store::locate(store, cwd)?;
     let mut store = if create {
         r3::store::Store::create(&loc.path)?
     } else {
@@ -781,7 +825,7 @@ fn doctor(cuda: Option<&Path>, store: Option<&Path>, cwd: &Path, json: bool) -> 
 }
 
 fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
-    let loc = r3::store::locate(store, cwd);
+    let loc = r3::store::locate(store, cwd)?;
     let store = r3::store::Store::open(&loc.path)?;
     let kernels = store.kernels()?;
     // The census is a hint here: a damaged program file is said and left out.
@@ -802,7 +846,7 @@ fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
 }
 
 fn status(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
-    let loc = r3::store::locate(store, cwd);
+    let loc = r3::store::locate(store, cwd)?;
     let store = r3::store::Store::open(&loc.path)?;
     let fleet = r3::report::status::gather(&store)?;
     if json {
@@ -961,23 +1005,35 @@ fn ptx_cmd(
     Ok(0)
 }
 
+/// `--sm` (alias `--cuda-gpu-arch`, as clang spells it): `sm_90`, or `90` as CMake's
+/// CUDA_ARCHITECTURES writes it, checked against the NVPTX backend linked in.
 fn parse_sm(s: &str) -> Result<String, String> {
-    r3::lower::check_sm(s)
-        .map(|()| s.to_owned())
+    let sm = if s.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("sm_{s}")
+    } else {
+        s.to_owned()
+    };
+    r3::lower::check_sm(&sm)
+        .map(|()| sm)
         .map_err(|e| e.to_string())
 }
 
+/// A duration option's value: humantime's forms (`90s`, `20m`, `1h 30m`, `1h30m`, `1.5h`,
+/// `2days`), or a bare number of seconds (`90`, `2.5`), as r3 has always taken.
 fn parse_duration(flag: &str, s: &str) -> Result<std::time::Duration> {
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, 's')) => (&s[..i], 1.0),
-        Some((i, 'm')) => (&s[..i], 60.0),
-        Some((i, 'h')) => (&s[..i], 3600.0),
-        _ => (s, 1.0),
-    };
-    num.parse::<f64>()
+    if let Some(d) = s
+        .trim()
+        .parse::<f64>()
         .ok()
-        .and_then(|v| std::time::Duration::try_from_secs_f64(v * mult).ok())
-        .with_context(|| format!("{flag} {s}: expected seconds or a number with s, m or h"))
+        .and_then(|secs| std::time::Duration::try_from_secs_f64(secs).ok())
+    {
+        return Ok(d);
+    }
+    humantime::parse_duration(s).map_err(|e| {
+        anyhow::anyhow!(
+            "{flag} {s}: not a duration ({e}); fix: seconds, or numbers with units, e.g. 90s, 20m, 1h30m or '1h 30m'"
+        )
+    })
 }
 
 fn tune_simulated(
@@ -1421,7 +1477,7 @@ fn egraph_cmd(
             input,
         )?
     } else {
-        let loc = r3::store::locate(store, cwd);
+        let loc = r3::store::locate(store, cwd)?;
         let store = r3::store::Store::open(&loc.path)
             .with_context(|| format!("'{input}' is no file, and the store cannot be opened"))?;
         let index = store.index()?;
@@ -1470,7 +1526,7 @@ fn selftest(require_gpu: bool, sm: Option<&str>, json: bool) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::Cli;
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser as _};
 
     /// Every option and argument of every command says what it is for in `--help`.
     #[test]
@@ -1492,5 +1548,159 @@ mod tests {
             missing.is_empty(),
             "options without a description: {missing:#?}"
         );
+    }
+
+    /// What `r3 ARGS` would print for --help.
+    fn help(args: &[&str]) -> String {
+        let e = Cli::try_parse_from(std::iter::once("r3").chain(args.iter().copied()))
+            .err()
+            .expect("--help ends the parse");
+        assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp);
+        e.to_string()
+    }
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("r3").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    /// Issue 36, item 9: the store and the CUDA SDK are options of r3, not of each command:
+    /// listed once, under their own heading, and taken before or after the command's name.
+    #[test]
+    fn global_options_are_listed_once_under_their_heading() {
+        for args in [&["--help"][..], &["tune", "--help"], &["replay", "-h"]] {
+            let text = help(args);
+            let (own, global) = text
+                .split_once("Global options:")
+                .unwrap_or_else(|| panic!("{args:?}: no Global options heading:\n{text}"));
+            for opt in ["--r3-store", "--cuda-path"] {
+                assert!(
+                    !own.contains(opt),
+                    "{args:?}: {opt} among the command's own:\n{text}"
+                );
+                assert_eq!(global.matches(opt).count(), 1, "{args:?}: {opt}:\n{text}");
+            }
+        }
+        for args in [
+            &["tune", "--r3-store", "S", "--cuda-path", "C", "k"][..],
+            &["--r3-store", "S", "--cuda-path", "C", "tune", "k"],
+            &["--r3-store", "S", "tune", "k", "--cuda-path", "C"],
+        ] {
+            let cli = parse(args);
+            assert_eq!(cli.store.as_deref(), Some(std::path::Path::new("S")));
+            assert_eq!(cli.cuda_path.as_deref(), Some(std::path::Path::new("C")));
+            assert!(matches!(&cli.command, super::Cmd::Tune { kernels, .. } if kernels == &["k"]));
+        }
+    }
+
+    /// `--mutate` breaks candidates on purpose to test replay: its faults are in
+    /// docs/measurement.md, every one of them, and not in the help users read.
+    #[test]
+    fn mutate_faults_are_documented_not_listed_in_help() {
+        use clap::ValueEnum as _;
+        let docs = include_str!("../docs/measurement.md");
+        for text in [help(&["replay", "--help"]), help(&["replay", "-h"])] {
+            assert!(text.contains("--mutate <FAULT>"), "{text}");
+            assert!(text.contains("docs/measurement.md"), "{text}");
+            assert!(
+                !text.contains("drop-store") && !text.contains("endless-loop"),
+                "{text}"
+            );
+        }
+        for m in r3::ir::mutate::Mutation::value_variants() {
+            let name = m.to_possible_value().unwrap().get_name().to_owned();
+            assert!(
+                docs.contains(&format!("`{name}`")),
+                "{name} not in docs/measurement.md"
+            );
+            let cli = parse(&["replay", "k", "--mutate", &name]);
+            assert!(
+                matches!(cli.command, super::Cmd::Replay { ref mutate, .. } if mutate == &[*m])
+            );
+        }
+    }
+
+    /// `--cuda-gpu-arch` (clang's name) is `--sm`, and both take `sm_90` and `90`.
+    #[test]
+    fn cuda_gpu_arch_is_sm_in_either_form() {
+        let ptx_sm = |args: &[&str]| match parse(args).command {
+            super::Cmd::Ptx { sm, .. } => sm,
+            _ => unreachable!(),
+        };
+        assert_eq!(ptx_sm(&["ptx", "k.ll"]), "sm_90");
+        assert_eq!(ptx_sm(&["ptx", "k.ll", "--sm", "sm_80"]), "sm_80");
+        assert_eq!(ptx_sm(&["ptx", "k.ll", "--sm", "90a"]), "sm_90a");
+        assert_eq!(
+            ptx_sm(&["ptx", "k.ll", "--cuda-gpu-arch", "sm_90a"]),
+            "sm_90a"
+        );
+        assert_eq!(ptx_sm(&["ptx", "k.ll", "--cuda-gpu-arch=80"]), "sm_80");
+        let selftest_sm = |args: &[&str]| match parse(args).command {
+            super::Cmd::Selftest { sm, .. } => sm,
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            selftest_sm(&["selftest", "--cuda-gpu-arch", "90"]).as_deref(),
+            Some("sm_90")
+        );
+        assert_eq!(
+            selftest_sm(&["selftest", "--sm", "sm_80"]).as_deref(),
+            Some("sm_80")
+        );
+        for args in [
+            &["ptx", "k.ll", "--cuda-gpu-arch", "banana"][..],
+            &["selftest", "--sm", "1"],
+        ] {
+            let e = Cli::try_parse_from(std::iter::once("r3").chain(args.iter().copied()))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                e.contains("not a GPU architecture") && e.contains("sm_90"),
+                "{e}"
+            );
+        }
+        for cmd in ["ptx", "selftest"] {
+            let text = help(&[cmd, "--help"]);
+            assert!(text.contains("--cuda-gpu-arch"), "{cmd}: {text}");
+        }
+    }
+
+    /// Durations are humantime's forms, and what r3 took before: a bare number of seconds,
+    /// one number with s, m or h, fractions included.
+    #[test]
+    fn durations_take_humantime_forms_and_bare_seconds() {
+        use super::parse_duration;
+        use std::time::Duration;
+        for (text, secs) in [
+            ("90", 90.0),
+            ("2.5", 2.5),
+            ("0", 0.0),
+            ("8s", 8.0),
+            ("10m", 600.0),
+            ("1h", 3600.0),
+            ("1.5h", 5400.0),
+            ("0.5m", 30.0),
+            ("1h30m", 5400.0),
+            ("1h 30m", 5400.0),
+            ("2min 5s", 125.0),
+            ("1day", 86400.0),
+            ("250ms", 0.25),
+        ] {
+            assert_eq!(
+                parse_duration("--time", text).unwrap(),
+                Duration::from_secs_f64(secs),
+                "{text}"
+            );
+        }
+        for bad in ["soon", "", "-5", "10x", "1h30", "inf"] {
+            let e = format!("{:#}", parse_duration("--deadline", bad).unwrap_err());
+            assert!(
+                e.starts_with(&format!("--deadline {bad}: not a duration"))
+                    && e.contains("fix:")
+                    && e.contains("1h 30m"),
+                "{bad}: {e}"
+            );
+        }
     }
 }

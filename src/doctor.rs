@@ -194,7 +194,18 @@ fn fmt_driver(d: Option<(i32, i32)>) -> String {
 }
 
 fn store_check(store_flag: Option<&Path>, cwd: &Path) -> Check {
-    let loc = store::locate(store_flag, cwd);
+    let loc = match store::locate(store_flag, cwd) {
+        Ok(loc) => loc,
+        Err(e) => {
+            return Check {
+                part: "store",
+                ok: false,
+                required: false,
+                detail: e.to_string(),
+                fix: None,
+            }
+        }
+    };
     let exists = loc.path.is_dir();
     Check {
         part: "store",

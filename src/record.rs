@@ -233,6 +233,24 @@ pub enum RecordError {
     Spawn { program: String, msg: String },
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    #[error("{program} not started: {reason}, and r3 record keeps what a program's kernels do on the GPU; fix: run it on a machine with an NVIDIA GPU and driver (`r3 doctor` says what this one has). For a program that brings its own CUDA stand-in, R3_RECORD_WITHOUT_GPU=1 runs it anyway")]
+    NoGpu { program: String, reason: String },
+}
+
+/// Stops a recording before the program starts where there is no GPU to record on: without
+/// one, the program's own CUDA calls fail, and what r3 would say afterwards (nothing recorded)
+/// would hide why.
+pub fn gpu_ready(program: &str) -> Result<(), RecordError> {
+    if std::env::var_os("R3_RECORD_WITHOUT_GPU").is_some_and(|v| v == "1") {
+        return Ok(());
+    }
+    match crate::replay::device::no_device_reason() {
+        None => Ok(()),
+        Some(reason) => Err(RecordError::NoGpu {
+            program: program.to_owned(),
+            reason,
+        }),
+    }
 }
 
 /// What a run gave: the program's exit status, its new recordings, the runtime's statistics
@@ -269,6 +287,7 @@ pub fn run(
     command: &[String],
     opts: &RecordOptions,
 ) -> Result<RecordRun, RecordError> {
+    gpu_ready(&command[0])?;
     let stale_removed = store.remove_stale_recordings(crate::store::records::STALE_AFTER)?;
     let before: HashSet<String> = store.recordings(None)?.into_iter().map(|r| r.id).collect();
     let dir = tempfile::tempdir().map_err(|e| RecordError::Spawn {
@@ -452,6 +471,7 @@ pub struct TimedRun {
 /// Runs `command` with every launch timed and nothing recorded (`R3_TIME_ONLY=1`): the build
 /// as it is, variants included. Keeps the times with the program, one per binary.
 pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordError> {
+    gpu_ready(&command[0])?;
     let dir = tempfile::tempdir().map_err(|e| RecordError::Spawn {
         program: command[0].clone(),
         msg: format!("a temp directory for its statistics: {e}"),

@@ -76,6 +76,19 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
     );
     assert!(tune.status.success(), "{}", stderr(&tune));
 
+    // The winners stamp, which compiles depend on, holds the digest of what ships: the tune
+    // wrote it for the policy it ran under (no simulated winners), which differs from what
+    // ships once simulated winners are allowed.
+    let st = r3::store::Store::open(&store).unwrap();
+    let policy = |simulated| r3::store::winner::Policy {
+        simulated,
+        ..r3::store::winner::Policy::from_env()
+    };
+    let without = r3::apply::plan::shipped_digest(&st, &policy(false)).unwrap();
+    let with = r3::apply::plan::shipped_digest(&st, &policy(true)).unwrap();
+    assert_ne!(without, with);
+    assert_eq!(read(store.join("winners.stamp")).trim(), without);
+
     // Simulated trials are never applied unless asked for (they measured nothing real).
     let out = build(&d.join("unasked"), &src, &["--r3-apply"], &[], &store);
     assert!(!stderr(&out).contains("applied"), "{}", stderr(&out));
@@ -239,23 +252,40 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
 }
 
 #[test]
-fn a_winners_file_of_another_schema_is_refused_and_the_build_goes_on() {
+fn a_winners_file_of_another_schema_fails_the_compile_with_the_reason() {
+    // Asked for by name, the file must be one r3 can apply: a build that silently ships
+    // clang's code instead would pass for a tuned one.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let src = d.join("scan.cu");
     std::fs::copy(repo().join("llvm-ir-corpus/programs/scan.cu"), &src).unwrap();
     std::fs::write(d.join("w.json"), "{\"schema\": \"other\"}").unwrap();
-    let file = format!("--r3-apply={}", d.join("w.json").display());
-    let store = d.join("store");
-    build(&d.join("plain"), &src, &["--r3-off"], &[], &store);
-    let out = build(&d.join("bad"), &src, &[&file], &[], &store);
-    let note = stderr(&out);
-    assert!(
-        note.contains("w.json") && note.contains("r3 export"),
-        "{note}"
-    );
-    assert_eq!(
-        read(d.join("bad").join(PTX)),
-        read(d.join("plain").join(PTX))
-    );
+    let links = driver_links(d);
+    let file = d.join("w.json");
+    for (flag, env) in [
+        (Some(format!("--r3-apply={}", file.display())), None),
+        (None, Some(file.clone())),
+    ] {
+        let mut cmd = cuda_driver(&links, &d.join("store"));
+        cmd.arg("-I")
+            .arg(repo().join("llvm-ir-corpus/common"))
+            .arg(&src)
+            .args(["-o", "scan"])
+            .args(cudart_link())
+            .args(flag)
+            .current_dir(d);
+        if let Some(f) = env {
+            cmd.env("R3_APPLY", f);
+        }
+        let out = cmd.output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("r3: error: tuned kernels cannot be applied")
+                && err.contains("w.json")
+                && err.contains("r3 export"),
+            "{err}"
+        );
+        assert!(!d.join("scan").exists());
+    }
 }

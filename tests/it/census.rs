@@ -27,6 +27,8 @@ fn r3_record(store: &Path, args: &[&str], exe: &Path, env: &[(&str, &str)]) -> O
         .arg(exe)
         .arg("census")
         .env("FAKE_MS_PER_THREAD", MS_PER_THREAD)
+        // The fake-GPU program brings its own CUDA stand-in.
+        .env("R3_RECORD_WITHOUT_GPU", "1")
         .envs(env.iter().copied())
         .output()
         .unwrap();

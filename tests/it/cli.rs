@@ -28,6 +28,14 @@ fn every_subcommand_has_help() {
             "{cmd}: {}",
             stdout(&out)
         );
+        // The store and the SDK are r3's options, listed once under their heading, not again
+        // among each command's own (issue 36, item 9).
+        let text = stdout(&out);
+        let (own, global) = text.split_once("Global options:").expect(&text);
+        for opt in ["--r3-store", "--cuda-path"] {
+            assert!(!own.contains(opt), "{cmd}: {text}");
+            assert_eq!(global.matches(opt).count(), 1, "{cmd}: {text}");
+        }
     }
 }
 

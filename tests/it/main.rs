@@ -2,6 +2,7 @@
 
 mod apply;
 mod build_faults;
+mod build_tools;
 mod catalog;
 mod census;
 mod cli;

@@ -197,6 +197,16 @@ fn ablation_trials_in_their_own_file_count_as_pass_importance() {
     assert!((p.slowdown.unwrap() - 1.1).abs() < 1e-9);
 }
 
+/// With R3_TEST_KEEP_REPORTS=DIR, a report's HTML is kept as DIR/NAME.html, to be looked at
+/// in a browser (`scripts/report-screenshots`).
+fn keep_html(name: &str, rep: &r3::report::tuning::Report) {
+    if let Some(keep) = std::env::var_os("R3_TEST_KEEP_REPORTS") {
+        std::fs::create_dir_all(&keep).unwrap();
+        let file = Path::new(&keep).join(format!("{name}.html"));
+        std::fs::write(file, render(rep, Format::Html)).unwrap();
+    }
+}
+
 fn filtered(text: &str, store: &Store) -> String {
     let root = store.root().display().to_string();
     let text = text.replace(&root, "[STORE]");
@@ -283,6 +293,7 @@ fn reports_from_a_fixed_trials_database() {
     );
     insta::assert_snapshot!("report_json", filtered(&render(&rep, Format::Json), &store));
 
+    keep_html("fixture", &rep);
     let html = render(&rep, Format::Html);
     assert!(html.starts_with("<!DOCTYPE html>") && html.contains("</html>"));
     assert_eq!(html.matches("<svg").count(), 4);
@@ -291,7 +302,15 @@ fn reports_from_a_fixed_trials_database() {
         assert!(!html.contains(bad), "{bad}");
     }
     let term = render(&rep, Format::Term);
-    assert!(term.contains("Speedup over clang -O3: 1.250×"), "{term}");
+    assert!(
+        term.contains("Ships the best: 1.250× faster than -O3 (trial 3)."),
+        "{term}"
+    );
+    // Nothing of r3's own code is shown to users: no Rust paths in any format.
+    for f in [Format::Term, Format::Markdown, Format::Html, Format::Json] {
+        let text = render(&rep, f);
+        assert!(!text.contains("r3::"), "{f:?}: {text}");
+    }
 }
 
 #[test]
@@ -648,9 +667,186 @@ fn the_report_predicts_and_measures_each_program() {
     assert_eq!((m.recorded_ms, m.applied_ms), (100.0, 80.0));
     assert!((m.speedup - 1.25).abs() < 1e-12);
     assert_eq!(p.top[0].hash.as_deref(), Some(saxpy.as_str()));
+    keep_html("programs", &rep);
     // Rendered: the Programs section, before the summary.
     let md = r3::report::render::render(&rep, r3::report::render::Format::Markdown);
     let programs = md.find("## Programs").expect("a Programs section");
     assert!(programs < md.find("## Summary").unwrap());
     assert!(md.contains(&format!("{:.3}×", amdahl)), "{md}");
+}
+
+/// The user trial's finding: a search's best ran 2× in the search, its confirmation in fresh
+/// processes 1.25×, and apply builds with the confirmed one; on another GPU the best gains
+/// less than is worth a change, so clang's code ships. The report leads with what ships, the
+/// same numbers `r3 export` writes, and shows the best beside it.
+#[test]
+fn the_report_leads_with_what_ships_beside_the_best() {
+    use r3::store::trials::Confirmation;
+    use r3::store::winner::Policy;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&compile_into_store(dir.path())).unwrap();
+    let key = key(&store);
+    let o1 = Candidate::with_pipeline("default<O1>");
+    let h100 = "NVIDIA H100";
+    for (gpu, us) in [(GPU, 5.0), (h100, 9.9)] {
+        let mut log = store.open_trials(&key, gpu).unwrap();
+        log.append(&rec(&key, gpu, 0, &Candidate::baseline(), valid(10.0)))
+            .unwrap();
+        log.append(&rec(&key, gpu, 1, &o1, valid(us))).unwrap();
+    }
+    let confirmed = Confirmation {
+        format: 1,
+        trial: 1,
+        outcome: valid(8.0),
+        finished_unix_ms: 0,
+        launches: Vec::new(),
+        context_ratios: Vec::new(),
+    };
+    store.write_confirmation(&key, GPU, &confirmed).unwrap();
+    let rep = build(&store, &ReportOptions::default()).unwrap();
+    let on = |gpu: &str| rep.kernels.iter().find(|k| k.gpu == gpu).unwrap();
+    let (h200, h100k) = (on(GPU), on(h100));
+    assert_eq!(h200.best.as_ref().unwrap().speedup, 2.0);
+    assert_eq!(
+        (h200.apply.shipped_trial, h200.apply.shipped_speedup),
+        (Some(1), 1.25)
+    );
+    assert_eq!(
+        (h100k.apply.shipped_trial, h100k.apply.shipped_speedup),
+        (None, 1.0)
+    );
+    let s = &rep.summary;
+    assert_eq!((s.tuned, s.shipped), (2, 1));
+    assert!((s.geomean_shipped.unwrap() - 1.25f64.sqrt()).abs() < 1e-12);
+    assert!((s.geomean_speedup.unwrap() - (2.0f64 * 10.0 / 9.9).sqrt()).abs() < 1e-12);
+
+    // The same numbers as the winners file apply builds from, under the same policy.
+    let export = |gpu: &str| {
+        let policy = Policy {
+            gpu: Some(gpu.into()),
+            ..Policy::default()
+        };
+        r3::report::export::winners(&store, &policy)
+            .unwrap()
+            .kernels
+    };
+    let shipped = export(GPU);
+    assert_eq!(shipped.len(), 1);
+    assert_eq!(shipped[0].confirmed_speedup, Some(1.25));
+    assert!(export(h100).is_empty(), "under R3_APPLY_MIN_SPEEDUP");
+
+    let term = render(&rep, Format::Term);
+    assert!(
+        term.contains("Ships: 1.118× faster than -O3 (geometric mean over 2 tuned kernel–GPU pair(s); a winner ships for 1 of them, the others keep clang's code). Best found: 1.421×"),
+        "{term}"
+    );
+    assert!(
+        term.contains("Ships: 1.250× faster than -O3 (trial 1, as re-measured after the search, which apply goes by). Best found: 2.000× (trial 1, as the search measured it)."),
+        "{term}"
+    );
+    assert!(
+        term.contains(
+            "Ships: clang's code (-O3); the Apply line below says why. Best found: 1.010× (trial 1)."
+        ),
+        "{term}"
+    );
+    // The summary puts what ships first: -O3 where clang's code is kept.
+    let summary = &term[term.find("Summary\n").unwrap()..];
+    let lines: Vec<&str> = summary
+        .lines()
+        .filter(|l| l.starts_with("  saxpy"))
+        .collect();
+    assert!(
+        lines[0].contains("NVIDIA H200") && lines[0].contains("1.250×  2.000×"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains("NVIDIA H100") && lines[1].contains("-O3  1.010×"),
+        "{lines:?}"
+    );
+
+    // HTML: each summary row links to its kernel's section and sorts by the values.
+    keep_html("ships-and-best", &rep);
+    let html = render(&rep, Format::Html);
+    let table = &html[html.find("<table class=\"sortable\">").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    let rows: Vec<&str> = table.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    let cell = regex::Regex::new(r#"<td( class="r")?( data-v="([^"]*)")?>(.*?)</td>"#).unwrap();
+    let href = regex::Regex::new(r##"href="#([^"]+)""##).unwrap();
+    for (row, k) in rows.iter().zip([h200, h100k]) {
+        let cells: Vec<_> = cell.captures_iter(row).collect();
+        let id = &href.captures(&cells[0][4]).expect("a link")[1];
+        assert!(html.contains(&format!("<h2 id=\"{id}\">")), "{id}");
+        assert!(html[html.find(&format!("<h2 id=\"{id}\">")).unwrap()..].contains(&k.gpu));
+        assert!(cells[0].get(2).is_none(), "a name sorts as text: {row}");
+        let key = |i: usize| cells[i][3].parse::<f64>().unwrap();
+        assert_eq!(key(2), k.apply.shipped_speedup, "{row}");
+        assert_eq!(key(3), k.best.as_ref().unwrap().speedup, "{row}");
+        assert_eq!(key(6), k.trials as f64, "{row}");
+        assert_eq!(key(7), k.tuning_s, "{row}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&render(&rep, Format::Json)).unwrap();
+    assert_eq!(json["summary"]["shipped"], 1);
+    assert_eq!(json["summary"]["rows"][0]["shipped_speedup"], 1.25);
+    assert!(
+        json["summary"]["geomean_speedup"].is_number(),
+        "kept as it was"
+    );
+}
+
+/// Most of an O3-sized pipeline's ablations leave the PTX unchanged (slowdown 1.000): they are
+/// folded into one line, not listed one row each.
+#[test]
+fn passes_without_a_measurable_effect_are_folded() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = fixture(dir.path());
+    let k = key(&store);
+    let abl = r3::passes::diff::ablations(&best_candidate()).unwrap();
+    let mut log = store.open_ablations(&k, GPU).unwrap();
+    // Twenty ablations measured at the best's own time; the fixture's three stay as they are.
+    let flat: Vec<_> = abl
+        .iter()
+        .filter(|a| !a.pass.ends_with("/gvn<>") && !a.pass.contains("/sroa"))
+        .take(20)
+        .collect();
+    for (i, a) in flat.iter().enumerate() {
+        log.append(&rec(&k, GPU, 100 + i as u32, &a.candidate, valid(8.0)))
+            .unwrap();
+    }
+    let opts = ReportOptions {
+        kernels: vec!["saxpy".into()],
+        ..Default::default()
+    };
+    let rep = build(&store, &opts).unwrap();
+    assert_eq!(
+        rep.kernels[0].importance.passes.len(),
+        23,
+        "all in the JSON"
+    );
+    let term = render(&rep, Format::Term);
+    let imp = &term[term.find("Pass importance").unwrap()..term.find("Convergence").unwrap()];
+    assert!(
+        imp.contains(&format!(
+            "20 passes with no measurable effect (slowdown 1.000): {}, ",
+            flat[0].pass
+        )) && imp.contains(", and 15 more."),
+        "{imp}"
+    );
+    assert_eq!(imp.matches(" 1.000 ").count(), 0, "no row at 1.000: {imp}");
+    assert!(
+        imp.contains("1.125"),
+        "the passes that matter stay in the table: {imp}"
+    );
+    keep_html("folded-importance", &rep);
+    let html = render(&rep, Format::Html);
+    let details = html
+        .find("<details><summary>20 passes with no measurable effect (slowdown 1.000)</summary><table>")
+        .expect("folded in a <details>");
+    assert_eq!(
+        html[details..]
+            .matches("<td class=\"r\">1.000</td>")
+            .count(),
+        20
+    );
 }

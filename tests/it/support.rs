@@ -17,6 +17,8 @@ pub fn r3(args: &[&str], home: &Path) -> Output {
         .args(args)
         .env("R3_STORE", home.join("store"))
         .env_remove("R3_CUDA_PATH")
+        // The programs these tests record are shell commands or fake-GPU programs.
+        .env("R3_RECORD_WITHOUT_GPU", "1")
         .output()
         .expect("r3 runs")
 }

@@ -272,6 +272,47 @@ fn ptx_isa_of(driver: &str) -> Option<String> {
     Some(crate::lower::ptx_for_driver(v).to_owned())
 }
 
+/// A digest of what apply ships from `store` under `policy`: each kernel's generic winner and
+/// variants, by the code they ship (kernel, configuration, measured PTX), not by their speed.
+/// It changes exactly when an applied build would compile differently; the store keeps it in
+/// the winners stamp that compiles depend on. A kernel whose search files cannot be read
+/// counts as shipping nothing, as apply then ships clang's code for it.
+pub fn shipped_digest(store: &Store, policy: &Policy) -> Result<String, StoreError> {
+    let source = Source::Store(store.clone());
+    let code =
+        |w: &Winner| serde_json::json!([w.hash, w.arch, w.ptx_hash, w.candidate, w.simulated]);
+    let mut shipped = Vec::new();
+    for k in store.kernels()?.into_iter().chain(store.variants()?) {
+        let Ok(plan) = source.plan(&k, policy) else {
+            continue;
+        };
+        let variants: Vec<_> = plan
+            .variants
+            .iter()
+            .map(|v| serde_json::json!([code(&v.winner), v.guard]))
+            .collect();
+        if plan.generic.is_some() || !variants.is_empty() {
+            shipped.push(serde_json::json!([
+                plan.generic.as_ref().map(code),
+                variants
+            ]));
+        }
+    }
+    Ok(
+        blake3::hash(serde_json::Value::Array(shipped).to_string().as_bytes())
+            .to_hex()
+            .to_string(),
+    )
+}
+
+/// Brings the store's winners stamp up to date with what apply ships now under the policy of
+/// the environment (as a build would read it); returns whether it changed, and so whether the
+/// next build recompiles the objects that depend on it.
+pub fn refresh_winners_stamp(store: &Store) -> Result<bool, StoreError> {
+    let digest = shipped_digest(store, &Policy::from_env())?;
+    store.set_shipped_digest(&digest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -130,12 +130,15 @@ pub fn summary(dir: &Path) -> Option<String> {
 }
 
 fn describe(o: &KernelOutcome) -> String {
-    let mut speed = o.speedup.map(|s| format!(" {s:.2}x")).unwrap_or_default();
+    let mut speed = o
+        .speedup
+        .map(|s| format!(" {}", crate::store::speed::times(s)))
+        .unwrap_or_default();
     if !o.variants.is_empty() {
         let each: Vec<String> = o
             .variants
             .iter()
-            .map(|v| format!("{:.2}x", v.speedup))
+            .map(|v| crate::store::speed::times(v.speedup))
             .collect();
         let n = o.variants.len();
         speed.push_str(&format!(

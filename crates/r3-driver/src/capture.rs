@@ -137,18 +137,26 @@ pub fn captured_in(dir: &Path) -> Vec<Captured> {
         .collect()
 }
 
+/// What one command added to the store.
+#[derive(Debug, Default)]
+struct Stored {
+    /// Kernels new to the store.
+    new: usize,
+    /// New kernels compiled without optimization, by name: r3 cannot tune them.
+    unoptimized: Vec<String>,
+}
+
 /// Splits every captured module into kernels and writes them and the units to the store.
-/// Returns how many kernels were new to the store.
 fn store_modules(
     modules: &[Captured],
     store: &Store,
     compile: &CompileCommand,
     output: Option<&Path>,
     artifact: Option<&Path>,
-) -> Result<usize, CaptureError> {
+) -> Result<Stored, CaptureError> {
     let mut units: BTreeMap<PathBuf, BTreeMap<String, Vec<crate::kernel::KernelHash>>> =
         BTreeMap::new();
-    let mut new = 0;
+    let mut stored = Stored::default();
     for m in modules {
         let ctx = inkwell::context::Context::create();
         let module = ir::load_file(&ctx, &m.bitcode)?;
@@ -174,7 +182,11 @@ fn store_modules(
         locate::fill_missing(&mut kernels, &source, &compile.args, &compile.cwd);
         let hashes = units.entry(source).or_default().entry(arch).or_default();
         for km in kernels {
-            new += usize::from(store.put_kernel(&km, compile)?);
+            let new = store.put_kernel(&km, compile)?;
+            stored.new += usize::from(new);
+            if new && km.signature.unoptimized {
+                stored.unoptimized.push(km.signature.demangled.clone());
+            }
             // -save-temps runs the pipeline twice, so the same module may come twice.
             if !hashes.contains(&km.hash) {
                 hashes.push(km.hash);
@@ -198,7 +210,21 @@ fn store_modules(
         };
         store.put_unit(&unit)?;
     }
-    Ok(new)
+    Ok(stored)
+}
+
+/// The one warning for kernels r3 stored but cannot tune: -O0 code is `optnone`, which every
+/// LLVM pass skips, so each candidate pipeline would give the same code as the baseline.
+fn unoptimized_warning(names: &[String]) -> Option<String> {
+    let (first, rest) = names.split_first()?;
+    let more = match rest.len() {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    Some(format!(
+        "r3: warning: kernel {first}{more} was compiled without optimization (-O0), so r3 cannot \
+         tune it; build with -O3 (with CMake: -DCMAKE_BUILD_TYPE=Release)"
+    ))
 }
 
 /// What the `r3 __capture` child reads on stdin: captured bitcode to split and store.
@@ -227,7 +253,12 @@ pub fn serve() -> i32 {
         .map_err(|e| format!("bad capture job: {e}"))
         .and_then(|job| store_job(&job).map_err(|e| e.to_string()));
     match result {
-        Ok(_) => 0,
+        Ok(stored) => {
+            if let Some(w) = unoptimized_warning(&stored.unoptimized) {
+                eprintln!("{w}");
+            }
+            0
+        }
         Err(e) => {
             eprintln!("{e}");
             1
@@ -235,7 +266,7 @@ pub fn serve() -> i32 {
     }
 }
 
-fn store_job(job: &StoreJob) -> Result<usize, CaptureError> {
+fn store_job(job: &StoreJob) -> Result<Stored, CaptureError> {
     let store = Store::create(&job.store)?;
     store_modules(
         &job.modules,
@@ -265,6 +296,14 @@ pub fn store_isolated(job: &StoreJob) -> Result<(), String> {
         ));
     };
     if exit.status.success() {
+        // The child's only words on success are warnings meant for the user.
+        for line in exit
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("r3: warning:"))
+        {
+            eprintln!("{line}");
+        }
         return Ok(());
     }
     match exit.signal() {

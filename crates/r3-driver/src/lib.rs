@@ -13,8 +13,11 @@ use r3_store as store;
 pub mod apply;
 pub mod args;
 pub mod capture;
+pub mod depfile;
+pub mod launcher;
 pub mod locate;
 pub mod plugin;
+pub mod probe;
 pub mod runtime;
 pub mod sdk;
 
@@ -27,7 +30,6 @@ use std::process::{Command, ExitStatus, Stdio};
 
 /// Runs the driver for `args` (without argv[0]); returns the process exit status.
 pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
-    let (opts, mut clang_args) = args::split_r3_options(args);
     if let Some(problem) = toolchain::clang_override_problem(cxx) {
         warn(&problem);
     }
@@ -38,70 +40,171 @@ pub fn main(cxx: bool, args: Vec<OsString>) -> i32 {
             return 1;
         }
     };
+    warn_if_under_a_cache(&args);
+    run(
+        &Compiler {
+            clang,
+            wrapper: Vec::new(),
+            cxx,
+        },
+        args,
+    )
+}
+
+/// The compiler a command runs: clang, behind a compiler cache where r3 launches one
+/// (`r3 ccache clang++ …`, see [`launcher`]).
+pub struct Compiler {
+    pub clang: PathBuf,
+    /// The cache and its own arguments, run with clang and clang's arguments after them.
+    pub wrapper: Vec<OsString>,
+    pub cxx: bool,
+}
+
+impl Compiler {
+    /// The command that compiles: the cache in front of clang, or clang.
+    fn command(&self) -> Command {
+        match self.wrapper.split_first() {
+            Some((cache, rest)) => {
+                let mut c = Command::new(cache);
+                c.args(rest).arg(&self.clang);
+                c
+            }
+            None => Command::new(&self.clang),
+        }
+    }
+}
+
+/// The driver proper, for `compiler` and the command line after it.
+pub fn run(compiler: &Compiler, args: Vec<OsString>) -> i32 {
+    let (opts, mut clang_args) = args::split_r3_options(args);
     if !opts.unknown.is_empty() {
         warn(&format!(
             "unknown r3 option {} ignored (known: --r3-store=DIR, --r3-apply[=FILE], --r3-off)",
             opts.unknown.join(", ")
         ));
     }
-    if !opts.off {
-        let sdk = sdk::additions(&clang_args);
-        clang_args.extend(sdk);
+    // Even with r3 off, clang finds the SDK r3 knows: --r3-off turns r3's additions off, not
+    // the CUDA installation a working command needs.
+    let sdk = sdk::additions(&clang_args);
+    clang_args.extend(sdk);
+    if opts.off {
+        return finish(compiler, &clang_args, &[]);
     }
-    let apply = (!opts.off).then(|| winners_from(&opts)).flatten();
-    // Apply needs the compile's IR, so it captures even where capture is switched off.
-    let capture_off =
-        opts.off || (apply.is_none() && std::env::var_os("R3_CAPTURE").is_some_and(|v| v == "0"));
-    let runtime = if opts.off {
-        Vec::new()
-    } else {
-        runtime_args(&clang_args)
+    if let Some(code) = probe::cmake_compiler_check(compiler, &clang_args) {
+        return code;
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let config = match store::config::find(&cwd) {
+        Ok(found) => found,
+        Err(e) => {
+            warn(&format!("r3's build settings not used: {e}"));
+            None
+        }
     };
+    let apply = match winners_from(&opts, config.as_ref(), &cwd) {
+        Ok(apply) => apply,
+        Err(e) => {
+            eprintln!("r3: error: {e}");
+            return 1;
+        }
+    };
+    // Apply needs the compile's IR, so it captures even where capture is switched off.
+    let capture_off = apply.is_none() && std::env::var_os("R3_CAPTURE").is_some_and(|v| v == "0");
+    let runtime = runtime_args(&clang_args);
     if capture_off || !args::may_compile_cuda(&clang_args) || args::stops_before_ir(&clang_args) {
-        return finish(&clang, &clang_args, &runtime);
+        return finish(compiler, &clang_args, &runtime);
     }
+    let store = match store::locate(opts.store.as_deref(), &cwd) {
+        Ok(loc) => loc.path,
+        Err(e) => {
+            warn(&format!("kernel capture skipped: {e}"));
+            return finish(compiler, &clang_args, &runtime);
+        }
+    };
     let how = How {
-        clang: &clang,
+        compiler,
         clang_args: &clang_args,
         runtime: &runtime,
-        opts: &opts,
-        cxx,
+        store: &store,
         apply: apply.as_ref(),
     };
-    match plugin::plugin(&clang) {
-        Ok(so) => compile_with_plugin(&how, &so),
+    let code = match plugin::plugin(&compiler.clang) {
+        // A cache in front of clang would see the plugin's temporary directory as a new
+        // argument each time and never hit: the capture then runs beside it.
+        Ok(so) if compiler.wrapper.is_empty() => compile_with_plugin(&how, &so),
         // Without the plugin, a separate capture compile gets the same IR, at the cost of a
         // second device front end; `r3 doctor` says which one runs and why.
-        Err(_) => compile_with_capture_jobs(&how),
+        _ => compile_with_capture_jobs(&how),
+    };
+    if code == 0 {
+        name_what_decides(&how, config.as_ref());
     }
+    code
 }
 
 /// One compile command as the driver runs it.
 struct How<'a> {
-    clang: &'a Path,
+    compiler: &'a Compiler,
     clang_args: &'a [OsString],
     runtime: &'a [OsString],
-    opts: &'a args::R3Options,
-    cxx: bool,
+    /// The store this compile's kernels go to.
+    store: &'a Path,
     apply: Option<&'a apply::WinnersFrom>,
 }
 
 /// Where apply takes winners from: `--r3-apply[=FILE]`, else `R3_APPLY` (`1` for the store, or
-/// a winners file); None when apply is off.
-fn winners_from(opts: &args::R3Options) -> Option<apply::WinnersFrom> {
-    let cwd = std::env::current_dir().ok()?;
+/// a winners file), else the build tree's `.r3/config` (`apply = true`); None when apply is
+/// off. Err for a winners file that cannot be read: asked for by name, it must be there.
+fn winners_from(
+    opts: &args::R3Options,
+    config: Option<&store::config::Found>,
+    cwd: &Path,
+) -> Result<Option<apply::WinnersFrom>, String> {
     let file = match &opts.apply {
         Some(f) => f.clone(),
-        None => match std::env::var_os("R3_APPLY").filter(|v| !v.is_empty() && v != "0") {
+        None => match std::env::var_os("R3_APPLY").filter(|v| !v.is_empty()) {
+            Some(v) if v == "0" => return Ok(None),
             Some(v) if v == "1" => None,
             Some(v) => Some(PathBuf::from(v)),
-            None => return None,
+            None if config.is_some_and(|c| c.config.apply) => None,
+            None => return Ok(None),
         },
     };
-    Some(match file {
-        Some(f) => apply::WinnersFrom::File(cwd.join(f)),
-        None => apply::WinnersFrom::Store(store::locate(opts.store.as_deref(), &cwd).path),
-    })
+    match file {
+        Some(f) => {
+            let f = cwd.join(f);
+            r3_apply::plan::Source::file(&f).map_err(|e| {
+                format!("tuned kernels cannot be applied: {e} (or name no file: --r3-apply or R3_APPLY=1 applies the store's winners)")
+            })?;
+            Ok(Some(apply::WinnersFrom::File(f)))
+        }
+        None => Ok(Some(apply::WinnersFrom::Store(
+            store::locate(opts.store.as_deref(), cwd)
+                .map_err(|e| e.to_string())?
+                .path,
+        ))),
+    }
+}
+
+/// Names, in the compile's dependency file, the files that decide what it ships beyond its
+/// sources: the store's winners stamp and the build tree's r3 settings (see [`depfile`]).
+fn name_what_decides(how: &How, config: Option<&store::config::Found>) {
+    let Some(dep) = depfile::of(how.clang_args) else {
+        return;
+    };
+    let mut deps = Vec::new();
+    // The store exists once a kernel was captured into it; a compile without kernels (a
+    // plain C++ file given as CUDA) leaves no store to depend on.
+    if let Ok(stamp) = store::Store::open(how.store).and_then(|s| s.winners_stamp()) {
+        deps.push(stamp);
+    }
+    deps.extend(config.map(|c| c.path.clone()));
+    if let Err(e) = depfile::add(&dep, &deps) {
+        warn(&format!(
+            "{} does not name r3's winners (a rebuild after tuning may not apply them): {e}",
+            dep.display()
+        ));
+    }
 }
 
 /// Sets up apply for a compile whose captured IR lands in `dir`: the extra arguments and
@@ -110,7 +213,7 @@ fn apply_setup(how: &How, dir: &Path) -> (Vec<OsString>, apply::Env) {
     let Some(from) = how.apply else {
         return Default::default();
     };
-    match apply::prepare(dir, from, how.clang, how.clang_args) {
+    match apply::prepare(dir, from, &how.compiler.clang, how.clang_args) {
         Ok(setup) => setup.unwrap_or_default(),
         Err(e) => {
             warn(&format!("tuned kernels not applied: {e}"));
@@ -130,14 +233,14 @@ fn apply_summary(how: &How, dir: &Path) {
 
 /// The real command with r3's plugin loaded: it writes the device IR as it compiles.
 fn compile_with_plugin(how: &How, so: &Path) -> i32 {
-    let (clang, clang_args) = (how.clang, how.clang_args);
+    let (compiler, clang_args) = (how.compiler, how.clang_args);
     let dir = match tempfile::Builder::new().prefix("r3-capture-").tempdir() {
         Ok(dir) => dir,
         Err(e) => {
             warn(&format!(
                 "kernel capture skipped: a temporary directory: {e}"
             ));
-            return finish(clang, clang_args, how.runtime);
+            return finish(compiler, clang_args, how.runtime);
         }
     };
     let (apply_args, apply_env) = apply_setup(how, dir.path());
@@ -146,12 +249,12 @@ fn compile_with_plugin(how: &How, so: &Path) -> i32 {
     extra.extend(apply_args);
     let mut env = vec![(plugin::DIR_ENV, dir.path().as_os_str().to_owned())];
     env.extend(apply_env);
-    let (code, with_r3) = run_with_fallback(clang, clang_args, &extra, &env);
+    let (code, with_r3) = run_with_fallback(compiler, clang_args, &extra, &env);
     if code == 0 && with_r3 {
         apply_summary(how, dir.path());
         let modules = capture::captured_in(dir.path());
         if !modules.is_empty() {
-            if let Err(e) = store_capture(modules, how.opts, clang, how.cxx, clang_args) {
+            if let Err(e) = store_capture(modules, how) {
                 warn(&format!("kernel capture skipped: {e}"));
             }
         }
@@ -162,13 +265,13 @@ fn compile_with_plugin(how: &How, so: &Path) -> i32 {
 /// The real command, and beside it a repeat of each device compile that writes its IR. With
 /// apply, the capture compiles run first: the shim inside the real compile reads their IR.
 fn compile_with_capture_jobs(how: &How) -> i32 {
-    let (clang, clang_args) = (how.clang, how.clang_args);
-    let plan = match capture::plan(clang, clang_args) {
+    let (compiler, clang_args) = (how.compiler, how.clang_args);
+    let plan = match capture::plan(&compiler.clang, clang_args) {
         Ok(plan) if !plan.jobs.is_empty() => plan,
-        Ok(_) => return finish(clang, clang_args, how.runtime),
+        Ok(_) => return finish(compiler, clang_args, how.runtime),
         Err(e) => {
             warn(&format!("kernel capture skipped: {e}"));
-            return finish(clang, clang_args, how.runtime);
+            return finish(compiler, clang_args, how.runtime);
         }
     };
     let (code, captured) = if how.apply.is_some() {
@@ -179,12 +282,12 @@ fn compile_with_capture_jobs(how: &How) -> i32 {
         };
         let mut extra = how.runtime.to_vec();
         extra.extend(apply_args);
-        let (code, _) = run_with_fallback(clang, clang_args, &extra, &apply_env);
+        let (code, _) = run_with_fallback(compiler, clang_args, &extra, &apply_env);
         apply_summary(how, plan.dir());
         (code, captured)
     } else {
         std::thread::scope(|s| {
-            let real = s.spawn(|| run_with_fallback(clang, clang_args, how.runtime, &[]).0);
+            let real = s.spawn(|| run_with_fallback(compiler, clang_args, how.runtime, &[]).0);
             let captured = capture::run(&plan);
             (real.join().unwrap_or(1), captured)
         })
@@ -193,7 +296,7 @@ fn compile_with_capture_jobs(how: &How) -> i32 {
         let modules = plan.jobs.iter().map(capture::Captured::from).collect();
         let stored = captured
             .map_err(|e| e.to_string())
-            .and_then(|()| store_capture(modules, how.opts, clang, how.cxx, clang_args));
+            .and_then(|()| store_capture(modules, how));
         if let Err(e) = stored {
             warn(&format!("kernel capture skipped: {e}"));
         }
@@ -219,11 +322,11 @@ fn runtime_args(clang_args: &[OsString]) -> Vec<OsString> {
 }
 
 /// Runs clang when nothing else is left to do: by exec when r3 adds nothing.
-fn finish(clang: &Path, clang_args: &[OsString], extra: &[OsString]) -> i32 {
+fn finish(compiler: &Compiler, clang_args: &[OsString], extra: &[OsString]) -> i32 {
     if extra.is_empty() {
-        exec(clang, clang_args)
+        exec(compiler, clang_args)
     } else {
-        run_with_fallback(clang, clang_args, extra, &[]).0
+        run_with_fallback(compiler, clang_args, extra, &[]).0
     }
 }
 
@@ -233,17 +336,19 @@ fn finish(clang: &Path, clang_args: &[OsString], extra: &[OsString]) -> i32 {
 /// warning); when it fails too, the first run's diagnostics were clang's own and stand.
 /// Returns clang's exit status and whether r3's additions were in the run that counts.
 fn run_with_fallback(
-    clang: &Path,
+    compiler: &Compiler,
     clang_args: &[OsString],
     extra: &[OsString],
     env: &[(&str, OsString)],
 ) -> (i32, bool) {
     if extra.is_empty() && env.is_empty() {
-        return (run(Command::new(clang).args(clang_args)), false);
+        return (status_of(compiler.command().args(clang_args)), false);
     }
     // Both runs keep their diagnostics until it is known which one the build is: what a user
     // sees is plain clang's, never an error of r3's additions (a plugin clang cannot load).
-    let first = Command::new(clang)
+    let clang = &compiler.clang;
+    let first = compiler
+        .command()
         .args(clang_args)
         .args(color_like_a_terminal(clang_args))
         .args(extra)
@@ -262,7 +367,8 @@ fn run_with_fallback(
             return (1, false);
         }
     }
-    let plain = Command::new(clang)
+    let plain = compiler
+        .command()
         .args(clang_args)
         .args(color_like_a_terminal(clang_args))
         .stdout(Stdio::inherit())
@@ -295,7 +401,7 @@ fn color_like_a_terminal(clang_args: &[OsString]) -> Option<&'static str> {
     (!says && std::io::stderr().is_terminal()).then_some("-fcolor-diagnostics")
 }
 
-fn run(cmd: &mut Command) -> i32 {
+fn status_of(cmd: &mut Command) -> i32 {
     match cmd.status() {
         Ok(status) => exit_code(status),
         Err(e) => {
@@ -305,18 +411,21 @@ fn run(cmd: &mut Command) -> i32 {
     }
 }
 
-fn store_capture(
-    modules: Vec<capture::Captured>,
-    opts: &args::R3Options,
-    clang: &Path,
-    cxx: bool,
-    clang_args: &[OsString],
-) -> Result<(), String> {
+fn store_capture(modules: Vec<capture::Captured>, how: &How) -> Result<(), String> {
     let cwd = std::env::current_dir().map_err(|e| format!("the working directory: {e}"))?;
-    let driver = if cxx { "r3-clang++" } else { "r3-clang" };
+    let driver = if how.compiler.cxx {
+        "r3-clang++"
+    } else {
+        "r3-clang"
+    };
+    let clang = &how.compiler.clang;
     let compile = CompileCommand {
         args: std::iter::once(driver.to_owned())
-            .chain(clang_args.iter().map(|a| a.to_string_lossy().into_owned()))
+            .chain(
+                how.clang_args
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned()),
+            )
             .collect(),
         env: CompileCommand::capture_env(),
         clang: clang.to_owned(),
@@ -324,10 +433,10 @@ fn store_capture(
         cwd: cwd.clone(),
     };
     let job = capture::StoreJob {
-        store: store::locate(opts.store.as_deref(), &cwd).path,
+        store: how.store.to_owned(),
         compile,
-        output: args::output_of(clang_args),
-        artifact: args::output_of(clang_args).or_else(|| args::default_output(clang_args)),
+        output: args::output_of(how.clang_args),
+        artifact: args::output_of(how.clang_args).or_else(|| args::default_output(how.clang_args)),
         modules,
     };
     capture::store_isolated(&job)
@@ -342,10 +451,55 @@ fn warn(msg: &str) {
 }
 
 /// Replaces this process with clang, so that nothing of r3 stands between clang and the build.
-fn exec(clang: &Path, args: &[OsString]) -> i32 {
-    let err = Command::new(clang).args(args).exec();
-    eprintln!("r3: error: cannot run {}: {err}", clang.display());
+fn exec(compiler: &Compiler, args: &[OsString]) -> i32 {
+    let err = compiler.command().args(args).exec();
+    eprintln!("r3: error: cannot run {}: {err}", compiler.clang.display());
     1
+}
+
+/// A compiler cache that runs r3-clang++ itself (`ccache r3-clang++ …`) skips r3 on every hit,
+/// so those compiles' kernels never reach the store. Said once per build (per process that
+/// runs the cache), with the order that works: r3 in front of the cache.
+fn warn_if_under_a_cache(args: &[OsString]) {
+    // Not in the cache's preprocessing run: the cache keeps that run's messages to itself.
+    if !args::may_compile_cuda(args) || args::stops_before_ir(args) {
+        return;
+    }
+    let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok();
+    let parent = std::os::unix::process::parent_id();
+    let Some(cache) = comm(parent)
+        .map(|c| c.trim().to_owned())
+        .filter(|c| matches!(c.as_str(), "ccache" | "sccache" | "buildcache"))
+    else {
+        return;
+    };
+    let build = std::fs::read_to_string(format!("/proc/{parent}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u32>()
+                .ok()
+        })
+        .unwrap_or(parent);
+    let uid = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata("/proc/self")
+            .ok()
+            .unwrap_or_else(|| std::fs::metadata("/").expect("/ exists")),
+    );
+    let marker = std::env::temp_dir().join(format!("r3-under-{cache}-{uid}-{build}"));
+    if std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&marker)
+        .is_ok()
+    {
+        eprintln!(
+            "r3: warning: {cache} runs r3-clang++, so a cache hit skips r3 and that compile's kernels are not captured; fix: put r3 in front of the cache (CMake: -DCMAKE_CUDA_COMPILER_LAUNCHER=\"r3;{cache}\", which r3's toolchain file sets by itself; Make: CXX=\"r3 {cache} clang++\")"
+        );
+    }
 }
 
 /// The exit status a shell would report for clang: its code, or 128 + the signal.

@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 /// Arguments that point clang at r3's SDK, where the command needs them; with `-v`, one line
 /// says what was added and why.
 pub fn additions(clang_args: &[OsString]) -> Vec<OsString> {
+    if let Some(quiet) = quiet_for_r3s_sdk(clang_args) {
+        return vec![quiet];
+    }
     let compiles = args::may_compile_cuda(clang_args) && args::cuda_path_flag(clang_args).is_none();
     let links = super::runtime::cudart_arg(clang_args).is_some();
     if !(compiles || links) || clang_finds_cuda() {
@@ -42,6 +45,23 @@ pub fn additions(clang_args: &[OsString]) -> Vec<OsString> {
         );
     }
     add
+}
+
+/// A command that names r3's own SDK by `--cuda-path` (CMake passes it for CUDAToolkit_ROOT)
+/// gets clang's warning about an SDK newer than it knows silenced, as when r3 adds the path:
+/// r3's setup installs that SDK for this clang, and the warning would come with every compile.
+fn quiet_for_r3s_sdk(clang_args: &[OsString]) -> Option<OsString> {
+    let named = args::cuda_path_flag(clang_args)?;
+    let says = clang_args.iter().any(|a| {
+        a.to_str()
+            .is_some_and(|a| a.ends_with("unknown-cuda-version"))
+    });
+    if says || !args::may_compile_cuda(clang_args) {
+        return None;
+    }
+    let ours = toolchain::find_cuda(None).ok()?.path;
+    let same = std::fs::canonicalize(&named).ok()? == std::fs::canonicalize(ours).ok()?;
+    same.then(|| OsString::from("-Wno-unknown-cuda-version"))
 }
 
 /// Whether clang would find a CUDA installation by itself: the places its detector tries.

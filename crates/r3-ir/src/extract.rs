@@ -47,6 +47,7 @@ fn extract_one(
         .expect("kernel listed from this module");
     let source = source_loc(kernel);
     let arch = string_attr(kernel, "target-cpu").unwrap_or_default();
+    let unoptimized = has_attr(kernel, "optnone");
     let module = tu.clone();
     let f = module.get_function(name).expect("clone has the kernel");
     keep_only_reachable(&module, f);
@@ -59,6 +60,7 @@ fn extract_one(
         arch,
         params: Vec::new(),
         source,
+        unoptimized,
     };
     match without_debug_version_flag(&module) {
         // A fresh context: parsing into the TU's own would rename its struct types.
@@ -141,6 +143,12 @@ fn string_attr(f: FunctionValue, key: &str) -> Option<String> {
     use inkwell::attributes::AttributeLoc;
     f.get_string_attribute(AttributeLoc::Function, key)
         .map(|a| a.get_string_value().to_string_lossy().into_owned())
+}
+
+fn has_attr(f: FunctionValue, name: &str) -> bool {
+    use inkwell::attributes::{Attribute, AttributeLoc};
+    let kind = Attribute::get_named_enum_kind_id(name);
+    f.get_enum_attribute(AttributeLoc::Function, kind).is_some()
 }
 
 fn source_loc(f: FunctionValue) -> Option<SourceLoc> {

@@ -118,6 +118,10 @@ pub struct KernelSignature {
     pub params: Vec<Param>,
     /// Definition site, when the front end gave one.
     pub source: Option<SourceLoc>,
+    /// Compiled without optimization (`optnone`, as clang marks every function at -O0): LLVM's
+    /// passes skip such a function, so no pipeline can change its code and r3 does not tune it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unoptimized: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -161,6 +161,71 @@ fn pair_changes(raw: Vec<DiffOp>) -> Vec<DiffOp> {
     out
 }
 
+/// A pipeline as a message shows it: quoted as written when it is short; otherwise as its
+/// edits of -O3's pipeline (`default<O3>` expanded), since a candidate is -O3's 5 KB of text
+/// with a few edits and the whole text would bury the message. The edits are `-pass at N`
+/// (-O3's pass N, counting from 1, left out), `+pass at N` (pass N of this pipeline, not in
+/// -O3) and `~pass<params> at N` (pass N, -O3's with other parameters or adaptors); at most
+/// `most` of them, then how many more: "312 passes, differing from -O3 in:
+/// ~loop-vectorize<a;;b> at 201, -instcombine at 12, and 2 more". A text r3 cannot parse is
+/// quoted cut in the middle. Only a quoted text starts with `'`.
+pub fn brief(text: &str, most: usize) -> String {
+    /// Longest text quoted whole; longest pass text in an edit.
+    const WHOLE: usize = 160;
+    const PASS: usize = 100;
+    fn cut(s: &str, keep: usize) -> String {
+        let n = s.chars().count();
+        if n <= keep {
+            return s.to_owned();
+        }
+        let head: String = s.chars().take(keep * 2 / 3).collect();
+        let tail: String = s.chars().skip(n - keep / 3).collect();
+        format!("{head}…{tail}")
+    }
+    if text.chars().count() <= WHOLE {
+        return format!("'{text}'");
+    }
+    let (p, o3) = match (expand(text), expand("default<O3>")) {
+        (Ok(p), Ok(o3)) => (p, o3),
+        _ => return format!("'{}' ({} characters)", cut(text, WHOLE), text.len()),
+    };
+    let last = |path: &str| cut(path.rsplit('/').next().unwrap_or(path), PASS);
+    // Positions: i in -O3, j in this pipeline, both counting from 1 as people count passes.
+    let (mut i, mut j) = (1, 1);
+    let mut edits = Vec::new();
+    for op in diff(&o3, &p) {
+        match op {
+            DiffOp::Same { count } => {
+                i += count;
+                j += count;
+            }
+            DiffOp::Removed { step } => {
+                edits.push(format!("-{} at {i}", last(&step)));
+                i += 1;
+            }
+            DiffOp::Added { step } => {
+                edits.push(format!("+{} at {j}", last(&step)));
+                j += 1;
+            }
+            DiffOp::Changed { to, .. } => {
+                edits.push(format!("~{} at {j}", last(&to)));
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    let n = p.steps.len();
+    if edits.is_empty() {
+        return format!("{n} passes, -O3's own");
+    }
+    let more = edits.len().saturating_sub(most.max(1));
+    edits.truncate(most.max(1));
+    if more > 0 {
+        edits.push(format!("and {more} more"));
+    }
+    format!("{n} passes, differing from -O3 in: {}", edits.join(", "))
+}
+
 /// Counts of a diff: (removed, added, changed).
 pub fn diff_counts(d: &[DiffOp]) -> (usize, usize, usize) {
     let mut c = (0, 0, 0);
@@ -319,6 +384,72 @@ mod tests {
         );
         assert_eq!(diff_counts(&d), (1, 1, 1));
         assert_eq!(diff(&a, &a), vec![DiffOp::Same { count: 4 }]);
+    }
+
+    /// Issue 36, item 7: a rejected candidate is -O3's 5 KB with an edit or two; its message
+    /// names the edits and their places, not the whole text.
+    #[test]
+    fn a_long_pipeline_is_shown_briefly_as_its_edits_of_o3() {
+        let o3 = expand("default<O3>").unwrap();
+        let mut p = o3.clone();
+        let lv = p
+            .steps
+            .iter()
+            .position(|s| s.name == "loop-vectorize")
+            .unwrap();
+        p.steps[lv].params = vec![
+            "no-interleave-forced-only".into(),
+            String::new(),
+            "vectorize-forced-only".into(),
+        ];
+        let gone = p
+            .steps
+            .iter()
+            .position(|s| s.name == "instcombine")
+            .unwrap();
+        let removed = p.steps.remove(gone);
+        let text = p.render();
+        assert!(text.len() > 2000, "{}", text.len());
+        let b = brief(&text, 6);
+        assert!(b.len() < 300, "{b}");
+        assert!(b.starts_with(&format!(
+            "{} passes, differing from -O3 in: ",
+            p.steps.len()
+        )));
+        assert!(
+            b.contains(&format!("-{} at {}", removed.text(), gone + 1)),
+            "{b}"
+        );
+        // Its place in this pipeline: one pass earlier, the instcombine before it being gone.
+        assert!(
+            b.contains(&format!(
+                "~loop-vectorize<no-interleave-forced-only;;vectorize-forced-only> at {}",
+                lv
+            )),
+            "{b}"
+        );
+        assert!(!b.contains("and "), "{b}");
+
+        // Many edits: the first few, then how many more; each edit cut to its head and tail.
+        let mut many = o3.clone();
+        for s in many.steps.iter_mut().filter(|s| s.name == "simplifycfg") {
+            s.params = vec!["x".repeat(200)];
+        }
+        let b = brief(&many.render(), 3);
+        assert!(b.len() < 500, "{b}");
+        assert!(b.contains("~simplifycfg<xxx") && b.contains('…'), "{b}");
+        assert!(b.contains(", and ") && b.ends_with(" more"), "{b}");
+
+        assert_eq!(
+            brief(&o3.render(), 6),
+            format!("{} passes, -O3's own", o3.steps.len())
+        );
+        assert_eq!(brief("function(sroa)", 6), "'function(sroa)'");
+        // Not a pipeline r3 reads: quoted, cut in the middle, its length said.
+        let junk = format!("function({}", "sroa,".repeat(100));
+        let b = brief(&junk, 6);
+        assert!(b.starts_with("'function(sroa,") && b.len() < 250, "{b}");
+        assert!(b.ends_with(&format!("({} characters)", junk.len())), "{b}");
     }
 
     #[test]

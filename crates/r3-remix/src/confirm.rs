@@ -182,12 +182,19 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A time ratio (candidate over -O3, as trials store it) as r3 writes every speedup.
+fn times(ratio: f64) -> String {
+    crate::store::speed::times(1.0 / ratio)
+}
+
+/// A time ratio in a sentence: `1.234× faster than -O3`, or `0.810× (slower than -O3)`.
+fn faster(ratio: f64) -> String {
+    crate::store::speed::faster(1.0 / ratio)
+}
+
 /// One line: the re-measured speedup and the launches it held on, or why it was not confirmed.
 pub fn describe(c: &Confirmation, what: &str) -> String {
-    let of_o3 = |o: &Outcome| {
-        o.ratio()
-            .map_or_else(|| o.in_words().to_owned(), |r| format!("{r:.4}x of -O3"))
-    };
+    let of_o3 = |o: &Outcome| o.ratio().map_or_else(|| o.in_words().to_owned(), faster);
     let launches = if c.launches.is_empty() {
         "the searched launch (the only one recorded)".to_owned()
     } else {
@@ -204,7 +211,8 @@ pub fn describe(c: &Confirmation, what: &str) -> String {
     }
     match (&c.outcome, c.ratio()) {
         (Outcome::Valid { time, baseline }, Some(r)) if r < 1.0 => format!(
-            "{what}: {r:.4}x of -O3 (trial {} re-measured{}: {:.2} us vs {:.2} us, {} samples), outputs right on {launches}{}",
+            "{what}: {} (trial {} re-measured{}: {:.2} us vs {:.2} us, {} samples), outputs right on {launches}{}",
+            faster(r),
             c.trial,
             in_contexts(c),
             time.median_us,
@@ -221,7 +229,7 @@ pub fn describe(c: &Confirmation, what: &str) -> String {
     }
 }
 
-/// ` in 3 fresh contexts (0.94x, 0.94x, 1.16x of -O3; the slowest counts)`, where there were
+/// ` in 3 fresh contexts (1.064×, 1.064×, 0.862×; the slowest counts)`, where there were
 /// several.
 fn in_contexts(c: &Confirmation) -> String {
     if c.context_ratios.len() < 2 {
@@ -230,27 +238,27 @@ fn in_contexts(c: &Confirmation) -> String {
     let rs: Vec<String> = c
         .context_ratios
         .iter()
-        .map(|r| r.map_or_else(|| "not valid".to_owned(), |r| format!("{r:.2}x")))
+        .map(|r| r.map_or_else(|| "not valid".to_owned(), times))
         .collect();
     format!(
-        " in {} fresh contexts ({} of -O3; the slowest counts)",
+        " in {} fresh contexts ({}; the slowest counts)",
         c.context_ratios.len(),
         rs.join(", ")
     )
 }
 
-/// ` (others: 0.61x, 0.70x of -O3)`: what the trial gives on the other launches.
+/// ` (there: 1.639×, 1.429×)`: the trial's speedup on the other launches.
 fn other_ratios(c: &Confirmation) -> String {
     let rs: Vec<String> = c
         .launches
         .iter()
         .filter_map(|l| l.outcome.ratio())
-        .map(|r| format!("{r:.2}x"))
+        .map(times)
         .collect();
     if rs.is_empty() {
         String::new()
     } else {
-        format!(" (there: {} of -O3)", rs.join(", "))
+        format!(" (there: {})", rs.join(", "))
     }
 }
 
@@ -498,11 +506,11 @@ mod tests {
         )];
         let lines = confirm_best(&store, &searched, &others, "k").unwrap();
         assert!(
-            lines[0].starts_with("confirmed: 0.6000x of -O3"),
+            lines[0].starts_with("confirmed: 1.667× faster than -O3"),
             "{lines:?}"
         );
         assert!(
-            lines[0].contains("outputs right on 2 recorded launches (there: 0.70x of -O3)"),
+            lines[0].contains("outputs right on 2 recorded launches (there: 1.429×)"),
             "{lines:?}"
         );
         let path = store.trials_path("k", "GPU (sm_90)");
@@ -533,7 +541,7 @@ mod tests {
         assert_eq!(c[0].context_ratios, [Some(0.75), Some(0.75), Some(1.25)]);
         assert_eq!(c[0].ratio(), Some(1.25));
         assert!(
-            lines[0].starts_with("not confirmed: trial 1 re-measured in 3 fresh contexts (0.75x, 0.75x, 1.25x of -O3; the slowest counts) as 1.2500x of -O3"),
+            lines[0].starts_with("not confirmed: trial 1 re-measured in 3 fresh contexts (1.333×, 1.333×, 0.800×; the slowest counts) as 0.800× (slower than -O3)"),
             "{lines:?}"
         );
         // Slow in the search's context but fast in every fresh one: confirmed at the slowest.
@@ -541,15 +549,16 @@ mod tests {
         assert_eq!(best, 1, "{lines:?}");
         assert_eq!(c[0].ratio(), Some(0.625));
         assert!(
-            lines[0]
-                .starts_with("confirmed: 0.6250x of -O3 (trial 1 re-measured in 3 fresh contexts"),
+            lines[0].starts_with(
+                "confirmed: 1.600× faster than -O3 (trial 1 re-measured in 3 fresh contexts"
+            ),
             "{lines:?}"
         );
         // A crash in one context refuses it, whatever the others gave.
         let (lines, best, _) = confirm(0.5, &[0.75, -1.0, 0.75]);
         assert_eq!(best, 0, "{lines:?}");
         assert!(
-            lines[0].starts_with("not confirmed: trial 1 re-measured in 3 fresh contexts (0.75x, not valid, 0.75x of -O3; the slowest counts) as crashed"),
+            lines[0].starts_with("not confirmed: trial 1 re-measured in 3 fresh contexts (1.333×, not valid, 1.333×; the slowest counts) as crashed"),
             "{lines:?}"
         );
         // As many fresh contexts as CONTEXTS, no more.

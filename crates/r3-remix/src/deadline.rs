@@ -24,6 +24,7 @@
 //! in `session`, or a simulated one in tests).
 
 use crate::store::deadline::{Allocation, Arm, Slice, FORMAT};
+use crate::store::speed::times;
 use crate::store::{Store, StoreError};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -454,7 +455,7 @@ pub fn summary(a: &Allocation, ended: &Ended) -> String {
     let mut arms: Vec<&Arm> = a.arms.iter().filter(|k| k.spent_s > 0.0).collect();
     arms.sort_by(|x, y| y.spent_s.total_cmp(&x.spent_s));
     let mut out = format!(
-        "deadline {}: {:.0} of {:.0} s used, {} slice(s) ({}); predicted program speedup {:.3}x\n",
+        "deadline {}: {:.0} of {:.0} s used, {} slice(s) ({}); predicted program speedup {}\n",
         a.scope,
         a.elapsed_s,
         a.deadline_s,
@@ -464,15 +465,15 @@ pub fn summary(a: &Allocation, ended: &Ended) -> String {
         } else {
             format!("ended: {}", ended.why)
         },
-        predicted(a)
+        times(predicted(a))
     );
     let spent: f64 = a.arms.iter().map(|k| k.spent_s).sum::<f64>().max(1e-9);
     for k in arms.iter().take(12) {
         out += &format!(
-            "  {:>6} of the time  {:>4} trials  best {:.2}x  {:>6} of its program  {}\n",
+            "  {:>6} of the time  {:>4} trials  best {:>7}  {:>6} of its program  {}\n",
             percent(k.spent_s / spent),
             k.trials,
-            k.best,
+            times(k.best),
             percent(k.share),
             k.label
         );
@@ -512,11 +513,11 @@ pub fn allocation_table(a: &Allocation) -> String {
     );
     for k in a.arms.iter().filter(|k| k.share >= SMALL_SHARE).take(12) {
         out += &format!(
-            "  {:>6} of its program  weight {:>6}  best {:.2}x  hope {:.2}x  ~{:.1} s/trial  {}\n",
+            "  {:>6} of its program  weight {:>6}  best {:>7}  hope {:>7}  ~{:.1} s/trial  {}\n",
             percent(k.share),
             percent(k.weight),
-            k.best,
-            k.prior.max(k.best * OPTIMISM),
+            times(k.best),
+            times(k.prior.max(k.best * OPTIMISM)),
             k.per_trial_s,
             k.label
         );
@@ -547,12 +548,13 @@ fn slice_line(a: &Allocation, kernel: &str, warm: bool, out: &SliceOutcome, move
         .map_or(1.0, |k| k.best);
     let what = if warm { "warm start" } else { "search" };
     let mut line = format!(
-        "r3 tune --deadline: {:.0}/{:.0} s: {label}: {what} to {} trials in {:.1} s, best {best:.2}x; predicted program speedup {:.3}x",
+        "r3 tune --deadline: {:.0}/{:.0} s: {label}: {what} to {} trials in {:.1} s, best {}; predicted program speedup {}",
         a.elapsed_s,
         a.deadline_s,
         out.trials,
         out.seconds,
-        predicted(a)
+        times(best),
+        times(predicted(a))
     );
     if let Some(why) = &out.done {
         line += &format!(" ({label} done: {why})");

@@ -25,6 +25,9 @@ pub struct DryRun {
     /// Registers by ptxas: fewest, most.
     pub registers: Option<(u32, u32)>,
     pub median_compile_ms: f64,
+    /// Compiled without optimization (-O0): every candidate gives the baseline's code.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unoptimized: bool,
 }
 
 /// The dry run of each stored kernel, for the architecture it was compiled for, with ptxas
@@ -51,6 +54,7 @@ pub fn dry_run_kernels(
         let bitcode = store.kernel_dir(&k.hash).join("module.bc");
         let mut row = dry_run(&bitcode, &k.hash, &target, space, n, seed, ptxas.as_deref());
         row.kernel = k.signature.demangled.clone();
+        row.unoptimized = k.signature.unoptimized;
         done(&row);
         rows.push(row);
     }
@@ -98,6 +102,7 @@ pub fn dry_run(
         instructions: (0, usize::MAX, 0),
         registers: None,
         median_compile_ms: 0.0,
+        unoptimized: false,
     };
     let mut times = Vec::new();
     for (i, r) in results.into_iter().enumerate() {
@@ -216,6 +221,9 @@ pub fn render(rows: &[DryRun]) -> String {
             "{name:<44} {:>5} {:>8} {:>8} {:>10} {:>16} {:>9} {:>8.1}\n",
             r.candidates, r.compiled, r.distinct_ptx, ptxas, instr, regs, r.median_compile_ms
         );
+        if r.unoptimized {
+            out += "    compiled without optimization (-O0): no pass changes it, so r3 does not tune it; rebuild with -O3\n";
+        }
         for e in r.compile_errors.iter().chain(&r.ptxas_errors).take(2) {
             out += &format!("    {}\n", e.lines().next().unwrap_or(""));
         }

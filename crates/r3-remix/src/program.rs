@@ -361,7 +361,7 @@ pub fn tune_deadline_on_gpu(
     stop: &AtomicBool,
     say: Say,
 ) -> Result<Tally, SessionError> {
-    let groups = session::by_kernel(store, recs)?;
+    let groups = session::by_kernel(store, recs, say)?;
     let (entrants, note) = entrants(store, scope, &groups, &gpu.name)?;
     if let Some(note) = note {
         say(Line::Note(note));

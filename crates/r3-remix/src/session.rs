@@ -175,14 +175,30 @@ pub fn choose_l2(store: &Store, ev: &mut GpuEvaluator, kernel: &str, policy: l2:
 /// The recordings of a selection, one group per kernel (content hash), in the order their
 /// kernels first appear; a recording that leads to no stored kernel is a group of its own, so
 /// that its error is said once.
+/// Kernels compiled without optimization are left out, each with a note: every LLVM pass
+/// skips `optnone` code, so a search could only time the same code again and again.
 pub fn by_kernel(
     store: &Store,
     recs: Vec<Recording>,
+    say: Say,
 ) -> Result<Vec<(String, Vec<Recording>)>, crate::store::StoreError> {
     let index = store.index()?;
     let mut groups: Vec<(String, Vec<Recording>)> = Vec::new();
+    let mut unoptimized: Vec<String> = Vec::new();
     for r in recs {
         let key = match index.of_recording(&r) {
+            identity::Resolution::Kernel(k) if k.signature.unoptimized => {
+                if !unoptimized.contains(&k.label()) {
+                    say(Line::Note(format!(
+                        "r3 tune: {}: not searched: compiled without optimization (-O0), which \
+                         no pass changes; rebuild with -O3 (with CMake: \
+                         -DCMAKE_BUILD_TYPE=Release) and record again",
+                        k.label()
+                    )));
+                    unoptimized.push(k.label());
+                }
+                continue;
+            }
             identity::Resolution::Kernel(k) => k.hash.to_string(),
             _ => r.id.clone(),
         };
@@ -210,7 +226,7 @@ pub fn tune_on_gpu(
 ) -> Result<Tally, SessionError> {
     let target = target(driver, gpu);
     let mut tally = Tally::default();
-    for (key, recs) in by_kernel(store, recs)? {
+    for (key, recs) in by_kernel(store, recs, say)? {
         if stop.load(Ordering::SeqCst) {
             break;
         }
@@ -381,7 +397,7 @@ pub fn search<E: Evaluator + Sync>(
     let (summary, path) = tune::tune_in_log(store, log, eval, space, opts, resume, stop, |p| {
         let best = p
             .best
-            .map(|(t, r)| format!("best {:.4}x of -O3 (trial {t})", r))
+            .map(|(t, r)| format!("best {} (trial {t})", crate::store::speed::faster(1.0 / r)))
             .unwrap_or_else(|| "no valid candidate yet".into());
         say(Line::Note(format!(
             "{label}: trial {}/{} · measured {} · {best} · {:.1}s",
@@ -435,8 +451,8 @@ fn summary_lines(
     }
     if let Some(b) = &summary.best {
         lines.push(format!(
-            "best: {:.4}x of -O3 (trial {}): {}",
-            b.ratio().unwrap_or(1.0),
+            "best: {} (trial {}): {}",
+            crate::store::speed::faster(1.0 / b.ratio().unwrap_or(1.0)),
             b.trial,
             serde_json::to_string(&b.candidate).unwrap_or_default()
         ));

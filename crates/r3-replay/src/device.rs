@@ -67,6 +67,22 @@ pub fn driver_present() -> bool {
     std::panic::catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false)
 }
 
+/// Why no CUDA device can run here, asked without creating a context (a context would hold
+/// GPU memory while a program runs beside it); None when one can. `R3_TEST_NO_GPU=1` makes it
+/// answer as on a machine without a driver, so that the CPU-side tests cover that path too.
+pub fn no_device_reason() -> Option<String> {
+    if std::env::var_os("R3_TEST_NO_GPU").is_some_and(|v| v == "1") || !driver_present() {
+        return Some("no NVIDIA driver (libcuda.so.1 cannot be loaded)".into());
+    }
+    match CudaContext::device_count() {
+        Ok(n) if n > 0 => None,
+        Ok(_) => Some("the NVIDIA driver reports no CUDA device".into()),
+        Err(e) => Some(format!(
+            "the NVIDIA driver reports no usable device ({e:?})"
+        )),
+    }
+}
+
 /// The driver's CUDA version as (major, minor), e.g. (13, 0).
 pub fn driver_version() -> Option<(i32, i32)> {
     if !driver_present() {

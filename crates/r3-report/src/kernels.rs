@@ -19,6 +19,8 @@ pub struct SourceGroup<'a> {
 }
 
 const NO_SOURCE: &str = "(unknown source)";
+/// The mark of a kernel compiled at -O0, and what to do about it.
+pub const UNOPTIMIZED: &str = "compiled without optimization (-O0): not tuned; rebuild with -O3 (with CMake: -DCMAKE_BUILD_TYPE=Release)";
 
 /// Kernels grouped by source file, in the store's order (file, line, name, arch), each with
 /// its shares of programs' time (`shares`, by hash).
@@ -83,6 +85,9 @@ pub fn render(
                 }
             );
             out += &format!("  {:16}  {}\n", "", launches_text(launches.get(&k.hash)));
+            if k.signature.unoptimized {
+                out += &format!("  {:16}  {UNOPTIMIZED}\n", "");
+            }
             if let Some(text) = g.shares.get(k.hash.as_str()).and_then(|s| shares_text(s)) {
                 out += &format!("  {:16}  {text}\n", "");
             }

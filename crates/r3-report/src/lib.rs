@@ -2,7 +2,9 @@
 //!
 //! `r3 report` (pass-order reports) is `tuning` (the data, also the JSON document; pipeline
 //! expansion, diffs and ablations are `crate::passes::diff`), `code` (code statistics recomputed
-//! from the stored module), `render` (text, Markdown, HTML) and `svg` (the convergence plots).
+//! from the stored module), `render` (text, Markdown, HTML) and `svg` (the convergence plots);
+//! `shipped` is what apply ships of a search, which every view leads with, and `speed` the one
+//! way they all write a speedup.
 
 use r3_apply as apply;
 use r3_evolve as evolve;
@@ -23,6 +25,8 @@ pub mod records;
 pub mod render;
 pub mod replay;
 pub mod rewrites;
+pub mod shipped;
+pub use r3_store::speed;
 pub mod status;
 pub mod svg;
 pub mod tuning;

@@ -6,7 +6,6 @@
 
 use crate::store::identity::Resolution;
 use crate::store::programs::{Program, Timing};
-use crate::store::trials::TrialRecord;
 use crate::store::winner::{self, Policy};
 use crate::store::{Store, StoreError};
 use serde::Serialize;
@@ -110,15 +109,8 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, String), Speedups>, S
             None => Policy::from_env(),
         };
         let searched = searched.get(&kernel).cloned().flatten();
-        let shipment = winner::shipment(&recs, &confirmed, &policy);
-        // Every trial was measured on the searched launch, which its guard therefore admits;
-        // with the recording at hand, the guard is checked as the runtime checks it.
-        let taken = |t: &&TrialRecord| searched.as_ref().is_none_or(|v| t.candidate.admits(v));
-        let shipped = shipment
-            .trials()
-            .filter(taken)
-            .filter_map(|t| winner::gain(t, &confirmed))
-            .fold(1.0, f64::max);
+        let ship = super::shipped::shipment(&recs, &confirmed, &policy);
+        let shipped = super::shipped::on_searched(&ship, &confirmed, searched.as_ref()).speedup;
         out.insert(
             (gpu, kernel),
             Speedups {

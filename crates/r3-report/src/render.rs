@@ -63,16 +63,51 @@ fn b(s: impl Into<String>) -> Span {
     Span::Strong(s.into())
 }
 
+/// A table cell: its text, the number a sortable table sorts its column by (the value, never
+/// parsed back from the text, where a name such as a hash would pass for a number), and the
+/// section it links to (HTML).
+#[derive(Debug, Clone, Default)]
+struct Cell {
+    text: String,
+    key: Option<f64>,
+    link: Option<String>,
+}
+
+impl From<String> for Cell {
+    fn from(text: String) -> Cell {
+        Cell {
+            text,
+            ..Cell::default()
+        }
+    }
+}
+
+/// A numeric cell: its text and the value it sorts by.
+fn num(text: String, key: Option<f64>) -> Cell {
+    Cell {
+        text,
+        key,
+        link: None,
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Block {
     Para(Vec<Span>),
-    /// A table; `code` marks the columns whose cells are code (pass names, pipelines).
+    /// A table; `code` marks the columns whose cells are code (pass names, pipelines), `right`
+    /// the numeric ones (right-aligned; in a sortable table, sorted by their cells' keys).
     Table {
         head: Vec<&'static str>,
-        rows: Vec<Vec<String>>,
+        rows: Vec<Vec<Cell>>,
         code: Vec<usize>,
         right: Vec<usize>,
         sortable: bool,
+    },
+    /// Rows of no interest to most readers: one line in text, a `<details>` in HTML.
+    Folded {
+        line: Vec<Span>,
+        summary: String,
+        inner: Box<Block>,
     },
     /// Named values (`kernel: …`); the value is code when the flag is set.
     Fields(Vec<(&'static str, String, bool)>),
@@ -111,7 +146,10 @@ fn table(
 ) -> Block {
     Block::Table {
         head,
-        rows,
+        rows: rows
+            .into_iter()
+            .map(|r| r.into_iter().map(Cell::from).collect())
+            .collect(),
         code: code.to_vec(),
         right: right.to_vec(),
         sortable: false,
@@ -133,7 +171,7 @@ pub fn fmt_secs(s: f64) -> String {
 }
 
 fn x(v: f64) -> String {
-    format!("{v:.3}×")
+    crate::speed::times(v)
 }
 
 fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
@@ -166,6 +204,7 @@ fn document(r: &Report) -> Vec<Section> {
         out.extend(rewrite_sections(&r.rewrites));
         return out;
     }
+    top.blocks.extend(headline(&r.summary));
     let gpus: std::collections::BTreeSet<&str> = r.kernels.iter().map(|k| k.gpu.as_str()).collect();
     top.blocks.push(Block::Para(vec![
         t(format!(
@@ -181,51 +220,7 @@ fn document(r: &Report) -> Vec<Section> {
     if !r.programs.is_empty() {
         out.push(programs_section(&r.programs));
     }
-    let s = &r.summary;
-    let mut sum = section(2, "Summary", "summary");
-    sum.blocks.push(Block::Para(vec![
-        t("Geometric-mean speedup over clang -O3: "),
-        b(opt(s.geomean_speedup, x)),
-        t(format!(
-            " ({} of {} tuned). {} trials in {} of tuning.",
-            s.tuned,
-            s.kernels,
-            s.total_trials,
-            fmt_secs(s.total_tuning_s)
-        )),
-    ]));
-    let rows = s
-        .rows
-        .iter()
-        .map(|row| {
-            vec![
-                row.name.clone(),
-                row.gpu.clone(),
-                opt(row.speedup, x),
-                opt(row.baseline_us, |v| format!("{v:.2}")),
-                opt(row.best_us, |v| format!("{v:.2}")),
-                row.trials.to_string(),
-                fmt_secs(row.tuning_s),
-            ]
-        })
-        .collect();
-    sum.blocks.push(Block::Table {
-        head: vec![
-            "kernel",
-            "GPU",
-            "speedup",
-            "-O3 µs",
-            "best µs",
-            "trials",
-            "tuning time",
-        ],
-        rows,
-        code: vec![0],
-        right: vec![2, 3, 4, 5, 6],
-        sortable: true,
-    });
-    out.push(sum);
-
+    out.push(summary_section(r));
     for k in &r.kernels {
         out.extend(kernel_sections(k));
     }
@@ -233,6 +228,101 @@ fn document(r: &Report) -> Vec<Section> {
         out.extend(rewrite_sections(&r.rewrites));
     }
     out
+}
+
+/// The report's first line: what a build with the winners gets, then what the searches found.
+/// What ships leads, because the best trial may be one apply does not build with.
+fn headline(s: &super::tuning::Summary) -> Option<Block> {
+    let (shipped, best) = (s.geomean_shipped?, s.geomean_speedup?);
+    Some(Block::Para(vec![
+        t("Ships: "),
+        b(crate::speed::faster(shipped)),
+        t(format!(
+            " (geometric mean over {} tuned kernel–GPU pair(s); a winner ships for {} of them, the others keep clang's code). Best found: {} (each search's fastest trial).",
+            s.tuned,
+            s.shipped,
+            x(best)
+        )),
+    ]))
+}
+
+fn summary_section(r: &Report) -> Section {
+    let s = &r.summary;
+    let mut sum = section(2, "Summary", "summary");
+    sum.blocks.push(Block::Para(vec![
+        t("Geometric-mean speedup over clang -O3 of what ships: "),
+        b(opt(s.geomean_shipped, x)),
+        t(format!(
+            " (a winner ships for {} of {} tuned pairs); of the best found: {}. {} trials in {} of tuning. ",
+            s.shipped,
+            s.tuned,
+            opt(s.geomean_speedup, x),
+            s.total_trials,
+            fmt_secs(s.total_tuning_s)
+        )),
+        t("What ships is what "),
+        c("r3 apply"),
+        t(" and "),
+        c("r3 export"),
+        t(" build with: a winner its confirmation did not refute (at the confirmed speed, where re-measured) and worth a change of code ("),
+        c("R3_APPLY_MIN_SPEEDUP"),
+        t("); -O3 where clang's code is kept."),
+    ]));
+    sum.blocks.push(Block::Table {
+        head: vec![
+            "kernel",
+            "GPU",
+            "ships",
+            "best",
+            "-O3 µs",
+            "best µs",
+            "trials",
+            "tuning time",
+        ],
+        rows: summary_rows(r),
+        code: vec![0],
+        right: vec![2, 3, 4, 5, 6, 7],
+        sortable: true,
+    });
+    sum
+}
+
+/// One row per pair, what ships first (then the best), each linking to its kernel's section.
+fn summary_rows(r: &Report) -> Vec<Vec<Cell>> {
+    let mut rows: Vec<&super::tuning::SummaryRow> = r.summary.rows.iter().collect();
+    let best = |row: &super::tuning::SummaryRow| row.speedup.unwrap_or(f64::NEG_INFINITY);
+    rows.sort_by(|a, b| {
+        b.shipped_speedup
+            .total_cmp(&a.shipped_speedup)
+            .then(best(b).total_cmp(&best(a)))
+    });
+    let us = |v: Option<f64>| num(opt(v, |v| format!("{v:.2}")), v);
+    rows.into_iter()
+        .map(|row| {
+            let ships = match row.shipped_trial {
+                Some(_) => x(row.shipped_speedup),
+                None => "-O3".into(),
+            };
+            vec![
+                Cell {
+                    link: Some(kernel_id(&row.kernel, &row.gpu)),
+                    ..Cell::from(row.name.clone())
+                },
+                Cell::from(row.gpu.clone()),
+                num(ships, Some(row.shipped_speedup)),
+                num(opt(row.speedup, x), row.speedup),
+                us(row.baseline_us),
+                us(row.best_us),
+                num(row.trials.to_string(), Some(row.trials as f64)),
+                num(fmt_secs(row.tuning_s), Some(row.tuning_s)),
+            ]
+        })
+        .collect()
+}
+
+/// A kernel section's anchor.
+fn kernel_id(kernel: &str, gpu: &str) -> String {
+    anchor(&format!("{kernel}-{gpu}"))
 }
 
 /// Whole programs: predicted from the launch census, measured where timed.
@@ -254,14 +344,20 @@ fn programs_section(programs: &[super::programs::ProgramReport]) -> Section {
                 .first()
                 .map(|k| format!("{} {}", k.name, pct(k.share)))
                 .unwrap_or_default();
+            let measured = p.measured.as_ref().map(|m| m.speedup);
             vec![
-                p.name.clone(),
-                p.gpu.clone(),
-                format!("{} of {} ({})", p.tuned, p.kernels, pct(p.tuned_share)),
-                largest,
-                x(p.predicted_shipped),
-                x(p.predicted_best),
-                opt(p.measured.as_ref(), |m| x(m.speedup)),
+                Cell::from(p.name.clone()),
+                Cell::from(p.gpu.clone()),
+                Cell::from(format!(
+                    "{} of {} ({})",
+                    p.tuned,
+                    p.kernels,
+                    pct(p.tuned_share)
+                )),
+                Cell::from(largest),
+                num(x(p.predicted_shipped), Some(p.predicted_shipped)),
+                num(x(p.predicted_best), Some(p.predicted_best)),
+                num(opt(measured, x), measured),
             ]
         })
         .collect();
@@ -362,9 +458,14 @@ fn time_row(what: &str, ts: &TimeStats) -> Vec<String> {
 }
 
 fn kernel_sections(k: &KernelReport) -> Vec<Section> {
-    let id = anchor(&format!("{}-{}", k.kernel, k.gpu));
+    let id = kernel_id(&k.kernel, &k.gpu);
     let mut out = Vec::new();
     let mut head = section(2, format!("{} on {}", k.name, k.gpu), id.clone());
+    // What ships leads, before where the numbers come from.
+    if let Some(best) = &k.best {
+        head.blocks
+            .push(Block::Para(ships_and_best(&k.apply, best)));
+    }
     head.blocks.push(Block::Fields(vec![
         ("kernel", k.kernel.clone(), true),
         (
@@ -396,14 +497,9 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
     let mut times = section(3, "Baseline and best", format!("{id}-times"));
     match (&k.baseline, &k.best) {
         (Some(base), Some(best)) => {
-            times.blocks.push(Block::Para(vec![
-                t("Speedup over clang -O3: "),
-                b(x(best.speedup)),
-                t(format!(
-                    " (trial {}; times are medians of CUDA-event timings, the baseline interleaved with the best in one process; spread is the interquartile range over the median)."
-                    , best.trial
-                )),
-            ]));
+            times.blocks.push(Block::Para(vec![t(
+                "Times are medians of CUDA-event timings, the baseline interleaved with the best in one process; spread is the interquartile range over the median.",
+            )]));
             times.blocks.push(table(
                 vec!["", "median µs", "spread", "min µs", "samples"],
                 vec![
@@ -469,8 +565,10 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
                 "Not measured: the trials hold none of the {} ablations of the best pipeline (it with one pass removed). ",
                 i.total
             )),
-            c("r3::passes::diff::ablations"),
-            t(" lists them; measured as trials of this kernel and GPU, they appear here."),
+            c("r3 tune"),
+            t(" measures them after its search (unless "),
+            c("--no-ablate"),
+            t("); they appear here once measured on this kernel and GPU."),
         ])),
         _ => {
             imp.blocks.push(Block::Para(vec![t(format!(
@@ -479,26 +577,7 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
                 i.total,
                 if i.status == "measured" { "all" } else { "the others not measured" }
             ))]));
-            let rows = i
-                .passes
-                .iter()
-                .enumerate()
-                .map(|(n, p)| {
-                    vec![
-                        (n + 1).to_string(),
-                        p.pass.clone(),
-                        opt(p.slowdown, |v| format!("{v:.3}")),
-                        p.outcome.replace('_', " "),
-                        p.trial.to_string(),
-                    ]
-                })
-                .collect();
-            imp.blocks.push(table(
-                vec!["rank", "pass removed", "slowdown", "outcome", "trial"],
-                rows,
-                &[1],
-                &[0, 2, 4],
-            ));
+            imp.blocks.extend(importance_tables(&i.passes));
         }
     }
     out.push(imp);
@@ -617,6 +696,72 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
         &[1],
     ));
     out.push(oc);
+    out
+}
+
+/// Whether removing a pass made no difference that shows: it ran as fast (`1.000` as shown),
+/// most often because the PTX did not change.
+fn no_effect(p: &super::tuning::PassImportance) -> bool {
+    p.slowdown.is_some_and(|s| format!("{s:.3}") == "1.000")
+}
+
+/// The passes that matter in a table, in rank order; those without a measurable effect (most
+/// of an O3-sized pipeline) folded into one line.
+fn importance_tables(passes: &[super::tuning::PassImportance]) -> Vec<Block> {
+    let row = |(n, p): (usize, &super::tuning::PassImportance)| {
+        vec![
+            (n + 1).to_string(),
+            p.pass.clone(),
+            opt(p.slowdown, |v| format!("{v:.3}")),
+            p.outcome.replace('_', " "),
+            p.trial.to_string(),
+        ]
+    };
+    let head = || vec!["rank", "pass removed", "slowdown", "outcome", "trial"];
+    let (flat, shown): (Vec<_>, Vec<_>) =
+        passes.iter().enumerate().partition(|(_, p)| no_effect(p));
+    let mut out = Vec::new();
+    if shown.is_empty() {
+        out.push(Block::Para(vec![t(
+            "No pass's removal made a measurable difference.",
+        )]));
+    } else {
+        out.push(table(
+            head(),
+            shown.into_iter().map(row).collect(),
+            &[1],
+            &[0, 2, 4],
+        ));
+    }
+    if flat.is_empty() {
+        return out;
+    }
+    const NAMED: usize = 5;
+    let summary = format!(
+        "{} passes with no measurable effect (slowdown 1.000)",
+        flat.len()
+    );
+    let mut line = vec![t(format!("{summary}: "))];
+    for (n, (_, p)) in flat.iter().take(NAMED).enumerate() {
+        if n > 0 {
+            line.push(t(", "));
+        }
+        line.push(c(&p.pass));
+    }
+    line.push(t(match flat.len().saturating_sub(NAMED) {
+        0 => ".".to_owned(),
+        n => format!(", and {n} more."),
+    }));
+    out.push(Block::Folded {
+        line,
+        summary,
+        inner: Box::new(table(
+            head(),
+            flat.into_iter().map(row).collect(),
+            &[1],
+            &[0, 2, 4],
+        )),
+    });
     out
 }
 
@@ -796,7 +941,7 @@ fn markdown(doc: &[Section]) -> String {
                         let cells: Vec<String> = r
                             .iter()
                             .enumerate()
-                            .map(|(i, v)| md_cell(v, code.contains(&i)))
+                            .map(|(i, v)| md_cell(&v.text, code.contains(&i)))
                             .collect();
                         let _ = writeln!(o, "| {} |", cells.join(" | "));
                     }
@@ -821,6 +966,9 @@ fn markdown(doc: &[Section]) -> String {
                 }
                 Block::Svg { alt, .. } if !alt.is_empty() => {
                     let _ = writeln!(o, "_{}_\n", alt.replace('_', "\\_"));
+                }
+                Block::Folded { line, .. } => {
+                    let _ = writeln!(o, "{}\n", md_spans(line));
                 }
                 Block::Svg { .. } => {}
             }
@@ -850,7 +998,7 @@ fn term(doc: &[Section]) -> String {
         );
         for bl in &s.blocks {
             match bl {
-                Block::Para(sp) => {
+                Block::Para(sp) | Block::Folded { line: sp, .. } => {
                     let text: String = sp
                         .iter()
                         .map(|s| match s {
@@ -868,6 +1016,10 @@ fn term(doc: &[Section]) -> String {
                     }
                     let n = head.len();
                     let mut w = vec![0; n];
+                    let rows: Vec<Vec<String>> = rows
+                        .iter()
+                        .map(|r| r.iter().map(|c| c.text.clone()).collect())
+                        .collect();
                     for r in std::iter::once(head.iter().map(|h| h.to_string()).collect::<Vec<_>>())
                         .chain(rows.iter().cloned())
                     {
@@ -897,7 +1049,7 @@ fn term(doc: &[Section]) -> String {
                             line(&head.iter().map(|h| h.to_string()).collect::<Vec<_>>())
                         );
                     }
-                    for r in rows {
+                    for r in &rows {
                         let _ = writeln!(o, "{}", line(r));
                     }
                     o.push('\n');
@@ -933,18 +1085,25 @@ fn term(doc: &[Section]) -> String {
 const CSS: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#1b1b1b;line-height:1.45}\
 h1{font-size:1.7em}h2{margin-top:2.2em;border-bottom:2px solid #ccd;padding-bottom:.2em}h3{margin-top:1.6em}\
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #d4d4dc;padding:.25em .6em;vertical-align:top}\
-th{background:#f0f1f5;text-align:left}td.r,th.r{text-align:right}code,pre{font-family:ui-monospace,monospace;font-size:.9em}\
+th{background:#f0f1f5;text-align:left}td.r,th.r{text-align:right;white-space:nowrap}code,pre{font-family:ui-monospace,monospace;font-size:.9em}\
 pre{background:#f6f7f9;padding:.7em;white-space:pre-wrap;word-break:break-all;border:1px solid #e2e3e8}\
 pre.diff .del{color:#a11;background:#fde8e8}pre.diff .add{color:#161;background:#e6f6e6}pre.diff .same{color:#777}\
-th[data-col]{cursor:pointer}svg{display:block;margin:.5em 0;max-width:100%;height:auto}nav a{margin-right:1em}";
+th[data-col]{cursor:pointer;white-space:nowrap}th[data-col]::after{content:\" \\21C5\";color:#99a}\
+th[data-dir=desc]::after{content:\" \\2193\";color:#222}th[data-dir=asc]::after{content:\" \\2191\";color:#222}\
+summary{cursor:pointer}svg{display:block;margin:.5em 0;max-width:100%;height:auto}nav a{margin-right:1em}";
 
+/// Sorts a `table.sortable` by the clicked column: by `data-v` where its cells have one (the
+/// value; an empty one, a missing value, sorts last either way), largest first on the first
+/// click, else by text, A to Z first; a second click reverses.
 const SORT_JS: &str = "document.querySelectorAll('table.sortable').forEach(function(t){\
 t.querySelectorAll('th').forEach(function(th,i){th.setAttribute('data-col',i);th.title='sort';\
 th.addEventListener('click',function(){var b=t.tBodies[0],rows=[].slice.call(b.rows),\
-d=th.getAttribute('data-dir')==='asc'?-1:1;th.setAttribute('data-dir',d===1?'asc':'desc');\
-rows.sort(function(x,y){var p=x.cells[i].getAttribute('data-v')||x.cells[i].textContent,\
-q=y.cells[i].getAttribute('data-v')||y.cells[i].textContent,m=parseFloat(p),n=parseFloat(q);\
-if(!isNaN(m)&&!isNaN(n))return d*(m-n);return d*p.localeCompare(q);});\
+numeric=rows.some(function(r){return r.cells[i].hasAttribute('data-v');}),\
+dir=(th.getAttribute('data-dir')||(numeric?'asc':'desc'))==='asc'?'desc':'asc',d=dir==='asc'?1:-1;\
+t.querySelectorAll('th').forEach(function(h){h.removeAttribute('data-dir');});th.setAttribute('data-dir',dir);\
+var v=function(r){var s=r.cells[i].getAttribute('data-v');return s===null||s===''?null:parseFloat(s);};\
+rows.sort(function(x,y){if(!numeric)return d*x.cells[i].textContent.localeCompare(y.cells[i].textContent);\
+var p=v(x),q=v(y);if(p===null||q===null)return (p===null)-(q===null);return d*(p-q);});\
 rows.forEach(function(r){b.appendChild(r);});});});});";
 
 fn html_spans(spans: &[Span]) -> String {
@@ -958,21 +1117,12 @@ fn html_spans(spans: &[Span]) -> String {
         .collect()
 }
 
-/// A sort key for a cell: the leading number of `1.234×`, `12.3 s`, `4 min 05 s`.
-fn sort_value(s: &str) -> Option<String> {
-    if let Some((m, rest)) = s.split_once(" min ") {
-        let sec: f64 = rest.trim_end_matches(" s").parse().ok()?;
-        return Some(format!("{}", m.parse::<f64>().ok()? * 60.0 + sec));
-    }
-    if let Some((h, rest)) = s.split_once(" h ") {
-        let min: f64 = rest.trim_end_matches(" min").parse().ok()?;
-        return Some(format!("{}", h.parse::<f64>().ok()? * 3600.0 + min * 60.0));
-    }
-    let num: String = s
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-')
-        .collect();
-    num.parse::<f64>().ok().map(|_| num)
+/// A sort key as `data-v`: the value in full (`{}` of f64 round-trips), empty where missing.
+fn sort_key(key: Option<f64>) -> String {
+    format!(
+        " data-v=\"{}\"",
+        key.map(|k| k.to_string()).unwrap_or_default()
+    )
 }
 
 fn html(doc: &[Section], r: &Report) -> String {
@@ -983,18 +1133,7 @@ fn html(doc: &[Section], r: &Report) -> String {
 <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
 <title>r3 report</title><style>{CSS}</style></head><body>\n"
     );
-    let _ = writeln!(
-        o,
-        "<nav><a href=\"#summary\">summary</a>{}</nav>",
-        r.kernels
-            .iter()
-            .map(|k| format!(
-                "<a href=\"#{}\">{}</a>",
-                anchor(&format!("{}-{}", k.kernel, k.gpu)),
-                esc(&k.name)
-            ))
-            .collect::<String>()
-    );
+    let _ = writeln!(o, "{}", nav(r));
     for s in doc {
         let _ = writeln!(
             o,
@@ -1004,106 +1143,145 @@ fn html(doc: &[Section], r: &Report) -> String {
             l = s.level
         );
         for bl in &s.blocks {
-            match bl {
-                Block::Para(sp) => {
-                    let _ = writeln!(o, "<p>{}</p>", html_spans(sp));
-                }
-                Block::Table {
-                    head,
-                    rows,
-                    code,
-                    right,
-                    sortable,
-                } => {
-                    if rows.is_empty() {
-                        o.push_str("<p>(none)</p>\n");
-                        continue;
-                    }
-                    let cls = |i: usize| {
-                        if right.contains(&i) {
-                            " class=\"r\""
-                        } else {
-                            ""
-                        }
-                    };
-                    let _ = write!(
-                        o,
-                        "<table{}>",
-                        if *sortable { " class=\"sortable\"" } else { "" }
-                    );
-                    if head.iter().any(|h| !h.is_empty()) {
-                        o.push_str("<thead><tr>");
-                        for (i, h) in head.iter().enumerate() {
-                            let _ = write!(o, "<th{}>{}</th>", cls(i), esc(h));
-                        }
-                        o.push_str("</tr></thead>");
-                    }
-                    o.push_str("<tbody>");
-                    for row in rows {
-                        o.push_str("<tr>");
-                        for (i, v) in row.iter().enumerate() {
-                            let val = if code.contains(&i) {
-                                format!("<code>{}</code>", esc(v))
-                            } else {
-                                esc(v)
-                            };
-                            let dv = if *sortable {
-                                sort_value(v)
-                                    .map(|n| format!(" data-v=\"{n}\""))
-                                    .unwrap_or_default()
-                            } else {
-                                String::new()
-                            };
-                            let _ = write!(o, "<td{}{dv}>{val}</td>", cls(i));
-                        }
-                        o.push_str("</tr>");
-                    }
-                    o.push_str("</tbody></table>\n");
-                }
-                Block::Fields(fields) => {
-                    o.push_str("<table class=\"fields\"><tbody>");
-                    for (name, v, code) in fields {
-                        let v = if *code {
-                            format!("<code>{}</code>", esc(v))
-                        } else {
-                            esc(v)
-                        };
-                        let _ = write!(o, "<tr><th>{}</th><td>{v}</td></tr>", esc(name));
-                    }
-                    o.push_str("</tbody></table>\n");
-                }
-                Block::Pre(text) if text.len() > 400 => {
-                    // Folded (no script needed): a full O3-sized pipeline is a page of text.
-                    let _ = writeln!(
-                        o,
-                        "<details><summary>The whole pipeline text ({} characters)</summary><pre>{}</pre></details>",
-                        text.len(),
-                        esc(text)
-                    );
-                }
-                Block::Pre(text) => {
-                    let _ = writeln!(o, "<pre>{}</pre>", esc(text));
-                }
-                Block::Diff(lines) => {
-                    o.push_str("<pre class=\"diff\">");
-                    for l in lines {
-                        let cls = match l.chars().next() {
-                            Some('-') => "del",
-                            Some('+') => "add",
-                            _ => "same",
-                        };
-                        let _ = writeln!(o, "<span class=\"{cls}\">{}</span>", esc(l));
-                    }
-                    o.push_str("</pre>\n");
-                }
-                Block::Svg { svg, .. } => {
-                    let _ = writeln!(o, "<figure>{svg}</figure>");
-                }
-            }
+            html_block(&mut o, bl);
         }
     }
     let _ = writeln!(o, "<script>{SORT_JS}</script>\n</body></html>");
     o
+}
+
+/// The report's parts, where there are more than the summary; each kernel is reached from its
+/// summary row, since a link per kernel here is a wall of names once a store has tens of them.
+fn nav(r: &Report) -> String {
+    let mut links = vec![("summary", "summary")];
+    if !r.programs.is_empty() {
+        links.insert(0, ("programs", "programs"));
+    }
+    if !r.rewrites.is_empty() {
+        links.push(("rewrites", "source rewrites"));
+    }
+    if links.len() == 1 {
+        return String::new();
+    }
+    let a: String = links
+        .iter()
+        .map(|(id, text)| format!("<a href=\"#{id}\">{text}</a>"))
+        .collect();
+    format!("<nav>{a}</nav>")
+}
+
+fn html_block(o: &mut String, bl: &Block) {
+    match bl {
+        Block::Para(sp) => {
+            let _ = writeln!(o, "<p>{}</p>", html_spans(sp));
+        }
+        Block::Table {
+            head,
+            rows,
+            code,
+            right,
+            sortable,
+        } => html_table(o, head, rows, code, right, *sortable),
+        Block::Folded { summary, inner, .. } => {
+            let _ = write!(o, "<details><summary>{}</summary>", esc(summary));
+            html_block(o, inner);
+            o.push_str("</details>\n");
+        }
+        Block::Fields(fields) => {
+            o.push_str("<table class=\"fields\"><tbody>");
+            for (name, v, code) in fields {
+                let v = if *code {
+                    format!("<code>{}</code>", esc(v))
+                } else {
+                    esc(v)
+                };
+                let _ = write!(o, "<tr><th>{}</th><td>{v}</td></tr>", esc(name));
+            }
+            o.push_str("</tbody></table>\n");
+        }
+        Block::Pre(text) if text.len() > 400 => {
+            // Folded (no script needed): a full O3-sized pipeline is a page of text.
+            let _ = writeln!(
+                o,
+                "<details><summary>The whole pipeline text ({} characters)</summary><pre>{}</pre></details>",
+                text.len(),
+                esc(text)
+            );
+        }
+        Block::Pre(text) => {
+            let _ = writeln!(o, "<pre>{}</pre>", esc(text));
+        }
+        Block::Diff(lines) => {
+            o.push_str("<pre class=\"diff\">");
+            for l in lines {
+                let cls = match l.chars().next() {
+                    Some('-') => "del",
+                    Some('+') => "add",
+                    _ => "same",
+                };
+                let _ = writeln!(o, "<span class=\"{cls}\">{}</span>", esc(l));
+            }
+            o.push_str("</pre>\n");
+        }
+        Block::Svg { svg, .. } => {
+            let _ = writeln!(o, "<figure>{svg}</figure>");
+        }
+    }
+}
+
+fn html_table(
+    o: &mut String,
+    head: &[&str],
+    rows: &[Vec<Cell>],
+    code: &[usize],
+    right: &[usize],
+    sortable: bool,
+) {
+    if rows.is_empty() {
+        o.push_str("<p>(none)</p>\n");
+        return;
+    }
+    let cls = |i: usize| {
+        if right.contains(&i) {
+            " class=\"r\""
+        } else {
+            ""
+        }
+    };
+    let _ = write!(
+        o,
+        "<table{}>",
+        if sortable { " class=\"sortable\"" } else { "" }
+    );
+    if head.iter().any(|h| !h.is_empty()) {
+        o.push_str("<thead><tr>");
+        for (i, h) in head.iter().enumerate() {
+            let _ = write!(o, "<th{}>{}</th>", cls(i), esc(h));
+        }
+        o.push_str("</tr></thead>");
+    }
+    o.push_str("<tbody>");
+    for row in rows {
+        o.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let mut val = esc(&cell.text);
+            if code.contains(&i) {
+                val = format!("<code>{val}</code>");
+            }
+            if let Some(id) = &cell.link {
+                val = format!("<a href=\"#{}\">{val}</a>", esc(id));
+            }
+            // Numeric columns sort by value; text columns by their text (no data-v).
+            let dv = if sortable && right.contains(&i) {
+                sort_key(cell.key)
+            } else {
+                String::new()
+            };
+            let _ = write!(o, "<td{}{dv}>{val}</td>", cls(i));
+        }
+        o.push_str("</tr>");
+    }
+    o.push_str("</tbody></table>\n");
 }
 
 /// "Search: …" — the warm start and, where the last run stopped early, why.
@@ -1141,6 +1319,51 @@ fn search_note(s: &crate::tuning::SearchNote, trials: usize) -> Option<String> {
     (!parts.is_empty()).then(|| format!("Search: {}.", parts.join("; ")))
 }
 
+/// A kernel's lead: what ships, then what the search found. They differ where apply builds
+/// with another trial, or with the same one at the speed its confirmation re-measured.
+fn ships_and_best(a: &super::tuning::ApplyReport, best: &super::tuning::Best) -> Vec<Span> {
+    let found = |how: &str| {
+        format!(
+            "Best found: {} (trial {}{how}).",
+            x(best.speedup),
+            best.trial
+        )
+    };
+    let Some(trial) = a.shipped_trial else {
+        return vec![
+            t("Ships: "),
+            b("clang's code (-O3)"),
+            t(format!("; the Apply line below says why. {}", found(""))),
+        ];
+    };
+    let ships = crate::speed::faster(a.shipped_speedup);
+    if trial != best.trial {
+        return vec![
+            t("Ships: "),
+            b(ships),
+            t(format!(
+                " (trial {trial}). {} The Apply line below says why it ships another.",
+                found("")
+            )),
+        ];
+    }
+    if x(a.shipped_speedup) == x(best.speedup) {
+        return vec![
+            t("Ships the best: "),
+            b(ships),
+            t(format!(" (trial {trial}).")),
+        ];
+    }
+    vec![
+        t("Ships: "),
+        b(ships),
+        t(format!(
+            " (trial {trial}, as re-measured after the search, which apply goes by). {}",
+            found(", as the search measured it")
+        )),
+    ]
+}
+
 /// "Apply: …", on how many recorded launches the shipped code reproduced the outputs, and
 /// each variant with its guard and the recorded launches that would take it.
 fn apply_line(a: &super::tuning::ApplyReport) -> String {
@@ -1154,7 +1377,7 @@ fn apply_line(a: &super::tuning::ApplyReport) -> String {
         ),
     };
     for v in &a.variants {
-        let speed = v.speedup.map_or("-".into(), |s| format!("{s:.3}x"));
+        let speed = opt(v.speedup, x);
         let taken = match v.launches_recorded {
             0 => String::new(),
             n => format!("; taken by {} of {n} recorded launches", v.launches_taken),
@@ -1172,13 +1395,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn formats_and_sort_values() {
+    fn formats_and_sort_keys() {
         assert_eq!("md".parse::<Format>().unwrap(), Format::Markdown);
         assert!("pdf".parse::<Format>().is_err());
         assert_eq!(fmt_secs(75.0), "1 min 15 s");
-        assert_eq!(sort_value("1.250×").as_deref(), Some("1.250"));
-        assert_eq!(sort_value("1 min 15 s").as_deref(), Some("75"));
-        assert_eq!(sort_value("-"), None);
+        // The value in full, never the text's leading digits; empty (sorted last) for none.
+        assert_eq!(sort_key(Some(75.25)), " data-v=\"75.25\"");
+        assert_eq!(sort_key(None), " data-v=\"\"");
+    }
+
+    #[test]
+    fn sortable_tables_sort_by_value_and_link_their_rows() {
+        let rows = vec![vec![
+            Cell {
+                link: Some("k-3d7f".into()),
+                ..Cell::from("3d7f9a2b1c4e5d60".to_owned())
+            },
+            num("1 min 15 s".into(), Some(75.5)),
+            num("-".into(), None),
+        ]];
+        let mut o = String::new();
+        html_table(
+            &mut o,
+            &["kernel", "time", "best"],
+            &rows,
+            &[0],
+            &[1, 2],
+            true,
+        );
+        assert!(
+            o.contains("<td><a href=\"#k-3d7f\"><code>3d7f9a2b1c4e5d60</code></a></td>"),
+            "a name that starts with digits is text: {o}"
+        );
+        assert!(
+            o.contains("<td class=\"r\" data-v=\"75.5\">1 min 15 s</td>"),
+            "{o}"
+        );
+        assert!(o.contains("<td class=\"r\" data-v=\"\">-</td>"), "{o}");
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub struct Fleet {
     pub waiting: Vec<Waiting>,
     /// Recorded kernels with no search, none of whose replayable recordings reproduces.
     pub irreproducible: Vec<Irreproducible>,
+    /// Kernels the store compiled but no recording has launched yet: `r3 record` comes next.
+    pub unrecorded: Vec<Compiled>,
+    /// Kernels compiled without optimization (-O0), which r3 cannot tune, recorded or not.
+    pub unoptimized: Vec<Compiled>,
     /// Programs with a launch census and tuned kernels: their predicted speedups.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub programs: Vec<super::programs::ProgramReport>,
@@ -45,6 +49,12 @@ pub struct Waiting {
     pub recordings: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Compiled {
+    pub name: String,
+    pub hash: crate::kernel::KernelHash,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,6 +105,24 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             }),
         }
     }
+    let compiled = |k: &crate::store::KernelRecord| Compiled {
+        name: k.signature.demangled.clone(),
+        hash: k.hash.clone(),
+    };
+    let unoptimized: Vec<Compiled> = index
+        .kernels()
+        .iter()
+        .filter(|k| k.signature.unoptimized)
+        .map(compiled)
+        .collect();
+    waiting.retain(|w| !unoptimized.iter().any(|u| u.hash == w.hash));
+    let unrecorded = index
+        .kernels()
+        .iter()
+        .filter(|k| !k.signature.unoptimized && !recorded.contains_key(&k.hash))
+        .filter(|k| !statuses.iter().any(|s| k.hash == s.kernel))
+        .map(compiled)
+        .collect();
     let searches = statuses
         .into_iter()
         .map(|status| Search {
@@ -112,6 +140,8 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         searches,
         waiting,
         irreproducible,
+        unrecorded,
+        unoptimized,
         programs,
     })
 }
@@ -164,7 +194,7 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
                 s.status
                     .best
                     .filter(|r| *r > 0.0)
-                    .map_or("-".into(), |r| format!("{:.2}x", 1.0 / r)),
+                    .map_or("-".into(), |r| crate::speed::times(1.0 / r)),
                 s.share.map_or("-".into(), percent),
                 match (&s.status.state, &s.irreproducible) {
                     (SearchState::Finished(_), _) | (_, None) => state(&s.status.state, now_ms),
@@ -222,10 +252,40 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
             irreproducible_text(&k.reason)
         );
     }
+    out += &compiled_lines(&f.unrecorded, &f.unoptimized);
     for p in &f.programs {
         out += &program_line(p);
     }
     out += &summary(f);
+    out
+}
+
+/// Compiled kernels without a recording, named (a few) with the command that comes next, and
+/// the -O0 ones apart: recording those would not help.
+fn compiled_lines(unrecorded: &[Compiled], unoptimized: &[Compiled]) -> String {
+    let listed = |ks: &[Compiled]| {
+        let names: Vec<&str> = ks.iter().take(3).map(|k| k.name.as_str()).collect();
+        let tail = match ks.len().saturating_sub(3) {
+            0 => String::new(),
+            more => format!(" and {more} more"),
+        };
+        format!("{}{tail}", names.join(", "))
+    };
+    let mut out = String::new();
+    if !unrecorded.is_empty() {
+        out += &format!(
+            "not recorded yet: {} compiled kernel(s): {}; next: `r3 record -- ./your-program [args]` runs the program that launches them\n",
+            unrecorded.len(),
+            listed(unrecorded)
+        );
+    }
+    if !unoptimized.is_empty() {
+        out += &format!(
+            "not tunable: {} kernel(s) compiled without optimization (-O0): {}; rebuild with -O3 (with CMake: -DCMAKE_BUILD_TYPE=Release)\n",
+            unoptimized.len(),
+            listed(unoptimized)
+        );
+    }
     out
 }
 
@@ -243,17 +303,17 @@ fn program_line(p: &super::programs::ProgramReport) -> String {
         format!("; largest kernel {} ({})", k.name, percent(k.share))
     });
     format!(
-        "program {} on {}: predicted {:.2}x faster with what ships (best {:.2}x), {} of {} kernels tuned ({} of its GPU time){}{largest}\n",
+        "program {} on {}: predicted {} with what ships (best {}), {} of {} kernels tuned ({} of its GPU time){}{largest}\n",
         p.name,
         p.gpu,
-        p.predicted_shipped,
-        p.predicted_best,
+        crate::speed::faster(p.predicted_shipped),
+        crate::speed::times(p.predicted_best),
         p.tuned,
         p.kernels,
         percent(p.tuned_share),
         p.measured
             .as_ref()
-            .map_or(String::new(), |m| format!("; measured {:.2}x (r3 record --time-only)", m.speedup))
+            .map_or(String::new(), |m| format!("; measured {} (r3 record --time-only)", crate::speed::times(m.speedup)))
     )
 }
 
@@ -369,6 +429,17 @@ mod tests {
                 hash: "0badc0de00112233".into(),
                 recordings: 2,
                 reason: "allocation 0x600000200000: written at byte 6, which the original launch left alone".into(),
+            }],
+            unrecorded: ["scale(float*, int)", "blur(float const*, float*)", "reduce(float*)", "copy(int*)"]
+                .iter()
+                .map(|n| Compiled {
+                    name: (*n).into(),
+                    hash: "0011223344556677".into(),
+                })
+                .collect(),
+            unoptimized: vec![Compiled {
+                name: "debug_kernel(int*)".into(),
+                hash: "7766554433221100".into(),
             }],
             programs: vec![crate::programs::ProgramReport {
                 key: "corr-0011223344556677".into(),

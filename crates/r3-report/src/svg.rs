@@ -104,7 +104,7 @@ pub fn convergence(title: &str, x_label: &str, points: &[Point]) -> String {
     }
     let _ = write!(
         s,
-        r##"<rect x="{L}" y="{T}" width="{:.1}" height="{:.1}" fill="none" stroke="#999"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{x_label}</text><text transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">speedup over -O3</text>"##,
+        r##"<rect x="{L}" y="{T}" width="{:.1}" height="{:.1}" fill="none" stroke="#999"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{x_label}</text><text transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle">× faster than -O3</text>"##,
         W - L - R,
         H - T - B,
         (L + W - R) / 2.0,

@@ -73,13 +73,19 @@ pub struct Report {
 pub struct Summary {
     /// Kernel × GPU pairs reported.
     pub kernels: usize,
-    /// Pairs with a valid best trial (the geometric mean is over these).
+    /// Pairs with a valid best trial (the geometric means are over these).
     pub tuned: usize,
+    /// Of each tuned pair's best trial (what the search found).
     pub geomean_speedup: Option<f64>,
+    /// Tuned pairs whose searched launch runs a winner once applied (the rest keep clang's code).
+    pub shipped: usize,
+    /// Of what ships (`ApplyReport::shipped_speedup`, 1 where clang's code is kept): what
+    /// `r3 apply` and `r3 export` build with, under the same policy.
+    pub geomean_shipped: Option<f64>,
     pub total_trials: usize,
     /// Sum of the pairs' `tuning_s`.
     pub total_tuning_s: f64,
-    /// One row per pair, fastest speedup first (pairs without one last).
+    /// One row per pair, fastest best speedup first (pairs without one last).
     pub rows: Vec<SummaryRow>,
 }
 
@@ -88,7 +94,11 @@ pub struct SummaryRow {
     pub kernel: String,
     pub name: String,
     pub gpu: String,
+    /// The best trial's.
     pub speedup: Option<f64>,
+    /// What ships (`ApplyReport::shipped_speedup`).
+    pub shipped_speedup: f64,
+    pub shipped_trial: Option<u32>,
     pub baseline_us: Option<f64>,
     pub best_us: Option<f64>,
     pub trials: usize,
@@ -152,9 +162,14 @@ pub struct SearchNote {
 /// What apply ships from a kernel's trials (`apply::plan`, the policy in the environment).
 #[derive(Debug, Clone, Serialize)]
 pub struct ApplyReport {
-    /// The trial apply builds with; None when it keeps clang's code.
+    /// The trial apply builds with as the generic code; None when it keeps clang's code.
     pub trial: Option<u32>,
     pub speedup: Option<f64>,
+    /// The shipped trial the searched launch runs (the generic code, or a variant whose guard
+    /// admits it); None: clang's code.
+    pub shipped_trial: Option<u32>,
+    /// Its speedup there (the confirmed one where re-measured); 1 where clang's code is kept.
+    pub shipped_speedup: f64,
     /// Why, in words: the best, another trial (and why not the best), or -O3.
     pub note: String,
     /// The other recorded launches whose outputs the shipped trial reproduced when it was
@@ -416,12 +431,8 @@ fn programs_for(
 }
 
 fn summarize(kernels: &[KernelReport]) -> Summary {
-    let speedups: Vec<f64> = kernels
-        .iter()
-        .filter_map(|k| k.best.as_ref().map(|b| b.speedup))
-        .collect();
-    let geomean = (!speedups.is_empty())
-        .then(|| (speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64).exp());
+    use super::shipped::geomean;
+    let tuned: Vec<&KernelReport> = kernels.iter().filter(|k| k.best.is_some()).collect();
     let mut rows: Vec<SummaryRow> = kernels
         .iter()
         .map(|k| SummaryRow {
@@ -429,6 +440,8 @@ fn summarize(kernels: &[KernelReport]) -> Summary {
             name: k.name.clone(),
             gpu: k.gpu.clone(),
             speedup: k.best.as_ref().map(|b| b.speedup),
+            shipped_speedup: k.apply.shipped_speedup,
+            shipped_trial: k.apply.shipped_trial,
             baseline_us: k.baseline.as_ref().map(|b| b.median_us),
             best_us: k.best.as_ref().map(|b| b.time.median_us),
             trials: k.trials,
@@ -442,12 +455,24 @@ fn summarize(kernels: &[KernelReport]) -> Summary {
     });
     Summary {
         kernels: kernels.len(),
-        tuned: speedups.len(),
-        geomean_speedup: geomean,
+        tuned: tuned.len(),
+        geomean_speedup: geomean(tuned.iter().filter_map(|k| Some(k.best.as_ref()?.speedup))),
+        shipped: tuned
+            .iter()
+            .filter(|k| k.apply.shipped_trial.is_some())
+            .count(),
+        geomean_shipped: geomean(tuned.iter().map(|k| k.apply.shipped_speedup)),
         total_trials: kernels.iter().map(|k| k.trials).sum(),
         total_tuning_s: kernels.iter().map(|k| k.tuning_s).sum(),
         rows,
     }
+}
+
+/// A kernel's recorded launches (values, in `Store::launches_of` order) and the searched one
+/// among them: the first usable recording, as the search took it.
+struct Launches {
+    all: Vec<crate::candidate::LaunchValues>,
+    searched: Option<crate::candidate::LaunchValues>,
 }
 
 /// What apply would ship, and why that and not the best where they differ.
@@ -455,7 +480,7 @@ fn apply_report(
     recs: &[TrialRecord],
     confirmed: &[crate::store::trials::Confirmation],
     best: Option<&Best>,
-    launches: &[crate::candidate::LaunchValues],
+    launches: &Launches,
     stored: Option<&crate::store::KernelRecord>,
 ) -> ApplyReport {
     use crate::store::winner::Policy;
@@ -463,18 +488,20 @@ fn apply_report(
         Some(k) => Policy::from_env().for_record(k),
         None => Policy::from_env(),
     };
-    let variants: Vec<VariantReport> = crate::store::winner::shipment(recs, confirmed, &policy)
+    let ship = super::shipped::shipment(recs, confirmed, &policy);
+    let all = &launches.all;
+    let variants: Vec<VariantReport> = ship
         .variants
         .iter()
         .map(|t| VariantReport {
             trial: t.trial,
             speedup: crate::store::winner::gain(t, confirmed),
             guard: guard_words(&t.candidate),
-            launches_taken: launches.iter().filter(|l| t.candidate.admits(l)).count(),
-            launches_recorded: launches.len(),
+            launches_taken: all.iter().filter(|l| t.candidate.admits(l)).count(),
+            launches_recorded: all.len(),
         })
         .collect();
-    let mut report = apply_generic(recs, confirmed, best, &policy);
+    let mut report = apply_generic(recs, confirmed, best, &policy, ship.generic);
     if let Some(b) = best.filter(|b| variants.iter().any(|v| v.trial == b.trial)) {
         report.note = match report.trial {
             Some(t) => format!(
@@ -487,6 +514,9 @@ fn apply_report(
             ),
         };
     }
+    let on = super::shipped::on_searched(&ship, confirmed, launches.searched.as_ref());
+    report.shipped_trial = on.trial;
+    report.shipped_speedup = on.speedup;
     report.variants = variants;
     report
 }
@@ -506,73 +536,73 @@ fn guard_words(c: &Candidate) -> String {
     w.join(", ")
 }
 
-/// The generic code apply ships, and why that and not the best where they differ.
+/// Why apply does not ship the best as the generic code.
+fn why_not_best(c: &Candidate, policy: &crate::store::winner::Policy) -> &'static str {
+    if policy.ships_guarded(c) {
+        // It would ship as a variant (the caller names the best when it does): it does not
+        // beat what ships by enough.
+        "needs a guard, and as a variant is not faster than the code that ships by R3_APPLY_MIN_SPEEDUP"
+    } else if c.block_x.is_some() && policy.dispatch {
+        "changes the block size, which this build withholds (R3_APPLY_BLOCK_SIZE)"
+    } else if c.specialize.is_some() || c.block_x.is_some() {
+        "folds launch values or changes the block size, which ship only as a variant behind a guard (R3_APPLY_DISPATCH=0 is set)"
+    } else {
+        "sets launch bounds, which ship as a variant behind a guard, or unguarded with R3_APPLY_LAUNCH_BOUNDS=1 (R3_APPLY_DISPATCH=0 is set)"
+    }
+}
+
+/// An ApplyReport that keeps clang's code, for this reason.
+fn keeps_clang(note: String) -> ApplyReport {
+    ApplyReport {
+        trial: None,
+        speedup: None,
+        shipped_trial: None,
+        shipped_speedup: 1.0,
+        note,
+        validated_on: Vec::new(),
+        variants: Vec::new(),
+    }
+}
+
+/// The generic code apply ships (`shipped`, as `shipped::shipment` decided it), and why that
+/// and not the best where they differ.
 fn apply_generic(
     recs: &[TrialRecord],
     confirmed: &[crate::store::trials::Confirmation],
     best: Option<&Best>,
     policy: &crate::store::winner::Policy,
+    shipped: Option<&TrialRecord>,
 ) -> ApplyReport {
-    use crate::store::winner::shippable_best;
-    let candidate = shippable_best(recs, confirmed, policy).filter(|t| t.trial != 0);
-    // The confirmed speedup where this very trial was re-measured, else the search's.
-    let speedup_of = |t: &TrialRecord| {
-        crate::store::winner::confirmation_of(confirmed, t.trial)
-            .map_or(t.ratio(), |c| c.ratio())
-            .map(|r| 1.0 / r)
-    };
-    let small = candidate
-        .and_then(|t| speedup_of(t).map(|s| (t.trial, s)))
-        .filter(|(_, s)| *s < policy.min_speedup.max(1.0));
-    let shipped = candidate.filter(|_| small.is_none());
-    let speedup = shipped.and_then(speedup_of);
-    let why_not_best = |c: &Candidate| {
-        if policy.ships_guarded(c) {
-            // It would ship as a variant (the caller names the best when it does): it does
-            // not beat what ships by enough.
-            "needs a guard, and as a variant is not faster than the code that ships by R3_APPLY_MIN_SPEEDUP"
-        } else if c.block_x.is_some() && policy.dispatch {
-            "changes the block size, which this build withholds (R3_APPLY_BLOCK_SIZE)"
-        } else if c.specialize.is_some() || c.block_x.is_some() {
-            "folds launch values or changes the block size, which ship only as a variant behind a guard (R3_APPLY_DISPATCH=0 is set)"
-        } else {
-            "sets launch bounds, which ship as a variant behind a guard, or unguarded with R3_APPLY_LAUNCH_BOUNDS=1 (R3_APPLY_DISPATCH=0 is set)"
-        }
-    };
+    use crate::store::winner::{gain, shippable_best};
     if recs[0].simulated() && !policy.simulated {
-        return ApplyReport {
-            trial: None,
-            speedup: None,
-            note: "keeps clang's code: simulated trials are never shipped (R3_APPLY_SIMULATED=1 is for tests)".into(),
-            validated_on: Vec::new(),
-            variants: Vec::new(),
-        };
+        return keeps_clang("keeps clang's code: simulated trials are never shipped (R3_APPLY_SIMULATED=1 is for tests)".into());
     }
-    if let Some((trial, s)) = small.filter(|(_, s)| *s > 1.0) {
-        return ApplyReport {
-            trial: None,
-            speedup: None,
-            note: format!(
-                "keeps clang's code: the best trial it can ship (trial {trial}, {s:.3}x) is under the {:.2}x worth a change of code (R3_APPLY_MIN_SPEEDUP)",
-                policy.min_speedup
-            ),
-            validated_on: Vec::new(),
-            variants: Vec::new(),
-        };
+    let speedup = shipped.and_then(|t| gain(t, confirmed));
+    // Nothing ships, yet a trial every launch may run beats -O3: by less than is worth a change.
+    let small = shippable_best(recs, confirmed, policy)
+        .filter(|t| shipped.is_none() && t.trial != 0)
+        .and_then(|t| Some((t.trial, gain(t, confirmed)?)))
+        .filter(|(_, s)| *s > 1.0);
+    if let Some((trial, s)) = small {
+        return keeps_clang(format!(
+            "keeps clang's code: the best trial it can ship (trial {trial}, {}) is under the {} worth a change of code (R3_APPLY_MIN_SPEEDUP)",
+            crate::speed::times(s),
+            crate::speed::times(policy.min_speedup)
+        ));
     }
     let note = match (shipped, best) {
         (Some(t), Some(b)) if t.trial == b.trial => format!("applies the best (trial {})", t.trial),
         (Some(t), Some(b)) => format!(
-            "applies trial {} ({:.3}x): the best (trial {}) {}",
+            "applies trial {} ({}): the best (trial {}) {}",
             t.trial,
-            speedup.unwrap_or(1.0),
+            crate::speed::times(speedup.unwrap_or(1.0)),
             b.trial,
-            why_not_best(&b.candidate)
+            why_not_best(&b.candidate, policy)
         ),
         (None, Some(b)) if b.trial != 0 && !policy.ships(&b.candidate) => format!(
             "keeps clang's code: the best (trial {}) {}, and no trial apply ships beats -O3",
             b.trial,
-            why_not_best(&b.candidate)
+            why_not_best(&b.candidate, policy)
         ),
         _ => refuted_elsewhere(recs, confirmed)
             .unwrap_or_else(|| "keeps clang's code: nothing beats -O3".into()),
@@ -584,9 +614,9 @@ fn apply_generic(
     ApplyReport {
         trial: shipped.map(|t| t.trial),
         speedup,
-        note,
         validated_on,
-        variants: Vec::new(),
+        note,
+        ..keeps_clang(String::new())
     }
 }
 
@@ -656,12 +686,13 @@ fn kernel_report(
         _ => (None, None),
     };
 
-    let launches: Vec<_> = stored
+    let recorded = stored
         .and_then(|k| store.launches_of(&k.hash).ok())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|r| r.launch.values())
-        .collect();
+        .unwrap_or_default();
+    let launches = Launches {
+        all: recorded.iter().filter_map(|r| r.launch.values()).collect(),
+        searched: recorded.first().and_then(|r| r.launch.values()),
+    };
     let apply = apply_report(recs, confirmed, best.as_ref(), &launches, stored);
     let search = search_note(store, path)?;
     let name = stored

@@ -346,6 +346,7 @@ mod tests {
                     file: file.into(),
                     line: 3,
                 }),
+                unoptimized: false,
             },
             compile: CompileCommand {
                 cwd: "/".into(),

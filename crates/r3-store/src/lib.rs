@@ -4,6 +4,7 @@
 use r3_kernel as kernel;
 use r3_passes::candidate;
 
+pub mod config;
 pub mod deadline;
 pub mod identity;
 pub mod l2;
@@ -11,6 +12,7 @@ mod migrate;
 pub mod outcome;
 pub mod programs;
 pub mod records;
+pub mod speed;
 
 use crate::kernel::{KernelHash, KernelModule, KernelSignature};
 
@@ -29,6 +31,8 @@ pub const FORMAT: u32 = 2;
 
 /// Name of a project-local store directory, found by walking up from the working directory.
 pub const LOCAL_DIR: &str = ".r3";
+/// The store's file that changes when what apply ships changes ([`Store::set_shipped_digest`]).
+pub const WINNERS_STAMP: &str = "winners.stamp";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
@@ -37,36 +41,45 @@ pub struct Location {
     pub source: &'static str,
 }
 
-/// Resolves the store: `--r3-store`, then `R3_STORE`, then the nearest `.r3/` directory at or
-/// above `cwd`, then the per-user default `$XDG_DATA_HOME/r3` (~/.local/share/r3). Every rule
-/// gives one place for all compiles of a build, whatever directory each compile runs in.
-pub fn locate(explicit: Option<&Path>, cwd: &Path) -> Location {
+/// Resolves the store: `--r3-store`, then `R3_STORE`, then the `store` of the nearest
+/// `.r3/config` at or above `cwd` (a build tree's settings, see [`config`]), then the nearest
+/// `.r3/` store directory at or above `cwd`, then the per-user default `$XDG_DATA_HOME/r3`
+/// (~/.local/share/r3). Every rule gives one place for all compiles of a build, whatever
+/// directory each compile runs in. Err only for a config file that cannot be read.
+pub fn locate(explicit: Option<&Path>, cwd: &Path) -> Result<Location, StoreError> {
     if let Some(p) = explicit {
-        return Location {
+        return Ok(Location {
             path: absolute(p, cwd),
             source: "--r3-store",
-        };
+        });
     }
     if let Some(p) = std::env::var_os("R3_STORE").filter(|v| !v.is_empty()) {
-        return Location {
+        return Ok(Location {
             path: absolute(Path::new(&p), cwd),
             source: "R3_STORE",
-        };
+        });
     }
+    if let Some(store) = config::find(cwd)?.and_then(|f| f.config.store) {
+        return Ok(Location {
+            path: store,
+            source: "build config (.r3/config above the working directory)",
+        });
+    }
+    // A `.r3/` that holds a build config is that build's settings, not a store.
     if let Some(dir) = cwd
         .ancestors()
         .map(|d| d.join(LOCAL_DIR))
-        .find(|d| d.is_dir())
+        .find(|d| d.is_dir() && !d.join(config::FILE).is_file())
     {
-        return Location {
+        return Ok(Location {
             path: dir,
             source: "project (.r3 above the working directory)",
-        };
+        });
     }
-    Location {
+    Ok(Location {
         path: default_dir(),
         source: "default",
-    }
+    })
 }
 
 pub fn default_dir() -> PathBuf {
@@ -101,6 +114,8 @@ pub enum StoreError {
     Busy { path: PathBuf },
     #[error("no stored kernel is named `{word}`; fix: `r3 kernels` lists them (a hash, a prefix of one, or a name)")]
     NoKernel { word: String },
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
     #[error("name a kernel, a --record, or --all")]
     NothingSelected,
     #[error("no replayable recording matches; fix: `r3 record -- ./your-program` first (see `r3 kernels` for names)")]
@@ -324,6 +339,28 @@ impl Store {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// `winners.stamp`, made if missing: the file compiles depend on (their dependency files
+    /// name it) so that a build recompiles when what apply ships changes.
+    pub fn winners_stamp(&self) -> Result<PathBuf, StoreError> {
+        let path = self.root.join(WINNERS_STAMP);
+        if !path.exists() {
+            write_atomic(&path, b"").map_err(io_err(&path))?;
+        }
+        Ok(path)
+    }
+
+    /// Records `digest` of what apply ships now (kernel hash and configuration of each
+    /// winner). The stamp is rewritten, and so newer than every object, only when the digest
+    /// differs: a search that ships nothing new rebuilds nothing. Returns whether it changed.
+    pub fn set_shipped_digest(&self, digest: &str) -> Result<bool, StoreError> {
+        let path = self.root.join(WINNERS_STAMP);
+        if std::fs::read_to_string(&path).is_ok_and(|old| old.trim() == digest) {
+            return Ok(false);
+        }
+        write_atomic(&path, format!("{digest}\n").as_bytes()).map_err(io_err(&path))?;
+        Ok(true)
     }
 
     /// `kernels/<hash>/`. A hash is hex; any other word (from a damaged file, say) is slugged,
@@ -638,7 +675,7 @@ mod tests {
 
     #[test]
     fn explicit_store_is_made_absolute() {
-        let loc = locate(Some(Path::new("st")), Path::new("/work/build"));
+        let loc = locate(Some(Path::new("st")), Path::new("/work/build")).unwrap();
         assert_eq!(loc.path, PathBuf::from("/work/build/st"));
         assert_eq!(loc.source, "--r3-store");
     }
@@ -650,9 +687,34 @@ mod tests {
         let sub = dir.path().join("build/src/cuda");
         std::fs::create_dir_all(&sub).unwrap();
         if std::env::var_os("R3_STORE").is_none() {
-            let loc = locate(None, &sub);
+            let loc = locate(None, &sub).unwrap();
             assert_eq!(loc.path, dir.path().join(".r3"));
         }
+    }
+
+    #[test]
+    fn a_build_config_names_the_store_and_its_directory_is_no_store() {
+        if std::env::var_os("R3_STORE").is_some() {
+            return; // the environment comes first, as it should
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".r3")).unwrap(); // a project store above
+        let build = dir.path().join("build");
+        let sub = build.join("CMakeFiles/app.dir");
+        std::fs::create_dir_all(&sub).unwrap();
+        let config = config::BuildConfig {
+            store: Some("../r3-store".into()),
+            apply: false,
+        };
+        config::write(&build, &config).unwrap();
+        let loc = locate(None, &sub).unwrap();
+        assert_eq!(loc.path, build.join("../r3-store"));
+        assert!(loc.source.contains(".r3/config"));
+        // Without a store in it, the config's `.r3/` is passed over for the project store.
+        config::write(&build, &config::BuildConfig::default()).unwrap();
+        assert_eq!(locate(None, &sub).unwrap().path, dir.path().join(".r3"));
+        std::fs::write(build.join(".r3/config"), "store = 3\n").unwrap();
+        assert!(matches!(locate(None, &sub), Err(StoreError::Config(_))));
     }
 
     mod props {
@@ -679,6 +741,7 @@ mod tests {
                         byval: None,
                     }],
                     source: Some(SourceLoc { file, line }),
+                    unoptimized: false,
                 },
             }
         }
