@@ -276,3 +276,34 @@ fn record_without_a_gpu_stops_before_the_program_and_says_why() {
         .unwrap();
     assert_eq!(timed.status.code(), Some(1), "{}", stderr(&timed));
 }
+
+#[test]
+fn a_thrust_program_compiles_as_with_nvcc() {
+    // CUDA 13 keeps thrust in include/cccl, which nvcc searches and clang 22 does not.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("th.cu"),
+        "#include <thrust/device_vector.h>\n#include <thrust/reduce.h>\nint main() { thrust::device_vector<int> v(16, 1); return thrust::reduce(v.begin(), v.end()) == 16 ? 0 : 1; }\n",
+    )
+    .unwrap();
+    let links = driver_links(dir.path());
+    let args: Vec<String> = [
+        "-x",
+        "cuda",
+        "--cuda-gpu-arch=sm_90",
+        "-O3",
+        "-c",
+        "th.cu",
+        "-o",
+        "th.o",
+    ]
+    .map(String::from)
+    .to_vec();
+    let store = dir.path().join("store");
+    let out = run(&links.join("r3-clang++"), &args, dir.path(), &store);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !kernels_in(&store).is_empty(),
+        "thrust's kernels are captured"
+    );
+}

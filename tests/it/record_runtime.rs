@@ -205,6 +205,21 @@ fn caps_stop_recording_and_the_program_runs_on() {
 }
 
 #[test]
+fn a_launch_into_pinned_host_memory_is_recorded_as_not_replayable_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store_dir = dir.path().join("store");
+    run(&exe, "pinned", &store_dir, &[]);
+    let recs = Store::open(&store_dir).unwrap().recordings(None).unwrap();
+    assert_eq!(recs.len(), 2, "both launches of scale are recorded");
+    let (pinned, device): (Vec<_>, Vec<_>) = recs.iter().partition(|r| !r.launch.replayable);
+    assert_eq!((pinned.len(), device.len()), (1, 1));
+    let why = pinned[0].launch.not_replayable.clone().unwrap();
+    assert!(why.contains("pinned host memory"), "{why}");
+    assert!(device[0].launch.not_replayable.is_none());
+}
+
+#[test]
 fn warm_relaunches_only_when_cheap() {
     let dir = tempfile::tempdir().unwrap();
     let exe = harness(dir.path());

@@ -11,6 +11,33 @@ use std::path::{Path, PathBuf};
 /// Arguments that point clang at r3's SDK, where the command needs them; with `-v`, one line
 /// says what was added and why.
 pub fn additions(clang_args: &[OsString]) -> Vec<OsString> {
+    let mut add = sdk_additions(clang_args);
+    let all: Vec<OsString> = clang_args.iter().chain(&add).cloned().collect();
+    add.extend(cccl(&all));
+    add
+}
+
+/// CUDA 13 moved thrust, CUB and libcu++ to `include/cccl`, which nvcc searches by itself and
+/// clang 22 does not: without it, every program that includes thrust fails to compile with
+/// clang. Added after every other directory (`-idirafter`, a system directory as nvcc treats
+/// it) where the command's SDK has that layout and the command does not name the directory
+/// itself: the SDK keeps copies of some of these headers (`nv/target`) in `include/` too, and
+/// those stay the ones found, so a command that compiled without it compiles exactly as before.
+fn cccl(args: &[OsString]) -> Option<OsString> {
+    // `-###` prints the jobs of the command as written.
+    if !args::may_compile_cuda(args) || args.iter().any(|a| a == "-###") {
+        return None;
+    }
+    let root = args::cuda_path_flag(args)?;
+    let dir = root.join("include/cccl");
+    let moved = dir.join("thrust").is_dir() && !root.join("include/thrust").exists();
+    let named = args
+        .iter()
+        .any(|a| a.to_str().is_some_and(|a| a.contains("include/cccl")));
+    (moved && !named).then(|| OsString::from(format!("-idirafter{}", dir.display())))
+}
+
+fn sdk_additions(clang_args: &[OsString]) -> Vec<OsString> {
     if let Some(quiet) = quiet_for_r3s_sdk(clang_args) {
         return vec![quiet];
     }

@@ -99,6 +99,11 @@ cudaError_t __real_cudaMalloc(void **, size_t);
 cudaError_t __real_cudaMallocAsync(void **, size_t, cudaStream_t);
 cudaError_t __real_cudaMallocPitch(void **, size_t *, size_t, size_t);
 cudaError_t __real_cudaMallocManaged(void **, size_t, unsigned int);
+cudaError_t __real_cudaHostAlloc(void **, size_t, unsigned int);
+cudaError_t __real_cudaMallocHost(void **, size_t);
+cudaError_t __real_cudaHostRegister(void *, size_t, unsigned int);
+cudaError_t __real_cudaFreeHost(void *);
+cudaError_t __real_cudaHostUnregister(void *);
 cudaError_t __real_cudaFree(void *);
 cudaError_t __real_cudaFreeAsync(void *, cudaStream_t);
 cudaError_t __real_cudaGraphLaunch(cudaGraphExec_t, cudaStream_t);
@@ -835,6 +840,76 @@ cudaError_t __wrap_cudaMallocManaged(void **ptr, size_t size, unsigned int flags
     pthread_mutex_unlock(&lock);
   }
   return __real_cudaMallocManaged(ptr, size, flags);
+}
+
+/* Pinned host memory (cudaHostAlloc, cudaMallocHost, cudaHostRegister). A kernel reaches it by
+   its host address, which no replay process has: a launch that is passed such an address is
+   recorded as not replayable, with the reason, instead of failing on replay with an illegal
+   address (BabelStream's dot_kernel writes its partial sums there, LULESH its time step). */
+#define R3_PINNED 1024
+static struct { uint64_t addr, size; } pinned_host[R3_PINNED];
+static int npinned_host, pinned_lost;
+
+static void pinned_add(void *p, size_t size) {
+  if (!recording() || !p) return;
+  pthread_mutex_lock(&lock);
+  if (npinned_host < R3_PINNED) pinned_host[npinned_host].addr = (uint64_t)(uintptr_t)p, pinned_host[npinned_host++].size = size;
+  else pinned_lost = 1;
+  pthread_mutex_unlock(&lock);
+}
+
+static void pinned_remove(void *p) {
+  if (!recording() || !p) return;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < npinned_host; i++)
+    if (pinned_host[i].addr == (uint64_t)(uintptr_t)p) {
+      pinned_host[i] = pinned_host[--npinned_host];
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+}
+
+/* Why a launch with these argument bytes cannot be replayed because of pinned host memory, or
+   NULL: every aligned 8-byte word is taken as a possible pointer, as the snapshot does. */
+static const char *pinned_argument(const unsigned char *args, size_t size) {
+  if (!npinned_host && !pinned_lost) return NULL;
+  if (pinned_lost) return "more pinned host regions than r3 follows (cudaHostAlloc / cudaMallocHost / cudaHostRegister)";
+  for (size_t off = 0; off + 8 <= size; off += 8) {
+    uint64_t v;
+    memcpy(&v, args + off, 8);
+    for (int i = 0; i < npinned_host; i++)
+      if (v >= pinned_host[i].addr && v < pinned_host[i].addr + pinned_host[i].size)
+        return "an argument points to pinned host memory (cudaHostAlloc / cudaMallocHost / cudaHostRegister), which a replay cannot map";
+  }
+  return NULL;
+}
+
+cudaError_t __wrap_cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
+  cudaError_t e = __real_cudaHostAlloc(ptr, size, flags);
+  if (e == cudaSuccess) pinned_add(*ptr, size);
+  return e;
+}
+
+cudaError_t __wrap_cudaMallocHost(void **ptr, size_t size) {
+  cudaError_t e = __real_cudaMallocHost(ptr, size);
+  if (e == cudaSuccess) pinned_add(*ptr, size);
+  return e;
+}
+
+cudaError_t __wrap_cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
+  cudaError_t e = __real_cudaHostRegister(ptr, size, flags);
+  if (e == cudaSuccess) pinned_add(ptr, size);
+  return e;
+}
+
+cudaError_t __wrap_cudaFreeHost(void *ptr) {
+  pinned_remove(ptr);
+  return __real_cudaFreeHost(ptr);
+}
+
+cudaError_t __wrap_cudaHostUnregister(void *ptr) {
+  pinned_remove(ptr);
+  return __real_cudaHostUnregister(ptr);
 }
 
 /* Frees like cudaFree (which waits for the device): the memory stays mapped for a later
@@ -2251,7 +2326,8 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
   k->census_same[k->nseen] = 1;
   k->recorded++;
   l.fatbin = fatbin_hash(k);
-  return record_launch(slot, k, k->nseen++, &l, args, stream, sticky_reason);
+  const char *why_not = sticky_reason ? sticky_reason : pinned_argument(buf, lay->size);
+  return record_launch(slot, k, k->nseen++, &l, args, stream, why_not);
 }
 
 /* ---- time-only runs (R3_TIME_ONLY=1) ------------------------------------------------------ */
