@@ -781,6 +781,9 @@ fn status_says_where_each_search_stands() {
         (Some("stopped"), Some(12))
     );
     assert!(s["best"].as_f64().is_some(), "{s}");
+    // Simulated trials never ship (R3_APPLY_SIMULATED is not set): apply keeps clang's code,
+    // and status says so beside the best.
+    assert_eq!(s["shipped"].as_f64(), Some(1.0), "{s}");
 }
 
 /// Every search of a store, as (kernel, gpu) -> its trials' essence.

@@ -40,6 +40,10 @@ pub struct Search {
     /// Its largest share of a program's GPU time (the launch census), where known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<f64>,
+    /// The speedup over -O3 of what `r3 apply` would build from this search on its searched
+    /// launch (1: clang's code), as the report leads with it; `best` is the fastest trial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shipped: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -123,12 +127,17 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         .filter(|k| !statuses.iter().any(|s| k.hash == s.kernel))
         .map(compiled)
         .collect();
+    // What ships is a hint here too: a damaged trials file is said by the searches' own rows.
+    let ships = super::programs::speedups(store).unwrap_or_default();
     let searches = statuses
         .into_iter()
         .map(|status| Search {
             name: name_of(&status.kernel),
             irreproducible: blocked(&status.kernel),
             share: share_of(&status.kernel),
+            shipped: ships
+                .get(&(status.gpu.clone(), status.kernel.clone()))
+                .map(|s| s.shipped),
             status,
         })
         .collect();
@@ -183,7 +192,7 @@ fn state(s: &SearchState, now_ms: u64) -> String {
 
 /// The table for a person; `now_ms` (Unix ms) for how long running searches have run.
 pub fn render(f: &Fleet, now_ms: u64) -> String {
-    let rows: Vec<[String; 6]> = f
+    let rows: Vec<[String; 7]> = f
         .searches
         .iter()
         .map(|s| {
@@ -191,6 +200,7 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
                 format!("{} [{}]", s.name, short(&s.status.kernel)),
                 s.status.gpu.clone(),
                 s.status.trials.to_string(),
+                s.shipped.map_or("-".into(), crate::speed::times),
                 s.status
                     .best
                     .filter(|r| *r > 0.0)
@@ -203,7 +213,16 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
             ]
         })
         .collect();
-    let head = ["kernel", "gpu", "trials", "speedup", "of program", "state"].map(str::to_owned);
+    let head = [
+        "kernel",
+        "gpu",
+        "trials",
+        "ships",
+        "best",
+        "of program",
+        "state",
+    ]
+    .map(str::to_owned);
     let width = |i: usize| {
         rows.iter()
             .chain(std::iter::once(&head))
@@ -211,23 +230,25 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
             .max()
             .unwrap_or(0)
     };
-    let w = [width(0), width(1), width(2), width(3), width(4)];
+    let w = [width(0), width(1), width(2), width(3), width(4), width(5)];
     let mut out = String::new();
     if !rows.is_empty() {
         for r in std::iter::once(&head).chain(&rows) {
             out += &format!(
-                "{:<a$}  {:<b$}  {:>c$}  {:>d$}  {:>e$}  {}\n",
+                "{:<a$}  {:<b$}  {:>c$}  {:>d$}  {:>e$}  {:>g$}  {}\n",
                 r[0],
                 r[1],
                 r[2],
                 r[3],
                 r[4],
                 r[5],
+                r[6],
                 a = w[0],
                 b = w[1],
                 c = w[2],
                 d = w[3],
-                e = w[4]
+                e = w[4],
+                g = w[5]
             );
         }
     }
@@ -355,6 +376,7 @@ mod tests {
             name: name.into(),
             irreproducible: None,
             share: None,
+            shipped: best.map(|r| (1.0 / r).max(1.0)),
             status: SearchStatus {
                 trials_file: format!("trials/{name}/{gpu}.jsonl").into(),
                 kernel: format!("{name}0123456789abcdef"),
@@ -467,6 +489,8 @@ mod tests {
             }],
         };
         f.searches[1].share = Some(0.998);
+        // A running search's best is not confirmed yet: apply keeps clang's code for it.
+        f.searches[0].shipped = Some(1.0);
         insta::assert_snapshot!(render(&f, 1_000_000 + 192_000));
     }
 }
