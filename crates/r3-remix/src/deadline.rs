@@ -62,6 +62,14 @@ pub struct Entrant {
     /// Where an earlier search of it stands (trials, best speedup).
     pub trials: u32,
     pub best: f64,
+    /// Seconds a confirmation of its winner costs beyond its runs: each of its fresh contexts
+    /// loads the kernel's recording again.
+    pub confirm_setup_s: f64,
+}
+
+/// Seconds the confirmation of `k`'s winner is expected to take.
+fn confirm_s(k: &Arm) -> f64 {
+    CONFIRM_TRIALS * k.per_trial_s + 2.0 + k.confirm_setup_s
 }
 
 /// A new allocation: the arms by weight, largest first.
@@ -86,6 +94,7 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
                 improved_at: e.trials,
                 spent_s: 0.0,
                 per_trial_s: e.per_trial_s.max(1e-3),
+                confirm_setup_s: e.confirm_setup_s.max(0.0),
                 warm: false,
                 done: None,
                 confirmed: false,
@@ -142,7 +151,7 @@ pub fn reserve_s(a: &Allocation) -> f64 {
     a.arms
         .iter()
         .filter(|k| k.best >= IMPROVED && !k.confirmed)
-        .map(|k| CONFIRM_TRIALS * k.per_trial_s + 2.0)
+        .map(confirm_s)
         .sum()
 }
 
@@ -203,7 +212,7 @@ fn too_short(a: &Allocation, left: f64) -> Option<String> {
         .arms
         .iter()
         .find(|k| !k.warm && k.done.is_none() && k.share >= SMALL_SHARE)?;
-    let need = (f64::from(WARM_TRIALS) + CONFIRM_TRIALS) * k.per_trial_s + 2.0;
+    let need = f64::from(WARM_TRIALS) * k.per_trial_s + confirm_s(k);
     Some(format!(
         "the warm start of {} ({:.1}% of its program) takes about {need:.0} s with its confirmation, more than the {left:.0} s left; fix: a longer --deadline",
         k.label,
@@ -216,7 +225,7 @@ fn offer(k: &Arm, deadline_s: f64, left: f64, batch: u32) -> Option<(f64, Decisi
     if !k.warm {
         let cost = f64::from(WARM_TRIALS) * k.per_trial_s;
         // A warm start is never cut: it starts only if it and its winner's confirmation fit.
-        let confirm = CONFIRM_TRIALS * k.per_trial_s + 2.0;
+        let confirm = confirm_s(k);
         return (cost + confirm <= left).then(|| {
             (
                 potential(k) / cost,
@@ -487,7 +496,7 @@ pub fn summary(a: &Allocation, ended: &Ended) -> String {
             "  not reached: {} ({} of its program; its warm start and confirmation take about {:.0} s)\n",
             k.label,
             percent(k.share),
-            (f64::from(WARM_TRIALS) + CONFIRM_TRIALS) * k.per_trial_s + 2.0
+            f64::from(WARM_TRIALS) * k.per_trial_s + confirm_s(k)
         );
     }
     out.trim_end().to_owned()
@@ -617,6 +626,8 @@ mod tests {
         stop: &'a AtomicBool,
         confirmed: Vec<String>,
         busy: Vec<String>,
+        /// Seconds each confirmation costs beyond its runs (its contexts loading the recording).
+        confirm_setup: f64,
     }
 
     impl Runner for Sim<'_> {
@@ -643,6 +654,7 @@ mod tests {
             self.busy.iter().any(|b| b == kernel)
         }
         fn confirm(&mut self, kernel: &str) {
+            self.clock += CONFIRM_TRIALS * self.world[kernel].cost + 2.0 + self.confirm_setup;
             self.confirmed.push(kernel.to_owned());
         }
         fn say(&mut self, _line: String) {}
@@ -675,6 +687,7 @@ mod tests {
                 per_trial_s: world[name].cost,
                 trials: 0,
                 best: 1.0,
+                confirm_setup_s: 0.0,
             })
             .collect()
     }
@@ -711,6 +724,7 @@ mod tests {
             stop: &stop,
             confirmed: Vec::new(),
             busy: Vec::new(),
+            confirm_setup: 0.0,
         };
         let ended = run(
             store,
@@ -725,6 +739,43 @@ mod tests {
         )
         .unwrap();
         (ended, sim.slices)
+    }
+
+    /// Many small kernels whose confirmations each load a large recording (CloverLeaf: 102
+    /// kernels, 450 MiB each): the winners' confirmations fit in the deadline only where the
+    /// allocation counts what they cost beyond their runs.
+    #[test]
+    fn confirmations_that_load_large_recordings_still_end_by_the_deadline() {
+        let names: Vec<String> = (0..12).map(|i| format!("k{i:02}")).collect();
+        let kernels: Vec<(&str, f64, f64, f64)> =
+            names.iter().map(|n| (n.as_str(), 0.2, 1.05, 4.0)).collect();
+        let shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 1.0 / 12.0)).collect();
+        let elapsed = |counted: f64| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::create(dir.path()).unwrap();
+            let mut w = world(&kernels);
+            let mut e = entrants(&shares, &w);
+            for x in &mut e {
+                x.confirm_setup_s = counted;
+            }
+            let stop = AtomicBool::new(false);
+            let mut sim = Sim {
+                world: &mut w,
+                clock: 0.0,
+                slices: Vec::new(),
+                stop_after: None,
+                stop: &stop,
+                confirmed: Vec::new(),
+                busy: Vec::new(),
+                confirm_setup: 5.0,
+            };
+            run(&store, "prog", "GPU", 70.0, || e, false, 4, &mut sim, &stop).unwrap();
+            assert!(!sim.confirmed.is_empty());
+            sim.clock
+        };
+        assert!(elapsed(5.0) <= 70.0 + 1e-9, "{}", elapsed(5.0));
+        // Counting only the runs, as before, overran (as CloverLeaf's 70 s did, by 16 s).
+        assert!(elapsed(0.0) > 70.0, "{}", elapsed(0.0));
     }
 
     #[test]
@@ -780,6 +831,7 @@ mod tests {
             per_trial_s: 1.0,
             trials: 0,
             best: 1.0,
+            confirm_setup_s: 0.0,
         }];
         let mut sim = Sim {
             world: &mut w,
@@ -789,6 +841,7 @@ mod tests {
             stop: &stop,
             confirmed: Vec::new(),
             busy: Vec::new(),
+            confirm_setup: 0.0,
         };
         let ended = run(
             &store,

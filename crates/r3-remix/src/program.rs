@@ -99,6 +99,7 @@ pub fn entrants(
             per_trial_s: per_trial_estimate(recs),
             trials,
             best,
+            confirm_setup_s: confirm_setup_estimate(recs),
         });
     }
     let note = if programs.is_empty() {
@@ -162,6 +163,19 @@ fn per_trial_estimate(recs: &[Recording]) -> f64 {
         .unwrap_or(0.1);
     let runs = 1.0 + 2.0 * f64::from(warmups(ms * 1e3) + MAX_MIN_PAIRS);
     0.3 + runs * ms / 1e3
+}
+
+/// Seconds a confirmation spends beyond its runs: it re-measures the winner in
+/// `confirm::CONTEXTS` contexts (the search's and fresh ones), each loading the kernel's
+/// recording.
+/// Fitted to CloverLeaf on an H100 (2026-11-26): four confirmations of kernels that reach about
+/// 450 MiB each took about 29 s, where 4 trials and 2 s each had been kept back (the deadline
+/// overran by 16 s of 70).
+fn confirm_setup_estimate(recs: &[Recording]) -> f64 {
+    const CONTEXT_S: f64 = 0.5;
+    const LOAD_BYTES_PER_S: f64 = 0.5e9;
+    let bytes = recs.first().map_or(0, |r| r.launch.bytes_in) as f64;
+    crate::confirm::CONTEXTS as f64 * (CONTEXT_S + bytes / LOAD_BYTES_PER_S)
 }
 
 /// The GPU's runner: each slice a resumed session of the kernel's search.

@@ -50,6 +50,10 @@ pub struct Arm {
     pub spent_s: f64,
     /// Seconds per trial, as measured (the kernel's recorded time until then).
     pub per_trial_s: f64,
+    /// Seconds a confirmation of its winner costs beyond its runs (its fresh contexts each
+    /// load the recording again), estimated from the recording's size.
+    #[serde(default)]
+    pub confirm_setup_s: f64,
     /// Its baseline and warm start are measured.
     #[serde(default)]
     pub warm: bool,
@@ -177,6 +181,7 @@ mod tests {
                 improved_at: 4,
                 spent_s: 12.0,
                 per_trial_s: 1.25,
+                confirm_setup_s: 3.0,
                 warm: true,
                 done: None,
                 confirmed: false,
