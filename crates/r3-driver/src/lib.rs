@@ -94,14 +94,15 @@ pub fn run(compiler: &Compiler, args: Vec<OsString>) -> i32 {
         return code;
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let config = match store::config::find(&cwd) {
-        Ok(found) => found,
-        Err(e) => {
-            warn(&format!("r3's build settings not used: {e}"));
-            None
-        }
-    };
-    let apply = match winners_from(&opts, config.as_ref(), &cwd) {
+    // Read once: the store's location, apply and the dependency file all follow from it.
+    let found = store::config::find(&cwd);
+    if let Err(e) = &found {
+        warn(&format!("r3's build settings not used: {e}"));
+    }
+    let config = found.clone().ok().flatten();
+    // Asked only where a store is needed: most compiles of a project are plain C++.
+    let locate = || store::locate_with(opts.store.as_deref(), &cwd, || found.clone());
+    let apply = match winners_from(&opts, config.as_ref(), &locate, &cwd) {
         Ok(apply) => apply,
         Err(e) => {
             eprintln!("r3: error: {e}");
@@ -114,7 +115,7 @@ pub fn run(compiler: &Compiler, args: Vec<OsString>) -> i32 {
     if capture_off || !args::may_compile_cuda(&clang_args) || args::stops_before_ir(&clang_args) {
         return finish(compiler, &clang_args, &runtime);
     }
-    let store = match store::locate(opts.store.as_deref(), &cwd) {
+    let store = match locate() {
         Ok(loc) => loc.path,
         Err(e) => {
             warn(&format!("kernel capture skipped: {e}"));
@@ -158,6 +159,7 @@ struct How<'a> {
 fn winners_from(
     opts: &args::R3Options,
     config: Option<&store::config::Found>,
+    locate: &dyn Fn() -> Result<store::Location, store::StoreError>,
     cwd: &Path,
 ) -> Result<Option<apply::WinnersFrom>, String> {
     let file = match &opts.apply {
@@ -179,9 +181,7 @@ fn winners_from(
             Ok(Some(apply::WinnersFrom::File(f)))
         }
         None => Ok(Some(apply::WinnersFrom::Store(
-            store::locate(opts.store.as_deref(), cwd)
-                .map_err(|e| e.to_string())?
-                .path,
+            locate().map_err(|e| e.to_string())?.path,
         ))),
     }
 }
@@ -484,11 +484,8 @@ fn warn_if_under_a_cache(args: &[OsString]) {
                 .ok()
         })
         .unwrap_or(parent);
-    let uid = std::os::unix::fs::MetadataExt::uid(
-        &std::fs::metadata("/proc/self")
-            .ok()
-            .unwrap_or_else(|| std::fs::metadata("/").expect("/ exists")),
-    );
+    let uid =
+        std::fs::metadata("/proc/self").map_or(0, |m| std::os::unix::fs::MetadataExt::uid(&m));
     let marker = std::env::temp_dir().join(format!("r3-under-{cache}-{uid}-{build}"));
     if std::fs::OpenOptions::new()
         .write(true)

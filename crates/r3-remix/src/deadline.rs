@@ -630,6 +630,22 @@ mod tests {
         confirm_setup: f64,
     }
 
+    impl<'a> Sim<'a> {
+        /// A GPU at time 0 that has run nothing, stopped by `stop`.
+        fn new(world: &'a mut BTreeMap<String, Kernel>, stop: &'a AtomicBool) -> Sim<'a> {
+            Sim {
+                world,
+                clock: 0.0,
+                slices: Vec::new(),
+                stop_after: None,
+                stop,
+                confirmed: Vec::new(),
+                busy: Vec::new(),
+                confirm_setup: 0.0,
+            }
+        }
+    }
+
     impl Runner for Sim<'_> {
         fn now_s(&self) -> f64 {
             self.clock
@@ -717,14 +733,8 @@ mod tests {
         let stop = AtomicBool::new(false);
         let shares = entrants(&SHARES, world);
         let mut sim = Sim {
-            world,
-            clock: 0.0,
-            slices: Vec::new(),
             stop_after,
-            stop: &stop,
-            confirmed: Vec::new(),
-            busy: Vec::new(),
-            confirm_setup: 0.0,
+            ..Sim::new(world, &stop)
         };
         let ended = run(
             store,
@@ -760,14 +770,8 @@ mod tests {
             }
             let stop = AtomicBool::new(false);
             let mut sim = Sim {
-                world: &mut w,
-                clock: 0.0,
-                slices: Vec::new(),
-                stop_after: None,
-                stop: &stop,
-                confirmed: Vec::new(),
-                busy: Vec::new(),
                 confirm_setup: 5.0,
+                ..Sim::new(&mut w, &stop)
             };
             run(&store, "prog", "GPU", 70.0, || e, false, 4, &mut sim, &stop).unwrap();
             assert!(!sim.confirmed.is_empty());
@@ -833,16 +837,7 @@ mod tests {
             best: 1.0,
             confirm_setup_s: 0.0,
         }];
-        let mut sim = Sim {
-            world: &mut w,
-            clock: 0.0,
-            slices: Vec::new(),
-            stop_after: None,
-            stop: &stop,
-            confirmed: Vec::new(),
-            busy: Vec::new(),
-            confirm_setup: 0.0,
-        };
+        let mut sim = Sim::new(&mut w, &stop);
         let ended = run(
             &store,
             "flat",

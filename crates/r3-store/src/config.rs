@@ -32,7 +32,7 @@ pub struct Found {
     pub config: BuildConfig,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{path}: {msg}; fix: correct it (it holds `store = \"DIR\"` and `apply = true|false`; the CMake toolchain writes it on configure), or remove it")]
 pub struct ConfigError {
     pub path: PathBuf,

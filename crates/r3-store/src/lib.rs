@@ -47,6 +47,16 @@ pub struct Location {
 /// (~/.local/share/r3). Every rule gives one place for all compiles of a build, whatever
 /// directory each compile runs in. Err only for a config file that cannot be read.
 pub fn locate(explicit: Option<&Path>, cwd: &Path) -> Result<Location, StoreError> {
+    locate_with(explicit, cwd, || config::find(cwd))
+}
+
+/// [`locate`], with the build config given by the caller that has already read it (the
+/// driver reads it once per compile); `config` is asked only where the rules get to it.
+pub fn locate_with(
+    explicit: Option<&Path>,
+    cwd: &Path,
+    config: impl FnOnce() -> Result<Option<config::Found>, config::ConfigError>,
+) -> Result<Location, StoreError> {
     if let Some(p) = explicit {
         return Ok(Location {
             path: absolute(p, cwd),
@@ -59,7 +69,7 @@ pub fn locate(explicit: Option<&Path>, cwd: &Path) -> Result<Location, StoreErro
             source: "R3_STORE",
         });
     }
-    if let Some(store) = config::find(cwd)?.and_then(|f| f.config.store) {
+    if let Some(store) = config()?.and_then(|f| f.config.store) {
         return Ok(Location {
             path: store,
             source: "build config (.r3/config above the working directory)",
