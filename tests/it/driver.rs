@@ -488,6 +488,39 @@ fn links_against_cudart_get_the_recording_wrappers() {
     assert!(!stdout(&nm).contains("__wrap_"));
 }
 
+/// Inside the runtime, a call of a function it wraps reaches the wrapper (the link wraps
+/// every reference), which takes the runtime's lock: its own pinned staging buffer, allocated
+/// with the lock held, deadlocked every recording on a GPU. The fake GPU links without the
+/// wrapping and could not see it; the runtime's object can: it may name what it wraps only
+/// as `__real_`.
+#[test]
+fn the_runtime_calls_what_it_wraps_only_through_the_real_functions() {
+    let lib = r3::driver::runtime::archive(None).unwrap();
+    let nm = std::process::Command::new("nm")
+        .arg("-u")
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(nm.status.success(), "{}", stderr(&nm));
+    let undefined: Vec<String> = stdout(&nm)
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        undefined.iter().any(|s| s == "__real_cudaHostAlloc"),
+        "{undefined:?}"
+    );
+    let direct: Vec<&&str> = r3::driver::runtime::WRAPPED
+        .iter()
+        .filter(|f| undefined.iter().any(|u| u == **f))
+        .collect();
+    assert!(
+        direct.is_empty(),
+        "the runtime calls wrapped functions directly: {direct:?}"
+    );
+}
+
 #[test]
 fn a_crash_in_r3s_ir_processing_does_not_break_the_build() {
     let dir = tempfile::tempdir().unwrap();

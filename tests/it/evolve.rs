@@ -622,3 +622,58 @@ fn when_no_rewrite_wins_the_answer_is_to_keep_the_source() {
         "{md}"
     );
 }
+
+/// A model told the knob form answers with a template: each value compiles with the recorded
+/// command to a kernel of its own, the scripted judge's landscape over the values picks one,
+/// and the verdict and the report name it. No recordings here: the constraint over the launch
+/// is left to where the rewrite is measured.
+#[test]
+fn a_model_answers_with_knobs_and_each_value_is_built_and_judged() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = mv_store(dir.path());
+    let template = "R3_PARAM(R3_UNROLL, 1, 2, 4)\nR3_REQUIRE(R3_UNROLL <= BLOCK_X)\n__device__ float mul(float a, float b) { return a * b; }\n__global__ void mv(int n, const float *__restrict__ A, const float *__restrict__ x, float *__restrict__ y) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) {\n    float s = y[i];\n#pragma unroll R3_UNROLL\n    for (int j = 0; j < n; j++) s += mul(A[i * n + j], x[j]);\n    y[i] = s;\n  }\n}";
+    let (url, seen) = mock_server(vec![chat(&fenced(template))]);
+    let judge = dir.path().join("knobs.json");
+    std::fs::write(
+        &judge,
+        r##"{"default_speedup": 1.0, "rules": [
+            {"contains": "#define R3_UNROLL 4", "speedup": 1.25},
+            {"contains": "#define R3_UNROLL 2", "speedup": 1.4}
+        ]}"##,
+    )
+    .unwrap();
+    let env = [
+        ("R3_LLM_URL", url.as_str()),
+        ("R3_LLM_MODEL", "mock-coder"),
+        ("R3_LLM_API_KEY", KEY),
+    ];
+    let out = evolve(
+        dir.path(),
+        &["--simulate", judge.to_str().unwrap(), "--budget", "1"],
+        &env,
+    );
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{text}");
+    let prompt = seen.lock().unwrap().join("\n");
+    assert!(
+        prompt.contains("R3_PARAM(TILE, 8, 16, 32)") && prompt.contains("R3_REQUIRE"),
+        "the model is told the knob form: {prompt}"
+    );
+    let ev = events(&store);
+    let compiled = ev.iter().find(|e| e["event"] == "compiled").unwrap();
+    let builds = compiled["builds"].as_array().unwrap();
+    assert_eq!(builds.len(), 3, "{compiled}");
+    for b in builds {
+        let v = b["values"]["R3_UNROLL"].as_i64().unwrap();
+        assert!(
+            b["diff"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("+#define R3_UNROLL {v}\n")),
+            "{b}"
+        );
+    }
+    let judged = ev.iter().find(|e| e["event"] == "judged").unwrap();
+    assert_eq!(judged["verdict"]["values"]["R3_UNROLL"], 2, "{judged}");
+    assert!(text.contains("rewrite built with R3_UNROLL=2"), "{text}");
+}

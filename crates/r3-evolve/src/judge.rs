@@ -120,7 +120,76 @@ impl Judge for SimJudge {
             candidate: None,
             trials: 1,
             simulated: true,
+            values: Default::default(),
         }
+    }
+}
+
+/// One build of a rewrite with knobs, as a judge measures it.
+#[derive(Debug, Clone)]
+pub struct BuildToJudge {
+    pub values: crate::params::Values,
+    pub record: KernelRecord,
+    /// The rewrite's code with this build's `#define`s in front.
+    pub code: String,
+}
+
+/// Judges every build in full and keeps the fastest valid one (with its values); none valid:
+/// the first build's failure.
+pub fn each_in_full<J: Judge + ?Sized>(
+    j: &mut J,
+    store: &Store,
+    builds: &[BuildToJudge],
+) -> Verdict {
+    let mut best: Option<Verdict> = None;
+    let mut first_failure = None;
+    for b in builds {
+        match j.judge(store, &b.record, &b.code) {
+            Verdict::Valid {
+                speedup,
+                time_us,
+                reference_us,
+                pipeline,
+                candidate,
+                trials,
+                simulated,
+                ..
+            } => {
+                if best
+                    .as_ref()
+                    .and_then(Verdict::speedup)
+                    .is_none_or(|s| speedup > s)
+                {
+                    best = Some(Verdict::Valid {
+                        speedup,
+                        time_us,
+                        reference_us,
+                        pipeline,
+                        candidate,
+                        trials,
+                        simulated,
+                        values: b.values.clone(),
+                    });
+                }
+            }
+            failed => {
+                first_failure.get_or_insert_with(|| with_values(failed, &b.values));
+            }
+        }
+    }
+    best.or(first_failure).unwrap_or(Verdict::Failed {
+        why: "was not measured".into(),
+        message: "the rewrite has no builds".into(),
+    })
+}
+
+fn with_values(v: Verdict, values: &crate::params::Values) -> Verdict {
+    match v {
+        Verdict::Failed { why, message } => Verdict::Failed {
+            why,
+            message: format!("{} (built with {})", message, crate::params::words(values)),
+        },
+        v => v,
     }
 }
 
@@ -192,25 +261,165 @@ impl Judge for GpuJudge<'_> {
     }
 
     fn judge(&mut self, store: &Store, variant: &KernelRecord, _code: &str) -> Verdict {
+        let budget = self.tune.budget;
+        match self.search(store, variant, budget, self.tune.time) {
+            Ok(found) => self.confirm(variant, found),
+            Err(v) => *v,
+        }
+    }
+
+    /// Successive halving over the builds (`halving`), each step an inner search of one
+    /// build on the GPU.
+    fn judge_builds(&mut self, store: &Store, builds: &[BuildToJudge]) -> Verdict {
+        let (budget, time) = (self.tune.budget, self.tune.time);
+        let this = std::cell::RefCell::new(self);
+        halving(
+            builds,
+            budget,
+            time,
+            |b, trials, time| {
+                let mut j = this.borrow_mut();
+                if j.stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err(Box::new(Verdict::Failed {
+                        why: "was not measured".into(),
+                        message: "interrupted".into(),
+                    }));
+                }
+                j.search(store, &b.record, trials, time)
+                    .map(|f| (f.time_us, f))
+            },
+            |b, found| this.borrow_mut().confirm(&b.record, found),
+        )
+    }
+}
+
+/// Successive halving over a rewrite's builds: each build's inner search (`search`, with a
+/// trial budget and time limit) gets a small share of the budget, the fastest
+/// `HALVING_KEEP` get the rest, and the fastest of those that `confirm` accepts (every
+/// recorded launch, the duel against the original) wins, with its values. A build that
+/// fails is dropped and the others go on; none left: the first failure.
+pub fn halving<T>(
+    builds: &[BuildToJudge],
+    budget: u32,
+    time: Option<std::time::Duration>,
+    mut search: impl FnMut(
+        &BuildToJudge,
+        u32,
+        Option<std::time::Duration>,
+    ) -> Result<(f64, T), Box<Verdict>>,
+    mut confirm: impl FnMut(&BuildToJudge, T) -> Verdict,
+) -> Verdict {
+    let n = builds.len().max(1) as u32;
+    let budget = budget.max(n);
+    let first = (budget / (2 * n)).max(1);
+    let share = |k: u32| time.map(|t| t / (2 * k));
+    let mut ranked: Vec<(f64, usize)> = Vec::new();
+    let mut failures = Vec::new();
+    let mut found: Vec<Option<T>> = builds.iter().map(|_| None).collect();
+    for (i, b) in builds.iter().enumerate() {
+        match search(b, first, share(n)) {
+            Ok((t, f)) => {
+                ranked.push((t, i));
+                found[i] = Some(f);
+            }
+            Err(v) => failures.push(with_values(*v, &b.values)),
+        }
+    }
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ranked.truncate(HALVING_KEEP);
+    let keep = ranked.len().max(1) as u32;
+    let more = first + budget.saturating_sub(first * n) / keep;
+    let mut finalists = Vec::new();
+    for (t, i) in ranked {
+        let b = &builds[i];
+        if more <= first {
+            finalists.push((t, i));
+            continue;
+        }
+        match search(b, more, share(keep)) {
+            Ok((t2, f)) => {
+                found[i] = Some(f);
+                finalists.push((t.min(t2), i));
+            }
+            Err(v) => failures.push(with_values(*v, &b.values)),
+        }
+    }
+    finalists.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (_, i) in finalists {
+        let b = &builds[i];
+        let Some(f) = found[i].take() else { continue };
+        match confirm(b, f) {
+            Verdict::Valid {
+                speedup,
+                time_us,
+                reference_us,
+                pipeline,
+                candidate,
+                trials,
+                simulated,
+                ..
+            } => {
+                return Verdict::Valid {
+                    speedup,
+                    time_us,
+                    reference_us,
+                    pipeline,
+                    candidate,
+                    trials,
+                    simulated,
+                    values: b.values.clone(),
+                }
+            }
+            v => failures.push(with_values(v, &b.values)),
+        }
+    }
+    failures.into_iter().next().unwrap_or(Verdict::Failed {
+        why: "was not measured".into(),
+        message: "the rewrite has no builds".into(),
+    })
+}
+
+/// How many builds of a rewrite with knobs get the rest of the budget after every build had
+/// its first share.
+pub const HALVING_KEEP: usize = 3;
+
+/// A variant's inner search result: its evaluator, best configuration and time.
+struct Found {
+    ev: GpuEvaluator,
+    best: crate::store::trials::TrialRecord,
+    trials: u32,
+    time_us: f64,
+}
+
+impl GpuJudge<'_> {
+    /// The variant's inner search on the parent's recorded launch, with `budget` trials in
+    /// all (resumed where an earlier call searched it).
+    fn search(
+        &mut self,
+        store: &Store,
+        variant: &KernelRecord,
+        budget: u32,
+        time: Option<std::time::Duration>,
+    ) -> Result<Found, Box<Verdict>> {
         let rec = self.parent.recording().clone();
         let target = self.parent.target().clone();
-        let mut ev = match GpuEvaluator::of_kernel(
+        let mut ev = GpuEvaluator::of_kernel(
             store,
             rec,
             variant.clone(),
             target,
             self.parent.measure_options().clone(),
-        ) {
-            Ok(ev) => ev,
-            Err(e) => {
-                return Verdict::Failed {
-                    why: "did not compile".into(),
-                    message: e.to_string(),
-                }
-            }
-        };
+        )
+        .map_err(|e| {
+            Box::new(Verdict::Failed {
+                why: "did not compile".into(),
+                message: e.to_string(),
+            })
+        })?;
         let opts = TuneOptions {
             kernel: variant.hash.to_string(),
+            budget,
+            time,
             ..self.tune.clone()
         };
         let summary = match tune::tune_in_store(
@@ -224,21 +433,42 @@ impl Judge for GpuJudge<'_> {
         ) {
             Ok((s, _)) => s,
             Err(TuneError::Baseline { outcome, .. }) => {
-                return Self::failed(&outcome, "its -O3 build on the recorded launch: ")
+                return Err(Box::new(Self::failed(
+                    &outcome,
+                    "its -O3 build on the recorded launch: ",
+                )))
             }
             Err(e) => {
-                return Verdict::Failed {
+                return Err(Box::new(Verdict::Failed {
                     why: "was not searched".into(),
                     message: e.to_string(),
-                }
+                }))
             }
         };
         let Some(best) = summary.best else {
-            return Verdict::Failed {
+            return Err(Box::new(Verdict::Failed {
                 why: "has no valid configuration".into(),
                 message: format!("{} trials", summary.trials),
-            };
+            }));
         };
+        let time_us = match &best.outcome {
+            Outcome::Valid { time, .. } => time.median_us,
+            _ => f64::INFINITY,
+        };
+        Ok(Found {
+            ev,
+            best,
+            trials: summary.trials,
+            time_us,
+        })
+    }
+
+    /// The best configuration checked on every other recorded launch, then timed interleaved
+    /// against the original's best compiler-only build.
+    fn confirm(&mut self, variant: &KernelRecord, found: Found) -> Verdict {
+        let Found {
+            ev, best, trials, ..
+        } = found;
         let lowered = match ev.lower(&variant.hash, &best.candidate) {
             Ok(l) => l,
             Err(o) => return Self::failed(&o, "lowering its best configuration again: "),
@@ -260,6 +490,14 @@ impl Judge for GpuJudge<'_> {
                 return Self::failed(o, &format!("recorded launch {}: ", other.id));
             }
         }
+        // Reproducing every recording is not enough: code with the recorded output baked in
+        // does. It must also give what the original gives on other inputs.
+        let fresh = ev
+            .with_baseline(self.reference.clone())
+            .check_fresh(&lowered, crate::replay::fresh::SEED);
+        if let Some(v) = on_fresh_inputs(fresh) {
+            return v;
+        }
         let duel = ev.with_baseline(self.reference.clone());
         match duel
             .measure(&variant.hash, std::slice::from_ref(&lowered))
@@ -271,8 +509,9 @@ impl Judge for GpuJudge<'_> {
                 reference_us: baseline.median_us,
                 pipeline: describe(&best.candidate),
                 candidate: Some(best.candidate.clone()),
-                trials: summary.trials,
+                trials,
                 simulated: false,
+                values: Default::default(),
             },
             Some(o) => Self::failed(o, "against the original: "),
             None => Verdict::Failed {
@@ -283,9 +522,164 @@ impl Judge for GpuJudge<'_> {
     }
 }
 
+/// What the differential check on other inputs than the recorded ones (`replay::fresh`) makes
+/// of a rewrite: its failure where it gives another result than the original's build, else
+/// nothing (a check that could not run is said, and held against no rewrite).
+fn on_fresh_inputs(fresh: crate::replay::gpu::Fresh) -> Option<Verdict> {
+    use crate::replay::gpu::Fresh;
+    match fresh {
+        Fresh::Differs(message) => Some(Verdict::Failed {
+            why: "is wrong on other inputs".into(),
+            message,
+        }),
+        Fresh::NotChecked(why) => {
+            eprintln!(
+                "r3: note: a rewrite was not checked on other inputs than the recorded ones: {why}"
+            );
+            None
+        }
+        Fresh::Same => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rewrite_wrong_on_other_inputs_fails_and_an_unchecked_one_does_not() {
+        use crate::replay::gpu::Fresh;
+        let v = on_fresh_inputs(Fresh::Differs(
+            "on other inputs than the recorded ones …".into(),
+        ));
+        assert!(
+            matches!(&v, Some(Verdict::Failed { why, message }) if why == "is wrong on other inputs" && message.contains("recorded ones")),
+            "{v:?}"
+        );
+        assert!(on_fresh_inputs(Fresh::Same).is_none());
+        assert!(on_fresh_inputs(Fresh::NotChecked("no worker".into())).is_none());
+    }
+
+    fn build(tk: i64) -> BuildToJudge {
+        let record = KernelRecord {
+            format: 1,
+            hash: format!("{tk:016x}").into(),
+            signature: crate::kernel::KernelSignature {
+                name: "k".into(),
+                demangled: "k".into(),
+                arch: "sm_90".into(),
+                params: Vec::new(),
+                source: None,
+                unoptimized: false,
+            },
+            compile: crate::store::CompileCommand {
+                cwd: "/".into(),
+                args: Vec::new(),
+                env: Default::default(),
+                clang: "clang".into(),
+                clang_version: String::new(),
+            },
+            r3_version: "0".into(),
+            variant_of: None,
+        };
+        BuildToJudge {
+            values: [("R3_TK".to_string(), tk)].into(),
+            record,
+            code: String::new(),
+        }
+    }
+
+    fn valid(speedup: f64) -> Verdict {
+        Verdict::Valid {
+            speedup,
+            time_us: 1.0,
+            reference_us: speedup,
+            pipeline: "O3".into(),
+            candidate: None,
+            trials: 1,
+            simulated: true,
+            values: Default::default(),
+        }
+    }
+
+    #[test]
+    fn halving_searches_every_build_then_the_fastest_few_and_keeps_the_first_that_holds() {
+        // Time per build on a simulated landscape: 32 is fastest but fails its confirmation
+        // (wrong on another recorded launch), 64 does not compile.
+        let time = |tk: i64| match tk {
+            8 => 40.0,
+            16 => 20.0,
+            32 => 10.0,
+            _ => 30.0,
+        };
+        let builds: Vec<BuildToJudge> = [8, 16, 32, 64].map(build).into();
+        let mut asked: Vec<(i64, u32)> = Vec::new();
+        let verdict = halving(
+            &builds,
+            20,
+            None,
+            |b, trials, _| {
+                let tk = b.values["R3_TK"];
+                asked.push((tk, trials));
+                if tk == 64 {
+                    return Err(Box::new(Verdict::Failed {
+                        why: "did not compile".into(),
+                        message: "ptxas".into(),
+                    }));
+                }
+                Ok((time(tk), tk))
+            },
+            |_, tk| {
+                if tk == 32 {
+                    Verdict::Failed {
+                        why: "gives wrong output".into(),
+                        message: "launch 2".into(),
+                    }
+                } else {
+                    valid(100.0 / time(tk))
+                }
+            },
+        );
+        // Budget 20 over 4 builds: 2 trials each first, then the 3 fastest of those that ran
+        // go on to 2 + (20 - 8) / 3 = 6.
+        assert_eq!(
+            asked,
+            vec![(8, 2), (16, 2), (32, 2), (64, 2), (32, 6), (16, 6), (8, 6)]
+        );
+        match verdict {
+            Verdict::Valid {
+                values, speedup, ..
+            } => {
+                assert_eq!(values["R3_TK"], 16);
+                assert_eq!(speedup, 5.0);
+            }
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn halving_with_no_build_that_holds_gives_the_first_failure_with_its_values() {
+        let builds: Vec<BuildToJudge> = [8, 16].map(build).into();
+        let v = halving(
+            &builds,
+            1,
+            None,
+            |_, _, _| {
+                Err::<(f64, ()), _>(Box::new(Verdict::Failed {
+                    why: "crashed".into(),
+                    message: "illegal address".into(),
+                }))
+            },
+            |_, _| unreachable!(),
+        );
+        assert_eq!(
+            v,
+            Verdict::Failed {
+                why: "crashed".into(),
+                message: "illegal address (built with R3_TK=8)".into()
+            }
+        );
+    }
 
     #[test]
     fn candidates_are_described_as_edits_of_o3_and_knobs() {

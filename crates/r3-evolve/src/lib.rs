@@ -27,8 +27,11 @@ pub mod each;
 pub mod guard;
 pub mod judge;
 pub mod llm;
+pub mod params;
 pub mod rules;
 pub mod source;
+pub mod tiling;
+pub mod vector;
 
 use crate::store::{KernelRecord, Store, StoreError};
 use archive::{Archive, Elite};
@@ -89,16 +92,29 @@ pub enum What {
     CompileFailed {
         diagnostics: String,
     },
-    /// Compiled and stored as kernel `variant`; `diff` is against the user's file.
+    /// Compiled and stored as kernel `variant`; `diff` is against the user's file. A rewrite
+    /// with knobs (`params`) compiles once per value combination: `builds`, whose first is
+    /// `variant` and `diff`.
     Compiled {
         variant: String,
         diff: String,
         cell: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        builds: Vec<Build>,
     },
     Judged {
         gpu: String,
         verdict: Verdict,
     },
+}
+
+/// One build of a rewrite with knobs: the values it was compiled with, the variant kernel it
+/// gave, and its diff against the user's file (the template with these values `#define`d).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Build {
+    pub values: params::Values,
+    pub variant: String,
+    pub diff: String,
 }
 
 /// What measuring a variant gave.
@@ -118,6 +134,9 @@ pub enum Verdict {
         trials: u32,
         #[serde(default)]
         simulated: bool,
+        /// For a rewrite with knobs: the values of the build that won (its `Build`).
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        values: params::Values,
     },
     /// Wrong output, crash, timeout or no configuration that compiles.
     Failed { why: String, message: String },
@@ -148,6 +167,8 @@ pub struct Attempt {
     pub diagnostics: Option<String>,
     /// (variant hash, diff, cell)
     pub compiled: Option<(String, String, String)>,
+    /// A rewrite with knobs: every build (the first is `compiled`'s).
+    pub builds: Vec<Build>,
     pub judged: Vec<(String, Verdict)>,
 }
 
@@ -180,12 +201,31 @@ impl Attempt {
         }
         match self.verdict(gpu) {
             Some(Verdict::Valid {
+                speedup, pipeline, values, ..
+            }) if !values.is_empty() => format!("valid: {speedup:.3}x the original's best compiler-only build (rewrite built with {}, {pipeline})", params::words(values)),
+            Some(Verdict::Valid {
                 speedup, pipeline, ..
             }) => format!("valid: {speedup:.3}x the original's best compiler-only build (rewrite built with {pipeline})"),
             Some(Verdict::Failed { why, message }) => format!("{why}: {message}"),
             None if self.compiled.is_some() => "compiled, not measured yet".into(),
             None => "interrupted before it compiled".into(),
         }
+    }
+
+    /// The variant and diff that ship: for a rewrite with knobs, the build whose values won
+    /// on `gpu` (the first build until one has).
+    pub fn shipped_build(&self, gpu: Option<&str>) -> Option<(String, String)> {
+        let (variant, diff, _) = self.compiled.as_ref()?;
+        let won = match self.verdict(gpu) {
+            Some(Verdict::Valid { values, .. }) if !values.is_empty() => {
+                self.builds.iter().find(|b| b.values == *values)
+            }
+            _ => None,
+        };
+        Some(won.map_or_else(
+            || (variant.clone(), diff.clone()),
+            |b| (b.variant.clone(), b.diff.clone()),
+        ))
     }
 
     pub fn verdict(&self, gpu: Option<&str>) -> Option<&Verdict> {
@@ -243,7 +283,11 @@ pub fn fold(events: &[Event]) -> (Option<(PathBuf, String, String)>, Vec<Attempt
                 variant,
                 diff,
                 cell,
-            } => a.compiled = Some((variant.clone(), diff.clone(), cell.clone())),
+                builds,
+            } => {
+                a.compiled = Some((variant.clone(), diff.clone(), cell.clone()));
+                a.builds = builds.clone();
+            }
             What::Judged { gpu, verdict } => a.judged.push((gpu.clone(), verdict.clone())),
         }
     }
@@ -338,6 +382,12 @@ pub trait Judge {
     /// The original kernel's best compiler-only configuration, in words.
     fn reference(&self) -> String;
     fn judge(&mut self, store: &Store, variant: &KernelRecord, code: &str) -> Verdict;
+    /// The builds of a rewrite with knobs (each with its values, variant and code as
+    /// compiled): the verdict of the best, with its values. By default each build is judged
+    /// in full.
+    fn judge_builds(&mut self, store: &Store, builds: &[judge::BuildToJudge]) -> Verdict {
+        judge::each_in_full(self, store, builds)
+    }
 }
 
 /// The rule-based proposer.
@@ -518,14 +568,70 @@ impl Source {
 
     /// What compiling `rewrite` gives: the variant's module and diff, or the event that says
     /// why there is none.
-    fn compile(&self, kernel: &KernelRecord, rewrite: &str) -> Result<Compiled, EvolveError> {
+    /// A rewrite with knobs compiles once per value combination its constraints admit for
+    /// the recorded blocks (`blocks`).
+    fn compile(
+        &self,
+        kernel: &KernelRecord,
+        rewrite: &str,
+        blocks: &[[u32; 3]],
+    ) -> Result<Compiled, EvolveError> {
         let checked = match guard::check(&self.original, &self.region, rewrite) {
             Ok(c) => c,
             Err(reason) => return Ok(Compiled::Not(What::Refused { reason })),
         };
-        let text = self
-            .region
-            .splice(&self.original, &checked.text, &checked.functions);
+        if !checked.template.has_knobs() {
+            return self.compile_text(kernel, &checked, "", "");
+        }
+        let values = match checked.template.builds(blocks) {
+            Ok(v) => v,
+            Err(reason) => return Ok(Compiled::Not(What::Refused { reason })),
+        };
+        let mut builds: Vec<(params::Values, crate::kernel::KernelModule, String)> = Vec::new();
+        let mut first_failure = None;
+        let undef = checked.template.undefines();
+        for v in values {
+            let def = params::defines(&v);
+            match self.compile_text(kernel, &checked, &def, &undef)? {
+                Compiled::Variant(km, diff) => {
+                    // Values the code does not tell apart build once.
+                    if !builds.iter().any(|(_, k, _)| k.hash == km.hash) {
+                        builds.push((v, km, diff));
+                    }
+                }
+                Compiled::Not(what) => {
+                    first_failure.get_or_insert((v, what));
+                }
+                Compiled::Builds(_) => unreachable!("compile_text builds one variant"),
+            }
+        }
+        if builds.is_empty() {
+            let (v, what) = first_failure.expect("at least one combination");
+            return Ok(Compiled::Not(match what {
+                What::CompileFailed { diagnostics } => What::CompileFailed {
+                    diagnostics: format!("with {}: {diagnostics}", params::words(&v)),
+                },
+                other => other,
+            }));
+        }
+        Ok(Compiled::Builds(builds))
+    }
+
+    /// Splices the checked code (between `before` and `after`) and compiles it.
+    fn compile_text(
+        &self,
+        kernel: &KernelRecord,
+        checked: &guard::Checked,
+        before: &str,
+        after: &str,
+    ) -> Result<Compiled, EvolveError> {
+        let text = self.region.splice_between(
+            &self.original,
+            &checked.text,
+            &checked.functions,
+            before,
+            after,
+        );
         let what = match self.compiler.compile(&text, &kernel.signature.name) {
             Err(compile::CompileError::Diagnostics(d)) => What::CompileFailed { diagnostics: d },
             Err(e @ compile::CompileError::TimedOut(_)) => What::CompileFailed {
@@ -559,6 +665,8 @@ impl Source {
 
 enum Compiled {
     Variant(crate::kernel::KernelModule, String),
+    /// A rewrite with knobs: each build that compiled, with its values and diff.
+    Builds(Vec<(params::Values, crate::kernel::KernelModule, String)>),
     Not(What),
 }
 
@@ -580,6 +688,8 @@ struct Run<'a> {
     src: Option<Source>,
     facts: rules::Facts,
     launch: LaunchInfo,
+    /// The block of every recorded launch: a template's constraints must hold for each.
+    blocks: Vec<[u32; 3]>,
     examples: Vec<Example>,
     log: crate::store::trials::JsonLog<Event>,
     events: Vec<Event>,
@@ -700,9 +810,15 @@ impl<'a> Run<'a> {
                     .unwrap_or_else(|| "an NVIDIA GPU".into()),
             })
             .unwrap_or_default();
+        let mut blocks: Vec<[u32; 3]> = recordings.iter().map(|r| r.launch.block).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
         let facts = rules::Facts {
-            pointers_disjoint: (!recordings.is_empty())
-                .then(|| pointers_disjoint(kernel, &recordings)),
+            pointers_disjoint: pointers_disjoint(kernel, &recordings),
+            block: match blocks.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            },
         };
         let log = store.open_attempts(&kernel.hash)?;
         let mut run = Run {
@@ -711,6 +827,7 @@ impl<'a> Run<'a> {
             src,
             facts,
             launch,
+            blocks,
             examples: examples(store, &kernel.hash)?,
             log,
             events,
@@ -949,19 +1066,33 @@ impl<'a> Run<'a> {
             .src
             .as_ref()
             .expect("proposals are compiled where the source is");
-        let (km, diff) = match src.compile(self.kernel, rewrite)? {
-            Compiled::Variant(km, diff) => (km, diff),
+        let built = match src.compile(self.kernel, rewrite, &self.blocks)? {
+            Compiled::Variant(km, diff) => vec![(params::Values::new(), km, diff)],
+            Compiled::Builds(b) => b,
             Compiled::Not(what) => return self.append(id, what),
         };
-        self.store
-            .put_variant(&km, &self.kernel.compile, &self.kernel.hash)?;
-        let cell = self.cell_of(&km.hash);
+        let mut builds = Vec::new();
+        for (values, km, diff) in &built {
+            self.store
+                .put_variant(km, &self.kernel.compile, &self.kernel.hash)?;
+            builds.push(Build {
+                values: values.clone(),
+                variant: km.hash.to_string(),
+                diff: diff.clone(),
+            });
+        }
+        let first = builds[0].clone();
+        if first.values.is_empty() {
+            builds.clear();
+        }
+        let cell = self.cell_of(&first.variant);
         self.append(
             id,
             What::Compiled {
-                variant: km.hash.to_string(),
-                diff,
+                variant: first.variant,
+                diff: first.diff,
                 cell,
+                builds,
             },
         )
     }
@@ -975,13 +1106,32 @@ impl<'a> Run<'a> {
         let Some((variant, _, _)) = &a.compiled else {
             return Ok(());
         };
-        let record = self.store.kernel(variant)?;
         let verdict = match self.unmet(&a.requires) {
             Some(message) => Verdict::Failed {
                 why: "was not measured".into(),
                 message,
             },
-            None => judge.judge(self.store, &record, &a.rewrite),
+            None if a.builds.is_empty() => {
+                let record = self.store.kernel(variant)?;
+                judge.judge(self.store, &record, &a.rewrite)
+            }
+            None => {
+                let mut builds = Vec::new();
+                for b in &a.builds {
+                    builds.push(judge::BuildToJudge {
+                        values: b.values.clone(),
+                        record: self.store.kernel(&b.variant)?,
+                        code: format!("{}{}", params::defines(&b.values), a.rewrite),
+                    });
+                }
+                progress(&format!(
+                    "attempt {}: measuring its {} builds ({})",
+                    a.id,
+                    builds.len(),
+                    knob_ranges(&a.builds)
+                ));
+                judge.judge_builds(self.store, &builds)
+            }
         };
         if self.stop.load(std::sync::atomic::Ordering::SeqCst) {
             progress(&format!(
@@ -1067,9 +1217,17 @@ pub fn unified_diff(old: &str, new: &str, cwd: &std::path::Path, file: &std::pat
         .to_string()
 }
 
-/// Whether every recorded launch passed its pointer arguments into distinct allocations.
-fn pointers_disjoint(kernel: &KernelRecord, recs: &[crate::store::records::Recording]) -> bool {
-    recs.iter().all(|r| {
+/// Whether every recorded launch passed its pointer arguments into distinct allocations;
+/// unknown without recordings, or where a recording's memory is not here (launches copied
+/// without their snapshots: the fact is checked where the rewrite is measured).
+fn pointers_disjoint(
+    kernel: &KernelRecord,
+    recs: &[crate::store::records::Recording],
+) -> Option<bool> {
+    if recs.is_empty() || recs.iter().any(|r| !r.has_memory()) {
+        return None;
+    }
+    Some(recs.iter().all(|r| {
         let (Ok(args), Ok(pro)) = (r.launch.args(), r.prologue()) else {
             return false;
         };
@@ -1095,18 +1253,45 @@ fn pointers_disjoint(kernel: &KernelRecord, recs: &[crate::store::records::Recor
                     .position(|g| g.addr <= ptr && ptr < g.addr + g.size.max(1))
                     .is_some_and(|i| seen.insert(i))
             })
-    })
+    }))
 }
 
-/// The variant kernel attempt `id` on `kernel` compiled to, if it compiled.
-pub fn variant_of_attempt(store: &Store, kernel: &str, id: u32) -> Option<String> {
+/// The values each knob took over a rewrite's builds: `TILE 8..32, VEC 1..4`.
+fn knob_ranges(builds: &[Build]) -> String {
+    let mut by: std::collections::BTreeMap<&str, Vec<i64>> = Default::default();
+    for b in builds {
+        for (k, v) in &b.values {
+            by.entry(k).or_default().push(*v);
+        }
+    }
+    by.into_iter()
+        .map(|(k, mut v)| {
+            v.sort_unstable();
+            v.dedup();
+            format!(
+                "{k} in {}",
+                v.iter().map(i64::to_string).collect::<Vec<_>>().join("/")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The variant kernel attempt `id` on `kernel` compiled to, if it compiled (with knobs: the
+/// build that won on `gpu`).
+pub fn variant_of_attempt(
+    store: &Store,
+    kernel: &str,
+    id: u32,
+    gpu: Option<&str>,
+) -> Option<String> {
     let events: Vec<Event> = store.attempts(kernel).ok()?;
     let (_, attempts) = fold(&events);
     attempts
         .into_iter()
         .find(|a| a.id == id)?
-        .compiled
-        .map(|c| c.0)
+        .shipped_build(gpu)
+        .map(|b| b.0)
 }
 
 /// The best valid rewrites of other kernels in the store, offered to the model.
@@ -1180,6 +1365,7 @@ mod tests {
                     variant: "ab".into(),
                     diff: "d".into(),
                     cell: "c".into(),
+                    builds: vec![],
                 },
             ),
             ev(
@@ -1194,6 +1380,7 @@ mod tests {
                         candidate: None,
                         trials: 4,
                         simulated: false,
+                        values: Default::default(),
                     },
                 },
             ),

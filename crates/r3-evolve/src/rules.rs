@@ -12,6 +12,9 @@ use super::source::{self, Kind, Token};
 pub struct Facts {
     /// Every recorded launch passed pointer arguments into pairwise distinct allocations.
     pub pointers_disjoint: Option<bool>,
+    /// The block every recorded launch used, when they agree: code specialized to a block
+    /// shape (shared-memory tiles) checks it at run time and falls back otherwise.
+    pub block: Option<[u32; 3]>,
 }
 
 /// A fact a rule's rewrite is sound under only.
@@ -50,6 +53,12 @@ pub const RULES: &[Rule] = &[
         apply: accumulator,
     },
     Rule {
+        name: "shared-tiling",
+        why: "a reduction loop that reads operands one thread per output element reads them through shared-memory tiles of R3_TK steps, loaded cooperatively by the block (coalesced along the contiguous dimension), in blocks of the recorded shape whose threads are all active; other blocks run the original loop. The tile depth is a knob the search tunes",
+        requires: &[POINTERS_DISJOINT],
+        apply: super::tiling::shared_tiling,
+    },
+    Rule {
         name: "unroll-constant",
         why: "`#pragma unroll` on innermost loops whose bound is a literal",
         requires: &[],
@@ -60,6 +69,12 @@ pub const RULES: &[Rule] = &[
         why: "`#pragma unroll 4` on innermost loops with a run-time bound",
         requires: &[],
         apply: unroll_4,
+    },
+    Rule {
+        name: "vector-loads",
+        why: "an innermost loop reading a read-only float or int pointer at base + k reads it four elements at a time (one 16-byte float4/int4 load) where the address is 16-byte aligned, running the body four times on the loaded values in the original order, and the original loop for the rest",
+        requires: &[],
+        apply: super::vector::vector_loads,
     },
 ];
 
@@ -75,13 +90,13 @@ impl Rule {
     }
 }
 
-struct Parsed<'a> {
-    src: &'a str,
-    toks: Vec<Token>,
-    kernel: source::Function,
+pub(crate) struct Parsed<'a> {
+    pub(crate) src: &'a str,
+    pub(crate) toks: Vec<Token>,
+    pub(crate) kernel: source::Function,
 }
 
-fn parse(src: &str) -> Option<Parsed<'_>> {
+pub(crate) fn parse(src: &str) -> Option<Parsed<'_>> {
     let toks = source::lex(src).ok()?;
     let kernel = source::outline(src, &toks)
         .functions
@@ -91,12 +106,12 @@ fn parse(src: &str) -> Option<Parsed<'_>> {
 }
 
 impl Parsed<'_> {
-    fn w(&self, i: usize) -> &str {
+    pub(crate) fn w(&self, i: usize) -> &str {
         self.toks.get(i).map_or("", |t| t.text(self.src))
     }
 
     /// Pointer parameters: (index of the name token, whether already restrict).
-    fn pointer_params(&self) -> Vec<(usize, usize, bool)> {
+    pub(crate) fn pointer_params(&self) -> Vec<(usize, usize, bool)> {
         let mut out = Vec::new();
         let mut start = self.kernel.params.start;
         for i in self
@@ -149,14 +164,14 @@ impl Parsed<'_> {
 
 /// The leading whitespace of the line holding byte `at`, and whether only whitespace precedes
 /// `at` on it.
-fn indent_at(src: &str, at: usize) -> (&str, bool) {
+pub(crate) fn indent_at(src: &str, at: usize) -> (&str, bool) {
     let start = src[..at].rfind('\n').map_or(0, |i| i + 1);
     let line = &src[start..at];
     let ws = &line[..line.len() - line.trim_start().len()];
     (ws, line.trim().is_empty())
 }
 
-fn edit(src: &str, mut edits: Vec<(usize, usize, String)>) -> String {
+pub(crate) fn edit(src: &str, mut edits: Vec<(usize, usize, String)>) -> String {
     edits.sort_by_key(|e| (e.0, e.1));
     let mut out = src.to_owned();
     for (a, b, text) in edits.into_iter().rev() {
@@ -182,7 +197,7 @@ fn restrict(src: &str, facts: &Facts) -> Option<String> {
     (!edits.is_empty()).then(|| edit(src, edits))
 }
 
-const ASSIGN: &[&str] = &[
+pub(crate) const ASSIGN: &[&str] = &[
     "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=",
 ];
 
@@ -242,7 +257,10 @@ fn accumulator(src: &str, _: &Facts) -> Option<String> {
 }
 
 /// Identifiers a token range assigns, increments or declares.
-fn modified_in(p: &Parsed, r: std::ops::Range<usize>) -> std::collections::HashSet<String> {
+pub(crate) fn modified_in(
+    p: &Parsed,
+    r: std::ops::Range<usize>,
+) -> std::collections::HashSet<String> {
     let mut out = std::collections::HashSet::new();
     for i in r {
         let w = p.w(i);
@@ -319,6 +337,7 @@ mod tests {
         let r = rule("restrict").unwrap();
         let refuted = Facts {
             pointers_disjoint: Some(false),
+            block: None,
         };
         assert_eq!(r.apply(MV, &refuted), None);
         assert!(
@@ -330,6 +349,7 @@ mod tests {
                 MV,
                 &Facts {
                     pointers_disjoint: Some(true),
+                    block: None,
                 },
             )
             .unwrap();
@@ -338,7 +358,8 @@ mod tests {
             r.apply(
                 &out,
                 &Facts {
-                    pointers_disjoint: Some(true)
+                    pointers_disjoint: Some(true),
+                    block: None,
                 }
             ),
             None,

@@ -512,8 +512,21 @@ impl Region {
     /// `src` with the region replaced by `rewrite` (already checked by `guard`): each function
     /// of the rewrite replaces its namesake; new helpers go before the first replaced one.
     pub fn splice(&self, src: &str, rewrite: &str, functions: &[Function]) -> String {
+        self.splice_between(src, rewrite, functions, "", "")
+    }
+
+    /// `splice`, with `before` in front of the first replaced function (and the new helpers)
+    /// and `after` behind the last: a template's `#define`s and `#undef`s.
+    pub fn splice_between(
+        &self,
+        src: &str,
+        rewrite: &str,
+        functions: &[Function],
+        before: &str,
+        after: &str,
+    ) -> String {
         let mut edits: Vec<(Range<usize>, String)> = Vec::new();
-        let mut helpers = String::new();
+        let mut helpers = before.to_owned();
         for f in functions {
             let text = rewrite[f.span.clone()].to_owned();
             let old = if f.global {
@@ -534,6 +547,11 @@ impl Region {
             let at = first.start;
             edits.push((at..at, helpers));
             edits.sort_by_key(|(r, _)| (r.start, r.end));
+        }
+        if let Some(end) = edits.iter().map(|(r, _)| r.end).max() {
+            if !after.is_empty() {
+                edits.push((end..end, format!("\n{}", after.trim_end())));
+            }
         }
         let mut out = src.to_owned();
         for (r, text) in edits.into_iter().rev() {

@@ -2,7 +2,7 @@
 //! measured in a worker process against one recorded launch of the kernel.
 
 use super::validate::Tolerance;
-use super::worker::{Job, JobCandidate, Measured, Pool};
+use super::worker::{learning_failed, Job, JobCandidate, Measured, Pool};
 use super::Evaluator;
 use crate::candidate::Candidate;
 use crate::lower::isolated::{lower_in_process, lower_isolated, LowerJob};
@@ -55,6 +55,14 @@ pub struct GpuEvaluator {
     /// The search's best ratio to the baseline (f64 bits; 0: none): candidates clearly slower
     /// are raced out (`Evaluator::race_against`). A confirmation's evaluator starts with none.
     race: std::sync::atomic::AtomicU64,
+    /// For a rewrite (a kernel stored as a variant of another): the original kernel's -O3 PTX,
+    /// whose writes say which bytes are outputs (`outputs`); the rewrite's own code could
+    /// leave them unwritten and be taken at its word.
+    outputs_from: Option<String>,
+    /// The output bytes poisoned before every check (`outputs`), once a worker learned them
+    /// for this recording; sent with every later job, so that a new worker does not learn them
+    /// again. Some(empty) where learning failed: nothing is poisoned.
+    outputs: std::sync::Mutex<Option<super::outputs::Masks>>,
 }
 
 /// The stored kernel a recording ran (`identity::Index::of_recording`).
@@ -133,7 +141,10 @@ impl GpuEvaluator {
         })?;
         let limit = watchdog(&recording, &opts);
         let (device, gpu_name) = device_name(&target, opts.ordinal);
+        let outputs_from = original_ptx(store, &kernel, &target);
         Ok(GpuEvaluator {
+            outputs_from,
+            outputs: Default::default(),
             bitcode_path,
             kernel,
             bitcode,
@@ -166,6 +177,8 @@ impl GpuEvaluator {
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
             recording: self.recording.clone(),
+            outputs_from: self.outputs_from.clone(),
+            outputs: std::sync::Mutex::new(self.known_outputs()),
         }
     }
 
@@ -190,8 +203,21 @@ impl GpuEvaluator {
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
+            outputs: std::sync::Mutex::new(
+                self.known_outputs()
+                    .filter(|_| recording.id == self.recording.id),
+            ),
             recording,
+            outputs_from: self.outputs_from.clone(),
         })
+    }
+
+    /// The output masks learned for this recording so far.
+    fn known_outputs(&self) -> Option<super::outputs::Masks> {
+        self.outputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn kernel(&self) -> &KernelRecord {
@@ -309,6 +335,94 @@ impl GpuEvaluator {
     }
 }
 
+/// What a batch that could not run at all gives each candidate: a crash, but wrong output where
+/// the baseline is a rewrite's own code (`rewrite`) that does not reproduce the recording (it
+/// is that rewrite's wrong output, not the recording's fault).
+fn failed_batch(message: &str, rewrite: bool) -> Outcome {
+    match super::worker::irreproducible(message) {
+        Some(why) if rewrite => Outcome::WrongOutput {
+            message: why.to_owned(),
+        },
+        _ => Outcome::Crashed {
+            message: message.to_owned(),
+        },
+    }
+}
+
+/// The -O3 PTX of the kernel a rewrite was stored as a variant of; None for a kernel of the
+/// user's (its baseline is the original) or where the original does not lower (then the
+/// outputs are learned from the rewrite's own code, as before).
+fn original_ptx(store: &Store, kernel: &KernelRecord, target: &Codegen) -> Option<String> {
+    let parent = kernel.variant_of.as_ref()?;
+    lower_isolated(&LowerJob {
+        bitcode: store.kernel_dir(parent).join("module.bc"),
+        kernel_hash: parent.clone(),
+        candidate: Candidate::baseline(),
+        target: target.clone(),
+        mutation: None,
+    })
+    .ok()
+    .map(|l| l.ptx)
+}
+
+/// What the differential check on other inputs found (`GpuEvaluator::check_fresh`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fresh {
+    /// The candidate gives what the baseline gives on them (or they could not be made: a note
+    /// on stderr says why).
+    Same,
+    /// It does not, or it crashes or hangs on them: the message says where.
+    Differs(String),
+    /// The check did not run (no worker, or the original failed on the perturbed inputs).
+    NotChecked(String),
+}
+
+impl GpuEvaluator {
+    /// Checks `candidate` against this evaluator's baseline (the original's code) on inputs
+    /// other than the recorded ones (`fresh::perturb` with `seed`), with the evaluator's
+    /// tolerance: what catches code that matches the recording only.
+    pub fn check_fresh(&self, candidate: &Lowered, seed: u64) -> Fresh {
+        let job = Job {
+            recording_dir: self.recording.dir.clone(),
+            recording_id: self.recording.id.clone(),
+            ordinal: self.opts.ordinal,
+            baseline_ptx: self.baseline.ptx.clone(),
+            candidates: vec![JobCandidate {
+                ptx: candidate.ptx.clone(),
+                block_x: candidate.candidate.block_x,
+                tolerance: self.opts.tolerance,
+            }],
+            max_reps: 1,
+            l2: self.opts.l2,
+            baseline_alone: false,
+            race: None,
+            outputs_from: None,
+            outputs: Some(Vec::new()),
+            fresh: Some(seed),
+        };
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        fresh_of(pool.run(&job))
+    }
+}
+
+fn fresh_of(result: Result<Vec<Measured>, String>) -> Fresh {
+    match result.map(|mut m| m.pop().map(|m| m.outcome)) {
+        Ok(Some(Outcome::Valid { .. })) => Fresh::Same,
+        Ok(Some(Outcome::WrongOutput { message })) => Fresh::Differs(message),
+        // The original ran on these inputs before the candidate started: a crash or a hang
+        // from here on is the candidate's.
+        Ok(Some(o @ (Outcome::Crashed { .. } | Outcome::TimedOut { .. }))) => Fresh::Differs(
+            format!("on other inputs than the recorded ones it {o}").replace(
+                "it crashed: on other inputs than the recorded ones: ",
+                "it crashed: ",
+            ),
+        ),
+        Ok(Some(o)) => Fresh::NotChecked(o.to_string()),
+        Ok(None) => Fresh::NotChecked("the worker gave no result".into()),
+        Err(e) => Fresh::NotChecked(e),
+    }
+}
+
 /// A job that runs the baseline alone (checked, then timed `max_reps` times at most).
 fn baseline_job(
     recording: &Recording,
@@ -331,6 +445,9 @@ fn baseline_job(
         l2,
         baseline_alone: true,
         race: None,
+        outputs_from: None,
+        outputs: None,
+        fresh: None,
     }
 }
 
@@ -518,16 +635,32 @@ impl Evaluator for GpuEvaluator {
                 self.race.load(std::sync::atomic::Ordering::Relaxed),
             ))
             .filter(|r| *r > 0.0),
+            outputs_from: self.outputs_from.clone(),
+            outputs: self.known_outputs(),
+            fresh: None,
         };
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        let measured = match pool.run(&job) {
+        let mut result = pool.run(&job);
+        if let Some(why) = result.as_ref().err().and_then(|e| learning_failed(e)) {
+            // The original's code crashed or hung with its outputs filled with patterns (they
+            // are read after all, as indices): the batch goes again with nothing poisoned.
+            eprintln!("r3: note: outputs are not poisoned before checks on recording {}: learning them failed ({why})", self.recording.id);
+            let none = Some(Vec::new());
+            *self.outputs.lock().unwrap_or_else(|p| p.into_inner()) = none.clone();
+            result = pool.run(&Job {
+                outputs: none,
+                ..job
+            });
+        }
+        if let Some(m) = pool.learned.take() {
+            *self.outputs.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
+        }
+        let measured = match result {
             Ok(m) => m,
             Err(message) => batch
                 .iter()
                 .map(|_| Measured {
-                    outcome: Outcome::Crashed {
-                        message: message.clone(),
-                    },
+                    outcome: failed_batch(&message, self.outputs_from.is_some()),
                     registers: None,
                     local_bytes: None,
                 })
@@ -672,6 +805,66 @@ pub fn replay(
 #[cfg(test)]
 mod tests {
     use super::Verdict;
+
+    #[test]
+    fn the_fresh_check_tells_a_difference_from_a_check_that_did_not_run() {
+        use super::{fresh_of, Fresh, Measured, Outcome};
+        let m = |outcome| Measured {
+            outcome,
+            registers: None,
+            local_bytes: None,
+        };
+        let t = crate::store::outcome::TimeStats::of(&[0.0]);
+        let same = Outcome::Valid {
+            time: t.clone(),
+            baseline: t,
+        };
+        assert_eq!(fresh_of(Ok(vec![m(same)])), Fresh::Same);
+        let wrong = Outcome::WrongOutput {
+            message: "on other inputs".into(),
+        };
+        assert_eq!(
+            fresh_of(Ok(vec![m(wrong)])),
+            Fresh::Differs("on other inputs".into())
+        );
+        let crashed = Outcome::Crashed {
+            message: "illegal address".into(),
+        };
+        assert_eq!(
+            fresh_of(Ok(vec![m(crashed)])),
+            Fresh::Differs(
+                "on other inputs than the recorded ones it crashed: illegal address".into()
+            )
+        );
+        let compile = Outcome::CompileError {
+            message: "no such function".into(),
+        };
+        assert!(matches!(
+            fresh_of(Ok(vec![m(compile)])),
+            Fresh::NotChecked(_)
+        ));
+        assert!(matches!(
+            fresh_of(Err("no worker".into())),
+            Fresh::NotChecked(_)
+        ));
+    }
+
+    #[test]
+    fn a_rewrite_whose_own_code_does_not_reproduce_the_recording_gives_wrong_output() {
+        use super::{failed_batch, Outcome};
+        let m = "the baseline does not reproduce the recording: allocation 0x1000: byte 4 outside tolerance";
+        assert_eq!(
+            failed_batch(m, true),
+            Outcome::WrongOutput {
+                message: "allocation 0x1000: byte 4 outside tolerance".into()
+            }
+        );
+        assert!(matches!(failed_batch(m, false), Outcome::Crashed { .. }));
+        assert!(matches!(
+            failed_batch("the replay worker died", true),
+            Outcome::Crashed { .. }
+        ));
+    }
 
     #[test]
     fn a_verdict_is_kept_only_where_the_recording_was_checked() {

@@ -17,8 +17,10 @@ use r3_store as store;
 pub mod device;
 
 pub mod determinism;
+pub mod fresh;
 pub mod gpu;
 pub mod l2;
+pub mod outputs;
 pub mod session;
 pub mod stopping;
 pub mod turn;

@@ -4,6 +4,7 @@
 //! are here; this runs inside a worker process (see `worker`), never in the search's process.
 
 use super::determinism;
+use super::outputs;
 use super::stopping;
 use super::validate::{self, Tolerance, Unordered};
 use crate::store::l2::Regime;
@@ -83,6 +84,16 @@ pub struct Session {
     /// Regions compared in any order of their elements, as the baseline writes them in another
     /// order than the recording (`check_baseline`).
     unordered: std::cell::RefCell<Vec<Unordered>>,
+    /// Output bytes poisoned before every checked run (`learn_outputs`, see `outputs`).
+    poison: std::cell::RefCell<Vec<Poisoned>>,
+}
+
+/// One region's poisoned output bytes: the mask, and the region's prologue with the mask set
+/// to `outputs::POISON`, on the device (copied over the region before each checked run).
+struct Poisoned {
+    region: usize,
+    mask: Vec<std::ops::Range<usize>>,
+    image: u64,
 }
 
 /// An allocation mapped in the recorded range: its address and mapped bytes.
@@ -98,7 +109,11 @@ impl Drop for Session {
             sys::cuCtxSynchronize();
             sys::cuStreamDestroy_v2(self.stream);
             let copies = self.golden.iter().chain(self.expected_dev.iter().flatten());
-            for d in copies.chain([&self.scratch, &self.compare.first]) {
+            let poisoned: Vec<u64> = self.poison.borrow().iter().map(|p| p.image).collect();
+            for d in copies
+                .chain([&self.scratch, &self.compare.first])
+                .chain(&poisoned)
+            {
                 sys::cuMemFree_v2(*d);
             }
             sys::cuModuleUnload(self.compare.module);
@@ -221,6 +236,7 @@ impl Session {
                 mappings,
                 uuid,
                 unordered: Default::default(),
+                poison: Default::default(),
             })
         }
     }
@@ -346,8 +362,46 @@ impl Session {
         block_x: Option<u32>,
         tol: Option<&Tolerance>,
     ) -> Result<(Snapshot, Result<(), String>), ReplayError> {
-        // Cheap restore when the last candidate was valid: only what the launch writes, from the
-        // device copies, and the module's variables (a fresh module starts from its initializers).
+        self.restore_for_run(l)?;
+        self.apply_poison(l)?;
+        self.launch_once(l, block_x)?;
+        // SAFETY: synchronizing the session's stream.
+        unsafe { ck(sys::cuStreamSynchronize(self.stream), "running the kernel")? };
+        let observed = self.read_back(l)?;
+        // A learned output is a region the original writes, even where it wrote what was
+        // already there (the recording shows no change): compared as one.
+        let mut written = self.written.clone();
+        written.extend(
+            self.poison
+                .borrow()
+                .iter()
+                .map(|p| p.region)
+                .filter(|r| !self.written.contains(r)),
+        );
+        let verdict = validate::compare(
+            &self.expected,
+            &observed,
+            &written,
+            &self.unordered.borrow(),
+            tol,
+        )
+        .map_err(|why| {
+            // Output left as poisoned says more than the first byte that differs.
+            let masks: outputs::Masks = self
+                .poison
+                .borrow()
+                .iter()
+                .map(|p| (p.region, p.mask.clone()))
+                .collect();
+            outputs::explain(&self.expected, &observed, &masks).unwrap_or(why)
+        });
+        Ok((observed, verdict))
+    }
+
+    /// The state a run starts from. Cheap when the last candidate was valid: only what the
+    /// launch writes, from the device copies, and the module's variables (a fresh module starts
+    /// from its initializers); everything otherwise.
+    fn restore_for_run(&self, l: &Loaded) -> Result<(), ReplayError> {
         if self.dirty.replace(true) {
             self.restore(l, None)?;
             self.fill_guards()?;
@@ -356,18 +410,220 @@ impl Session {
             let vars: Vec<usize> = l.vars.iter().map(|(i, _)| *i).collect();
             self.restore(l, Some(&vars))?;
         }
-        self.launch_once(l, block_x)?;
+        Ok(())
+    }
+
+    /// Poisons the learned output bytes (`learn_outputs`) before a checked run.
+    fn apply_poison(&self, l: &Loaded) -> Result<(), ReplayError> {
+        for p in self.poison.borrow().iter() {
+            let Some(dst) = self.device_addr(l, p.region) else {
+                continue;
+            };
+            // SAFETY: the image and the region both hold the region's size.
+            unsafe {
+                ck(
+                    sys::cuMemcpyDtoDAsync_v2(
+                        dst,
+                        p.image,
+                        self.prologue.regions[p.region].size as usize,
+                        self.stream,
+                    ),
+                    "poisoning outputs",
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Learns which bytes `l` (the original code, which reproduces the recording) writes
+    /// whatever they held, and poisons them before every checked run from now on (see
+    /// `outputs`): two runs per region that may be an output, then one checked run with all of
+    /// them poisoned, which must still reproduce the recording (else nothing is poisoned).
+    /// Returns the masks, which later sessions of the recording take as they are
+    /// ([`Session::set_outputs`]).
+    pub fn learn_outputs(&self, l: &Loaded) -> Result<outputs::Masks, ReplayError> {
+        self.forget_outputs();
+        let mut learned: outputs::Masks = Vec::new();
+        for r in outputs::candidates(&self.launch, &self.prologue, &self.written) {
+            let (Some(want), Some(_)) =
+                (full(&self.expected.regions[r].data), self.device_addr(l, r))
+            else {
+                continue;
+            };
+            let mut runs = Vec::new();
+            for pattern in [outputs::POISON, outputs::SECOND] {
+                runs.push(self.run_filled(l, r, pattern)?);
+            }
+            let [Some(a), Some(b)] = [&runs[0], &runs[1]] else {
+                continue;
+            };
+            match outputs::learned(want, a, b) {
+                Some(mask) if !mask.is_empty() && mask.len() <= outputs::MAX_RANGES => {
+                    learned.push((r, mask))
+                }
+                _ => {}
+            }
+        }
+        self.dirty.set(true);
+        self.set_outputs(&learned)?;
+        if learned.is_empty() {
+            return Ok(learned);
+        }
+        let (_, verdict) = self.run_and_compare(l, None, None)?;
+        self.dirty.set(true);
+        if verdict.is_err() {
+            // Together the regions are not outputs after all (one feeds another): no poison.
+            self.forget_outputs();
+            return Ok(Vec::new());
+        }
+        Ok(learned)
+    }
+
+    /// Poisons `masks` before every checked run from now on (none: nothing); masks that do
+    /// not fit the recording's regions are left out.
+    pub fn set_outputs(&self, masks: &outputs::Masks) -> Result<(), ReplayError> {
+        self.forget_outputs();
+        for (r, mask) in masks {
+            let Some(pro) = self.prologue.regions.get(*r).and_then(|g| full(&g.data)) else {
+                continue;
+            };
+            if self.prologue.regions[*r].kind != RegionKind::Allocation
+                || mask.iter().any(|m| m.end > pro.len())
+            {
+                continue;
+            }
+            let snap = Snapshot {
+                regions: vec![Region {
+                    data: RegionData::Full(outputs::poisoned(pro, mask)),
+                    name: String::new(),
+                    ..self.prologue.regions[*r]
+                }],
+            };
+            // SAFETY: allocating and filling a buffer of the region's size.
+            let image = unsafe { golden_copies(&snap, &[0])?[0] };
+            self.poison.borrow_mut().push(Poisoned {
+                region: *r,
+                mask: mask.clone(),
+                image,
+            });
+        }
+        Ok(())
+    }
+
+    /// The poisoned regions in words, for a note: `allocation 0x… (N of M bytes)`.
+    pub fn describe_outputs(&self) -> Vec<String> {
+        self.poison
+            .borrow()
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} ({} of {} bytes)",
+                    self.region_name(p.region),
+                    outputs::bytes(&p.mask),
+                    self.prologue.regions[p.region].size
+                )
+            })
+            .collect()
+    }
+
+    /// Poisons nothing from now on.
+    pub fn forget_outputs(&self) {
+        for p in self.poison.borrow_mut().drain(..) {
+            // SAFETY: the image was allocated by `set_outputs` and is used nowhere else.
+            unsafe { sys::cuMemFree_v2(p.image) };
+        }
+    }
+
+    /// One learning run: everything as recorded but region `r`, filled with `pattern`. Region
+    /// `r`'s bytes afterwards, or None where the run changed another region than the
+    /// recording says (the code read the pattern: `r` is an input).
+    fn run_filled(
+        &self,
+        l: &Loaded,
+        r: usize,
+        pattern: u8,
+    ) -> Result<Option<Vec<u8>>, ReplayError> {
+        self.restore_for_run(l)?;
+        let dst = self.device_addr(l, r).expect("checked by the caller");
+        let size = self.prologue.regions[r].size as usize;
+        // SAFETY: the region is mapped with `size` bytes.
+        unsafe {
+            ck(
+                sys::cuMemsetD8Async(dst, pattern, size, self.stream),
+                "filling an output",
+            )?;
+        }
+        self.launch_once(l, None)?;
         // SAFETY: synchronizing the session's stream.
         unsafe { ck(sys::cuStreamSynchronize(self.stream), "running the kernel")? };
-        let observed = self.read_back(l)?;
-        let verdict = validate::compare(
+        let mut observed = self.read_back(l)?;
+        let bytes = match std::mem::replace(&mut observed.regions[r].data, RegionData::Unchanged) {
+            RegionData::Full(b) => b,
+            _ => full(&self.expected.regions[r].data)
+                .expect("allocations are complete")
+                .to_vec(),
+        };
+        let others = validate::compare(
             &self.expected,
             &observed,
             &self.written,
             &self.unordered.borrow(),
-            tol,
+            None,
         );
-        Ok((observed, verdict))
+        // What the next run must restore: everything where another region changed, or where
+        // `r` is one the cheap restore does not cover.
+        self.dirty
+            .set(others.is_err() || !self.written.contains(&r));
+        Ok(others.is_ok().then_some(bytes))
+    }
+
+    /// Runs `l` once from `inputs` (complete regions in the recording's order) instead of the
+    /// recorded prologue, and reads every region back in full; with the guards' verdict. The
+    /// next check restores everything.
+    pub fn run_on(
+        &self,
+        l: &Loaded,
+        inputs: &Snapshot,
+        block_x: Option<u32>,
+    ) -> Result<(Snapshot, Result<(), String>), ReplayError> {
+        self.dirty.set(true);
+        self.upload(l, inputs, None)?;
+        self.fill_guards()?;
+        self.launch_once(l, block_x)?;
+        // SAFETY: synchronizing the session's stream.
+        unsafe { ck(sys::cuStreamSynchronize(self.stream), "running the kernel")? };
+        let mut out = inputs.clone();
+        for (i, r) in out.regions.iter_mut().enumerate() {
+            let Some(src) = self.device_addr(l, i) else {
+                continue; // a variable this module does not have: not reached
+            };
+            let mut bytes = vec![0u8; r.size as usize];
+            // SAFETY: reading a mapped region of `r.size` bytes.
+            unsafe {
+                ck(
+                    sys::cuMemcpyDtoH_v2(bytes.as_mut_ptr() as *mut _, src, bytes.len()),
+                    "reading results",
+                )?;
+            }
+            r.data = RegionData::Full(bytes);
+        }
+        let guards = self.check_guards()?;
+        Ok((out, guards))
+    }
+
+    /// The recorded launch.
+    pub fn launch(&self) -> &LaunchRecord {
+        &self.launch
+    }
+
+    /// The recorded inputs (every region complete).
+    pub fn prologue(&self) -> &Snapshot {
+        &self.prologue
+    }
+
+    /// The regions compared in any order of their elements (`check_baseline`).
+    pub fn unordered(&self) -> Vec<Unordered> {
+        self.unordered.borrow().clone()
     }
 
     /// Device copies of what a checked run left in the allocations the launch writes (the
@@ -588,9 +844,19 @@ impl Session {
 
     /// Copies the prologue's bytes back into `only` (all regions when None).
     fn restore(&self, l: &Loaded, only: Option<&[usize]>) -> Result<(), ReplayError> {
-        let all: Vec<usize> = (0..self.prologue.regions.len()).collect();
+        self.upload(l, &self.prologue, only)
+    }
+
+    /// Copies `from`'s bytes (a snapshot of the recording's regions) into `only` (all when None).
+    fn upload(
+        &self,
+        l: &Loaded,
+        from: &Snapshot,
+        only: Option<&[usize]>,
+    ) -> Result<(), ReplayError> {
+        let all: Vec<usize> = (0..from.regions.len()).collect();
         for &i in only.unwrap_or(&all) {
-            let r = &self.prologue.regions[i];
+            let r = &from.regions[i];
             let RegionData::Full(bytes) = &r.data else {
                 continue;
             };
@@ -850,6 +1116,14 @@ impl Compare {
             )?;
             Ok(x == y)
         }
+    }
+}
+
+/// A region's bytes where its data is complete.
+fn full(d: &RegionData) -> Option<&[u8]> {
+    match d {
+        RegionData::Full(b) => Some(b),
+        _ => None,
     }
 }
 

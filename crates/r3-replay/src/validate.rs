@@ -180,12 +180,18 @@ pub fn compare(
         let first = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(0);
         match tol {
             Some(t) if written.contains(&i) => {
-                within(t, want, got).map_err(|at| format!("{what}: byte {at} outside tolerance"))?
+                within(t, want, got)
+                    .map_err(|at| format!("{what}: byte {at} outside tolerance"))?;
+                if let Some(why) = narrowed(t, want, got) {
+                    return Err(format!("{what}: {why}"));
+                }
             }
             _ if !written.contains(&i) => {
                 return Err(format!(
-                    "{what}: written at byte {first}, which the original launch left alone"
-                ))
+                    // Unchanged is not untouched: a launch that writes the values a region
+                    // already held (stale output of an earlier run) shows no change either.
+                    "{what}: differs at byte {first}, which the original launch left unchanged (left alone, or wrote with the value it held)"
+                ));
             }
             _ => return Err(format!("{what}: differs at byte {first} (exact check)")),
         }
@@ -245,6 +251,77 @@ fn within(t: &Tolerance, want: &[u8], got: &[u8]) -> Result<(), usize> {
         }
     }
     Ok(())
+}
+
+/// Values that differ from the recording, at least this many, of which at least half are of
+/// a narrower type than the tolerance's, make a candidate "computed in lower precision".
+const NARROW_MIN: usize = 8;
+
+/// Whether the values a candidate left within the tolerance are of a narrower type than the
+/// tolerance's where the recording's are not: an f64 result that is exactly an f32 (the code
+/// computed in float, or cut the mantissa, and widened the result), an f32 result that is
+/// exactly a half or a bfloat16. A result computed in the tolerance's own type is such a value
+/// by chance only (about 2^-29 for an f64, 2^-13 for an f32), so half of the differing values
+/// is no accident; a loose tolerance is there for reordered arithmetic, not for another type.
+/// Why, in words, or None.
+pub fn narrowed(t: &Tolerance, want: &[u8], got: &[u8]) -> Option<String> {
+    let (mut differ, mut narrow) = (0usize, 0usize);
+    let (size, narrower) = match t.dtype {
+        Dtype::F32 => (4, "a half or bfloat16 (16-bit float)"),
+        Dtype::F64 => (8, "an f32"),
+    };
+    for (a, b) in want.chunks_exact(size).zip(got.chunks_exact(size)) {
+        if a == b {
+            continue;
+        }
+        let (was, now) = match t.dtype {
+            Dtype::F32 => {
+                let (x, y) = (
+                    f32::from_le_bytes(a.try_into().unwrap()),
+                    f32::from_le_bytes(b.try_into().unwrap()),
+                );
+                if !(x.is_normal() && y.is_normal()) {
+                    continue;
+                }
+                (fits_16bit(x), fits_16bit(y))
+            }
+            Dtype::F64 => {
+                let (x, y) = (
+                    f64::from_le_bytes(a.try_into().unwrap()),
+                    f64::from_le_bytes(b.try_into().unwrap()),
+                );
+                if !(x.is_normal() && y.is_normal()) {
+                    continue;
+                }
+                (fits_f32(x), fits_f32(y))
+            }
+        };
+        differ += 1;
+        narrow += usize::from(now && !was);
+    }
+    (narrow >= NARROW_MIN && 2 * narrow >= differ).then(|| {
+        format!(
+            "{narrow} of the {differ} values that differ from the recording are exactly {narrower} where the recording's are not: the code computes in lower precision than the {} the tolerance is for (a tolerance relaxes rounding, not the type)",
+            match t.dtype {
+                Dtype::F32 => "f32",
+                Dtype::F64 => "f64",
+            }
+        )
+    })
+}
+
+/// Whether an f64 is exactly an f32 (a normal one).
+fn fits_f32(x: f64) -> bool {
+    let y = x as f32;
+    y.is_normal() && y as f64 == x
+}
+
+/// Whether an f32 is exactly a bfloat16 (its low 16 bits zero) or a normal IEEE half (low 13
+/// mantissa bits zero, exponent within the half's).
+fn fits_16bit(x: f32) -> bool {
+    let bits = x.to_bits();
+    let exp = ((bits >> 23) & 0xff) as i32 - 127;
+    bits & 0xffff == 0 || (bits & 0x1fff == 0 && (-14..=15).contains(&exp))
 }
 
 /// Distance in representable values between two floats given by their bit patterns.
@@ -425,6 +502,75 @@ mod tests {
         // Bytes moved within an element are not a permutation of elements of 4 or more.
         let bytes = snap(vec![vec![1, 2, 3, 4, 5, 6, 7, 8]]);
         assert!(permuted(&bytes, &snap(vec![vec![2, 1, 3, 4, 5, 6, 7, 8]]), &[0]).is_none());
+    }
+
+    fn f64s(v: &[f64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn a_double_result_computed_in_float_fails_a_loose_tolerance() {
+        // Results of a double computation, not f32 values.
+        let exact: Vec<f64> = (1..=32)
+            .map(|i| 1.0 + i as f64 * 1e-3 + (i as f64).sqrt())
+            .collect();
+        let want = snap(vec![f64s(&exact)]);
+        let loose: Tolerance = "f64:rel=1e-6".parse().unwrap();
+        // Computed in float and widened: within 1e-6, but every value an f32.
+        let in_float: Vec<f64> = exact.iter().map(|x| *x as f32 as f64).collect();
+        let got = snap(vec![f64s(&in_float)]);
+        assert!(within(&loose, &f64s(&exact), &f64s(&in_float)).is_ok());
+        let e = compare(&want, &got, &[0], &[], Some(&loose)).unwrap_err();
+        assert!(
+            e.contains("exactly an f32") && e.contains("lower precision"),
+            "{e}"
+        );
+        // Reordered double arithmetic: a few ULPs off, no f32 among them.
+        let reordered: Vec<f64> = exact
+            .iter()
+            .map(|x| f64::from_bits(x.to_bits() + 3))
+            .collect();
+        assert!(compare(
+            &want,
+            &snap(vec![f64s(&reordered)]),
+            &[0],
+            &[],
+            Some(&loose)
+        )
+        .is_ok());
+        // A few f32-looking values among many differing ones are chance, not a type.
+        let mut mixed = reordered.clone();
+        for v in mixed.iter_mut().take(4) {
+            *v = *v as f32 as f64;
+        }
+        assert!(compare(&want, &snap(vec![f64s(&mixed)]), &[0], &[], Some(&loose)).is_ok());
+        // Where the original's results are f32 values themselves, nothing is said.
+        let floats = snap(vec![f64s(&in_float)]);
+        let near: Vec<f64> = in_float
+            .iter()
+            .map(|x| (*x as f32 * 1.0000001) as f64)
+            .collect();
+        assert!(compare(&floats, &snap(vec![f64s(&near)]), &[0], &[], Some(&loose)).is_ok());
+    }
+
+    #[test]
+    fn a_float_result_computed_in_half_fails_a_loose_tolerance() {
+        let exact: Vec<f32> = (1..=32).map(|i| 1.0 + (i as f32).sqrt() * 0.01).collect();
+        let in_bf16: Vec<f32> = exact
+            .iter()
+            .map(|x| f32::from_bits(x.to_bits() & 0xffff_0000))
+            .collect();
+        let loose: Tolerance = "f32:rel=1e-2".parse().unwrap();
+        let e = compare(
+            &snap(vec![f32s(&exact)]),
+            &snap(vec![f32s(&in_bf16)]),
+            &[0],
+            &[],
+            Some(&loose),
+        )
+        .unwrap_err();
+        assert!(e.contains("half or bfloat16"), "{e}");
+        assert!(fits_16bit(1.5) && fits_16bit(65504.0) && !fits_16bit(1.0 + f32::EPSILON));
     }
 
     #[test]

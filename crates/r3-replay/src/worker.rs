@@ -6,6 +6,7 @@
 //! answers with [`Msg`] lines on stdout: `Start` before each candidate, `Done` after it.
 
 use super::determinism;
+use super::fresh;
 use super::session::{self, Session};
 use super::validate::{Tolerance, Unordered};
 use crate::store::l2::Regime;
@@ -35,6 +36,20 @@ pub struct Job {
     /// timed no further (`stopping::beaten`).
     #[serde(default)]
     pub race: Option<f64>,
+    /// The code whose writes say which bytes are outputs, poisoned before every checked run
+    /// (`outputs`): the original kernel's where the candidates are a rewrite's, whose own -O3
+    /// is the baseline; None: the baseline's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs_from: Option<String>,
+    /// The output bytes to poison, as an earlier job of the same recording learned them (none:
+    /// poison nothing); None: learn them first (`Msg::Learning`, then `Msg::Learned`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<super::outputs::Masks>,
+    /// Instead of timing: check each candidate against the baseline on other inputs than the
+    /// recorded ones, perturbed with this seed (`fresh`). A candidate that matches is `Valid`
+    /// with no samples; one that does not, `WrongOutput`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -75,6 +90,13 @@ pub enum Msg {
     Note {
         message: String,
     },
+    /// The worker runs the original's code to learn which bytes are outputs (`outputs`): a
+    /// crash or a hang from here to `Learned` is the learning's, not a candidate's.
+    Learning,
+    /// What it learned, for the parent to send with its later jobs of this recording.
+    Learned {
+        masks: super::outputs::Masks,
+    },
 }
 
 /// The start of a `Fatal` message whose cause is the recording: the -O3 baseline ran and did
@@ -85,6 +107,15 @@ const IRREPRODUCIBLE: &str = "the baseline does not reproduce the recording: ";
 /// recording (the recording's fault, not r3's).
 pub fn irreproducible(error: &str) -> Option<&str> {
     error.strip_prefix(IRREPRODUCIBLE)
+}
+
+/// The start of a job's error whose cause is learning the outputs (the original's code run with
+/// its outputs filled with patterns crashed or hung): the job goes again with nothing poisoned.
+const LEARNING_FAILED: &str = "learning which bytes are outputs: ";
+
+/// The reason in a job's error, when learning the outputs failed.
+pub fn learning_failed(error: &str) -> Option<&str> {
+    error.strip_prefix(LEARNING_FAILED)
 }
 
 /// How long a job waits for its turn on the GPU at most: another search's batch, however
@@ -110,6 +141,7 @@ pub fn serve() -> i32 {
     let mut out = std::io::stdout();
     let mut session: Option<(PathBuf, Session)> = None;
     let mut baseline: Baseline = None;
+    let mut outputs: Outputs = None;
     let mut said_no_turn = false;
     for line in stdin.lock().lines() {
         let Ok(line) = line else { return 0 };
@@ -138,8 +170,9 @@ pub fn serve() -> i32 {
                 }
             };
             baseline = None; // it belonged to the other recording's modules
-                             // The other recording's session holds the fixed address range this one must
-                             // reserve: it goes first (one worker checks many recordings in `r3 record`).
+            outputs = None;
+            // The other recording's session holds the fixed address range this one must
+            // reserve: it goes first (one worker checks many recordings in `r3 record`).
             drop(session.take());
             match Session::open(&rec, job.ordinal) {
                 Ok(s) => session = Some((job.recording_dir.clone(), s)),
@@ -174,7 +207,7 @@ pub fn serve() -> i32 {
                 );
             }
         }
-        if let Err(code) = run_job(s, &job, &mut out, &mut baseline) {
+        if let Err(code) = run_job(s, &job, &mut out, (&mut baseline, &mut outputs)) {
             return code;
         }
     }
@@ -222,7 +255,15 @@ fn send(out: &mut impl Write, msg: &Msg) -> std::io::Result<()> {
 /// The baseline's code, loaded once per worker, and what its checked run left.
 type Baseline = Option<(blake3::Hash, session::Loaded, session::Output)>;
 
-fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) -> Result<(), i32> {
+/// The output masks the session poisons, once learned or given (None: not yet decided).
+type Outputs = Option<super::outputs::Masks>;
+
+fn run_job(
+    s: &Session,
+    job: &Job,
+    out: &mut impl Write,
+    (cached, learned): (&mut Baseline, &mut Outputs),
+) -> Result<(), i32> {
     let hash = blake3::hash(job.baseline_ptx.as_bytes());
     if let Some((h, old, out)) = cached.take() {
         if h == hash {
@@ -232,10 +273,14 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
         }
     }
     if cached.is_none() {
-        match s.load(&job.baseline_ptx).and_then(|l| {
-            s.check_baseline(&l, uses_atomics(&job.baseline_ptx))
-                .map(|r| (l, r))
-        }) {
+        // A new baseline is checked as the recording is, unpoisoned; the outputs are learned
+        // again after it.
+        s.forget_outputs();
+        *learned = None;
+        match s
+            .load(&job.baseline_ptx)
+            .and_then(|l| check_base(s, job, &l).map(|r| (l, r)))
+        {
             Ok((l, Ok((checked, unordered)))) => {
                 if !unordered.is_empty() {
                     let message = unordered_note(s, &unordered);
@@ -261,6 +306,12 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
         }
     }
     let (_, base, base_out) = cached.as_ref().expect("set above");
+    if let Some(seed) = job.fresh {
+        return fresh_job(s, job, base, out, seed);
+    }
+    if !job.baseline_alone {
+        outputs_for(s, job, base, out, learned)?;
+    }
     if job.baseline_alone {
         send(out, &Msg::Start { index: 0 }).map_err(|_| 1)?;
         let (outcome, sticky) = match s.time(&[(base, None)], &[], job.max_reps, job.l2, None) {
@@ -295,6 +346,196 @@ fn run_job(s: &Session, job: &Job, out: &mut impl Write, cached: &mut Baseline) 
         }
     }
     Ok(())
+}
+
+/// The baseline's check (`Session::check_baseline`). Where the baseline is a rewrite's own -O3
+/// (the job names the original's code in `outputs_from`) and does not reproduce the recording
+/// exactly, it is checked again within the candidates' tolerance: a rewrite is held to what
+/// its candidates are held to (and to the precision its tolerance is for, `validate::narrowed`).
+#[allow(clippy::type_complexity)]
+fn check_base(
+    s: &Session,
+    job: &Job,
+    l: &session::Loaded,
+) -> Result<Result<(session::Output, Vec<Unordered>), String>, session::ReplayError> {
+    let exact = s.check_baseline(l, uses_atomics(&job.baseline_ptx))?;
+    let tol = job.candidates.first().and_then(|c| c.tolerance);
+    match (exact, tol) {
+        (Err(_), Some(t)) if job.outputs_from.is_some() => {
+            Ok(s.check(l, None, Some(&t))?.map(|o| (o, s.unordered())))
+        }
+        (r, _) => Ok(r),
+    }
+}
+
+/// Poisons the outputs before every checked run of this session: those the job gives, or,
+/// where it gives none, those learned from the code it names (`Job::outputs_from`, else the
+/// baseline), once per session.
+fn outputs_for(
+    s: &Session,
+    job: &Job,
+    base: &session::Loaded,
+    out: &mut impl Write,
+    applied: &mut Outputs,
+) -> Result<(), i32> {
+    match &job.outputs {
+        Some(m) if applied.as_ref() == Some(m) => return Ok(()),
+        Some(m) => {
+            *applied = Some(m.clone());
+            return match s.set_outputs(m) {
+                Ok(()) => Ok(()),
+                Err(e) => learning_fatal(out, &e),
+            };
+        }
+        None if applied.is_some() => return Ok(()),
+        None => {}
+    }
+    send(out, &Msg::Learning).map_err(|_| 1)?;
+    let code = job.outputs_from.as_deref().unwrap_or(&job.baseline_ptx);
+    let result = if code == job.baseline_ptx {
+        s.learn_outputs(base)
+    } else {
+        // The original's code, loaded for this alone; it must reproduce the recording.
+        s.load(code).and_then(|l| {
+            let r = match s.check(&l, None, None) {
+                Ok(Ok(_)) => s.learn_outputs(&l),
+                Ok(Err(why)) => Err(session::ReplayError::Other(format!(
+                    "the original's code does not reproduce the recording: {why}"
+                ))),
+                Err(e) => Err(e),
+            };
+            s.unload(l);
+            r
+        })
+    };
+    let masks = match result {
+        Ok(masks) => masks,
+        Err(e) if session::is_sticky(&e) => return learning_fatal(out, &e),
+        Err(e) => {
+            s.forget_outputs();
+            let message = format!("outputs are not poisoned before checks ({e})");
+            let _ = send(out, &Msg::Note { message });
+            Vec::new()
+        }
+    };
+    *applied = Some(masks.clone());
+    send(out, &Msg::Learned { masks }).map_err(|_| 1)?;
+    let regions = s.describe_outputs();
+    if !regions.is_empty() {
+        let message = format!(
+            "the output bytes the original launch writes whatever they hold are poisoned before every check, so that code which leaves part of its output unwritten fails: {}",
+            regions.join(", ")
+        );
+        let _ = send(out, &Msg::Note { message });
+    }
+    Ok(())
+}
+
+/// The worker's end after a CUDA error while learning or setting the outputs.
+fn learning_fatal(out: &mut impl Write, e: &session::ReplayError) -> Result<(), i32> {
+    let message = format!("{LEARNING_FAILED}{e}");
+    let _ = send(out, &Msg::Fatal { message });
+    Err(3)
+}
+
+/// The differential check on perturbed inputs (`fresh`): the baseline (the original's code) is
+/// run on them twice for the reference, then each candidate once. Where the check cannot be
+/// made (no float input, an original whose results vary), each candidate is `Valid` and a note
+/// says why.
+fn fresh_job(
+    s: &Session,
+    job: &Job,
+    base: &session::Loaded,
+    out: &mut impl Write,
+    seed: u64,
+) -> Result<(), i32> {
+    let reference = match fresh::perturb(s.launch(), s.prologue(), seed) {
+        None => Err("the kernel reads no float buffer that could be changed safely".to_owned()),
+        Some(p) => match (s.run_on(base, &p.inputs, None), s.run_on(base, &p.inputs, None)) {
+            (Ok((a, Ok(()))), Ok((b, Ok(())))) if a == b => Ok((p, a)),
+            (Ok(_), Ok(_)) => Err(
+                "the original's results on them vary from run to run, or it writes past an allocation"
+                    .to_owned(),
+            ),
+            (Err(e), _) | (_, Err(e)) if session::is_sticky(&e) => {
+                let message = format!("the original crashed on other inputs than the recorded ones: {e}");
+                let _ = send(out, &Msg::Fatal { message });
+                return Err(3);
+            }
+            (Err(e), _) | (_, Err(e)) => Err(format!("the original fails on them: {e}")),
+        },
+    };
+    if let Err(why) = &reference {
+        let message = format!("not checked on other inputs than the recorded ones: {why}");
+        let _ = send(out, &Msg::Note { message });
+    }
+    for (index, c) in job.candidates.iter().enumerate() {
+        send(out, &Msg::Start { index }).map_err(|_| 1)?;
+        let (outcome, sticky) = match &reference {
+            Ok((p, want)) => fresh_one(s, c, p, want, seed),
+            Err(_) => (valid_unmeasured(), false),
+        };
+        let result = Measured {
+            outcome,
+            registers: None,
+            local_bytes: None,
+        };
+        send(out, &Msg::Done { index, result }).map_err(|_| 1)?;
+        if sticky {
+            return Err(3);
+        }
+    }
+    Ok(())
+}
+
+/// One candidate on the perturbed inputs against the original's result there; whether the
+/// context died.
+fn fresh_one(
+    s: &Session,
+    c: &JobCandidate,
+    p: &fresh::Perturbed,
+    want: &crate::store::records::Snapshot,
+    seed: u64,
+) -> (Outcome, bool) {
+    let l = match s.load(&c.ptx) {
+        Ok(l) => l,
+        Err(e) => {
+            let sticky = session::is_sticky(&e);
+            return (
+                Outcome::CompileError {
+                    message: e.to_string(),
+                },
+                sticky,
+            );
+        }
+    };
+    let outcome = match s.run_on(&l, &p.inputs, c.block_x) {
+        Ok((_, Err(why))) => Outcome::WrongOutput {
+            message: format!("on other inputs than the recorded ones: {why}"),
+        },
+        Ok((got, Ok(()))) => {
+            match fresh::verdict(p, want, &got, &s.unordered(), c.tolerance.as_ref(), seed) {
+                Ok(()) => valid_unmeasured(),
+                Err(message) => Outcome::WrongOutput { message },
+            }
+        }
+        Err(e) => {
+            let sticky = session::is_sticky(&e);
+            let message = format!("on other inputs than the recorded ones: {e}");
+            return (Outcome::Crashed { message }, sticky);
+        }
+    };
+    s.unload(l);
+    (outcome, false)
+}
+
+/// What a check that timed nothing answers for code that passed it.
+fn valid_unmeasured() -> Outcome {
+    let none = crate::store::outcome::TimeStats::of(&[0.0]);
+    Outcome::Valid {
+        time: none.clone(),
+        baseline: none,
+    }
 }
 
 /// One candidate: load, check, time against the baseline (every run held to its code's
@@ -406,6 +647,9 @@ pub struct Pool {
     pub limit: Duration,
     /// Time allowed for a worker to set up a recording (copying its memory in).
     pub setup_limit: Duration,
+    /// The output masks a worker learned in the last job (`Msg::Learned`), taken by the
+    /// evaluator.
+    pub learned: Option<super::outputs::Masks>,
 }
 
 impl Pool {
@@ -422,6 +666,7 @@ impl Pool {
             program,
             limit,
             setup_limit: Duration::from_secs(120),
+            learned: None,
         }
     }
 
@@ -472,6 +717,7 @@ impl Pool {
         let mut current: Option<usize> = None;
         let mut first = true;
         let mut waiting = false;
+        let mut learning = false;
         loop {
             let wait = if waiting {
                 TURN_LIMIT
@@ -493,6 +739,11 @@ impl Pool {
                         }
                         Msg::Turn => (waiting, first) = (false, true),
                         Msg::Note { message } => say_once(message),
+                        Msg::Learning => learning = true,
+                        Msg::Learned { masks } => {
+                            self.learned = Some(masks);
+                            learning = false;
+                        }
                         Msg::Start { index } => current = Some(index),
                         Msg::Done { index, result } => {
                             out[index] = Some(result);
@@ -517,6 +768,9 @@ impl Pool {
                         },
                     };
                     self.worker = None; // kills it
+                    if learning {
+                        return Err(format!("{LEARNING_FAILED}the replay worker {outcome}"));
+                    }
                     let Some(i) = current else {
                         // Between candidates (e.g. it exited after reporting a crash): the
                         // rest go to a new worker.
@@ -572,6 +826,9 @@ mod tests {
             l2: Regime::Cold,
             baseline_alone: false,
             race: None,
+            outputs_from: None,
+            outputs: None,
+            fresh: None,
         }
     }
 
@@ -679,6 +936,26 @@ mod tests {
             out[0]
         );
         assert_eq!(out[1].outcome.ratio(), Some(0.5));
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)] // a mask of one range
+    fn a_worker_that_hangs_or_dies_while_learning_outputs_says_so() {
+        // It learns and answers: the masks come back with the results.
+        let learned = r#"echo '{"msg":"learning"}'; echo '{"msg":"learned","masks":[[2,[{"start":0,"end":16}]]]}';"#;
+        let mut p = pool(&format!("read job; {learned} {}", answer(0)));
+        assert!(p.run(&job(1)).is_ok());
+        assert_eq!(p.learned, Some(vec![(2, vec![0..16])]));
+        // It hangs while learning: an error the evaluator tells from a candidate's failure.
+        let hang = r#"read job; echo '{"msg":"learning"}'; sleep 30"#;
+        let err = pool(hang).run(&job(1)).unwrap_err();
+        assert!(
+            learning_failed(&err).is_some_and(|w| w.contains("timed out")),
+            "{err}"
+        );
+        let died = r#"read job; echo '{"msg":"learning"}'; exit 9"#;
+        let err = pool(died).run(&job(1)).unwrap_err();
+        assert!(learning_failed(&err).is_some(), "{err}");
     }
 
     #[test]

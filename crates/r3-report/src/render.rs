@@ -422,6 +422,9 @@ fn rewrite_sections(rewrites: &[super::rewrites::RewriteReport]) -> Vec<Section>
                     false,
                 ));
             }
+            if !b.values.is_empty() {
+                fields.push(("knobs", crate::evolve::params::words(&b.values), true));
+            }
             fields.push(("configuration", b.pipeline.clone(), true));
         }
         sec.blocks.push(Block::Fields(fields));

@@ -36,6 +36,10 @@ pub struct BestRewrite {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate: Option<crate::candidate::Candidate>,
     pub simulated: bool,
+    /// For a rewrite with knobs (`R3_PARAM`): the values of the build that won, which the
+    /// diff `#define`s.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub values: crate::evolve::params::Values,
     /// Against the user's source file; r3 never applies it.
     pub diff: String,
 }
@@ -72,11 +76,13 @@ pub fn build(store: &Store, selected: &[String]) -> Result<Vec<RewriteReport>, S
                 pipeline,
                 candidate,
                 simulated,
+                values,
                 ..
             } = v.clone()
             else {
                 return None;
             };
+            let diff = a.shipped_build(Some(gpu)).map(|b| b.1).unwrap_or_default();
             Some(BestRewrite {
                 attempt: a.id,
                 label: a.title(),
@@ -87,7 +93,8 @@ pub fn build(store: &Store, selected: &[String]) -> Result<Vec<RewriteReport>, S
                 pipeline,
                 candidate,
                 simulated,
-                diff: a.compiled.as_ref().map(|c| c.1.clone()).unwrap_or_default(),
+                values,
+                diff,
             })
         });
         out.push(RewriteReport {

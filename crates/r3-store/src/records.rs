@@ -244,6 +244,12 @@ impl Recording {
         self.snapshot("prologue.r3snap")
     }
 
+    /// Whether the launch's memory is here (its launch description may travel alone, e.g. to
+    /// propose rewrites on a machine that cannot run it).
+    pub fn has_memory(&self) -> bool {
+        self.dir.join("prologue.r3snap").is_file()
+    }
+
     pub fn epilogue(&self) -> Result<Snapshot, StoreError> {
         self.snapshot("epilogue.r3snap")
     }

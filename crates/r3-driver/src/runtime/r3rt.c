@@ -670,7 +670,7 @@ static int vmm_init(void) {
     return 0;
   }
   double t0 = now_s();
-  cudaFree(0); /* creates the primary context: the program pays for it without r3 too */
+  __real_cudaFree(0); /* creates the primary context: the program pays for it without r3 too */
   st.context_s = now_s() - t0;
   int dev = 0;
   cudaGetDevice(&dev);
@@ -1336,13 +1336,16 @@ static int stager_ready(struct stager *s, int device) {
   if (s->state == 0) {
     s->state = -1;
     s->device = device;
-    if (cudaHostAlloc((void **)&s->buf, R3_STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess) {
+    /* The real calls: r3's own staging buffer is no user memory, and the wrappers take `lock`,
+       which the launch that stages copies already holds (it deadlocked every recording on a
+       GPU). */
+    if (__real_cudaHostAlloc((void **)&s->buf, R3_STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
     if (cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess) {
       cudaGetLastError();
-      cudaFreeHost(s->buf);
+      __real_cudaFreeHost(s->buf);
       return 0;
     }
     s->state = 1;

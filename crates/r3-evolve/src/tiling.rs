@@ -1,0 +1,816 @@
+//! The shared-memory tiling rule: a template whose tile depth `R3_TK` is a knob.
+//!
+//! It applies to kernels with one thread per output element that reduce over a loop
+//! `for (int k = S; k < E; ++k)`, reading operands `P[index]` whose index depends on `k`, on
+//! at most one of the thread's coordinates (`blockIdx.x * blockDim.x + threadIdx.x` or the
+//! `.y` form) and on uniform values (scalar parameters) only: `A[row * n + k]`,
+//! `B[k * n + col]`, `A[j * m + k]`, `x[k]`. The rewrite adds a path in front of the original
+//! code, taken by blocks of the recorded shape whose threads are all active
+//! (`__syncthreads_and`): the block loads each operand's values for `R3_TK` steps of `k`
+//! into shared memory, cooperatively and in the order that makes the loads contiguous, and
+//! each thread reduces over the tile. Every value a tile holds is one the original code reads
+//! from a thread of that block, so no new address is read; other blocks (edges, triangles,
+//! other shapes) run the original code unchanged. The reduction keeps its order, so results
+//! are those of the original loop.
+//!
+//! A tile index is produced by text substitution, not algebra: a tile element is loaded with
+//! the operand's own index expression, evaluated with `k` and the coordinate set to the
+//! element's (shadowing declarations), so whatever arithmetic the index holds is kept as is.
+
+use super::rules::{self, Facts, Parsed};
+use super::source::{self, Kind};
+use std::collections::HashSet;
+use std::ops::Range;
+
+/// The knob's name and the tile depths offered.
+const KNOB: &str = "R3_TK";
+const DEPTHS: &[u32] = &[8, 16, 32, 64];
+/// Static shared memory a block may use without opting in.
+const SHARED_LIMIT: u32 = 48 * 1024;
+
+/// Words an index may hold besides the loop variable, coordinates and scalar parameters.
+const CAST_WORDS: &[&str] = &[
+    "static_cast",
+    "size_t",
+    "int",
+    "long",
+    "unsigned",
+    "ptrdiff_t",
+    "int64_t",
+    "uint64_t",
+];
+
+const TYPE_WORDS: &[&str] = &[
+    "int",
+    "unsigned",
+    "long",
+    "size_t",
+    "const",
+    "float",
+    "double",
+    "auto",
+    "bool",
+    "char",
+    "short",
+    "int64_t",
+    "uint64_t",
+    "ptrdiff_t",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Axis {
+    X,
+    Y,
+    None,
+}
+
+/// A thread coordinate variable: its name, axis and declared type.
+#[derive(Debug, Clone)]
+struct Coord {
+    name: String,
+    axis: Axis,
+    ty: String,
+}
+
+/// One operand read through a tile.
+#[derive(Debug, Clone)]
+struct Operand {
+    /// `P[index]` as written (token range and text).
+    text: String,
+    pointer: String,
+    index: String,
+    axis: Axis,
+    coord: Option<Coord>,
+    elem: String,
+    /// Consecutive `k` are consecutive addresses.
+    k_contiguous: bool,
+}
+
+/// The loop being tiled.
+struct Loop {
+    stmt: Range<usize>,
+    var: String,
+    var_ty: String,
+    start: String,
+    end: String,
+    body: Range<usize>,
+}
+
+pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
+    if facts.pointers_disjoint == Some(false) || src.contains(KNOB) {
+        return None;
+    }
+    let block = facts.block?;
+    if block[2] != 1 || block[0] * block[1] > 1024 || block[0] * block[1] < 2 {
+        return None;
+    }
+    let p = rules::parse(src)?;
+    if (p.kernel.body.clone()).any(|i| {
+        matches!(
+            p.w(i),
+            "__syncthreads" | "__syncthreads_and" | "__syncthreads_or" | "__syncwarp" | "goto"
+        )
+    }) {
+        return None;
+    }
+    let stmts = statements(&p, p.kernel.body.clone());
+    let (prefix, coords) = prefix_and_coords(&p, &stmts);
+    let (guard, active, rest) = guard_of(&p, &stmts[prefix..])?;
+    let scalars = scalar_params(&p);
+    let lp = rest
+        .iter()
+        .find_map(|r| reduction_loop(&p, r.clone(), &scalars))?;
+    if rest.iter().any(|r| {
+        r.clone()
+            .any(|i| matches!(p.w(i), "return" | "break" | "continue"))
+    }) {
+        return None;
+    }
+    let operands = operands(&p, &lp, &coords, &scalars);
+    if operands.is_empty() {
+        return None;
+    }
+    let before: Vec<&Range<usize>> = rest
+        .iter()
+        .take_while(|r| r.start < lp.stmt.start)
+        .collect();
+    let after: Vec<&Range<usize>> = rest.iter().filter(|r| r.start >= lp.stmt.end).collect();
+    let text_of = |rs: &[&Range<usize>]| -> String {
+        rs.iter()
+            .map(|r| span_text(&p, (*r).clone()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let at = p.toks[guard.start].span.0;
+    let (ind, _) = rules::indent_at(p.src, at);
+    let branch = tiled_branch(
+        &p,
+        block,
+        &active,
+        &text_of(&before),
+        &lp,
+        &operands,
+        &text_of(&after),
+        ind,
+    );
+    let kernel_start = p.kernel.span.start;
+    let body = rules::edit(src, vec![(at, at, branch)]);
+    let decls = declarations(block, &operands);
+    Some(format!(
+        "{}{}{}",
+        &body[..kernel_start],
+        decls,
+        &body[kernel_start..]
+    ))
+}
+
+/// The knob and its constraint: the tiles must fit the static shared memory.
+fn declarations(block: [u32; 3], ops: &[Operand]) -> String {
+    let per_step: u32 = ops
+        .iter()
+        .map(|o| (width(block, o.axis) + 1) * elem_bytes(&o.elem))
+        .sum();
+    let depths: Vec<String> = DEPTHS.iter().map(u32::to_string).collect();
+    format!(
+        "R3_PARAM({KNOB}, {})\nR3_REQUIRE({KNOB} * {per_step} <= {SHARED_LIMIT})\n",
+        depths.join(", ")
+    )
+}
+
+fn width(block: [u32; 3], axis: Axis) -> u32 {
+    match axis {
+        Axis::X => block[0],
+        Axis::Y => block[1],
+        Axis::None => 1,
+    }
+}
+
+fn elem_bytes(elem: &str) -> u32 {
+    match elem {
+        "float" | "int" | "unsigned" | "unsigned int" => 4,
+        "short" | "unsigned short" | "__half" => 2,
+        "char" | "unsigned char" | "signed char" => 1,
+        _ => 8,
+    }
+}
+
+fn span_text(p: &Parsed, r: Range<usize>) -> String {
+    p.src[p.toks[r.start].span.0..p.toks[r.end - 1].span.1].to_owned()
+}
+
+/// Top-level statements of a token range: (token range of each, ending at its last token).
+fn statements(p: &Parsed, r: Range<usize>) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut i = r.start;
+    while i < r.end {
+        if p.toks[i].kind == Kind::Directive {
+            i += 1;
+            continue;
+        }
+        let end = statement_end(p, i, r.end);
+        out.push(i..end);
+        i = end;
+    }
+    out
+}
+
+/// The token after the statement that starts at `i`.
+fn statement_end(p: &Parsed, i: usize, limit: usize) -> usize {
+    let m = |j: usize| source::matching(p.src, &p.toks, j).map_or(limit, |c| c + 1);
+    match p.w(i) {
+        "{" => m(i),
+        "if" | "for" | "while" if p.w(i + 1) == "(" => {
+            let mut j = m(i + 1);
+            while j < limit && p.toks[j].kind == Kind::Directive {
+                j += 1;
+            }
+            let mut end = if j < limit {
+                statement_end(p, j, limit)
+            } else {
+                limit
+            };
+            if p.w(i) == "if" && p.w(end) == "else" && end < limit {
+                end = statement_end(p, end + 1, limit);
+            }
+            end
+        }
+        _ => {
+            let mut j = i;
+            while j < limit && p.w(j) != ";" {
+                if matches!(p.w(j), "(" | "[" | "{") {
+                    j = m(j);
+                    continue;
+                }
+                j += 1;
+            }
+            (j + 1).min(limit)
+        }
+    }
+}
+
+/// How many leading statements are declarations, and the thread coordinates among them.
+fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) {
+    let mut coords = Vec::new();
+    let mut n = 0;
+    for s in stmts {
+        if !TYPE_WORDS.contains(&p.w(s.start)) {
+            break;
+        }
+        n += 1;
+        let Some(eq) = s.clone().find(|&i| p.w(i) == "=") else {
+            continue;
+        };
+        let name_at = eq - 1;
+        if p.toks[name_at].kind != Kind::Ident {
+            continue;
+        }
+        let init: String = (eq + 1..s.end - 1).map(|i| p.w(i)).collect();
+        let axis = match init.as_str() {
+            "blockIdx.x*blockDim.x+threadIdx.x"
+            | "threadIdx.x+blockIdx.x*blockDim.x"
+            | "blockDim.x*blockIdx.x+threadIdx.x"
+            | "threadIdx.x+blockDim.x*blockIdx.x" => Axis::X,
+            "blockIdx.y*blockDim.y+threadIdx.y"
+            | "threadIdx.y+blockIdx.y*blockDim.y"
+            | "blockDim.y*blockIdx.y+threadIdx.y"
+            | "threadIdx.y+blockDim.y*blockIdx.y" => Axis::Y,
+            _ => continue,
+        };
+        let name = p.w(name_at).to_owned();
+        let assigned_again = p.kernel.body.clone().any(|i| {
+            i != name_at
+                && p.w(i) == name
+                && (rules::ASSIGN.contains(&p.w(i + 1))
+                    || matches!(p.w(i + 1), "++" | "--")
+                    || matches!(p.w(i - 1), "++" | "--" | "&"))
+        });
+        if assigned_again {
+            continue;
+        }
+        let ty = (s.start..name_at)
+            .map(|i| p.w(i))
+            .filter(|w| *w != "const")
+            .collect::<Vec<_>>()
+            .join(" ");
+        coords.push(Coord { name, axis, ty });
+    }
+    (n, coords)
+}
+
+/// The statement that keeps inactive threads out, the condition under which a thread is
+/// active, and the statements that active threads run: `if (c) return; rest…`, `if (c) {
+/// rest }` as the last statement, or no guard at all.
+fn guard_of(
+    p: &Parsed,
+    stmts: &[Range<usize>],
+) -> Option<(Range<usize>, String, Vec<Range<usize>>)> {
+    let first = stmts.first()?.clone();
+    if p.w(first.start) != "if" {
+        return Some((first, "true".into(), stmts.to_vec()));
+    }
+    let close = source::matching(p.src, &p.toks, first.start + 1)?;
+    let cond = span_text(p, first.start + 2..close);
+    let then = close + 1;
+    if p.w(then) == "return" && p.w(then + 1) == ";" && first.end == then + 2 {
+        return Some((first, format!("!({cond})"), stmts[1..].to_vec()));
+    }
+    if p.w(then) == "{" && stmts.len() == 1 {
+        let end = source::matching(p.src, &p.toks, then)?;
+        if end + 1 != first.end {
+            return None; // an else branch
+        }
+        return Some((first, format!("({cond})"), statements(p, then + 1..end)));
+    }
+    None
+}
+
+fn scalar_params(p: &Parsed) -> HashSet<String> {
+    let pointers: HashSet<usize> = p.pointer_params().iter().map(|&(_, n, _)| n).collect();
+    let mut out = HashSet::new();
+    let mut last_ident = None;
+    for i in p
+        .kernel
+        .params
+        .clone()
+        .chain(std::iter::once(p.kernel.params.end))
+    {
+        if i == p.kernel.params.end || p.w(i) == "," {
+            if let Some(n) = last_ident.filter(|n| !pointers.contains(n)) {
+                out.insert(p.w(n).to_owned());
+            }
+            last_ident = None;
+        } else if p.toks[i].kind == Kind::Ident {
+            last_ident = Some(i);
+        }
+    }
+    out
+}
+
+/// `for (TYPE k = S; k < E; ++k | k++ | k += 1) BODY`, innermost, with uniform bounds and a
+/// loop variable the body leaves alone.
+fn reduction_loop(p: &Parsed, stmt: Range<usize>, scalars: &HashSet<String>) -> Option<Loop> {
+    if p.w(stmt.start) != "for" {
+        return None;
+    }
+    let open = stmt.start + 1;
+    let close = source::matching(p.src, &p.toks, open)?;
+    let semis: Vec<usize> = (open + 1..close).filter(|&i| p.w(i) == ";").collect();
+    let [s1, s2] = semis[..] else {
+        return None;
+    };
+    let eq = (open + 1..s1).find(|&i| p.w(i) == "=")?;
+    let var = p.w(eq - 1).to_owned();
+    let var_ty: String = (open + 1..eq - 1)
+        .map(|i| p.w(i))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if var_ty.is_empty() || !TYPE_WORDS.contains(&p.w(open + 1)) {
+        return None;
+    }
+    let uniform = |r: Range<usize>| {
+        !r.is_empty()
+            && r.clone().all(|i| {
+                let t = p.toks[i];
+                t.kind != Kind::Ident || scalars.contains(p.w(i)) || CAST_WORDS.contains(&p.w(i))
+            })
+            && r.clone().all(|i| !matches!(p.w(i), "[" | "?"))
+    };
+    if !uniform(eq + 1..s1) || p.w(s1 + 1) != var || p.w(s1 + 2) != "<" || !uniform(s1 + 3..s2) {
+        return None;
+    }
+    let step: String = (s2 + 1..close).map(|i| p.w(i)).collect();
+    if ![format!("++{var}"), format!("{var}++"), format!("{var}+=1")].contains(&step) {
+        return None;
+    }
+    let mut b = close + 1;
+    while p.toks.get(b).is_some_and(|t| t.kind == Kind::Directive) {
+        b += 1;
+    }
+    let body = if p.w(b) == "{" {
+        b + 1..source::matching(p.src, &p.toks, b)?
+    } else {
+        b..stmt.end
+    };
+    let nested = body
+        .clone()
+        .any(|i| matches!(p.w(i), "for" | "while" | "do" | "return"));
+    if nested || rules::modified_in(p, body.clone()).contains(&var) {
+        return None;
+    }
+    Some(Loop {
+        stmt,
+        var,
+        var_ty,
+        start: span_text(p, eq + 1..s1),
+        end: span_text(p, s1 + 3..s2),
+        body,
+    })
+}
+
+/// The pointer parameters the kernel never writes through (nor takes an address in).
+fn read_only_pointers(p: &Parsed) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (star, name_at, _) in p.pointer_params() {
+        let name = p.w(name_at);
+        let written = p.kernel.body.clone().any(|i| {
+            if p.w(i) != name {
+                return false;
+            }
+            if i > 0 && matches!(p.w(i - 1), "&" | "++" | "--") {
+                return true;
+            }
+            if p.w(i + 1) != "[" {
+                return true; // passed on or offset: where it goes is not followed
+            }
+            let Some(rb) = source::matching(p.src, &p.toks, i + 1) else {
+                return true;
+            };
+            matches!(
+                p.w(rb + 1),
+                "=" | "+="
+                    | "-="
+                    | "*="
+                    | "/="
+                    | "%="
+                    | "&="
+                    | "|="
+                    | "^="
+                    | "<<="
+                    | ">>="
+                    | "++"
+                    | "--"
+            )
+        });
+        if written {
+            continue;
+        }
+        // The element type: the parameter's words before its last `*`, less qualifiers.
+        let mut start = star;
+        while start > p.kernel.params.start && p.w(start - 1) != "," {
+            start -= 1;
+        }
+        let elem = (start..star)
+            .map(|i| p.w(i))
+            .filter(|w| !matches!(*w, "const" | "volatile") && !w.starts_with("__restrict"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !elem.is_empty() && !elem.contains('*') {
+            out.push((name.to_owned(), elem));
+        }
+    }
+    out
+}
+
+/// The loop body's reads that a tile can serve.
+fn operands(p: &Parsed, lp: &Loop, coords: &[Coord], scalars: &HashSet<String>) -> Vec<Operand> {
+    let readable = read_only_pointers(p);
+    let mut out: Vec<Operand> = Vec::new();
+    for i in lp.body.clone() {
+        let Some((pointer, elem)) = readable.iter().find(|(n, _)| n == p.w(i)) else {
+            continue;
+        };
+        if p.w(i + 1) != "[" || (i > 0 && matches!(p.w(i - 1), "." | "->" | "::")) {
+            continue;
+        }
+        let Some(rb) = source::matching(p.src, &p.toks, i + 1) else {
+            continue;
+        };
+        let idx = i + 2..rb;
+        let mut uses_var = false;
+        let mut axes: Vec<&Coord> = Vec::new();
+        let ok = idx.clone().all(|j| {
+            let w = p.w(j);
+            if matches!(w, "[" | "?" | "=" | "," | "&&" | "||") {
+                return false;
+            }
+            if p.toks[j].kind != Kind::Ident {
+                return true;
+            }
+            if w == lp.var {
+                uses_var = true;
+                return true;
+            }
+            if let Some(c) = coords.iter().find(|c| c.name == w) {
+                if !axes.iter().any(|a| a.name == c.name) {
+                    axes.push(c);
+                }
+                return true;
+            }
+            scalars.contains(w) || CAST_WORDS.contains(&w)
+        });
+        if !ok || !uses_var || axes.len() > 1 {
+            continue;
+        }
+        let text = span_text(p, i..rb + 1);
+        if out.iter().any(|o| o.text == text) {
+            continue;
+        }
+        let coord = axes.first().map(|c| (*c).clone());
+        let index = span_text(p, idx.clone());
+        let k_contiguous = unit_stride(&index, &lp.var, coord.as_ref().map(|c| c.name.as_str()));
+        out.push(Operand {
+            text,
+            pointer: pointer.clone(),
+            index,
+            axis: coord.as_ref().map_or(Axis::None, |c| c.axis),
+            coord,
+            elem: elem.clone(),
+            k_contiguous,
+        });
+    }
+    out
+}
+
+/// Whether the index moves by one element when `var` does (the coordinate fixed): then a
+/// tile is loaded along `k`, else along the coordinate. Evaluated on sample values, with the
+/// casts taken out; an index it cannot evaluate counts as not contiguous in `k`.
+fn unit_stride(index: &str, var: &str, coord: Option<&str>) -> bool {
+    use evalexpr::{ContextWithMutableVariables, DefaultNumericTypes, HashMapContext, Value};
+    let Ok(toks) = source::lex(index) else {
+        return false;
+    };
+    let mut expr = String::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let w = toks[i].text(index);
+        if w == "static_cast" && toks.get(i + 1).map(|t| t.text(index)) == Some("<") {
+            // Skip `static_cast<…>`: the parenthesized operand stays.
+            while i < toks.len() && toks[i].text(index) != ">" {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if CAST_WORDS.contains(&w) {
+            // `(size_t)`: drop the type words and leave an empty `()`, removed below.
+            i += 1;
+            continue;
+        }
+        expr.push_str(w);
+        expr.push(' ');
+        i += 1;
+    }
+    let expr = expr.replace("( )", "");
+    let at = |k: i64| {
+        let mut ctx: HashMapContext<DefaultNumericTypes> = HashMapContext::new();
+        for t in source::lex(&expr).unwrap_or_default() {
+            let w = t.text(&expr);
+            if t.kind == Kind::Ident {
+                let v = if w == var {
+                    k
+                } else if Some(w) == coord {
+                    3
+                } else {
+                    1009
+                };
+                let _ = ctx.set_value(w.into(), Value::Int(v));
+            }
+        }
+        evalexpr::eval_int_with_context(&expr, &ctx).ok()
+    };
+    matches!((at(5), at(6)), (Some(a), Some(b)) if b - a == 1)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn tiled_branch(
+    p: &Parsed,
+    block: [u32; 3],
+    active: &str,
+    before: &str,
+    lp: &Loop,
+    ops: &[Operand],
+    after: &str,
+    ind: &str,
+) -> String {
+    let (bx, by) = (block[0], block[1]);
+    let threads = bx * by;
+    let i1 = format!("{ind}  ");
+    let i2 = format!("{ind}    ");
+    let i3 = format!("{ind}      ");
+    let mut s = format!(
+        "// r3: blocks of the recorded shape ({bx}x{by}) whose threads are all active reduce through shared-memory tiles of {KNOB} steps; others run the code below.\n{ind}if (blockDim.x == {bx} && blockDim.y == {by} && blockDim.z == 1 && __syncthreads_and({active})) {{\n"
+    );
+    if !before.trim().is_empty() {
+        s.push_str(&format!("{i1}{before}\n"));
+    }
+    s.push_str(&format!("{i1}{{\n"));
+    for (n, o) in ops.iter().enumerate() {
+        let w = width(block, o.axis);
+        s.push_str(&format!(
+            "{i2}__shared__ {} r3_tile{n}[{KNOB}][{}];\n",
+            o.elem,
+            w + 1
+        ));
+    }
+    s.push_str(&format!(
+        "{i2}const int r3_tid = threadIdx.y * {bx} + threadIdx.x;\n{i2}for ({} r3_k0 = {}; r3_k0 < {}; r3_k0 += {KNOB}) {{\n",
+        lp.var_ty, lp.start, lp.end
+    ));
+    for (n, o) in ops.iter().enumerate() {
+        let w = width(block, o.axis);
+        let (d, t) = if o.k_contiguous || w == 1 {
+            (format!("r3_e % {KNOB}"), format!("r3_e / {KNOB}"))
+        } else {
+            (format!("r3_e / {w}"), format!("r3_e % {w}"))
+        };
+        let coord = o.coord.as_ref().map_or(String::new(), |c| {
+            let base = match c.axis {
+                Axis::X => format!("blockIdx.x * {bx}"),
+                _ => format!("blockIdx.y * {by}"),
+            };
+            format!(" const {} {} = {base} + r3_t;", c.ty, c.name)
+        });
+        s.push_str(&format!(
+            "{i3}for (int r3_e = r3_tid; r3_e < {KNOB} * {w}; r3_e += {threads}) {{\n{i3}  const int r3_d = {d}, r3_t = {t};\n{i3}  const {} {} = r3_k0 + r3_d;{coord}\n{i3}  r3_tile{n}[r3_d][r3_t] = {} < {} ? {}[{}] : ({})0;\n{i3}}}\n",
+            lp.var_ty, lp.var, lp.var, lp.end, o.pointer, o.index, o.elem
+        ));
+    }
+    let body = tiled_body(p, lp, ops);
+    s.push_str(&format!(
+        "{i3}__syncthreads();\n{i3}if (r3_k0 + {KNOB} <= {end}) {{\n{i3}#pragma unroll\n{i3}  for (int r3_d = 0; r3_d < {KNOB}; ++r3_d) {{\n{i3}    const {ty} {v} = r3_k0 + r3_d;\n{i3}    {body}\n{i3}  }}\n{i3}}} else {{\n{i3}  for (int r3_d = 0; r3_k0 + r3_d < {end}; ++r3_d) {{\n{i3}    const {ty} {v} = r3_k0 + r3_d;\n{i3}    {body}\n{i3}  }}\n{i3}}}\n{i3}__syncthreads();\n{i2}}}\n{i1}}}\n",
+        end = lp.end,
+        ty = lp.var_ty,
+        v = lp.var,
+    ));
+    if !after.trim().is_empty() {
+        s.push_str(&format!("{i1}{after}\n"));
+    }
+    s.push_str(&format!("{i1}return;\n{ind}}}\n{ind}"));
+    s
+}
+
+/// The loop body with each tiled read replaced by its tile element.
+fn tiled_body(p: &Parsed, lp: &Loop, ops: &[Operand]) -> String {
+    let mut edits = Vec::new();
+    let mut i = lp.body.start;
+    while i < lp.body.end {
+        let read = (p.w(i + 1) == "[")
+            .then(|| source::matching(p.src, &p.toks, i + 1))
+            .flatten()
+            .and_then(|rb| {
+                let text = span_text(p, i..rb + 1);
+                ops.iter().position(|o| o.text == text).map(|n| (n, rb))
+            });
+        if let Some((n, rb)) = read {
+            let lane = match ops[n].axis {
+                Axis::X => "threadIdx.x",
+                Axis::Y => "threadIdx.y",
+                Axis::None => "0",
+            };
+            edits.push((
+                p.toks[i].span.0,
+                p.toks[rb].span.1,
+                format!("r3_tile{n}[r3_d][{lane}]"),
+            ));
+            i = rb + 1;
+        } else {
+            i += 1;
+        }
+    }
+    let (a, b) = (p.toks[lp.body.start].span.0, p.toks[lp.body.end - 1].span.1);
+    let shifted = edits
+        .into_iter()
+        .map(|(x, y, t)| (x - a, y - a, t))
+        .collect();
+    rules::edit(&p.src[a..b], shifted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GEMM: &str = "__global__ void gemm(int n, const float* __restrict__ A, const float* __restrict__ B,\n                     float* __restrict__ C) {\n  int col = blockIdx.x * blockDim.x + threadIdx.x;\n  int row = blockIdx.y * blockDim.y + threadIdx.y;\n  if (row >= n || col >= n) return;\n  float acc = 0.0f;\n  for (int k = 0; k < n; ++k) acc += A[static_cast<size_t>(row) * n + k] * B[static_cast<size_t>(k) * n + col];\n  C[static_cast<size_t>(row) * n + col] = acc;\n}";
+
+    const SYRK: &str = "__global__ void syrk(int n, int m, float alpha, float beta, float* A, float* C) {\n  int j = blockIdx.x * blockDim.x + threadIdx.x;\n  int i = blockIdx.y * blockDim.y + threadIdx.y;\n  if (i < n && j <= i) {\n    C[i * n + j] *= beta;\n    for (int k = 0; k < m; k++) C[i * n + j] += alpha * A[i * m + k] * A[j * m + k];\n  }\n}";
+
+    fn facts(block: [u32; 3]) -> Facts {
+        Facts {
+            pointers_disjoint: Some(true),
+            block: Some(block),
+        }
+    }
+
+    #[test]
+    fn a_matrix_product_reads_both_operands_through_tiles() {
+        let out = shared_tiling(GEMM, &facts([16, 16, 1])).unwrap();
+        assert!(
+            out.starts_with(
+                "R3_PARAM(R3_TK, 8, 16, 32, 64)\nR3_REQUIRE(R3_TK * 136 <= 49152)\n__global__"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("__syncthreads_and(!(row >= n || col >= n))"),
+            "{out}"
+        );
+        // A is contiguous along k: loaded k-fastest; B along the column.
+        assert!(
+            out.contains("const int r3_d = r3_e % R3_TK, r3_t = r3_e / R3_TK;\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("const int r3_d = r3_e / 16, r3_t = r3_e % 16;\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("const int row = blockIdx.y * 16 + r3_t;"),
+            "{out}"
+        );
+        assert!(
+            out.contains("acc += r3_tile0[r3_d][threadIdx.y] * r3_tile1[r3_d][threadIdx.x];"),
+            "{out}"
+        );
+        // The original code follows, unchanged, for the other blocks.
+        assert!(out.contains("  if (row >= n || col >= n) return;\n  float acc = 0.0f;\n  for (int k = 0; k < n; ++k) acc += A["), "{out}");
+        assert_eq!(
+            shared_tiling(&out, &facts([16, 16, 1])),
+            None,
+            "applies once"
+        );
+    }
+
+    #[test]
+    fn a_triangular_update_tiles_the_rows_both_operands_read() {
+        let out = shared_tiling(SYRK, &facts([32, 8, 1])).unwrap();
+        assert!(
+            out.contains("__syncthreads_and((i < n && j <= i))"),
+            "{out}"
+        );
+        assert!(out.contains("C[i * n + j] *= beta;\n"), "{out}");
+        // Both reads of A are contiguous along k, one per coordinate.
+        assert_eq!(
+            out.matches("r3_e % R3_TK, r3_t = r3_e / R3_TK").count(),
+            2,
+            "{out}"
+        );
+        assert!(
+            out.contains("__shared__ float r3_tile0[R3_TK][9];"),
+            "{out}"
+        );
+        assert!(
+            out.contains("__shared__ float r3_tile1[R3_TK][33];"),
+            "{out}"
+        );
+        assert!(out.contains("C[i * n + j] += alpha * r3_tile0[r3_d][threadIdx.y] * r3_tile1[r3_d][threadIdx.x];"), "{out}");
+    }
+
+    #[test]
+    fn no_tiling_without_the_facts_or_where_a_read_is_not_per_coordinate() {
+        assert_eq!(
+            shared_tiling(
+                GEMM,
+                &Facts {
+                    pointers_disjoint: Some(false),
+                    block: Some([16, 16, 1])
+                }
+            ),
+            None
+        );
+        assert_eq!(
+            shared_tiling(
+                GEMM,
+                &Facts {
+                    pointers_disjoint: Some(true),
+                    block: None
+                }
+            ),
+            None
+        );
+        let both = GEMM.replace(
+            "B[static_cast<size_t>(k) * n + col]",
+            "B[row * n + col + k]",
+        );
+        let out = shared_tiling(&both, &facts([16, 16, 1])).unwrap();
+        assert!(
+            out.contains("B[row * n + col + k]"),
+            "that read stays global: {out}"
+        );
+        let thread_bound = GEMM.replace("k < n", "k < row");
+        assert_eq!(shared_tiling(&thread_bound, &facts([16, 16, 1])), None);
+        let written = SYRK.replace("C[i * n + j] *= beta;", "A[i] = 0;");
+        assert_eq!(
+            shared_tiling(&written, &facts([32, 8, 1])),
+            None,
+            "A is written"
+        );
+        let synced = GEMM.replace("float acc = 0.0f;", "float acc = 0.0f; __syncthreads();");
+        assert_eq!(shared_tiling(&synced, &facts([16, 16, 1])), None);
+    }
+
+    #[test]
+    fn strides_are_read_off_the_index() {
+        assert!(unit_stride(
+            "static_cast<size_t>(row) * n + k",
+            "k",
+            Some("row")
+        ));
+        assert!(!unit_stride(
+            "static_cast<size_t>(k) * n + col",
+            "k",
+            Some("col")
+        ));
+        assert!(unit_stride("(size_t)row * n + k", "k", Some("row")));
+        assert!(unit_stride("k", "k", None));
+        assert!(!unit_stride("k * 2", "k", None));
+    }
+}

@@ -1,0 +1,300 @@
+//! The red team (issue 38): rewrites that cheat, as a model would answer them, each of which r3
+//! must refuse or find wrong, with the reason recorded. The hacks are fixtures
+//! (`tests/it/fixtures/redteam/hacks/*.cu`, each headed by the kernel it rewrites, the cheat it
+//! is, the check that must catch it and words of that check's reason) against the kernels of
+//! `fixtures/redteam/target.cu`. Here every hack goes through `r3 evolve --proposer llm` from a
+//! scripted OpenAI-compatible server on loopback: those the guard catches must be refused with
+//! their reason in the attempts log; the others must compile, so that `scripts/redteam` can
+//! measure them on a GPU, where replay's checks must catch them.
+
+use crate::support::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One hack: `// redteam: kernel=K cheat=N catch=C`, `// expect: WORDS`, a description, code.
+#[derive(Debug, Clone)]
+struct Hack {
+    name: String,
+    kernel: String,
+    /// The cheat it is, as issue 38 numbers them: 1 an input copied to the output, 2 constants
+    /// for one input, 3 output left to stale bytes, 4 work outside the timed launch, 5 state
+    /// kept between launches, 6 narrower arithmetic; 0 for a control (an honest rewrite).
+    cheat: u32,
+    /// What must catch it: `guard` (refused by its text) or, on the GPU, `recording` (the
+    /// check against the recorded output), `poison` (output bytes poisoned before the check),
+    /// `fresh` (other inputs than the recorded ones), `precision` (a narrower type than the
+    /// tolerance's); `none` for a control, which every check must let through.
+    catch: String,
+    /// Words of the reason r3 gives.
+    expect: String,
+    text: String,
+}
+
+const CATCHES: [&str; 6] = ["guard", "recording", "poison", "fresh", "precision", "none"];
+
+fn hacks() -> Vec<Hack> {
+    let dir = repo().join("tests/it/fixtures/redteam/hacks");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            let head = text
+                .lines()
+                .next()
+                .and_then(|l| l.strip_prefix("// redteam: "))
+                .unwrap_or_else(|| panic!("{name}: no `// redteam:` line first"));
+            let field = |k: &str| {
+                head.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+                    .unwrap_or_else(|| panic!("{name}: no {k}= in its header"))
+                    .to_owned()
+            };
+            let expect = text
+                .lines()
+                .nth(1)
+                .and_then(|l| l.strip_prefix("// expect: "))
+                .unwrap_or_else(|| panic!("{name}: no `// expect:` line second"))
+                .to_owned();
+            Hack {
+                kernel: field("kernel"),
+                cheat: field("cheat").parse().unwrap(),
+                catch: field("catch"),
+                expect,
+                name,
+                text,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_fixtures_cover_every_known_cheat_and_name_a_check_for_each() {
+    let all = hacks();
+    for cheat in 1..=6 {
+        assert!(
+            all.iter().any(|h| h.cheat == cheat),
+            "no hack of cheat {cheat}"
+        );
+    }
+    for h in &all {
+        assert!(
+            CATCHES.contains(&h.catch.as_str()),
+            "{}: catch={}",
+            h.name,
+            h.catch
+        );
+        assert!(["axpy", "dpoly"].contains(&h.kernel.as_str()), "{}", h.name);
+        assert!(!h.expect.trim().is_empty(), "{}", h.name);
+        let prefix = match h.catch.as_str() {
+            "guard" => 'g',
+            "none" => 'c',
+            _ => 'p',
+        };
+        assert!(
+            h.name.starts_with(prefix) && (h.cheat == 0) == (prefix == 'c'),
+            "{}: guard hacks are g*, GPU ones p*, controls (cheat=0) c*",
+            h.name
+        );
+    }
+    for c in CATCHES {
+        assert!(
+            all.iter().any(|h| h.catch == c),
+            "no hack for the {c} check"
+        );
+    }
+}
+
+/// A loopback server that answers each chat completion with the next of `answers`.
+fn model(answers: Vec<String>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut answers = answers.into_iter();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            let _ = reader.read_exact(&mut body);
+            let (status, text) = match answers.next() {
+                Some(content) => (
+                    200,
+                    serde_json::json!({
+                        "choices": [{"message": {"role": "assistant", "content": content}}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 50},
+                    })
+                    .to_string(),
+                ),
+                None => (500, "{\"error\": \"script ran out\"}".to_owned()),
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                text.len()
+            );
+        }
+    });
+    url
+}
+
+/// The target compiled by r3-clang++ in `dir`, its kernels in `dir/store`.
+fn target_store(dir: &Path) -> PathBuf {
+    let store = dir.join("store");
+    std::fs::copy(
+        repo().join("tests/it/fixtures/redteam/target.cu"),
+        dir.join("target.cu"),
+    )
+    .unwrap();
+    let out = cuda_driver(&driver_links(dir), &store)
+        .args(["-c", "target.cu", "-o", "target.o"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    store
+}
+
+/// Every hack of `hacks` (all for one kernel) answered in turn by the scripted model to
+/// `r3 evolve KERNEL --proposer llm --no-measure`; the attempts, by attempt id (1, 2, …).
+fn evolve_with(dir: &Path, kernel: &str, hacks: &[&Hack]) -> Vec<serde_json::Value> {
+    let answers = hacks
+        .iter()
+        .map(|h| {
+            format!(
+                "redteam hack {}: a faster version.\n```cuda\n{}```\n",
+                h.name, h.text
+            )
+        })
+        .collect();
+    let url = model(answers);
+    let out = Command::new(r3_bin())
+        .args([
+            "evolve",
+            kernel,
+            "--proposer",
+            "llm",
+            "--no-measure",
+            "--repairs",
+            "0",
+        ])
+        .args(["--budget", &hacks.len().to_string()])
+        .current_dir(dir)
+        .env("R3_STORE", dir.join("store"))
+        .env("R3_LLM_URL", &url)
+        .env("R3_LLM_MODEL", "red-team")
+        .env_remove("R3_LLM_API_KEY")
+        .env("R3_LLM_RETRIES", "0")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{text}");
+    let log = walk(&dir.join("store/evolve"))
+        .into_iter()
+        .filter(|p| p.ends_with("attempts.jsonl"))
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .contains(&format!("redteam hack {}", hacks[0].name))
+        })
+        .unwrap_or_else(|| panic!("no attempts log for {kernel}: {text}"));
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The event `event` of attempt `id`.
+fn event<'a>(
+    events: &'a [serde_json::Value],
+    id: usize,
+    event: &str,
+) -> Option<&'a serde_json::Value> {
+    events
+        .iter()
+        .find(|e| e["attempt"] == id as u64 && e["event"] == event)
+}
+
+/// Each kernel's hacks through the scripted model, checked by `judge` per hack and attempt.
+fn through_the_model(catch_here: bool, judge: impl Fn(&Hack, &[serde_json::Value], usize)) {
+    let all: Vec<Hack> = hacks()
+        .into_iter()
+        .filter(|h| (h.catch == "guard") == catch_here)
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    target_store(dir.path());
+    for kernel in ["axpy", "dpoly"] {
+        let mine: Vec<&Hack> = all.iter().filter(|h| h.kernel == kernel).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let events = evolve_with(dir.path(), kernel, &mine);
+        for (k, h) in mine.iter().enumerate() {
+            let id = k + 1;
+            let proposed = event(&events, id, "proposed")
+                .unwrap_or_else(|| panic!("{}: not proposed", h.name));
+            assert!(
+                proposed["answer"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("redteam hack {}:", h.name)),
+                "attempt {id} is not {}",
+                h.name
+            );
+            judge(h, &events, id);
+        }
+    }
+}
+
+#[test]
+fn every_hack_the_text_shows_is_refused_with_its_reason_in_the_attempts_log() {
+    through_the_model(true, |h, events, id| {
+        let refused = event(events, id, "refused")
+            .unwrap_or_else(|| panic!("{} (attempt {id}) was not refused: {events:?}", h.name));
+        let reason = refused["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&h.expect),
+            "{}: refused for another reason:\n  {reason}\n  want: {}",
+            h.name,
+            h.expect
+        );
+        assert!(event(events, id, "compiled").is_none(), "{}", h.name);
+    });
+}
+
+/// The GPU's hacks and the controls (honest rewrites, which must be accepted there).
+#[test]
+fn every_hack_only_the_gpu_can_catch_passes_the_guard_and_compiles() {
+    through_the_model(false, |h, events, id| {
+        if let Some(r) = event(events, id, "refused") {
+            panic!(
+                "{}: refused ({}), but is for the GPU's {} check",
+                h.name, r["reason"], h.catch
+            );
+        }
+        assert!(
+            event(events, id, "compiled").is_some(),
+            "{} did not compile: {:?}",
+            h.name,
+            event(events, id, "compile_failed")
+        );
+    });
+}

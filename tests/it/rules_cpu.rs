@@ -1,0 +1,667 @@
+//! Differential tests of `r3 evolve`'s rules without a GPU: kernels compiled as host C++
+//! (`fixtures/cuda_on_cpu.h`: threads of a block as std::threads, shared memory as statics,
+//! barriers as std::barrier), each rule's rewrite run beside the original on seeded inputs of
+//! several sizes and block shapes, and the outputs compared element by element.
+//!
+//! Every rule so far keeps each floating-point operation and its order (restrict and the
+//! pragmas change no expression; the register accumulator adds the same terms in the same
+//! order; vector loads feed the same values to the same body), so outputs must match to the
+//! bit. The programs are built with -ffp-contract=off so that "the same operations" means the
+//! source's: a rewrite that splits `a += b * c` across statements is not told apart by an FMA
+//! contracted in one place and not the other.
+
+use crate::support::*;
+use r3::evolve::rules::{self, Facts};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Builds `code` (CUDA kernels and device functions, as a rewrite or a source file holds
+/// them) with `main_body` as the body of `int main()`, as host C++ against
+/// `fixtures/cuda_on_cpu.h`, runs it and returns its stdout. `defines` become `-D NAME=value`
+/// (a template's knob values); `R3_PARAM(…)`/`R3_REQUIRE(…)` declarations in `code`, which
+/// r3 replaces by `#define`s when it compiles, are blanked. Panics with the compiler's or the
+/// program's diagnostics when either fails, or when the program runs past a minute (a barrier
+/// some threads never reach).
+///
+/// ```ignore
+/// let out = run_on_cpu(&tiled, "std::vector<float> a(64); …; r3cpu::launch(k, dim3(4), dim3(16), …);",
+///                      &[("R3_TK", "16")]);
+/// ```
+pub fn run_on_cpu(code: &str, main_body: &str, defines: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let program = format!(
+        "#line 1 \"kernels.cu\"\n{}\n#line 1 \"main\"\nint main() {{\n{main_body}\n  return 0;\n}}\n",
+        without_knob_declarations(code)
+    );
+    let cpp = dir.path().join("k.cpp");
+    std::fs::write(&cpp, &program).unwrap();
+    let exe = dir.path().join("k");
+    let compile = |prelude: &[&std::ffi::OsStr]| {
+        let mut cc = Command::new(cxx());
+        cc.args(["-x", "c++"]).args(CXXFLAGS).args(prelude);
+        for (name, value) in defines {
+            cc.arg(format!("-D{name}={value}"));
+        }
+        cc.arg(&cpp).arg("-o").arg(&exe).output().unwrap()
+    };
+    let header = repo().join(HEADER);
+    // The precompiled header first; its failure (a stale one, say) costs a plain compile.
+    let built = pch().is_some_and(|pch| {
+        // Its name holds the header's text: the header's mtime (a checkout, a touch) says
+        // nothing it does not.
+        let unchecked = ["-Xclang", "-fno-validate-pch", "-include-pch"];
+        let args: Vec<&std::ffi::OsStr> = unchecked.iter().map(|a| a.as_ref()).collect();
+        compile(&[&args[..], &[pch.as_os_str()]].concat())
+            .status
+            .success()
+    });
+    if !built {
+        let out = compile(&["-include".as_ref(), header.as_os_str()]);
+        assert!(
+            out.status.success(),
+            "clang++ failed:\n{}\n--- program ---\n{program}",
+            stderr(&out)
+        );
+    }
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code() != Some(124),
+        "the program ran past a minute (a barrier that not all threads reach?)\n{program}"
+    );
+    assert!(
+        out.status.success(),
+        "the program failed ({}): {}\n{program}",
+        out.status,
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+const HEADER: &str = "tests/it/fixtures/cuda_on_cpu.h";
+const CXXFLAGS: &[&str] = &[
+    "-std=c++20",
+    "-O1",
+    "-pthread",
+    "-ffp-contract=off",
+    "-fno-strict-aliasing",
+];
+
+/// `cuda_on_cpu.h` precompiled, which takes most of a test program's compile: once per
+/// header text, compiler and flags, kept in the test target's scratch directory for later
+/// runs too. None where it cannot be built (each program then parses the header itself).
+fn pch() -> Option<PathBuf> {
+    static PCH: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PCH.get_or_init(|| {
+        let header = repo().join(HEADER);
+        let cxx = cxx();
+        let key = format!(
+            "{}\n{}\n{}",
+            std::fs::read_to_string(&header).ok()?,
+            cxx.display(),
+            CXXFLAGS.join(" ")
+        );
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let pch = dir.join(format!(
+            "cuda_on_cpu-{}.pch",
+            r3::kernel::short_hash(key.as_bytes())
+        ));
+        if pch.exists() {
+            return Some(pch);
+        }
+        // Built aside and renamed, so that a test run beside this one never reads half a file.
+        let part = pch.with_extension(format!("pch.{}", std::process::id()));
+        let ok = Command::new(&cxx)
+            .args(["-x", "c++-header"])
+            .args(CXXFLAGS)
+            .arg(&header)
+            .arg("-o")
+            .arg(&part)
+            .status()
+            .ok()?
+            .success();
+        (ok && std::fs::rename(&part, &pch).is_ok()).then_some(pch)
+    })
+    .clone()
+}
+
+/// clang++ of the LLVM r3 is built with; a `clang` found instead links C++ through its
+/// sibling.
+fn cxx() -> PathBuf {
+    let found = r3::toolchain::find_clang(true).unwrap().path;
+    let name = found.file_name().unwrap().to_string_lossy().into_owned();
+    if name.contains("++") {
+        return found;
+    }
+    let sibling = found.with_file_name(name.replacen("clang", "clang++", 1));
+    if sibling.exists() {
+        sibling
+    } else {
+        found
+    }
+}
+
+/// `code` with each `R3_PARAM(…)` or `R3_REQUIRE(…)` declaration (a line that starts with
+/// one, through its closing parenthesis) blanked, newlines kept so that lines still match.
+fn without_knob_declarations(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut open = 0i32;
+    for line in code.split_inclusive('\n') {
+        let t = line.trim_start();
+        if open > 0 || t.starts_with("R3_PARAM(") || t.starts_with("R3_REQUIRE(") {
+            open += line.matches('(').count() as i32 - line.matches(')').count() as i32;
+            out.push_str(if line.ends_with('\n') { "\n" } else { "" });
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// How a variant's outputs must match the original's.
+#[derive(Debug, Clone, Copy)]
+pub enum Compare {
+    /// Bit for bit.
+    Exact,
+    /// As f32s, within this relative difference (of the larger magnitude), for rewrites that
+    /// reorder floating-point operations.
+    Relative(f64),
+}
+
+/// Outputs of `r3cpu::dump` lines: (variant, what) → element bits.
+pub fn dumped(stdout: &str) -> BTreeMap<(String, String), Vec<u32>> {
+    let mut out = BTreeMap::new();
+    for line in stdout.lines() {
+        let Some((key, values)) = line.split_once(": ").or_else(|| line.split_once(':')) else {
+            continue;
+        };
+        let Some((variant, what)) = key.split_once('|') else {
+            continue;
+        };
+        let bits = values
+            .split_whitespace()
+            .map(|h| u32::from_str_radix(h, 16).unwrap())
+            .collect();
+        out.insert((variant.to_owned(), what.to_owned()), bits);
+    }
+    out
+}
+
+/// Asserts that every variant's every output matches the one `reference` printed.
+pub fn assert_same(stdout: &str, reference: &str, how: Compare) {
+    let outputs = dumped(stdout);
+    let mut compared = 0;
+    for ((variant, what), got) in &outputs {
+        if variant == reference {
+            continue;
+        }
+        let want = outputs
+            .get(&(reference.to_owned(), what.clone()))
+            .unwrap_or_else(|| panic!("{reference} printed no {what}"));
+        assert_eq!(got.len(), want.len(), "{variant}: {what}: length");
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            let (gf, wf) = (f32::from_bits(g) as f64, f32::from_bits(w) as f64);
+            let ok = match how {
+                Compare::Exact => g == w,
+                Compare::Relative(tol) => g == w || (gf - wf).abs() <= tol * gf.abs().max(wf.abs()),
+            };
+            assert!(
+                ok,
+                "{variant} differs from {reference}: {what}[{i}] is {g:08x} (as f32 {gf:e}, as i32 {}), want {w:08x} (as f32 {wf:e}, as i32 {})",
+                g as i32,
+                w as i32
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared > 0, "no variant printed anything to compare");
+}
+
+/// A kernel to rewrite, and the C++ that runs one version of it on every case: the body of
+/// a lambda `(auto kernel, const char *variant)` that launches `kernel` with
+/// `r3cpu::launch` and prints its outputs with `r3cpu::dump(variant, …)`.
+struct Subject {
+    name: &'static str,
+    source: &'static str,
+    driver: &'static str,
+}
+
+/// y += A x, one thread per row, accumulating through y's pointer.
+const MV: Subject = Subject {
+    name: "mv",
+    source: r#"__global__ void mv(int m, int n, const float *A, const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < m) {
+    for (int j = 0; j < n; j++) y[i] += A[i * n + j] * x[j];
+  }
+}"#,
+    driver: r#"
+  struct Case { int m, n, block, off; };
+  for (Case c : {Case{37, 45, 32, 0}, Case{64, 64, 64, 0}, Case{45, 37, 16, 1}, Case{5, 3, 8, 0},
+                 Case{64, 61, 48, 1}, Case{33, 8, 256, 0}}) {
+    auto A = r3cpu::random_floats(c.m * c.n + c.off, 1);
+    auto x = r3cpu::random_floats(c.n + c.off, 2);
+    auto y = r3cpu::random_floats(c.m + c.off, 3);
+    r3cpu::launch(kernel, dim3((c.m + c.block - 1) / c.block), dim3(c.block), c.m, c.n,
+                  A.data() + c.off, x.data() + c.off, y.data() + c.off);
+    char what[64];
+    std::snprintf(what, sizeof what, "m=%d n=%d block=%d off=%d y", c.m, c.n, c.block, c.off);
+    r3cpu::dump(variant, what, y.data(), y.size());
+  }
+"#,
+};
+
+/// C = A B as corpus/gemm_naive.cu computes it (there with `__restrict__`, which is a rule
+/// here), in 2D blocks.
+const GEMM_NAIVE: Subject = Subject {
+    name: "gemm_naive_kernel",
+    source: r#"__global__ void gemm_naive_kernel(int n, const float* A, const float* B, float* C) {
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (row >= n || col >= n) return;
+  float acc = 0.0f;
+  for (int k = 0; k < n; ++k) acc += A[static_cast<size_t>(row) * n + k] * B[static_cast<size_t>(k) * n + col];
+  C[static_cast<size_t>(row) * n + col] = acc;
+}"#,
+    driver: r#"
+  struct Case { int n, bx, by, off; };
+  for (Case c : {Case{37, 16, 16, 0}, Case{64, 16, 16, 0}, Case{45, 8, 4, 1}, Case{3, 4, 4, 0},
+                 Case{64, 32, 8, 1}, Case{37, 5, 7, 0}}) {
+    auto A = r3cpu::random_floats(c.n * c.n + c.off, 11);
+    auto B = r3cpu::random_floats(c.n * c.n + c.off, 12);
+    std::vector<float> C(c.n * c.n + c.off, -7.0f);
+    dim3 grid((c.n + c.bx - 1) / c.bx, (c.n + c.by - 1) / c.by);
+    r3cpu::launch(kernel, grid, dim3(c.bx, c.by), c.n, A.data() + c.off, B.data() + c.off,
+                  C.data() + c.off);
+    char what[64];
+    std::snprintf(what, sizeof what, "n=%d block=%dx%d off=%d C", c.n, c.bx, c.by, c.off);
+    r3cpu::dump(variant, what, C.data(), C.size());
+  }
+"#,
+};
+
+/// The lower triangle of C = alpha A A^T + beta C as corpus/syrk.cu computes it: threads
+/// above the diagonal do nothing, the sum accumulates through C's pointer, A is not const.
+const SYRK: Subject = Subject {
+    name: "syrk_kernel",
+    source: r#"__global__ void syrk_kernel(int n, int m, float alpha, float beta, float* A, float* C) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  int i = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i < n && j <= i) {
+    C[i * n + j] *= beta;
+    for (int k = 0; k < m; k++) C[i * n + j] += alpha * A[i * m + k] * A[j * m + k];
+  }
+}"#,
+    driver: r#"
+  struct Case { int n, m, bx, by, off; };
+  for (Case c : {Case{37, 45, 16, 16, 0}, Case{64, 64, 32, 8, 0}, Case{45, 37, 8, 8, 1},
+                 Case{20, 3, 4, 4, 0}, Case{64, 61, 16, 4, 1}, Case{30, 16, 16, 2, 0}}) {
+    auto A = r3cpu::random_floats(c.n * c.m + c.off, 21, 0.0f, 1.0f);
+    auto C = r3cpu::random_floats(c.n * c.n + c.off, 22, 0.0f, 1.0f);
+    dim3 grid((c.n + c.bx - 1) / c.bx, (c.n + c.by - 1) / c.by);
+    r3cpu::launch(kernel, grid, dim3(c.bx, c.by), c.n, c.m, 1.5f, 1.2f, A.data() + c.off,
+                  C.data() + c.off);
+    char what[64];
+    std::snprintf(what, sizeof what, "n=%d m=%d block=%dx%d off=%d C", c.n, c.m, c.bx, c.by, c.off);
+    r3cpu::dump(variant, what, C.data(), C.size());
+  }
+"#,
+};
+
+/// C = A B through 16 x 16 shared-memory tiles, two barriers per tile, threads outside C
+/// returning only after the last barrier: the harness's shared memory and barriers, and the
+/// literal-bound loop `unroll-constant` is for.
+const GEMM_TILED: Subject = Subject {
+    name: "gemm_tiled",
+    source: r#"__global__ void gemm_tiled(int n, const float *A, const float *B, float *C) {
+  __shared__ float As[16][16];
+  __shared__ float Bs[16][16];
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int col = blockIdx.x * 16 + tx, row = blockIdx.y * 16 + ty;
+  float acc = 0.0f;
+  for (int t = 0; t < n; t += 16) {
+    As[ty][tx] = (row < n && t + tx < n) ? A[row * n + t + tx] : 0.0f;
+    Bs[ty][tx] = (col < n && t + ty < n) ? B[(t + ty) * n + col] : 0.0f;
+    __syncthreads();
+    for (int k = 0; k < 16; k++) acc += As[ty][k] * Bs[k][tx];
+    __syncthreads();
+  }
+  if (row >= n || col >= n) return;
+  C[row * n + col] = acc;
+}"#,
+    driver: r#"
+  struct Case { int n, off; };
+  for (Case c : {Case{37, 0}, Case{64, 0}, Case{45, 1}, Case{3, 0}}) {
+    auto A = r3cpu::random_floats(c.n * c.n + c.off, 31);
+    auto B = r3cpu::random_floats(c.n * c.n + c.off, 32);
+    std::vector<float> C(c.n * c.n + c.off, -7.0f);
+    dim3 grid((c.n + 15) / 16, (c.n + 15) / 16);
+    r3cpu::launch(kernel, grid, dim3(16, 16), c.n, A.data() + c.off, B.data() + c.off,
+                  C.data() + c.off);
+    char what[64];
+    std::snprintf(what, sizeof what, "n=%d off=%d C", c.n, c.off);
+    r3cpu::dump(variant, what, C.data(), C.size());
+  }
+"#,
+};
+
+/// Integer rows dotted with a vector from a column `lo` on: int4 loads of two pointers, one
+/// of them at `k + BASE`, from a start that moves the first address.
+const ROWDOT: Subject = Subject {
+    name: "rowdot",
+    source: r#"__global__ void rowdot(int rows, int cols, int lo, const int *M, const int *v, int *out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  int s = 0;
+  for (int j = lo; j < cols; ++j) {
+    s += M[j + i * cols] * v[j];
+    s ^= v[j] & 7;
+  }
+  out[i] = s;
+}"#,
+    driver: r#"
+  struct Case { int rows, cols, lo, block, off; };
+  for (Case c : {Case{37, 45, 0, 32, 0}, Case{64, 64, 1, 64, 0}, Case{45, 37, 3, 16, 1},
+                 Case{9, 2, 0, 8, 0}, Case{64, 61, 4, 48, 0}, Case{16, 40, 2, 16, 1}}) {
+    auto M = r3cpu::random_ints(c.rows * c.cols + c.off, 41, -50, 50);
+    auto v = r3cpu::random_ints(c.cols + c.off, 42, -50, 50);
+    std::vector<int> out(c.rows + c.off, -1);
+    r3cpu::launch(kernel, dim3((c.rows + c.block - 1) / c.block), dim3(c.block), c.rows, c.cols,
+                  c.lo, M.data() + c.off, v.data() + c.off, out.data() + c.off);
+    char what[64];
+    std::snprintf(what, sizeof what, "rows=%d cols=%d lo=%d block=%d off=%d out", c.rows, c.cols,
+                  c.lo, c.block, c.off);
+    r3cpu::dump(variant, what, out.data(), out.size());
+  }
+"#,
+};
+
+/// Each rule's rewrite of `s`, and every rule applied in turn (each to the last one's
+/// output, where it applies), as (label, code). The test's inputs are distinct allocations,
+/// so the rewrites are made under the fact that the pointers are disjoint (the restrict rule
+/// and vector loads in loops that store need it).
+fn variants(s: &Subject) -> Vec<(String, String)> {
+    let facts = Facts {
+        pointers_disjoint: Some(true),
+        ..Facts::default()
+    };
+    let mut out = Vec::new();
+    let mut chained = s.source.to_owned();
+    for r in rules::RULES {
+        if let Some(text) = r.apply(s.source, &facts) {
+            out.push((r.name.to_owned(), text));
+        }
+        if let Some(text) = r.apply(&chained, &facts) {
+            chained = text;
+        }
+    }
+    out.push(("all rules in turn".into(), chained));
+    out
+}
+
+/// The knob values a template is built with here: each knob's first value.
+fn knob_defines(code: &str) -> Vec<(String, String)> {
+    code.lines()
+        .filter_map(|l| l.trim().strip_prefix("R3_PARAM("))
+        .filter_map(|rest| {
+            let mut parts = rest.trim_end_matches(')').split(',').map(str::trim);
+            Some((parts.next()?.to_owned(), parts.next()?.to_owned()))
+        })
+        .collect()
+}
+
+/// A vector-loads rewrite whose alignment check counts, through `r3_probe`, the threads that
+/// took the vector branch and those that did not.
+fn probed(rewrite: &str) -> String {
+    rewrite
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("if (r3_k + 3 ") {
+            Some(cond) => {
+                let cond = cond.strip_suffix(" {").unwrap();
+                format!("if (r3_probe(r3_k + 3 {cond}) {{\n")
+            }
+            None => format!("{l}\n"),
+        })
+        .collect()
+}
+
+const PROBE: &str = "static long r3_taken = 0, r3_skipped = 0;\n\
+    static std::mutex r3_probe_lock;\n\
+    static bool r3_probe(bool b) {\n\
+      std::lock_guard<std::mutex> g(r3_probe_lock);\n\
+      (b ? r3_taken : r3_skipped)++;\n\
+      return b;\n\
+    }\n";
+
+/// Runs the original of `s` and each rule's variant in one program (each in a namespace of
+/// its own), compares their outputs bit for bit, and checks that each rule of `must_apply`
+/// had a variant. Where vector-loads applies, a probed copy of its variant runs too, and
+/// both its branches must have been taken.
+fn rule_variants_match_the_original(s: &Subject, must_apply: &[&str]) {
+    let mut all = vec![("original".to_owned(), s.source.to_owned())];
+    all.extend(variants(s));
+    let vector = all
+        .iter()
+        .find(|(l, _)| l == "vector-loads")
+        .map(|(_, t)| probed(t));
+    if let Some(p) = &vector {
+        assert!(p.contains("r3_probe("), "{p}");
+        all.push(("vector-loads, probed".into(), p.clone()));
+    }
+    let labels: Vec<&str> = all.iter().map(|(l, _)| l.as_str()).collect();
+    for rule in must_apply {
+        assert!(
+            labels.contains(rule),
+            "{rule} did not apply to {}: {labels:?}",
+            s.name
+        );
+    }
+    let mut code = PROBE.to_owned();
+    let mut main = format!(
+        "  auto run = [&](auto kernel, const char *variant) {{\n{}\n  }};\n",
+        s.driver
+    );
+    let mut defines: Vec<(String, String)> = Vec::new();
+    for (n, (label, text)) in all.iter().enumerate() {
+        code += &format!("namespace r3_variant{n} {{\n{text}\n}}\n");
+        main += &format!("  run(&r3_variant{n}::{}, \"{label}\");\n", s.name);
+        for d in knob_defines(text) {
+            if !defines.contains(&d) {
+                defines.push(d);
+            }
+        }
+    }
+    main += "  std::printf(\"taken %ld skipped %ld\\n\", r3_taken, r3_skipped);\n";
+    let defines: Vec<(&str, &str)> = defines
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let stdout = run_on_cpu(&code, &main, &defines);
+    let printed = dumped(&stdout);
+    for l in &labels {
+        assert!(printed.keys().any(|(v, _)| v == l), "{l} printed nothing");
+    }
+    assert_same(&stdout, "original", Compare::Exact);
+    if vector.is_some() {
+        let counts: Vec<i64> = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("taken "))
+            .unwrap()
+            .split(" skipped ")
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert!(counts[0] > 0, "{}: no thread took the vector path", s.name);
+        assert!(counts[1] > 0, "{}: no thread fell back", s.name);
+    }
+}
+
+#[test]
+fn the_harness_runs_blocks_with_shared_memory_barriers_and_early_returns() {
+    // gemm_tiled against a plain product on the host, in the same order: exact.
+    let main = r#"
+  for (int n : {37, 64}) {
+    auto A = r3cpu::random_floats(n * n, 1);
+    auto B = r3cpu::random_floats(n * n, 2);
+    std::vector<float> C(n * n), R(n * n);
+    r3cpu::launch(gemm_tiled, dim3((n + 15) / 16, (n + 15) / 16), dim3(16, 16), n, A.data(), B.data(), C.data());
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n; j++) {
+        float acc = 0.0f;
+        for (int k = 0; k < n; k++) acc += A[i * n + k] * B[k * n + j];
+        R[i * n + j] = acc;
+      }
+    char what[16];
+    std::snprintf(what, sizeof what, "n=%d", n);
+    r3cpu::dump("kernel", what, C.data(), C.size());
+    r3cpu::dump("host", what, R.data(), R.size());
+  }
+  int hits = 0;
+  r3cpu::launch(count_blocks, dim3(3, 2), dim3(4, 2, 2), &hits);
+  std::printf("hits %d\n", hits);
+  std::printf("align %zu %zu %zu\n", alignof(float2), alignof(float4), alignof(int4));
+"#;
+    let code = format!(
+        "{}\n__global__ void count_blocks(int *hits) {{\n  __shared__ int seen;\n  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) seen = 0;\n  __syncthreads();\n  if (threadIdx.z == 1) return;\n  atomicAdd(&seen, 1);\n  __syncthreads();\n  if (threadIdx.x == 3 && threadIdx.y == 1 && seen == 8) atomicAdd(hits, 1);\n}}",
+        GEMM_TILED.source
+    );
+    let out = run_on_cpu(&code, main, &[]);
+    assert_same(&out, "host", Compare::Exact);
+    assert!(
+        out.contains("hits 6\n"),
+        "every block saw its 8 threads: {out}"
+    );
+    assert!(out.contains("align 8 16 16\n"), "{out}");
+}
+
+#[test]
+fn outputs_compare_exactly_or_within_a_relative_tolerance() {
+    let one = 1.0f32.to_bits();
+    let next = one + 1;
+    let out = format!("a|x: {one:08x} 00000005\nb|x: {next:08x} 00000005\n");
+    assert_same(&out, "a", Compare::Relative(1e-6));
+    let exact = std::panic::catch_unwind(|| assert_same(&out, "a", Compare::Exact));
+    assert!(exact.is_err(), "one ulp apart is not the same bits");
+    let ten_ulps = format!("a|x: {one:08x}\nb|x: {:08x}\n", one + 10);
+    let loose = std::panic::catch_unwind(|| assert_same(&ten_ulps, "a", Compare::Relative(1e-7)));
+    assert!(loose.is_err(), "ten ulps (1.2e-6) is more than 1e-7");
+}
+
+#[test]
+fn knob_declarations_are_taken_out_and_their_values_defined() {
+    let code = "R3_PARAM(R3_TK, 8, 16)\n  R3_REQUIRE(R3_TK <= BLOCK_X &&\n    R3_TK > 0)\n__global__ void k(int *out) { out[0] = R3_TK * __LINE__; }\n";
+    let out = run_on_cpu(
+        code,
+        "int x = 0; r3cpu::launch(k, dim3(1), dim3(1), &x); std::printf(\"%d\\n\", x);",
+        &[("R3_TK", "16")],
+    );
+    assert_eq!(out, "64\n", "R3_TK = 16 on line 4 of the code");
+}
+
+#[test]
+fn rules_keep_mv_bit_identical() {
+    let all = [
+        "restrict",
+        "register-accumulator",
+        "unroll-4",
+        "vector-loads",
+    ];
+    rule_variants_match_the_original(&MV, &all);
+}
+
+#[test]
+fn rules_keep_gemm_naive_bit_identical() {
+    rule_variants_match_the_original(&GEMM_NAIVE, &["restrict", "unroll-4", "vector-loads"]);
+}
+
+/// Vector loads here only under the disjoint-pointers fact: the loop stores through C.
+#[test]
+fn rules_keep_syrk_bit_identical() {
+    let all = [
+        "restrict",
+        "register-accumulator",
+        "unroll-4",
+        "vector-loads",
+    ];
+    rule_variants_match_the_original(&SYRK, &all);
+}
+
+#[test]
+fn rules_keep_gemm_tiled_bit_identical() {
+    rule_variants_match_the_original(&GEMM_TILED, &["restrict", "unroll-constant"]);
+}
+
+#[test]
+fn rules_keep_rowdot_bit_identical() {
+    rule_variants_match_the_original(&ROWDOT, &["restrict", "unroll-4", "vector-loads"]);
+}
+
+/// The tiling template's every tile depth against the original, on the CPU: blocks of the
+/// recorded shape take the tiled path where all their threads are active (counted through a
+/// probe on the vote), the others (edges, the triangle's diagonal, other shapes) the original
+/// code; outputs must match to the bit, since each sum keeps its order.
+fn tiling_matches_the_original(s: &Subject, block: [u32; 3]) {
+    let facts = Facts {
+        pointers_disjoint: Some(true),
+        block: Some(block),
+    };
+    let tiled = rules::rule("shared-tiling")
+        .unwrap()
+        .apply(s.source, &facts)
+        .unwrap_or_else(|| panic!("shared-tiling does not apply to {}", s.name));
+    let probed: String = tiled
+        .lines()
+        .map(|l| match l.find("__syncthreads_and(") {
+            Some(at) => {
+                let head = l[..at].to_owned() + "r3_probe(" + &l[at..];
+                format!("{})) {{\n", head.strip_suffix(") {").unwrap())
+            }
+            None => format!("{l}\n"),
+        })
+        .collect();
+    assert!(probed.contains("r3_probe(__syncthreads_and("), "{probed}");
+    let code = format!(
+        "{PROBE}namespace r3_variant0 {{\n{}\n}}\nnamespace r3_variant1 {{\n{probed}\n}}\n",
+        s.source
+    );
+    let main = format!(
+        "  auto run = [&](auto kernel, const char *variant) {{\n{}\n  }};\n  run(&r3_variant0::{n}, \"original\");\n  run(&r3_variant1::{n}, \"tiled\");\n  std::printf(\"taken %ld skipped %ld\\n\", r3_taken, r3_skipped);\n",
+        s.driver,
+        n = s.name
+    );
+    for depth in ["8", "16", "32", "64"] {
+        let stdout = run_on_cpu(&code, &main, &[("R3_TK", depth)]);
+        assert_same(&stdout, "original", Compare::Exact);
+        let counts: Vec<i64> = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("taken "))
+            .unwrap()
+            .split(" skipped ")
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert!(
+            counts[0] > 0,
+            "{} R3_TK={depth}: no block took the tiles",
+            s.name
+        );
+        assert!(
+            counts[1] > 0,
+            "{} R3_TK={depth}: no block fell back",
+            s.name
+        );
+    }
+}
+
+#[test]
+fn shared_tiling_keeps_gemm_naive_bit_identical_at_every_tile_depth() {
+    tiling_matches_the_original(&GEMM_NAIVE, [16, 16, 1]);
+}
+
+#[test]
+fn shared_tiling_keeps_syrk_bit_identical_at_every_tile_depth() {
+    tiling_matches_the_original(&SYRK, [32, 8, 1]);
+}
