@@ -145,31 +145,9 @@ pub fn each_in_full<J: Judge + ?Sized>(
     let mut first_failure = None;
     for b in builds {
         match j.judge(store, &b.record, &b.code) {
-            Verdict::Valid {
-                speedup,
-                time_us,
-                reference_us,
-                pipeline,
-                candidate,
-                trials,
-                simulated,
-                ..
-            } => {
-                if best
-                    .as_ref()
-                    .and_then(Verdict::speedup)
-                    .is_none_or(|s| speedup > s)
-                {
-                    best = Some(Verdict::Valid {
-                        speedup,
-                        time_us,
-                        reference_us,
-                        pipeline,
-                        candidate,
-                        trials,
-                        simulated,
-                        values: b.values.clone(),
-                    });
+            v @ Verdict::Valid { .. } => {
+                if best.as_ref().and_then(Verdict::speedup) < v.speedup() {
+                    best = Some(won_with(v, &b.values));
                 }
             }
             failed => {
@@ -181,6 +159,14 @@ pub fn each_in_full<J: Judge + ?Sized>(
         why: "was not measured".into(),
         message: "the rewrite has no builds".into(),
     })
+}
+
+/// A valid verdict with the values of the build that gave it.
+fn won_with(mut v: Verdict, won: &crate::params::Values) -> Verdict {
+    if let Verdict::Valid { values, .. } = &mut v {
+        values.clone_from(won);
+    }
+    v
 }
 
 fn with_values(v: Verdict, values: &crate::params::Values) -> Verdict {
@@ -349,27 +335,7 @@ pub fn halving<T>(
         let b = &builds[i];
         let Some(f) = found[i].take() else { continue };
         match confirm(b, f) {
-            Verdict::Valid {
-                speedup,
-                time_us,
-                reference_us,
-                pipeline,
-                candidate,
-                trials,
-                simulated,
-                ..
-            } => {
-                return Verdict::Valid {
-                    speedup,
-                    time_us,
-                    reference_us,
-                    pipeline,
-                    candidate,
-                    trials,
-                    simulated,
-                    values: b.values.clone(),
-                }
-            }
+            v @ Verdict::Valid { .. } => return won_with(v, &b.values),
             v => failures.push(with_values(v, &b.values)),
         }
     }

@@ -425,21 +425,7 @@ fn read_only_pointers(p: &Parsed) -> Vec<(String, String)> {
             let Some(rb) = source::matching(p.src, &p.toks, i + 1) else {
                 return true;
             };
-            matches!(
-                p.w(rb + 1),
-                "=" | "+="
-                    | "-="
-                    | "*="
-                    | "/="
-                    | "%="
-                    | "&="
-                    | "|="
-                    | "^="
-                    | "<<="
-                    | ">>="
-                    | "++"
-                    | "--"
-            )
+            rules::ASSIGN.contains(&p.w(rb + 1)) || matches!(p.w(rb + 1), "++" | "--")
         });
         if written {
             continue;

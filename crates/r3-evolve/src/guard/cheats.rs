@@ -342,21 +342,8 @@ fn writes(src: &str, toks: &[Token], i: usize) -> bool {
         }
     }
     toks.get(j).is_some_and(|t| {
-        matches!(
-            t.text(src),
-            "=" | "+="
-                | "-="
-                | "*="
-                | "/="
-                | "%="
-                | "&="
-                | "|="
-                | "^="
-                | "<<="
-                | ">>="
-                | "++"
-                | "--"
-        )
+        let w = t.text(src);
+        super::super::rules::ASSIGN.contains(&w) || matches!(w, "++" | "--")
     })
 }
 
