@@ -26,6 +26,7 @@ pub mod compile;
 pub mod each;
 pub mod guard;
 pub mod judge;
+pub mod kernel_text;
 pub mod llm;
 pub mod params;
 pub mod rules;

@@ -17,7 +17,7 @@
 //! the operand's own index expression, evaluated with `k` and the coordinate set to the
 //! element's (shadowing declarations), so whatever arithmetic the index holds is kept as is.
 
-use super::rules::{self, Facts, Parsed};
+use super::kernel_text::{self as text, Facts, Parsed};
 use super::source::{self, Kind};
 use std::collections::HashSet;
 use std::ops::Range;
@@ -104,7 +104,7 @@ pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
     if block[2] != 1 || block[0] * block[1] > 1024 || block[0] * block[1] < 2 {
         return None;
     }
-    let p = rules::parse(src)?;
+    let p = text::parse(src)?;
     if (p.kernel.body.clone()).any(|i| {
         matches!(
             p.w(i),
@@ -142,7 +142,7 @@ pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
             .join("\n")
     };
     let at = p.toks[guard.start].span.0;
-    let (ind, _) = rules::indent_at(p.src, at);
+    let (ind, _) = text::indent_at(p.src, at);
     let branch = tiled_branch(
         &p,
         block,
@@ -154,7 +154,7 @@ pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
         ind,
     );
     let kernel_start = p.kernel.span.start;
-    let body = rules::edit(src, vec![(at, at, branch)]);
+    let body = text::edit(src, vec![(at, at, branch)]);
     let decls = declarations(block, &operands);
     Some(format!(
         "{}{}{}",
@@ -280,7 +280,7 @@ fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) 
         let assigned_again = p.kernel.body.clone().any(|i| {
             i != name_at
                 && p.w(i) == name
-                && (rules::ASSIGN.contains(&p.w(i + 1))
+                && (text::ASSIGN.contains(&p.w(i + 1))
                     || matches!(p.w(i + 1), "++" | "--")
                     || matches!(p.w(i - 1), "++" | "--" | "&"))
         });
@@ -394,7 +394,7 @@ fn reduction_loop(p: &Parsed, stmt: Range<usize>, scalars: &HashSet<String>) -> 
     let nested = body
         .clone()
         .any(|i| matches!(p.w(i), "for" | "while" | "do" | "return"));
-    if nested || rules::modified_in(p, body.clone()).contains(&var) {
+    if nested || text::modified_in(p, body.clone()).contains(&var) {
         return None;
     }
     Some(Loop {
@@ -425,7 +425,7 @@ fn read_only_pointers(p: &Parsed) -> Vec<(String, String)> {
             let Some(rb) = source::matching(p.src, &p.toks, i + 1) else {
                 return true;
             };
-            rules::ASSIGN.contains(&p.w(rb + 1)) || matches!(p.w(rb + 1), "++" | "--")
+            text::ASSIGN.contains(&p.w(rb + 1)) || matches!(p.w(rb + 1), "++" | "--")
         });
         if written {
             continue;
@@ -658,7 +658,7 @@ fn tiled_body(p: &Parsed, lp: &Loop, ops: &[Operand]) -> String {
         .into_iter()
         .map(|(x, y, t)| (x - a, y - a, t))
         .collect();
-    rules::edit(&p.src[a..b], shifted)
+    text::edit(&p.src[a..b], shifted)
 }
 
 #[cfg(test)]

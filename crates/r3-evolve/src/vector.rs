@@ -25,7 +25,7 @@
 //! the recordings show the kernel's pointers disjoint (else a write through another pointer
 //! could land where a hoisted load already read).
 
-use super::rules::Facts;
+use super::kernel_text::Facts;
 use super::source::{self, Kind, Token};
 use std::collections::HashSet;
 use std::ops::Range;

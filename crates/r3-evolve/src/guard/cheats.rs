@@ -343,7 +343,7 @@ fn writes(src: &str, toks: &[Token], i: usize) -> bool {
     }
     toks.get(j).is_some_and(|t| {
         let w = t.text(src);
-        super::super::rules::ASSIGN.contains(&w) || matches!(w, "++" | "--")
+        super::super::kernel_text::ASSIGN.contains(&w) || matches!(w, "++" | "--")
     })
 }
 
