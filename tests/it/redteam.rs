@@ -8,8 +8,6 @@
 //! measure them on a GPU, where replay's checks must catch them.
 
 use crate::support::*;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -115,44 +113,7 @@ fn the_fixtures_cover_every_known_cheat_and_name_a_check_for_each() {
 
 /// A loopback server that answers each chat completion with the next of `answers`.
 fn model(answers: Vec<String>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        let mut answers = answers.into_iter();
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0u8; len];
-            let _ = reader.read_exact(&mut body);
-            let (status, text) = match answers.next() {
-                Some(content) => (
-                    200,
-                    serde_json::json!({
-                        "choices": [{"message": {"role": "assistant", "content": content}}],
-                        "usage": {"prompt_tokens": 100, "completion_tokens": 50},
-                    })
-                    .to_string(),
-                ),
-                None => (500, "{\"error\": \"script ran out\"}".to_owned()),
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
-                text.len()
-            );
-        }
-    });
-    url
+    mock_server(answers.iter().map(|a| chat(a)).collect()).0
 }
 
 /// The target compiled by r3-clang++ in `dir`, its kernels in `dir/store`.

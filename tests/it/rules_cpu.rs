@@ -300,7 +300,8 @@ const SYRK: Subject = Subject {
     driver: r#"
   struct Case { int n, m, bx, by, off; };
   for (Case c : {Case{37, 45, 16, 16, 0}, Case{64, 64, 32, 8, 0}, Case{45, 37, 8, 8, 1},
-                 Case{20, 3, 4, 4, 0}, Case{64, 61, 16, 4, 1}, Case{30, 16, 16, 2, 0}}) {
+                 Case{20, 3, 4, 4, 0}, Case{64, 61, 16, 4, 1}, Case{30, 16, 16, 2, 0},
+                 Case{128, 20, 32, 8, 1}}) {
     auto A = r3cpu::random_floats(c.n * c.m + c.off, 21, 0.0f, 1.0f);
     auto C = r3cpu::random_floats(c.n * c.n + c.off, 22, 0.0f, 1.0f);
     dim3 grid((c.n + c.bx - 1) / c.bx, (c.n + c.by - 1) / c.by);
@@ -604,15 +605,27 @@ fn rules_keep_rowdot_bit_identical() {
 /// recorded shape take the tiled path where all their threads are active (counted through a
 /// probe on the vote), the others (edges, the triangle's diagonal, other shapes) the original
 /// code; outputs must match to the bit, since each sum keeps its order.
-fn tiling_matches_the_original(s: &Subject, block: [u32; 3]) {
+fn tiling_matches_the_original(s: &Subject, block: [u32; 3], builds: &[[&str; 3]]) {
+    tiled_matches_the_original(s, block, builds, |t| t.to_owned());
+}
+
+/// As `tiling_matches_the_original`, with the template edited by `edit` first.
+fn tiled_matches_the_original(
+    s: &Subject,
+    block: [u32; 3],
+    builds: &[[&str; 3]],
+    edit: impl Fn(&str) -> String,
+) {
     let facts = Facts {
         pointers_disjoint: Some(true),
         block: Some(block),
     };
-    let tiled = rules::rule("shared-tiling")
-        .unwrap()
-        .apply(s.source, &facts)
-        .unwrap_or_else(|| panic!("shared-tiling does not apply to {}", s.name));
+    let tiled = edit(
+        &rules::rule("shared-tiling")
+            .unwrap()
+            .apply(s.source, &facts)
+            .unwrap_or_else(|| panic!("shared-tiling does not apply to {}", s.name)),
+    );
     let probed: String = tiled
         .lines()
         .map(|l| match l.find("__syncthreads_and(") {
@@ -633,8 +646,17 @@ fn tiling_matches_the_original(s: &Subject, block: [u32; 3]) {
         s.driver,
         n = s.name
     );
-    for depth in ["8", "16", "32", "64"] {
-        let stdout = run_on_cpu(&code, &main, &[("R3_TK", depth)]);
+    assert!(
+        tiled.contains("R3_PARAM(R3_RX, 1, 2, 4)") && tiled.contains("R3_PARAM(R3_RY, 1, 2, 4)"),
+        "{tiled}"
+    );
+    for [depth, rx, ry] in builds {
+        let stdout = run_on_cpu(
+            &code,
+            &main,
+            &[("R3_TK", depth), ("R3_RX", rx), ("R3_RY", ry)],
+        );
+        let depth = format!("{depth} R3_RX={rx} R3_RY={ry}");
         assert_same(&stdout, "original", Compare::Exact);
         let counts: Vec<i64> = stdout
             .lines()
@@ -656,12 +678,56 @@ fn tiling_matches_the_original(s: &Subject, block: [u32; 3]) {
     }
 }
 
+/// Every tile depth ungrouped, and groups of blocks of each shape.
+const GEMM_BUILDS: &[[&str; 3]] = &[
+    ["8", "1", "1"],
+    ["16", "1", "1"],
+    ["32", "1", "1"],
+    ["64", "1", "1"],
+    ["16", "2", "2"],
+    ["8", "4", "1"],
+    ["16", "1", "4"],
+    ["32", "4", "4"],
+    ["64", "2", "4"],
+];
+
 #[test]
-fn shared_tiling_keeps_gemm_naive_bit_identical_at_every_tile_depth() {
-    tiling_matches_the_original(&GEMM_NAIVE, [16, 16, 1]);
+fn shared_tiling_keeps_gemm_naive_bit_identical_at_every_tile_depth_and_grouping() {
+    tiling_matches_the_original(&GEMM_NAIVE, [16, 16, 1], GEMM_BUILDS);
+}
+
+/// The comparison finds a grouped template whose threads read the first block's tile lane
+/// for every block of the group.
+#[test]
+fn a_wrong_tile_lane_under_grouping_is_found() {
+    let wrong = |t: &str| {
+        assert!(
+            t.contains("r3_tile1[r3_d][threadIdx.x + r3_rx * 16]"),
+            "{t}"
+        );
+        t.replace(
+            "r3_tile1[r3_d][threadIdx.x + r3_rx * 16]",
+            "r3_tile1[r3_d][threadIdx.x]",
+        )
+    };
+    let caught = std::panic::catch_unwind(|| {
+        tiled_matches_the_original(&GEMM_NAIVE, [16, 16, 1], &[["16", "2", "1"]], wrong)
+    });
+    let message = caught.expect_err("the wrong lane went unnoticed");
+    let text = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(text.contains("differs from original"), "{text}");
 }
 
 #[test]
-fn shared_tiling_keeps_syrk_bit_identical_at_every_tile_depth() {
-    tiling_matches_the_original(&SYRK, [32, 8, 1]);
+fn shared_tiling_keeps_syrk_bit_identical_at_every_tile_depth_and_grouping() {
+    // Groups four blocks wide never lie wholly below the diagonal in these cases.
+    let builds: Vec<[&str; 3]> = GEMM_BUILDS
+        .iter()
+        .copied()
+        .filter(|b| b[1] != "4")
+        .collect();
+    tiling_matches_the_original(&SYRK, [32, 8, 1], &builds);
 }

@@ -1,7 +1,11 @@
 //! Helpers shared by the integration tests.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub fn r3_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_r3"))
@@ -159,4 +163,65 @@ pub fn landscape(dir: &Path) -> PathBuf {
         .into_iter()
         .find(|p| p.to_string_lossy().contains("gemm_naive"))
         .unwrap()
+}
+
+/// One scripted answer: HTTP status, body, and a delay before answering.
+pub struct Answer(pub u16, pub String, pub Duration);
+
+pub fn chat(content: &str) -> Answer {
+    let body = serde_json::json!({
+        "choices": [{"message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 50},
+    });
+    Answer(200, body.to_string(), Duration::ZERO)
+}
+
+/// A loopback server answering chat completions from a script, one connection at a time;
+/// returns its URL and the requests it got (head and body).
+pub fn mock_server(script: Vec<Answer>) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        let mut answers = script.into_iter();
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let answer = answers
+                .next()
+                .unwrap_or_else(|| Answer(500, "script ran out".into(), Duration::ZERO));
+            let log = log.clone();
+            // Each connection on its own thread: a slow answer must not hold up the next.
+            std::thread::spawn(move || answer_one(stream, answer, &log));
+        }
+    });
+    (url, seen)
+}
+
+fn answer_one(mut stream: std::net::TcpStream, answer: Answer, log: &Mutex<Vec<String>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut head = String::new();
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        head.push_str(&line);
+    }
+    let mut body = vec![0u8; len];
+    let _ = reader.read_exact(&mut body);
+    log.lock()
+        .unwrap()
+        .push(format!("{head}\n{}", String::from_utf8_lossy(&body)));
+    let Answer(status, text, delay) = answer;
+    std::thread::sleep(delay);
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+        text.len()
+    );
 }

@@ -85,13 +85,15 @@ fn gemm_store(dir: &Path) -> PathBuf {
     store
 }
 
-/// The scripted landscape over the tile depth: 32 is fastest, 64 gives wrong output.
+/// The scripted landscape over the tile depth and the grouping: 32 deep with groups of 4 x 2
+/// blocks is fastest, 64 gives wrong output.
 fn landscape(dir: &Path) -> PathBuf {
     let p = dir.join("judge.json");
     std::fs::write(
         &p,
         r##"{"default_speedup": 1.0, "rules": [
             {"contains": "#define R3_TK 64", "fails": "gives wrong output", "message": "C differs"},
+            {"contains": "#define R3_RX 4\n#define R3_RY 2\n#define R3_TK 32\n", "speedup": 5.0},
             {"contains": "#define R3_TK 32", "speedup": 3.0},
             {"contains": "#define R3_TK 16", "speedup": 2.0},
             {"contains": "#define R3_TK 8", "speedup": 1.5}
@@ -132,12 +134,14 @@ fn the_tiling_template_builds_each_tile_depth_ships_the_best_and_its_diff_rebuil
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("measuring its 4 builds (R3_TK in 8/16/32/64)"),
+        text.contains(
+            "measuring its 36 builds (R3_RX in 1/2/4, R3_RY in 1/2/4, R3_TK in 8/16/32/64)"
+        ),
         "{text}"
     );
     assert!(
         text.contains(
-            "valid: 3.000x the original's best compiler-only build (rewrite built with R3_TK=32"
+            "valid: 5.000x the original's best compiler-only build (rewrite built with R3_RX=4 R3_RY=2 R3_TK=32"
         ),
         "{text}"
     );
@@ -154,11 +158,15 @@ fn the_tiling_template_builds_each_tile_depth_ships_the_best_and_its_diff_rebuil
         .find(|e| e["event"] == "compiled" && e["attempt"] == *id)
         .unwrap();
     let builds = compiled["builds"].as_array().unwrap();
-    let values: Vec<i64> = builds
+    let values: Vec<[i64; 3]> = builds
         .iter()
-        .map(|b| b["values"]["R3_TK"].as_i64().unwrap())
+        .map(|b| ["R3_TK", "R3_RX", "R3_RY"].map(|k| b["values"][k].as_i64().unwrap()))
         .collect();
-    assert_eq!(values, vec![8, 16, 32, 64]);
+    assert_eq!(values.len(), 36, "{values:?}");
+    assert!(
+        values.contains(&[8, 1, 1]) && values.contains(&[64, 4, 4]),
+        "{values:?}"
+    );
     let mut hashes: Vec<&str> = builds
         .iter()
         .map(|b| b["variant"].as_str().unwrap())
@@ -167,19 +175,23 @@ fn the_tiling_template_builds_each_tile_depth_ships_the_best_and_its_diff_rebuil
     hashes.dedup();
     assert_eq!(
         hashes.len(),
-        4,
-        "each tile depth compiles to its own kernel"
+        36,
+        "each tile depth and grouping compiles to its own kernel"
     );
     let judged = events
         .iter()
         .find(|e| e["event"] == "judged" && e["attempt"] == *id)
         .unwrap();
-    assert_eq!(judged["verdict"]["values"]["R3_TK"], 32);
-    let won = builds.iter().find(|b| b["values"]["R3_TK"] == 32).unwrap();
+    let chosen = &judged["verdict"]["values"];
+    assert_eq!(
+        [&chosen["R3_TK"], &chosen["R3_RX"], &chosen["R3_RY"]],
+        [32, 4, 2]
+    );
+    let won = builds.iter().find(|b| b["values"] == *chosen).unwrap();
 
     // The report shows the values; the exported diff is the template with them defined.
     let report = stdout(&r3(&["report", "gemm", "--format", "md"], d));
-    assert!(report.contains("R3_TK=32"), "{report}");
+    assert!(report.contains("R3_RX=4 R3_RY=2 R3_TK=32"), "{report}");
     let winners = Command::new(r3_bin())
         .arg("export")
         .env("R3_STORE", &store)
@@ -190,7 +202,10 @@ fn the_tiling_template_builds_each_tile_depth_ships_the_best_and_its_diff_rebuil
     let rewrite = &winners["rewrites"][0];
     assert_eq!(rewrite["variant"], won["variant"]);
     let diff = rewrite["diff"].as_str().unwrap();
-    assert!(diff.contains("+#define R3_TK 32\n"), "{diff}");
+    assert!(
+        diff.contains("+#define R3_RX 4\n+#define R3_RY 2\n+#define R3_TK 32\n"),
+        "{diff}"
+    );
     assert!(diff.contains("+#undef R3_TK\n"), "{diff}");
     assert!(
         !diff.contains("R3_PARAM(") && !diff.contains("R3_REQUIRE("),

@@ -590,10 +590,9 @@ impl Source {
         };
         let mut builds: Vec<(params::Values, crate::kernel::KernelModule, String)> = Vec::new();
         let mut first_failure = None;
-        let undef = checked.template.undefines();
-        for v in values {
-            let def = params::defines(&v);
-            match self.compile_text(kernel, &checked, &def, &undef)? {
+        let compiled = self.compile_each(kernel, &checked, &values);
+        for (v, c) in values.into_iter().zip(compiled) {
+            match c? {
                 Compiled::Variant(km, diff) => {
                     // Values the code does not tell apart build once.
                     if !builds.iter().any(|(_, k, _)| k.hash == km.hash) {
@@ -616,6 +615,41 @@ impl Source {
             }));
         }
         Ok(Compiled::Builds(builds))
+    }
+
+    /// Each combination of `values` compiled, in their order; as many compiles at once as
+    /// there are cores, since a template asks for up to 64 and each is a whole clang run.
+    fn compile_each(
+        &self,
+        kernel: &KernelRecord,
+        checked: &guard::Checked,
+        values: &[params::Values],
+    ) -> Vec<Result<Compiled, EvolveError>> {
+        let undef = checked.template.undefines();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Result<Compiled, EvolveError>>>> =
+            values.iter().map(|_| Default::default()).collect();
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(values.len());
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(v) = values.get(i) else { break };
+                    let c = self.compile_text(kernel, checked, &params::defines(v), &undef);
+                    *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(c);
+                });
+            }
+        });
+        slots
+            .into_iter()
+            .map(|s| {
+                s.into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .expect("every combination is compiled")
+            })
+            .collect()
     }
 
     /// Splices the checked code (between `before` and `after`) and compiles it.

@@ -31,7 +31,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "shared-tiling",
-        why: "a reduction loop that reads operands one thread per output element reads them through shared-memory tiles of R3_TK steps, loaded cooperatively by the block (coalesced along the contiguous dimension), in blocks of the recorded shape whose threads are all active; other blocks run the original loop. The tile depth is a knob the search tunes",
+        why: "a reduction loop that reads operands one thread per output element reads them through shared-memory tiles of R3_TK steps, loaded cooperatively by the block (coalesced along the contiguous dimension), in blocks of the recorded shape whose threads are all active; other blocks run the original loop. The tile depth is a knob the search tunes, and so is register blocking where a thread's work follows from its coordinates: R3_RX x R3_RY blocks computed by the first of them, one sum per block in each thread's registers, the others returning (the launch is unchanged)",
         requires: &[POINTERS_DISJOINT],
         apply: super::tiling::shared_tiling,
     },

@@ -1,4 +1,5 @@
-//! The shared-memory tiling rule: a template whose tile depth `R3_TK` is a knob.
+//! The shared-memory tiling rule: a template whose tile depth `R3_TK` is a knob, with register
+//! blocking (`R3_RX`, `R3_RY`) where the kernel allows it.
 //!
 //! It applies to kernels with one thread per output element that reduce over a loop
 //! `for (int k = S; k < E; ++k)`, reading operands `P[index]` whose index depends on `k`, on
@@ -13,6 +14,12 @@
 //! other shapes) run the original code unchanged. The reduction keeps its order, so results
 //! are those of the original loop.
 //!
+//! Register blocking comes with it where everything a thread computes follows from its
+//! coordinates (see `Blocking`): knobs `R3_RX` and `R3_RY` group blocks, the group's first
+//! block computes every output of the group, each thread one per block of the group with its
+//! sums held in registers, and the others return. Each output is still the one the same
+//! thread of its own block computes in the original, with its sum in the same order.
+//!
 //! A tile index is produced by text substitution, not algebra: a tile element is loaded with
 //! the operand's own index expression, evaluated with `k` and the coordinate set to the
 //! element's (shadowing declarations), so whatever arithmetic the index holds is kept as is.
@@ -25,6 +32,10 @@ use std::ops::Range;
 /// The knob's name and the tile depths offered.
 const KNOB: &str = "R3_TK";
 const DEPTHS: &[u32] = &[8, 16, 32, 64];
+/// The register-blocking knobs (outputs per thread along x and y) and their factors.
+const BLOCK_X_KNOB: &str = "R3_RX";
+const BLOCK_Y_KNOB: &str = "R3_RY";
+const BLOCKING: &[u32] = &[1, 2, 4];
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: u32 = 48 * 1024;
 
@@ -130,32 +141,40 @@ pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
     if operands.is_empty() {
         return None;
     }
-    let before: Vec<&Range<usize>> = rest
+    let before: Vec<Range<usize>> = rest
         .iter()
         .take_while(|r| r.start < lp.stmt.start)
+        .cloned()
         .collect();
-    let after: Vec<&Range<usize>> = rest.iter().filter(|r| r.start >= lp.stmt.end).collect();
-    let text_of = |rs: &[&Range<usize>]| -> String {
-        rs.iter()
-            .map(|r| span_text(&p, (*r).clone()))
-            .collect::<Vec<_>>()
-            .join("\n")
+    let after: Vec<Range<usize>> = rest
+        .iter()
+        .filter(|r| r.start >= lp.stmt.end)
+        .cloned()
+        .collect();
+    let blocking = blocking(
+        &p,
+        &stmts[..prefix],
+        &coords,
+        guard.start..p.kernel.body.end,
+        &before,
+    );
+    let shape = Shape {
+        bx: block[0],
+        by: block[1],
+        blocking,
     };
     let at = p.toks[guard.start].span.0;
     let (ind, _) = text::indent_at(p.src, at);
-    let branch = tiled_branch(
-        &p,
-        block,
-        &active,
-        &text_of(&before),
-        &lp,
-        &operands,
-        &text_of(&after),
-        ind,
-    );
+    let parts = Parts {
+        p: &p,
+        lp: &lp,
+        ops: &operands,
+        shape: &shape,
+    };
+    let branch = parts.branch(&active, &before, &after, ind);
     let kernel_start = p.kernel.span.start;
     let body = text::edit(src, vec![(at, at, branch)]);
-    let decls = declarations(block, &operands);
+    let decls = declarations(&shape, &operands);
     Some(format!(
         "{}{}{}",
         &body[..kernel_start],
@@ -164,17 +183,34 @@ pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
     ))
 }
 
-/// The knob and its constraint: the tiles must fit the static shared memory.
-fn declarations(block: [u32; 3], ops: &[Operand]) -> String {
-    let per_step: u32 = ops
-        .iter()
-        .map(|o| (width(block, o.axis) + 1) * elem_bytes(&o.elem))
-        .sum();
+/// The knobs and their constraint: the tiles must fit the static shared memory.
+fn declarations(shape: &Shape, ops: &[Operand]) -> String {
     let depths: Vec<String> = DEPTHS.iter().map(u32::to_string).collect();
-    format!(
-        "R3_PARAM({KNOB}, {})\nR3_REQUIRE({KNOB} * {per_step} <= {SHARED_LIMIT})\n",
-        depths.join(", ")
-    )
+    let mut out = format!("R3_PARAM({KNOB}, {})\n", depths.join(", "));
+    let blocked: Vec<&str> = [Axis::X, Axis::Y]
+        .into_iter()
+        .filter_map(|a| shape.knob(a))
+        .collect();
+    for k in &blocked {
+        let factors: Vec<String> = BLOCKING.iter().map(u32::to_string).collect();
+        out.push_str(&format!("R3_PARAM({k}, {})\n", factors.join(", ")));
+    }
+    let per_step = if blocked.is_empty() {
+        ops.iter()
+            .map(|o| (width(shape.block(), o.axis) + 1) * elem_bytes(&o.elem))
+            .sum::<u32>()
+            .to_string()
+    } else {
+        let terms: Vec<String> = ops
+            .iter()
+            .map(|o| format!("{} * ({} + 1)", elem_bytes(&o.elem), shape.width(o.axis)))
+            .collect();
+        format!("({})", terms.join(" + "))
+    };
+    out.push_str(&format!(
+        "R3_REQUIRE({KNOB} * {per_step} <= {SHARED_LIMIT})\n"
+    ));
+    out
 }
 
 fn width(block: [u32; 3], axis: Axis) -> u32 {
@@ -557,108 +593,473 @@ fn unit_stride(index: &str, var: &str, coord: Option<&str>) -> bool {
     matches!((at(5), at(6)), (Some(a), Some(b)) if b - a == 1)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn tiled_branch(
-    p: &Parsed,
-    block: [u32; 3],
-    active: &str,
-    before: &str,
-    lp: &Loop,
-    ops: &[Operand],
-    after: &str,
-    ind: &str,
-) -> String {
-    let (bx, by) = (block[0], block[1]);
-    let threads = bx * by;
-    let i1 = format!("{ind}  ");
-    let i2 = format!("{ind}    ");
-    let i3 = format!("{ind}      ");
-    let mut s = format!(
-        "// r3: blocks of the recorded shape ({bx}x{by}) whose threads are all active reduce through shared-memory tiles of {KNOB} steps; others run the code below.\n{ind}if (blockDim.x == {bx} && blockDim.y == {by} && blockDim.z == 1 && __syncthreads_and({active})) {{\n"
-    );
-    if !before.trim().is_empty() {
-        s.push_str(&format!("{i1}{before}\n"));
-    }
-    s.push_str(&format!("{i1}{{\n"));
-    for (n, o) in ops.iter().enumerate() {
-        let w = width(block, o.axis);
-        s.push_str(&format!(
-            "{i2}__shared__ {} r3_tile{n}[{KNOB}][{}];\n",
-            o.elem,
-            w + 1
-        ));
-    }
-    s.push_str(&format!(
-        "{i2}const int r3_tid = threadIdx.y * {bx} + threadIdx.x;\n{i2}for ({} r3_k0 = {}; r3_k0 < {}; r3_k0 += {KNOB}) {{\n",
-        lp.var_ty, lp.start, lp.end
-    ));
-    for (n, o) in ops.iter().enumerate() {
-        let w = width(block, o.axis);
-        let (d, t) = if o.k_contiguous || w == 1 {
-            (format!("r3_e % {KNOB}"), format!("r3_e / {KNOB}"))
-        } else {
-            (format!("r3_e / {w}"), format!("r3_e % {w}"))
-        };
-        let coord = o.coord.as_ref().map_or(String::new(), |c| {
-            let base = match c.axis {
-                Axis::X => format!("blockIdx.x * {bx}"),
-                _ => format!("blockIdx.y * {by}"),
-            };
-            format!(" const {} {} = {base} + r3_t;", c.ty, c.name)
-        });
-        s.push_str(&format!(
-            "{i3}for (int r3_e = r3_tid; r3_e < {KNOB} * {w}; r3_e += {threads}) {{\n{i3}  const int r3_d = {d}, r3_t = {t};\n{i3}  const {} {} = r3_k0 + r3_d;{coord}\n{i3}  r3_tile{n}[r3_d][r3_t] = {} < {} ? {}[{}] : ({})0;\n{i3}}}\n",
-            lp.var_ty, lp.var, lp.var, lp.end, o.pointer, o.index, o.elem
-        ));
-    }
-    let body = tiled_body(p, lp, ops);
-    s.push_str(&format!(
-        "{i3}__syncthreads();\n{i3}if (r3_k0 + {KNOB} <= {end}) {{\n{i3}#pragma unroll\n{i3}  for (int r3_d = 0; r3_d < {KNOB}; ++r3_d) {{\n{i3}    const {ty} {v} = r3_k0 + r3_d;\n{i3}    {body}\n{i3}  }}\n{i3}}} else {{\n{i3}  for (int r3_d = 0; r3_k0 + r3_d < {end}; ++r3_d) {{\n{i3}    const {ty} {v} = r3_k0 + r3_d;\n{i3}    {body}\n{i3}  }}\n{i3}}}\n{i3}__syncthreads();\n{i2}}}\n{i1}}}\n",
-        end = lp.end,
-        ty = lp.var_ty,
-        v = lp.var,
-    ));
-    if !after.trim().is_empty() {
-        s.push_str(&format!("{i1}{after}\n"));
-    }
-    s.push_str(&format!("{i1}return;\n{ind}}}\n{ind}"));
-    s
+/// Register blocking: the first block of each group of `R3_RX` × `R3_RY` blocks computes, in
+/// each of its threads, that thread's outputs in every block of the group, and the group's
+/// other blocks return. Each thread holds `R3_RX × R3_RY` sums and uses every tile value it
+/// reads that many times; the launch is unchanged, so nothing on the host side needs to know.
+/// Offered where everything a thread computes follows from its coordinates (declared from
+/// `blockIdx`, `blockDim` and `threadIdx`), which each output then declares anew.
+struct Blocking {
+    x: bool,
+    y: bool,
+    coords: Vec<Coord>,
+    /// The declarations in front of the loop (the sums), held per output.
+    locals: Vec<Local>,
 }
 
-/// The loop body with each tiled read replaced by its tile element.
-fn tiled_body(p: &Parsed, lp: &Loop, ops: &[Operand]) -> String {
-    let mut edits = Vec::new();
-    let mut i = lp.body.start;
-    while i < lp.body.end {
-        let read = (p.w(i + 1) == "[")
-            .then(|| source::matching(p.src, &p.toks, i + 1))
-            .flatten()
-            .and_then(|rb| {
-                let text = span_text(p, i..rb + 1);
-                ops.iter().position(|o| o.text == text).map(|n| (n, rb))
-            });
-        if let Some((n, rb)) = read {
-            let lane = match ops[n].axis {
-                Axis::X => "threadIdx.x",
-                Axis::Y => "threadIdx.y",
-                Axis::None => "0",
-            };
-            edits.push((
-                p.toks[i].span.0,
-                p.toks[rb].span.1,
-                format!("r3_tile{n}[r3_d][{lane}]"),
-            ));
-            i = rb + 1;
-        } else {
-            i += 1;
+struct Local {
+    ty: String,
+    name: String,
+    /// The statement declaring it, and the token of its name where it has an initializer.
+    stmt: usize,
+    init_at: Option<usize>,
+}
+
+/// Whether the kernel can be register-blocked (see `Blocking`): `prefix` are the declarations
+/// in front of the guard, `rest` the guard and everything after it, `before` the statements
+/// between the guard and the loop.
+fn blocking(
+    p: &Parsed,
+    prefix: &[Range<usize>],
+    coords: &[Coord],
+    rest: Range<usize>,
+    before: &[Range<usize>],
+) -> Option<Blocking> {
+    let x = coords.iter().any(|c| c.axis == Axis::X);
+    let y = coords.iter().any(|c| c.axis == Axis::Y);
+    if !x && !y {
+        return None;
+    }
+    let is_coord = |w: &str| coords.iter().any(|c| c.name == w);
+    for s in prefix {
+        let declares_coord = s
+            .clone()
+            .find(|&i| p.w(i) == "=")
+            .is_some_and(|eq| is_coord(p.w(eq - 1)));
+        if declares_coord {
+            continue;
+        }
+        // Another per-thread value would have to be declared anew for each output.
+        if s.clone()
+            .any(|i| matches!(p.w(i), "threadIdx" | "blockIdx" | "[") || is_coord(p.w(i)))
+        {
+            return None;
         }
     }
-    let (a, b) = (p.toks[lp.body.start].span.0, p.toks[lp.body.end - 1].span.1);
-    let shifted = edits
-        .into_iter()
-        .map(|(x, y, t)| (x - a, y - a, t))
-        .collect();
-    text::edit(&p.src[a..b], shifted)
+    if rest
+        .clone()
+        .any(|i| matches!(p.w(i), "threadIdx" | "blockIdx"))
+    {
+        return None;
+    }
+    let mut locals = Vec::new();
+    for s in before {
+        if !TYPE_WORDS.contains(&p.w(s.start)) {
+            continue;
+        }
+        let eq = s.clone().find(|&i| p.w(i) == "=");
+        let name_at = eq.unwrap_or(s.end - 1) - 1;
+        let simple = p.toks[name_at].kind == Kind::Ident
+            && p.w(s.end - 1) == ";"
+            && !s.clone().any(|i| matches!(p.w(i), "," | "[" | "&"));
+        let ty = (s.start..name_at)
+            .map(|i| p.w(i))
+            .filter(|w| *w != "const")
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !simple || ty.is_empty() || ty == "auto" || ty.contains('(') {
+            return None;
+        }
+        locals.push(Local {
+            ty,
+            name: p.w(name_at).to_owned(),
+            stmt: s.start,
+            init_at: eq.map(|_| name_at),
+        });
+    }
+    // A name declared again further on would be renamed where it is not the sum.
+    let declared_again = locals.iter().any(|l| {
+        rest.clone().any(|i| {
+            p.w(i) == l.name && i > 0 && Some(i) != l.init_at && TYPE_WORDS.contains(&p.w(i - 1))
+        })
+    });
+    if declared_again {
+        return None;
+    }
+    Some(Blocking {
+        x,
+        y,
+        coords: coords.to_vec(),
+        locals,
+    })
+}
+
+/// The block shape the template is specialized to, and its register blocking if any.
+struct Shape {
+    bx: u32,
+    by: u32,
+    blocking: Option<Blocking>,
+}
+
+impl Shape {
+    fn block(&self) -> [u32; 3] {
+        [self.bx, self.by, 1]
+    }
+
+    /// The blocking knob along `axis`.
+    fn knob(&self, axis: Axis) -> Option<&'static str> {
+        let b = self.blocking.as_ref()?;
+        match axis {
+            Axis::X if b.x => Some(BLOCK_X_KNOB),
+            Axis::Y if b.y => Some(BLOCK_Y_KNOB),
+            _ => None,
+        }
+    }
+
+    fn extent(&self, axis: Axis) -> u32 {
+        width(self.block(), axis)
+    }
+
+    /// A tile's width along `axis`: the block's extent, times the blocking factor.
+    fn width(&self, axis: Axis) -> String {
+        let w = self.extent(axis);
+        match self.knob(axis) {
+            Some(k) => format!("{w} * {k}"),
+            None => w.to_string(),
+        }
+    }
+
+    /// A tile's row length: its width plus one, so that threads reading a column of it hit
+    /// distinct banks.
+    fn padded(&self, axis: Axis) -> String {
+        match self.knob(axis) {
+            Some(_) => format!("{} + 1", self.width(axis)),
+            None => (self.extent(axis) + 1).to_string(),
+        }
+    }
+
+    /// The first coordinate a tile along `axis` covers.
+    fn base(&self, axis: Axis) -> String {
+        let (index, group) = match axis {
+            Axis::X => ("blockIdx.x", "r3_gx"),
+            _ => ("blockIdx.y", "r3_gy"),
+        };
+        let first = if self.knob(axis).is_some() {
+            group
+        } else {
+            index
+        };
+        format!("{first} * {}", self.extent(axis))
+    }
+
+    /// The tile lane of the output a thread is at (its `r3_rx`, `r3_ry` under blocking).
+    fn lane(&self, axis: Axis) -> String {
+        let (thread, at) = match axis {
+            Axis::X => ("threadIdx.x", "r3_rx"),
+            Axis::Y => ("threadIdx.y", "r3_ry"),
+            Axis::None => return "0".into(),
+        };
+        match self.knob(axis) {
+            Some(_) => format!("{thread} + {at} * {}", self.extent(axis)),
+            None => thread.into(),
+        }
+    }
+
+    /// The blocked axes: (knob, output index, group's first block, block index, grid extent).
+    fn blocked(
+        &self,
+    ) -> Vec<(
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+    )> {
+        let mut out = Vec::new();
+        if self.knob(Axis::Y).is_some() {
+            out.push((BLOCK_Y_KNOB, "r3_ry", "r3_gy", "blockIdx.y", "gridDim.y"));
+        }
+        if self.knob(Axis::X).is_some() {
+            out.push((BLOCK_X_KNOB, "r3_rx", "r3_gx", "blockIdx.x", "gridDim.x"));
+        }
+        out
+    }
+
+    /// `[r3_ry][r3_rx]` (or `[R3_RY][R3_RX]` with `dims`) over the blocked axes.
+    fn held(&self, dims: bool) -> String {
+        self.blocked()
+            .iter()
+            .map(|(knob, at, ..)| format!("[{}]", if dims { knob } else { at }))
+            .collect()
+    }
+
+    /// `code` once for each output of a thread, with its coordinates declared anew as that
+    /// output's; as it is where nothing is blocked.
+    fn each(&self, ind: &str, code: &str) -> String {
+        let Some(b) = &self.blocking else {
+            return format!("{ind}{code}\n");
+        };
+        let (mut open, mut close, mut i) = (String::new(), String::new(), ind.to_owned());
+        for (knob, at, ..) in self.blocked() {
+            open.push_str(&format!(
+                "{i}#pragma unroll\n{i}for (int {at} = 0; {at} < {knob}; ++{at}) {{\n"
+            ));
+            close = format!("{i}}}\n{close}");
+            i.push_str("  ");
+        }
+        for c in &b.coords {
+            if self.knob(c.axis).is_none() || !uses(code, &c.name) {
+                continue;
+            }
+            let (group, at, thread) = match c.axis {
+                Axis::X => ("r3_gx", "r3_rx", "threadIdx.x"),
+                _ => ("r3_gy", "r3_ry", "threadIdx.y"),
+            };
+            open.push_str(&format!(
+                "{i}const {} {} = ({group} + {at}) * {} + {thread};\n",
+                c.ty,
+                c.name,
+                self.extent(c.axis)
+            ));
+        }
+        format!("{open}{i}{code}\n{close}")
+    }
+}
+
+/// Whether `code` names `name` (declarations it does not use would warn under `-Wall`).
+fn uses(code: &str, name: &str) -> bool {
+    source::lex(code).map_or(true, |toks| {
+        toks.iter()
+            .any(|t| t.kind == Kind::Ident && t.text(code) == name)
+    })
+}
+
+/// What the tiled path is made of.
+struct Parts<'a> {
+    p: &'a Parsed<'a>,
+    lp: &'a Loop,
+    ops: &'a [Operand],
+    shape: &'a Shape,
+}
+
+impl Parts<'_> {
+    /// The tiled path, put in front of the kernel's guard; it returns, so the original code
+    /// after it runs only in the blocks that do not take it.
+    fn branch(
+        &self,
+        active: &str,
+        before: &[Range<usize>],
+        after: &[Range<usize>],
+        ind: &str,
+    ) -> String {
+        let i1 = format!("{ind}  ");
+        let mut s = self.entry(active, ind);
+        s.push_str(&self.before(before, &i1));
+        s.push_str(&self.tiles(&i1));
+        if !after.is_empty() {
+            let code: Vec<String> = after
+                .iter()
+                .map(|r| self.rewritten(r.clone(), false))
+                .collect();
+            s.push_str(&self.shape.each(&i1, &code.join("\n")));
+        }
+        s.push_str(&format!("{i1}return;\n{ind}}}\n{ind}"));
+        s
+    }
+
+    /// The test that opens the path: the recorded block shape, every thread active (of every
+    /// block of the group, under blocking), and under blocking the group's first block only.
+    fn entry(&self, active: &str, ind: &str) -> String {
+        let Shape { bx, by, .. } = *self.shape;
+        let shape = format!("blockDim.x == {bx} && blockDim.y == {by} && blockDim.z == 1");
+        if self.shape.blocking.is_none() {
+            return format!(
+                "// r3: blocks of the recorded shape ({bx}x{by}) whose threads are all active reduce through shared-memory tiles of {KNOB} steps; others run the code below.\n{ind}if ({shape} && __syncthreads_and({active})) {{\n"
+            );
+        }
+        let blocked = self.shape.blocked();
+        let knobs: Vec<&str> = blocked.iter().map(|b| b.0).collect();
+        let mut s = format!(
+            "// r3: blocks of the recorded shape ({bx}x{by}) go in groups of {}; where every thread of a group is active, the group's first block computes all of its outputs (each thread one per block of the group, their sums in registers) through shared-memory tiles of {KNOB} steps, and the others return. Other blocks run the code below.\n",
+            knobs.join(" x ")
+        );
+        let mut exists = Vec::new();
+        let mut other = Vec::new();
+        for (knob, _, group, index, grid) in &blocked {
+            s.push_str(&format!(
+                "{ind}const unsigned {group} = {index} - {index} % {knob};\n"
+            ));
+            exists.push(format!("{group} + {knob} <= {grid}"));
+            other.push(format!("{index} != {group}"));
+        }
+        let vote = self.shape.each(
+            &format!("{ind}  "),
+            &format!("r3_all = r3_all && {active};"),
+        );
+        s.push_str(&format!(
+            "{ind}int r3_all = {shape} && {};\n{ind}if (r3_all) {{\n{vote}{ind}}}\n{ind}if (__syncthreads_and(r3_all)) {{\n{ind}  if ({}) return;\n",
+            exists.join(" && "),
+            other.join(" || ")
+        ));
+        s
+    }
+
+    /// The statements between the guard and the loop; under blocking the declared sums are
+    /// held per output, in arrays the unrolled loops keep in registers.
+    fn before(&self, before: &[Range<usize>], i1: &str) -> String {
+        if before.is_empty() {
+            return String::new();
+        }
+        let Some(b) = &self.shape.blocking else {
+            let code: Vec<String> = before
+                .iter()
+                .map(|r| self.rewritten(r.clone(), false))
+                .collect();
+            return format!("{i1}{}\n", code.join("\n"));
+        };
+        let mut s = String::new();
+        for l in &b.locals {
+            s.push_str(&format!(
+                "{i1}{} {}{};\n",
+                l.ty,
+                l.name,
+                self.shape.held(true)
+            ));
+        }
+        let code: Vec<String> = before
+            .iter()
+            .filter_map(|r| match b.locals.iter().find(|l| l.stmt == r.start) {
+                Some(l) => l.init_at.map(|at| self.rewritten(at..r.end, false)),
+                None => Some(self.rewritten(r.clone(), false)),
+            })
+            .collect();
+        if !code.is_empty() {
+            s.push_str(&self.shape.each(i1, &code.join("\n")));
+        }
+        s
+    }
+
+    /// The loop over tiles: each operand's tile loaded by the block, then the loop body over it.
+    fn tiles(&self, i1: &str) -> String {
+        let (lp, shape) = (self.lp, self.shape);
+        let threads = shape.bx * shape.by;
+        let i2 = format!("{i1}  ");
+        let i3 = format!("{i1}    ");
+        let mut s = format!("{i1}{{\n");
+        for (n, o) in self.ops.iter().enumerate() {
+            s.push_str(&format!(
+                "{i2}__shared__ {} r3_tile{n}[{KNOB}][{}];\n",
+                o.elem,
+                shape.padded(o.axis)
+            ));
+        }
+        s.push_str(&format!(
+            "{i2}const int r3_tid = threadIdx.y * {} + threadIdx.x;\n{i2}for ({} r3_k0 = {}; r3_k0 < {}; r3_k0 += {KNOB}) {{\n",
+            shape.bx, lp.var_ty, lp.start, lp.end
+        ));
+        for (n, o) in self.ops.iter().enumerate() {
+            s.push_str(&self.load(n, o, &i3, threads));
+        }
+        let body = self.rewritten(lp.body.clone(), true);
+        let inner = format!("{i3}    ");
+        let step = |bound: &str| {
+            format!(
+                "{i3}  for (int r3_d = 0; {bound}; ++r3_d) {{\n{k}{each}{i3}  }}\n",
+                k = if uses(&body, &lp.var) {
+                    format!("{i3}    const {} {} = r3_k0 + r3_d;\n", lp.var_ty, lp.var)
+                } else {
+                    String::new()
+                },
+                each = shape.each(&inner, &body)
+            )
+        };
+        s.push_str(&format!(
+            "{i3}__syncthreads();\n{i3}if (r3_k0 + {KNOB} <= {end}) {{\n{i3}  #pragma unroll\n{full}{i3}}} else {{\n{tail}{i3}}}\n{i3}__syncthreads();\n{i2}}}\n{i1}}}\n",
+            end = lp.end,
+            full = step(&format!("r3_d < {KNOB}")),
+            tail = step(&format!("r3_k0 + r3_d < {}", lp.end)),
+        ));
+        s
+    }
+
+    /// The block's cooperative load of one operand's tile, contiguous in memory: along `k`
+    /// where consecutive `k` are consecutive addresses, else along the coordinate.
+    fn load(&self, n: usize, o: &Operand, i3: &str, threads: u32) -> String {
+        let (lp, shape) = (self.lp, self.shape);
+        let w = shape.width(o.axis);
+        let wp = if w.contains(' ') {
+            format!("({w})")
+        } else {
+            w.clone()
+        };
+        let (d, t) = if o.k_contiguous || w == "1" {
+            (format!("r3_e % {KNOB}"), format!("r3_e / {KNOB}"))
+        } else {
+            (format!("r3_e / {wp}"), format!("r3_e % {wp}"))
+        };
+        let coord = o.coord.as_ref().map_or(String::new(), |c| {
+            format!(
+                " const {} {} = {} + r3_t;",
+                c.ty,
+                c.name,
+                shape.base(c.axis)
+            )
+        });
+        // Unrolled by 4, a thread's loads of the tile go out four at a time before their
+        // stores wait for them. On an H100 this took gemm_naive's template from 2.08x to
+        // 2.64x over its tuned build; unrolled fully, with a test per load, 2.30x
+        // (bench/RESULTS.md, register blocking).
+        format!(
+            "{i3}#pragma unroll 4\n{i3}for (int r3_e = r3_tid; r3_e < {KNOB} * {wp}; r3_e += {threads}) {{\n{i3}  const int r3_d = {d}, r3_t = {t};\n{i3}  const {} {} = r3_k0 + r3_d;{coord}\n{i3}  r3_tile{n}[r3_d][r3_t] = {} < {} ? {}[{}] : ({})0;\n{i3}}}\n",
+            lp.var_ty, lp.var, lp.var, lp.end, o.pointer, o.index, o.elem
+        )
+    }
+
+    /// The text of token range `r` with, where `tiled`, each tiled read replaced by its tile
+    /// element, and under blocking each held sum by the output's own.
+    fn rewritten(&self, r: Range<usize>, tiled: bool) -> String {
+        let p = self.p;
+        let locals: Vec<&str> = self.shape.blocking.as_ref().map_or(Vec::new(), |b| {
+            b.locals.iter().map(|l| l.name.as_str()).collect()
+        });
+        let held = self.shape.held(false);
+        let mut edits = Vec::new();
+        let mut i = r.start;
+        while i < r.end {
+            let read = (tiled && p.w(i + 1) == "[")
+                .then(|| source::matching(p.src, &p.toks, i + 1))
+                .flatten()
+                .and_then(|rb| {
+                    let text = span_text(p, i..rb + 1);
+                    self.ops
+                        .iter()
+                        .position(|o| o.text == text)
+                        .map(|n| (n, rb))
+                });
+            if let Some((n, rb)) = read {
+                let lane = self.shape.lane(self.ops[n].axis);
+                edits.push((
+                    p.toks[i].span.0,
+                    p.toks[rb].span.1,
+                    format!("r3_tile{n}[r3_d][{lane}]"),
+                ));
+                i = rb + 1;
+                continue;
+            }
+            let member = i > 0 && matches!(p.w(i - 1), "." | "->" | "::");
+            if p.toks[i].kind == Kind::Ident && !member && locals.contains(&p.w(i)) {
+                let (a, b) = p.toks[i].span;
+                edits.push((a, b, format!("{}{held}", p.w(i))));
+            }
+            i += 1;
+        }
+        let (a, b) = (p.toks[r.start].span.0, p.toks[r.end - 1].span.1);
+        let shifted = edits
+            .into_iter()
+            .map(|(x, y, t)| (x - a, y - a, t))
+            .collect();
+        text::edit(&p.src[a..b], shifted)
+    }
 }
 
 #[cfg(test)]
@@ -677,8 +1078,70 @@ mod tests {
     }
 
     #[test]
-    fn a_matrix_product_reads_both_operands_through_tiles() {
+    fn a_matrix_product_reads_both_operands_through_tiles_with_blocks_grouped() {
         let out = shared_tiling(GEMM, &facts([16, 16, 1])).unwrap();
+        assert!(
+            out.starts_with(
+                "R3_PARAM(R3_TK, 8, 16, 32, 64)\nR3_PARAM(R3_RX, 1, 2, 4)\nR3_PARAM(R3_RY, 1, 2, 4)\nR3_REQUIRE(R3_TK * (4 * (16 * R3_RY + 1) + 4 * (16 * R3_RX + 1)) <= 49152)\n__global__"
+            ),
+            "{out}"
+        );
+        // Every output of the group is voted on, each with its own coordinates.
+        assert!(
+            out.contains("const unsigned r3_gy = blockIdx.y - blockIdx.y % R3_RY;\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("r3_gy + R3_RY <= gridDim.y && r3_gx + R3_RX <= gridDim.x;\n"),
+            "{out}"
+        );
+        assert!(out.contains("const int row = (r3_gy + r3_ry) * 16 + threadIdx.y;\n        r3_all = r3_all && !(row >= n || col >= n);\n"), "{out}");
+        assert!(out.contains("if (__syncthreads_and(r3_all)) {\n    if (blockIdx.y != r3_gy || blockIdx.x != r3_gx) return;\n    float acc[R3_RY][R3_RX];\n"), "{out}");
+        // A is contiguous along k: loaded k-fastest; B along the group's columns.
+        assert!(
+            out.contains("const int r3_d = r3_e % R3_TK, r3_t = r3_e / R3_TK;\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("const int r3_d = r3_e / (16 * R3_RX), r3_t = r3_e % (16 * R3_RX);\n"),
+            "{out}"
+        );
+        assert!(out.contains("const int row = r3_gy * 16 + r3_t;"), "{out}");
+        assert!(
+            out.contains("__shared__ float r3_tile1[R3_TK][16 * R3_RX + 1];"),
+            "{out}"
+        );
+        assert!(
+            out.contains("acc[r3_ry][r3_rx] += r3_tile0[r3_d][threadIdx.y + r3_ry * 16] * r3_tile1[r3_d][threadIdx.x + r3_rx * 16];"),
+            "{out}"
+        );
+        assert!(
+            out.contains("C[static_cast<size_t>(row) * n + col] = acc[r3_ry][r3_rx];\n"),
+            "{out}"
+        );
+        // Only what a statement uses is declared for it (no warnings under -Wall).
+        assert!(!out.contains("const int k = r3_k0 + r3_d;\n"), "{out}");
+        // The original code follows, unchanged, for the other blocks.
+        assert!(out.contains("  if (row >= n || col >= n) return;\n  float acc = 0.0f;\n  for (int k = 0; k < n; ++k) acc += A["), "{out}");
+        assert_eq!(
+            shared_tiling(&out, &facts([16, 16, 1])),
+            None,
+            "applies once"
+        );
+    }
+
+    #[test]
+    fn a_per_thread_value_besides_the_coordinates_leaves_blocks_ungrouped() {
+        let at = GEMM
+            .replace(
+                "  if (row >= n",
+                "  size_t at = static_cast<size_t>(row) * n + col;\n  if (row >= n",
+            )
+            .replace(
+                "C[static_cast<size_t>(row) * n + col] = acc;",
+                "C[at] = acc;",
+            );
+        let out = shared_tiling(&at, &facts([16, 16, 1])).unwrap();
         assert!(
             out.starts_with(
                 "R3_PARAM(R3_TK, 8, 16, 32, 64)\nR3_REQUIRE(R3_TK * 136 <= 49152)\n__global__"
@@ -687,11 +1150,6 @@ mod tests {
         );
         assert!(
             out.contains("__syncthreads_and(!(row >= n || col >= n))"),
-            "{out}"
-        );
-        // A is contiguous along k: loaded k-fastest; B along the column.
-        assert!(
-            out.contains("const int r3_d = r3_e % R3_TK, r3_t = r3_e / R3_TK;\n"),
             "{out}"
         );
         assert!(
@@ -703,15 +1161,40 @@ mod tests {
             "{out}"
         );
         assert!(
+            out.contains("__shared__ float r3_tile1[R3_TK][17];"),
+            "{out}"
+        );
+        assert!(
             out.contains("acc += r3_tile0[r3_d][threadIdx.y] * r3_tile1[r3_d][threadIdx.x];"),
             "{out}"
         );
-        // The original code follows, unchanged, for the other blocks.
-        assert!(out.contains("  if (row >= n || col >= n) return;\n  float acc = 0.0f;\n  for (int k = 0; k < n; ++k) acc += A["), "{out}");
-        assert_eq!(
-            shared_tiling(&out, &facts([16, 16, 1])),
-            None,
-            "applies once"
+        assert!(out.contains("C[at] = acc;\n    return;"), "{out}");
+        // So does a thread index read past the declarations, or a sum declared twice.
+        let direct = GEMM.replace("acc += A[", "acc += threadIdx.x * A[");
+        assert!(!shared_tiling(&direct, &facts([16, 16, 1]))
+            .unwrap()
+            .contains("R3_RX"));
+        let twice = GEMM.replace(
+            "C[static_cast<size_t>(row) * n + col] = acc;",
+            "{ float acc = 1; C[static_cast<size_t>(row) * n + col] = acc; }",
+        );
+        assert!(!shared_tiling(&twice, &facts([16, 16, 1]))
+            .unwrap()
+            .contains("R3_RX"));
+    }
+
+    #[test]
+    fn a_one_dimensional_kernel_groups_blocks_along_x_only() {
+        let mv = "__global__ void mv(int m, int n, const float *A, const float *x, float *y) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < m) {\n    for (int j = 0; j < n; j++) y[i] += A[i * n + j] * x[j];\n  }\n}";
+        let out = shared_tiling(mv, &facts([128, 1, 1])).unwrap();
+        assert!(
+            out.contains("R3_PARAM(R3_RX, 1, 2, 4)\nR3_REQUIRE"),
+            "{out}"
+        );
+        assert!(!out.contains("R3_RY"), "{out}");
+        assert!(
+            out.contains("y[i] += r3_tile0[r3_d][threadIdx.x + r3_rx * 128] * x[j];"),
+            "{out}"
         );
     }
 
@@ -719,10 +1202,15 @@ mod tests {
     fn a_triangular_update_tiles_the_rows_both_operands_read() {
         let out = shared_tiling(SYRK, &facts([32, 8, 1])).unwrap();
         assert!(
-            out.contains("__syncthreads_and((i < n && j <= i))"),
+            out.contains("r3_all = r3_all && (i < n && j <= i);"),
             "{out}"
         );
-        assert!(out.contains("C[i * n + j] *= beta;\n"), "{out}");
+        assert!(
+            out.contains(
+                "const int i = (r3_gy + r3_ry) * 8 + threadIdx.y;\n        C[i * n + j] *= beta;\n"
+            ),
+            "{out}"
+        );
         // Both reads of A are contiguous along k, one per coordinate.
         assert_eq!(
             out.matches("r3_e % R3_TK, r3_t = r3_e / R3_TK").count(),
@@ -730,14 +1218,14 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains("__shared__ float r3_tile0[R3_TK][9];"),
+            out.contains("__shared__ float r3_tile0[R3_TK][8 * R3_RY + 1];"),
             "{out}"
         );
         assert!(
-            out.contains("__shared__ float r3_tile1[R3_TK][33];"),
+            out.contains("__shared__ float r3_tile1[R3_TK][32 * R3_RX + 1];"),
             "{out}"
         );
-        assert!(out.contains("C[i * n + j] += alpha * r3_tile0[r3_d][threadIdx.y] * r3_tile1[r3_d][threadIdx.x];"), "{out}");
+        assert!(out.contains("C[i * n + j] += alpha * r3_tile0[r3_d][threadIdx.y + r3_ry * 8] * r3_tile1[r3_d][threadIdx.x + r3_rx * 32];"), "{out}");
     }
 
     #[test]

@@ -221,42 +221,17 @@ mod tests {
             args.extend(p.to_le_bytes());
         }
         let slot = |offset, size| ParamSlot { offset, size };
+        let params = vec![
+            slot(0, 4),
+            slot(4, 4),
+            slot(8, 8),
+            slot(16, 8),
+            slot(24, 8),
+            slot(32, 8),
+        ];
         LaunchRecord {
-            format: 1,
-            kernel: "_Z4axpyifPKfS0_PfPKi".into(),
-            fatbin: None,
-            gpu: None,
-            arch: "sm_90".into(),
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            shared_bytes: 0,
-            params: vec![
-                slot(0, 4),
-                slot(4, 4),
-                slot(8, 8),
-                slot(16, 8),
-                slot(24, 8),
-                slot(32, 8),
-            ],
-            args_hex: args.iter().map(|b| format!("{b:02x}")).collect(),
-            va_base: 0x1000,
-            va_size: 0x10000,
-            in_app_ms: 0.0,
-            first_launch_ms: 0.0,
-            in_app_from: None,
-            snapshot: None,
             regions: 4,
-            regions_skipped: 0,
-            bytes_in: 0,
-            bytes_changed: 0,
-            bytes_written: 0,
-            record_ms: 0.0,
-            files: vec![],
-            replayable: true,
-            not_replayable: None,
-            program: "p".into(),
-            pid: 1,
-            unix_time: 0,
+            ..LaunchRecord::by_hand("_Z4axpyifPKfS0_PfPKi", params, &args)
         }
     }
 

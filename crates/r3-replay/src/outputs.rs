@@ -292,40 +292,15 @@ mod tests {
 
     fn launch(kernel: &str, ptrs: &[u64]) -> LaunchRecord {
         let args: Vec<u8> = ptrs.iter().flat_map(|p| p.to_le_bytes()).collect();
+        let params = (0..ptrs.len())
+            .map(|i| ParamSlot {
+                offset: 8 * i as u64,
+                size: 8,
+            })
+            .collect();
         LaunchRecord {
-            format: 1,
-            kernel: kernel.into(),
-            fatbin: None,
-            gpu: None,
-            arch: "sm_90".into(),
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            shared_bytes: 0,
-            params: (0..ptrs.len())
-                .map(|i| ParamSlot {
-                    offset: 8 * i as u64,
-                    size: 8,
-                })
-                .collect(),
-            args_hex: args.iter().map(|b| format!("{b:02x}")).collect(),
-            va_base: 0x1000,
-            va_size: 0x10000,
-            in_app_ms: 0.0,
-            first_launch_ms: 0.0,
-            in_app_from: None,
-            snapshot: None,
             regions: 3,
-            regions_skipped: 0,
-            bytes_in: 0,
-            bytes_changed: 0,
-            bytes_written: 0,
-            record_ms: 0.0,
-            files: vec![],
-            replayable: true,
-            not_replayable: None,
-            program: "p".into(),
-            pid: 1,
-            unix_time: 0,
+            ..LaunchRecord::by_hand(kernel, params, &args)
         }
     }
 

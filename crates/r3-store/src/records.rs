@@ -135,6 +135,42 @@ pub struct LaunchRecord {
 }
 
 impl LaunchRecord {
+    /// A replayable launch of `kernel` by one block of 32 threads on sm_90, with these
+    /// parameter slots and argument bytes, allocations from 0x1000 and nothing measured: a
+    /// launch made by hand (tests, tools), to be adjusted field by field.
+    pub fn by_hand(kernel: &str, params: Vec<ParamSlot>, args: &[u8]) -> LaunchRecord {
+        LaunchRecord {
+            format: 1,
+            kernel: kernel.into(),
+            fatbin: None,
+            gpu: None,
+            arch: "sm_90".into(),
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            shared_bytes: 0,
+            params,
+            args_hex: args.iter().map(|b| format!("{b:02x}")).collect(),
+            va_base: 0x1000,
+            va_size: 0x10000,
+            in_app_ms: 0.0,
+            first_launch_ms: 0.0,
+            in_app_from: None,
+            snapshot: None,
+            regions: 0,
+            regions_skipped: 0,
+            bytes_in: 0,
+            bytes_changed: 0,
+            bytes_written: 0,
+            record_ms: 0.0,
+            files: vec![],
+            replayable: true,
+            not_replayable: None,
+            program: "p".into(),
+            pid: 1,
+            unix_time: 0,
+        }
+    }
+
     /// What a guard checks of this launch: its shape and each parameter's bytes; None when
     /// its argument bytes do not cover its parameter list.
     pub fn values(&self) -> Option<crate::candidate::LaunchValues> {
