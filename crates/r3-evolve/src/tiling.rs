@@ -1070,6 +1070,10 @@ mod tests {
 
     const SYRK: &str = "__global__ void syrk(int n, int m, float alpha, float beta, float* A, float* C) {\n  int j = blockIdx.x * blockDim.x + threadIdx.x;\n  int i = blockIdx.y * blockDim.y + threadIdx.y;\n  if (i < n && j <= i) {\n    C[i * n + j] *= beta;\n    for (int k = 0; k < m; k++) C[i * n + j] += alpha * A[i * m + k] * A[j * m + k];\n  }\n}";
 
+    fn has(out: &str, part: &str) {
+        assert!(out.contains(part), "no {part:?} in:\n{out}");
+    }
+
     fn facts(block: [u32; 3]) -> Facts {
         Facts {
             pointers_disjoint: Some(true),
@@ -1087,42 +1091,36 @@ mod tests {
             "{out}"
         );
         // Every output of the group is voted on, each with its own coordinates.
-        assert!(
-            out.contains("const unsigned r3_gy = blockIdx.y - blockIdx.y % R3_RY;\n"),
-            "{out}"
+        has(
+            &out,
+            "const unsigned r3_gy = blockIdx.y - blockIdx.y % R3_RY;\n",
         );
-        assert!(
-            out.contains("r3_gy + R3_RY <= gridDim.y && r3_gx + R3_RX <= gridDim.x;\n"),
-            "{out}"
+        has(
+            &out,
+            "r3_gy + R3_RY <= gridDim.y && r3_gx + R3_RX <= gridDim.x;\n",
         );
-        assert!(out.contains("const int row = (r3_gy + r3_ry) * 16 + threadIdx.y;\n        r3_all = r3_all && !(row >= n || col >= n);\n"), "{out}");
-        assert!(out.contains("if (__syncthreads_and(r3_all)) {\n    if (blockIdx.y != r3_gy || blockIdx.x != r3_gx) return;\n    float acc[R3_RY][R3_RX];\n"), "{out}");
+        has(&out, "const int row = (r3_gy + r3_ry) * 16 + threadIdx.y;\n        r3_all = r3_all && !(row >= n || col >= n);\n");
+        has(&out, "if (__syncthreads_and(r3_all)) {\n    if (blockIdx.y != r3_gy || blockIdx.x != r3_gx) return;\n    float acc[R3_RY][R3_RX];\n");
         // A is contiguous along k: loaded k-fastest; B along the group's columns.
-        assert!(
-            out.contains("const int r3_d = r3_e % R3_TK, r3_t = r3_e / R3_TK;\n"),
-            "{out}"
+        has(
+            &out,
+            "const int r3_d = r3_e % R3_TK, r3_t = r3_e / R3_TK;\n",
         );
-        assert!(
-            out.contains("const int r3_d = r3_e / (16 * R3_RX), r3_t = r3_e % (16 * R3_RX);\n"),
-            "{out}"
+        has(
+            &out,
+            "const int r3_d = r3_e / (16 * R3_RX), r3_t = r3_e % (16 * R3_RX);\n",
         );
-        assert!(out.contains("const int row = r3_gy * 16 + r3_t;"), "{out}");
-        assert!(
-            out.contains("__shared__ float r3_tile1[R3_TK][16 * R3_RX + 1];"),
-            "{out}"
-        );
-        assert!(
-            out.contains("acc[r3_ry][r3_rx] += r3_tile0[r3_d][threadIdx.y + r3_ry * 16] * r3_tile1[r3_d][threadIdx.x + r3_rx * 16];"),
-            "{out}"
-        );
-        assert!(
-            out.contains("C[static_cast<size_t>(row) * n + col] = acc[r3_ry][r3_rx];\n"),
-            "{out}"
+        has(&out, "const int row = r3_gy * 16 + r3_t;");
+        has(&out, "__shared__ float r3_tile1[R3_TK][16 * R3_RX + 1];");
+        has(&out, "acc[r3_ry][r3_rx] += r3_tile0[r3_d][threadIdx.y + r3_ry * 16] * r3_tile1[r3_d][threadIdx.x + r3_rx * 16];");
+        has(
+            &out,
+            "C[static_cast<size_t>(row) * n + col] = acc[r3_ry][r3_rx];\n",
         );
         // Only what a statement uses is declared for it (no warnings under -Wall).
         assert!(!out.contains("const int k = r3_k0 + r3_d;\n"), "{out}");
         // The original code follows, unchanged, for the other blocks.
-        assert!(out.contains("  if (row >= n || col >= n) return;\n  float acc = 0.0f;\n  for (int k = 0; k < n; ++k) acc += A["), "{out}");
+        has(&out, "  if (row >= n || col >= n) return;\n  float acc = 0.0f;\n  for (int k = 0; k < n; ++k) acc += A[");
         assert_eq!(
             shared_tiling(&out, &facts([16, 16, 1])),
             None,
@@ -1148,27 +1146,15 @@ mod tests {
             ),
             "{out}"
         );
-        assert!(
-            out.contains("__syncthreads_and(!(row >= n || col >= n))"),
-            "{out}"
+        has(&out, "__syncthreads_and(!(row >= n || col >= n))");
+        has(&out, "const int r3_d = r3_e / 16, r3_t = r3_e % 16;\n");
+        has(&out, "const int row = blockIdx.y * 16 + r3_t;");
+        has(&out, "__shared__ float r3_tile1[R3_TK][17];");
+        has(
+            &out,
+            "acc += r3_tile0[r3_d][threadIdx.y] * r3_tile1[r3_d][threadIdx.x];",
         );
-        assert!(
-            out.contains("const int r3_d = r3_e / 16, r3_t = r3_e % 16;\n"),
-            "{out}"
-        );
-        assert!(
-            out.contains("const int row = blockIdx.y * 16 + r3_t;"),
-            "{out}"
-        );
-        assert!(
-            out.contains("__shared__ float r3_tile1[R3_TK][17];"),
-            "{out}"
-        );
-        assert!(
-            out.contains("acc += r3_tile0[r3_d][threadIdx.y] * r3_tile1[r3_d][threadIdx.x];"),
-            "{out}"
-        );
-        assert!(out.contains("C[at] = acc;\n    return;"), "{out}");
+        has(&out, "C[at] = acc;\n    return;");
         // So does a thread index read past the declarations, or a sum declared twice.
         let direct = GEMM.replace("acc += A[", "acc += threadIdx.x * A[");
         assert!(!shared_tiling(&direct, &facts([16, 16, 1]))
@@ -1187,24 +1173,18 @@ mod tests {
     fn a_one_dimensional_kernel_groups_blocks_along_x_only() {
         let mv = "__global__ void mv(int m, int n, const float *A, const float *x, float *y) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < m) {\n    for (int j = 0; j < n; j++) y[i] += A[i * n + j] * x[j];\n  }\n}";
         let out = shared_tiling(mv, &facts([128, 1, 1])).unwrap();
-        assert!(
-            out.contains("R3_PARAM(R3_RX, 1, 2, 4)\nR3_REQUIRE"),
-            "{out}"
-        );
+        has(&out, "R3_PARAM(R3_RX, 1, 2, 4)\nR3_REQUIRE");
         assert!(!out.contains("R3_RY"), "{out}");
-        assert!(
-            out.contains("y[i] += r3_tile0[r3_d][threadIdx.x + r3_rx * 128] * x[j];"),
-            "{out}"
+        has(
+            &out,
+            "y[i] += r3_tile0[r3_d][threadIdx.x + r3_rx * 128] * x[j];",
         );
     }
 
     #[test]
     fn a_triangular_update_tiles_the_rows_both_operands_read() {
         let out = shared_tiling(SYRK, &facts([32, 8, 1])).unwrap();
-        assert!(
-            out.contains("r3_all = r3_all && (i < n && j <= i);"),
-            "{out}"
-        );
+        has(&out, "r3_all = r3_all && (i < n && j <= i);");
         assert!(
             out.contains(
                 "const int i = (r3_gy + r3_ry) * 8 + threadIdx.y;\n        C[i * n + j] *= beta;\n"
@@ -1217,15 +1197,9 @@ mod tests {
             2,
             "{out}"
         );
-        assert!(
-            out.contains("__shared__ float r3_tile0[R3_TK][8 * R3_RY + 1];"),
-            "{out}"
-        );
-        assert!(
-            out.contains("__shared__ float r3_tile1[R3_TK][32 * R3_RX + 1];"),
-            "{out}"
-        );
-        assert!(out.contains("C[i * n + j] += alpha * r3_tile0[r3_d][threadIdx.y + r3_ry * 8] * r3_tile1[r3_d][threadIdx.x + r3_rx * 32];"), "{out}");
+        has(&out, "__shared__ float r3_tile0[R3_TK][8 * R3_RY + 1];");
+        has(&out, "__shared__ float r3_tile1[R3_TK][32 * R3_RX + 1];");
+        has(&out, "C[i * n + j] += alpha * r3_tile0[r3_d][threadIdx.y + r3_ry * 8] * r3_tile1[r3_d][threadIdx.x + r3_rx * 32];");
     }
 
     #[test]
