@@ -639,10 +639,16 @@ fn blocking(
         if declares_coord {
             continue;
         }
-        // Another per-thread value would have to be declared anew for each output.
-        if s.clone()
-            .any(|i| matches!(p.w(i), "threadIdx" | "blockIdx" | "[") || is_coord(p.w(i)))
-        {
+        // Another per-thread value would have to be declared anew for each output; so would
+        // one a call returns (an atomic's result differs between threads).
+        let per_thread = |i: usize| {
+            matches!(p.w(i), "threadIdx" | "blockIdx" | "[")
+                || is_coord(p.w(i))
+                || (p.toks[i].kind == Kind::Ident
+                    && p.w(i + 1) == "("
+                    && !CAST_WORDS.contains(&p.w(i)))
+        };
+        if s.clone().any(per_thread) {
             return None;
         }
     }
@@ -1167,6 +1173,26 @@ mod tests {
         assert!(!shared_tiling(&twice, &facts([16, 16, 1]))
             .unwrap()
             .contains("R3_RX"));
+        // A value a call returns is the thread's own (an atomic's ticket); a cast is not a call.
+        let called = GEMM
+            .replace(
+                "  if (row >= n",
+                "  int ticket = atomicAdd(C, 0.0f);\n  if (row >= n",
+            )
+            .replace("acc += A[", "acc += ticket * A[");
+        let out = shared_tiling(&called, &facts([16, 16, 1]));
+        assert!(
+            !out.is_some_and(|o| o.contains("R3_RX")),
+            "a call's result is per thread"
+        );
+        let cast = GEMM.replace(
+            "  if (row >= n",
+            "  size_t nn = static_cast<size_t>(n) * n;\n  if (row >= n",
+        );
+        has(
+            &shared_tiling(&cast, &facts([16, 16, 1])).unwrap(),
+            "R3_PARAM(R3_RX",
+        );
     }
 
     #[test]
