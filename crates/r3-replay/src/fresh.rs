@@ -176,7 +176,7 @@ pub fn verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::records::{ParamSlot, Region, RegionKind};
+    use crate::store::records::{ParamSlot, Region};
 
     fn f32s(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -200,14 +200,7 @@ mod tests {
             regions: regions
                 .into_iter()
                 .enumerate()
-                .map(|(i, b)| Region {
-                    kind: RegionKind::Allocation,
-                    addr: 0x1000 * (i as u64 + 1),
-                    size: b.len() as u64,
-                    name: String::new(),
-                    page_size: 4096,
-                    data: RegionData::Full(b),
-                })
+                .map(|(i, b)| Region::allocation(0x1000 * (i as u64 + 1), b))
                 .collect(),
         }
     }

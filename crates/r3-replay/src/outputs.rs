@@ -280,14 +280,7 @@ mod tests {
     }
 
     fn region(addr: u64, bytes: Vec<u8>) -> Region {
-        Region {
-            kind: RegionKind::Allocation,
-            addr,
-            size: bytes.len() as u64,
-            name: String::new(),
-            page_size: 4096,
-            data: RegionData::Full(bytes),
-        }
+        Region::allocation(addr, bytes)
     }
 
     fn launch(kernel: &str, ptrs: &[u64]) -> LaunchRecord {

@@ -340,21 +340,14 @@ fn ulp_distance(a: i64, b: i64, bits: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::records::{Region, RegionKind};
+    use crate::store::records::Region;
 
     fn snap(regions: Vec<Vec<u8>>) -> Snapshot {
         Snapshot {
             regions: regions
                 .into_iter()
                 .enumerate()
-                .map(|(i, b)| Region {
-                    kind: RegionKind::Allocation,
-                    addr: 0x1000 * i as u64,
-                    size: b.len() as u64,
-                    name: String::new(),
-                    page_size: 4096,
-                    data: RegionData::Full(b),
-                })
+                .map(|(i, b)| Region::allocation(0x1000 * i as u64, b))
                 .collect(),
         }
     }

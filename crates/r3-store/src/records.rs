@@ -51,6 +51,21 @@ pub struct Region {
     pub data: RegionData,
 }
 
+impl Region {
+    /// An allocation at `addr` holding `bytes` in full, in 4 KiB pages: a region made by hand
+    /// (tests, tools).
+    pub fn allocation(addr: u64, bytes: Vec<u8>) -> Region {
+        Region {
+            kind: RegionKind::Allocation,
+            addr,
+            size: bytes.len() as u64,
+            name: String::new(),
+            page_size: 4096,
+            data: RegionData::Full(bytes),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Snapshot {
     pub regions: Vec<Region>,
@@ -869,14 +884,7 @@ pub(crate) mod tests {
     }
 
     fn region(addr: u64, bytes: Vec<u8>) -> Region {
-        Region {
-            kind: RegionKind::Allocation,
-            addr,
-            size: bytes.len() as u64,
-            name: String::new(),
-            page_size: 4096,
-            data: RegionData::Full(bytes),
-        }
+        Region::allocation(addr, bytes)
     }
 
     fn sample() -> (Snapshot, Snapshot) {
