@@ -700,6 +700,39 @@ fn blocking(
     })
 }
 
+/// The names the grouped code uses along one axis.
+struct Names {
+    knob: &'static str,
+    /// The output a thread is at within its group, in the per-output loops.
+    at: &'static str,
+    /// The group's first block index.
+    group: &'static str,
+    index: &'static str,
+    grid: &'static str,
+    thread: &'static str,
+}
+
+fn names(axis: Axis) -> Names {
+    match axis {
+        Axis::X => Names {
+            knob: BLOCK_X_KNOB,
+            at: "r3_rx",
+            group: "r3_gx",
+            index: "blockIdx.x",
+            grid: "gridDim.x",
+            thread: "threadIdx.x",
+        },
+        _ => Names {
+            knob: BLOCK_Y_KNOB,
+            at: "r3_ry",
+            group: "r3_gy",
+            index: "blockIdx.y",
+            grid: "gridDim.y",
+            thread: "threadIdx.y",
+        },
+    }
+}
+
 /// The block shape the template is specialized to, and its register blocking if any.
 struct Shape {
     bx: u32,
@@ -746,56 +779,41 @@ impl Shape {
 
     /// The first coordinate a tile along `axis` covers.
     fn base(&self, axis: Axis) -> String {
-        let (index, group) = match axis {
-            Axis::X => ("blockIdx.x", "r3_gx"),
-            _ => ("blockIdx.y", "r3_gy"),
-        };
+        let n = names(axis);
         let first = if self.knob(axis).is_some() {
-            group
+            n.group
         } else {
-            index
+            n.index
         };
         format!("{first} * {}", self.extent(axis))
     }
 
     /// The tile lane of the output a thread is at (its `r3_rx`, `r3_ry` under blocking).
     fn lane(&self, axis: Axis) -> String {
-        let (thread, at) = match axis {
-            Axis::X => ("threadIdx.x", "r3_rx"),
-            Axis::Y => ("threadIdx.y", "r3_ry"),
-            Axis::None => return "0".into(),
-        };
+        if axis == Axis::None {
+            return "0".into();
+        }
+        let n = names(axis);
         match self.knob(axis) {
-            Some(_) => format!("{thread} + {at} * {}", self.extent(axis)),
-            None => thread.into(),
+            Some(_) => format!("{} + {} * {}", n.thread, n.at, self.extent(axis)),
+            None => n.thread.into(),
         }
     }
 
-    /// The blocked axes: (knob, output index, group's first block, block index, grid extent).
-    fn blocked(
-        &self,
-    ) -> Vec<(
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static str,
-        &'static str,
-    )> {
-        let mut out = Vec::new();
-        if self.knob(Axis::Y).is_some() {
-            out.push((BLOCK_Y_KNOB, "r3_ry", "r3_gy", "blockIdx.y", "gridDim.y"));
-        }
-        if self.knob(Axis::X).is_some() {
-            out.push((BLOCK_X_KNOB, "r3_rx", "r3_gx", "blockIdx.x", "gridDim.x"));
-        }
-        out
+    /// The blocked axes, y first (the order of the per-output loops and arrays).
+    fn blocked(&self) -> Vec<Names> {
+        [Axis::Y, Axis::X]
+            .into_iter()
+            .filter(|&a| self.knob(a).is_some())
+            .map(names)
+            .collect()
     }
 
     /// `[r3_ry][r3_rx]` (or `[R3_RY][R3_RX]` with `dims`) over the blocked axes.
     fn held(&self, dims: bool) -> String {
         self.blocked()
             .iter()
-            .map(|(knob, at, ..)| format!("[{}]", if dims { knob } else { at }))
+            .map(|n| format!("[{}]", if dims { n.knob } else { n.at }))
             .collect()
     }
 
@@ -806,7 +824,7 @@ impl Shape {
             return format!("{ind}{code}\n");
         };
         let (mut open, mut close, mut i) = (String::new(), String::new(), ind.to_owned());
-        for (knob, at, ..) in self.blocked() {
+        for Names { knob, at, .. } in self.blocked() {
             open.push_str(&format!(
                 "{i}#pragma unroll\n{i}for (int {at} = 0; {at} < {knob}; ++{at}) {{\n"
             ));
@@ -817,15 +835,15 @@ impl Shape {
             if self.knob(c.axis).is_none() || !uses(code, &c.name) {
                 continue;
             }
-            let (group, at, thread) = match c.axis {
-                Axis::X => ("r3_gx", "r3_rx", "threadIdx.x"),
-                _ => ("r3_gy", "r3_ry", "threadIdx.y"),
-            };
+            let n = names(c.axis);
             open.push_str(&format!(
-                "{i}const {} {} = ({group} + {at}) * {} + {thread};\n",
+                "{i}const {} {} = ({} + {}) * {} + {};\n",
                 c.ty,
                 c.name,
-                self.extent(c.axis)
+                n.group,
+                n.at,
+                self.extent(c.axis),
+                n.thread
             ));
         }
         format!("{open}{i}{code}\n{close}")
@@ -884,14 +902,21 @@ impl Parts<'_> {
             );
         }
         let blocked = self.shape.blocked();
-        let knobs: Vec<&str> = blocked.iter().map(|b| b.0).collect();
+        let knobs: Vec<&str> = blocked.iter().map(|n| n.knob).collect();
         let mut s = format!(
             "// r3: blocks of the recorded shape ({bx}x{by}) go in groups of {}; where every thread of a group is active, the group's first block computes all of its outputs (each thread one per block of the group, their sums in registers) through shared-memory tiles of {KNOB} steps, and the others return. Other blocks run the code below.\n",
             knobs.join(" x ")
         );
         let mut exists = Vec::new();
         let mut other = Vec::new();
-        for (knob, _, group, index, grid) in &blocked {
+        for Names {
+            knob,
+            group,
+            index,
+            grid,
+            ..
+        } in &blocked
+        {
             s.push_str(&format!(
                 "{ind}const unsigned {group} = {index} - {index} % {knob};\n"
             ));
