@@ -24,6 +24,7 @@
 //! in `session`, or a simulated one in tests).
 
 use crate::store::deadline::{Allocation, Arm, Slice, FORMAT};
+use crate::store::programs::share_words as percent;
 use crate::store::speed::times;
 use crate::store::{Store, StoreError};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -500,14 +501,6 @@ pub fn summary(a: &Allocation, ended: &Ended) -> String {
         );
     }
     out.trim_end().to_owned()
-}
-
-fn percent(x: f64) -> String {
-    if x >= 0.001 {
-        format!("{:.1}%", 100.0 * x)
-    } else {
-        "<0.1%".into()
-    }
 }
 
 /// The allocation as it starts: each kernel's weight, share and expected speedup, the order.

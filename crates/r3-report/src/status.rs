@@ -6,6 +6,7 @@
 //! holds (`Store::search_statuses`), so the searches of every host writing one store on a
 //! shared filesystem show up together.
 
+use crate::store::programs::share_words as percent;
 use crate::store::records::irreproducible_text;
 use crate::store::status::{SearchState, SearchStatus};
 use crate::store::{Store, StoreError};
@@ -308,14 +309,6 @@ fn compiled_lines(unrecorded: &[Compiled], unoptimized: &[Compiled]) -> String {
         );
     }
     out
-}
-
-fn percent(v: f64) -> String {
-    if v >= 0.001 {
-        format!("{:.1}%", 100.0 * v)
-    } else {
-        "<0.1%".into()
-    }
 }
 
 /// A program's predicted speedup, with what was measured and where its time goes.

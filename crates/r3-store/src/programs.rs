@@ -160,6 +160,16 @@ impl ProgramBinary {
     }
 }
 
+/// A share of a program's GPU time in words: `12.3%`, or `<0.1%` for what rounds to nothing
+/// (the allocation and `r3 status` print shares the same way).
+pub fn share_words(share: f64) -> String {
+    if share >= 0.001 {
+        format!("{:.1}%", 100.0 * share)
+    } else {
+        "<0.1%".into()
+    }
+}
+
 /// The directory of a program under `programs/`: its executable's file name and the short
 /// hash of its canonical path (`<basename>-<hash>`, the name slugged), so the same executable
 /// has the same key from any working directory, and two of one name in two builds have two.
