@@ -525,6 +525,15 @@ fn read_or_warn<T: for<'de> Deserialize<'de>>(path: &Path, what: &str) -> Option
 mod tests {
     use super::*;
 
+    #[test]
+    fn shares_read_as_percentages_and_what_rounds_to_nothing_says_so() {
+        assert_eq!(share_words(0.123), "12.3%");
+        assert_eq!(share_words(1.0), "100.0%");
+        assert_eq!(share_words(0.001), "0.1%");
+        assert_eq!(share_words(0.0004), "<0.1%");
+        assert_eq!(share_words(0.0), "<0.1%");
+    }
+
     fn kernel(hash: Option<&str>, name: &str, ms: Option<f64>, launches: u64) -> KernelCensus {
         KernelCensus {
             kernel: hash.map(str::to_owned),
