@@ -124,12 +124,20 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, String), Speedups>, S
 
 /// One report per program with a census and GPU its kernels were tuned on.
 pub fn build(store: &Store) -> Result<Vec<ProgramReport>, StoreError> {
-    let speedups = speedups(store)?;
+    build_with(store, &speedups(store)?)
+}
+
+/// `build`, with every kernel's `speedups` already read (they take a pass over every trials
+/// file and recording).
+pub fn build_with(
+    store: &Store,
+    speedups: &BTreeMap<(String, String), Speedups>,
+) -> Result<Vec<ProgramReport>, StoreError> {
     let gpus: BTreeSet<String> = speedups.keys().map(|(g, _)| g.clone()).collect();
     let mut out = Vec::new();
     for p in store.programs()? {
         for gpu in &gpus {
-            if let Some(r) = program_on(&p, gpu, &speedups) {
+            if let Some(r) = program_on(&p, gpu, speedups) {
                 out.push(r);
             }
         }

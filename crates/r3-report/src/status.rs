@@ -128,8 +128,19 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         .filter(|k| !statuses.iter().any(|s| k.hash == s.kernel))
         .map(compiled)
         .collect();
-    // What ships is a hint here too: a damaged trials file is said by the searches' own rows.
-    let ships = super::programs::speedups(store).unwrap_or_default();
+    // What ships is a hint here too: a damaged trials file is said by the searches' own rows,
+    // and the programs' predictions are left out with a warning. One pass serves both.
+    let left_out = |e: &StoreError| {
+        crate::store::warn_left_out(e, "the programs' predicted speedups");
+        Vec::new()
+    };
+    let (ships, programs) = match super::programs::speedups(store) {
+        Ok(s) => {
+            let programs = super::programs::build_with(store, &s).unwrap_or_else(|e| left_out(&e));
+            (s, programs)
+        }
+        Err(e) => (Default::default(), left_out(&e)),
+    };
     let searches = statuses
         .into_iter()
         .map(|status| Search {
@@ -142,10 +153,6 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             status,
         })
         .collect();
-    let programs = super::programs::build(store).unwrap_or_else(|e| {
-        crate::store::warn_left_out(&e, "the programs' predicted speedups");
-        Vec::new()
-    });
     Ok(Fleet {
         searches,
         waiting,
