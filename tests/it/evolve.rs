@@ -69,24 +69,6 @@ fn script(dir: &Path) -> PathBuf {
     p
 }
 
-fn attempts_file(store: &Path) -> String {
-    let dir = store.join("evolve");
-    let kernel = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    std::fs::read_to_string(kernel.join("attempts.jsonl")).unwrap()
-}
-
-fn events(store: &Path) -> Vec<serde_json::Value> {
-    attempts_file(store)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn rules_propose_compile_and_keep_a_diff_against_the_users_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -225,3 +225,23 @@ fn answer_one(mut stream: std::net::TcpStream, answer: Answer, log: &Mutex<Vec<S
         text.len()
     );
 }
+
+/// The attempt log of the one kernel `r3 evolve` worked on in `store`.
+pub fn attempts_file(store: &Path) -> String {
+    let dir = store.join("evolve");
+    let kernel = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::read_to_string(kernel.join("attempts.jsonl")).unwrap()
+}
+
+/// That log's events.
+pub fn events(store: &Path) -> Vec<serde_json::Value> {
+    attempts_file(store)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

@@ -23,18 +23,23 @@ __global__ void gemm(int n, const float* __restrict__ A, const float* __restrict
 int main() { return 0; }
 "#;
 
-/// Compiles GEMM with r3-clang++ in `dir` and records one synthetic launch of it (16x16
-/// blocks, its three matrices in three allocations): what evolve's facts are read from.
-fn gemm_store(dir: &Path) -> PathBuf {
-    let store = dir.join("store");
-    std::fs::write(dir.join("gemm.cu"), GEMM).unwrap();
-    let out = cuda_driver(&driver_links(dir), &store)
+/// `dir/gemm.cu` compiled with r3-clang++ -O3 into `store`, and the kernels stored.
+fn compiled_kernels(dir: &Path, store: &Path) -> Vec<r3::store::KernelRecord> {
+    let out = cuda_driver(&driver_links(dir), store)
         .args(["-O3", "-c", "gemm.cu", "-o", "gemm.o"])
         .current_dir(dir)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    let kernels = r3::store::Store::open(&store).unwrap().kernels().unwrap();
+    r3::store::Store::open(store).unwrap().kernels().unwrap()
+}
+
+/// Compiles GEMM with r3-clang++ in `dir` and records one synthetic launch of it (16x16
+/// blocks, its three matrices in three allocations): what evolve's facts are read from.
+fn gemm_store(dir: &Path) -> PathBuf {
+    let store = dir.join("store");
+    std::fs::write(dir.join("gemm.cu"), GEMM).unwrap();
+    let kernels = compiled_kernels(dir, &store);
     let name = kernels[0].signature.name.clone();
     let n = 32usize;
     let bytes = n * n * 4;
@@ -103,21 +108,6 @@ fn landscape(dir: &Path) -> PathBuf {
     p
 }
 
-fn attempts(store: &Path) -> Vec<serde_json::Value> {
-    let dir = store.join("evolve");
-    let kernel = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    std::fs::read_to_string(kernel.join("attempts.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn the_tiling_template_builds_each_tile_depth_ships_the_best_and_its_diff_rebuilds_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -147,7 +137,7 @@ fn the_tiling_template_builds_each_tile_depth_ships_the_best_and_its_diff_rebuil
     );
 
     // One build per tile depth, each its own kernel; the verdict names the winning values.
-    let events = attempts(&store);
+    let events = events(&store);
     let proposed = events
         .iter()
         .find(|e| e["event"] == "proposed" && e["label"] == "rules: shared-tiling")
@@ -220,14 +210,7 @@ fn the_tiling_template_builds_each_tile_depth_ships_the_best_and_its_diff_rebuil
         .output()
         .unwrap();
     assert!(patched.status.success(), "{}", stderr(&patched));
-    let rebuilt = d.join("rebuilt");
-    let out = cuda_driver(&driver_links(d), &rebuilt)
-        .args(["-O3", "-c", "gemm.cu", "-o", "gemm2.o"])
-        .current_dir(d)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let kernels = r3::store::Store::open(&rebuilt).unwrap().kernels().unwrap();
+    let kernels = compiled_kernels(d, &d.join("rebuilt"));
     assert_eq!(kernels.len(), 1);
     assert_eq!(
         kernels[0].hash.to_string(),
