@@ -27,6 +27,12 @@ pub struct Allocation {
     /// Why it ended, once it has ("deadline", "settled", "nothing left").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// Seconds the confirmations made so far took, and what they were expected to take: the
+    /// reserve for the rest is scaled by their ratio.
+    #[serde(default)]
+    pub confirm_spent_s: f64,
+    #[serde(default)]
+    pub confirm_expected_s: f64,
 }
 
 /// One kernel of the allocation: what is known of it, and what it has had.
@@ -188,6 +194,8 @@ mod tests {
             }],
             slices: Vec::new(),
             ended: None,
+            confirm_spent_s: 14.0,
+            confirm_expected_s: 7.0,
         };
         let _lock = store.lock_allocation("all", "NVIDIA H100").unwrap();
         store.put_allocation(&a).unwrap();
