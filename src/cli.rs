@@ -212,6 +212,10 @@ enum Cmd {
         /// is timed no further: a long kernel's losers cost one pair of runs).
         #[arg(long)]
         no_race: bool,
+        /// With --deadline, in a worker of --gpus or --emit-sbatch: the allocation its fleet
+        /// started, continued by every worker (written by r3, not by hand).
+        #[arg(long, value_name = "ID", hide = true)]
+        deadline_id: Option<String>,
     },
     /// Source rewrites on top of the compiler search, each tuned and checked on the recordings
     ///
@@ -515,6 +519,7 @@ fn run(cli: Cli) -> Result<i32> {
             deadline,
             program,
             no_race,
+            deadline_id,
         } => {
             if let Some(tasks) = emit_sbatch {
                 return emit_sbatch_script(cli.store.as_deref(), &cwd, tasks);
@@ -524,13 +529,6 @@ fn run(cli: Cli) -> Result<i32> {
                 .map(|t| parse_duration("--deadline", t))
                 .transpose()?;
             if let Some(spec) = gpus {
-                if deadline.is_some() && !resume {
-                    // The workers resume one allocation: a new deadline starts from nothing.
-                    let key = program
-                        .as_deref()
-                        .map_or_else(|| "all".to_owned(), r3::store::programs::program_key);
-                    open_store(cli.store.as_deref(), &cwd, false)?.forget_allocations(&key)?;
-                }
                 return tune_per_gpu(&spec);
             }
             if deadline.is_none() && program.is_some() {
@@ -602,6 +600,7 @@ fn run(cli: Cli) -> Result<i32> {
                 grid,
                 specialize: !no_specialize,
                 fleet: all,
+                deadline_id,
             };
             match deadline {
                 Some(d) => tune_deadline(
@@ -1073,7 +1072,11 @@ fn tune_per_gpu(spec: &str) -> Result<i32> {
     if !args.iter().any(|a| a == "--all") {
         anyhow::bail!("--gpus spreads the kernels of --all over the GPUs: add --all");
     }
-    Ok(r3::remix::fleet::run_per_gpu(&args, &gpus)?)
+    use r3::remix::fleet::{fresh_deadline, new_allocation_id, run_per_gpu};
+    Ok(run_per_gpu(
+        &fresh_deadline(&args, &new_allocation_id()),
+        &gpus,
+    )?)
 }
 
 /// `--emit-sbatch N`: the job array script, for this store and this command.
@@ -1088,6 +1091,7 @@ fn emit_sbatch_script(store: Option<&Path>, cwd: &Path, tasks: u32) -> Result<i3
     if !args.iter().any(|a| a == "--all") {
         anyhow::bail!("--emit-sbatch writes a job array for the kernels of --all: add --all");
     }
+    let args = r3::remix::fleet::fresh_deadline(&args, &r3::remix::fleet::new_allocation_id());
     let exe = std::env::current_exe()?;
     let root = std::fs::canonicalize(store.root())?;
     out!(

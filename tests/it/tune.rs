@@ -1044,3 +1044,40 @@ fn a_deadline_asks_for_what_to_spend_it_on_and_a_gpu() {
         fails_with(&["--all", "--deadline", "1m"], "no GPU on this machine");
     }
 }
+
+/// A job array for a deadline: every task continues the allocation its submission started
+/// (`--deadline-id`), submitting the same script again continues it, and a script emitted
+/// later starts its own; with `--resume`, the workers continue whatever is stored.
+#[test]
+fn a_job_array_for_a_deadline_names_the_allocation_its_tasks_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    r3::store::Store::create(&store).unwrap();
+    let s = store.to_str().unwrap();
+    let exec_line = |extra: &[&str]| {
+        let mut args = vec!["tune", "--r3-store", s, "--all", "--deadline", "10m"];
+        args.extend(extra);
+        args.extend(["--emit-sbatch", "4"]);
+        let out = r3(&args, dir.path());
+        assert!(out.status.success(), "{}", stderr(&out));
+        let script = stdout(&out);
+        let line = script.lines().find(|l| l.starts_with("exec ")).unwrap();
+        line.to_owned()
+    };
+    let id_of = |line: &str| {
+        let words: Vec<&str> = line.split(' ').collect();
+        let at = words
+            .iter()
+            .position(|w| *w == "--deadline-id")
+            .expect(line);
+        words[at + 1].to_owned()
+    };
+    let first = exec_line(&[]);
+    assert!(first.ends_with("--resume"), "{first}");
+    let (a, b) = (id_of(&first), id_of(&exec_line(&[])));
+    assert_eq!(a.len(), 16, "{first}");
+    assert!(a.chars().all(|c| c.is_ascii_hexdigit()), "{first}");
+    assert_ne!(a, b, "two submissions, two allocations");
+    let resumed = exec_line(&["--resume"]);
+    assert!(!resumed.contains("--deadline-id"), "{resumed}");
+}

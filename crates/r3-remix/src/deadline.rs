@@ -120,8 +120,40 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
             .collect(),
         slices: Vec::new(),
         ended: None,
+        id: None,
         confirm_spent_s: 0.0,
         confirm_expected_s: 0.0,
+    }
+}
+
+/// Which stored allocation of the scope a run continues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continue<'a> {
+    /// None: a new allocation (a plain `r3 tune --deadline`).
+    Fresh,
+    /// The stored one, whichever it is (`--resume`).
+    Stored,
+    /// The one this fleet started, else a new one with this id (each worker of `--gpus` or of
+    /// a job array: the first to come starts it, the others and a resubmitted array continue
+    /// it, and a fleet started later does not continue an old one).
+    Fleet(&'a str),
+}
+
+impl Continue<'_> {
+    /// Whether a run continues the stored allocation `a`.
+    pub fn takes(&self, a: &Allocation) -> bool {
+        match self {
+            Continue::Fresh => false,
+            Continue::Stored => true,
+            Continue::Fleet(id) => a.id.as_deref() == Some(*id),
+        }
+    }
+
+    fn id(&self) -> Option<String> {
+        match self {
+            Continue::Fleet(id) => Some((*id).to_owned()),
+            _ => None,
+        }
     }
 }
 
@@ -381,9 +413,9 @@ pub struct Ended {
     pub interrupted: bool,
 }
 
-/// Runs the allocation of `scope` on `gpu`: the stored one (`resume`, its deadline set to
-/// `deadline_s`) or a new one of `entrants`, slice by slice until it stops, then confirms the
-/// winners.
+/// Runs the allocation of `scope` on `gpu`: the stored one where `continuing` takes it (its
+/// deadline set to `deadline_s`), else a new one of `entrants`, slice by slice until it stops,
+/// then confirms the winners.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     store: &Store,
@@ -391,7 +423,7 @@ pub fn run(
     gpu: &str,
     deadline_s: f64,
     entrants: impl FnOnce() -> Vec<Entrant>,
-    resume: bool,
+    continuing: Continue,
     batch: u32,
     runner: &mut dyn Runner,
     stop: &AtomicBool,
@@ -399,12 +431,15 @@ pub fn run(
     let base = {
         let _lock = store.lock_allocation(scope, gpu)?;
         let mut a = match store.allocation(scope, gpu)? {
-            Some(mut a) if resume => {
+            Some(mut a) if continuing.takes(&a) => {
                 a.deadline_s = deadline_s;
                 a.ended = None;
                 a
             }
-            _ => start(scope, gpu, deadline_s, entrants()),
+            _ => Allocation {
+                id: continuing.id(),
+                ..start(scope, gpu, deadline_s, entrants())
+            },
         };
         runner.say(allocation_table(&a));
         let base = a.elapsed_s;
@@ -819,7 +854,7 @@ mod tests {
         store: &Store,
         world: &mut BTreeMap<String, Kernel>,
         deadline_s: f64,
-        resume: bool,
+        continuing: Continue,
         stop_after: Option<usize>,
     ) -> (Ended, Vec<(String, u32)>) {
         let stop = AtomicBool::new(false);
@@ -834,7 +869,7 @@ mod tests {
             "GPU",
             deadline_s,
             || shares,
-            resume,
+            continuing,
             4,
             &mut sim,
             &stop,
@@ -865,7 +900,18 @@ mod tests {
                 confirm_setup: 5.0,
                 ..Sim::new(&mut w, &stop)
             };
-            run(&store, "prog", "GPU", 70.0, || e, false, 4, &mut sim, &stop).unwrap();
+            run(
+                &store,
+                "prog",
+                "GPU",
+                70.0,
+                || e,
+                Continue::Fresh,
+                4,
+                &mut sim,
+                &stop,
+            )
+            .unwrap();
             assert!(!sim.confirmed.is_empty());
             sim.clock
         };
@@ -904,7 +950,7 @@ mod tests {
                 "GPU",
                 150.0,
                 || e,
-                false,
+                Continue::Fresh,
                 4,
                 &mut sim,
                 &stop,
@@ -993,7 +1039,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let mut w = world(&CORRELATION);
-        let (ended, _) = run_sim(&store, &mut w, 600.0, false, None);
+        let (ended, _) = run_sim(&store, &mut w, 600.0, Continue::Fresh, None);
         let a = store.allocation("prog", "GPU").unwrap().unwrap();
         let spent = |k: &str| a.arms.iter().find(|x| x.kernel == k).unwrap().spent_s;
         let total: f64 = a.arms.iter().map(|k| k.spent_s).sum();
@@ -1010,7 +1056,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let mut w = world(&CORRELATION);
-        run_sim(&store, &mut w, 3600.0, false, None);
+        run_sim(&store, &mut w, 3600.0, Continue::Fresh, None);
         for small in ["mean", "std", "norm"] {
             assert!(
                 w[small].trials <= WARM_TRIALS,
@@ -1050,7 +1096,7 @@ mod tests {
             "GPU",
             3600.0,
             || e,
-            false,
+            Continue::Fresh,
             4,
             &mut sim,
             &stop,
@@ -1066,17 +1112,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let whole = Store::create(dir.path()).unwrap();
         let mut w = world(&CORRELATION);
-        let (_, all) = run_sim(&whole, &mut w, 600.0, false, None);
+        let (_, all) = run_sim(&whole, &mut w, 600.0, Continue::Fresh, None);
         let a = whole.allocation("prog", "GPU").unwrap().unwrap();
 
         let dir = tempfile::tempdir().unwrap();
         let parts = Store::create(dir.path()).unwrap();
         let mut w2 = world(&CORRELATION);
-        let (first, mut seq) = run_sim(&parts, &mut w2, 600.0, false, Some(3));
+        let (first, mut seq) = run_sim(&parts, &mut w2, 600.0, Continue::Fresh, Some(3));
         assert!(first.interrupted);
         assert_eq!(seq.len(), 3);
         // A second worker (or the same after Ctrl-C) resumes the stored allocation.
-        let (_, rest) = run_sim(&parts, &mut w2, 600.0, true, None);
+        let (_, rest) = run_sim(&parts, &mut w2, 600.0, Continue::Stored, None);
         seq.extend(rest);
         assert_eq!(seq, all);
         // The same decisions at the same times (to the rounding of a clock summed in two parts).
@@ -1097,6 +1143,34 @@ mod tests {
         };
         assert_eq!(decisions(&b), decisions(&a));
         assert!((b.elapsed_s - a.elapsed_s).abs() < 1e-6);
+    }
+
+    /// The workers of one fleet (`--gpus`, a job array, the array submitted again) continue
+    /// the allocation the first of them started; a fleet started later starts its own, with
+    /// its own clock, instead of continuing one that has spent its deadline.
+    #[test]
+    fn a_fleet_continues_its_own_allocation_and_a_later_fleet_starts_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut w = world(&CORRELATION);
+        let (first, _) = run_sim(&store, &mut w, 600.0, Continue::Fleet("f1"), Some(3));
+        assert!(first.interrupted);
+        let a = store.allocation("prog", "GPU").unwrap().unwrap();
+        assert_eq!((a.id.as_deref(), a.slices.len()), (Some("f1"), 3));
+        run_sim(&store, &mut w, 600.0, Continue::Fleet("f1"), None);
+        let a = store.allocation("prog", "GPU").unwrap().unwrap();
+        assert!(a.slices.len() > 3 && a.ended.is_some(), "{:?}", a.ended);
+        let mut fresh = world(&CORRELATION);
+        let (_, seq) = run_sim(&store, &mut fresh, 600.0, Continue::Fleet("f2"), Some(1));
+        let b = store.allocation("prog", "GPU").unwrap().unwrap();
+        assert_eq!(
+            (b.id.as_deref(), b.slices.len(), seq.len()),
+            (Some("f2"), 1, 1)
+        );
+        assert!(b.elapsed_s < a.elapsed_s, "{} {}", b.elapsed_s, a.elapsed_s);
+        // `--resume` takes whichever is stored.
+        assert!(Continue::Stored.takes(&b) && !Continue::Fresh.takes(&b));
+        assert!(!Continue::Fleet("f1").takes(&b));
     }
 
     #[test]

@@ -90,6 +90,27 @@ pub fn worker_args(args: &[String]) -> Vec<String> {
     out
 }
 
+/// `args` for the workers of a fleet started now: where they spend a deadline that is not
+/// resumed, each worker is told this fleet's allocation (`--deadline-id id`), so the first to
+/// come starts it, the others (and the same job array submitted again) continue it, and an
+/// allocation left by an earlier fleet is not continued.
+pub fn fresh_deadline(args: &[String], id: &str) -> Vec<String> {
+    let has = |name: &str| {
+        let joined = format!("{name}=");
+        args.iter().any(|a| a == name || a.starts_with(&joined))
+    };
+    let mut out = args.to_vec();
+    if has("--deadline") && !has("--resume") && !has("--deadline-id") {
+        out.extend(["--deadline-id".to_owned(), id.to_owned()]);
+    }
+    out
+}
+
+/// A new fleet allocation's id: 64 random bits, in hex.
+pub fn new_allocation_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
 /// `args` without option `name` and its value (`name VALUE` or `name=VALUE`).
 pub fn without_option(args: &[String], name: &str) -> Vec<String> {
     let joined = format!("{name}=");
@@ -196,6 +217,29 @@ mod tests {
             worker_args(&args),
             strings(&["r3", "tune", "--all", "--resume"])
         );
+    }
+
+    #[test]
+    fn a_fleet_that_spends_a_new_deadline_names_its_allocation() {
+        let args = strings(&["r3", "tune", "--all", "--deadline", "30m"]);
+        assert_eq!(
+            fresh_deadline(&args, "ab12"),
+            strings(&[
+                "r3",
+                "tune",
+                "--all",
+                "--deadline",
+                "30m",
+                "--deadline-id",
+                "ab12"
+            ])
+        );
+        // Resumed, it continues whatever is stored; without a deadline there is nothing to name.
+        let resumed = strings(&["r3", "tune", "--all", "--deadline=30m", "--resume"]);
+        assert_eq!(fresh_deadline(&resumed, "ab12"), resumed);
+        let budget = strings(&["r3", "tune", "--all", "--budget", "50"]);
+        assert_eq!(fresh_deadline(&budget, "ab12"), budget);
+        assert_ne!(new_allocation_id(), new_allocation_id());
     }
 
     #[test]

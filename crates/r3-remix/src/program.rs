@@ -409,7 +409,11 @@ pub fn tune_deadline_on_gpu(
         &gpu.name,
         deadline.as_secs_f64(),
         || entrants,
-        how.resume,
+        match (&how.deadline_id, how.resume) {
+            (Some(id), _) => deadline::Continue::Fleet(id),
+            (None, true) => deadline::Continue::Stored,
+            (None, false) => deadline::Continue::Fresh,
+        },
         batch,
         &mut runner,
         stop,

@@ -52,6 +52,8 @@ pub struct GpuTune {
     /// One worker of possibly many (`--all`, `--gpus`, a job array): a kernel another worker
     /// holds is left to it, and a kernel named alone that was not searched is not a failure.
     pub fleet: bool,
+    /// The deadline allocation this worker's fleet started (`--deadline-id`), if any.
+    pub deadline_id: Option<String>,
 }
 
 /// What the sessions of one command came to; the CLI turns it into an exit status.

@@ -27,6 +27,10 @@ pub struct Allocation {
     /// Why it ended, once it has ("deadline", "settled", "nothing left").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// Which fleet started it (`r3 tune --gpus` or `--emit-sbatch` without `--resume`): its
+    /// workers continue this allocation, a fleet started later starts its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     /// Seconds the confirmations made so far took, and what they were expected to take: the
     /// reserve for the rest is scaled by their ratio.
     #[serde(default)]
@@ -133,23 +137,6 @@ impl Store {
         Ok(Some(a))
     }
 
-    /// Forgets the scope's allocations on every GPU, so that the next deadline (and every
-    /// worker of a fleet started for it) begins a new one.
-    pub fn forget_allocations(&self, scope: &str) -> Result<(), StoreError> {
-        let dir = self.root().join("deadline");
-        let Ok(gpus) = std::fs::read_dir(&dir) else {
-            return Ok(());
-        };
-        for gpu in gpus.flatten() {
-            let path = gpu.path().join(format!("{}.json", slug(scope)));
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&path)(e)),
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
     /// Keeps the allocation, whole.
     pub fn put_allocation(&self, a: &Allocation) -> Result<(), StoreError> {
         let path = self.allocation_path(&a.scope, &a.gpu);
@@ -194,6 +181,7 @@ mod tests {
             }],
             slices: Vec::new(),
             ended: None,
+            id: Some("5e1f".into()),
             confirm_spent_s: 14.0,
             confirm_expected_s: 7.0,
         };
@@ -207,8 +195,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("all.json"), "{err}");
-        store.forget_allocations("all").unwrap();
-        assert_eq!(store.allocation("all", "NVIDIA H100").unwrap(), None);
-        store.forget_allocations("all").unwrap();
     }
 }
