@@ -108,8 +108,8 @@ fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() 
     assert!(again.status.success());
     let c = the_program(&store).census.unwrap();
     let small = c.kernels.iter().find(|k| k.name == "small").unwrap();
-    // 50 × 0.25 + 3 × 0.5 (timed), and the Ex launch's 256 threads at (0.25 + 0.5) ms per
-    // (256 + 512) threads: 0.25 ms.
+    // 50 × 0.25 + 3 × 0.5 (timed), and the Ex launch's 256 threads on the line through the
+    // two recorded launches (no fixed cost on the fake device): 0.25 ms.
     assert_eq!(
         (
             small.timed_launches,

@@ -6,8 +6,8 @@
 //! The recording runtime counts every launch while it records (r3rt.c: the census in
 //! R3_RECORD_STATS): per kernel, the launches identical to each recorded one and the others with
 //! their threads. A kernel's GPU time over the run is estimated from its recordings' times:
-//! each recorded launch's time for every launch identical to it, and for the others the
-//! kernel's recorded time per thread ([`estimate`]).
+//! each recorded launch's time for every launch identical to it, and for the others a fixed cost
+//! per launch plus a cost per thread, fitted to the kernel's recorded launches ([`estimate`]).
 
 use super::identity::Resolution;
 use super::records::Recording;
@@ -57,7 +57,8 @@ pub struct KernelCensus {
     pub estimated_ms: Option<f64>,
     /// Launches whose time is a recording's (identical to a recorded launch).
     pub timed_launches: u64,
-    /// Launches estimated from the kernel's recorded time per thread.
+    /// Launches estimated from the kernel's recorded launches (a fixed cost and a cost per
+    /// thread).
     pub scaled_launches: u64,
 }
 
@@ -234,9 +235,8 @@ pub struct Estimate {
 }
 
 /// A kernel's time over a run: each timed recorded launch's time times the launches identical
-/// to it, plus the other launches' threads times the kernel's recorded time per thread (the
-/// timed recordings' times over their threads, each recording once). A recording without a
-/// time counts toward neither; without any, the time is unknown.
+/// to it, plus the other launches at the kernel's [`launch_cost`] (each timed recording counted
+/// once). A recording without a time counts toward neither; without any, the time is unknown.
 pub fn estimate(recorded: &[RecordedLaunch], other_launches: u64, other_threads: f64) -> Estimate {
     let timed: Vec<(u64, f64, f64)> = recorded
         .iter()
@@ -253,19 +253,57 @@ pub fn estimate(recorded: &[RecordedLaunch], other_launches: u64, other_threads:
         };
     }
     let known: f64 = timed.iter().map(|(n, ms, _)| *n as f64 * ms).sum();
-    let (ms_sum, threads_sum) = timed
-        .iter()
-        .fold((0.0, 0.0), |(m, t), (_, ms, th)| (m + ms, t + th));
-    let scalable = threads_sum > 0.0 && other_launches > 0;
-    let scaled = if scalable {
-        other_threads * ms_sum / threads_sum
-    } else {
-        0.0
+    let points: Vec<(f64, f64)> = timed.iter().map(|&(_, ms, th)| (th, ms)).collect();
+    let cost = launch_cost(&points);
+    let scalable = cost.is_some() && other_launches > 0;
+    let scaled = match cost {
+        Some((fixed, per_thread)) if scalable => {
+            other_launches as f64 * fixed + other_threads * per_thread
+        }
+        _ => 0.0,
     };
     Estimate {
         ms: Some(known + scaled),
         timed_launches: timed.iter().map(|(n, _, _)| n).sum(),
         scaled_launches: if scalable { other_launches } else { 0 },
+    }
+}
+
+/// A launch's time as a fixed cost plus a cost per thread (ms, ms per thread), from recorded
+/// launches' (threads, ms): a least-squares line where they differ in threads, else the time
+/// per thread (a fixed cost of nothing). A line that gives either part below zero falls back to
+/// whichever part alone the points support: the time per thread where the time grows with the
+/// threads, else the mean time. None without threads to go by.
+///
+/// A small launch is mostly fixed cost (launch, first memory latencies): scaled by threads alone
+/// from the kernel's larger recorded launches, small unrecorded ones came to a fraction of their
+/// time, and scaled from a small recorded one, large ones to a multiple.
+pub fn launch_cost(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let (threads, ms) = points
+        .iter()
+        .fold((0.0, 0.0), |(t, m), (th, x)| (t + th, m + x));
+    if threads <= 0.0 {
+        return None;
+    }
+    let proportional = Some((0.0, ms / threads));
+    let (t_mean, m_mean) = (threads / n, ms / n);
+    let spread: f64 = points.iter().map(|(t, _)| (t - t_mean).powi(2)).sum();
+    if spread <= (1e-9 * t_mean).powi(2) * n {
+        return proportional;
+    }
+    let slope = points
+        .iter()
+        .map(|(t, m)| (t - t_mean) * (m - m_mean))
+        .sum::<f64>()
+        / spread;
+    let fixed = m_mean - slope * t_mean;
+    if slope < 0.0 {
+        Some((m_mean, 0.0))
+    } else if fixed < 0.0 {
+        proportional
+    } else {
+        Some((fixed, slope))
     }
 }
 
@@ -608,6 +646,55 @@ mod tests {
             (None, 0, 0)
         );
         assert_eq!(estimate(&[], 5, 100.0).ms, None);
+    }
+
+    /// A kernel recorded at a one-block launch and at a large one, whose other launches are
+    /// small: each costs the fixed part plus its threads' part.
+    #[test]
+    fn a_small_and_a_large_recorded_launch_give_a_fixed_cost_and_a_cost_per_thread() {
+        let recorded = [
+            RecordedLaunch {
+                count: 1,
+                ms: Some(0.034),
+                threads: 256.0,
+            },
+            RecordedLaunch {
+                count: 1,
+                ms: Some(0.290),
+                threads: 256.0 * 1025.0,
+            },
+        ];
+        // 35 launches of 2048 threads each.
+        let e = estimate(&recorded, 35, 35.0 * 2048.0);
+        let per_thread = 0.256 / (256.0 * 1024.0);
+        let fixed = 0.034 - 256.0 * per_thread;
+        let want = 0.324 + 35.0 * fixed + 35.0 * 2048.0 * per_thread;
+        assert!((e.ms.unwrap() - want).abs() < 1e-9, "{e:?} {want}");
+        // By threads alone (as before), the 35 launches came to a fourteenth of that.
+        let others = e.ms.unwrap() - 0.324;
+        let alone = 35.0 * 2048.0 * 0.324 / (256.0 * 1026.0);
+        assert!(
+            others > 14.0 * alone && others < 15.0 * alone,
+            "{others} {alone}"
+        );
+    }
+
+    #[test]
+    fn a_launch_cost_never_has_a_part_below_zero() {
+        // Time that shrinks with threads (noise): the mean time per launch.
+        assert_eq!(launch_cost(&[(100.0, 3.0), (200.0, 1.0)]), Some((2.0, 0.0)));
+        // A line through below zero: the time per thread.
+        assert_eq!(
+            launch_cost(&[(100.0, 1.0), (200.0, 5.0)]),
+            Some((0.0, 0.02))
+        );
+        // One shape: the time per thread.
+        assert_eq!(
+            launch_cost(&[(100.0, 2.0), (100.0, 4.0)]),
+            Some((0.0, 0.03))
+        );
+        assert_eq!(launch_cost(&[(0.0, 2.0)]), None);
+        assert_eq!(launch_cost(&[]), None);
     }
 
     #[test]
