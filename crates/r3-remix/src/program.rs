@@ -191,7 +191,7 @@ pub struct GpuRunner<'a> {
     /// What the slices came to, for the command's exit status.
     pub tally: Tally,
     start: Instant,
-    live: Vec<(String, GpuEvaluator, Space)>,
+    live: deadline::Live<(GpuEvaluator, Space)>,
 }
 
 impl<'a> GpuRunner<'a> {
@@ -217,17 +217,15 @@ impl<'a> GpuRunner<'a> {
             say,
             tally: Tally::default(),
             start: Instant::now(),
-            live: Vec::new(),
+            live: deadline::Live::new(LIVE_EVALUATORS),
         }
     }
 
     /// The kernel's evaluator and space, made (and its L2 regime chosen) on first use, kept
     /// for the next slices; Err: why it cannot be searched.
     fn evaluator(&mut self, kernel: &str) -> Result<usize, String> {
-        if let Some(i) = self.live.iter().position(|(k, _, _)| k == kernel) {
-            let e = self.live.remove(i);
-            self.live.push(e);
-            return Ok(self.live.len() - 1);
+        if let Some(i) = self.live.touch(kernel) {
+            return Ok(i);
         }
         let recs = self.groups.get(kernel).cloned().unwrap_or_default();
         let opts = session::measure_options(self.gpu, &self.how.measure);
@@ -251,11 +249,7 @@ impl<'a> GpuRunner<'a> {
         };
         let space = session::space_for(&ev, &self.how).map_err(|e| e.to_string())?;
         session::choose_l2(self.store, &mut ev, kernel, self.how.measure.l2, self.say);
-        if self.live.len() >= LIVE_EVALUATORS {
-            self.live.remove(0);
-        }
-        self.live.push((kernel.to_owned(), ev, space));
-        Ok(self.live.len() - 1)
+        Ok(self.live.insert(kernel, (ev, space)))
     }
 
     fn run_slice(
@@ -271,7 +265,7 @@ impl<'a> GpuRunner<'a> {
             .and_then(|r| r.first())
             .is_some_and(|r| r.launch.in_app_ms >= LONG_KERNEL_MS);
         let i = self.evaluator(kernel)?;
-        let (_, ev, space) = &mut self.live[i];
+        let (ev, space) = self.live.get_mut(i);
         let cap = session::finite_budget(self.base.budget.max(2), space);
         let opts = TuneOptions {
             kernel: kernel.to_owned(),
@@ -344,9 +338,12 @@ impl deadline::Runner for GpuRunner<'_> {
     }
 
     fn confirm(&mut self, kernel: &str) {
-        match self.evaluator(kernel) {
+        // A live evaluator is used where it stands, not moved to the back as a slice's is: the
+        // one confirmed because it is let go must stay the one let go.
+        let live = self.live.find(kernel);
+        match live.map_or_else(|| self.evaluator(kernel), Ok) {
             Ok(i) => {
-                let ev = &self.live[i].1;
+                let ev = &self.live.get(i).0;
                 session::confirm_best(self.store, ev, kernel, self.say);
             }
             Err(why) => (self.say)(Line::Note(format!(
@@ -356,8 +353,7 @@ impl deadline::Runner for GpuRunner<'_> {
     }
 
     fn lets_go(&self, kernel: &str) -> Option<String> {
-        let live = |k: &str| self.live.iter().any(|(l, _, _)| l == k);
-        (!live(kernel) && self.live.len() >= LIVE_EVALUATORS).then(|| self.live[0].0.clone())
+        self.live.lets_go(kernel).map(str::to_owned)
     }
 
     fn say(&mut self, line: String) {
