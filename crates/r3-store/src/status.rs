@@ -14,9 +14,11 @@ impl Store {
     pub fn search_statuses(&self) -> Result<Vec<SearchStatus>, StoreError> {
         let mut out = Vec::new();
         for file in self.all_trial_files()? {
-            if let Ok(recs) = read_trials(&file) {
-                if is_copy(&file, &recs) {
-                    note_copy(&file, &recs);
+            // Read once, for the copy check and the status both.
+            let recs = read_trials(&file);
+            if let Ok(recs) = &recs {
+                if is_copy(&file, recs) {
+                    note_copy(&file, recs);
                     continue;
                 }
             }
@@ -25,8 +27,8 @@ impl Store {
                 .expect("a trials file lies in its kernel's directory")
                 .to_owned();
             // A damaged file is that search's problem alone: shown as damaged, with the fix.
-            let status = self
-                .search_status(&kernel_dir, file.clone())
+            let status = recs
+                .and_then(|recs| self.search_status(&kernel_dir, file.clone(), recs))
                 .unwrap_or_else(|e| SearchStatus {
                     kernel: kernel_dir
                         .file_name()
@@ -48,8 +50,12 @@ impl Store {
         Ok(out)
     }
 
-    fn search_status(&self, kernel_dir: &Path, file: PathBuf) -> Result<SearchStatus, StoreError> {
-        let recs = read_trials(&file)?;
+    fn search_status(
+        &self,
+        kernel_dir: &Path,
+        file: PathBuf,
+        recs: Vec<TrialRecord>,
+    ) -> Result<SearchStatus, StoreError> {
         let dir_name = || {
             kernel_dir
                 .file_name()
