@@ -254,14 +254,11 @@ pub fn estimate(recorded: &[RecordedLaunch], other_launches: u64, other_threads:
     }
     let known: f64 = timed.iter().map(|(n, ms, _)| *n as f64 * ms).sum();
     let points: Vec<(f64, f64)> = timed.iter().map(|&(_, ms, th)| (th, ms)).collect();
-    let cost = launch_cost(&points);
-    let scalable = cost.is_some() && other_launches > 0;
-    let scaled = match cost {
-        Some((fixed, per_thread)) if scalable => {
-            other_launches as f64 * fixed + other_threads * per_thread
-        }
-        _ => 0.0,
-    };
+    let cost = launch_cost(&points).filter(|_| other_launches > 0);
+    let scalable = cost.is_some();
+    let scaled = cost.map_or(0.0, |(fixed, per_thread)| {
+        other_launches as f64 * fixed + other_threads * per_thread
+    });
     Estimate {
         ms: Some(known + scaled),
         timed_launches: timed.iter().map(|(n, _, _)| n).sum(),
