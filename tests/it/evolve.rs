@@ -271,14 +271,7 @@ fn the_model_loop_validates_repairs_refuses_retries_and_resumes() {
         stderr(&again)
     );
     // ... and --resume goes on from attempt 5, past a torn last line.
-    let log = store.join("evolve");
-    let file = std::fs::read_dir(&log)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .join("attempts.jsonl");
+    let file = attempts_path(&store);
     std::fs::OpenOptions::new()
         .append(true)
         .open(&file)

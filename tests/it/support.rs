@@ -226,8 +226,8 @@ fn answer_one(mut stream: std::net::TcpStream, answer: Answer, log: &Mutex<Vec<S
     );
 }
 
-/// The attempt log of the one kernel `r3 evolve` worked on in `store`.
-pub fn attempts_file(store: &Path) -> String {
+/// Where the attempt log of the one kernel `r3 evolve` worked on in `store` lies.
+pub fn attempts_path(store: &Path) -> PathBuf {
     let dir = store.join("evolve");
     let kernel = std::fs::read_dir(&dir)
         .unwrap()
@@ -235,7 +235,12 @@ pub fn attempts_file(store: &Path) -> String {
         .unwrap()
         .unwrap()
         .path();
-    std::fs::read_to_string(kernel.join("attempts.jsonl")).unwrap()
+    kernel.join("attempts.jsonl")
+}
+
+/// That attempt log's text.
+pub fn attempts_file(store: &Path) -> String {
+    std::fs::read_to_string(attempts_path(store)).unwrap()
 }
 
 /// That log's events.
