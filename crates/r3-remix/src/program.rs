@@ -269,10 +269,10 @@ impl<'a> GpuRunner<'a> {
         let cap = session::finite_budget(self.base.budget.max(2), space);
         let opts = TuneOptions {
             kernel: kernel.to_owned(),
-            // A long kernel's trials are measured one after another whatever the batch, and a
-            // round of the warm start's size has its launch sweep asked right after it.
+            // A long kernel's trials are measured one after another whatever the batch: rounds
+            // of the warm start's portfolio.
             batch: if long {
-                deadline::WARM_TRIALS - 1
+                deadline::WARM_PORTFOLIO
             } else {
                 self.base.batch
             },

@@ -185,19 +185,25 @@ pub fn tune_from<E: Evaluator>(
     remember_measured(&mut measured_by_hash, restored.iter());
     tell_round(&mut *strat, restored.to_vec(), &mut best, kernel)?;
     // After the restore: a restored warm start is the one the search had, whatever became of
-    // what it learned from since.
-    let warm_start = strat.warm_start_len(space) as u32;
+    // what it learned from since. It grows once its first part is told (bo's launch sweep).
+    let mut warm_start: u32;
     let from_checkpoint = trial;
     let mut trial = trial;
     let (mut measured, mut resumed) = (0u32, trial);
 
     let stop_reason = loop {
-        // The round: the baseline alone, then fixed rounds of `batch` trials.
-        let n = if trial == 0 {
+        // The round: the baseline alone, then rounds of `batch` trials, none past the end of
+        // the warm start (so that what follows from it is asked next, and a time limit stops
+        // right after it).
+        warm_start = strat.warm_start_len(space) as u32;
+        let full = if trial == 0 {
             1
+        } else if trial <= warm_start {
+            batch.min(warm_start + 1 - trial)
         } else {
-            batch.min(opts.budget.saturating_sub(trial))
+            batch
         };
+        let n = full.min(opts.budget.saturating_sub(trial));
         if n == 0 {
             break Stop::Budget;
         }
@@ -236,12 +242,12 @@ pub fn tune_from<E: Evaluator>(
         records.iter().for_each(|r| digest.add(r));
         tell_round(&mut *strat, records, &mut best, kernel)?;
         trial += n;
-        // Rounds are fixed by trial index, so a checkpoint is taken only where a round of its
-        // full size ended: a round that the budget cut short would be asked whole by a resume
-        // with a larger budget, and the strategy after it differs.
-        if trial == 1 || n == batch {
+        // Rounds are fixed by the round size and the warm start, so a checkpoint is taken only
+        // where a round of its full size ended: a round that the budget cut short would be
+        // asked whole by a resume with a larger budget, and the strategy after it differs.
+        if n == full {
             if let Some(log) = log.as_deref() {
-                save_checkpoint(log, &*strat, opts, &digest);
+                save_checkpoint(log, &*strat, opts, &digest, batch);
             }
         }
         progress(&Progress {
@@ -251,6 +257,7 @@ pub fn tune_from<E: Evaluator>(
             best: best.as_ref().map(|b| (b.trial, b.ratio().unwrap())),
             elapsed: start.elapsed(),
         });
+        warm_start = strat.warm_start_len(space) as u32;
         if let Some(s) = stop_after_round(trial, opts, stop, start, warm_start) {
             break s;
         }
@@ -329,12 +336,17 @@ fn restore_checkpoint(
         return TrialsDigest::default();
     };
     let n = c.trials as usize;
+    // Rounds end where the search that took it ended them only with the same round size.
+    let same_rounds = match c.batch {
+        Some(b) => b == batch,
+        None => n >= 1 && (n - 1).is_multiple_of(batch as usize),
+    };
     let fits = c.format == FORMAT
         && c.strategy == opts.strategy
         && c.seed == opts.seed
         && c.r3_version == env!("CARGO_PKG_VERSION")
         && n >= 1
-        && (n - 1).is_multiple_of(batch as usize)
+        && same_rounds
         && n <= prior.len()
         && c.trials <= opts.budget;
     if !fits {
@@ -355,6 +367,7 @@ fn save_checkpoint(
     strat: &dyn Strategy,
     opts: &TuneOptions,
     digest: &TrialsDigest,
+    batch: u32,
 ) {
     let c = Checkpoint {
         format: FORMAT,
@@ -364,6 +377,7 @@ fn save_checkpoint(
         seed: opts.seed,
         r3_version: env!("CARGO_PKG_VERSION").into(),
         state: strat.save(),
+        batch: Some(batch),
     };
     let _ = log.write_checkpoint(&c);
 }

@@ -461,6 +461,11 @@ pub struct Checkpoint {
     pub r3_version: String,
     /// What the strategy keeps beyond its tells (its own format, opaque to the store).
     pub state: serde_json::Value,
+    /// The round size of the search that took it: its rounds end where this one's do (absent
+    /// in checkpoints of earlier r3s, whose rounds ended at multiples of it after the
+    /// baseline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
 }
 
 /// A running blake3 of trial records as the trials file holds them (one line each).

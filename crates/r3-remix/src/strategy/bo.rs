@@ -139,6 +139,9 @@ struct BoState {
     initial: Option<Vec<Candidate>>,
     portfolio: usize,
     swept: bool,
+    /// The launch sweep's length (absent in checkpoints of earlier r3s: none counted).
+    #[serde(default)]
+    sweep: usize,
     queued: Vec<Candidate>,
     hyper: Hyper,
     fitted_at: usize,
@@ -160,8 +163,10 @@ pub struct Bo {
     portfolio: usize,
     /// A small finite space's points with their surrogate points (computed once).
     finite: Option<Vec<(Candidate, Point)>>,
-    /// Whether the launch sweep of the warm start's best was queued (once per search).
+    /// Whether the launch sweep of the warm start's best was queued (once per search), and how
+    /// many candidates it queued.
     swept: bool,
+    sweep: usize,
     /// Candidates asked before anything else: the launch sweep.
     queued: std::collections::VecDeque<Candidate>,
 }
@@ -186,6 +191,7 @@ impl Bo {
             portfolio: 0,
             finite: None,
             swept: false,
+            sweep: 0,
             queued: Default::default(),
         }
     }
@@ -412,7 +418,9 @@ impl Bo {
             .filter_map(|(c, r)| r.map(|r| (c, r)))
             .min_by(|a, b| a.1.total_cmp(&b.1));
         if let Some((best, _)) = best {
-            self.queued = space.launch_sweep(best).into();
+            let unseen = space.launch_sweep(best).into_iter();
+            self.queued = unseen.filter(|c| !self.hist.seen(c)).collect();
+            self.sweep = self.queued.len();
         }
     }
 
@@ -436,8 +444,12 @@ impl Strategy for Bo {
         "bo"
     }
 
+    /// The portfolio, and once it is told, the launch sweep of its best: the sweep is where a
+    /// recipe's pass win meets a launch win, so a search stopped by time (or a deadline's warm
+    /// start) must not end before it.
     fn warm_start_len(&mut self, space: &Space) -> usize {
-        self.portfolio_len(space)
+        self.queue_launch_sweep(space);
+        self.portfolio_len(space) + self.sweep
     }
 
     fn ask(&mut self, space: &Space) -> Candidate {
@@ -482,6 +494,7 @@ impl Strategy for Bo {
             initial: self.initial.clone(),
             portfolio: self.portfolio,
             swept: self.swept,
+            sweep: self.sweep,
             queued: self.queued.iter().cloned().collect(),
             hyper: self.hyper,
             fitted_at: self.fitted_at,
@@ -495,6 +508,7 @@ impl Strategy for Bo {
         self.initial = s.initial;
         self.portfolio = s.portfolio;
         self.swept = s.swept;
+        self.sweep = s.sweep;
         self.queued = s.queued.into();
         self.hyper = s.hyper;
         self.fitted_at = s.fitted_at;

@@ -29,8 +29,9 @@ pub trait Strategy {
     /// or None when it failed (compile error, wrong output, crash, timeout).
     fn tell(&mut self, candidate: &Candidate, ratio: Option<f64>);
     /// How many of the first candidates (after the baseline) are a warm start: what earlier
-    /// searches and the shipped recipes say to measure first. A time limit never stops a
-    /// search before they are measured.
+    /// searches and the shipped recipes say to measure first (and what follows from them once
+    /// told: it may grow then). A time limit never stops a search before they are measured,
+    /// and a round never runs past their end.
     fn warm_start_len(&mut self, _space: &Space) -> usize {
         0
     }
