@@ -9,8 +9,10 @@
 //! instead, every launch timed and nothing recorded.
 
 use crate::replay::gpu::{verify_recordings, Verdict};
+use crate::store::in_program::{Judged, Kept};
 use crate::store::programs::{
-    Census, KernelTiming, LaunchCounts, ProgramBinary, Timing, FORMAT as PROGRAMS_FORMAT,
+    Census, KernelTiming, LaunchCounts, ProgramBinary, ShippedKernel, Timing,
+    FORMAT as PROGRAMS_FORMAT,
 };
 use crate::store::records::{irreproducible_text, Recording};
 use crate::store::Store;
@@ -183,6 +185,10 @@ pub struct TimingStats {
     #[serde(default)]
     pub timed_launches: u64,
     pub kernels: Vec<KernelTiming>,
+    /// The dispatch tables' `s` lines without their `s ` (`store::programs::ShippedKernel`):
+    /// the tuned code an applied build ships.
+    #[serde(default)]
+    pub shipped: Vec<String>,
 }
 
 /// When `r3 record` started the program and saw it end (seconds since the Unix epoch): with
@@ -466,6 +472,8 @@ pub struct TimedRun {
     pub timing: Option<Timing>,
     /// Launches that gave no time (into a graph capture).
     pub untimed: u64,
+    /// What the store made of each shipped kernel's time (an applied build's run).
+    pub judged: Vec<Judged>,
 }
 
 /// Runs `command` with every launch timed and nothing recorded (`R3_TIME_ONLY=1`): the build
@@ -490,6 +498,7 @@ pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordEr
             status: status.code(),
             timing: None,
             untimed: 0,
+            judged: Vec::new(),
         });
     };
     let untimed = t.launches.saturating_sub(t.timed_launches);
@@ -511,17 +520,43 @@ pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordEr
         total_ms: t.total_ms,
         launches: t.launches,
         kernels,
+        shipped: t
+            .shipped
+            .iter()
+            .filter_map(|l| ShippedKernel::parse(l))
+            .collect(),
     };
+    let mut judged = Vec::new();
     if !timing.binary.is_empty() {
-        if let Err(e) = store.put_timing(&timing) {
-            eprintln!("r3: warning: the measured times are not kept: {e}");
+        match store.put_timing(&timing) {
+            Ok(()) => judged = judge(store, &timing),
+            Err(e) => eprintln!("r3: warning: the measured times are not kept: {e}"),
         }
     }
     Ok(TimedRun {
         status: status.code(),
         timing: Some(timing),
         untimed,
+        judged,
     })
+}
+
+/// Keeps what the run measured of each shipped kernel's tuned code (`store::in_program`), and
+/// where that changes what ships, the winners stamp, so that the next build recompiles.
+fn judge(store: &Store, timing: &Timing) -> Vec<Judged> {
+    let judged = match store.judge_in_program(timing) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("r3: warning: the tuned kernels' times in this program are not kept: {e}");
+            return Vec::new();
+        }
+    };
+    if judged.iter().any(|j| matches!(j.kept, Kept::Trials(_))) {
+        if let Err(e) = crate::apply::plan::refresh_winners_stamp(store) {
+            eprintln!("r3: warning: the winners stamp is not brought up to date, so a build may not recompile what now ships: {e}");
+        }
+    }
+    judged
 }
 
 /// What `r3 record --time-only` prints: the program's measured GPU time and its top kernels.
@@ -548,6 +583,56 @@ pub fn time_only_summary(run: &TimedRun, program: &str) -> String {
         out += &format!(
             "r3: note: {} gave no time (launched into a CUDA graph being captured); the total leaves them out\n",
             launches_text(run.untimed)
+        );
+    }
+    out + &in_program_summary(&run.judged)
+}
+
+/// What an applied build's run says of its tuned kernels: how many held up in the program
+/// against the recorded build, each one that did not (withheld from the next build), and the
+/// measures the store could not keep.
+fn in_program_summary(judged: &[Judged]) -> String {
+    if judged.is_empty() {
+        return String::new();
+    }
+    let speed = |j: &Judged| j.measure.in_program.speedup();
+    let per_launch = |j: &Judged| {
+        let p = &j.measure.in_program;
+        format!(
+            "{} against {} per launch",
+            ms_text(p.applied_ms),
+            ms_text(p.recorded_ms)
+        )
+    };
+    let against = match judged[0].measure.in_program.against.as_str() {
+        "census" => "the recorded run's census",
+        _ => "the recorded build's time-only run",
+    };
+    let held = judged
+        .iter()
+        .filter(|j| !j.measure.in_program.slower())
+        .count();
+    let mut out = format!(
+        "r3: tuned kernels in this program, against {against}: {held} of {} at least as fast\n",
+        judged.len()
+    );
+    for j in judged.iter().filter(|j| j.withheld()) {
+        out += &format!(
+            "r3: {} ran {:.3}× here ({}): withheld from the next build (replay measured it faster; the program decides)\n",
+            short_name(&j.measure.shipped.name),
+            speed(j),
+            per_launch(j)
+        );
+    }
+    let unkept: Vec<String> = judged
+        .iter()
+        .filter(|j| !matches!(j.kept, Kept::Trials(_)))
+        .map(|j| format!("{} ({:.3}×)", short_name(&j.measure.shipped.name), speed(j)))
+        .collect();
+    if !unkept.is_empty() {
+        out += &format!(
+            "r3: note: not kept, the store has no confirmed trial of the code this build ships (tuned again since the build, or a search without confirmation): {}\n",
+            unkept.join(", ")
         );
     }
     out
@@ -917,8 +1002,10 @@ mod tests {
                         ms: 0.125,
                     },
                 ],
+                shipped: Vec::new(),
             }),
             untimed: 1,
+            judged: Vec::new(),
         };
         let text = time_only_summary(&run, "./app");
         assert_eq!(
@@ -931,8 +1018,42 @@ mod tests {
             status: Some(0),
             timing: None,
             untimed: 0,
+            judged: Vec::new(),
         };
         assert!(time_only_summary(&nothing, "./app").contains("linked by r3-clang++"));
+    }
+
+    #[test]
+    fn a_time_only_run_of_an_applied_build_says_which_tuned_kernels_held_up_in_the_program() {
+        use crate::store::in_program::Measure;
+        use crate::store::trials::InProgram;
+        let judged = |name: &str, recorded_ms: f64, applied_ms: f64, kept: Kept| Judged {
+            measure: Measure {
+                shipped: ShippedKernel::parse(&format!("{name} sm_90 kh p1")).unwrap(),
+                in_program: InProgram {
+                    program: "app-0123".into(),
+                    binary: "b".into(),
+                    against: "census".into(),
+                    recorded_ms,
+                    applied_ms,
+                    launches: 10,
+                    unix_s: 0.0,
+                },
+            },
+            kept,
+        };
+        let text = in_program_summary(&[
+            judged("_Z4fastv", 2.0, 1.0, Kept::Trials(vec![3])),
+            judged("_Z4slowv", 25.8, 44.9, Kept::Trials(vec![7])),
+            judged("_Z5stalev", 1.0, 1.0, Kept::NoConfirmedTrial),
+        ]);
+        assert_eq!(
+            text,
+            "r3: tuned kernels in this program, against the recorded run's census: 2 of 3 at least as fast\n\
+             r3: slow ran 0.575× here (44.9 ms against 25.8 ms per launch): withheld from the next build (replay measured it faster; the program decides)\n\
+             r3: note: not kept, the store has no confirmed trial of the code this build ships (tuned again since the build, or a search without confirmation): stale (1.000×)\n"
+        );
+        assert_eq!(in_program_summary(&[]), "");
     }
 
     #[test]

@@ -150,15 +150,15 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
     assert_eq!(v.winner.name, TUNED);
     assert!(v.guard.max_threads.is_some() && v.winner.candidate.max_threads.is_some());
     assert!(v.winner.speedup > w.speedup, "the variant is the faster");
-    let variant_ptx = r3::lower::isolated::lower_in_process(
+    let variant = r3::lower::isolated::lower_in_process(
         &bitcode,
         &w.hash,
         &v.winner.candidate,
         &target,
         None,
     )
-    .unwrap()
-    .ptx;
+    .unwrap();
+    let variant_ptx = variant.ptx;
     let name = r3::apply::dispatch::entry_name(TUNED, &w.hash[..8], 1);
     assert_eq!(
         entry(&applied, &name).replacen(&name, TUNED, 1),
@@ -168,6 +168,13 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
     let exe = std::fs::read(d.join("applied/scan")).unwrap();
     let table = format!("r3-dispatch 1\nv {TUNED} sm_90 {name} ");
     assert!(exe.windows(table.len()).any(|w| w == table.as_bytes()));
+    // And what tuned code the kernel ships, for `r3 record --time-only` to say what it timed.
+    let stated = |ptx: &[&str]| format!("\ns {TUNED} sm_90 {} {}", w.hash, ptx.join(","));
+    let both = stated(&[lowered.ptx_hash.as_str(), variant.ptx_hash.as_str()]);
+    assert!(
+        exe.windows(both.len()).any(|w| w == both.as_bytes()),
+        "{both}"
+    );
     assert!(note.contains("+1 guarded variant at launch"), "{note}");
 
     // R3_APPLY_DISPATCH=0: the generic code alone, as apply built before variants.
@@ -191,6 +198,11 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
     let exe = std::fs::read(d.join("no-dispatch/scan")).unwrap();
     // (r3's runtime names the table's first line; a table would follow it with a row.)
     assert!(!exe.windows(16).any(|w| w == b"r3-dispatch 1\nv "));
+    let generic = stated(&[lowered.ptx_hash.as_str()]);
+    assert!(
+        exe.windows(generic.len()).any(|w| w == generic.as_bytes()),
+        "{generic}"
+    );
     for k in OTHERS {
         assert_eq!(entry(&applied, k), entry(&plain, k), "{k} must be clang's");
     }

@@ -6,6 +6,7 @@ use crate::support::{fake_gpu_program, stderr, stdout};
 use r3::apply::dispatch::{self, Row};
 use r3::apply::plan::Guard;
 use r3::candidate::{FoldedArg, Specialize};
+use r3::store::programs::ShippedKernel;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -178,7 +179,16 @@ fn without_a_table_or_with_a_damaged_one_every_launch_runs_the_generic_code() {
 #[test]
 fn a_time_only_run_times_the_launches_as_dispatched() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = harness(dir.path(), &dispatch::header(&table()));
+    // The line apply writes for the tuned code the kernel ships: the runtime passes it on.
+    let shipped = ShippedKernel {
+        name: GENERIC.into(),
+        arch: "sm_90".into(),
+        kernel: "0123abcd0123abcd".into(),
+        ptx: vec!["aaaa".into(), "bbbb".into()],
+    };
+    let mut lines = table();
+    lines.push(shipped.line());
+    let exe = harness(dir.path(), &dispatch::header(&lines));
     let stats = dir.path().join("stats.json");
     let env = [
         ("R3_TIME_ONLY", "1"),
@@ -203,4 +213,10 @@ fn a_time_only_run_times_the_launches_as_dispatched() {
         s.census.is_none(),
         "nothing recorded, nothing counted for it"
     );
+    let stated: Vec<_> = t
+        .shipped
+        .iter()
+        .filter_map(|l| ShippedKernel::parse(l))
+        .collect();
+    assert_eq!(stated, [shipped]);
 }

@@ -548,6 +548,7 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
         finished_unix_ms: 0,
         launches,
         context_ratios: Vec::new(),
+        in_program: Vec::new(),
     };
     let check = |id: &str, outcome| LaunchCheck {
         recording: id.into(),
@@ -590,6 +591,30 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
     assert_eq!(
         k.apply.note,
         "keeps clang's code: the fastest trial (1) gives wrong output on recorded launch saxpy/3"
+    );
+    let winners =
+        r3::report::export::winners(&store, &r3::store::winner::Policy::default()).unwrap();
+    assert!(winners.kernels.is_empty(), "{:?}", winners.kernels);
+
+    // Right on every launch, but a program that shipped it measured it slower than the
+    // recorded build (`r3 record --time-only`): clang's code again, and the report says why.
+    let mut slower = confirm(vec![check("saxpy/2", valid(7.0))]);
+    slower.in_program = vec![r3::store::trials::InProgram {
+        program: "app-0123".into(),
+        binary: "abcd".into(),
+        against: "time-only".into(),
+        recorded_ms: 0.02,
+        applied_ms: 0.025,
+        launches: 4,
+        unix_s: 0.0,
+    }];
+    store.write_confirmation(&key, GPU, &slower).unwrap();
+    let rep = build(&store, &opts).unwrap();
+    let k = &rep.kernels[0];
+    assert_eq!(k.apply.trial, None);
+    assert_eq!(
+        k.apply.note,
+        "keeps clang's code: the fastest trial (1) ran 0.800× in program app-0123 (r3 record --time-only: 0.0250 ms per launch against the recorded build's 0.0200)"
     );
     let winners =
         r3::report::export::winners(&store, &r3::store::winner::Policy::default()).unwrap();
@@ -641,6 +666,7 @@ fn the_report_predicts_and_measures_each_program() {
             launches: 10,
             ms: total_ms,
         }],
+        shipped: Vec::new(),
     };
     store
         .put_timing(&timing("recorded0000000", 2.0, 100.0))
@@ -701,6 +727,7 @@ fn the_report_leads_with_what_ships_beside_the_best() {
         finished_unix_ms: 0,
         launches: Vec::new(),
         context_ratios: Vec::new(),
+        in_program: Vec::new(),
     };
     store.write_confirmation(&key, GPU, &confirmed).unwrap();
     let rep = build(&store, &ReportOptions::default()).unwrap();

@@ -13,9 +13,13 @@
 //!
 //! A table line: `v <kernel> <arch> <entry> <max threads or 0> <block x,y,z or -> <grid x,y,z
 //! or -> <relaunch block x or 0> <argument count> [<index>:<hex bytes>]...`, in the order a
-//! launch tries them.
+//! launch tries them. And one line per kernel the compile ships tuned code for (variants or
+//! not), `s <kernel> <arch> <kernel hash> <PTX hash>,...` (`store::programs::ShippedKernel`):
+//! the runtime takes no decision by it, and a time-only run passes it on, so that r3 knows
+//! which code it timed (`store::judge`).
 
 use crate::plan::Guard;
+use crate::store::programs::ShippedKernel;
 use std::path::{Path, PathBuf};
 
 /// The header the driver includes into the host compile.
@@ -110,11 +114,22 @@ pub fn empty_header() -> String {
     "/* r3: no variants in this translation unit */\n".to_string()
 }
 
-/// Records one architecture's rows in `dir` and rewrites the header from every part there.
-pub fn write_part(dir: &Path, arch: &str, rows: &[Row]) -> std::io::Result<()> {
+/// Records one architecture's rows and shipped kernels in `dir` and rewrites the header from
+/// every part there.
+pub fn write_part(
+    dir: &Path,
+    arch: &str,
+    rows: &[Row],
+    shipped: &[ShippedKernel],
+) -> std::io::Result<()> {
     let lock = std::fs::File::create(dir.join(".dispatch.lock"))?;
     lock.lock()?;
-    let part: String = rows.iter().map(|r| line(r) + "\n").collect();
+    let part: String = rows
+        .iter()
+        .map(line)
+        .chain(shipped.iter().map(ShippedKernel::line))
+        .map(|l| l + "\n")
+        .collect();
     crate::store::write_atomic(&dir.join(format!("dispatch-{arch}.txt")), part.as_bytes())?;
     let mut parts: Vec<PathBuf> = std::fs::read_dir(dir)?
         .flatten()
@@ -191,15 +206,22 @@ mod tests {
                 values: None,
             },
         };
-        write_part(dir.path(), "sm_90", &[row("sm_90")]).unwrap();
-        write_part(dir.path(), "sm_80", &[row("sm_80")]).unwrap();
+        let shipped = ShippedKernel {
+            name: "k".into(),
+            arch: "sm_90".into(),
+            kernel: "0123abcd0123abcd".into(),
+            ptx: vec!["p1".into(), "p2".into()],
+        };
+        write_part(dir.path(), "sm_90", &[row("sm_90")], &[shipped]).unwrap();
+        write_part(dir.path(), "sm_80", &[row("sm_80")], &[]).unwrap();
         let h = std::fs::read_to_string(dir.path().join(HEADER)).unwrap();
         assert!(
             h.contains("\\nv k sm_80 ") && h.contains("\\nv k sm_90 "),
             "{h}"
         );
+        assert!(h.contains("\\ns k sm_90 0123abcd0123abcd p1,p2"), "{h}");
         // An architecture whose compile has no variant leaves the others' rows.
-        write_part(dir.path(), "sm_80", &[]).unwrap();
+        write_part(dir.path(), "sm_80", &[], &[]).unwrap();
         let h = std::fs::read_to_string(dir.path().join(HEADER)).unwrap();
         assert!(!h.contains("sm_80") && h.contains("sm_90"), "{h}");
     }

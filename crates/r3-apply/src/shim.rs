@@ -13,9 +13,10 @@ use super::dispatch;
 use super::plan::{Source, Winner};
 use super::splice::{self, Tuned};
 use crate::ir::extract;
-use crate::kernel::{KernelModule, SourceLoc};
+use crate::kernel::{KernelModule, PtxHash, SourceLoc};
 use crate::lower::isolated::{lower_isolated, LowerJob};
 use crate::lower::Codegen;
+use crate::store::programs::ShippedKernel;
 use crate::store::winner::Policy;
 use crate::store::{KernelRecord, Store};
 use serde::{Deserialize, Serialize};
@@ -93,18 +94,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
         text,
         mut outcomes,
         rows,
+        shipped,
     } = match dir.as_deref().map(|d| rewrite(&original, &arch, d)) {
         Some(Ok(r)) => r,
-        Some(Err(e)) => Rewritten {
-            text: None,
-            outcomes: vec![failed_all(&arch, e)],
-            rows: Vec::new(),
-        },
-        None => Rewritten {
-            text: None,
-            outcomes: Vec::new(),
-            rows: Vec::new(),
-        },
+        Some(Err(e)) => Rewritten::unchanged(vec![failed_all(&arch, e)]),
+        None => Rewritten::unchanged(Vec::new()),
     };
     let mut code = match &text {
         Some(t) if std::fs::write(&input, t).is_ok() => run_quiet(&real, &args),
@@ -121,9 +115,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
         code = run(&real, &args);
     }
     if let Some(d) = dir {
-        let shipped = text.is_some() && outcomes.iter().any(|o| !o.variants.is_empty());
-        if shipped && code == 0 {
-            if let Err(e) = dispatch::write_part(&d, &arch, &rows) {
+        let applied = text.is_some() && outcomes.iter().any(|o| o.status == Status::Applied);
+        if applied && code == 0 {
+            if let Err(e) = dispatch::write_part(&d, &arch, &rows, &shipped) {
                 // Without the table the variants are never taken: the generic code runs.
                 for o in outcomes.iter_mut() {
                     if !o.variants.is_empty() {
@@ -139,17 +133,33 @@ pub fn main(args: Vec<OsString>) -> i32 {
 }
 
 /// What the shim makes of one compile: the spliced PTX (None when nothing is tuned), each
-/// kernel's outcome, and the dispatch table's rows for the variants in it.
+/// kernel's outcome, and the dispatch table's rows for the variants in it and lines for the
+/// tuned code of each kernel.
 struct Rewritten {
     text: Option<String>,
     outcomes: Vec<KernelOutcome>,
     rows: Vec<dispatch::Row>,
+    shipped: Vec<ShippedKernel>,
+}
+
+impl Rewritten {
+    /// Clang's PTX as it is.
+    fn unchanged(outcomes: Vec<KernelOutcome>) -> Rewritten {
+        Rewritten {
+            text: None,
+            outcomes,
+            rows: Vec::new(),
+            shipped: Vec::new(),
+        }
+    }
 }
 
 /// One kernel's code to splice: the generic entry's replacement or a variant.
 struct Lowered {
     kernel: String,
     ptx: String,
+    /// The hash of `ptx`: the measured PTX's.
+    ptx_hash: PtxHash,
     tag: String,
     variant: Option<String>,
 }
@@ -164,6 +174,7 @@ fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
     let mut outcomes = Vec::new();
     let mut lowered = Vec::new();
     let mut rows = Vec::new();
+    let mut shipped = Vec::new();
     for km in &kernels {
         let record = as_record(km);
         let mut o = KernelOutcome {
@@ -189,16 +200,13 @@ fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
             continue;
         }
         let (code, kernel_rows) = lower_plan(km, &plan, arch, dir, &mut o);
+        shipped.extend(shipped_kernel(km, arch, &code));
         lowered.extend(code);
         rows.extend(kernel_rows);
         outcomes.push(o);
     }
     if lowered.is_empty() {
-        return Ok(Rewritten {
-            text: None,
-            outcomes,
-            rows: Vec::new(),
-        });
+        return Ok(Rewritten::unchanged(outcomes));
     }
     let tuned: Vec<Tuned> = lowered
         .iter()
@@ -214,6 +222,7 @@ fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
             text: Some(text),
             outcomes,
             rows,
+            shipped,
         }),
         Err(e) => {
             for o in outcomes.iter_mut().filter(|o| o.status == Status::Applied) {
@@ -221,13 +230,27 @@ fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
                 o.detail = Some(e.to_string());
                 o.variants.clear();
             }
-            Ok(Rewritten {
-                text: None,
-                outcomes,
-                rows: Vec::new(),
-            })
+            Ok(Rewritten::unchanged(outcomes))
         }
     }
+}
+
+/// The table's statement of a kernel's tuned code: the PTX hash of each piece lowered (None
+/// when nothing was).
+fn shipped_kernel(km: &KernelModule, arch: &str, code: &[Lowered]) -> Option<ShippedKernel> {
+    if code.is_empty() {
+        return None;
+    }
+    let ptx = code
+        .iter()
+        .map(|l| l.ptx_hash.as_str().to_owned())
+        .collect();
+    Some(ShippedKernel {
+        name: km.signature.name.clone(),
+        arch: arch.to_owned(),
+        kernel: km.hash.as_str().to_owned(),
+        ptx,
+    })
 }
 
 /// One kernel's plan lowered as the search lowered it: the generic code's replacement and each
@@ -245,13 +268,14 @@ fn lower_plan(
     let (mut lowered, mut rows) = (Vec::new(), Vec::new());
     if let Some(w) = &plan.generic {
         match lower_winner(km, w, dir) {
-            Ok(text) => {
+            Ok((text, ptx_hash)) => {
                 o.status = Status::Applied;
                 o.speedup = Some(w.confirmed_speedup.unwrap_or(w.speedup));
                 o.gpu = Some(w.gpu.clone());
                 lowered.push(Lowered {
                     kernel: name.clone(),
                     ptx: text,
+                    ptx_hash,
                     tag: tag.clone(),
                     variant: None,
                 });
@@ -260,8 +284,8 @@ fn lower_plan(
         }
     }
     for (n, v) in plan.variants.iter().enumerate() {
-        let text = match lower_winner(km, &v.winner, dir) {
-            Ok(text) => text,
+        let (text, ptx_hash) = match lower_winner(km, &v.winner, dir) {
+            Ok(lowered) => lowered,
             Err((status, why)) => {
                 if o.status == Status::NotTuned {
                     (o.status, o.detail) = (status, Some(why));
@@ -284,6 +308,7 @@ fn lower_plan(
         lowered.push(Lowered {
             kernel: name.clone(),
             ptx: text,
+            ptx_hash,
             tag: format!("{tag}v{}", n + 1),
             variant: Some(entry),
         });
@@ -364,7 +389,12 @@ fn as_record(km: &KernelModule) -> KernelRecord {
 
 /// The winner's PTX, lowered in a child process as the search lowered it, and only if it is
 /// the PTX that was measured.
-fn lower_winner(km: &KernelModule, w: &Winner, dir: &Path) -> Result<String, (Status, String)> {
+/// The winner's PTX and its hash, which is the measured PTX's.
+fn lower_winner(
+    km: &KernelModule,
+    w: &Winner,
+    dir: &Path,
+) -> Result<(String, PtxHash), (Status, String)> {
     let failed = |m: String| (Status::Failed, m);
     let bitcode = dir.join(format!("winner-{}.bitcode", km.hash));
     std::fs::write(&bitcode, &km.bitcode).map_err(|e| failed(e.to_string()))?;
@@ -388,9 +418,9 @@ fn lower_winner(km: &KernelModule, w: &Winner, dir: &Path) -> Result<String, (St
                 lowered.ptx_hash, w.r3_version
             ),
         )),
-        Some(_) => Ok(lowered.ptx),
+        Some(_) => Ok((lowered.ptx, lowered.ptx_hash)),
         // Simulated trials measured nothing; they reach here only under R3_APPLY_SIMULATED=1.
-        None if w.simulated => Ok(lowered.ptx),
+        None if w.simulated => Ok((lowered.ptx, lowered.ptx_hash)),
         None => Err((
             Status::Unverified,
             "the winner names no measured PTX (ptx_hash)".into(),

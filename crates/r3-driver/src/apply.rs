@@ -38,8 +38,9 @@ pub fn prepare(
         WinnersFrom::File(f) => format!("file:{}", f.display()),
     };
     let mut args = vec![OsString::from(format!("--ptxas-path={}", link.display()))];
-    if has_host_side(clang_args) && crate::store::winner::Policy::from_env().dispatch {
-        // The host side compiles after ptxas ran: by then the header holds the unit's table.
+    if has_host_side(clang_args) {
+        // The host side compiles after ptxas ran: by then the header holds the unit's table
+        // (variants, where the policy ships them, and the tuned code of each kernel).
         let header = dir.join(dispatch::HEADER);
         std::fs::write(&header, dispatch::empty_header())
             .map_err(|e| format!("{}: {e}", header.display()))?;

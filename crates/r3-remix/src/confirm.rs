@@ -136,6 +136,7 @@ pub fn confirm_trial<E: Evaluator>(
         finished_unix_ms: now_ms(),
         launches,
         context_ratios,
+        in_program: Vec::new(),
     };
     store.write_confirmation(kernel, &searched.device().gpu, &confirmation)?;
     Ok(Some(confirmation))

@@ -239,6 +239,7 @@ mod tests {
             total_ms,
             launches: 3,
             kernels: Vec::new(),
+            shipped: Vec::new(),
         }
     }
 

@@ -112,6 +112,7 @@ mod tests {
             finished_unix_ms: 0,
             launches: Vec::new(),
             context_ratios: Vec::new(),
+            in_program: Vec::new(),
         }
     }
 

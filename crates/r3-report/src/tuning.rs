@@ -605,6 +605,7 @@ fn apply_generic(
             why_not_best(&b.candidate, policy)
         ),
         _ => refuted_elsewhere(recs, confirmed)
+            .or_else(|| slower_in_program(recs, confirmed))
             .unwrap_or_else(|| "keeps clang's code: nothing beats -O3".into()),
     };
     let validated_on = shipped
@@ -633,6 +634,29 @@ fn refuted_elsewhere(
         fastest.trial,
         bad.outcome.in_words(),
         bad.recording
+    ))
+}
+
+/// Why the fastest trial is not kept, where a program that shipped it measured it slower than
+/// the recorded build (`store::in_program`).
+fn slower_in_program(
+    recs: &[TrialRecord],
+    confirmed: &[crate::store::trials::Confirmation],
+) -> Option<String> {
+    let fastest = crate::store::winner::pick_best(recs, &[])?;
+    let c = crate::store::winner::confirmation_of(confirmed, fastest.trial)?;
+    let p = c.slower_in_program()?;
+    let reference = match p.against.as_str() {
+        "census" => "the recorded run's census",
+        _ => "the recorded build's",
+    };
+    Some(format!(
+        "keeps clang's code: the fastest trial ({}) ran {} in program {} (r3 record --time-only: {:.4} ms per launch against {reference} {:.4})",
+        fastest.trial,
+        crate::speed::times(p.speedup()),
+        p.program,
+        p.applied_ms,
+        p.recorded_ms,
     ))
 }
 

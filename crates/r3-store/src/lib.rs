@@ -7,6 +7,7 @@ use r3_passes::candidate;
 pub mod config;
 pub mod deadline;
 pub mod identity;
+pub mod in_program;
 pub mod l2;
 mod migrate;
 pub mod outcome;

@@ -74,6 +74,55 @@ pub struct Timing {
     pub total_ms: f64,
     pub launches: u64,
     pub kernels: Vec<KernelTiming>,
+    /// The tuned code the binary ships, as its dispatch tables state it (applied builds; empty
+    /// for a build without r3's apply, and in files of earlier r3s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shipped: Vec<ShippedKernel>,
+}
+
+/// One kernel's tuned code in an applied build (the dispatch table's `s` line,
+/// `apply::dispatch`): its mangled name, architecture and content hash, and the PTX hash of
+/// each piece of tuned code it ships (the generic code's, then each variant's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShippedKernel {
+    pub name: String,
+    pub arch: String,
+    pub kernel: String,
+    pub ptx: Vec<String>,
+}
+
+impl ShippedKernel {
+    /// Its table line: `s <name> <arch> <kernel hash> <ptx hash>,...`.
+    pub fn line(&self) -> String {
+        format!(
+            "s {} {} {} {}",
+            self.name,
+            self.arch,
+            self.kernel,
+            self.ptx.join(",")
+        )
+    }
+
+    /// A table line, with or without its leading `s ` (the runtime passes on the rest); None
+    /// for anything else.
+    pub fn parse(line: &str) -> Option<ShippedKernel> {
+        let body = line.strip_prefix("s ").unwrap_or(line);
+        let f: Vec<&str> = body.split(' ').collect();
+        let [name, arch, kernel, ptx] = f[..] else {
+            return None;
+        };
+        let ptx: Vec<String> = ptx.split(',').map(str::to_owned).collect();
+        let ok = !name.is_empty()
+            && arch.starts_with("sm_")
+            && !kernel.is_empty()
+            && ptx.iter().all(|p| !p.is_empty());
+        ok.then(|| ShippedKernel {
+            name: name.into(),
+            arch: arch.into(),
+            kernel: kernel.into(),
+            ptx,
+        })
+    }
 }
 
 /// One kernel's launches in a time-only run and their summed GPU time.
@@ -607,6 +656,7 @@ mod tests {
                 launches: 3,
                 ms: 12.5,
             }],
+            shipped: Vec::new(),
         }
     }
 

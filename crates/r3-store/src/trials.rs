@@ -176,7 +176,8 @@ impl Store {
     }
 
     /// Records the re-measurement of a trial, replacing an earlier one of the same trial and
-    /// keeping those of others (atomically).
+    /// keeping those of others (atomically). What programs measured of the trial stays, unless
+    /// `c` says anew.
     pub fn write_confirmation(
         &self,
         kernel: &str,
@@ -185,8 +186,14 @@ impl Store {
     ) -> Result<(), StoreError> {
         let path = confirmation_path(&self.trials_path(kernel, gpu));
         let mut all = read_confirmations(&path)?;
+        let mut c = c.clone();
+        if let Some(old) = all.iter().find(|o| o.trial == c.trial) {
+            if c.in_program.is_empty() {
+                c.in_program = old.in_program.clone();
+            }
+        }
         all.retain(|o| o.trial != c.trial);
-        all.push(c.clone());
+        all.push(c);
         let text = serde_json::to_vec_pretty(&all).expect("confirmations serialize");
         super::write_atomic(&path, &text).map_err(io_err(&path))
     }
@@ -517,6 +524,51 @@ pub struct Confirmation {
     /// before contexts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context_ratios: Vec<Option<f64>>,
+    /// The trial's code as a whole program ran it: `r3 record --time-only` of an applied build
+    /// that shipped it, against the recorded build, one per program (`store::in_program`).
+    /// Absent until such a run, and in files of earlier r3s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_program: Vec<InProgram>,
+}
+
+/// How much more GPU time per launch than the recorded build a kernel's tuned code may take in
+/// a program and still ship: what one time-only run of each build tells apart from noise.
+/// Beyond it the program measured it slower, whatever replay measured.
+pub const PROGRAM_NOISE: f64 = 0.02;
+
+/// A kernel's shipped code measured in one program: its launches' GPU time per launch in an
+/// applied build against the recorded build's, each from a time-only run (or, for the recorded
+/// build where it has none, the census of its recording run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InProgram {
+    /// The program's key (`programs/<key>/`) and the applied build's binary.
+    pub program: String,
+    pub binary: String,
+    /// What the recorded build's time is: `time-only` (its own time-only run) or `census` (the
+    /// estimate of its recording run).
+    pub against: String,
+    /// GPU time per launch, ms.
+    pub recorded_ms: f64,
+    pub applied_ms: f64,
+    /// The applied build's launches of the kernel.
+    pub launches: u64,
+    pub unix_s: f64,
+}
+
+impl InProgram {
+    /// The recorded build's time over the applied build's.
+    pub fn speedup(&self) -> f64 {
+        if self.applied_ms > 0.0 {
+            self.recorded_ms / self.applied_ms
+        } else {
+            1.0
+        }
+    }
+
+    /// Whether the program measured the tuned code slower than the recorded build.
+    pub fn slower(&self) -> bool {
+        self.applied_ms > self.recorded_ms * (1.0 + PROGRAM_NOISE)
+    }
 }
 
 /// One recorded launch a confirmed trial was run on, and what it gave.
@@ -535,6 +587,11 @@ impl Confirmation {
             .is_none()
             .then(|| self.outcome.ratio())
             .flatten()
+    }
+
+    /// The first program that measured the trial's code slower than the recorded build.
+    pub fn slower_in_program(&self) -> Option<&InProgram> {
+        self.in_program.iter().find(|p| p.slower())
     }
 
     /// The first other launch whose outputs the trial did not reproduce.
@@ -972,6 +1029,7 @@ mod tests {
                 message: "x".into(),
             },
             finished_unix_ms: 0,
+            in_program: Vec::new(),
         };
         // What r3 wrote before: one object.
         std::fs::write(confirmation_path(&path), serde_json::to_vec(&c(3)).unwrap()).unwrap();

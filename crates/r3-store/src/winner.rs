@@ -17,8 +17,10 @@ use crate::candidate::Candidate;
 use std::path::PathBuf;
 
 /// The valid trial with the lowest time over baseline (the first of equals) — unless a
-/// confirmation of exactly that trial found it no faster than the baseline (or not valid), in
-/// which case the baseline itself (trial 0) is the best: r3 keeps -O3 when nothing beats it.
+/// confirmation of exactly that trial found it no faster than the baseline (or not valid), or
+/// a program that shipped it measured it slower than the recorded build
+/// (`Confirmation::slower_in_program`), in which case the baseline itself (trial 0) is the
+/// best: r3 keeps -O3 when nothing beats it.
 pub fn pick_best<'a>(
     recs: &'a [TrialRecord],
     confirmed: &[Confirmation],
@@ -28,7 +30,7 @@ pub fn pick_best<'a>(
         .filter(|t| t.ratio().is_some())
         .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap()))?;
     match confirmation_of(confirmed, best.trial) {
-        Some(c) if c.ratio().is_none_or(|r| r >= 1.0) => {
+        Some(c) if c.ratio().is_none_or(|r| r >= 1.0) || c.slower_in_program().is_some() => {
             recs.iter().find(|t| t.trial == 0 && t.ratio().is_some())
         }
         _ => Some(best),
@@ -291,6 +293,7 @@ mod tests {
             finished_unix_ms: 0,
             launches: Vec::new(),
             context_ratios: Vec::new(),
+            in_program: Vec::new(),
         };
         assert_eq!(pick_best(&recs, &[confirm(1, 92.0)]).unwrap().trial, 1);
         assert_eq!(pick_best(&recs, &[confirm(1, 101.0)]).unwrap().trial, 0);
@@ -452,6 +455,7 @@ mod tests {
             finished_unix_ms: 0,
             launches: Vec::new(),
             context_ratios: Vec::new(),
+            in_program: Vec::new(),
         };
         assert_eq!(
             shipped(&shipment(&recs, &[failed], &no_blocks)),

@@ -327,6 +327,12 @@ struct dispatch { const void *stub; int n; struct variant *v[R3_MAX_PER_KERNEL];
 
 static struct variant_def vdefs[R3_MAX_VARIANT_DEFS];
 static int nvdefs;
+/* The table's "s <kernel> <arch> <kernel hash> <ptx hash>,..." lines: the tuned code each kernel
+   ships, as apply built it; a time-only run passes them on ("shipped"), so that r3 knows which
+   code it timed (crates/r3-apply/src/dispatch.rs writes and reads them). */
+#define R3_MAX_SHIPPED 4096
+static char *shipped[R3_MAX_SHIPPED];
+static int nshipped;
 static struct dispatch *dispatch_index[R3_KERNEL_TABLE]; /* open addressing by generic stub */
 static int ndispatch;                                     /* kernels with a variant */
 static int dispatch_off;
@@ -386,7 +392,7 @@ static int parse_variant(char *line, struct variant_def *d) {
   return d->kernel && d->entry;
 }
 
-/* Called by the constructor of each translation unit built with variants, before cudart's
+/* Called by the constructor of each translation unit built with tuned code, before cudart's
    registration (priority 101): its table, kept until the kernels are registered. */
 void r3_dispatch_add(const char *table) {
   if (!table || strncmp(table, "r3-dispatch 1\n", 14)) return;
@@ -397,7 +403,9 @@ void r3_dispatch_add(const char *table) {
   if (!copy) return;
   pthread_mutex_lock(&lock);
   for (char *l = strtok_r(copy, "\n", &save); l && nvdefs < R3_MAX_VARIANT_DEFS; l = strtok_r(NULL, "\n", &save)) {
-    if (parse_variant(l, &vdefs[nvdefs]))
+    if (!strncmp(l, "s ", 2)) {
+      if (nshipped < R3_MAX_SHIPPED && (shipped[nshipped] = strdup(l + 2))) nshipped++;
+    } else if (parse_variant(l, &vdefs[nvdefs]))
       dispatch_say("listed", vdefs[nvdefs++].entry, NULL);
     else
       dispatch_say("skipped", "a table line", "malformed");
@@ -2600,7 +2608,8 @@ static void write_census(FILE *f) {
 }
 
 /* A time-only run's times: in all, and per kernel (mangled name; "(unknown)" for stubs with no
-   registration), its launches, those timed, and their summed GPU time. */
+   registration), its launches, those timed, and their summed GPU time; and the dispatch tables'
+   "s" lines (what tuned code the build ships). */
 static void write_timing(FILE *f) {
   fprintf(f, ",\n  \"timing\": {\"total_ms\": %.17g, \"launches\": %llu, \"timed_launches\": %llu, \"kernels\": [",
           timing_total_ms, (unsigned long long)st.launches, (unsigned long long)timing_timed);
@@ -2613,7 +2622,12 @@ static void write_timing(FILE *f) {
     fprintf(f, ", \"launches\": %llu, \"timed_launches\": %llu, \"ms\": %.17g}", (unsigned long long)k->time_launches,
             (unsigned long long)k->time_timed, k->time_ms);
   }
-  fprintf(f, "%s]}", n ? "\n  " : "");
+  fprintf(f, "%s], \"shipped\": [", n ? "\n  " : "");
+  for (int i = 0; i < nshipped; i++) {
+    fprintf(f, "%s\n    ", i ? "," : "");
+    json_str(f, shipped[i]);
+  }
+  fprintf(f, "%s]}", nshipped ? "\n  " : "");
 }
 
 /* At exit: R3_RECORD_STATS gets what the run recorded and where its recording time went

@@ -1,0 +1,441 @@
+//! What a whole program says of the tuned code it ran. Replay times a kernel alone, on its
+//! recorded inputs; a program runs it between its other kernels, and the two can disagree (a
+//! launch-bounds variant measured 1.18× in replay ran 0.58× in its program, H100,
+//! 2026-11-26). A time-only run (`r3 record --time-only`) of an applied build states which
+//! tuned code each kernel ships (its dispatch tables' [`ShippedKernel`]s) and how long each
+//! kernel's launches took; against the recorded build's time for the same kernel (its own
+//! time-only run where there is one, else its recording run's census), that is the code's
+//! measure in the program ([`InProgram`]). The measure is kept with each shipped trial's
+//! confirmation, and a trial a program measured slower ships no more (`winner::pick_best`):
+//! the program is what the user runs.
+
+use super::programs::{program_key, Program, ShippedKernel, Timing};
+use super::trials::{InProgram, TrialRecord};
+use super::winner::{chosen_search, Policy};
+use super::{Store, StoreError};
+use std::path::Path;
+
+/// One shipped kernel of an applied build, measured in its program.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measure {
+    pub shipped: ShippedKernel,
+    pub in_program: InProgram,
+}
+
+/// What became of one measure in the store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kept {
+    /// Kept with these trials' confirmations.
+    Trials(Vec<u32>),
+    /// The search apply builds from has no confirmed trial of that code (a search without
+    /// confirmation, or one that has moved on since the build): not kept.
+    NoConfirmedTrial,
+    /// No search of the kernel on any GPU apply builds for.
+    NoSearch,
+}
+
+/// A measure and what the store made of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub measure: Measure,
+    pub kept: Kept,
+}
+
+impl Judged {
+    /// Whether the next build withholds the kernel's tuned code because of this measure.
+    pub fn withheld(&self) -> bool {
+        matches!(self.kept, Kept::Trials(_)) && self.measure.in_program.slower()
+    }
+}
+
+/// Each shipped kernel of `applied` that ran, per launch, against the recorded build's time for
+/// the same kernel: the recorded build is the binary of the program's census, timed by its own
+/// time-only run where it has one, else by the census. Nothing when the program has no census
+/// or `applied` is the recorded build itself.
+pub fn measures(program: &Program, applied: &Timing) -> Vec<Measure> {
+    let Some(census) = &program.census else {
+        return Vec::new();
+    };
+    if census.binary == applied.binary {
+        return Vec::new();
+    }
+    let recorded_run = program
+        .timings
+        .iter()
+        .rev()
+        .find(|t| t.binary == census.binary);
+    let mut out = Vec::new();
+    for shipped in shipped_here(program, applied) {
+        let Some((applied_ms, launches)) = timed(applied, &shipped.name) else {
+            continue;
+        };
+        let recorded = match recorded_run {
+            Some(run) => timed(run, &shipped.name).map(|r| ("time-only", r)),
+            None => estimated(program, &shipped.kernel).map(|r| ("census", r)),
+        };
+        let Some((against, (recorded_ms, recorded_launches))) = recorded else {
+            continue;
+        };
+        out.push(Measure {
+            in_program: InProgram {
+                program: program.key.clone(),
+                binary: applied.binary.clone(),
+                against: against.into(),
+                recorded_ms: recorded_ms / recorded_launches as f64,
+                applied_ms: applied_ms / launches as f64,
+                launches,
+                unix_s: applied.unix_s,
+            },
+            shipped,
+        });
+    }
+    out
+}
+
+/// The shipped kernels of `applied` that ran in this program: of a kernel shipped for several
+/// architectures, the one whose content hash the census knows (else the only one).
+fn shipped_here(program: &Program, applied: &Timing) -> Vec<ShippedKernel> {
+    let in_census = |s: &ShippedKernel| {
+        program
+            .census
+            .iter()
+            .flat_map(|c| &c.kernels)
+            .any(|k| k.kernel.as_deref() == Some(s.kernel.as_str()))
+    };
+    let mut out: Vec<ShippedKernel> = Vec::new();
+    for s in &applied.shipped {
+        let same_name: Vec<&ShippedKernel> = applied
+            .shipped
+            .iter()
+            .filter(|o| o.name == s.name)
+            .collect();
+        let pick = same_name.len() == 1 || in_census(s);
+        if pick && !out.iter().any(|o| o.name == s.name) {
+            out.push(s.clone());
+        }
+    }
+    out
+}
+
+/// A kernel's summed GPU time and launches in a time-only run, by mangled name.
+fn timed(run: &Timing, name: &str) -> Option<(f64, u64)> {
+    let k = run.kernels.iter().find(|k| k.name == name)?;
+    (k.launches > 0 && k.ms > 0.0).then_some((k.ms, k.launches))
+}
+
+/// A kernel's estimated GPU time and launches in the program's census, by content hash.
+fn estimated(program: &Program, kernel: &str) -> Option<(f64, u64)> {
+    let census = program.census.as_ref()?;
+    let (mut ms, mut launches) = (0.0, 0);
+    for k in census
+        .kernels
+        .iter()
+        .filter(|k| k.kernel.as_deref() == Some(kernel))
+    {
+        ms += k.estimated_ms?;
+        launches += k.launches;
+    }
+    (launches > 0 && ms > 0.0).then_some((ms, launches))
+}
+
+impl Store {
+    /// Keeps what a time-only run of an applied build measured of each kernel's tuned code: with
+    /// the confirmation of every trial of the search apply builds from whose PTX the build
+    /// ships. Where a measure is slower than the recorded build, that code ships no more (the
+    /// caller brings the winners stamp up to date, `apply::plan::refresh_winners_stamp`, so
+    /// that the next build recompiles).
+    pub fn judge_in_program(&self, applied: &Timing) -> Result<Vec<Judged>, StoreError> {
+        if applied.shipped.is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = program_key(Path::new(&applied.path));
+        let Some(program) = self.programs()?.into_iter().find(|p| p.key == key) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for measure in measures(&program, applied) {
+            let kept = self.keep_measure(&measure)?;
+            out.push(Judged { measure, kept });
+        }
+        Ok(out)
+    }
+
+    fn keep_measure(&self, m: &Measure) -> Result<Kept, StoreError> {
+        let Some((path, recs)) = chosen_search(self, &m.shipped.kernel, &Policy::from_env())?
+        else {
+            return Ok(Kept::NoSearch);
+        };
+        let confirmed = self.confirmations(&path)?;
+        let mut trials = Vec::new();
+        for t in recs.iter().filter(|t| ships(t, &m.shipped)) {
+            let Some(c) = confirmed.iter().find(|c| c.trial == t.trial) else {
+                continue;
+            };
+            let mut c = c.clone();
+            c.in_program.retain(|p| p.program != m.in_program.program);
+            c.in_program.push(m.in_program.clone());
+            self.write_confirmation(&m.shipped.kernel, &t.gpu, &c)?;
+            trials.push(t.trial);
+        }
+        Ok(if trials.is_empty() {
+            Kept::NoConfirmedTrial
+        } else {
+            Kept::Trials(trials)
+        })
+    }
+}
+
+/// Whether the build ships this trial's code: a tuned trial whose measured PTX it names.
+fn ships(t: &TrialRecord, shipped: &ShippedKernel) -> bool {
+    t.trial != 0
+        && t.ptx_hash
+            .as_ref()
+            .is_some_and(|h| shipped.ptx.iter().any(|p| p == h.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{Outcome, TimeStats};
+    use crate::programs::{Census, KernelCensus, KernelTiming};
+    use crate::trials::Confirmation;
+    use crate::winner::pick_best;
+
+    const PATH: &str = "/w/app";
+
+    fn ts(us: f64) -> TimeStats {
+        TimeStats {
+            median_us: us,
+            min_us: us,
+            spread: 0.0,
+            samples: 10,
+            raced: false,
+        }
+    }
+
+    /// Trial `trial` of kernel `kh` whose PTX hashes to `ptx`, at `us` against -O3's 100.
+    fn trial(trial: u32, ptx: &str, us: f64) -> TrialRecord {
+        let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
+            "format": 1, "trial": trial, "kernel": "kh", "gpu": "g", "driver": "d",
+            "r3_version": "0", "strategy": "bo", "seed": 0, "batch": 1,
+            "candidate": {"pipeline": "default<O2>"}, "ptx_hash": ptx,
+            "outcome": {"status": "compile_error", "message": ""},
+            "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
+        }))
+        .unwrap();
+        r.outcome = Outcome::Valid {
+            time: ts(us),
+            baseline: ts(100.0),
+        };
+        r
+    }
+
+    fn confirmation(trial: u32, us: f64) -> Confirmation {
+        Confirmation {
+            format: 1,
+            trial,
+            outcome: Outcome::Valid {
+                time: ts(us),
+                baseline: ts(100.0),
+            },
+            finished_unix_ms: 0,
+            launches: Vec::new(),
+            context_ratios: Vec::new(),
+            in_program: Vec::new(),
+        }
+    }
+
+    fn census(binary: &str, estimated_ms: f64) -> Census {
+        Census {
+            format: 1,
+            program: "./app".into(),
+            path: PATH.into(),
+            binary: binary.into(),
+            unix_s: 1.0,
+            launches: 10,
+            unknown_launches: 0,
+            kernels: vec![KernelCensus {
+                kernel: Some("kh".into()),
+                name: "_Z1kv".into(),
+                launches: 10,
+                estimated_ms: Some(estimated_ms),
+                timed_launches: 10,
+                scaled_launches: 0,
+            }],
+        }
+    }
+
+    fn timing(binary: &str, ms: f64, shipped: &[&str]) -> Timing {
+        Timing {
+            format: 1,
+            program: "./app".into(),
+            path: PATH.into(),
+            binary: binary.into(),
+            unix_s: 2.0,
+            total_ms: ms,
+            launches: 10,
+            kernels: vec![KernelTiming {
+                name: "_Z1kv".into(),
+                launches: 10,
+                ms,
+            }],
+            shipped: shipped
+                .iter()
+                .map(|l| ShippedKernel::parse(l).unwrap())
+                .collect(),
+        }
+    }
+
+    /// A store where kernel kh's search found trial 1 (PTX p1) twice as fast as -O3 and
+    /// confirmed it, and the recorded build (binary `rec`) took 10 ms over 10 launches.
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut log = store.open_trials("kh", "g").unwrap();
+        for t in [
+            trial(0, "p0", 100.0),
+            trial(1, "p1", 50.0),
+            trial(2, "p2", 80.0),
+        ] {
+            log.append(&t).unwrap();
+        }
+        drop(log);
+        store
+            .write_confirmation("kh", "g", &confirmation(1, 52.0))
+            .unwrap();
+        store.put_census(&census("rec", 10.0)).unwrap();
+        (dir, store)
+    }
+
+    fn best(store: &Store) -> u32 {
+        let path = store.trials_path("kh", "g");
+        let recs = store.trials("kh", "g").unwrap();
+        pick_best(&recs, &store.confirmations(&path).unwrap())
+            .unwrap()
+            .trial
+    }
+
+    #[test]
+    fn shipped_lines_read_back_and_anything_else_is_refused() {
+        let s = ShippedKernel::parse("s _Z1kv sm_90 kh p1,p2").unwrap();
+        assert_eq!((s.name.as_str(), s.ptx.len()), ("_Z1kv", 2));
+        assert_eq!(ShippedKernel::parse(&s.line()[2..]), Some(s.clone()));
+        assert_eq!(ShippedKernel::parse(&s.line()), Some(s));
+        for bad in [
+            "v _Z1kv sm_90 kh p1",
+            "s _Z1kv 90 kh p1",
+            "s _Z1kv sm_90 kh",
+            "s k sm_90 kh p1,",
+        ] {
+            assert_eq!(ShippedKernel::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_tuned_kernel_the_program_measured_slower_ships_no_more() {
+        let (_dir, store) = store();
+        assert_eq!(best(&store), 1);
+        // The applied build ran the kernel at 1.4 ms a launch against the census's 1.0.
+        let judged = store
+            .judge_in_program(&timing("app1", 14.0, &["_Z1kv sm_90 kh p1"]))
+            .unwrap();
+        assert_eq!(judged.len(), 1);
+        let m = &judged[0].measure.in_program;
+        assert_eq!(
+            (m.against.as_str(), m.recorded_ms, m.applied_ms),
+            ("census", 1.0, 1.4)
+        );
+        assert_eq!(judged[0].kept, Kept::Trials(vec![1]));
+        assert!(judged[0].withheld());
+        assert_eq!(best(&store), 0, "-O3 ships again");
+        // Re-confirming the trial in replay keeps what the program said.
+        store
+            .write_confirmation("kh", "g", &confirmation(1, 50.0))
+            .unwrap();
+        assert_eq!(best(&store), 0);
+    }
+
+    #[test]
+    fn the_recorded_builds_own_time_only_run_is_the_reference_and_noise_is_not_a_loss() {
+        let (_dir, store) = store();
+        // The census says 1.0 ms a launch; the recorded build's own time-only run says 1.3.
+        store.put_timing(&timing("rec", 13.0, &[])).unwrap();
+        let judged = store
+            .judge_in_program(&timing("app1", 13.2, &["_Z1kv sm_90 kh p1"]))
+            .unwrap();
+        let m = &judged[0].measure.in_program;
+        assert_eq!(m.against, "time-only");
+        assert!(!m.slower(), "1.5% slower is within one run's noise");
+        assert!(!judged[0].withheld());
+        assert_eq!(best(&store), 1, "the tuned code still ships");
+        // A later run of the same program that measures it slower replaces the earlier one.
+        store
+            .judge_in_program(&timing("app1", 14.0, &["_Z1kv sm_90 kh p1"]))
+            .unwrap();
+        let c = store.confirmations(&store.trials_path("kh", "g")).unwrap();
+        assert_eq!(c[0].in_program.len(), 1);
+        assert_eq!(best(&store), 0);
+    }
+
+    #[test]
+    fn code_the_search_has_no_confirmed_trial_of_is_measured_but_not_kept() {
+        let (_dir, store) = store();
+        // Trial 2 was never confirmed; p9 is no trial's code; kx was never searched.
+        for (shipped, kept) in [
+            ("_Z1kv sm_90 kh p2", Kept::NoConfirmedTrial),
+            ("_Z1kv sm_90 kh p9", Kept::NoConfirmedTrial),
+            ("_Z1kv sm_90 kx p1", Kept::NoSearch),
+        ] {
+            let mut t = timing("app1", 14.0, &[shipped]);
+            if shipped.contains("kx") {
+                store.put_census(&census_of("kx")).unwrap();
+            }
+            t.unix_s += 1.0;
+            let judged = store.judge_in_program(&t).unwrap();
+            assert_eq!(judged.len(), 1, "{shipped}");
+            assert_eq!(judged[0].kept, kept, "{shipped}");
+            assert!(!judged[0].withheld());
+        }
+        assert_eq!(best(&store), 1);
+    }
+
+    fn census_of(kernel: &str) -> Census {
+        let mut c = census("rec", 10.0);
+        c.kernels[0].kernel = Some(kernel.into());
+        c
+    }
+
+    #[test]
+    fn nothing_is_measured_without_a_recorded_build_to_measure_against() {
+        let (_dir, store) = store();
+        // The recorded build itself, timed: no tuned code to judge.
+        assert!(store
+            .judge_in_program(&timing("rec", 14.0, &["_Z1kv sm_90 kh p1"]))
+            .unwrap()
+            .is_empty());
+        // A build without apply's table.
+        assert!(store
+            .judge_in_program(&timing("app1", 14.0, &[]))
+            .unwrap()
+            .is_empty());
+        // Another program.
+        let mut other = timing("app1", 14.0, &["_Z1kv sm_90 kh p1"]);
+        other.path = "/w/other".into();
+        assert!(store.judge_in_program(&other).unwrap().is_empty());
+        assert_eq!(best(&store), 1);
+    }
+
+    #[test]
+    fn of_a_kernel_shipped_for_two_architectures_the_one_the_census_knows_is_measured() {
+        let (_dir, store) = store();
+        let judged = store
+            .judge_in_program(&timing(
+                "app1",
+                14.0,
+                &["_Z1kv sm_80 k80 q1", "_Z1kv sm_90 kh p1"],
+            ))
+            .unwrap();
+        assert_eq!(judged.len(), 1);
+        assert_eq!(judged[0].measure.shipped.arch, "sm_90");
+    }
+}
