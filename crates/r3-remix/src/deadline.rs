@@ -49,10 +49,11 @@ pub const GROWTH_PER_LN: f64 = 0.06;
 /// Configurations of a warm start before its launch sweep: recipes and the store's winners.
 pub const WARM_PORTFOLIO: u32 = crate::transfer::MAX_WARM_START as u32;
 /// Trials of a warm start, at most: the baseline, the portfolio, and the launch sweep of its
-/// best (launch bounds at each block size the kernel allows: where a recipe's pass win meets a
-/// launch win; 3.7× to 10.4× for one kernel, H100). A warm start ends where the strategy's
+/// best (launch bounds at each block size the kernel allows, and at its own with a minimum of
+/// blocks per SM: where a recipe's pass win meets a launch win; 3.7× to 10.4× for one kernel,
+/// H100). A warm start ends where the strategy's
 /// does (`Strategy::warm_start_len`), which may be sooner.
-pub const WARM_TRIALS: u32 = 1 + WARM_PORTFOLIO + crate::space::BLOCK_SIZES.len() as u32;
+pub const WARM_TRIALS: u32 = 1 + WARM_PORTFOLIO + crate::space::BLOCK_SIZES.len() as u32 + 1;
 /// Runs of the winner a confirmation costs, in trials (its fresh workers, other launches).
 pub const CONFIRM_TRIALS: f64 = 4.0;
 /// An improvement this large counts (a search that finds only less is going stale).
@@ -1285,18 +1286,18 @@ mod tests {
     fn a_warm_start_that_cannot_fit_is_not_started_and_the_stop_says_why() {
         let w = world(&CORRELATION);
         let corr = || entrants(&SHARES[..1], &w);
-        // 19 trials of 4 s (warm start and confirmation) and 2 s more: 78 s.
-        let a = start("prog", "GPU", 74.0, corr());
+        // 20 trials of 4 s (warm start and confirmation) and 2 s more: 82 s.
+        let a = start("prog", "GPU", 78.0, corr());
         match next(&a, 4, &|_| false) {
             Decision::Stop(why) => assert!(
                 why.contains("warm start of corr")
-                    && why.contains("78 s")
+                    && why.contains("82 s")
                     && why.contains("longer --deadline"),
                 "{why}"
             ),
             d => panic!("{d:?}"),
         }
-        let a = start("prog", "GPU", 80.0, corr());
+        let a = start("prog", "GPU", 90.0, corr());
         assert!(matches!(
             next(&a, 4, &|_| false),
             Decision::Slice { warm: true, .. }

@@ -89,6 +89,16 @@ pub fn specializations(foldable: &[u32], l: &crate::candidate::LaunchValues) -> 
 pub const BLOCK_SIZES: &[u32] = &[32, 64, 128, 256, 512, 1024];
 pub const MIN_BLOCKS: &[u32] = &[1, 2, 4, 8];
 
+/// The minimum of blocks per SM the launch sweep asks with blocks of `threads`: two where two
+/// fit in half an SM's threads, else one (2048 threads an SM on sm_80 and sm_90).
+pub fn sweep_min_blocks(threads: u32) -> u32 {
+    if threads <= 512 {
+        2
+    } else {
+        1
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Space {
     pub catalog: Catalog,
@@ -528,11 +538,14 @@ impl Space {
     }
 
     /// `c` at each block size the kernel allows (its recorded one only, unless it is
-    /// block-size agnostic), each with launch bounds of exactly that block. `.maxntid` tells
-    /// ptxas the block is no larger, so it may give each thread more registers: on the GPU the
-    /// versioned-LICM recipe took atax_aty from 1.0x to 3.7x at any block size, and to 10.4x
-    /// with 32 threads and `.maxntid 32`. None in a grid (its landscapes are measured
-    /// without this step).
+    /// block-size agnostic), each with launch bounds of exactly that block; then at its own
+    /// block with a minimum of blocks per SM as well ([`sweep_min_blocks`]). `.maxntid` tells
+    /// ptxas the block is no larger, `.minnctapersm` how many blocks must fit, and ptxas
+    /// allocates registers and schedules by both: on the GPU the versioned-LICM recipe took
+    /// atax_aty from 1.0x to 3.7x at any block size, and to 10.4x with 32 threads and
+    /// `.maxntid 32`; at its recorded 256 threads, `.maxntid 256` alone kept 3.7x and with
+    /// `.minnctapersm 2` it ran 10.4x (H100, 2026-11-26; bicg_s, corr, cov_mean, doitgen_sum
+    /// and gs_update alike). None in a grid (its landscapes are measured without this step).
     pub fn launch_sweep(&self, c: &Candidate) -> Vec<Candidate> {
         if self.grid.is_some() {
             return Vec::new();
@@ -550,6 +563,17 @@ impl Space {
                 ..c.clone()
             };
             x.max_threads = self.threads(&x);
+            self.repair(&mut x);
+            if x != *c && !out.contains(&x) {
+                out.push(x);
+            }
+        }
+        if let Some(threads) = self.threads(c) {
+            let mut x = Candidate {
+                max_threads: Some(threads),
+                min_blocks_per_sm: Some(sweep_min_blocks(threads)),
+                ..c.clone()
+            };
             self.repair(&mut x);
             if x != *c && !out.contains(&x) {
                 out.push(x);

@@ -654,11 +654,12 @@ mod tests {
             bo.tell(&c, Some(0.8));
             c
         };
-        let sweep: Vec<Candidate> = (0..6).map(|_| next()).collect();
+        let sweep: Vec<Candidate> = (0..7).map(|_| next()).collect();
         let sizes: Vec<Option<u32>> = sweep.iter().map(|c| c.block_x).collect();
-        assert_eq!(sizes, [32, 64, 128, 256, 512, 1024].map(Some));
-        for c in &sweep {
+        assert_eq!(sizes[..6], [32, 64, 128, 256, 512, 1024].map(Some));
+        for c in &sweep[..6] {
             assert_eq!(c.max_threads, c.block_x, "{c:?}");
+            assert_eq!(c.min_blocks_per_sm, None);
             let knobs_off = Candidate {
                 block_x: None,
                 max_threads: None,
@@ -666,18 +667,28 @@ mod tests {
             };
             assert_eq!(knobs_off, o1);
         }
+        // Then its own block (the recorded 256 threads) with two blocks an SM.
+        let own = &sweep[6];
+        assert_eq!(
+            (own.block_x, own.max_threads, own.min_blocks_per_sm),
+            (None, Some(256), Some(2))
+        );
         // Once: then the spread-out design.
         let after: Vec<Candidate> = (0..8).map(|_| next()).collect();
         assert!(after.iter().all(|c| !sweep.contains(c)));
-        // A kernel whose block size must stay: its own block as bounds, one candidate.
+        // A kernel whose block size must stay: its own block as bounds, alone and with two
+        // blocks an SM.
         let fixed = Space::builtin(opts(false)).unwrap();
         let bounded = fixed.launch_sweep(&o1);
-        assert_eq!(bounded.len(), 1);
+        let bounds: Vec<_> = bounded
+            .iter()
+            .map(|c| (c.block_x, c.max_threads, c.min_blocks_per_sm))
+            .collect();
         assert_eq!(
-            (bounded[0].block_x, bounded[0].max_threads),
-            (None, Some(256))
+            bounds,
+            [(None, Some(256), None), (None, Some(256), Some(2))]
         );
-        assert!(fixed.launch_sweep(&bounded[0]).is_empty());
+        assert_eq!(fixed.launch_sweep(&bounded[0]), bounded[1..]);
         // A grid's landscapes were measured without the sweep.
         assert!(Space::test_grid().launch_sweep(&o1).is_empty());
     }
