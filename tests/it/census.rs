@@ -177,3 +177,92 @@ fn r3_record_time_only_times_every_launch_and_records_nothing() {
         assert_eq!(the_program(&store).timings.len(), 1);
     }
 }
+
+/// A trial of kernel `kh` whose code hashes to `ptx`, at `us` against -O3's 100.
+fn trial_of(trial: u32, ptx: &str, us: f64) -> r3::store::trials::TrialRecord {
+    let mut t: r3::store::trials::TrialRecord = serde_json::from_value(serde_json::json!({
+        "format": 1, "trial": trial, "kernel": "kh", "gpu": "NVIDIA H100 (sm_90)",
+        "driver": "CUDA 13.0", "r3_version": "0", "strategy": "bo", "seed": 0, "batch": 1,
+        "candidate": {"pipeline": "default<O2>"}, "ptx_hash": ptx,
+        "outcome": {"status": "valid",
+            "time": {"median_us": us, "min_us": us, "spread": 0.0, "samples": 10},
+            "baseline": {"median_us": 100.0, "min_us": 100.0, "spread": 0.0, "samples": 10}},
+        "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
+    }))
+    .unwrap();
+    t.trial = trial;
+    t
+}
+
+/// The oscillators case end to end on the fake GPU: replay found `big`'s tuned code twice as
+/// fast, the applied build (its dispatch table naming that code) runs it slower in the program
+/// than the recorded build did, and `r3 record --time-only` of the applied build withholds it:
+/// the store's best is -O3 again and nothing is exported for it.
+#[test]
+fn a_tuned_kernel_an_applied_build_runs_slower_is_withheld_from_the_next_build() {
+    use r3::apply::dispatch;
+    use r3::store::programs::ShippedKernel;
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let recorded = fake_gpu_program(dir.path(), "record_fake_gpu", &[]);
+    let shipped = ShippedKernel {
+        name: "big".into(),
+        arch: "sm_90".into(),
+        kernel: "kh".into(),
+        ptx: vec!["p1".into()],
+    };
+    let header = dir.path().join(dispatch::HEADER);
+    std::fs::write(&header, dispatch::header(&[shipped.line()])).unwrap();
+    let applied_dir = dir.path().join("applied");
+    std::fs::create_dir_all(&applied_dir).unwrap();
+    let applied = fake_gpu_program(
+        &applied_dir,
+        "record_fake_gpu",
+        &[format!("-include{}", header.display())],
+    );
+    // Both builds run from one path, as a rebuild leaves them.
+    let exe = dir.path().join("app");
+    std::fs::copy(&recorded, &exe).unwrap();
+    r3_record(&store_dir, &["--launches", "1", "--quiet"], &exe, &[]);
+    let store = Store::open(&store_dir).unwrap();
+    let gpu = "NVIDIA H100 (sm_90)";
+    let mut log = store.open_trials("kh", gpu).unwrap();
+    for t in [trial_of(0, "p0", 100.0), trial_of(1, "p1", 50.0)] {
+        log.append(&t).unwrap();
+    }
+    drop(log);
+    let confirmed: r3::store::trials::Confirmation = serde_json::from_value(serde_json::json!({
+        "format": 1, "trial": 1, "finished_unix_ms": 0,
+        "outcome": trial_of(1, "p1", 52.0).outcome
+    }))
+    .unwrap();
+    store.write_confirmation("kh", gpu, &confirmed).unwrap();
+    let best = || store.best_trial("kh", gpu).unwrap().unwrap().trial;
+    assert_eq!(best(), 1);
+    // The recorded build timed, then the applied one, whose launches take 1.5 times as long.
+    r3_record(&store_dir, &["--time-only"], &exe, &[]);
+    std::fs::copy(&applied, &exe).unwrap();
+    let slower = (0.0009765625f64 * 1.5).to_string();
+    let out = r3_record(
+        &store_dir,
+        &["--time-only"],
+        &exe,
+        &[("FAKE_MS_PER_THREAD", slower.as_str())],
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("r3: tuned kernels in this program, against the recorded build's time-only run: 0 of 1 at least as fast")
+            && err.contains("r3: big ran 0.667× here (384.0 ms against 256.0 ms per launch): withheld from the next build"),
+        "{err}"
+    );
+    assert_eq!(best(), 0, "-O3 ships again");
+    let c = store
+        .confirmations(&store.trials_path("kh", gpu))
+        .unwrap()
+        .remove(0);
+    assert_eq!(c.in_program.len(), 1);
+    assert_eq!(c.in_program[0].against, "time-only");
+    let winners =
+        r3::report::export::winners(&store, &r3::store::winner::Policy::default()).unwrap();
+    assert!(winners.kernels.is_empty(), "{:?}", winners.kernels);
+}
