@@ -196,53 +196,18 @@ fn ships(t: &TrialRecord, shipped: &ShippedKernel) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::{Outcome, TimeStats};
     use crate::programs::{Census, KernelCensus, KernelTiming};
-    use crate::trials::Confirmation;
     use crate::winner::pick_best;
+    use crate::winner::tests::{confirmed as confirmation, timed};
 
     const PATH: &str = "/w/app";
 
-    fn ts(us: f64) -> TimeStats {
-        TimeStats {
-            median_us: us,
-            min_us: us,
-            spread: 0.0,
-            samples: 10,
-            raced: false,
-        }
-    }
-
     /// Trial `trial` of kernel `kh` whose PTX hashes to `ptx`, at `us` against -O3's 100.
     fn trial(trial: u32, ptx: &str, us: f64) -> TrialRecord {
-        let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
-            "format": 1, "trial": trial, "kernel": "kh", "gpu": "g", "driver": "d",
-            "r3_version": "0", "strategy": "bo", "seed": 0, "batch": 1,
-            "candidate": {"pipeline": "default<O2>"}, "ptx_hash": ptx,
-            "outcome": {"status": "compile_error", "message": ""},
-            "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
-        }))
-        .unwrap();
-        r.outcome = Outcome::Valid {
-            time: ts(us),
-            baseline: ts(100.0),
-        };
-        r
-    }
-
-    fn confirmation(trial: u32, us: f64) -> Confirmation {
-        Confirmation {
-            format: 1,
-            trial,
-            outcome: Outcome::Valid {
-                time: ts(us),
-                baseline: ts(100.0),
-            },
-            finished_unix_ms: 0,
-            launches: Vec::new(),
-            context_ratios: Vec::new(),
-            in_program: Vec::new(),
-        }
+        let mut t = timed(trial, serde_json::json!({"pipeline": "default<O2>"}), us);
+        t.kernel = "kh".into();
+        t.ptx_hash = Some(ptx.into());
+        t
     }
 
     fn census(binary: &str, estimated_ms: f64) -> Census {

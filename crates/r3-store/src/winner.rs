@@ -273,7 +273,7 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::outcome::{Outcome, TimeStats};
 
@@ -283,18 +283,7 @@ mod tests {
             |trial: u32, us: f64| timed(trial, serde_json::json!({"pipeline": "default<O3>"}), us);
         let recs = vec![rec(0, 100.0), rec(1, 90.0), rec(2, 95.0)];
         assert_eq!(pick_best(&recs, &[]).unwrap().trial, 1);
-        let confirm = |trial, us| Confirmation {
-            format: 1,
-            trial,
-            outcome: Outcome::Valid {
-                time: ts(us),
-                baseline: ts(100.0),
-            },
-            finished_unix_ms: 0,
-            launches: Vec::new(),
-            context_ratios: Vec::new(),
-            in_program: Vec::new(),
-        };
+        let confirm = confirmed;
         assert_eq!(pick_best(&recs, &[confirm(1, 92.0)]).unwrap().trial, 1);
         assert_eq!(pick_best(&recs, &[confirm(1, 101.0)]).unwrap().trial, 0);
         // A confirmation of another trial says nothing about this one, nor does it hide one.
@@ -329,8 +318,24 @@ mod tests {
         assert_eq!(pick_best(&recs, &[elsewhere]).unwrap().trial, 1);
     }
 
+    /// A re-measurement of `trial` at `us` microseconds against -O3's 100.
+    pub(crate) fn confirmed(trial: u32, us: f64) -> Confirmation {
+        Confirmation {
+            format: 1,
+            trial,
+            outcome: Outcome::Valid {
+                time: ts(us),
+                baseline: ts(100.0),
+            },
+            finished_unix_ms: 0,
+            launches: Vec::new(),
+            context_ratios: Vec::new(),
+            in_program: Vec::new(),
+        }
+    }
+
     /// Ten samples of exactly `us`.
-    fn ts(us: f64) -> TimeStats {
+    pub(crate) fn ts(us: f64) -> TimeStats {
         TimeStats {
             median_us: us,
             min_us: us,
@@ -341,7 +346,7 @@ mod tests {
     }
 
     /// Trial `trial` of candidate `c` at `us` microseconds against -O3's 100.
-    fn timed(trial: u32, c: serde_json::Value, us: f64) -> TrialRecord {
+    pub(crate) fn timed(trial: u32, c: serde_json::Value, us: f64) -> TrialRecord {
         let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
             "format": 1, "trial": trial, "kernel": "k", "gpu": "g", "driver": "d", "r3_version": "0",
             "strategy": "bo", "seed": 0, "batch": 1, "candidate": c,
