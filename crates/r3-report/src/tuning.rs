@@ -604,8 +604,7 @@ fn apply_generic(
             b.trial,
             why_not_best(&b.candidate, policy)
         ),
-        _ => refuted_elsewhere(recs, confirmed)
-            .or_else(|| slower_in_program(recs, confirmed))
+        _ => fastest_not_kept(recs, confirmed)
             .unwrap_or_else(|| "keeps clang's code: nothing beats -O3".into()),
     };
     let validated_on = shipped
@@ -621,38 +620,30 @@ fn apply_generic(
     }
 }
 
-/// Why the fastest trial is not kept, where another recorded launch refuted it.
-fn refuted_elsewhere(
+/// Why the fastest trial is not kept, where its confirmation says: another recorded launch
+/// refuted it, or a program that shipped it measured it slower than the recorded build
+/// (`store::in_program`).
+fn fastest_not_kept(
     recs: &[TrialRecord],
     confirmed: &[crate::store::trials::Confirmation],
 ) -> Option<String> {
     let fastest = crate::store::winner::pick_best(recs, &[])?;
     let c = crate::store::winner::confirmation_of(confirmed, fastest.trial)?;
-    let bad = c.failed_launch()?;
-    Some(format!(
-        "keeps clang's code: the fastest trial ({}) {} on recorded launch {}",
-        fastest.trial,
-        bad.outcome.in_words(),
-        bad.recording
-    ))
-}
-
-/// Why the fastest trial is not kept, where a program that shipped it measured it slower than
-/// the recorded build (`store::in_program`).
-fn slower_in_program(
-    recs: &[TrialRecord],
-    confirmed: &[crate::store::trials::Confirmation],
-) -> Option<String> {
-    let fastest = crate::store::winner::pick_best(recs, &[])?;
-    let c = crate::store::winner::confirmation_of(confirmed, fastest.trial)?;
+    let t = fastest.trial;
+    if let Some(bad) = c.failed_launch() {
+        return Some(format!(
+            "keeps clang's code: the fastest trial ({t}) {} on recorded launch {}",
+            bad.outcome.in_words(),
+            bad.recording
+        ));
+    }
     let p = c.slower_in_program()?;
     let reference = match p.against.as_str() {
         "census" => "the recorded run's census",
         _ => "the recorded build's",
     };
     Some(format!(
-        "keeps clang's code: the fastest trial ({}) ran {} in program {} (r3 record --time-only: {:.4} ms per launch against {reference} {:.4})",
-        fastest.trial,
+        "keeps clang's code: the fastest trial ({t}) ran {} in program {} (r3 record --time-only: {:.4} ms per launch against {reference} {:.4})",
         crate::speed::times(p.speedup()),
         p.program,
         p.applied_ms,
