@@ -265,4 +265,18 @@ fn a_tuned_kernel_an_applied_build_runs_slower_is_withheld_from_the_next_build()
     let winners =
         r3::report::export::winners(&store, &r3::store::winner::Policy::default()).unwrap();
     assert!(winners.kernels.is_empty(), "{:?}", winners.kernels);
+    let status = Command::new(r3_bin())
+        .arg("--r3-store")
+        .arg(&store_dir)
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(
+            "withheld: kh [kh] on NVIDIA H100 (sm_90): its fastest code ran 0.667× in a program"
+        ),
+        "{text}{}",
+        stderr(&status)
+    );
 }

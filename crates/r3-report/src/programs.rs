@@ -56,11 +56,13 @@ pub struct Measured {
 }
 
 /// A kernel's speedup over -O3 on one GPU: what ships (generic code, or a variant that the
-/// searched launch takes) and the best.
+/// searched launch takes) and the best; and where a program measured the fastest trial slower
+/// than the recorded build (so it is withheld: `store::in_program`), its speedup there.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Speedups {
     pub shipped: f64,
     pub best: f64,
+    pub withheld: Option<f64>,
 }
 
 /// The predicted speedup of a program whose kernels take `share` of its time each and run
@@ -111,11 +113,16 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, String), Speedups>, S
         let searched = searched.get(&kernel).cloned().flatten();
         let ship = super::shipped::shipment(&recs, &confirmed, &policy);
         let shipped = super::shipped::on_searched(&ship, &confirmed, searched.as_ref()).speedup;
+        let withheld = winner::pick_best(&recs, &[])
+            .and_then(|t| winner::confirmation_of(&confirmed, t.trial))
+            .and_then(|c| c.slower_in_program())
+            .map(|p| p.speedup());
         out.insert(
             (gpu, kernel),
             Speedups {
                 shipped,
                 best: best.max(1.0),
+                withheld,
             },
         );
     }

@@ -45,6 +45,10 @@ pub struct Search {
     /// launch (1: clang's code), as the report leads with it; `best` is the fastest trial.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shipped: Option<f64>,
+    /// Where a program measured the fastest trial slower than the recorded build (`r3 record
+    /// --time-only` of an applied build), its speedup there: apply withholds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -150,6 +154,9 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             shipped: ships
                 .get(&(status.gpu.clone(), status.kernel.clone()))
                 .map(|s| s.shipped),
+            withheld: ships
+                .get(&(status.gpu.clone(), status.kernel.clone()))
+                .and_then(|s| s.withheld),
             status,
         })
         .collect();
@@ -257,6 +264,17 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
                 d = w[3],
                 e = w[4],
                 g = w[5]
+            );
+        }
+    }
+    for s in &f.searches {
+        if let Some(x) = s.withheld {
+            out += &format!(
+                "withheld: {} [{}] on {}: its fastest code ran {} in a program (r3 record --time-only of an applied build), so -O3 ships (r3 report says where)\n",
+                s.name,
+                short(&s.status.kernel),
+                s.status.gpu,
+                crate::speed::times(x)
             );
         }
     }
@@ -377,6 +395,7 @@ mod tests {
             irreproducible: None,
             share: None,
             shipped: best.map(|r| (1.0 / r).max(1.0)),
+            withheld: None,
             status: SearchStatus {
                 trials_file: format!("trials/{name}/{gpu}.jsonl").into(),
                 kernel: format!("{name}0123456789abcdef"),
@@ -491,6 +510,9 @@ mod tests {
         f.searches[1].share = Some(0.998);
         // A running search's best is not confirmed yet: apply keeps clang's code for it.
         f.searches[0].shipped = Some(1.0);
+        // A finished one whose best ran slower in a program than the recorded build.
+        f.searches[1].shipped = Some(1.0);
+        f.searches[1].withheld = Some(0.575);
         insta::assert_snapshot!(render(&f, 1_000_000 + 192_000));
     }
 }
