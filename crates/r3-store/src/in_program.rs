@@ -123,7 +123,13 @@ fn timed(run: &Timing, name: &str) -> Option<(f64, u64)> {
     (k.launches > 0 && k.ms > 0.0).then_some((k.ms, k.launches))
 }
 
-/// A kernel's estimated GPU time and launches in the program's census, by content hash.
+/// A census launch shorter than this is too short to judge tuned code by (`CENSUS_NOISE`).
+pub const CENSUS_MIN_MS: f64 = 0.05;
+
+/// A kernel's estimated GPU time and launches in the program's census, by content hash: only
+/// where every launch's time is a recorded launch's (none scaled from another shape, which
+/// can be off by far more than a kernel's tuning) and a launch takes at least
+/// [`CENSUS_MIN_MS`].
 fn estimated(program: &Program, kernel: &str) -> Option<(f64, u64)> {
     let census = program.census.as_ref()?;
     let (mut ms, mut launches) = (0.0, 0);
@@ -132,10 +138,13 @@ fn estimated(program: &Program, kernel: &str) -> Option<(f64, u64)> {
         .iter()
         .filter(|k| k.kernel.as_deref() == Some(kernel))
     {
+        if k.scaled_launches > 0 {
+            return None;
+        }
         ms += k.estimated_ms?;
         launches += k.launches;
     }
-    (launches > 0 && ms > 0.0).then_some((ms, launches))
+    (launches > 0 && ms >= CENSUS_MIN_MS * launches as f64).then_some((ms, launches))
 }
 
 impl Store {
@@ -340,6 +349,26 @@ mod tests {
         let c = store.confirmations(&store.trials_path("kh", "g")).unwrap();
         assert_eq!(c[0].in_program.len(), 1);
         assert_eq!(best(&store), 0);
+    }
+
+    #[test]
+    fn against_the_census_only_a_clear_loss_of_a_long_enough_recorded_launch_counts() {
+        let (_dir, store) = store();
+        let applied = |ms: f64| timing("app1", ms, &["_Z1kv sm_90 kh p1"]);
+        // 20% slower than the census: within what the census misjudges (CENSUS_NOISE).
+        let judged = store.judge_in_program(&applied(12.0)).unwrap();
+        assert_eq!(judged[0].measure.in_program.against, "census");
+        assert!(!judged[0].withheld());
+        assert_eq!(best(&store), 1);
+        // A launch the census scaled from another shape: no reference at all.
+        let mut scaled = census("rec", 10.0);
+        scaled.kernels[0].scaled_launches = 3;
+        store.put_census(&scaled).unwrap();
+        assert!(store.judge_in_program(&applied(30.0)).unwrap().is_empty());
+        // Launches of 20 µs: too short for the census to judge.
+        store.put_census(&census("rec", 0.2)).unwrap();
+        assert!(store.judge_in_program(&applied(3.0)).unwrap().is_empty());
+        assert_eq!(best(&store), 1);
     }
 
     #[test]
