@@ -186,7 +186,7 @@ pub fn tune_from<E: Evaluator>(
     tell_round(&mut *strat, restored.to_vec(), &mut best, kernel)?;
     // After the restore: a restored warm start is the one the search had, whatever became of
     // what it learned from since. It grows once its first part is told (bo's launch sweep).
-    let mut warm_start: u32;
+    let mut warm_start = strat.warm_start_len(space) as u32;
     let from_checkpoint = trial;
     let mut trial = trial;
     let (mut measured, mut resumed) = (0u32, trial);
@@ -195,7 +195,6 @@ pub fn tune_from<E: Evaluator>(
         // The round: the baseline alone, then rounds of `batch` trials, none past the end of
         // the warm start (so that what follows from it is asked next, and a time limit stops
         // right after it).
-        warm_start = strat.warm_start_len(space) as u32;
         let full = if trial == 0 {
             1
         } else if trial <= warm_start {
@@ -257,6 +256,7 @@ pub fn tune_from<E: Evaluator>(
             best: best.as_ref().map(|b| (b.trial, b.ratio().unwrap())),
             elapsed: start.elapsed(),
         });
+        // What the round told may lengthen the warm start (bo's launch sweep).
         warm_start = strat.warm_start_len(space) as u32;
         if let Some(s) = stop_after_round(trial, opts, stop, start, warm_start) {
             break s;

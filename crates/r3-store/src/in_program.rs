@@ -9,11 +9,10 @@
 //! confirmation, and a trial a program measured slower ships no more (`winner::pick_best`):
 //! the program is what the user runs.
 
-use super::programs::{program_key, Program, ShippedKernel, Timing};
+use super::programs::{Program, ShippedKernel, Timing};
 use super::trials::{InProgram, TrialRecord};
 use super::winner::{chosen_search, Policy};
 use super::{Store, StoreError};
-use std::path::Path;
 
 /// One shipped kernel of an applied build, measured in its program.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,8 +156,7 @@ impl Store {
         if applied.shipped.is_empty() {
             return Ok(Vec::new());
         }
-        let key = program_key(Path::new(&applied.path));
-        let Some(program) = self.programs()?.into_iter().find(|p| p.key == key) else {
+        let Some(program) = self.program(&applied.path) else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();

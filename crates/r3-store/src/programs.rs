@@ -505,48 +505,13 @@ impl Store {
             .filter(|p| p.is_dir())
             .collect();
         dirs.sort();
-        let mut out = Vec::new();
-        for dir in dirs {
-            let census_path = dir.join("census.json");
-            let census = census_path
-                .exists()
-                .then(|| read_or_warn::<Census>(&census_path, "that program's census"))
-                .flatten();
-            let mut timings = Vec::new();
-            let tdir = dir.join("timings");
-            match read_dir_if_exists(&tdir) {
-                Ok(Some(entries)) => {
-                    let mut files: Vec<PathBuf> = entries
-                        .flatten()
-                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                        .map(|e| e.path())
-                        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                        .collect();
-                    files.sort();
-                    timings.extend(
-                        files
-                            .iter()
-                            .filter_map(|f| read_or_warn::<Timing>(f, "that timing")),
-                    );
-                }
-                Ok(None) => {}
-                Err(e) => warn_left_out(&e, "that program's timings"),
-            }
-            timings.sort_by(|a, b| a.unix_s.total_cmp(&b.unix_s));
-            if census.is_none() && timings.is_empty() {
-                continue;
-            }
-            let key = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            out.push(Program {
-                key,
-                census,
-                timings,
-            });
-        }
-        Ok(out)
+        Ok(dirs.iter().filter_map(|d| read_program(d)).collect())
+    }
+
+    /// The program run from the executable at `path` (by its key), where the store has a census
+    /// or a timing of it; damaged files are said and left out, as [`Store::programs`] does.
+    pub fn program(&self, path: &str) -> Option<Program> {
+        read_program(&self.program_dir(path))
     }
 
     /// Each kernel's share of each program's estimated time, by the kernel's content hash,
@@ -586,6 +551,49 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// One program's directory under `programs/`: None where it holds neither a census nor a
+/// timing (or is missing).
+fn read_program(dir: &Path) -> Option<Program> {
+    let census_path = dir.join("census.json");
+    let census = census_path
+        .exists()
+        .then(|| read_or_warn::<Census>(&census_path, "that program's census"))
+        .flatten();
+    let mut timings = Vec::new();
+    let tdir = dir.join("timings");
+    match read_dir_if_exists(&tdir) {
+        Ok(Some(entries)) => {
+            let mut files: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            files.sort();
+            timings.extend(
+                files
+                    .iter()
+                    .filter_map(|f| read_or_warn::<Timing>(f, "that timing")),
+            );
+        }
+        Ok(None) => {}
+        Err(e) => warn_left_out(&e, "that program's timings"),
+    }
+    timings.sort_by(|a, b| a.unix_s.total_cmp(&b.unix_s));
+    if census.is_none() && timings.is_empty() {
+        return None;
+    }
+    let key = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Some(Program {
+        key,
+        census,
+        timings,
+    })
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
