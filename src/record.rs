@@ -15,6 +15,7 @@ use crate::store::programs::{
     FORMAT as PROGRAMS_FORMAT,
 };
 use crate::store::records::{irreproducible_text, Recording};
+use crate::store::trials::Against;
 use crate::store::Store;
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -604,9 +605,9 @@ fn in_program_summary(judged: &[Judged]) -> String {
             ms_text(p.recorded_ms)
         )
     };
-    let against = match judged[0].measure.in_program.against.as_str() {
-        "census" => "the recorded run's census",
-        _ => "the recorded build's time-only run",
+    let against = match judged[0].measure.in_program.against {
+        Against::Census => "the recorded run's census",
+        Against::TimeOnly => "the recorded build's time-only run",
     };
     let held = judged
         .iter()
@@ -1033,7 +1034,7 @@ mod tests {
                 in_program: InProgram {
                     program: "app-0123".into(),
                     binary: "b".into(),
-                    against: "census".into(),
+                    against: Against::Census,
                     recorded_ms,
                     applied_ms,
                     launches: 10,

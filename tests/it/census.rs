@@ -261,7 +261,10 @@ fn a_tuned_kernel_an_applied_build_runs_slower_is_withheld_from_the_next_build()
         .unwrap()
         .remove(0);
     assert_eq!(c.in_program.len(), 1);
-    assert_eq!(c.in_program[0].against, "time-only");
+    assert_eq!(
+        c.in_program[0].against,
+        r3::store::trials::Against::TimeOnly
+    );
     let winners =
         r3::report::export::winners(&store, &r3::store::winner::Policy::default()).unwrap();
     assert!(winners.kernels.is_empty(), "{:?}", winners.kernels);

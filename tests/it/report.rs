@@ -602,7 +602,7 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
     slower.in_program = vec![r3::store::trials::InProgram {
         program: "app-0123".into(),
         binary: "abcd".into(),
-        against: "time-only".into(),
+        against: r3::store::trials::Against::TimeOnly,
         recorded_ms: 0.02,
         applied_ms: 0.025,
         launches: 4,

@@ -638,9 +638,9 @@ fn fastest_not_kept(
         ));
     }
     let p = c.slower_in_program()?;
-    let reference = match p.against.as_str() {
-        "census" => "the recorded run's census",
-        _ => "the recorded build's",
+    let reference = match p.against {
+        crate::store::trials::Against::Census => "the recorded run's census",
+        crate::store::trials::Against::TimeOnly => "the recorded build's",
     };
     Some(format!(
         "keeps clang's code: the fastest trial ({t}) ran {} in program {} (r3 record --time-only: {:.4} ms per launch against {reference} {:.4})",

@@ -10,7 +10,7 @@
 //! the program is what the user runs.
 
 use super::programs::{Program, ShippedKernel, Timing};
-use super::trials::{InProgram, TrialRecord};
+use super::trials::{Against, InProgram, TrialRecord};
 use super::winner::{chosen_search, Policy};
 use super::{Store, StoreError};
 
@@ -69,8 +69,8 @@ pub fn measures(program: &Program, applied: &Timing) -> Vec<Measure> {
             continue;
         };
         let recorded = match recorded_run {
-            Some(run) => timed(run, &shipped.name).map(|r| ("time-only", r)),
-            None => estimated(program, &shipped.kernel).map(|r| ("census", r)),
+            Some(run) => timed(run, &shipped.name).map(|r| (Against::TimeOnly, r)),
+            None => estimated(program, &shipped.kernel).map(|r| (Against::Census, r)),
         };
         let Some((against, (recorded_ms, recorded_launches))) = recorded else {
             continue;
@@ -79,7 +79,7 @@ pub fn measures(program: &Program, applied: &Timing) -> Vec<Measure> {
             in_program: InProgram {
                 program: program.key.clone(),
                 binary: applied.binary.clone(),
-                against: against.into(),
+                against,
                 recorded_ms: recorded_ms / recorded_launches as f64,
                 applied_ms: applied_ms / launches as f64,
                 launches,
@@ -314,8 +314,8 @@ mod tests {
         assert_eq!(judged.len(), 1);
         let m = &judged[0].measure.in_program;
         assert_eq!(
-            (m.against.as_str(), m.recorded_ms, m.applied_ms),
-            ("census", 1.0, 1.4)
+            (m.against, m.recorded_ms, m.applied_ms),
+            (Against::Census, 1.0, 1.4)
         );
         assert_eq!(judged[0].kept, Kept::Trials(vec![1]));
         assert!(judged[0].withheld());
@@ -336,7 +336,7 @@ mod tests {
             .judge_in_program(&timing("app1", 13.2, &["_Z1kv sm_90 kh p1"]))
             .unwrap();
         let m = &judged[0].measure.in_program;
-        assert_eq!(m.against, "time-only");
+        assert_eq!(m.against, Against::TimeOnly);
         assert!(!m.slower(), "1.5% slower is within one run's noise");
         assert!(!judged[0].withheld());
         assert_eq!(best(&store), 1, "the tuned code still ships");
@@ -355,7 +355,7 @@ mod tests {
         let applied = |ms: f64| timing("app1", ms, &["_Z1kv sm_90 kh p1"]);
         // 20% slower than the census: within what the census misjudges (CENSUS_NOISE).
         let judged = store.judge_in_program(&applied(12.0)).unwrap();
-        assert_eq!(judged[0].measure.in_program.against, "census");
+        assert_eq!(judged[0].measure.in_program.against, Against::Census);
         assert!(!judged[0].withheld());
         assert_eq!(best(&store), 1);
         // A launch the census scaled from another shape: no reference at all.

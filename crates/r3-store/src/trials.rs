@@ -552,15 +552,24 @@ pub struct InProgram {
     /// The program's key (`programs/<key>/`) and the applied build's binary.
     pub program: String,
     pub binary: String,
-    /// What the recorded build's time is: `time-only` (its own time-only run) or `census` (the
-    /// estimate of its recording run).
-    pub against: String,
+    /// What the recorded build's time is.
+    pub against: Against,
     /// GPU time per launch, ms.
     pub recorded_ms: f64,
     pub applied_ms: f64,
     /// The applied build's launches of the kernel.
     pub launches: u64,
     pub unix_s: f64,
+}
+
+/// The recorded build's time an applied build's is measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Against {
+    /// The recorded build's own time-only run (`time-only`).
+    TimeOnly,
+    /// The estimate of its recording run (`census`).
+    Census,
 }
 
 impl InProgram {
@@ -576,9 +585,9 @@ impl InProgram {
     /// Whether the program measured the tuned code slower than the recorded build, beyond what
     /// its reference tells apart ([`PROGRAM_NOISE`], [`CENSUS_NOISE`]).
     pub fn slower(&self) -> bool {
-        let noise = match self.against.as_str() {
-            "census" => CENSUS_NOISE,
-            _ => PROGRAM_NOISE,
+        let noise = match self.against {
+            Against::Census => CENSUS_NOISE,
+            Against::TimeOnly => PROGRAM_NOISE,
         };
         self.applied_ms > self.recorded_ms * (1.0 + noise)
     }
