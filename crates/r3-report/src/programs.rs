@@ -113,9 +113,11 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, String), Speedups>, S
         let searched = searched.get(&kernel).cloned().flatten();
         let ship = super::shipped::shipment(&recs, &confirmed, &policy);
         let shipped = super::shipped::on_searched(&ship, &confirmed, searched.as_ref()).speedup;
-        let withheld = winner::pick_best(&recs, &[])
-            .and_then(|t| winner::confirmation_of(&confirmed, t.trial))
-            .and_then(|c| c.slower_in_program())
+        // The code a program measured slower: a confirmed trial's, whichever trial is the
+        // fastest now (a faster one may never have been confirmed, so never shipped).
+        let withheld = confirmed
+            .iter()
+            .find_map(|c| c.slower_in_program())
             .map(|p| p.speedup());
         out.insert(
             (gpu, kernel),
