@@ -935,6 +935,7 @@ fn replay(
         max_reps: repeat,
         tolerance,
         l2: Default::default(),
+        screen: None,
     };
     let rows = r3::replay::gpu::replay_each(
         &store,
@@ -1260,6 +1261,14 @@ struct MeasureHow {
     /// Accept outputs within this tolerance (e.g. f32:rel=1e-5); also lets the search try fast-math.
     #[arg(long)]
     tolerance: Option<r3::replay::validate::Tolerance>,
+    /// Screen long kernels: a kernel of 50 ms or more a launch, over enough blocks, has its
+    /// candidates timed first on a prefix of its grid, and only those not clearly slower than
+    /// the best there are checked and timed on the whole launch. The screen is held to the
+    /// whole launch as it goes and turns off where they disagree. Off by default: on an H100 it
+    /// saved no time where racing already cuts losers short, and a GEMM's first rows misread
+    /// its speedups (docs/measurement.md).
+    #[arg(long)]
+    screen: bool,
 }
 
 impl MeasureHow {
@@ -1268,6 +1277,7 @@ impl MeasureHow {
             repeat: self.repeat,
             l2: self.l2,
             tolerance: self.tolerance,
+            screen: self.screen,
         }
     }
 }

@@ -1081,3 +1081,89 @@ fn a_job_array_for_a_deadline_names_the_allocation_its_tasks_share() {
     let resumed = exec_line(&["--resume"]);
     assert!(!resumed.contains("--deadline-id"), "{resumed}");
 }
+
+/// Every other code is dropped by a screen whose prefix timed it (implausibly) ten times
+/// faster than -O3; the rest run 10% faster on the whole launch.
+#[derive(Default)]
+struct Screening {
+    told: Mutex<u32>,
+}
+
+impl Evaluator for Screening {
+    fn lower(&self, _kernel: &str, c: &Candidate) -> Result<Lowered, Outcome> {
+        let h = r3::kernel::short_hash(serde_json::to_string(c).unwrap().as_bytes());
+        Ok(Lowered {
+            candidate: c.clone(),
+            ptx: format!("// {h}\n"),
+            ptx_hash: h.into(),
+            stats: Default::default(),
+            passes_ms: 0.0,
+            codegen_ms: 0.0,
+            ir_instructions: 0,
+        })
+    }
+
+    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        batch
+            .iter()
+            .map(|l| {
+                let dropped =
+                    l.candidate != Candidate::baseline() && l.ptx_hash.as_bytes()[0] % 2 == 0;
+                if dropped {
+                    *self.told.lock().unwrap() += 1;
+                    return Outcome::Screened {
+                        time: TimeStats::exact(10.0),
+                        baseline: TimeStats::exact(100.0),
+                        fraction: 0.0625,
+                    };
+                }
+                let us = if l.candidate == Candidate::baseline() {
+                    100.0
+                } else {
+                    90.0
+                };
+                Outcome::Valid {
+                    time: TimeStats::exact(us),
+                    baseline: TimeStats::exact(100.0),
+                }
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_candidate_the_screen_dropped_is_kept_as_such_and_never_becomes_the_best() {
+    let space = staged_space();
+    let mut ev = Screening::default();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    // The evaluator names no GPU: its trials are "unknown"'s.
+    let mut log = store.open_trials("k", "unknown").unwrap();
+    let never = AtomicBool::new(false);
+    let s = tune(
+        &mut ev,
+        &space,
+        &opts("bo", 24),
+        Vec::new(),
+        Some(&mut log),
+        &never,
+        |_| {},
+    )
+    .unwrap();
+    let recs = store.trials("k", "unknown").unwrap();
+    let screened = recs
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Screened { .. }))
+        .count();
+    assert!(
+        screened > 0 && *ev.told.lock().unwrap() > 0,
+        "no candidate was screened"
+    );
+    // The search's best and the store's are valid on the whole launch, at 0.9.
+    assert_eq!(s.best.as_ref().and_then(|b| b.ratio()), Some(0.9));
+    let best = store.best_trial("k", "unknown").unwrap().unwrap();
+    assert_eq!(best.ratio(), Some(0.9));
+    // The report counts them apart.
+    let report = r3::report::tuning::build(&store, &Default::default()).unwrap();
+    assert_eq!(report.kernels[0].outcomes.screened, screened);
+}

@@ -17,12 +17,15 @@ use serde_json::{json, Map, Value};
 /// T4 results (schema 1.0.0) of one kernel's trials. Times are microseconds, as measured by
 /// replay (the median of the interleaved repetitions); compile times are milliseconds.
 pub fn t4(trials: &[TrialRecord]) -> Value {
-    let results: Vec<Value> = trials.iter().map(t4_result).collect();
+    let results: Vec<Value> = trials.iter().filter_map(t4_result).collect();
     json!({ "schema_version": "1.0.0", "results": results })
 }
 
-fn t4_result(t: &TrialRecord) -> Value {
+/// None for a candidate the screen dropped: it was never run on the launch, so it has neither
+/// a time nor a verdict to give.
+fn t4_result(t: &TrialRecord) -> Option<Value> {
     let (invalidity, time) = match &t.outcome {
+        Outcome::Screened { .. } => return None,
         Outcome::Valid { time, .. } => ("correct", Some(time.median_us)),
         Outcome::CompileError { .. } => ("compile", None),
         Outcome::WrongOutput { .. } => ("correctness", None),
@@ -33,7 +36,7 @@ fn t4_result(t: &TrialRecord) -> Value {
         .map(|us| json!({ "name": "time", "value": us, "unit": "us" }))
         .into_iter()
         .collect();
-    json!({
+    Some(json!({
         "timestamp": t.finished_unix_ms.to_string(),
         "configuration": serde_json::to_value(&t.candidate).expect("candidates serialize"),
         "objectives": ["time"],
@@ -45,7 +48,7 @@ fn t4_result(t: &TrialRecord) -> Value {
         "invalidity": invalidity,
         "correctness": u8::from(invalidity == "correct"),
         "measurements": measurements,
-    })
+    }))
 }
 
 /// Proteus's per-kernel tuned configuration, and the kernels that could not be expressed in it.
@@ -131,12 +134,18 @@ mod tests {
                 message: "x".into(),
             }),
             trial(Outcome::TimedOut { limit_ms: 1.0 }),
+            trial(Outcome::Screened {
+                time: TimeStats::exact(30.0),
+                baseline: TimeStats::exact(10.0),
+                fraction: 0.0625,
+            }),
         ]);
         let r = v["results"].as_array().unwrap();
         let inv: Vec<&str> = r
             .iter()
             .map(|x| x["invalidity"].as_str().unwrap())
             .collect();
+        // The screened candidate ran on no launch: left out.
         assert_eq!(
             inv,
             ["correct", "compile", "correctness", "runtime", "timeout"]

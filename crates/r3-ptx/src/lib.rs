@@ -1,8 +1,10 @@
 //! PTX text, read without LLVM: the one place r3 parses PTX. `lex` gives tokens exact to the
 //! byte (the splice renames and moves by them), `stats` the instructions, their count and mix
 //! (reports, the dry run, the evolve archive), `cfg` the control flow (the traits recipes'
-//! preconditions name). `ptxas -v` output is not PTX and stays with lowering.
+//! preconditions name), `grid` code that runs a prefix of its grid as the whole grid (replay's
+//! screen). `ptxas -v` output is not PTX and stays with lowering.
 
 pub mod cfg;
+pub mod grid;
 pub mod lex;
 pub mod stats;

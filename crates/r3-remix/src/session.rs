@@ -35,6 +35,8 @@ pub struct Measure {
     pub repeat: u32,
     pub l2: l2::Policy,
     pub tolerance: Option<Tolerance>,
+    /// Screen a long kernel's candidates on a prefix of its launch (`replay::screen`).
+    pub screen: bool,
 }
 
 /// What `r3 tune` on a GPU does beyond the search itself.
@@ -85,6 +87,7 @@ pub fn measure_options(gpu: &GpuInfo, how: &Measure) -> MeasureOptions {
         max_reps: how.repeat,
         tolerance: how.tolerance,
         l2: Default::default(),
+        screen: (how.screen && gpu.sms > 0).then_some(gpu.sms),
     }
 }
 
@@ -410,6 +413,9 @@ pub fn search<E: Evaluator + Sync>(
         )));
     })?;
     for line in summary_lines(&label, &summary, &path, opts) {
+        say(Line::Out(line));
+    }
+    if let Some(line) = eval.screen_summary() {
         say(Line::Out(line));
     }
     Ok(summary.stop)

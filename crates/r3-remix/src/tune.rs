@@ -420,7 +420,9 @@ fn tell_round(
                 outcome: r.outcome,
             });
         }
-        strat.tell(&r.candidate, r.ratio());
+        // A candidate the screen dropped is known to be slow: its ratio on the prefix is
+        // what the strategy learns of it (it never becomes the best: that takes a valid ratio).
+        strat.tell(&r.candidate, r.ratio().or(r.outcome.screened_ratio()));
         if r.ratio().is_some()
             && best
                 .as_ref()

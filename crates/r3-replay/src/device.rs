@@ -16,6 +16,13 @@ pub struct GpuInfo {
     /// The driver's UUID of the device, "GPU-" and 32 hex digits as nvidia-smi writes it:
     /// which device, whatever CUDA_VISIBLE_DEVICES renumbers.
     pub uuid: String,
+    /// Streaming multiprocessors (0 where the driver did not say).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sms: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl GpuInfo {
@@ -151,6 +158,9 @@ pub fn info(ctx: &Arc<CudaContext>) -> Result<GpuInfo, GpuError> {
             .map_err(|e| driver_err(during, e))?,
         mem_bytes: ctx.total_mem().map_err(|e| driver_err(during, e))?,
         uuid: uuid_text(&ctx.uuid().map_err(|e| driver_err(during, e))?.bytes),
+        sms: ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_or(0, |n| n.max(0) as u32),
     })
 }
 

@@ -34,6 +34,9 @@ pub struct MeasureOptions {
     pub tolerance: Option<Tolerance>,
     /// The L2 state timed runs start from (`l2::choose` sets it under `--l2 auto`).
     pub l2: crate::store::l2::Regime,
+    /// The GPU's multiprocessors, where a long kernel's candidates may be screened on a prefix
+    /// of its launch (`screen`); None: every candidate is timed on the whole launch.
+    pub screen: Option<u32>,
 }
 
 pub struct GpuEvaluator {
@@ -63,6 +66,50 @@ pub struct GpuEvaluator {
     /// for this recording; sent with every later job, so that a new worker does not learn them
     /// again. Some(empty) where learning failed: nothing is poisoned.
     outputs: std::sync::Mutex<Option<super::outputs::Masks>>,
+    /// The screen of this recording's launch, and how it has agreed with the whole launch.
+    screen: std::sync::Mutex<Screening>,
+}
+
+/// A long kernel's screen (`screen`): the prefix its candidates are timed on first (None: the
+/// kernel is not screened) and the judge of its agreement with the whole launch.
+#[derive(Debug, Default)]
+struct Screening {
+    cut: Option<super::screen::Cut>,
+    judge: super::screen::Judge,
+}
+
+impl Screening {
+    /// How the next candidate meets the screen, the search's best ratio being `best`.
+    fn next(&mut self, best: Option<f64>) -> Option<super::screen::Use> {
+        self.judge.next(self.cut?, best)
+    }
+
+    /// What a batch's results say of the screen: drops counted, and every candidate timed
+    /// both ways held to the whole launch (a disagreement turns the screen off, said once).
+    fn learn(&mut self, batch: &[Measured], kernel: &str) {
+        let Some(cut) = self.cut else { return };
+        for m in batch {
+            if matches!(m.outcome, Outcome::Screened { .. }) {
+                self.judge.dropped += 1;
+            }
+            if let (Some(sc), Some(whole)) = (&m.screen, m.outcome.ratio()) {
+                if let Some(line) = self.judge.agreed(cut, sc.ratio(), whole) {
+                    eprintln!("r3: note: {kernel}: {line}");
+                }
+            }
+        }
+    }
+
+    fn of(recording: &Recording, opts: &MeasureOptions) -> std::sync::Mutex<Screening> {
+        let l = &recording.launch;
+        let cut = opts
+            .screen
+            .and_then(|sms| super::screen::plan(l.grid, l.block, l.in_app_ms * 1e3, sms));
+        std::sync::Mutex::new(Screening {
+            cut,
+            judge: Default::default(),
+        })
+    }
 }
 
 /// The stored kernel a recording ran (`identity::Index::of_recording`).
@@ -142,6 +189,7 @@ impl GpuEvaluator {
         let limit = watchdog(&recording, &opts);
         let (device, gpu_name) = device_name(&target, opts.ordinal);
         let outputs_from = original_ptx(store, &kernel, &target);
+        let screen = Screening::of(&recording, &opts);
         Ok(GpuEvaluator {
             outputs_from,
             outputs: Default::default(),
@@ -157,6 +205,7 @@ impl GpuEvaluator {
             pool: std::sync::Mutex::new(Pool::new(limit)),
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
+            screen,
         })
     }
 
@@ -179,6 +228,7 @@ impl GpuEvaluator {
             recording: self.recording.clone(),
             outputs_from: self.outputs_from.clone(),
             outputs: std::sync::Mutex::new(self.known_outputs()),
+            screen: Screening::of(&self.recording, &self.opts),
         }
     }
 
@@ -207,6 +257,7 @@ impl GpuEvaluator {
                 self.known_outputs()
                     .filter(|_| recording.id == self.recording.id),
             ),
+            screen: Screening::of(&recording, &self.opts),
             recording,
             outputs_from: self.outputs_from.clone(),
         })
@@ -391,6 +442,7 @@ impl GpuEvaluator {
                 ptx: candidate.ptx.clone(),
                 block_x: candidate.candidate.block_x,
                 tolerance: self.opts.tolerance,
+                screen: None,
             }],
             max_reps: 1,
             l2: self.opts.l2,
@@ -440,6 +492,7 @@ fn baseline_job(
             ptx: ptx.to_owned(),
             block_x: None,
             tolerance: None,
+            screen: None,
         }],
         max_reps,
         l2,
@@ -517,6 +570,7 @@ pub fn verify_recordings(
         max_reps: 1,
         tolerance: None,
         l2: Default::default(),
+        screen: None,
     };
     let limit = recordings
         .iter()
@@ -615,6 +669,11 @@ impl Evaluator for GpuEvaluator {
     }
 
     fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        let race = Some(f64::from_bits(
+            self.race.load(std::sync::atomic::Ordering::Relaxed),
+        ))
+        .filter(|r| *r > 0.0);
+        let mut screening = self.screen.lock().unwrap_or_else(|p| p.into_inner());
         let job = Job {
             recording_dir: self.recording.dir.clone(),
             recording_id: self.recording.id.clone(),
@@ -626,15 +685,13 @@ impl Evaluator for GpuEvaluator {
                     ptx: l.ptx.clone(),
                     block_x: l.candidate.block_x,
                     tolerance: self.opts.tolerance,
+                    screen: screening.next(race),
                 })
                 .collect(),
             max_reps: self.opts.max_reps,
             l2: self.opts.l2,
             baseline_alone: false,
-            race: Some(f64::from_bits(
-                self.race.load(std::sync::atomic::Ordering::Relaxed),
-            ))
-            .filter(|r| *r > 0.0),
+            race,
             outputs_from: self.outputs_from.clone(),
             outputs: self.known_outputs(),
             fresh: None,
@@ -659,16 +716,18 @@ impl Evaluator for GpuEvaluator {
             Ok(m) => m,
             Err(message) => batch
                 .iter()
-                .map(|_| Measured {
-                    outcome: failed_batch(&message, self.outputs_from.is_some()),
-                    registers: None,
-                    local_bytes: None,
-                })
+                .map(|_| Measured::only(failed_batch(&message, self.outputs_from.is_some())))
                 .collect(),
         };
+        screening.learn(&measured, &self.kernel.signature.demangled);
         let outcomes = measured.iter().map(|m| m.outcome.clone()).collect();
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = measured;
         outcomes
+    }
+
+    fn screen_summary(&self) -> Option<String> {
+        let s = self.screen.lock().unwrap_or_else(|p| p.into_inner());
+        s.judge.summary(s.cut?)
     }
 }
 
@@ -776,14 +835,7 @@ pub fn replay(
         .map(|(l, m)| {
             let (stats, measured) = match l {
                 Ok(l) => (l.stats, if dry_run { None } else { measured.next() }),
-                Err(outcome) => (
-                    Default::default(),
-                    Some(Measured {
-                        outcome,
-                        registers: None,
-                        local_bytes: None,
-                    }),
-                ),
+                Err(outcome) => (Default::default(), Some(Measured::only(outcome))),
             };
             ReplayResult {
                 recording: ev.recording.id.clone(),
@@ -807,13 +859,65 @@ mod tests {
     use super::Verdict;
 
     #[test]
+    fn the_evaluator_screens_only_with_a_best_and_holds_the_screen_to_the_whole_launch() {
+        use super::{Measured, Outcome, Screening};
+        use crate::screen::{Cut, Screened, CALIBRATION};
+        use crate::store::outcome::TimeStats;
+        let cut = Cut {
+            dim: 0,
+            kept: 4224,
+            extent: 65536,
+        };
+        let mut s = Screening {
+            cut: Some(cut),
+            judge: Default::default(),
+        };
+        assert_eq!(s.next(None), None, "nothing to drop against");
+        let both = |screened: f64, whole: f64| Measured {
+            screen: Some(Screened {
+                baseline: TimeStats::exact(100.0),
+                time: TimeStats::exact(100.0 * screened),
+            }),
+            ..Measured::only(Outcome::Valid {
+                time: TimeStats::exact(1000.0 * whole),
+                baseline: TimeStats::exact(1000.0),
+            })
+        };
+        for _ in 0..CALIBRATION {
+            assert_eq!(s.next(Some(0.8)).unwrap().drop_above, None);
+        }
+        s.learn(&[both(0.9, 0.88), both(1.2, 1.25), both(0.5, 0.5)], "k");
+        assert!(s.judge.calibrated_at.is_some());
+        let limit = s.next(Some(0.8)).unwrap().drop_above.unwrap();
+        assert!(
+            limit > 0.8 * 1.04 && limit < 0.8 * 1.05,
+            "margin is the worst disagreement: {limit}"
+        );
+        let dropped = Measured::only(Outcome::Screened {
+            time: TimeStats::exact(200.0),
+            baseline: TimeStats::exact(100.0),
+            fraction: cut.fraction(),
+        });
+        s.learn(&[dropped], "k");
+        assert_eq!(s.judge.dropped, 1);
+        // A survivor whose whole launch disagrees with its prefix turns the screen off.
+        s.learn(&[both(0.7, 1.0)], "k");
+        assert_eq!(s.next(Some(0.8)), None);
+        let line = s.judge.summary(cut).unwrap();
+        assert!(
+            line.contains("4224 of 65536 blocks in x")
+                && line.contains("1 dropped")
+                && line.contains("off"),
+            "{line}"
+        );
+        // A kernel without a cut is never screened.
+        assert_eq!(Screening::default().next(Some(0.8)), None);
+    }
+
+    #[test]
     fn the_fresh_check_tells_a_difference_from_a_check_that_did_not_run() {
         use super::{fresh_of, Fresh, Measured, Outcome};
-        let m = |outcome| Measured {
-            outcome,
-            registers: None,
-            local_bytes: None,
-        };
+        let m = |outcome| Measured::only(outcome);
         let t = crate::store::outcome::TimeStats::of(&[0.0]);
         let same = Outcome::Valid {
             time: t.clone(),

@@ -21,6 +21,7 @@ pub mod fresh;
 pub mod gpu;
 pub mod l2;
 pub mod outputs;
+pub mod screen;
 pub mod session;
 pub mod stopping;
 pub mod turn;
@@ -90,6 +91,12 @@ pub trait Evaluator: Sync {
     /// clearly slower than it may be timed no further (`stopping::beaten`; its stats say
     /// `raced`). None: every candidate is timed in full. Ignored by default.
     fn race_against(&self, _best_ratio: Option<f64>) {}
+
+    /// What the screen did (`screen`): its prefix, its drops and its agreement with the whole
+    /// launch; None where the kernel was not screened. None by default.
+    fn screen_summary(&self) -> Option<String> {
+        None
+    }
 
     /// The traits of the kernel's -O3 code (`ptx::cfg::TRAITS`) that recipes' preconditions name;
     /// by default read off the baseline's PTX. None known when it does not compile.

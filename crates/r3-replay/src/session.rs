@@ -768,6 +768,45 @@ impl Session {
         l2: Regime,
         race: Option<f64>,
     ) -> Result<Vec<TimeStats>, ReplayError> {
+        self.time_on(ls, refs, (max_reps, race), l2, None)
+    }
+
+    /// [`Session::time`] on the screen's prefix of the launch (`screen::Cut`; each code's
+    /// module reads the full grid's extent, `ptx::grid`), with no comparison: the candidate is
+    /// not checked yet. With `drop_above`, the candidate (the last code) stops as soon as its
+    /// ratio to the baseline (the first) is clearly above it, its stats marked `raced`.
+    ///
+    /// Unchecked code may write anywhere in its allocations: every input is restored first
+    /// where the last code left them in doubt, and they are in doubt after. Each module's
+    /// variables start from the recording's values, not its initializers.
+    pub fn time_screened(
+        &self,
+        ls: &[(&Loaded, Option<u32>)],
+        cut: crate::screen::Cut,
+        max_reps: u32,
+        l2: Regime,
+        drop_above: Option<f64>,
+    ) -> Result<Vec<TimeStats>, ReplayError> {
+        if self.dirty.get() {
+            self.restore(ls[0].0, None)?;
+            self.fill_guards()?;
+        }
+        for (l, _) in ls {
+            let vars: Vec<usize> = l.vars.iter().map(|(i, _)| *i).collect();
+            self.restore(l, Some(&vars))?;
+        }
+        self.dirty.set(true);
+        self.time_on(ls, &[], (max_reps, drop_above), l2, Some(cut))
+    }
+
+    fn time_on(
+        &self,
+        ls: &[(&Loaded, Option<u32>)],
+        refs: &[&Reference],
+        (max_reps, race): (u32, Option<f64>),
+        l2: Regime,
+        cut: Option<crate::screen::Cut>,
+    ) -> Result<Vec<TimeStats>, ReplayError> {
         let compare = |i: usize, next_is_sample: bool| -> Result<(), ReplayError> {
             match refs.get(i) {
                 Some(r) if determinism::compare_after(l2, next_is_sample) => {
@@ -782,7 +821,9 @@ impl Session {
         let mut warm = 0;
         while warm < rounds {
             for (i, (l, bx)) in ls.iter().enumerate() {
-                let us = self.timed_run(l, *bx, l2).map_err(|e| annotate(e, warm))?;
+                let us = self
+                    .timed_run(l, *bx, l2, cut)
+                    .map_err(|e| annotate(e, warm))?;
                 if warm == 0 && i == 0 {
                     rounds = stopping::warmups(us);
                 }
@@ -792,7 +833,7 @@ impl Session {
         }
         for rep in 0..max_reps {
             for (i, (l, bx)) in ls.iter().enumerate() {
-                samples[i].push(self.timed_run(l, *bx, l2)?);
+                samples[i].push(self.timed_run(l, *bx, l2, cut)?);
                 if i < last {
                     compare(i, true)?;
                 }
@@ -814,7 +855,13 @@ impl Session {
         Ok(samples.iter().map(|s| TimeStats::of(s)).collect())
     }
 
-    fn timed_run(&self, l: &Loaded, block_x: Option<u32>, l2: Regime) -> Result<f64, ReplayError> {
+    fn timed_run(
+        &self,
+        l: &Loaded,
+        block_x: Option<u32>,
+        l2: Regime,
+        cut: Option<crate::screen::Cut>,
+    ) -> Result<f64, ReplayError> {
         self.restore_written(l)?;
         // SAFETY: events and memset on the session's stream; results checked.
         unsafe {
@@ -828,7 +875,7 @@ impl Session {
             ck(sys::cuEventCreate(&mut a, 0), "cuEventCreate")?;
             ck(sys::cuEventCreate(&mut b, 0), "cuEventCreate")?;
             ck(sys::cuEventRecord(a, self.stream), "cuEventRecord")?;
-            self.launch_once(l, block_x)?;
+            self.launch_cut(l, block_x, cut)?;
             ck(sys::cuEventRecord(b, self.stream), "cuEventRecord")?;
             ck(sys::cuEventSynchronize(b), "running the kernel")?;
             let mut ms = 0f32;
@@ -909,8 +956,19 @@ impl Session {
     }
 
     fn launch_once(&self, l: &Loaded, block_x: Option<u32>) -> Result<(), ReplayError> {
+        self.launch_cut(l, block_x, None)
+    }
+
+    /// The recorded launch, or with `cut` its screen's prefix.
+    fn launch_cut(
+        &self,
+        l: &Loaded,
+        block_x: Option<u32>,
+        cut: Option<crate::screen::Cut>,
+    ) -> Result<(), ReplayError> {
         let rec = &self.launch;
         let (grid, block) = shape(rec.grid, rec.block, block_x);
+        let grid = cut.map_or(grid, |c| c.grid(grid));
         let mut params: Vec<*mut std::ffi::c_void> = rec
             .params
             .iter()

@@ -57,6 +57,9 @@ pub struct JobCandidate {
     pub ptx: String,
     pub block_x: Option<u32>,
     pub tolerance: Option<Tolerance>,
+    /// Timed first on a prefix of the launch (`screen`), and maybe dropped there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<super::screen::Use>,
 }
 
 /// One candidate's result, with what the driver reported about its code.
@@ -65,6 +68,21 @@ pub struct Measured {
     pub outcome: Outcome,
     pub registers: Option<i32>,
     pub local_bytes: Option<i32>,
+    /// What the screen measured of it, where it was screened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<super::screen::Screened>,
+}
+
+impl Measured {
+    /// An outcome with nothing else known.
+    pub fn only(outcome: Outcome) -> Measured {
+        Measured {
+            outcome,
+            registers: None,
+            local_bytes: None,
+            screen: None,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -329,21 +347,35 @@ fn run_job(
                 session::is_sticky(&e),
             ),
         };
-        let result = Measured {
-            outcome,
-            registers: None,
-            local_bytes: None,
-        };
+        let result = Measured::only(outcome);
         send(out, &Msg::Done { index: 0, result }).map_err(|_| 1)?;
         return if sticky { Err(3) } else { Ok(()) };
     }
+    let mut base_screen: BaseScreen = None;
+    let mut said = false;
     for (index, c) in job.candidates.iter().enumerate() {
         send(out, &Msg::Start { index }).map_err(|_| 1)?;
-        let (result, sticky) = evaluate(s, (base, base_out), c, (job.max_reps, job.race), job.l2);
+        let screens = (job.baseline_ptx.as_str(), &mut base_screen);
+        let (result, sticky) = evaluate(
+            s,
+            (base, base_out),
+            c,
+            (job.max_reps, job.race),
+            job.l2,
+            screens,
+        );
+        if let (Some(Err(why)), false) = (&base_screen, said) {
+            said = true;
+            let message = format!("not screened on a prefix of the launch: the -O3 code cannot run one faithfully ({why})");
+            let _ = send(out, &Msg::Note { message });
+        }
         send(out, &Msg::Done { index, result }).map_err(|_| 1)?;
         if sticky {
             return Err(3);
         }
+    }
+    if let Some(Ok(Some(m))) = base_screen {
+        s.unload(m);
     }
     Ok(())
 }
@@ -475,11 +507,7 @@ fn fresh_job(
             Ok((p, want)) => fresh_one(s, c, p, want, seed),
             Err(_) => (valid_unmeasured(), false),
         };
-        let result = Measured {
-            outcome,
-            registers: None,
-            local_bytes: None,
-        };
+        let result = Measured::only(outcome);
         send(out, &Msg::Done { index, result }).map_err(|_| 1)?;
         if sticky {
             return Err(3);
@@ -538,51 +566,132 @@ fn valid_unmeasured() -> Outcome {
     }
 }
 
-/// One candidate: load, check, time against the baseline (every run held to its code's
-/// checked run: `determinism`). Returns whether the context died.
+/// The baseline's code for the screen's prefix, made once a job when its first candidate is
+/// screened: the module (None inside where the baseline's own serves: it reads no extent the
+/// prefix changes), or why the baseline's code cannot run a prefix faithfully.
+type BaseScreen = Option<Result<Option<session::Loaded>, String>>;
+
+/// One candidate: load, (screen,) check, time against the baseline (every run held to its
+/// code's checked run: `determinism`). Returns whether the context died.
 fn evaluate(
     s: &Session,
     (base, base_out): (&session::Loaded, &session::Output),
     c: &JobCandidate,
     reps: (u32, Option<f64>),
     l2: Regime,
+    screens: (&str, &mut BaseScreen),
 ) -> (Measured, bool) {
-    let fail = |outcome| Measured {
-        outcome,
-        registers: None,
-        local_bytes: None,
-    };
     let l = match s.load(&c.ptx) {
         Ok(l) => l,
         Err(e) => {
-            return (
-                fail(Outcome::CompileError {
-                    message: e.to_string(),
-                }),
-                session::is_sticky(&e),
-            )
+            let outcome = Outcome::CompileError {
+                message: e.to_string(),
+            };
+            return (Measured::only(outcome), session::is_sticky(&e));
         }
     };
     let (registers, local_bytes) = (Some(l.registers), Some(l.local_bytes));
+    let measured = |outcome, screen| Measured {
+        outcome,
+        registers,
+        local_bytes,
+        screen,
+    };
+    let mut screened = None;
+    if let Some(u) = c.screen {
+        match screen_one(s, (base, screens), (&l, c), u, (reps.0, l2)) {
+            Err(e) => {
+                let sticky = session::is_sticky(&e);
+                if !sticky {
+                    s.unload(l);
+                }
+                return crashed(&e, registers, local_bytes, sticky);
+            }
+            Ok(Some((sc, true))) => {
+                s.unload(l);
+                let outcome = Outcome::Screened {
+                    time: sc.time.clone(),
+                    baseline: sc.baseline.clone(),
+                    fraction: u.cut.fraction(),
+                };
+                return (measured(outcome, Some(sc)), false);
+            }
+            Ok(Some((sc, false))) => screened = Some(sc),
+            Ok(None) => {}
+        }
+    }
     let outcome = match s.check(&l, c.block_x, c.tolerance.as_ref()) {
-        Err(e) => return crashed(&e, registers, local_bytes),
+        Err(e) => return crashed(&e, registers, local_bytes, session::is_sticky(&e)),
         Ok(Err(diff)) => Outcome::WrongOutput { message: diff },
         Ok(Ok(checked)) => {
             match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
                 Ok(outcome) => outcome,
-                Err(e) => return crashed(&e, registers, local_bytes),
+                Err(e) => return crashed(&e, registers, local_bytes, session::is_sticky(&e)),
             }
         }
     };
     s.unload(l);
-    (
-        Measured {
-            outcome,
-            registers,
-            local_bytes,
+    (measured(outcome, screened), false)
+}
+
+/// The screen's measure of candidate `l` against the baseline on the prefix `u.cut`, and
+/// whether it drops the candidate; None where either code cannot run the prefix faithfully
+/// (`ptx::grid`: the candidate is then timed on the whole launch only).
+fn screen_one(
+    s: &Session,
+    (base, base_screen): (&session::Loaded, (&str, &mut BaseScreen)),
+    (l, c): (&session::Loaded, &JobCandidate),
+    u: super::screen::Use,
+    (max_reps, l2): (u32, Regime),
+) -> Result<Option<(super::screen::Screened, bool)>, session::ReplayError> {
+    use crate::ptx::grid::with_grid_extent;
+    let (base_ptx, slot) = base_screen;
+    let cut = u.cut;
+    if slot.is_none() {
+        *slot = Some(match with_grid_extent(base_ptx, cut.dim, cut.extent) {
+            Err(why) => Err(why),
+            Ok(std::borrow::Cow::Borrowed(_)) => Ok(None),
+            Ok(std::borrow::Cow::Owned(text)) => match s.load(&text) {
+                Ok(m) => Ok(Some(m)),
+                Err(e) if session::is_sticky(&e) => return Err(e),
+                Err(e) => Err(e.to_string()),
+            },
+        });
+    }
+    let base_code = match slot.as_ref().expect("set above") {
+        Err(_) => return Ok(None),
+        Ok(own) => own.as_ref().unwrap_or(base),
+    };
+    let rec = s.launch();
+    let full = session::shape(rec.grid, rec.block, c.block_x).0[cut.dim];
+    let own = match with_grid_extent(&c.ptx, cut.dim, full) {
+        Err(_) => return Ok(None),
+        Ok(std::borrow::Cow::Borrowed(_)) => None,
+        Ok(std::borrow::Cow::Owned(text)) => match s.load(&text) {
+            Ok(m) => Some(m),
+            Err(e) if session::is_sticky(&e) => return Err(e),
+            Err(_) => return Ok(None),
         },
-        false,
-    )
+    };
+    let code = own.as_ref().unwrap_or(l);
+    let reps = max_reps.min(super::screen::MAX_PAIRS);
+    let timed = s.time_screened(
+        &[(base_code, None), (code, c.block_x)],
+        cut,
+        reps,
+        l2,
+        u.drop_above,
+    );
+    if let Some(m) = own {
+        s.unload(m);
+    }
+    let t = timed?;
+    let sc = super::screen::Screened {
+        baseline: t[0].clone(),
+        time: t[1].clone(),
+    };
+    let dropped = u.drop_above.is_some() && t[1].raced;
+    Ok(Some((sc, dropped)))
 }
 
 /// Times a checked candidate against the baseline; valid unless its runs disagree with its
@@ -619,23 +728,23 @@ fn timed_and_stable(
     )
 }
 
-/// A candidate that failed on the GPU, and whether its failure killed the context.
+/// A candidate that failed on the GPU, and whether its failure killed the context (`sticky`).
 fn crashed(
     e: &session::ReplayError,
     registers: Option<i32>,
     local_bytes: Option<i32>,
+    sticky: bool,
 ) -> (Measured, bool) {
     let outcome = Outcome::Crashed {
         message: e.to_string(),
     };
-    (
-        Measured {
-            outcome,
-            registers,
-            local_bytes,
-        },
-        session::is_sticky(e),
-    )
+    let m = Measured {
+        outcome,
+        registers,
+        local_bytes,
+        screen: None,
+    };
+    (m, sticky)
 }
 
 /// The parent's side: a worker process, restarted whenever one dies or hangs.
@@ -781,11 +890,7 @@ impl Pool {
                             "the replay worker stopped before starting a candidate: it {outcome}"
                         ));
                     };
-                    out[i] = Some(Measured {
-                        outcome,
-                        registers: None,
-                        local_bytes: None,
-                    });
+                    out[i] = Some(Measured::only(outcome));
                     return Ok(out);
                 }
             }
@@ -820,6 +925,7 @@ mod tests {
                     ptx: format!("c{i}"),
                     block_x: None,
                     tolerance: None,
+                    screen: None,
                 })
                 .collect(),
             max_reps: 1,

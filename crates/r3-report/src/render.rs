@@ -682,22 +682,25 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
 
     let mut oc = section(3, "Trial outcomes", format!("{id}-outcomes"));
     let o = &k.outcomes;
-    oc.blocks.push(table(
-        vec!["outcome", "trials"],
-        vec![
-            vec!["validated".into(), o.valid.to_string()],
-            vec!["failed validation".into(), o.wrong_output.to_string()],
-            vec!["crashed".into(), o.crashed.to_string()],
-            vec!["timed out".into(), o.timed_out.to_string()],
-            vec!["did not compile".into(), o.compile_error.to_string()],
-            vec![
-                "(of these, same PTX as an earlier trial)".into(),
-                o.duplicates.to_string(),
-            ],
-        ],
-        &[],
-        &[1],
-    ));
+    let mut rows = vec![
+        vec!["validated".into(), o.valid.to_string()],
+        vec!["failed validation".into(), o.wrong_output.to_string()],
+        vec!["crashed".into(), o.crashed.to_string()],
+        vec!["timed out".into(), o.timed_out.to_string()],
+        vec!["did not compile".into(), o.compile_error.to_string()],
+    ];
+    if o.screened > 0 {
+        rows.push(vec![
+            "dropped by the screen (a prefix of the launch)".into(),
+            o.screened.to_string(),
+        ]);
+    }
+    rows.push(vec![
+        "(of these, same PTX as an earlier trial)".into(),
+        o.duplicates.to_string(),
+    ]);
+    oc.blocks
+        .push(table(vec!["outcome", "trials"], rows, &[], &[1]));
     out.push(oc);
     out
 }

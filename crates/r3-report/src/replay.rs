@@ -59,5 +59,6 @@ fn short(o: &Outcome) -> &'static str {
         Outcome::WrongOutput { .. } => "WRONG",
         Outcome::Crashed { .. } => "crashed",
         Outcome::TimedOut { .. } => "timed-out",
+        Outcome::Screened { .. } => "screened",
     }
 }

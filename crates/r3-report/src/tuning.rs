@@ -201,6 +201,9 @@ pub struct Outcomes {
     pub crashed: usize,
     pub timed_out: usize,
     pub compile_error: usize,
+    /// Timed on a prefix of the launch and dropped there as clearly slower (replay's screen).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub screened: usize,
     /// Trials whose PTX equalled an earlier one (outcome reused, not measured again).
     pub duplicates: usize,
 }
@@ -300,7 +303,12 @@ fn status(o: &Outcome) -> &'static str {
         Outcome::WrongOutput { .. } => "wrong_output",
         Outcome::Crashed { .. } => "crashed",
         Outcome::TimedOut { .. } => "timed_out",
+        Outcome::Screened { .. } => "screened",
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Whether a selector names this kernel (see `identity::names`); trials of no stored kernel
@@ -678,6 +686,7 @@ fn kernel_report(
             Outcome::WrongOutput { .. } => outcomes.wrong_output += 1,
             Outcome::Crashed { .. } => outcomes.crashed += 1,
             Outcome::TimedOut { .. } => outcomes.timed_out += 1,
+            Outcome::Screened { .. } => outcomes.screened += 1,
         }
         outcomes.duplicates += r.duplicate_of.is_some() as usize;
     }

@@ -72,6 +72,14 @@ pub enum Outcome {
     Crashed { message: String },
     /// Exceeded the watchdog limit derived from the baseline.
     TimedOut { limit_ms: f64 },
+    /// Timed on a prefix of the launch's blocks (replay's screen) and clearly slower there
+    /// than the search's best: neither checked nor timed on the whole launch, so never a
+    /// winner. `fraction`: the share of the launch's blocks that ran.
+    Screened {
+        time: TimeStats,
+        baseline: TimeStats,
+        fraction: f64,
+    },
 }
 
 /// For people: the verb phrase and the message ("crashed: an illegal memory access …"), never
@@ -94,6 +102,7 @@ impl Outcome {
             Outcome::WrongOutput { .. } => "gives wrong output",
             Outcome::Crashed { .. } => "crashed",
             Outcome::TimedOut { .. } => "timed out",
+            Outcome::Screened { .. } => "was screened out",
         }
     }
 
@@ -105,6 +114,21 @@ impl Outcome {
             | Outcome::WrongOutput { message }
             | Outcome::Crashed { message } => Some(message.clone()),
             Outcome::TimedOut { limit_ms } => Some(format!("no answer within {limit_ms:.0} ms")),
+            Outcome::Screened { fraction, .. } => Some(format!(
+                "{:.2}× the baseline's time on the first {:.1}% of the launch's blocks",
+                self.screened_ratio().unwrap_or(f64::NAN),
+                100.0 * fraction
+            )),
+        }
+    }
+
+    /// Candidate time over baseline time on the screen's prefix of the launch, for a
+    /// candidate the screen dropped: what the search learns of it (it is slow), never a
+    /// winner's ratio.
+    pub fn screened_ratio(&self) -> Option<f64> {
+        match self {
+            Outcome::Screened { time, baseline, .. } => Some(time.median_us / baseline.median_us),
+            _ => None,
         }
     }
 

@@ -318,6 +318,28 @@ pub(crate) mod tests {
         assert_eq!(pick_best(&recs, &[elsewhere]).unwrap().trial, 1);
     }
 
+    #[test]
+    fn a_candidate_the_screen_dropped_is_never_the_best_however_its_prefix_timed() {
+        let rec =
+            |trial: u32, us: f64| timed(trial, serde_json::json!({"pipeline": "default<O3>"}), us);
+        let mut screened = rec(2, 0.0);
+        screened.outcome = Outcome::Screened {
+            time: ts(10.0),
+            baseline: ts(100.0),
+            fraction: 0.0625,
+        };
+        let recs = vec![rec(0, 100.0), rec(1, 90.0), screened];
+        assert_eq!(recs[2].outcome.screened_ratio(), Some(0.1));
+        assert_eq!(recs[2].ratio(), None, "no ratio on the whole launch");
+        assert_eq!(pick_best(&recs, &[]).unwrap().trial, 1);
+        // Serialized as the trials file keeps it, and read back.
+        let line = serde_json::to_string(&recs[2].outcome).unwrap();
+        assert!(line.contains(r#""status":"screened""#), "{line}");
+        let back: Outcome = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, recs[2].outcome);
+        assert!(back.to_string().starts_with("was screened out: 0.10× the baseline's time on the first 6.2% of the launch's blocks"), "{back}");
+    }
+
     /// A re-measurement of `trial` at `us` microseconds against -O3's 100.
     pub(crate) fn confirmed(trial: u32, us: f64) -> Confirmation {
         Confirmation {
