@@ -369,8 +369,12 @@ fn keep_census(
         eprintln!("r3: warning: the program's time by kernel is not kept: {e}");
     };
     let binary = program_binary(program).map_err(|e| warn(&e)).ok()?;
+    // The GPU the program ran on: launches under one wave of it cost about a wave each.
+    let resident = crate::device::probe()
+        .first()
+        .and_then(|(_, gpu)| gpu.resident_threads());
     let census = store
-        .census(&binary, counts, unknown_launches)
+        .census(&binary, counts, unknown_launches, resident)
         .map_err(|e| warn(&e))
         .ok()?;
     if let Err(e) = store.put_census(&census) {

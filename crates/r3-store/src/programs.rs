@@ -287,11 +287,27 @@ pub struct Estimate {
 /// to it, plus the other launches at the kernel's [`launch_cost`] (each timed recording counted
 /// once). A recording without a time counts toward neither; without any, the time is unknown.
 pub fn estimate(recorded: &[RecordedLaunch], other_launches: u64, other_threads: f64) -> Estimate {
+    estimate_on(recorded, other_launches, other_threads, None)
+}
+
+/// [`estimate`] on a GPU that holds `resident` threads at once (SMs × threads an SM holds):
+/// a launch of fewer threads than that takes about as long as one of that many (one wave: the
+/// GPU is not full either way), so each launch counts as at least `resident` threads. The
+/// other launches are known only by their count and threads in all, so they count as
+/// `max(threads, count × resident)`: exact where they are all on the same side of one wave.
+pub fn estimate_on(
+    recorded: &[RecordedLaunch],
+    other_launches: u64,
+    other_threads: f64,
+    resident: Option<f64>,
+) -> Estimate {
+    let wave = resident.filter(|r| *r > 0.0).unwrap_or(0.0);
+    let other_threads = other_threads.max(other_launches as f64 * wave);
     let timed: Vec<(u64, f64, f64)> = recorded
         .iter()
         .filter_map(|r| {
             r.ms.filter(|ms| ms.is_finite() && *ms > 0.0)
-                .map(|ms| (r.count, ms, r.threads))
+                .map(|ms| (r.count, ms, r.threads.max(wave)))
         })
         .collect();
     if timed.is_empty() {
@@ -397,11 +413,13 @@ impl Store {
 
     /// The census of a run of `program` from what the runtime counted, each kernel's time
     /// estimated from its recordings in this store (not stored: see `put_census`).
+    /// `resident`: the threads the GPU it ran on holds at once, where known (`estimate_on`).
     pub fn census(
         &self,
         program: &ProgramBinary,
         counts: &[LaunchCounts],
         unknown_launches: u64,
+        resident: Option<f64>,
     ) -> Result<Census, StoreError> {
         let recordings = self.recordings(None)?;
         let by_id: HashMap<&str, &Recording> =
@@ -428,7 +446,7 @@ impl Store {
                     threads: rec.map_or(0.0, recorded_threads),
                 })
                 .collect();
-            let e = estimate(&launches, c.other_launches, c.other_threads);
+            let e = estimate_on(&launches, c.other_launches, c.other_threads, resident);
             let arch = recs.iter().flatten().next().map(|r| r.launch.arch.clone());
             let resolved = recs
                 .iter()
@@ -701,6 +719,41 @@ mod tests {
             (None, 0, 0)
         );
         assert_eq!(estimate(&[], 5, 100.0).ms, None);
+    }
+
+    /// bfs_step on an H100 (2026-11-26): one small recorded launch of 0.69 ms, 34 others of
+    /// more threads each but under one wave, 24.2 ms in all measured; scaled by threads the
+    /// census said 7.9 s.
+    #[test]
+    fn launches_under_one_wave_each_cost_a_wave() {
+        let recorded = [RecordedLaunch {
+            count: 1,
+            ms: Some(0.69),
+            threads: 256.0,
+        }];
+        let resident = 132.0 * 2048.0;
+        let (n, threads) = (34, 34.0 * 200_000.0);
+        let by_threads = estimate(&recorded, n, threads).ms.unwrap();
+        assert!(by_threads > 500.0, "{by_threads}");
+        let waves = estimate_on(&recorded, n, threads, Some(resident))
+            .ms
+            .unwrap();
+        assert!((waves - 35.0 * 0.69).abs() < 1e-9, "{waves}");
+        // Launches of ten waves each cost ten times the one-wave launch.
+        let big = estimate_on(&recorded, n, n as f64 * 10.0 * resident, Some(resident));
+        assert!(
+            (big.ms.unwrap() - (0.69 + 34.0 * 6.9)).abs() < 1e-6,
+            "{big:?}"
+        );
+        // A recorded launch of several waves is scaled as before.
+        let large = [RecordedLaunch {
+            threads: 4.0 * resident,
+            ..recorded[0]
+        }];
+        assert_eq!(
+            estimate_on(&large, 2, 8.0 * resident, Some(resident)).ms,
+            estimate(&large, 2, 8.0 * resident).ms
+        );
     }
 
     /// A kernel recorded at a one-block launch and at a large one, whose other launches are
