@@ -268,26 +268,23 @@ fn a_tuned_kernel_an_applied_build_runs_slower_is_withheld_from_the_next_build()
     let winners =
         r3::report::export::winners(&store, &r3::store::winner::Policy::default()).unwrap();
     assert!(winners.kernels.is_empty(), "{:?}", winners.kernels);
-    let status = Command::new(r3_bin())
-        .arg("--r3-store")
-        .arg(&store_dir)
-        .arg("status")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&status.stdout);
-    let said = "withheld: kh [kh] on NVIDIA H100 (sm_90): its fastest code ran 0.667× in a program";
-    assert!(text.contains(said), "{text}{}", stderr(&status));
+    let says_withheld = || {
+        let status = Command::new(r3_bin())
+            .arg("--r3-store")
+            .arg(&store_dir)
+            .arg("status")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&status.stdout);
+        let said =
+            "withheld: kh [kh] on NVIDIA H100 (sm_90): its fastest code ran 0.667× in a program";
+        assert!(text.contains(said), "{text}{}", stderr(&status));
+    };
+    says_withheld();
     // A faster trial that was never confirmed (so never shipped) does not hide what was
     // withheld (an H100 run, 2026-11-27: the withheld code was the second fastest).
     let mut log = store.open_trials("kh", gpu).unwrap();
     log.append(&trial_of(2, "p2", 49.0)).unwrap();
     drop(log);
-    let status = Command::new(r3_bin())
-        .arg("--r3-store")
-        .arg(&store_dir)
-        .arg("status")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&status.stdout);
-    assert!(text.contains(said), "{text}{}", stderr(&status));
+    says_withheld();
 }

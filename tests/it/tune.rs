@@ -199,6 +199,19 @@ fn identical_ptx_is_measured_once() {
     assert!(best.ratio().unwrap() < 1.0);
 }
 
+/// `c` lowered to a PTX text of its own whose hash is `h`.
+fn lowered_as(c: &Candidate, h: &str) -> Lowered {
+    Lowered {
+        candidate: c.clone(),
+        ptx: format!("// {h}\n"),
+        ptx_hash: h.into(),
+        stats: Default::default(),
+        passes_ms: 0.0,
+        codegen_ms: 0.0,
+        ir_instructions: 0,
+    }
+}
+
 /// Every candidate compiles to the same PTX; the time depends on the block size alone.
 #[derive(Default)]
 struct OneCode {
@@ -349,16 +362,7 @@ impl Evaluator for Staged {
                 st.gave_up.push(t);
             }
         }
-        let h = (self.hash_of)(t);
-        Ok(Lowered {
-            candidate: c.clone(),
-            ptx: format!("// {h}\n"),
-            ptx_hash: h.into(),
-            stats: Default::default(),
-            passes_ms: 0.0,
-            codegen_ms: 0.0,
-            ir_instructions: 0,
-        })
+        Ok(lowered_as(c, &(self.hash_of)(t)))
     }
 
     fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
@@ -1092,15 +1096,7 @@ struct Screening {
 impl Evaluator for Screening {
     fn lower(&self, _kernel: &str, c: &Candidate) -> Result<Lowered, Outcome> {
         let h = r3::kernel::short_hash(serde_json::to_string(c).unwrap().as_bytes());
-        Ok(Lowered {
-            candidate: c.clone(),
-            ptx: format!("// {h}\n"),
-            ptx_hash: h.into(),
-            stats: Default::default(),
-            passes_ms: 0.0,
-            codegen_ms: 0.0,
-            ir_instructions: 0,
-        })
+        Ok(lowered_as(c, &h))
     }
 
     fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
