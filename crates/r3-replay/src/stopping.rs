@@ -78,6 +78,19 @@ pub fn beaten(base: &[f64], cand: &[f64], best_ratio: f64) -> bool {
     (b.median_us / a.median_us / best_ratio).ln() > u
 }
 
+/// The race for the next candidate of a batch, after one measured `measured` (its ratio to
+/// the baseline where valid): a faster valid ratio than the search's best, measured in the same
+/// process against the same baseline, is the best now. A whole warm start is one batch, raced
+/// until now against -O3 alone, so on a long kernel every candidate near 1× was timed to 1%
+/// after the batch had found 3× (two_mm_d, H100, 2026-11-27: 21 s a trial). No race stays no
+/// race (`--no-race`, confirmations).
+pub fn tightened(race: Option<f64>, measured: Option<f64>) -> Option<f64> {
+    match (race, measured) {
+        (Some(best), Some(r)) if r > 0.0 && r < best => Some(r),
+        (race, _) => race,
+    }
+}
+
 /// True when the median of `s` is known within 1% at 95% confidence (from ten samples on:
 /// fewer say too little about the spread).
 pub fn settled(s: &[f64]) -> bool {
@@ -146,6 +159,26 @@ mod tests {
         // A 1.5% difference with 2% noise is never "decided" early: it runs until settled.
         let s = pairs_needed(5_000.0, 1.015, 0.02, 5);
         assert!(s >= 10, "{s}");
+    }
+
+    #[test]
+    fn a_batch_races_against_the_best_it_has_measured_so_far() {
+        // Against -O3 (1.0), then a valid 3x: the next candidates race against 0.33.
+        assert_eq!(tightened(Some(1.0), Some(0.33)), Some(0.33));
+        // A slower or failed one changes nothing.
+        assert_eq!(tightened(Some(0.33), Some(0.9)), Some(0.33));
+        assert_eq!(tightened(Some(0.33), None), Some(0.33));
+        assert_eq!(tightened(Some(0.33), Some(0.0)), Some(0.33));
+        // No race (`--no-race`, a confirmation) is never started by a result.
+        assert_eq!(tightened(None, Some(0.5)), None);
+        // A 1 s kernel's near-1x candidate is then decided after one pair, not timed to 1%.
+        let (base, cand) = (vec![1e6], vec![0.97e6]);
+        assert!(!beaten(&base, &cand, 1.0));
+        assert!(beaten(
+            &base,
+            &cand,
+            tightened(Some(1.0), Some(0.33)).unwrap()
+        ));
     }
 
     #[test]

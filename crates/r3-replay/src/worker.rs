@@ -353,6 +353,7 @@ fn run_job(
     }
     let mut base_screen: BaseScreen = None;
     let mut said = false;
+    let mut race = job.race;
     for (index, c) in job.candidates.iter().enumerate() {
         send(out, &Msg::Start { index }).map_err(|_| 1)?;
         let screens = (job.baseline_ptx.as_str(), &mut base_screen);
@@ -360,10 +361,11 @@ fn run_job(
             s,
             (base, base_out),
             c,
-            (job.max_reps, job.race),
+            (job.max_reps, race),
             job.l2,
             screens,
         );
+        race = super::stopping::tightened(race, result.outcome.ratio());
         if let (Some(Err(why)), false) = (&base_screen, said) {
             said = true;
             let message = format!("not screened on a prefix of the launch: the -O3 code cannot run one faithfully ({why})");
