@@ -603,11 +603,10 @@ fn evaluate(
     if let Some(u) = c.screen {
         match screen_one(s, (base, screens), (&l, c), u, (reps.0, l2)) {
             Err(e) => {
-                let sticky = session::is_sticky(&e);
-                if !sticky {
+                if !session::is_sticky(&e) {
                     s.unload(l);
                 }
-                return crashed(&e, registers, local_bytes, sticky);
+                return crashed(&e, registers, local_bytes);
             }
             Ok(Some((sc, true))) => {
                 s.unload(l);
@@ -623,12 +622,12 @@ fn evaluate(
         }
     }
     let outcome = match s.check(&l, c.block_x, c.tolerance.as_ref()) {
-        Err(e) => return crashed(&e, registers, local_bytes, session::is_sticky(&e)),
+        Err(e) => return crashed(&e, registers, local_bytes),
         Ok(Err(diff)) => Outcome::WrongOutput { message: diff },
         Ok(Ok(checked)) => {
             match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
                 Ok(outcome) => outcome,
-                Err(e) => return crashed(&e, registers, local_bytes, session::is_sticky(&e)),
+                Err(e) => return crashed(&e, registers, local_bytes),
             }
         }
     };
@@ -646,19 +645,10 @@ fn screen_one(
     u: super::screen::Use,
     (max_reps, l2): (u32, Regime),
 ) -> Result<Option<(super::screen::Screened, bool)>, session::ReplayError> {
-    use crate::ptx::grid::with_grid_extent;
     let (base_ptx, slot) = base_screen;
     let cut = u.cut;
     if slot.is_none() {
-        *slot = Some(match with_grid_extent(base_ptx, cut.dim, cut.extent) {
-            Err(why) => Err(why),
-            Ok(std::borrow::Cow::Borrowed(_)) => Ok(None),
-            Ok(std::borrow::Cow::Owned(text)) => match s.load(&text) {
-                Ok(m) => Ok(Some(m)),
-                Err(e) if session::is_sticky(&e) => return Err(e),
-                Err(e) => Err(e.to_string()),
-            },
-        });
+        *slot = Some(prefix_code(s, base_ptx, cut.dim, cut.extent)?);
     }
     let base_code = match slot.as_ref().expect("set above") {
         Err(_) => return Ok(None),
@@ -666,14 +656,8 @@ fn screen_one(
     };
     let rec = s.launch();
     let full = session::shape(rec.grid, rec.block, c.block_x).0[cut.dim];
-    let own = match with_grid_extent(&c.ptx, cut.dim, full) {
-        Err(_) => return Ok(None),
-        Ok(std::borrow::Cow::Borrowed(_)) => None,
-        Ok(std::borrow::Cow::Owned(text)) => match s.load(&text) {
-            Ok(m) => Some(m),
-            Err(e) if session::is_sticky(&e) => return Err(e),
-            Err(_) => return Ok(None),
-        },
+    let Ok(own) = prefix_code(s, &c.ptx, cut.dim, full)? else {
+        return Ok(None);
     };
     let code = own.as_ref().unwrap_or(l);
     let reps = max_reps.min(super::screen::MAX_PAIRS);
@@ -694,6 +678,28 @@ fn screen_one(
     };
     let dropped = u.drop_above.is_some() && t[1].raced;
     Ok(Some((sc, dropped)))
+}
+
+/// `ptx` made to run a prefix of its grid (`ptx::grid::with_grid_extent`: `%nctaid.<dim>`
+/// answers `extent`) and loaded: None where the text needed no change (its own module serves),
+/// Err(why) where it cannot be (refused, or the driver did not load it); a CUDA error that
+/// killed the context is the caller's.
+#[allow(clippy::type_complexity)]
+fn prefix_code(
+    s: &Session,
+    ptx: &str,
+    dim: usize,
+    extent: u32,
+) -> Result<Result<Option<session::Loaded>, String>, session::ReplayError> {
+    Ok(match crate::ptx::grid::with_grid_extent(ptx, dim, extent) {
+        Err(why) => Err(why),
+        Ok(std::borrow::Cow::Borrowed(_)) => Ok(None),
+        Ok(std::borrow::Cow::Owned(text)) => match s.load(&text) {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if session::is_sticky(&e) => return Err(e),
+            Err(e) => Err(e.to_string()),
+        },
+    })
 }
 
 /// Times a checked candidate against the baseline; valid unless its runs disagree with its
@@ -730,12 +736,11 @@ fn timed_and_stable(
     )
 }
 
-/// A candidate that failed on the GPU, and whether its failure killed the context (`sticky`).
+/// A candidate that failed on the GPU, and whether its failure killed the context.
 fn crashed(
     e: &session::ReplayError,
     registers: Option<i32>,
     local_bytes: Option<i32>,
-    sticky: bool,
 ) -> (Measured, bool) {
     let outcome = Outcome::Crashed {
         message: e.to_string(),
@@ -746,7 +751,7 @@ fn crashed(
         local_bytes,
         screen: None,
     };
-    (m, sticky)
+    (m, session::is_sticky(e))
 }
 
 /// The parent's side: a worker process, restarted whenever one dies or hangs.
