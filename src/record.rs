@@ -370,9 +370,7 @@ fn keep_census(
     };
     let binary = program_binary(program).map_err(|e| warn(&e)).ok()?;
     // The GPU the program ran on: launches under one wave of it cost about a wave each.
-    let resident = crate::device::probe()
-        .first()
-        .and_then(|(_, gpu)| gpu.resident_threads());
+    let resident = crate::device::resident_threads(0);
     let census = store
         .census(&binary, counts, unknown_launches, resident)
         .map_err(|e| warn(&e))

@@ -16,12 +16,9 @@ pub struct GpuInfo {
     /// The driver's UUID of the device, "GPU-" and 32 hex digits as nvidia-smi writes it:
     /// which device, whatever CUDA_VISIBLE_DEVICES renumbers.
     pub uuid: String,
-    /// Streaming multiprocessors, and the threads each holds at once (0 where the driver did
-    /// not say).
+    /// Streaming multiprocessors (0 where the driver did not say).
     #[serde(skip_serializing_if = "is_zero")]
     pub sms: u32,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub threads_per_sm: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -29,12 +26,6 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl GpuInfo {
-    /// The threads the GPU holds at once (a full wave), where the driver said.
-    pub fn resident_threads(&self) -> Option<f64> {
-        let n = f64::from(self.sms) * f64::from(self.threads_per_sm);
-        (n > 0.0).then_some(n)
-    }
-
     /// LLVM's name for the architecture, e.g. "sm_90".
     pub fn sm(&self) -> String {
         format!("sm_{}{}", self.cc.0, self.cc.1)
@@ -110,6 +101,36 @@ pub fn driver_version() -> Option<(i32, i32)> {
     (rc == sys::CUresult::CUDA_SUCCESS).then_some((v / 1000, (v % 1000) / 10))
 }
 
+/// The threads GPU `ordinal` holds at once (SMs × threads an SM holds), read from the driver
+/// without making a context (a context costs time and GPU memory on every device [`probe`]
+/// visits); None without a driver or a device.
+pub fn resident_threads(ordinal: i32) -> Option<f64> {
+    if !driver_present() {
+        return None;
+    }
+    use sys::CUdevice_attribute::*;
+    // SAFETY: the library is present; the calls only write the values passed.
+    unsafe {
+        let ok = |rc| rc == sys::CUresult::CUDA_SUCCESS;
+        let mut dev = 0;
+        if !ok(sys::cuInit(0)) || !ok(sys::cuDeviceGet(&mut dev, ordinal)) {
+            return None;
+        }
+        let mut n = 1.0;
+        for a in [
+            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+        ] {
+            let mut v = 0;
+            if !ok(sys::cuDeviceGetAttribute(&mut v, a, dev)) || v <= 0 {
+                return None;
+            }
+            n *= f64::from(v);
+        }
+        Some(n)
+    }
+}
+
 pub fn probe() -> GpuStatus {
     if !driver_present() {
         return GpuStatus::NoDriver;
@@ -167,20 +188,10 @@ pub fn info(ctx: &Arc<CudaContext>) -> Result<GpuInfo, GpuError> {
             .map_err(|e| driver_err(during, e))?,
         mem_bytes: ctx.total_mem().map_err(|e| driver_err(during, e))?,
         uuid: uuid_text(&ctx.uuid().map_err(|e| driver_err(during, e))?.bytes),
-        sms: attribute(
-            ctx,
-            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        ),
-        threads_per_sm: attribute(
-            ctx,
-            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
-        ),
+        sms: ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_or(0, |n| n.max(0) as u32),
     })
-}
-
-/// A device attribute, 0 where the driver does not say.
-fn attribute(ctx: &Arc<CudaContext>, a: sys::CUdevice_attribute) -> u32 {
-    ctx.attribute(a).map_or(0, |n| n.max(0) as u32)
 }
 
 /// nvidia-smi's spelling of a device UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
