@@ -218,6 +218,40 @@ pub fn poisoned(prologue: &[u8], mask: &[Range<usize>]) -> Vec<u8> {
     out
 }
 
+/// Most separate copies a timed run makes to restore one region's bytes that are not outputs;
+/// where they are more scattered, the whole region is copied in one.
+pub const MAX_RESTORE_COPIES: usize = 16;
+
+/// The bytes of a written region of `size` bytes that a timed run restores: all but its output
+/// bytes (`mask`). Output bytes are overwritten whatever they hold, as in the program, where
+/// they hold the previous launch's results; copying them back from a pristine image would only
+/// bring that image and the region through the L2 before the run: trmm's -O3, 8 MiB out beside
+/// 24 MiB in, ran 8% slower in warm replay than in its program, and its speedup read 9% high
+/// (H100, 2026-11-27; docs/measurement.md).
+pub fn kept_between_runs(size: usize, mask: &[Range<usize>]) -> Vec<Range<usize>> {
+    let mut covered: Vec<Range<usize>> = mask
+        .iter()
+        .map(|r| r.start.min(size)..r.end.min(size))
+        .filter(|r| !r.is_empty())
+        .collect();
+    covered.sort_by_key(|r| r.start);
+    let mut out = Vec::new();
+    let mut at = 0;
+    for r in covered {
+        if r.start > at {
+            out.push(at..r.start);
+        }
+        at = at.max(r.end);
+    }
+    if at < size {
+        out.push(at..size);
+    }
+    if out.len() > MAX_RESTORE_COPIES {
+        out = std::iter::once(0..size).collect();
+    }
+    out
+}
+
 /// Bytes a mask covers.
 pub fn bytes(mask: &[Range<usize>]) -> usize {
     mask.iter().map(|r| r.len()).sum()
@@ -366,5 +400,20 @@ mod tests {
             regions: vec![region(0x3000, vec![9; 8])],
         };
         assert_eq!(explain(&expected, &wrong, &[(0, vec![0..8])]), None);
+    }
+
+    #[test]
+    fn a_timed_run_restores_all_but_the_output_bytes() {
+        // A pure output: nothing to restore.
+        assert_eq!(kept_between_runs(8, &[0..8]), Vec::<Range<usize>>::new());
+        // No outputs learned: the whole region.
+        assert_eq!(kept_between_runs(8, &[]), [0..8]);
+        // Outputs in the middle, out of order and overlapping: the rest, merged.
+        assert_eq!(kept_between_runs(10, &[5..7, 2..4, 3..5]), [0..2, 7..10]);
+        // A mask past the end (not the region's) is cut to it.
+        assert_eq!(kept_between_runs(4, &[2..9]), [0..2]);
+        // Too scattered (every other byte): one copy of the whole region.
+        let strided: Vec<Range<usize>> = (0..40).map(|i| 2 * i..2 * i + 1).collect();
+        assert_eq!(kept_between_runs(80, &strided), [0..80]);
     }
 }

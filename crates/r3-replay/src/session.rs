@@ -58,7 +58,8 @@ pub struct Session {
     args: Vec<u8>,
     prologue: Snapshot,
     expected: Snapshot,
-    /// Regions the original launch changed: restored before every timed run, from a copy of
+    /// Regions the original launch changed: restored before every timed run (but for their
+    /// learned output bytes, which every run overwrites), from a copy of
     /// their prologue bytes kept on the device (device-to-device copies are ~50x faster).
     written: Vec<usize>,
     golden: Vec<u64>,
@@ -926,22 +927,29 @@ impl Session {
         Ok(())
     }
 
+    /// Copies the prologue's bytes back into the written regions, but for their learned output
+    /// bytes (`outputs::kept_between_runs`), which every run overwrites.
     fn restore_written(&self, l: &Loaded) -> Result<(), ReplayError> {
+        let poison = self.poison.borrow();
         for (&i, &src) in self.written.iter().zip(&self.golden) {
             let Some(dst) = self.device_addr(l, i) else {
                 continue;
             };
-            // SAFETY: both buffers hold the region's size.
-            unsafe {
-                ck(
-                    sys::cuMemcpyDtoDAsync_v2(
-                        dst,
-                        src,
-                        self.prologue.regions[i].size as usize,
-                        self.stream,
-                    ),
-                    "restoring inputs",
-                )?;
+            let size = self.prologue.regions[i].size as usize;
+            let mask = poison.iter().find(|p| p.region == i).map(|p| &p.mask[..]);
+            for r in outputs::kept_between_runs(size, mask.unwrap_or_default()) {
+                // SAFETY: both buffers hold the region's size, and `r` lies within it.
+                unsafe {
+                    ck(
+                        sys::cuMemcpyDtoDAsync_v2(
+                            dst + r.start as u64,
+                            src + r.start as u64,
+                            r.len(),
+                            self.stream,
+                        ),
+                        "restoring inputs",
+                    )?;
+                }
             }
         }
         Ok(())
