@@ -150,18 +150,24 @@ fn own_search(store: &Store, kernel: &str, gpu: &str) -> (u32, f64) {
 }
 
 /// Seconds a trial of a kernel is expected to cost before one is measured, from its recorded
-/// time: the check run, the warm-up rounds and ten interleaved pairs (a warm start's
-/// candidates are near the baseline, which takes ten pairs before a median is known within 1%),
-/// plus compiling. Measured on an H200: 23.4 s a trial for a 1.07 s kernel (its warm start of
-/// 9 trials in 210 s; this estimate 24.9 s), 0.1–0.3 s for kernels of under 1 ms.
+/// time: the check run, the warm-up rounds and the pairs a near-tie takes to settle
+/// (`stopping::tie_pairs`: a warm start's candidates are near the baseline; ten pairs for a
+/// median within 1%, three for a long kernel's 2%), plus compiling. Measured on an H200 with
+/// ten pairs for every kernel: 23.4 s a trial for a 1.07 s kernel (its warm start of 9 trials
+/// in 210 s; this estimate was 24.9 s), 0.1–0.3 s for kernels of under 1 ms.
 fn per_trial_estimate(recs: &[Recording]) -> f64 {
-    use crate::replay::stopping::{warmups, MAX_MIN_PAIRS};
     let ms = recs
         .iter()
         .map(|r| r.launch.in_app_ms)
         .find(|t| *t > 0.0)
         .unwrap_or(0.1);
-    let runs = 1.0 + 2.0 * f64::from(warmups(ms * 1e3) + MAX_MIN_PAIRS);
+    trial_seconds(ms)
+}
+
+/// [`per_trial_estimate`] of a kernel of `ms` a launch.
+fn trial_seconds(ms: f64) -> f64 {
+    use crate::replay::stopping::{tie_pairs, warmups};
+    let runs = 1.0 + 2.0 * f64::from(warmups(ms * 1e3) + tie_pairs(ms * 1e3, true));
     0.3 + runs * ms / 1e3
 }
 
@@ -505,5 +511,16 @@ mod tests {
         assert_eq!(note, None);
         let got: Vec<(&str, f64)> = corr.iter().map(|e| (e.kernel.as_str(), e.weight)).collect();
         assert_eq!(got, [("aa", 0.999), ("bb", 0.001)]);
+    }
+
+    #[test]
+    fn a_trial_is_priced_at_the_pairs_its_near_tie_takes() {
+        // A 1.07 s kernel: the check, one warm-up pair and three pairs (2% in a long kernel's
+        // search), where ten pairs priced it at 24.9 s.
+        let long = trial_seconds(1070.0);
+        assert!((long - (0.3 + 9.0 * 1.07)).abs() < 1e-9, "{long}");
+        // A 50 ms kernel keeps ten pairs at 1%; a 0.1 ms one costs mostly its compile.
+        assert!((trial_seconds(50.0) - (0.3 + 23.0 * 0.05)).abs() < 1e-9);
+        assert!(trial_seconds(0.1) < 0.4);
     }
 }

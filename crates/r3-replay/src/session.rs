@@ -753,8 +753,9 @@ impl Session {
     }
 
     /// Times the loaded candidates interleaved (A B A B …), each run on restored inputs and,
-    /// in the cold regime, a flushed L2 (warm: what the previous run left), until [`stopping::enough`] (the medians known within 1%, or the ratio to the
-    /// first decided; fewer samples for long kernels) or `max_reps`.
+    /// in the cold regime, a flushed L2 (warm: what the previous run left), until
+    /// [`stopping::enough`] (the medians known within 1%, 2% in a long kernel's race, or the
+    /// ratio to the first decided; fewer samples for long kernels) or `max_reps`.
     ///
     /// With `refs` (one per loaded code), runs are also compared with their code's checked run
     /// where [`determinism::compare_after`] allows; [`Session::differences`] tells the result.
@@ -843,7 +844,7 @@ impl Session {
                 (Some(best), [base, cand]) => stopping::beaten(base, cand, best),
                 _ => false,
             };
-            let done = rep + 1 == max_reps || beaten || stopping::enough(&samples);
+            let done = rep + 1 == max_reps || beaten || stopping::enough(&samples, race.is_some());
             compare(last, !done)?;
             if done {
                 let mut stats: Vec<TimeStats> = samples.iter().map(|s| TimeStats::of(s)).collect();
@@ -1337,10 +1338,12 @@ mod tests {
         let t = TimeStats::of(&[3.0, 1.0, 2.0, 4.0, 5.0]);
         assert_eq!((t.median_us, t.min_us, t.samples), (3.0, 1.0, 5));
         assert!((t.spread - 2.0 / 3.0).abs() < 1e-12);
-        assert!(stopping::settled(&[10.0; 12]));
-        assert!(!stopping::settled(&[
-            10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0
-        ]));
+        assert!(stopping::settled(&[10.0; 12], stopping::TIE));
+        assert!(!stopping::settled(&[10.0; 9], stopping::TIE));
+        assert!(!stopping::settled(
+            &[10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0, 10.0, 20.0],
+            stopping::TIE
+        ));
     }
 }
 

@@ -13,6 +13,11 @@
 //! series (at most ten samples): short kernels are sampled ten times, a 1 s kernel once. Warm-up
 //! follows the same idea ([`warmups`]): one round for a kernel of 10 ms or more, three else.
 //!
+//! A search's near-tie on a long kernel settles at [`LONG_TIE`] instead of 1%
+//! ([`tie_precision`]): ten pairs of a 1 s kernel cost 21 s a candidate, and a search under a
+//! deadline learns more from three candidates known within 2% than from one known within 1%.
+//! What ships is confirmed at 1% all the same (a confirmation does not race).
+//!
 //! Racing ([`beaten`]): where the search already has a best, a candidate whose ratio to the
 //! baseline is, at 95% confidence, above the best's is stopped there. It cannot win, and a
 //! 1 s kernel's loser then costs one pair instead of ten. Its time is kept as measured, with
@@ -28,6 +33,12 @@ pub const MAX_MIN_PAIRS: u32 = 10;
 pub const FEW_SAMPLES_FLOOR: f64 = 0.03;
 /// A warm-up round this long (per launch) is enough.
 pub const LONG_KERNEL_US: f64 = 10_000.0;
+/// The precision every median is asked for, but in a long kernel's search.
+pub const TIE: f64 = 0.01;
+/// The precision a search asks of a near-tie on a kernel of [`LONG_SEARCH_US`] or more a launch.
+pub const LONG_TIE: f64 = 0.02;
+/// Kernels this long a launch or more are searched at [`LONG_TIE`].
+pub const LONG_SEARCH_US: f64 = 100_000.0;
 
 /// Pairs to take before stopping, for a kernel of `t_us`.
 pub fn min_pairs(t_us: f64) -> u32 {
@@ -46,16 +57,37 @@ pub fn warmups(first_us: f64) -> u32 {
     }
 }
 
-/// Whether the series (the baseline first, interleaved, equally long) know enough.
-pub fn enough(series: &[Vec<f64>]) -> bool {
+/// The precision a measurement asks of a median before a near-tie stops it: [`TIE`], or
+/// [`LONG_TIE`] in a search (`searching`: the candidate races against a best) of a kernel of
+/// `t_us` from [`LONG_SEARCH_US`] on.
+pub fn tie_precision(t_us: f64, searching: bool) -> f64 {
+    if searching && t_us >= LONG_SEARCH_US {
+        LONG_TIE
+    } else {
+        TIE
+    }
+}
+
+/// Pairs a near-tie takes before it settles, at best (the spread under [`FEW_SAMPLES_FLOOR`]):
+/// what a search's candidate of a kernel of `t_us` costs when nothing cuts it short.
+pub fn tie_pairs(t_us: f64, searching: bool) -> u32 {
+    let p = tie_precision(t_us, searching);
+    let floor = (FEW_SAMPLES_FLOOR / p).powi(2).floor() as u32 + 1;
+    min_pairs(t_us).max(floor.min(MAX_MIN_PAIRS))
+}
+
+/// Whether the series (the baseline first, interleaved, equally long) know enough; `searching`
+/// as for [`tie_precision`].
+pub fn enough(series: &[Vec<f64>], searching: bool) -> bool {
     let Some(base) = series.first().filter(|s| !s.is_empty()) else {
         return false;
     };
-    let n = base.len() as u32;
-    if n < min_pairs(TimeStats::of(base).median_us) {
+    let t = TimeStats::of(base).median_us;
+    if (base.len() as u32) < min_pairs(t) {
         return false;
     }
-    if series.iter().all(|s| settled(s)) {
+    let p = tie_precision(t, searching);
+    if series.iter().all(|s| settled(s, p)) {
         return true;
     }
     series.len() == 2 && decided(&series[0], &series[1])
@@ -91,10 +123,10 @@ pub fn tightened(race: Option<f64>, measured: Option<f64>) -> Option<f64> {
     }
 }
 
-/// True when the median of `s` is known within 1% at 95% confidence (from ten samples on:
-/// fewer say too little about the spread).
-pub fn settled(s: &[f64]) -> bool {
-    s.len() >= MAX_MIN_PAIRS as usize && relative_uncertainty(s) < 0.01
+/// True when the median of `s` is known within `precision` at 95% confidence. Below ten samples
+/// the spread is taken as at least [`FEW_SAMPLES_FLOOR`], so 1% takes ten samples and 2% three.
+pub fn settled(s: &[f64], precision: f64) -> bool {
+    !s.is_empty() && relative_uncertainty(s) < precision
 }
 
 /// The candidate's ratio to the baseline is known to within a tenth of |ln ratio|.
@@ -130,13 +162,18 @@ mod tests {
     /// Interleaved samples of a baseline of `t` µs and a candidate `ratio` times as long,
     /// each with relative noise `noise`, until `enough` (or 50 pairs): the pairs taken.
     fn pairs_needed(t: f64, ratio: f64, noise: f64, seed: u64) -> u32 {
+        pairs_needed_by(t, ratio, noise, seed, false)
+    }
+
+    /// [`pairs_needed`], in a search (`searching`) or not.
+    fn pairs_needed_by(t: f64, ratio: f64, noise: f64, seed: u64, searching: bool) -> u32 {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut s = vec![Vec::new(), Vec::new()];
         for n in 1..=50 {
             for (i, mean) in [t, t * ratio].into_iter().enumerate() {
                 s[i].push(mean * (1.0 + noise * rng.random_range(-1.0..1.0)));
             }
-            if enough(&s) {
+            if enough(&s, searching) {
                 return n;
             }
         }
@@ -220,6 +257,24 @@ mod tests {
         // Three samples spread over 40%: their range stands, no decision at 1.25x.
         let base = vec![1e6, 1.4e6, 1.2e6];
         let cand = vec![1.3e6, 1.6e6, 1.5e6];
-        assert!(!enough(&[base, cand]));
+        assert!(!enough(&[base, cand], true));
+    }
+
+    #[test]
+    fn a_long_kernels_search_settles_near_ties_at_two_percent() {
+        // A 1 s kernel, a candidate 0.5% from the baseline, 0.2% noise: a search's measurement
+        // settles after three pairs; a confirmation (no race) keeps ten.
+        assert_eq!(pairs_needed_by(1e6, 1.005, 0.002, 6, true), 3);
+        assert_eq!(pairs_needed_by(1e6, 1.005, 0.002, 6, false), 10);
+        // Noisier than the floor: the precision holds, it takes more pairs.
+        assert!(pairs_needed_by(1e6, 1.005, 0.06, 7, true) > 3);
+        // A 50 ms kernel's search keeps 1%.
+        assert_eq!(pairs_needed_by(5e4, 1.005, 0.002, 8, true), 10);
+        // What the deadline prices a trial at follows the same rule.
+        assert_eq!(tie_pairs(1e6, true), 3);
+        assert_eq!(tie_pairs(1e6, false), 10);
+        assert_eq!(tie_pairs(5e4, true), 10);
+        assert_eq!(tie_pairs(50.0, true), 10);
+        assert_eq!(tie_precision(1e6, true), LONG_TIE);
     }
 }
