@@ -178,6 +178,35 @@ fn r3_record_time_only_times_every_launch_and_records_nothing() {
     }
 }
 
+/// A time-only run loads every module before the first launch (`CUDA_MODULE_LOADING=EAGER`):
+/// loaded lazily, a kernel's first launch pays for loading between its events in the recorded
+/// build, and not in an applied build, whose dispatch asks the driver about its code first. The
+/// user's own setting stands.
+#[test]
+fn a_time_only_run_loads_modules_before_any_launch_is_timed() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let script = format!("printf %s \"$CUDA_MODULE_LOADING\" > '{}'", seen.display());
+    for (users, want) in [(None, "EAGER"), (Some("LAZY"), "LAZY")] {
+        let mut c = Command::new(r3_bin());
+        c.arg("--r3-store")
+            .arg(dir.path().join("store"))
+            .args(["record", "--time-only", "--", "sh", "-c", &script])
+            .env("R3_RECORD_WITHOUT_GPU", "1")
+            .env_remove("CUDA_MODULE_LOADING");
+        if let Some(v) = users {
+            c.env("CUDA_MODULE_LOADING", v);
+        }
+        let out = c.output().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&seen).unwrap(),
+            want,
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
 /// A trial of kernel `kh` whose code hashes to `ptx`, at `us` against -O3's 100.
 fn trial_of(trial: u32, ptx: &str, us: f64) -> r3::store::trials::TrialRecord {
     let mut t: r3::store::trials::TrialRecord = serde_json::from_value(serde_json::json!({
