@@ -23,7 +23,7 @@
 //! decisions here are pure functions of that state; a [`Runner`] runs the slices (the GPU's,
 //! in `session`, or a simulated one in tests).
 
-use crate::store::deadline::{Allocation, Arm, Slice, FORMAT};
+use crate::store::deadline::{Allocation, Arm, Growth, Slice, FORMAT};
 use crate::store::programs::share_words as percent;
 use crate::store::speed::times;
 use crate::store::{Store, StoreError};
@@ -42,10 +42,14 @@ pub const SETTLED: f64 = 0.002;
 pub const DEFAULT_PRIOR: f64 = 1.25;
 /// Before its warm start, a search is hoped to find at least this much more than its best.
 pub const OPTIMISM: f64 = 1.10;
-/// After its warm start, a search at speedup `s` is hoped to find `GROWTH_FLOOR +
-/// GROWTH_PER_LN × ln s` more (see [`hope`]).
-pub const GROWTH_FLOOR: f64 = 0.03;
-pub const GROWTH_PER_LN: f64 = 0.06;
+/// After its warm start, a search at speedup `s` is hoped to find `floor + per_ln × ln s` more
+/// (see [`hope`]): r3's own fit, where the store has too few searches on the GPU for its own
+/// (`program::history_growth`).
+pub const R3_GROWTH: Growth = Growth {
+    floor: 0.03,
+    per_ln: 0.06,
+    searches: 0,
+};
 /// Configurations of a warm start before its launch sweep: recipes and the store's winners.
 pub const WARM_PORTFOLIO: u32 = crate::transfer::MAX_WARM_START as u32;
 /// Trials of a warm start, at most: the baseline, the portfolio, and the launch sweep of its
@@ -73,6 +77,8 @@ pub struct Entrant {
     pub weight: f64,
     pub share: f64,
     pub prior: f64,
+    /// What a search is hoped to find after its warm start (None: [`R3_GROWTH`]).
+    pub growth: Option<Growth>,
     /// Seconds per trial, estimated (the recorded launch's time) until measured.
     pub per_trial_s: f64,
     /// Where an earlier search of it stands (trials, best speedup).
@@ -118,6 +124,7 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
                 weight: e.weight,
                 share: e.share,
                 prior: e.prior,
+                growth: e.growth,
                 best: e.best.max(1.0),
                 trials: e.trials,
                 improved_at: e.trials,
@@ -185,16 +192,18 @@ pub fn potential(a: &Arm) -> f64 {
 /// The speedup a search of `a` is hoped to reach. Before its warm start: the prior (the store's
 /// history, recipes), at least [`OPTIMISM`] above the best so far. After it, the warm start has
 /// measured what the prior stood for, and the hope is its best times a growth that rises with
-/// that best. Fitted to the corpus searched on an H100 (2026-11-26, 65–100 trials a kernel):
-/// after their first 9 trials, the 28 kernels still under 1.1× found 4% more on average
-/// (median 2%), the 10 at 2× or more 14% more (1–51%). The prior of 1.25 kept after the warm
-/// start made a kernel still at 1.02× look sixteen times as promising as one at 8× of the same
-/// weight, and the slices went to kernels that gave little.
+/// that best: the store's own searches on this GPU where it has enough, else [`R3_GROWTH`],
+/// fitted to the corpus searched on an H100 (2026-11-26, 65–100 trials a kernel): after their
+/// first 9 trials, the 28 kernels still under 1.1× found 4% more on average (median 2%), the 10
+/// at 2× or more 14% more (1–51%). The prior of 1.25 kept after the warm start made a kernel
+/// still at 1.02× look sixteen times as promising as one at 8× of the same weight, and the
+/// slices went to kernels that gave little.
 pub fn hope(a: &Arm) -> f64 {
     if !a.warm {
         return a.prior.max(a.best * OPTIMISM);
     }
-    a.best * (1.0 + GROWTH_FLOOR + GROWTH_PER_LN * a.best.max(1.0).ln())
+    let g = a.growth.unwrap_or(R3_GROWTH);
+    a.best * (1.0 + g.floor + g.per_ln * a.best.max(1.0).ln())
 }
 
 /// The predicted speedup of the scope's programs (their mean time) with every arm's best.
@@ -708,6 +717,9 @@ pub fn allocation_table(a: &Allocation) -> String {
     if big > 12 {
         out += &format!("  ... and {} more\n", big - 12);
     }
+    if let Some(k) = a.arms.first() {
+        out += &format!("  {}\n", growth_words(k.growth));
+    }
     if small > 0 {
         out += &format!(
             "  {small} kernel(s) under {} of every program: baseline and warm start only, when nothing larger is worth more\n",
@@ -715,6 +727,23 @@ pub fn allocation_table(a: &Allocation) -> String {
         );
     }
     out.trim_end().to_owned()
+}
+
+/// What a search is hoped to find after its warm start, and where that comes from.
+fn growth_words(g: Option<Growth>) -> String {
+    let from = match g {
+        Some(g) => format!(
+            "fitted to {} searches of this store on this GPU",
+            g.searches
+        ),
+        None => "r3's fit (this store has too few searches of 30 trials on this GPU)".to_owned(),
+    };
+    let g = g.unwrap_or(R3_GROWTH);
+    format!(
+        "after its warm start, a search at speedup s is hoped to find {:.1}% + {:.1}% x ln s more ({from})",
+        100.0 * g.floor,
+        100.0 * g.per_ln
+    )
 }
 
 fn slice_line(a: &Allocation, kernel: &str, warm: bool, out: &SliceOutcome, moved: bool) -> String {
@@ -889,6 +918,7 @@ mod tests {
                 weight: share,
                 share,
                 prior: DEFAULT_PRIOR,
+                growth: None,
                 per_trial_s: world[name].cost,
                 trials: 0,
                 best: 1.0,
@@ -1111,6 +1141,19 @@ mod tests {
         assert!(p(&a, "near1") < 2.0 * p(&a, "big"));
         let big = a.arms.iter().find(|x| x.kernel == "big").unwrap();
         assert!(hope(big) / big.best > 1.1, "{}", hope(big));
+        // A store whose own searches found less past their warm starts hopes for less.
+        let mut fitted = big.clone();
+        fitted.growth = Some(Growth {
+            floor: 0.01,
+            per_ln: 0.0,
+            searches: 8,
+        });
+        assert!((hope(&fitted) / fitted.best - 1.01).abs() < 1e-12);
+        assert!(potential(&fitted) < potential(big));
+        assert!(
+            growth_words(fitted.growth).contains("1.0% + 0.0% x ln s more (fitted to 8 searches")
+        );
+        assert!(growth_words(None).contains("3.0% + 6.0% x ln s more (r3's fit"));
     }
 
     #[test]
@@ -1163,6 +1206,7 @@ mod tests {
             weight: 1.0,
             share: 1.0,
             prior: DEFAULT_PRIOR,
+            growth: None,
             per_trial_s: 1.0,
             trials: 0,
             best: 1.0,

@@ -9,6 +9,7 @@ use crate::replay::gpu::GpuEvaluator;
 use crate::replay::Evaluator;
 use crate::session::{self, GpuTune, Line, Say, Searchable, SessionError, Tally};
 use crate::space::Space;
+use crate::store::deadline::Growth;
 use crate::store::records::Recording;
 use crate::store::{Store, StoreError};
 use crate::tune::{self, TuneOptions};
@@ -22,6 +23,15 @@ const LIVE_EVALUATORS: usize = 2;
 const LONG_KERNEL_MS: f64 = 100.0;
 /// Searches of at least this many trials tell what a search on this GPU reaches.
 const HISTORY_TRIALS: usize = 10;
+/// Searches of at least this many trials tell how far a search goes past its warm start.
+const GROWTH_HISTORY_TRIALS: usize = 30;
+/// With fewer such searches on the GPU, a deadline hopes for r3's own growth
+/// (`deadline::R3_GROWTH`).
+const GROWTH_MIN_SEARCHES: usize = 8;
+/// The fitted growth is kept within these bounds (a few searches that found 50% more, or none
+/// that found anything, must not make every search look endless or hopeless).
+const GROWTH_FLOOR_BOUNDS: (f64, f64) = (0.01, 0.10);
+const GROWTH_PER_LN_BOUNDS: (f64, f64) = (0.0, 0.15);
 
 /// What the deadline is spent on: every recorded kernel, or one program's.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +77,7 @@ pub fn entrants(
         }
     };
     let prior = history_prior(store, gpu, groups);
+    let growth = history_growth(store, gpu, groups);
     let mut out = Vec::new();
     let mut unweighted = 0;
     for (kernel, recs) in groups {
@@ -96,6 +107,7 @@ pub fn entrants(
             weight,
             share,
             prior,
+            growth,
             per_trial_s: per_trial_estimate(recs),
             trials,
             best,
@@ -126,6 +138,59 @@ fn history_prior(store: &Store, gpu: &str, groups: &[(String, Vec<Recording>)]) 
     }
     bests.sort_by(f64::total_cmp);
     bests[bests.len() / 2].clamp(1.05, 3.0)
+}
+
+/// What searches on this GPU found after their warm start: for each search of at least
+/// `GROWTH_HISTORY_TRIALS`, its best against its warm start's best, fitted ([`fit_growth`]);
+/// None with fewer than `GROWTH_MIN_SEARCHES` (then r3's own fit holds).
+fn history_growth(store: &Store, gpu: &str, groups: &[(String, Vec<Recording>)]) -> Option<Growth> {
+    let points: Vec<(f64, f64)> = groups
+        .iter()
+        .filter_map(|(kernel, _)| {
+            let trials = store.trials(kernel, gpu).ok()?;
+            (trials.len() >= GROWTH_HISTORY_TRIALS)
+                .then(|| growth_point(&trials))
+                .flatten()
+        })
+        .collect();
+    fit_growth(&points)
+}
+
+/// One search's (ln of its warm start's best speedup, what it found past it: its best over
+/// that, less one), from its trials; None without a valid trial in the warm start.
+fn growth_point(trials: &[crate::store::trials::TrialRecord]) -> Option<(f64, f64)> {
+    let fastest = |warm_only: bool| {
+        trials
+            .iter()
+            .filter(|t| !warm_only || t.trial < deadline::WARM_TRIALS)
+            .filter_map(|t| t.outcome.ratio())
+            .filter(|r| *r > 0.0)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (warm, all) = (fastest(true), fastest(false));
+    warm.is_finite()
+        .then(|| ((1.0 / warm).max(1.0).ln(), warm / all - 1.0))
+}
+
+/// The growth `floor + per_ln × x` nearest the points (x, growth) by least squares, kept within
+/// `GROWTH_FLOOR_BOUNDS` and `GROWTH_PER_LN_BOUNDS`; None with fewer than `GROWTH_MIN_SEARCHES`.
+pub fn fit_growth(points: &[(f64, f64)]) -> Option<Growth> {
+    if points.len() < GROWTH_MIN_SEARCHES {
+        return None;
+    }
+    let n = points.len() as f64;
+    let mean = |f: &dyn Fn(&(f64, f64)) -> f64| points.iter().map(f).sum::<f64>() / n;
+    let (mx, mg) = (mean(&|p| p.0), mean(&|p| p.1));
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxg: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - mg)).sum();
+    let slope = if sxx > 1e-12 { sxg / sxx } else { 0.0 };
+    let per_ln = slope.clamp(GROWTH_PER_LN_BOUNDS.0, GROWTH_PER_LN_BOUNDS.1);
+    let floor = (mg - per_ln * mx).clamp(GROWTH_FLOOR_BOUNDS.0, GROWTH_FLOOR_BOUNDS.1);
+    Some(Growth {
+        floor,
+        per_ln,
+        searches: points.len() as u32,
+    })
 }
 
 /// Trials of the kernel's search on this GPU so far, and its best speedup, from one read of
@@ -511,6 +576,88 @@ mod tests {
         assert_eq!(note, None);
         let got: Vec<(&str, f64)> = corr.iter().map(|e| (e.kernel.as_str(), e.weight)).collect();
         assert_eq!(got, [("aa", 0.999), ("bb", 0.001)]);
+    }
+
+    /// A search of `n` trials on "GPU" whose trial t runs at `ratio(t)` of -O3.
+    fn search(store: &Store, kernel: &str, n: u32, ratio: impl Fn(u32) -> f64) {
+        let mut log = store.open_trials(kernel, "GPU").unwrap();
+        for t in 0..n {
+            let mut r: crate::store::trials::TrialRecord =
+                serde_json::from_value(serde_json::json!({
+                    "format": 1, "trial": t, "kernel": kernel, "gpu": "GPU",
+                    "driver": "CUDA 13.0", "r3_version": "0", "strategy": "bo", "seed": 0,
+                    "batch": 1, "candidate": {"pipeline": format!("p{t}")}, "ptx_hash": format!("h{t}"),
+                    "outcome": {"status": "valid",
+                        "time": {"median_us": 100.0 * ratio(t), "min_us": 1.0, "spread": 0.0, "samples": 10},
+                        "baseline": {"median_us": 100.0, "min_us": 1.0, "spread": 0.0, "samples": 10}},
+                    "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
+                }))
+                .unwrap();
+            r.trial = t;
+            log.append(&r).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_growth_hoped_after_a_warm_start_is_fitted_to_the_stores_searches() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        // Eight searches of 40 trials: kernel i reaches 2^(i/2) in its warm start and then
+        // finds 2% + 5% x ln of that more at trial 30.
+        let mut names = Vec::new();
+        for i in 0..8 {
+            let name = format!("k{i}");
+            let warm = 2f64.powf(f64::from(i) / 2.0);
+            let more = 1.0 + 0.02 + 0.05 * warm.ln();
+            search(&store, &name, 40, |t| match t {
+                0 => 1.0,
+                t if t < 30 => 1.0 / warm,
+                _ => 1.0 / (warm * more),
+            });
+            names.push(name);
+        }
+        let g = groups(&names.iter().map(String::as_str).collect::<Vec<_>>());
+        let (all, _) = entrants(&store, &Scope::All, &g, "GPU").unwrap();
+        let got = all[0].growth.expect("eight searches of 40 trials");
+        assert_eq!(got.searches, 8);
+        assert!((got.floor - 0.02).abs() < 1e-9, "{got:?}");
+        assert!((got.per_ln - 0.05).abs() < 1e-9, "{got:?}");
+        assert!(all.iter().all(|e| e.growth == Some(got)));
+        // Seven such searches, or searches under 30 trials, are too few: r3's own fit.
+        let seven = groups(&names[..7].iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            entrants(&store, &Scope::All, &seven, "GPU").unwrap().0[0].growth,
+            None
+        );
+        search(&store, "short", 29, |_| 0.5);
+        assert_eq!(
+            history_growth(&store, "GPU", &groups(&["short"])),
+            None,
+            "a search of 29 trials tells nothing of growth"
+        );
+    }
+
+    #[test]
+    fn a_fitted_growth_stays_within_its_bounds() {
+        // Searches that found nothing past their warm start: the floor stays at 1%.
+        let flat = fit_growth(&[(0.5, 0.0); 8]).unwrap();
+        assert_eq!((flat.floor, flat.per_ln), (0.01, 0.0));
+        // Growth that falls with the speedup: no negative slope.
+        let falling: Vec<(f64, f64)> = (0..8)
+            .map(|i| (f64::from(i), 0.1 - 0.01 * f64::from(i)))
+            .collect();
+        let g = fit_growth(&falling).unwrap();
+        assert_eq!(g.per_ln, 0.0);
+        assert!((g.floor - 0.065).abs() < 1e-9, "{g:?}");
+        // One search that found 50% more among seven that found 2%: held at the bounds.
+        let mut wild = vec![(1.0, 0.02); 7];
+        wild.push((3.0, 0.5));
+        let g = fit_growth(&wild).unwrap();
+        assert!(
+            g.per_ln <= 0.15 && g.floor <= 0.10 && g.floor >= 0.01,
+            "{g:?}"
+        );
+        assert_eq!(fit_growth(&[(1.0, 0.1); 7]), None);
     }
 
     #[test]

@@ -73,6 +73,20 @@ pub struct Arm {
     /// The best is confirmed on every recorded launch.
     #[serde(default)]
     pub confirmed: bool,
+    /// What its search is hoped to find after the warm start, fitted to the store's searches on
+    /// this GPU; None: r3's own fit (`remix::deadline::R3_GROWTH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth: Option<Growth>,
+}
+
+/// What a search is hoped to find after its warm start, by the speedup `s` that reached:
+/// `floor + per_ln × ln s` more.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Growth {
+    pub floor: f64,
+    pub per_ln: f64,
+    /// The searches it was fitted to.
+    pub searches: u32,
 }
 
 /// One slice of a kernel's search: trials before and after, its time, the best it left.
@@ -178,6 +192,11 @@ mod tests {
                 warm: true,
                 done: None,
                 confirmed: false,
+                growth: Some(Growth {
+                    floor: 0.02,
+                    per_ln: 0.05,
+                    searches: 9,
+                }),
             }],
             slices: Vec::new(),
             ended: None,
