@@ -209,17 +209,16 @@ fn a_time_only_run_loads_modules_before_any_launch_is_timed() {
 
 /// A trial of kernel `kh` whose code hashes to `ptx`, at `us` against -O3's 100.
 fn trial_of(trial: u32, ptx: &str, us: f64) -> r3::store::trials::TrialRecord {
-    let mut t: r3::store::trials::TrialRecord = serde_json::from_value(serde_json::json!({
-        "format": 1, "trial": trial, "kernel": "kh", "gpu": "NVIDIA H100 (sm_90)",
-        "driver": "CUDA 13.0", "r3_version": "0", "strategy": "bo", "seed": 0, "batch": 1,
-        "candidate": {"pipeline": "default<O2>"}, "ptx_hash": ptx,
-        "outcome": {"status": "valid",
-            "time": {"median_us": us, "min_us": us, "spread": 0.0, "samples": 10},
-            "baseline": {"median_us": 100.0, "min_us": 100.0, "spread": 0.0, "samples": 10}},
-        "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
-    }))
-    .unwrap();
-    t.trial = trial;
+    use r3::store::fixtures::{trial as hand_built, valid};
+    let candidate = serde_json::json!({"pipeline": "default<O2>"});
+    let mut t = hand_built(
+        "kh",
+        "NVIDIA H100 (sm_90)",
+        trial,
+        candidate,
+        valid(us, 100.0),
+    );
+    t.ptx_hash = Some(ptx.into());
     t
 }
 

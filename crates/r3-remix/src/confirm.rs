@@ -268,6 +268,7 @@ mod tests {
     use super::*;
     use crate::candidate::Candidate;
     use crate::lower::Lowered;
+    use crate::store::fixtures;
     use crate::store::outcome::TimeStats;
 
     /// A launch where each candidate's time over -O3 is fixed, and where the candidates whose
@@ -375,26 +376,10 @@ mod tests {
         let mut best_rec = None;
         let o3 = serde_json::json!({ "pipeline": "default<O3>" });
         for (trial, candidate, ratio) in [(0, o3, 1.0), (1, best, 0.5)] {
-            let pipeline = candidate["pipeline"].clone();
-            let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
-                "format": 1, "trial": trial, "kernel": "k", "gpu": "GPU (sm_90)",
-                "driver": "CUDA 13.0", "r3_version": "0", "strategy": "bo", "seed": 0,
-                "batch": 1, "candidate": candidate, "ptx_hash": pipeline,
-                "outcome": {"status": "compile_error", "message": ""},
-                "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
-            }))
-            .unwrap();
-            let ts = |us| TimeStats {
-                median_us: us,
-                min_us: us,
-                spread: 0.0,
-                samples: 5,
-                raced: false,
-            };
-            r.outcome = Outcome::Valid {
-                time: ts(100.0 * ratio),
-                baseline: ts(100.0),
-            };
+            let pipeline = candidate["pipeline"].as_str().map(|p| p.into());
+            let outcome = fixtures::valid(100.0 * ratio, 100.0);
+            let mut r = fixtures::trial("k", "GPU (sm_90)", trial, candidate, outcome);
+            r.ptx_hash = pipeline;
             log.append(&r).unwrap();
             best_rec = Some(r);
         }

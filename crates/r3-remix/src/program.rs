@@ -580,21 +580,12 @@ mod tests {
 
     /// A search of `n` trials on "GPU" whose trial t runs at `ratio(t)` of -O3.
     fn search(store: &Store, kernel: &str, n: u32, ratio: impl Fn(u32) -> f64) {
+        use crate::store::fixtures::{trial, valid};
         let mut log = store.open_trials(kernel, "GPU").unwrap();
         for t in 0..n {
-            let mut r: crate::store::trials::TrialRecord =
-                serde_json::from_value(serde_json::json!({
-                    "format": 1, "trial": t, "kernel": kernel, "gpu": "GPU",
-                    "driver": "CUDA 13.0", "r3_version": "0", "strategy": "bo", "seed": 0,
-                    "batch": 1, "candidate": {"pipeline": format!("p{t}")}, "ptx_hash": format!("h{t}"),
-                    "outcome": {"status": "valid",
-                        "time": {"median_us": 100.0 * ratio(t), "min_us": 1.0, "spread": 0.0, "samples": 10},
-                        "baseline": {"median_us": 100.0, "min_us": 1.0, "spread": 0.0, "samples": 10}},
-                    "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
-                }))
+            let c = serde_json::json!({"pipeline": format!("p{t}")});
+            log.append(&trial(kernel, "GPU", t, c, valid(100.0 * ratio(t), 100.0)))
                 .unwrap();
-            r.trial = t;
-            log.append(&r).unwrap();
         }
     }
 

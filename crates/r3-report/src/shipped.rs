@@ -74,46 +74,16 @@ pub fn geomean(speedups: impl IntoIterator<Item = f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::outcome::{Outcome, TimeStats};
-
-    fn ts(us: f64) -> TimeStats {
-        TimeStats {
-            median_us: us,
-            min_us: us,
-            spread: 0.0,
-            samples: 10,
-            raced: false,
-        }
-    }
+    use crate::store::fixtures;
 
     fn timed(trial: u32, gpu: &str, c: serde_json::Value, us: f64) -> TrialRecord {
-        let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
-            "format": 1, "trial": trial, "kernel": "k", "gpu": gpu, "driver": "d",
-            "r3_version": "0", "strategy": "bo", "seed": 0, "batch": 1, "candidate": c,
-            "ptx_hash": "h", "outcome": {"status": "compile_error", "message": ""},
-            "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
-        }))
-        .unwrap();
-        r.outcome = Outcome::Valid {
-            time: ts(us),
-            baseline: ts(100.0),
-        };
+        let mut r = fixtures::trial("k", gpu, trial, c, fixtures::valid(us, 100.0));
+        r.ptx_hash = Some("h".into());
         r
     }
 
     fn confirm(trial: u32, us: f64) -> Confirmation {
-        Confirmation {
-            format: 1,
-            trial,
-            outcome: Outcome::Valid {
-                time: ts(us),
-                baseline: ts(100.0),
-            },
-            finished_unix_ms: 0,
-            launches: Vec::new(),
-            context_ratios: Vec::new(),
-            in_program: Vec::new(),
-        }
+        fixtures::confirmation(trial, fixtures::valid(us, 100.0))
     }
 
     #[test]

@@ -6,6 +6,7 @@ use r3_passes::candidate;
 
 pub mod config;
 pub mod deadline;
+pub mod fixtures;
 pub mod identity;
 pub mod in_program;
 pub mod l2;

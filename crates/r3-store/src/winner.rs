@@ -275,7 +275,8 @@ impl Store {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::outcome::{Outcome, TimeStats};
+    use crate::fixtures;
+    use crate::outcome::Outcome;
 
     #[test]
     fn a_best_that_does_not_hold_up_gives_way_to_the_baseline() {
@@ -324,8 +325,8 @@ pub(crate) mod tests {
             |trial: u32, us: f64| timed(trial, serde_json::json!({"pipeline": "default<O3>"}), us);
         let mut screened = rec(2, 0.0);
         screened.outcome = Outcome::Screened {
-            time: ts(10.0),
-            baseline: ts(100.0),
+            time: fixtures::samples(10.0),
+            baseline: fixtures::samples(100.0),
             fraction: 0.0625,
         };
         let recs = vec![rec(0, 100.0), rec(1, 90.0), screened];
@@ -342,44 +343,13 @@ pub(crate) mod tests {
 
     /// A re-measurement of `trial` at `us` microseconds against -O3's 100.
     pub(crate) fn confirmed(trial: u32, us: f64) -> Confirmation {
-        Confirmation {
-            format: 1,
-            trial,
-            outcome: Outcome::Valid {
-                time: ts(us),
-                baseline: ts(100.0),
-            },
-            finished_unix_ms: 0,
-            launches: Vec::new(),
-            context_ratios: Vec::new(),
-            in_program: Vec::new(),
-        }
-    }
-
-    /// Ten samples of exactly `us`.
-    pub(crate) fn ts(us: f64) -> TimeStats {
-        TimeStats {
-            median_us: us,
-            min_us: us,
-            spread: 0.0,
-            samples: 10,
-            raced: false,
-        }
+        fixtures::confirmation(trial, fixtures::valid(us, 100.0))
     }
 
     /// Trial `trial` of candidate `c` at `us` microseconds against -O3's 100.
     pub(crate) fn timed(trial: u32, c: serde_json::Value, us: f64) -> TrialRecord {
-        let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
-            "format": 1, "trial": trial, "kernel": "k", "gpu": "g", "driver": "d", "r3_version": "0",
-            "strategy": "bo", "seed": 0, "batch": 1, "candidate": c,
-            "ptx_hash": "h", "outcome": {"status": "compile_error", "message": ""},
-            "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
-        }))
-        .unwrap();
-        r.outcome = Outcome::Valid {
-            time: ts(us),
-            baseline: ts(100.0),
-        };
+        let mut r = fixtures::trial("k", "g", trial, c, fixtures::valid(us, 100.0));
+        r.ptx_hash = Some("h".into());
         r
     }
 

@@ -1,0 +1,58 @@
+//! Records built by hand, for the tests of every crate that reads the store (and simulations):
+//! one definition of a valid trial, a timing and a confirmation, so that a field added to the
+//! records changes one place.
+
+use crate::outcome::{Outcome, TimeStats};
+use crate::trials::{Confirmation, TrialRecord};
+
+/// Ten samples of exactly `us`.
+pub fn samples(us: f64) -> TimeStats {
+    TimeStats {
+        median_us: us,
+        min_us: us,
+        spread: 0.0,
+        samples: 10,
+        raced: false,
+    }
+}
+
+/// A valid outcome: `us` against the baseline's `baseline_us`, ten samples each.
+pub fn valid(us: f64, baseline_us: f64) -> Outcome {
+    Outcome::Valid {
+        time: samples(us),
+        baseline: samples(baseline_us),
+    }
+}
+
+/// Trial `trial` of `kernel` on `gpu`: `candidate` (as JSON) with `outcome`; its code's hash is
+/// `h<trial>`, everything else zero.
+pub fn trial(
+    kernel: &str,
+    gpu: &str,
+    trial: u32,
+    candidate: serde_json::Value,
+    outcome: Outcome,
+) -> TrialRecord {
+    let mut r: TrialRecord = serde_json::from_value(serde_json::json!({
+        "format": 1, "trial": trial, "kernel": kernel, "gpu": gpu, "driver": "CUDA 13.0",
+        "r3_version": "0", "strategy": "bo", "seed": 0, "batch": 1, "candidate": candidate,
+        "ptx_hash": format!("h{trial}"), "outcome": {"status": "compile_error", "message": ""},
+        "passes_ms": 0.0, "codegen_ms": 0.0, "measure_ms": 0.0, "finished_unix_ms": 0
+    }))
+    .expect("a hand-built trial record parses");
+    r.outcome = outcome;
+    r
+}
+
+/// A re-measurement of `trial` with `outcome`, on the searched launch alone.
+pub fn confirmation(trial: u32, outcome: Outcome) -> Confirmation {
+    Confirmation {
+        format: 1,
+        trial,
+        outcome,
+        finished_unix_ms: 0,
+        launches: Vec::new(),
+        context_ratios: Vec::new(),
+        in_program: Vec::new(),
+    }
+}
