@@ -76,11 +76,16 @@ pub fn entrants(
             keys
         }
     };
-    let prior = history_prior(store, gpu, groups);
-    let growth = history_growth(store, gpu, groups);
+    // Each kernel's trials file, read once: its own search and the store's history.
+    let searches: Vec<Search> = groups
+        .iter()
+        .map(|(kernel, _)| search_of(store, kernel, gpu))
+        .collect();
+    let prior = history_prior(&searches);
+    let growth = history_growth(&searches);
     let mut out = Vec::new();
     let mut unweighted = 0;
-    for (kernel, recs) in groups {
+    for ((kernel, recs), search) in groups.iter().zip(&searches) {
         let mine: Vec<_> = shares
             .get(kernel)
             .into_iter()
@@ -100,7 +105,7 @@ pub fn entrants(
             (sum / programs.len() as f64, max)
         };
         unweighted += usize::from(mine.is_empty());
-        let (trials, best) = own_search(store, kernel, gpu);
+        let (trials, best) = (search.trials, search.best.unwrap_or(1.0));
         out.push(Entrant {
             kernel: kernel.clone(),
             label: session::kernel_label(store, kernel),
@@ -126,12 +131,11 @@ pub fn entrants(
 
 /// The speedup searches on this GPU reached: the median of the other kernels' bests (searches
 /// of at least `HISTORY_TRIALS`), or `deadline::DEFAULT_PRIOR` with fewer than three.
-fn history_prior(store: &Store, gpu: &str, groups: &[(String, Vec<Recording>)]) -> f64 {
-    let mut bests: Vec<f64> = groups
+fn history_prior(searches: &[Search]) -> f64 {
+    let mut bests: Vec<f64> = searches
         .iter()
-        .map(|(kernel, _)| search_of(store, kernel, gpu))
-        .filter(|(n, _)| *n as usize >= HISTORY_TRIALS)
-        .filter_map(|(_, best)| best)
+        .filter(|s| s.trials as usize >= HISTORY_TRIALS)
+        .filter_map(|s| s.best)
         .collect();
     if bests.len() < 3 {
         return deadline::DEFAULT_PRIOR;
@@ -143,15 +147,11 @@ fn history_prior(store: &Store, gpu: &str, groups: &[(String, Vec<Recording>)]) 
 /// What searches on this GPU found after their warm start: for each search of at least
 /// `GROWTH_HISTORY_TRIALS`, its best against its warm start's best, fitted ([`fit_growth`]);
 /// None with fewer than `GROWTH_MIN_SEARCHES` (then r3's own fit holds).
-fn history_growth(store: &Store, gpu: &str, groups: &[(String, Vec<Recording>)]) -> Option<Growth> {
-    let points: Vec<(f64, f64)> = groups
+fn history_growth(searches: &[Search]) -> Option<Growth> {
+    let points: Vec<(f64, f64)> = searches
         .iter()
-        .filter_map(|(kernel, _)| {
-            let trials = store.trials(kernel, gpu).ok()?;
-            (trials.len() >= GROWTH_HISTORY_TRIALS)
-                .then(|| growth_point(&trials))
-                .flatten()
-        })
+        .filter(|s| s.trials as usize >= GROWTH_HISTORY_TRIALS)
+        .filter_map(|s| s.growth)
         .collect();
     fit_growth(&points)
 }
@@ -193,25 +193,34 @@ pub fn fit_growth(points: &[(f64, f64)]) -> Option<Growth> {
     })
 }
 
-/// Trials of the kernel's search on this GPU so far, and its best speedup, from one read of
-/// its trials file (the best as `Store::best_trial` picks it).
-fn search_of(store: &Store, kernel: &str, gpu: &str) -> (u32, Option<f64>) {
-    let trials = store.trials(kernel, gpu).unwrap_or_default();
-    let n = trials.len() as u32;
-    // A damaged confirmation file leaves the best unknown, as `best_trial` fails on it.
-    let Ok(confirmed) = store.confirmations(&store.trials_path(kernel, gpu)) else {
-        return (n, None);
-    };
-    let best = crate::store::winner::pick_best(&trials, &confirmed)
-        .and_then(|t| t.ratio())
-        .map(|r| 1.0 / r);
-    (n, best)
+/// A kernel's search on this GPU so far, from one read of its trials file.
+struct Search {
+    trials: u32,
+    /// Its best speedup, as `Store::best_trial` picks it.
+    best: Option<f64>,
+    /// What it found past its warm start ([`growth_point`]).
+    growth: Option<(f64, f64)>,
 }
 
-/// [`search_of`], a kernel with no valid trial at 1x.
+fn search_of(store: &Store, kernel: &str, gpu: &str) -> Search {
+    let trials = store.trials(kernel, gpu).unwrap_or_default();
+    // A damaged confirmation file leaves the best unknown, as `best_trial` fails on it.
+    let best = store
+        .confirmations(&store.trials_path(kernel, gpu))
+        .ok()
+        .and_then(|confirmed| crate::store::winner::pick_best(&trials, &confirmed)?.ratio())
+        .map(|r| 1.0 / r);
+    Search {
+        trials: trials.len() as u32,
+        best,
+        growth: growth_point(&trials),
+    }
+}
+
+/// [`search_of`]'s trials and best, a kernel with no valid trial at 1x.
 fn own_search(store: &Store, kernel: &str, gpu: &str) -> (u32, f64) {
-    let (n, best) = search_of(store, kernel, gpu);
-    (n, best.unwrap_or(1.0))
+    let s = search_of(store, kernel, gpu);
+    (s.trials, s.best.unwrap_or(1.0))
 }
 
 /// Seconds a trial of a kernel is expected to cost before one is measured, from its recorded
@@ -614,17 +623,19 @@ mod tests {
         assert!((got.floor - 0.02).abs() < 1e-9, "{got:?}");
         assert!((got.per_ln - 0.05).abs() < 1e-9, "{got:?}");
         assert!(all.iter().all(|e| e.growth == Some(got)));
-        // Seven such searches, or searches under 30 trials, are too few: r3's own fit.
-        let seven = groups(&names[..7].iter().map(String::as_str).collect::<Vec<_>>());
-        assert_eq!(
-            entrants(&store, &Scope::All, &seven, "GPU").unwrap().0[0].growth,
-            None
+        // Seven such searches and one of 29 trials are too few: r3's own fit.
+        search(&store, "short", 29, |t| if t < 20 { 0.5 } else { 0.4 });
+        let mut seven_and_short = names[..7].to_vec();
+        seven_and_short.push("short".into());
+        let g = groups(
+            &seven_and_short
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
         );
-        search(&store, "short", 29, |_| 0.5);
         assert_eq!(
-            history_growth(&store, "GPU", &groups(&["short"])),
-            None,
-            "a search of 29 trials tells nothing of growth"
+            entrants(&store, &Scope::All, &g, "GPU").unwrap().0[0].growth,
+            None
         );
     }
 
