@@ -87,11 +87,25 @@ pub struct Entrant {
     /// Seconds a confirmation of its winner costs beyond its runs: each of its fresh contexts
     /// loads the kernel's recording again.
     pub confirm_setup_s: f64,
+    /// The recorded launch's time (ms; 0 where unknown).
+    pub launch_ms: f64,
 }
 
-/// Seconds the confirmation of `k`'s winner is expected to take, before any is measured.
+/// Seconds the confirmation of `k`'s winner is expected to take, before any is measured: at
+/// least the runs it makes ([`confirm_runs_s`]).
 fn confirm_estimate_s(k: &Arm) -> f64 {
-    CONFIRM_TRIALS * k.per_trial_s + 2.0 + k.confirm_setup_s
+    (CONFIRM_TRIALS * k.per_trial_s).max(confirm_runs_s(k.launch_ms)) + 2.0 + k.confirm_setup_s
+}
+
+/// Seconds of kernel time a confirmation of a kernel of `ms` a launch runs: in each of its
+/// contexts the check, the warm-up and the pairs of a near-tie at full precision (a confirmation
+/// does not race, so it settles at 1% even where its search settled at 2%). A 1.07 s kernel:
+/// 3 × 23 runs, 74 s, where four of its search's trials priced it at 40 s (H100, 2026-11-27:
+/// its two confirmations took 181 s after a 20-trial search).
+fn confirm_runs_s(ms: f64) -> f64 {
+    use crate::replay::stopping::{tie_pairs, warmups};
+    let runs = 1 + 2 * (warmups(ms * 1e3) + tie_pairs(ms * 1e3, false));
+    crate::confirm::CONTEXTS as f64 * f64::from(runs) * ms / 1e3
 }
 
 /// Seconds the confirmation of `k`'s winner is expected to take: the estimate, scaled by what
@@ -131,6 +145,7 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
                 spent_s: 0.0,
                 per_trial_s: e.per_trial_s.max(1e-3),
                 confirm_setup_s: e.confirm_setup_s.max(0.0),
+                launch_ms: e.launch_ms.max(0.0),
                 warm: false,
                 done: None,
                 confirmed: false,
@@ -923,6 +938,7 @@ mod tests {
                 trials: 0,
                 best: 1.0,
                 confirm_setup_s: 0.0,
+                launch_ms: 0.0,
             })
             .collect()
     }
@@ -1157,6 +1173,31 @@ mod tests {
     }
 
     #[test]
+    fn a_long_kernels_confirmation_is_priced_at_its_runs_not_its_searchs_trials() {
+        let w = world(&[("long", 1.0, 1.0, 4.0)]);
+        let mut e = entrants(&[("long", 1.0)], &w);
+        (e[0].per_trial_s, e[0].launch_ms, e[0].confirm_setup_s) = (9.9, 1070.0, 1.5);
+        let a = start("prog", "GPU", 600.0, e);
+        let k = &a.arms[0];
+        // Three contexts of the check, one warm-up pair and ten pairs of 1.07 s, not four of
+        // its search's trials at 2%.
+        let want = 3.0 * 23.0 * 1.07 + 2.0 + 1.5;
+        assert!(
+            (confirm_estimate_s(k) - want).abs() < 1e-9,
+            "{}",
+            confirm_estimate_s(k)
+        );
+        // A short kernel's stays four of its trials (compiling and contexts cost more).
+        let mut short = k.clone();
+        (short.launch_ms, short.per_trial_s) = (0.1, 0.3);
+        assert!((confirm_estimate_s(&short) - (4.0 * 0.3 + 2.0 + 1.5)).abs() < 1e-9);
+        // An allocation of an earlier r3, with no launch time: as before.
+        let mut earlier = k.clone();
+        earlier.launch_ms = 0.0;
+        assert!((confirm_estimate_s(&earlier) - (4.0 * 9.9 + 2.0 + 1.5)).abs() < 1e-9);
+    }
+
+    #[test]
     fn the_dominant_kernel_gets_most_of_the_time_and_most_of_its_gain() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
@@ -1211,6 +1252,7 @@ mod tests {
             trials: 0,
             best: 1.0,
             confirm_setup_s: 0.0,
+            launch_ms: 0.0,
         }];
         let mut sim = Sim::new(&mut w, &stop);
         let ended = run(

@@ -117,6 +117,7 @@ pub fn entrants(
             trials,
             best,
             confirm_setup_s: confirm_setup_estimate(recs),
+            launch_ms: launch_ms(recs),
         });
     }
     let note = if programs.is_empty() {
@@ -230,12 +231,15 @@ fn own_search(store: &Store, kernel: &str, gpu: &str) -> (u32, f64) {
 /// ten pairs for every kernel: 23.4 s a trial for a 1.07 s kernel (its warm start of 9 trials
 /// in 210 s; this estimate was 24.9 s), 0.1–0.3 s for kernels of under 1 ms.
 fn per_trial_estimate(recs: &[Recording]) -> f64 {
-    let ms = recs
-        .iter()
+    trial_seconds(Some(launch_ms(recs)).filter(|t| *t > 0.0).unwrap_or(0.1))
+}
+
+/// The kernel's recorded time a launch (ms; 0 where no recording has one).
+fn launch_ms(recs: &[Recording]) -> f64 {
+    recs.iter()
         .map(|r| r.launch.in_app_ms)
         .find(|t| *t > 0.0)
-        .unwrap_or(0.1);
-    trial_seconds(ms)
+        .unwrap_or(0.0)
 }
 
 /// [`per_trial_estimate`] of a kernel of `ms` a launch.

@@ -64,6 +64,10 @@ pub struct Arm {
     /// load the recording again), estimated from the recording's size.
     #[serde(default)]
     pub confirm_setup_s: f64,
+    /// The recorded launch's time (ms), which a confirmation's runs take at full precision;
+    /// 0 where unknown (an allocation of an earlier r3).
+    #[serde(default)]
+    pub launch_ms: f64,
     /// Its baseline and warm start are measured.
     #[serde(default)]
     pub warm: bool,
@@ -189,6 +193,7 @@ mod tests {
                 spent_s: 12.0,
                 per_trial_s: 1.25,
                 confirm_setup_s: 3.0,
+                launch_ms: 1070.0,
                 warm: true,
                 done: None,
                 confirmed: false,
