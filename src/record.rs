@@ -492,13 +492,6 @@ pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordEr
         c.env_remove("R3_RECORD")
             .env("R3_TIME_ONLY", "1")
             .env("R3_RECORD_STATS", &stats_path);
-        // A kernel's first launch would load its module lazily between its events, while an
-        // applied build's dispatch loads its variants before them (it asks the driver about
-        // them first): the recorded build paid for loading, the applied one did not. Loaded
-        // eagerly, neither does. The user's own setting stands.
-        if std::env::var_os("CUDA_MODULE_LOADING").is_none() {
-            c.env("CUDA_MODULE_LOADING", "EAGER");
-        }
     })?;
     let stats: Option<RunStats> = std::fs::read(&stats_path)
         .ok()

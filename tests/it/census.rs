@@ -178,33 +178,32 @@ fn r3_record_time_only_times_every_launch_and_records_nothing() {
     }
 }
 
-/// A time-only run loads every module before the first launch (`CUDA_MODULE_LOADING=EAGER`):
-/// loaded lazily, a kernel's first launch pays for loading between its events in the recorded
-/// build, and not in an applied build, whose dispatch asks the driver about its code first. The
-/// user's own setting stands.
+/// A time-only run loads each kernel before its first timed launch: CUDA loads a kernel lazily,
+/// inside its first launch, and the events around it would time the load (the fake device
+/// charges FAKE_LAZY_LOAD_MS to a first launch whose kernel nobody asked about). The stub with
+/// no registration cannot be asked about, and pays.
 #[test]
-fn a_time_only_run_loads_modules_before_any_launch_is_timed() {
+fn a_time_only_run_loads_each_kernel_before_its_first_launch_is_timed() {
     let dir = tempfile::tempdir().unwrap();
-    let seen = dir.path().join("seen");
-    let script = format!("printf %s \"$CUDA_MODULE_LOADING\" > '{}'", seen.display());
-    for (users, want) in [(None, "EAGER"), (Some("LAZY"), "LAZY")] {
-        let mut c = Command::new(r3_bin());
-        c.arg("--r3-store")
-            .arg(dir.path().join("store"))
-            .args(["record", "--time-only", "--", "sh", "-c", &script])
-            .env("R3_RECORD_WITHOUT_GPU", "1")
-            .env_remove("CUDA_MODULE_LOADING");
-        if let Some(v) = users {
-            c.env("CUDA_MODULE_LOADING", v);
-        }
-        let out = c.output().unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&seen).unwrap(),
-            want,
-            "{}",
-            stderr(&out)
-        );
-    }
+    let exe = fake_gpu_program(dir.path(), "record_fake_gpu", &[]);
+    let store = dir.path().join("store");
+    let out = r3_record(
+        &store,
+        &["--time-only"],
+        &exe,
+        &[("FAKE_LAZY_LOAD_MS", "64")],
+    );
+    let err = stderr(&out);
+    // 270.4 ms without loading; big and small are loaded before their first launch, the
+    // unknown stub loads inside its own: 334.4 ms.
+    assert!(
+        err.contains("r3: GPU time measured: 334.4 ms over 57 launches"),
+        "{err}"
+    );
+    assert!(
+        err.contains("r3: by kernel: 76.6% big (1 launch, 256.0 ms)"),
+        "{err}"
+    );
 }
 
 /// A trial of kernel `kh` whose code hashes to `ptx`, at `us` against -O3's 100.
