@@ -204,6 +204,19 @@ fn a_time_only_run_loads_each_kernel_before_its_first_launch_is_timed() {
         err.contains("r3: by kernel: 76.6% big (1 launch, 256.0 ms)"),
         "{err}"
     );
+    // Recording times each recorded launch the same way: the census is as without loading.
+    let recorded = dir.path().join("recorded");
+    let out = r3_record(
+        &recorded,
+        &["--launches", "1", "--quiet"],
+        &exe,
+        &[("FAKE_LAZY_LOAD_MS", "64")],
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("94.7% big (1 launch, 256.0 ms) · 5.3% small (54 launches, 14.2 ms)"),
+        "{err}"
+    );
 }
 
 /// A trial of kernel `kh` whose code hashes to `ptx`, at `us` against -O3's 100.

@@ -1799,10 +1799,13 @@ static int restore_changed(struct region *rs, int n, int after) {
 /* ---- timing ------------------------------------------------------------------------------ */
 
 /* One launch with events around it, waited for: the launch's status, and its time in *ms (-1 when
-   it could not be timed; the launch happens either way). */
+   it could not be timed; the launch happens either way). The kernel is loaded first (asking the
+   driver about it), so that a lazy load is not timed with its first launch. */
 static cudaError_t time_one(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
                             float *ms) {
   *ms = -1;
+  struct cudaFuncAttributes fa;
+  if (cudaFuncGetAttributes(&fa, stub) != cudaSuccess) (void)cudaGetLastError();
   cudaEvent_t a, b;
   int have_a = cudaEventCreate(&a) == cudaSuccess, have_b = have_a && cudaEventCreate(&b) == cudaSuccess;
   if (!have_b) {
@@ -1827,9 +1830,8 @@ static cudaError_t time_one(const void *stub, dim3 grid, dim3 block, void **args
    with 0, and otherwise when finding what changed (the regions compared, at about 20 GB/s),
    three launches and three restores of the changed regions (estimated from the first launch and
    their bytes at 8 GB/s) take under R3_WARM_BUDGET_MS. Marks the changed regions when it says
-   yes. The first launch's time is the in-app time otherwise: it includes lazy module loading,
-   which matters only for short kernels, and the program's own repeated launches (natural.json)
-   say more. */
+   yes. The first launch's time is the in-app time otherwise (the kernel loaded before it: see
+   time_one), and the program's own repeated launches (natural.json) say more. */
 static int warm_relaunches(double first_ms, struct region *rs, int n, size_t bytes_in) {
   if (opt.warm == 0) return 0;
   if (opt.warm < 0 && 3.0 * first_ms + (double)bytes_in / 20e6 > R3_WARM_BUDGET_MS) return 0;
