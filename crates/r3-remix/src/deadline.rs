@@ -91,20 +91,22 @@ pub struct Entrant {
     pub launch_ms: f64,
 }
 
-/// Seconds the confirmation of `k`'s winner is expected to take, before any is measured: at
-/// least the runs it makes ([`confirm_runs_s`]).
+/// Seconds the confirmation of `k`'s winner is expected to take, before any is measured: four
+/// of its search's trials, or the runs it makes on the searched launch ([`confirm_runs_s`]),
+/// whichever is more.
 fn confirm_estimate_s(k: &Arm) -> f64 {
     (CONFIRM_TRIALS * k.per_trial_s).max(confirm_runs_s(k.launch_ms)) + 2.0 + k.confirm_setup_s
 }
 
-/// Seconds of kernel time a confirmation of a kernel of `ms` a launch runs: in each of its
-/// contexts the check, the warm-up and the pairs of a near-tie at full precision (a confirmation
-/// does not race, so it settles at 1% even where its search settled at 2%). A 1.07 s kernel:
-/// 3 × 23 runs, 74 s, where four of its search's trials priced it at 40 s (H100, 2026-11-27:
-/// its two confirmations took 181 s after a 20-trial search).
+/// Seconds of kernel time a confirmation of a kernel of `ms` a launch runs on the searched
+/// launch: in each of its contexts the baseline's and the candidate's checks, the warm-up and
+/// the pairs of a near-tie at full precision (a confirmation does not race, so it settles at 1%
+/// even where its search settled at 2%). A 1.07 s kernel: 3 × 24 runs, 77 s, where four of its
+/// search's trials priced it at 40 s (H100, 2026-11-27: its two confirmations took 181 s after a
+/// 20-trial search).
 fn confirm_runs_s(ms: f64) -> f64 {
     use crate::replay::stopping::{tie_pairs, warmups};
-    let runs = 1 + 2 * (warmups(ms * 1e3) + tie_pairs(ms * 1e3, false));
+    let runs = 2 + 2 * (warmups(ms * 1e3) + tie_pairs(ms * 1e3, false));
     crate::confirm::CONTEXTS as f64 * f64::from(runs) * ms / 1e3
 }
 
@@ -1179,9 +1181,9 @@ mod tests {
         (e[0].per_trial_s, e[0].launch_ms, e[0].confirm_setup_s) = (9.9, 1070.0, 1.5);
         let a = start("prog", "GPU", 600.0, e);
         let k = &a.arms[0];
-        // Three contexts of the check, one warm-up pair and ten pairs of 1.07 s, not four of
+        // Three contexts of two checks, one warm-up pair and ten pairs of 1.07 s, not four of
         // its search's trials at 2%.
-        let want = 3.0 * 23.0 * 1.07 + 2.0 + 1.5;
+        let want = 3.0 * 24.0 * 1.07 + 2.0 + 1.5;
         assert!(
             (confirm_estimate_s(k) - want).abs() < 1e-9,
             "{}",

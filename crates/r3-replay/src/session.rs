@@ -58,7 +58,7 @@ pub struct Session {
     args: Vec<u8>,
     prologue: Snapshot,
     expected: Snapshot,
-    /// Regions the original launch changed: restored before every timed run (but for their
+    /// Regions the original launch changed: restored before every timed run (warm: but for their
     /// learned output bytes, which every run overwrites), from a copy of
     /// their prologue bytes kept on the device (device-to-device copies are ~50x faster).
     written: Vec<usize>,
@@ -407,7 +407,8 @@ impl Session {
             self.restore(l, None)?;
             self.fill_guards()?;
         } else {
-            self.restore_written(l)?;
+            // The check poisons the outputs after this.
+            self.restore_written(l, true)?;
             let vars: Vec<usize> = l.vars.iter().map(|(i, _)| *i).collect();
             self.restore(l, Some(&vars))?;
         }
@@ -864,7 +865,11 @@ impl Session {
         l2: Regime,
         cut: Option<crate::screen::Cut>,
     ) -> Result<f64, ReplayError> {
-        self.restore_written(l)?;
+        // Warm, the outputs keep the last run's results, as in the program: copying them back
+        // would bring a pristine image and the output through L2 before the run. Cold, L2 is
+        // flushed after the copy, and each run starts from the prologue's bytes, so that the
+        // runs compared for determinism show any output a run left unwritten.
+        self.restore_written(l, l2 == Regime::Warm)?;
         // SAFETY: events and memset on the session's stream; results checked.
         unsafe {
             if l2 == Regime::Cold {
@@ -928,16 +933,19 @@ impl Session {
         Ok(())
     }
 
-    /// Copies the prologue's bytes back into the written regions, but for their learned output
-    /// bytes (`outputs::kept_between_runs`), which every run overwrites.
-    fn restore_written(&self, l: &Loaded) -> Result<(), ReplayError> {
+    /// Copies the prologue's bytes back into the written regions; with `keep_outputs`, not into
+    /// their learned output bytes (`outputs::kept_between_runs`), which every run overwrites.
+    fn restore_written(&self, l: &Loaded, keep_outputs: bool) -> Result<(), ReplayError> {
         let poison = self.poison.borrow();
         for (&i, &src) in self.written.iter().zip(&self.golden) {
             let Some(dst) = self.device_addr(l, i) else {
                 continue;
             };
             let size = self.prologue.regions[i].size as usize;
-            let mask = poison.iter().find(|p| p.region == i).map(|p| &p.mask[..]);
+            let mask = poison
+                .iter()
+                .find(|p| keep_outputs && p.region == i)
+                .map(|p| &p.mask[..]);
             for r in outputs::kept_between_runs(size, mask.unwrap_or_default()) {
                 // SAFETY: both buffers hold the region's size, and `r` lies within it.
                 unsafe {

@@ -25,7 +25,7 @@ pub fn valid(us: f64, baseline_us: f64) -> Outcome {
 }
 
 /// Trial `trial` of `kernel` on `gpu`: `candidate` (as JSON) with `outcome`; its code's hash is
-/// `h<trial>`, everything else zero.
+/// `h<trial>`, the driver CUDA 13.0, the strategy bo in batches of one, seed and times zero.
 pub fn trial(
     kernel: &str,
     gpu: &str,

@@ -38,7 +38,8 @@
  *
  * With R3_TIME_ONLY=1 instead (`r3 record --time-only`) nothing is recorded and memory is the
  * program's own: every launch runs as in a build without r3 (dispatch included) between two
- * CUDA events on its stream (each kernel loaded before its first, so that no lazy load is timed),
+ * CUDA events on its stream (each kernel loaded before its first on a device, so that no lazy
+ * load is timed),
  * from a pool of R3_TIME_ONLY_EVENTS pairs (default 1024); the
  * oldest pair is waited for when the pool is full, the rest before cudaDeviceReset and at exit,
  * and each kernel's launches and summed GPU time go to R3_RECORD_STATS ("timing").
@@ -136,11 +137,12 @@ struct kernel_fn {
      the others (not recorded, or of a kind r3 does not record), and their threads in all. */
   uint64_t census_launches, census_same[R3_MAX_SEEN], census_other;
   double census_other_threads;
-  /* With R3_TIME_ONLY: launches, those timed, and their GPU time summed (ms); whether its
-     generic code was loaded before its first timed launch (time_only_preload). */
+  /* With R3_TIME_ONLY: launches, those timed, and their GPU time summed (ms); the devices its
+     generic code was loaded on before its first timed launch there (time_only_preload), a bit
+     each. */
   uint64_t time_launches, time_timed;
   double time_ms;
-  int time_loaded;
+  uint64_t time_loaded;
 };
 /* A registered fatbinary: the handle cudart gave for it, and its bytes. Its content hash says which
    compile of which translation unit the program's kernels come from (see src/store/records.rs). */
@@ -1529,7 +1531,7 @@ static struct gpu_info gpu_info_now(void) {
   cudaDeviceGetAttribute(&g.minor, cudaDevAttrComputeCapabilityMinor, dev);
   struct cudaDeviceProp prop;
   if ((g.named = cudaGetDeviceProperties(&prop, dev) == cudaSuccess)) snprintf(g.name, sizeof g.name, "%s", prop.name);
-  if (dev >= 0 && dev < 64) known[dev] = g, have[dev] = 1;
+  if (dev >= 0 && dev < R3_MAX_DEVICES) known[dev] = g, have[dev] = 1;
   return g;
 }
 
@@ -1805,7 +1807,8 @@ static cudaError_t time_one(const void *stub, dim3 grid, dim3 block, void **args
                             float *ms) {
   *ms = -1;
   struct cudaFuncAttributes fa;
-  if (cudaFuncGetAttributes(&fa, stub) != cudaSuccess) (void)cudaGetLastError();
+  if (cudaPeekAtLastError() == cudaSuccess && cudaFuncGetAttributes(&fa, stub) != cudaSuccess)
+    (void)cudaGetLastError();
   cudaEvent_t a, b;
   int have_a = cudaEventCreate(&a) == cudaSuccess, have_b = have_a && cudaEventCreate(&b) == cudaSuccess;
   if (!have_b) {
@@ -2410,15 +2413,19 @@ static void time_only_start(void) {
   atexit(at_exit);
 }
 
-/* Before a kernel's first timed launch of its generic code: that code loaded. CUDA loads a kernel
-   lazily, inside its first launch, where the events around the launch time the load too (0.15 to
-   0.18 ms a program on an H100, 4 to 8% of the measured speedup of a program of a few ms); asking
-   the driver about the function loads it, as an applied build's dispatch does for its variants
-   before their first launch. Under lock. */
+/* Before a kernel's first timed launch of its generic code on a device: that code loaded. CUDA
+   loads a kernel lazily, inside its first launch in a context, where the events around the launch
+   time the load too (0.15 to 0.18 ms a program on an H100, 4 to 8% of the measured speedup of a
+   program of a few ms); asking the driver about the function loads it, as an applied build's
+   dispatch does for its variants before their first launch. As there, a failed probe leaves no
+   error behind, and with an error of the program's pending r3 does not probe (the load is then
+   timed). Under lock. */
 static void time_only_preload(const void *stub, const void *code) {
   struct kernel_fn *k = code == stub ? find_kernel(stub) : NULL;
-  if (!k || k->time_loaded) return;
-  k->time_loaded = 1;
+  int dev = 0;
+  if (!k || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= R3_MAX_DEVICES) return;
+  if (k->time_loaded >> dev & 1 || cudaPeekAtLastError() != cudaSuccess) return;
+  k->time_loaded |= 1ull << dev;
   struct cudaFuncAttributes a;
   if (cudaFuncGetAttributes(&a, code) != cudaSuccess) (void)cudaGetLastError();
 }
@@ -2477,6 +2484,10 @@ cudaError_t __wrap_cudaDeviceReset(void) {
     cudaEventDestroy(timings[i].end);
     timings[i].made = 0;
   }
+  /* The reset unloads every kernel of the device: each is loaded again before its next launch. */
+  int dev = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < R3_MAX_DEVICES)
+    for (int i = 0; i < nkernels; i++) kernels[i].time_loaded &= ~(1ull << dev);
   pthread_mutex_unlock(&lock);
   return __real_cudaDeviceReset();
 }
