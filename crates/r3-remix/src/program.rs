@@ -238,7 +238,8 @@ fn own_search(store: &Store, kernel: &str, gpu: &str) -> (u32, f64) {
 /// ten pairs for every kernel: 23.4 s a trial for a 1.07 s kernel (its warm start of 9 trials
 /// in 210 s; this estimate was 24.9 s), 0.1–0.3 s for kernels of under 1 ms.
 fn per_trial_estimate(recs: &[Recording]) -> f64 {
-    trial_seconds(Some(launch_ms(recs)).filter(|t| *t > 0.0).unwrap_or(0.1))
+    let ms = launch_ms(recs);
+    trial_seconds(if ms > 0.0 { ms } else { 0.1 })
 }
 
 /// The kernel's recorded time a launch (ms; 0 where no recording has one).

@@ -39,9 +39,7 @@
  * With R3_TIME_ONLY=1 instead (`r3 record --time-only`) nothing is recorded and memory is the
  * program's own: every launch runs as in a build without r3 (dispatch included) between two
  * CUDA events on its stream (each kernel loaded before its first on a device, so that no lazy
- * load is timed),
- * from a pool of R3_TIME_ONLY_EVENTS pairs (default 1024); the
- * oldest pair is waited for when the pool is full, the rest before cudaDeviceReset and at exit,
+ * load is timed), from a pool of R3_TIME_ONLY_EVENTS pairs (default 1024); the oldest pair is waited for when the pool is full, the rest before cudaDeviceReset and at exit,
  * and each kernel's launches and summed GPU time go to R3_RECORD_STATS ("timing").
  * The snapshot format is defined in src/store/records.rs, which reads what this file writes.
  *
@@ -1800,15 +1798,25 @@ static int restore_changed(struct region *rs, int n, int after) {
 
 /* ---- timing ------------------------------------------------------------------------------ */
 
+/* Loads kernel code f before a timed launch of it: CUDA loads a kernel lazily, inside its first
+   launch in a context, where the events around that launch would time the load too (0.15 to 0.18
+   ms a program on an H100); asking the driver about the function loads it, as dispatch's probe
+   of a variant does. As there, a failed probe leaves no error behind, and with an error of the
+   program's pending nothing is asked (the load is then timed). 1 when it asked. */
+static int load_before_timing(const void *f) {
+  if (cudaPeekAtLastError() != cudaSuccess) return 0;
+  struct cudaFuncAttributes a;
+  if (cudaFuncGetAttributes(&a, f) != cudaSuccess) (void)cudaGetLastError();
+  return 1;
+}
+
 /* One launch with events around it, waited for: the launch's status, and its time in *ms (-1 when
-   it could not be timed; the launch happens either way). The kernel is loaded first (asking the
-   driver about it), so that a lazy load is not timed with its first launch. */
+   it could not be timed; the launch happens either way). The kernel is loaded first
+   (load_before_timing). */
 static cudaError_t time_one(const void *stub, dim3 grid, dim3 block, void **args, size_t shmem, cudaStream_t stream,
                             float *ms) {
   *ms = -1;
-  struct cudaFuncAttributes fa;
-  if (cudaPeekAtLastError() == cudaSuccess && cudaFuncGetAttributes(&fa, stub) != cudaSuccess)
-    (void)cudaGetLastError();
+  load_before_timing(stub);
   cudaEvent_t a, b;
   int have_a = cudaEventCreate(&a) == cudaSuccess, have_b = have_a && cudaEventCreate(&b) == cudaSuccess;
   if (!have_b) {
@@ -2413,21 +2421,15 @@ static void time_only_start(void) {
   atexit(at_exit);
 }
 
-/* Before a kernel's first timed launch of its generic code on a device: that code loaded. CUDA
-   loads a kernel lazily, inside its first launch in a context, where the events around the launch
-   time the load too (0.15 to 0.18 ms a program on an H100, 4 to 8% of the measured speedup of a
-   program of a few ms); asking the driver about the function loads it, as an applied build's
-   dispatch does for its variants before their first launch. As there, a failed probe leaves no
-   error behind, and with an error of the program's pending r3 does not probe (the load is then
-   timed). Under lock. */
+/* Before a kernel's first timed launch of its generic code on a device: that code loaded
+   (load_before_timing; a variant's was loaded by dispatch's probe). Lazily loaded, the recorded
+   build's first launches paid for loading and an applied build's variants did not: 4 to 8% of
+   the measured speedup of a program of a few ms. Under lock. */
 static void time_only_preload(const void *stub, const void *code) {
   struct kernel_fn *k = code == stub ? find_kernel(stub) : NULL;
   int dev = 0;
   if (!k || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= R3_MAX_DEVICES) return;
-  if (k->time_loaded >> dev & 1 || cudaPeekAtLastError() != cudaSuccess) return;
-  k->time_loaded |= 1ull << dev;
-  struct cudaFuncAttributes a;
-  if (cudaFuncGetAttributes(&a, code) != cudaSuccess) (void)cudaGetLastError();
+  if (!(k->time_loaded >> dev & 1) && load_before_timing(code)) k->time_loaded |= 1ull << dev;
 }
 
 /* Before a launch: the pair it is timed with, its start event recorded on stream s; NULL when it
