@@ -447,7 +447,7 @@ pub fn census_summary(c: &Census) -> String {
         "r3: program time by kernel: unknown (no recorded launch has a time)".to_owned()
     } else {
         format!(
-            "r3: program time by kernel (estimated from the recorded launches): {}",
+            "r3: program time by kernel (timed while recording): {}",
             by_kernel(&timed, total)
         )
     };
@@ -971,7 +971,7 @@ mod tests {
         };
         assert_eq!(
             census_summary(&c),
-            "r3: program time by kernel (estimated from the recorded launches): 95.0% corr_kernel \
+            "r3: program time by kernel (timed while recording): 95.0% corr_kernel \
              (1 launch, 1.90 s) · 4.0% small (50 launches, 80.0 ms) · 0.2% k0 (1 launch, 4.0 ms) · \
              0.2% k1 (1 launch, 4.0 ms) · 0.2% k2 (1 launch, 4.0 ms) · 2 more; 1 kernel(s) without \
              a timed launch (3 launches); 2 launches of kernels r3 has no registration for\n"

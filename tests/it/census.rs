@@ -8,6 +8,7 @@
 //!               3 of 8 × 64 (past --launches 1)                       3 × 0.5 ms
 //!               1 through cudaLaunchKernelEx, 4 × 64 (never recorded)     0.25 ms
 //!   unknown:    2 of 2 × 32, a stub with no registration              2 × 0.0625 ms
+//! With FAKE_WORK_FROM_N, small's 3 launches of 8 × 64 do twice the work per thread: 3 × 1 ms.
 
 use crate::support::{fake_gpu_program, r3_bin, stderr};
 use r3::store::programs::{KernelTiming, Program};
@@ -51,7 +52,7 @@ fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() 
     let err = stderr(&out);
     assert!(
         err.contains(
-            "r3: program time by kernel (estimated from the recorded launches): 94.7% big \
+            "r3: program time by kernel (timed while recording): 94.7% big \
              (1 launch, 256.0 ms) · 5.3% small (54 launches, 14.2 ms); 2 launches of kernels r3 \
              has no registration for"
         ),
@@ -85,13 +86,12 @@ fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() 
         })
         .collect();
     // big: its one launch recorded, 256 ms. small: 50 launches identical to its recording
-    // (0.25 ms, the median of its timed repeats), and 4 others, 1792 threads at its recorded
-    // 0.25 ms per 256 threads: 1.75 ms.
+    // (0.25 ms, the median of its timed repeats), and 4 others, each timed: 1.75 ms.
     assert_eq!(
         rows,
         [
             ("big", 1, 1, 0, Some(256.0)),
-            ("small", 54, 50, 4, Some(14.25))
+            ("small", 54, 54, 0, Some(14.25))
         ]
     );
     assert_eq!(c.total_ms(), 270.25);
@@ -108,16 +108,41 @@ fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() 
     assert!(again.status.success());
     let c = the_program(&store).census.unwrap();
     let small = c.kernels.iter().find(|k| k.name == "small").unwrap();
-    // 50 × 0.25 + 3 × 0.5 (timed), and the Ex launch's 256 threads on the line through the
-    // two recorded launches (no fixed cost on the fake device): 0.25 ms.
+    // 50 × 0.25 + 3 × 0.5 (the second recording and its repeats), and the Ex launch timed.
     assert_eq!(
         (
             small.timed_launches,
             small.scaled_launches,
             small.estimated_ms
         ),
-        (53, 1, Some(14.25))
+        (54, 0, Some(14.25))
     );
+}
+
+/// Where the work per thread changes with the launch (a loop bound among the arguments), a
+/// launch scaled from a recorded one by its threads is off; the census times the launches it
+/// does not record, so its estimate is what a time-only run measures.
+#[test]
+fn the_census_times_the_launches_it_does_not_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_gpu_program(dir.path(), "record_fake_gpu", &[]);
+    let work = [("FAKE_WORK_FROM_N", "1")];
+    let store = dir.path().join("recorded");
+    r3_record(&store, &["--launches", "1", "--quiet"], &exe, &work);
+    let census = the_program(&store).census.unwrap();
+    let small = census.kernels.iter().find(|k| k.name == "small").unwrap();
+    // 50 × 0.25 + 3 × 1 + 0.25; scaled by threads, the three had come to 1.5 ms.
+    assert_eq!(
+        (small.timed_launches, small.estimated_ms),
+        (54, Some(15.75))
+    );
+    let timed = dir.path().join("timed");
+    r3_record(&timed, &["--time-only"], &exe, &work);
+    let t = the_program(&timed).timings.remove(0);
+    for k in &census.kernels {
+        let measured = t.kernels.iter().find(|m| m.name == k.name).unwrap();
+        assert_eq!(k.estimated_ms, Some(measured.ms), "{}", k.name);
+    }
 }
 
 #[test]

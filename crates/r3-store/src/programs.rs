@@ -178,6 +178,27 @@ pub struct LaunchCounts {
     pub other_launches: u64,
     #[serde(default)]
     pub other_threads: f64,
+    /// Of the other launches, those the runtime timed between two events (as a time-only run
+    /// times a launch), their threads and their GPU time summed, ms. An r3 before 2026-11-27
+    /// timed none.
+    #[serde(default)]
+    pub other_timed: u64,
+    #[serde(default)]
+    pub other_timed_threads: f64,
+    #[serde(default)]
+    pub other_timed_ms: f64,
+}
+
+impl LaunchCounts {
+    pub fn others(&self) -> OtherLaunches {
+        OtherLaunches {
+            launches: self.other_launches,
+            threads: self.other_threads,
+            timed: self.other_timed,
+            timed_threads: self.other_timed_threads,
+            timed_ms: self.other_timed_ms,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -275,6 +296,36 @@ pub struct RecordedLaunch {
     pub threads: f64,
 }
 
+/// A kernel's launches over a run that are neither recorded nor identical to a recorded one:
+/// their count and threads (grid × block) in all, and of those, the ones timed, their threads
+/// and their GPU time (ms).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct OtherLaunches {
+    pub launches: u64,
+    pub threads: f64,
+    pub timed: u64,
+    pub timed_threads: f64,
+    pub timed_ms: f64,
+}
+
+impl OtherLaunches {
+    /// `launches` of `threads` in all, none timed.
+    pub fn untimed(launches: u64, threads: f64) -> OtherLaunches {
+        OtherLaunches {
+            launches,
+            threads,
+            ..OtherLaunches::default()
+        }
+    }
+
+    /// The timed ones as one average launch, (threads, ms); None where none was timed.
+    fn timed_point(&self) -> Option<(f64, f64)> {
+        (self.timed > 0 && self.timed_ms.is_finite() && self.timed_ms >= 0.0)
+            .then(|| (self.timed_threads, self.timed_ms))
+            .map(|(th, ms)| (th / self.timed as f64, ms / self.timed as f64))
+    }
+}
+
 /// A kernel's estimated GPU time over a run and how its launches were counted.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Estimate {
@@ -284,25 +335,25 @@ pub struct Estimate {
 }
 
 /// A kernel's time over a run: each timed recorded launch's time times the launches identical
-/// to it, plus the other launches at the kernel's [`launch_cost`] (each timed recording counted
-/// once). A recording without a time counts toward neither; without any, the time is unknown.
-pub fn estimate(recorded: &[RecordedLaunch], other_launches: u64, other_threads: f64) -> Estimate {
-    estimate_on(recorded, other_launches, other_threads, None)
+/// to it, plus the other launches' measured time, plus the untimed others at the kernel's
+/// [`launch_cost`] (each timed recording counted once, the timed others as one launch of their
+/// mean). A recording without a time counts toward neither; with nothing timed, the time is
+/// unknown.
+pub fn estimate(recorded: &[RecordedLaunch], others: OtherLaunches) -> Estimate {
+    estimate_on(recorded, others, None)
 }
 
 /// [`estimate`] on a GPU that holds `resident` threads at once (SMs × threads an SM holds):
 /// a launch of fewer threads than that takes about as long as one of that many (one wave: the
 /// GPU is not full either way), so each launch counts as at least `resident` threads. The
-/// other launches are known only by their count and threads in all, so they count as
+/// untimed other launches are known only by their count and threads in all, so they count as
 /// `max(threads, count × resident)`: exact where they are all on the same side of one wave.
 pub fn estimate_on(
     recorded: &[RecordedLaunch],
-    other_launches: u64,
-    other_threads: f64,
+    others: OtherLaunches,
     resident: Option<f64>,
 ) -> Estimate {
     let wave = resident.filter(|r| *r > 0.0).unwrap_or(0.0);
-    let other_threads = other_threads.max(other_launches as f64 * wave);
     let timed: Vec<(u64, f64, f64)> = recorded
         .iter()
         .filter_map(|r| {
@@ -310,24 +361,36 @@ pub fn estimate_on(
                 .map(|ms| (r.count, ms, r.threads.max(wave)))
         })
         .collect();
-    if timed.is_empty() {
+    let timed_other = others.timed_point();
+    if timed.is_empty() && timed_other.is_none() {
         return Estimate {
             ms: None,
             timed_launches: 0,
             scaled_launches: 0,
         };
     }
-    let known: f64 = timed.iter().map(|(n, ms, _)| *n as f64 * ms).sum();
-    let points: Vec<(f64, f64)> = timed.iter().map(|&(_, ms, th)| (th, ms)).collect();
-    let cost = launch_cost(&points).filter(|_| other_launches > 0);
-    let scalable = cost.is_some();
+    let (other_timed, other_timed_threads, measured) = match timed_other {
+        Some(_) => (others.timed, others.timed_threads, others.timed_ms),
+        None => (0, 0.0, 0.0),
+    };
+    let known: f64 = timed.iter().map(|(n, ms, _)| *n as f64 * ms).sum::<f64>() + measured;
+    let untimed = others.launches.saturating_sub(other_timed);
+    let untimed_threads = (others.threads - other_timed_threads)
+        .max(0.0)
+        .max(untimed as f64 * wave);
+    let points: Vec<(f64, f64)> = timed
+        .iter()
+        .map(|&(_, ms, th)| (th, ms))
+        .chain(timed_other.map(|(th, ms)| (th.max(wave), ms)))
+        .collect();
+    let cost = launch_cost(&points).filter(|_| untimed > 0);
     let scaled = cost.map_or(0.0, |(fixed, per_thread)| {
-        other_launches as f64 * fixed + other_threads * per_thread
+        untimed as f64 * fixed + untimed_threads * per_thread
     });
     Estimate {
         ms: Some(known + scaled),
-        timed_launches: timed.iter().map(|(n, _, _)| n).sum(),
-        scaled_launches: if scalable { other_launches } else { 0 },
+        timed_launches: timed.iter().map(|(n, _, _)| n).sum::<u64>() + other_timed,
+        scaled_launches: if cost.is_some() { untimed } else { 0 },
     }
 }
 
@@ -446,7 +509,7 @@ impl Store {
                     threads: rec.map_or(0.0, recorded_threads),
                 })
                 .collect();
-            let e = estimate_on(&launches, c.other_launches, c.other_threads, resident);
+            let e = estimate_on(&launches, c.others(), resident);
             let arch = recs.iter().flatten().next().map(|r| r.launch.arch.clone());
             let resolved = recs
                 .iter()
@@ -706,19 +769,66 @@ mod tests {
                 threads: 500.0,
             },
         ];
-        let e = estimate(&recorded, 4, 6000.0);
+        let e = estimate(&recorded, OtherLaunches::untimed(4, 6000.0));
         // 10 × 2 + 3 × 6 = 38; (2 + 6) ms over 3000 threads for 6000 threads: 16.
         assert_eq!(e.ms, Some(54.0));
         assert_eq!((e.timed_launches, e.scaled_launches), (13, 4));
         // No other launches: nothing scaled.
-        assert_eq!(estimate(&recorded[..1], 0, 0.0).ms, Some(20.0));
+        assert_eq!(
+            estimate(&recorded[..1], OtherLaunches::default()).ms,
+            Some(20.0)
+        );
         // A kernel without a timed recording: unknown, whatever its other launches.
-        let none = estimate(&recorded[2..], 40, 1e6);
+        let none = estimate(&recorded[2..], OtherLaunches::untimed(40, 1e6));
         assert_eq!(
             (none.ms, none.timed_launches, none.scaled_launches),
             (None, 0, 0)
         );
-        assert_eq!(estimate(&[], 5, 100.0).ms, None);
+        assert_eq!(estimate(&[], OtherLaunches::untimed(5, 100.0)).ms, None);
+    }
+
+    /// mlp_dense's shape on an H100 (2026-11-27): the layers' launches differ in the work each
+    /// thread does (the input width is a loop bound), so scaled by threads from the recorded
+    /// launch the census was 1.9× off. Timed by events, the others count at their time.
+    #[test]
+    fn other_launches_timed_by_events_count_at_their_time() {
+        let recorded = [RecordedLaunch {
+            count: 1,
+            ms: Some(1.0),
+            threads: 1000.0,
+        }];
+        // Three others of the same threads, each doing four times the work per thread.
+        let others = OtherLaunches {
+            launches: 3,
+            threads: 3000.0,
+            timed: 3,
+            timed_threads: 3000.0,
+            timed_ms: 12.0,
+        };
+        let e = estimate(&recorded, others);
+        assert_eq!(e.ms, Some(13.0));
+        assert_eq!((e.timed_launches, e.scaled_launches), (4, 0));
+        // Untimed, they were scaled to 3 ms.
+        let scaled = estimate(&recorded, OtherLaunches::untimed(3, 3000.0));
+        assert_eq!(scaled.ms, Some(4.0));
+        // Two timed, one not (the events failed): the untimed one on the line through the
+        // recorded launch and the timed ones' mean (1000 threads, 4 ms): the mean time.
+        let partly = OtherLaunches {
+            timed: 2,
+            timed_threads: 2000.0,
+            timed_ms: 8.0,
+            ..others
+        };
+        let e = estimate(&recorded, partly);
+        assert_eq!(e.ms, Some(1.0 + 8.0 + 2.5));
+        assert_eq!((e.timed_launches, e.scaled_launches), (3, 1));
+        // A kernel with no timed recording (not replayable) is known by its timed others.
+        let unreplayable = [RecordedLaunch {
+            ms: None,
+            ..recorded[0]
+        }];
+        let e = estimate(&unreplayable, others);
+        assert_eq!((e.ms, e.timed_launches), (Some(12.0), 3));
     }
 
     /// bfs_step on an H100 (2026-11-26): one small recorded launch of 0.69 ms, 34 others of
@@ -733,14 +843,24 @@ mod tests {
         }];
         let resident = 132.0 * 2048.0;
         let (n, threads) = (34, 34.0 * 200_000.0);
-        let by_threads = estimate(&recorded, n, threads).ms.unwrap();
-        assert!(by_threads > 500.0, "{by_threads}");
-        let waves = estimate_on(&recorded, n, threads, Some(resident))
+        let by_threads = estimate(&recorded, OtherLaunches::untimed(n, threads))
             .ms
             .unwrap();
+        assert!(by_threads > 500.0, "{by_threads}");
+        let waves = estimate_on(
+            &recorded,
+            OtherLaunches::untimed(n, threads),
+            Some(resident),
+        )
+        .ms
+        .unwrap();
         assert!((waves - 35.0 * 0.69).abs() < 1e-9, "{waves}");
         // Launches of ten waves each cost ten times the one-wave launch.
-        let big = estimate_on(&recorded, n, n as f64 * 10.0 * resident, Some(resident));
+        let big = estimate_on(
+            &recorded,
+            OtherLaunches::untimed(n, n as f64 * 10.0 * resident),
+            Some(resident),
+        );
         assert!(
             (big.ms.unwrap() - (0.69 + 34.0 * 6.9)).abs() < 1e-6,
             "{big:?}"
@@ -751,8 +871,13 @@ mod tests {
             ..recorded[0]
         }];
         assert_eq!(
-            estimate_on(&large, 2, 8.0 * resident, Some(resident)).ms,
-            estimate(&large, 2, 8.0 * resident).ms
+            estimate_on(
+                &large,
+                OtherLaunches::untimed(2, 8.0 * resident),
+                Some(resident)
+            )
+            .ms,
+            estimate(&large, OtherLaunches::untimed(2, 8.0 * resident)).ms
         );
     }
 
@@ -773,7 +898,7 @@ mod tests {
             },
         ];
         // 35 launches of 2048 threads each.
-        let e = estimate(&recorded, 35, 35.0 * 2048.0);
+        let e = estimate(&recorded, OtherLaunches::untimed(35, 35.0 * 2048.0));
         let per_thread = 0.256 / (256.0 * 1024.0);
         let fixed = 0.034 - 256.0 * per_thread;
         let want = 0.324 + 35.0 * fixed + 35.0 * 2048.0 * per_thread;

@@ -33,8 +33,9 @@
  * R3_RECORD_STATS names a file that gets what the run recorded and where the time went
  * (`r3 record` sets both and prints the summary; src/record.rs reads the file).
  * While recording, every launch is also counted (the census, in the same file): per kernel,
- * the launches identical to each recorded one, and the others' count and total threads, from
- * which r3 estimates each kernel's share of the program's GPU time (crates/r3-store/src/programs.rs).
+ * the launches identical to each recorded one, and the others' count and total threads, the
+ * others each timed between two CUDA events as a time-only run times them (below), from which
+ * r3 estimates each kernel's share of the program's GPU time (crates/r3-store/src/programs.rs).
  *
  * With R3_TIME_ONLY=1 instead (`r3 record --time-only`) nothing is recorded and memory is the
  * program's own: every launch runs as in a build without r3 (dispatch included) between two
@@ -132,9 +133,10 @@ struct kernel_fn {
   /* natural times (ms) of the launches identical to seen[i] that followed it */
   unsigned char nnatural[R3_MAX_SEEN]; float natural[R3_MAX_SEEN][R3_NATURAL];
   /* The census, while recording: every launch; those identical to seen[i] (itself included);
-     the others (not recorded, or of a kind r3 does not record), and their threads in all. */
-  uint64_t census_launches, census_same[R3_MAX_SEEN], census_other;
-  double census_other_threads;
+     the others (not recorded, or of a kind r3 does not record), and their threads in all; of
+     those, the ones timed by events (census_timing_begin), their threads and GPU time (ms). */
+  uint64_t census_launches, census_same[R3_MAX_SEEN], census_other, census_timed;
+  double census_other_threads, census_timed_threads, census_timed_ms;
   /* With R3_TIME_ONLY: launches, those timed, and their GPU time summed (ms); the devices its
      generic code was loaded on before its first timed launch there (time_only_preload), a bit
      each. */
@@ -550,7 +552,10 @@ struct timing;
 static struct timing *timing_begin(cudaStream_t s);
 static void time_only_preload(const void *stub, const void *code);
 static void timing_end(struct timing *t, const void *stub, cudaStream_t s, cudaError_t e);
-static void census_unrecorded(const void *stub, dim3 grid, dim3 block);
+static struct kernel_fn *census_unrecorded(const void *stub, dim3 grid, dim3 block);
+static struct timing *census_timing_begin(struct kernel_fn *k, cudaStream_t s);
+static void census_timing_end(struct timing *t, struct kernel_fn *k, dim3 grid, dim3 block, cudaStream_t s,
+                              cudaError_t e);
 static cudaStream_t per_thread(cudaStream_t s);
 
 /* R3_TIME_ONLY: `call`, a launch of `stub` running `code` (its generic code or a variant),
@@ -567,15 +572,21 @@ static cudaStream_t per_thread(cudaStream_t s);
     return e_;                                               \
   } while (0)
 
-/* While recording these launches run as issued, counted by the census with the kernel's
-   launches that are not recorded. per_thread_code: the _ptsz entry point, whose stream 0 is
-   the calling thread's default stream. */
+/* While recording these launches run as issued, counted and timed by the census with the
+   kernel's launches that are not recorded. per_thread_code: the _ptsz entry point, whose stream
+   0 is the calling thread's default stream. */
 static cudaError_t launch_ex(launch_ex_fn real, int per_thread_code, const cudaLaunchConfig_t *config,
                              const void *func, void **args) {
   if (!config) return real(config, func, args);
   if (recording()) {
-    census_unrecorded(func, config->gridDim, config->blockDim);
-    return real(config, func, args);
+    cudaStream_t s = per_thread_code ? per_thread(config->stream) : config->stream;
+    pthread_mutex_lock(&lock);
+    struct kernel_fn *k = census_unrecorded(func, config->gridDim, config->blockDim);
+    struct timing *t = census_timing_begin(k, s);
+    cudaError_t e = real(config, func, args);
+    census_timing_end(t, k, config->gridDim, config->blockDim, s, e);
+    pthread_mutex_unlock(&lock);
+    return e;
   }
   if (!time_only && (!ndispatch || dispatch_off)) return real(config, func, args);
   cudaLaunchConfig_t c = *config;
@@ -2306,9 +2317,9 @@ static void census_other(struct kernel_fn *k, dim3 grid, dim3 block) {
   k->census_other_threads += (double)grid.x * grid.y * grid.z * (double)block.x * block.y * block.z;
 }
 
-/* A launch r3 does not record (cudaLaunchKernelEx), counted while recording. */
-static void census_unrecorded(const void *stub, dim3 grid, dim3 block) {
-  pthread_mutex_lock(&lock);
+/* A launch r3 does not record (cudaLaunchKernelEx), counted while recording; its kernel (NULL:
+   a stub with no registration). Under lock. */
+static struct kernel_fn *census_unrecorded(const void *stub, dim3 grid, dim3 block) {
   count_launch();
   struct kernel_fn *k = find_kernel(stub);
   if (k) {
@@ -2318,7 +2329,18 @@ static void census_unrecorded(const void *stub, dim3 grid, dim3 block) {
   } else {
     st.unknown_launches++;
   }
-  pthread_mutex_unlock(&lock);
+  return k;
+}
+
+/* A launch of k the census counts as other, run as issued and timed (census_timing_begin).
+   Under lock. */
+static cudaError_t other_launch(struct kernel_fn *k, const void *stub, dim3 grid, dim3 block, void **args,
+                                size_t shmem, cudaStream_t stream) {
+  census_other(k, grid, block);
+  struct timing *t = census_timing_begin(k, stream);
+  cudaError_t e = __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
+  census_timing_end(t, k, grid, block, stream, e);
+  return e;
 }
 
 /* A launch of a registered kernel: recorded while the kernel has launches to record, timed
@@ -2330,10 +2352,7 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
   k->census_launches++;
   int can_record = may_record(k);
   const struct layout *lay = can_record || k->nseen ? layout_of(k, stub) : NULL;
-  if (!lay) {
-    census_other(k, grid, block);
-    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  }
+  if (!lay) return other_launch(k, stub, grid, block, args, shmem, stream);
   static unsigned char buf[R3_MAX_ARGS];
   memset(buf, 0, lay->size);
   for (int i = 0; i < lay->nparams; i++) memcpy(buf + lay->offsets[i], args[i], lay->sizes[i]);
@@ -2348,10 +2367,7 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
       return natural_launch(k, i, stub, grid, block, args, shmem, stream);
     }
   struct slot *slot = can_record ? take_slot(k) : NULL; /* finished recordings count for the caps */
-  if (!can_record || !may_record(k)) {
-    census_other(k, grid, block);
-    return __real_cudaLaunchKernel(stub, grid, block, args, shmem, stream);
-  }
+  if (!can_record || !may_record(k)) return other_launch(k, stub, grid, block, args, shmem, stream);
   k->seen[k->nseen] = l.id;
   k->census_same[k->nseen] = 1;
   k->recorded++;
@@ -2360,7 +2376,7 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
   return record_launch(slot, k, k->nseen++, &l, args, stream, why_not);
 }
 
-/* ---- time-only runs (R3_TIME_ONLY=1) ------------------------------------------------------ */
+/* ---- time-only runs (R3_TIME_ONLY=1), and the census's other launches ---------------------- */
 
 /* Each launch between the two events of a pair from a pool, on the launch's stream; a pair is
    folded into its kernel's time oldest first: waited for when the pool is full, without waiting
@@ -2368,9 +2384,10 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
    cudaDeviceReset (which takes the events with the context) and at exit. An event belongs to the
    device current where it was made: a pair is made again for another. A launch on a stream
    being captured into a graph runs untimed (it runs later, as part of the graph, and an event
-   wait during a capture would break it). */
+   wait during a capture would break it). While recording, the census times its other launches
+   the same way (census: the pair's time goes to the kernel's census, with its threads). */
 #define R3_TIMING_PAIRS 1024
-struct timing { cudaEvent_t start, end; int device, made; struct kernel_fn *k; };
+struct timing { cudaEvent_t start, end; int device, made, census; struct kernel_fn *k; double threads; };
 static struct timing timings[R3_TIMING_PAIRS];
 static int timing_pairs = R3_TIMING_PAIRS, timing_head, timing_count, timing_exit_registered;
 static double timing_total_ms;
@@ -2386,7 +2403,12 @@ static int timing_fold(int wait) {
   int done = (wait ? cudaEventSynchronize(t->end) : cudaEventQuery(t->end)) == cudaSuccess;
   if (!done && !wait) return 0;
   float ms;
-  if (done && cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess && ms >= 0) {
+  int timed = done && cudaEventElapsedTime(&ms, t->start, t->end) == cudaSuccess && ms >= 0;
+  if (timed && t->census) {
+    t->k->census_timed_ms += ms;
+    t->k->census_timed++;
+    t->k->census_timed_threads += t->threads;
+  } else if (timed) {
     t->k->time_ms += ms;
     t->k->time_timed++;
     timing_total_ms += ms;
@@ -2402,7 +2424,7 @@ static void timing_drain(void) {
   }
 }
 
-static void time_only_at_exit(void) {
+static void timing_at_exit(void) {
   if (pthread_mutex_trylock(&lock) != 0) return; /* a thread mid-launch: at_exit tries again */
   timing_drain();
   pthread_mutex_unlock(&lock);
@@ -2469,15 +2491,38 @@ static void timing_end(struct timing *t, const void *stub, cudaStream_t s, cudaE
   st.launches++;
   /* After the program's first launch, so after cudart's own exit handler was registered: this
      one runs before it, while the events are still there. */
-  if (!timing_exit_registered) timing_exit_registered = 1, atexit(time_only_at_exit);
+  if (!timing_exit_registered) timing_exit_registered = 1, atexit(timing_at_exit);
   if (!t || e != cudaSuccess || cudaEventRecord(t->end, s) != cudaSuccess) return;
   t->k = k;
+  t->census = 0;
+  timing_count++;
+}
+
+/* While recording, before a launch of k (NULL: no registration, untimed) that the census counts
+   as other: its pair, as for a time-only run. Timed rather than scaled from a recorded launch by
+   threads, where the work per thread changes with the launch (a loop bound among the arguments)
+   the census still sees what the launch took. Under lock. */
+static struct timing *census_timing_begin(struct kernel_fn *k, cudaStream_t s) {
+  if (!k) return NULL;
+  time_only_preload(k->stub, k->stub);
+  return timing_begin(s);
+}
+
+/* After that launch (status e): where it was timed, its end event recorded and the pair queued.
+   Under lock. */
+static void census_timing_end(struct timing *t, struct kernel_fn *k, dim3 grid, dim3 block, cudaStream_t s,
+                              cudaError_t e) {
+  if (!timing_exit_registered) timing_exit_registered = 1, atexit(timing_at_exit);
+  if (!t || e != cudaSuccess || cudaEventRecord(t->end, s) != cudaSuccess) return;
+  t->k = k;
+  t->census = 1;
+  t->threads = (double)grid.x * grid.y * grid.z * (double)block.x * block.y * block.z;
   timing_count++;
 }
 
 /* The context goes, and with it every event: the pairs in flight are folded first. */
 cudaError_t __wrap_cudaDeviceReset(void) {
-  if (recording() || !time_only) return __real_cudaDeviceReset();
+  if (!recording() && !time_only) return __real_cudaDeviceReset();
   pthread_mutex_lock(&lock);
   timing_drain();
   for (int i = 0; i < R3_TIMING_PAIRS; i++) {
@@ -2531,12 +2576,8 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3
   count_launch();
   struct kernel_fn *k = find_kernel(stub);
   if (k && !k->launched++) st.kernels_seen++;
-  if (k) {
-    k->census_launches++;
-    census_other(k, grid, block); /* never identical to a recorded launch: never replayable */
-  } else {
-    st.unknown_launches++;
-  }
+  if (k) k->census_launches++;
+  else st.unknown_launches++;
   if (k && k->recorded < opt.launches_per_kernel) {
     /* Recorded as a launch that cannot be replayed; it runs as the program asked. */
     k->recorded++;
@@ -2548,7 +2589,11 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3
     struct gpu_info g = gpu_info_now();
     if (mkdirs(dir)) write_launch_json(dir, &l, &o, &g);
   }
+  /* Never identical to a recorded launch (never replayable): counted and timed as other. */
+  if (k) census_other(k, grid, block);
+  struct timing *t = census_timing_begin(k, stream);
   cudaError_t e = __real_cudaLaunchCooperativeKernel(stub, grid, block, args, shmem, stream);
+  census_timing_end(t, k, grid, block, stream, e);
   pthread_mutex_unlock(&lock);
   return e;
 }
@@ -2619,7 +2664,8 @@ cudaError_t __wrap_cudaGraphLaunch_ptsz(cudaGraphExec_t g, cudaStream_t s) {
 
 /* The census (while recording): per kernel that ran, its registration (name, fatbinary, the
    key of its directory under records/), its launches, for each recorded launch (its directory's
-   name) the launches identical to it, and the others with their threads in all. */
+   name) the launches identical to it, and the others with their threads in all; of those, the
+   ones timed, their threads and their GPU time. */
 static void write_census(FILE *f) {
   fprintf(f, ",\n  \"unknown_launches\": %llu,\n  \"census\": [", (unsigned long long)st.unknown_launches);
   int n = 0;
@@ -2635,8 +2681,10 @@ static void write_census(FILE *f) {
     for (int j = 0; j < k->nseen; j++)
       fprintf(f, "%s{\"launch\": \"%016llx\", \"count\": %llu}", j ? ", " : "", (unsigned long long)k->seen[j],
               (unsigned long long)k->census_same[j]);
-    fprintf(f, "], \"other_launches\": %llu, \"other_threads\": %.17g}", (unsigned long long)k->census_other,
+    fprintf(f, "], \"other_launches\": %llu, \"other_threads\": %.17g", (unsigned long long)k->census_other,
             k->census_other_threads);
+    fprintf(f, ", \"other_timed\": %llu, \"other_timed_threads\": %.17g, \"other_timed_ms\": %.17g}",
+            (unsigned long long)k->census_timed, k->census_timed_threads, k->census_timed_ms);
   }
   fprintf(f, "%s]", n ? "\n  " : "");
 }
@@ -2709,7 +2757,7 @@ static void at_exit(void) {
   for (unsigned long long seq = 1; locked && seq <= recordings_started; seq++)
     for (int i = 0; i < opt.inflight; i++)
       if (slots[i].fin.seq == seq) reap(&slots[i], 1);
-  if (locked && time_only) timing_drain(); /* none left unless the program never reached exit() */
+  if (locked) timing_drain(); /* none left unless the program never reached exit() */
   write_stats();
   if (locked) pthread_mutex_unlock(&lock);
 }
