@@ -66,6 +66,11 @@ pub const WARM_TRIALS: u32 = 1 + WARM_PORTFOLIO + crate::space::BLOCK_SIZES.len(
 pub const WARM_EXPECTED: u32 = 1 + WARM_PORTFOLIO + 2;
 /// Runs of the winner a confirmation costs, in trials (its fresh workers, other launches).
 pub const CONFIRM_TRIALS: f64 = 4.0;
+/// Codes a confirmation re-measures on the searched launch: the best, and the best that every
+/// launch may run where the best may not (launch bounds, folded values; since the warm start's
+/// launch sweep, most winners). kt_concordance's two took 153 s on an H100 (2026-11-27), priced
+/// as one at 79 s: the deadline overran by 95 s.
+pub const CONFIRMED_CODES: f64 = 2.0;
 /// An improvement this large counts (a search that finds only less is going stale).
 pub const IMPROVED: f64 = 1.01;
 
@@ -93,34 +98,38 @@ pub struct Entrant {
 
 /// Seconds the confirmation of `k`'s winner is expected to take, before any is measured: four
 /// of its search's trials, or the runs it makes on the searched launch ([`confirm_runs_s`]),
-/// whichever is more.
+/// whichever is more, and its setup.
 fn confirm_estimate_s(k: &Arm) -> f64 {
     (CONFIRM_TRIALS * k.per_trial_s).max(confirm_runs_s(k.launch_ms)) + 2.0 + k.confirm_setup_s
 }
 
 /// Seconds of kernel time a confirmation of a kernel of `ms` a launch runs on the searched
-/// launch: in each of its contexts the baseline's and the candidate's checks, the warm-up and
-/// the pairs of a near-tie at full precision (a confirmation does not race, so it settles at 1%
-/// even where its search settled at 2%). A 1.07 s kernel: 3 × 24 runs, 77 s, where four of its
-/// search's trials priced it at 40 s (H100, 2026-11-27: its two confirmations took 181 s after a
-/// 20-trial search).
+/// launch: for each of its [`CONFIRMED_CODES`], in each of its contexts the baseline's and the
+/// candidate's checks, the warm-up and the pairs of a near-tie at full precision (a
+/// confirmation does not race, so it settles at 1% even where its search settled at 2%). A
+/// 1.07 s kernel: 2 × 3 × 24 runs, 154 s, where four of its search's trials priced it at 40 s
+/// (H100, 2026-11-27: its two confirmations took 181 s after a 20-trial search, 153 s after its
+/// warm start).
 fn confirm_runs_s(ms: f64) -> f64 {
     use crate::replay::stopping::{tie_pairs, warmups};
     let runs = 2 + 2 * (warmups(ms * 1e3) + tie_pairs(ms * 1e3, false));
-    crate::confirm::CONTEXTS as f64 * f64::from(runs) * ms / 1e3
+    CONFIRMED_CODES * crate::confirm::CONTEXTS as f64 * f64::from(runs) * ms / 1e3
 }
 
-/// Seconds the confirmation of `k`'s winner is expected to take: the estimate, scaled by what
-/// the confirmations made so far took against theirs (a fresh context's cost varies too much
-/// from machine to machine and run to run to be known up front: 7 s against 12.5 s a
-/// confirmation in two runs of one application on one H100).
+/// Seconds the confirmation of `k`'s winner is expected to take: the estimate, what it holds
+/// beyond the kernel's runs scaled by what the confirmations made so far took against theirs (a
+/// fresh context's cost varies too much from machine to machine and run to run to be known up
+/// front: 7 s against 12.5 s a confirmation in two runs of one application on one H100). The
+/// runs are not scaled: the short kernels' confirmations, quicker than priced, had halved a
+/// 1.07 s kernel's.
 fn confirm_s(a: &Allocation, k: &Arm) -> f64 {
     let scale = if a.confirm_expected_s > 0.0 {
         (a.confirm_spent_s / a.confirm_expected_s).clamp(0.5, 8.0)
     } else {
         1.0
     };
-    confirm_estimate_s(k) * scale
+    let runs = confirm_runs_s(k.launch_ms);
+    runs + (confirm_estimate_s(k) - runs).max(0.0) * scale
 }
 
 /// A new allocation: the arms by weight, largest first.
@@ -1181,14 +1190,19 @@ mod tests {
         (e[0].per_trial_s, e[0].launch_ms, e[0].confirm_setup_s) = (9.9, 1070.0, 1.5);
         let a = start("prog", "GPU", 600.0, e);
         let k = &a.arms[0];
-        // Three contexts of two checks, one warm-up pair and ten pairs of 1.07 s, not four of
-        // its search's trials at 2%.
-        let want = 3.0 * 24.0 * 1.07 + 2.0 + 1.5;
+        // Two codes, each in three contexts of two checks, one warm-up pair and ten pairs of
+        // 1.07 s, not four of its search's trials at 2%.
+        let want = 2.0 * 3.0 * 24.0 * 1.07 + 2.0 + 1.5;
         assert!(
             (confirm_estimate_s(k) - want).abs() < 1e-9,
             "{}",
             confirm_estimate_s(k)
         );
+        // Confirmations so far took half their price: the setup is scaled, the runs are not.
+        let mut quick = a.clone();
+        (quick.confirm_spent_s, quick.confirm_expected_s) = (10.0, 20.0);
+        let runs = 2.0 * 3.0 * 24.0 * 1.07;
+        assert!((confirm_s(&quick, k) - (runs + 0.5 * 3.5)).abs() < 1e-9);
         // A short kernel's stays four of its trials (compiling and contexts cost more).
         let mut short = k.clone();
         (short.launch_ms, short.per_trial_s) = (0.1, 0.3);

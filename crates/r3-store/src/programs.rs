@@ -320,9 +320,9 @@ impl OtherLaunches {
 
     /// The timed ones as one average launch, (threads, ms); None where none was timed.
     fn timed_point(&self) -> Option<(f64, f64)> {
+        let n = self.timed as f64;
         (self.timed > 0 && self.timed_ms.is_finite() && self.timed_ms >= 0.0)
-            .then(|| (self.timed_threads, self.timed_ms))
-            .map(|(th, ms)| (th / self.timed as f64, ms / self.timed as f64))
+            .then_some((self.timed_threads / n, self.timed_ms / n))
     }
 }
 
