@@ -835,6 +835,8 @@ mod tests {
         top: f64,
         tau: f64,
         trials: u32,
+        /// Seconds of kernel runs its confirmation takes, beyond four trials.
+        confirm_runs: f64,
     }
 
     impl Kernel {
@@ -910,7 +912,8 @@ mod tests {
             self.busy.iter().any(|b| b == kernel)
         }
         fn confirm(&mut self, kernel: &str) {
-            self.clock += CONFIRM_TRIALS * self.world[kernel].cost + 2.0 + self.confirm_setup;
+            let k = &self.world[kernel];
+            self.clock += (CONFIRM_TRIALS * k.cost).max(k.confirm_runs) + 2.0 + self.confirm_setup;
             self.confirmed.push(kernel.to_owned());
             self.confirmed_at.push(self.clock);
         }
@@ -929,6 +932,7 @@ mod tests {
                     top,
                     tau,
                     trials: 0,
+                    confirm_runs: 0.0,
                 };
                 (name.to_owned(), k)
             })
@@ -1085,6 +1089,49 @@ mod tests {
         assert!(at.len() >= 3 && early >= at.len() - 2, "{at:?}");
         let (clock, _) = run_with(None);
         assert!(clock > 150.0, "{clock}");
+    }
+
+    /// kendall_tau's case on an H100 (2026-11-27): a 1.07 s kernel whose confirmation re-measures
+    /// two codes (153 s), beside short kernels whose confirmations are quicker than priced. Priced
+    /// as one code, and at half that once the short ones had taught the scale, it was started
+    /// when it did not fit, and the deadline overran by 95 s.
+    #[test]
+    fn a_long_kernels_two_confirmations_end_by_the_deadline() {
+        let names: Vec<String> = (0..10).map(|i| format!("k{i:02}")).collect();
+        let mut kernels: Vec<(&str, f64, f64, f64)> =
+            names.iter().map(|n| (n.as_str(), 0.2, 1.5, 4.0)).collect();
+        kernels.push(("long", 9.9, 1.3, 5.0));
+        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 0.05)).collect();
+        shares.push(("long", 0.5));
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut w = world(&kernels);
+        w.get_mut("long").unwrap().confirm_runs = 153.0;
+        let mut e = entrants(&shares, &w);
+        for x in &mut e {
+            x.confirm_setup_s = 3.0;
+            if x.kernel == "long" {
+                x.launch_ms = 1070.0;
+            }
+        }
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim {
+            live: Some(Live::new(2)),
+            ..Sim::new(&mut w, &stop)
+        };
+        run(
+            &store,
+            "prog",
+            "GPU",
+            300.0,
+            || e,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        assert!(sim.clock <= 300.0 + 1e-9, "{} {:?}", sim.clock, sim.slices);
     }
 
     /// The kernel a slice would let go is the one let go, also after its confirmation has
