@@ -100,20 +100,21 @@ pub struct Entrant {
 /// of its search's trials, or the runs it makes on the searched launch ([`confirm_runs_s`]),
 /// whichever is more, and its setup.
 fn confirm_estimate_s(k: &Arm) -> f64 {
-    (CONFIRM_TRIALS * k.per_trial_s).max(confirm_runs_s(k.launch_ms)) + 2.0 + k.confirm_setup_s
+    (CONFIRM_TRIALS * k.per_trial_s).max(confirm_runs_s(k)) + 2.0 + k.confirm_setup_s
 }
 
-/// Seconds of kernel time a confirmation of a kernel of `ms` a launch runs on the searched
-/// launch: for each of its [`CONFIRMED_CODES`], in each of its contexts the baseline's and the
-/// candidate's checks, the warm-up and the pairs of a near-tie at full precision (a
-/// confirmation does not race, so it settles at 1% even where its search settled at 2%). A
-/// 1.07 s kernel: 2 × 3 × 24 runs, 154 s, where four of its search's trials priced it at 40 s
-/// (H100, 2026-11-27: its two confirmations took 181 s after a 20-trial search, 153 s after its
-/// warm start).
-fn confirm_runs_s(ms: f64) -> f64 {
-    use crate::replay::stopping::{tie_pairs, warmups};
-    let runs = 2 + 2 * (warmups(ms * 1e3) + tie_pairs(ms * 1e3, false));
-    CONFIRMED_CODES * crate::confirm::CONTEXTS as f64 * f64::from(runs) * ms / 1e3
+/// Seconds of kernel time a confirmation of `k`'s best runs on the searched launch: for each
+/// of its [`CONFIRMED_CODES`], in each of its contexts the baseline's and the candidate's
+/// checks, the warm-up and the pairs a candidate at its best speedup takes at full precision
+/// (`stopping::pairs_at`: a confirmation does not race, so a near-tie settles at 1% even where
+/// its search settled at 2%; a clear winner takes one pair). Before a best is known, a near-tie.
+/// H100, 2026-11-27: a 1.07 s kernel at 1.044×, 2 × 3 × 24 runs, 154 s (its two confirmations
+/// took 153 s after its warm start); a 0.65 s kernel at 3.08×, one code, one pair, 12 s.
+fn confirm_runs_s(k: &Arm) -> f64 {
+    use crate::replay::stopping::{pairs_at, warmups};
+    let t_us = k.launch_ms * 1e3;
+    let runs = 2 + 2 * (warmups(t_us) + pairs_at(t_us, k.best.max(1.0), false));
+    CONFIRMED_CODES * crate::confirm::CONTEXTS as f64 * f64::from(runs) * k.launch_ms / 1e3
 }
 
 /// Seconds the confirmation of `k`'s winner is expected to take: the estimate, what it holds
@@ -128,7 +129,7 @@ fn confirm_s(a: &Allocation, k: &Arm) -> f64 {
     } else {
         1.0
     };
-    let runs = confirm_runs_s(k.launch_ms);
+    let runs = confirm_runs_s(k);
     runs + (confirm_estimate_s(k) - runs).max(0.0) * scale
 }
 
@@ -1134,6 +1135,46 @@ mod tests {
         assert!(sim.clock <= 300.0 + 1e-9, "{} {:?}", sim.clock, sim.slices);
     }
 
+    /// two_mm's case on an H100 (2026-11-27): a 0.65 s kernel that its warm start takes to 3×,
+    /// whose confirmation then settles in one pair (12 s), beside a 74 ms kernel. Priced as a
+    /// near-tie's (about 100 s), it left no room for the second kernel's warm start, and the
+    /// deadline ended at 89 s of 200.
+    #[test]
+    fn a_clear_winners_cheap_confirmation_leaves_time_for_the_next_kernel() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut w = world(&[("d", 7.0, 3.0, 1.0), ("tmp", 1.0, 2.0, 2.0)]);
+        w.get_mut("d").unwrap().confirm_runs = 12.0;
+        let mut e = entrants(&[("d", 0.9), ("tmp", 0.1)], &w);
+        for x in &mut e {
+            x.confirm_setup_s = 3.0;
+            x.launch_ms = if x.kernel == "d" { 650.0 } else { 74.0 };
+        }
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim {
+            live: Some(Live::new(2)),
+            ..Sim::new(&mut w, &stop)
+        };
+        run(
+            &store,
+            "prog",
+            "GPU",
+            200.0,
+            || e,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        assert!(
+            sim.slices.iter().any(|(k, _)| k == "tmp"),
+            "{:?}",
+            sim.slices
+        );
+        assert!(sim.clock <= 200.0 + 1e-9, "{} {:?}", sim.clock, sim.slices);
+    }
+
     /// The kernel a slice would let go is the one let go, also after its confirmation has
     /// looked its evaluator up; a slice's use makes a kernel the last to go.
     #[test]
@@ -1250,6 +1291,11 @@ mod tests {
         (quick.confirm_spent_s, quick.confirm_expected_s) = (10.0, 20.0);
         let runs = 2.0 * 3.0 * 24.0 * 1.07;
         assert!((confirm_s(&quick, k) - (runs + 0.5 * 3.5)).abs() < 1e-9);
+        // A clear winner settles in one pair: four of its search's trials are dearer.
+        let mut clear = k.clone();
+        clear.best = 3.0;
+        assert!(2.0 * 3.0 * 6.0 * 1.07 < 4.0 * 9.9);
+        assert!((confirm_estimate_s(&clear) - (4.0 * 9.9 + 3.5)).abs() < 1e-9);
         // A short kernel's stays four of its trials (compiling and contexts cost more).
         let mut short = k.clone();
         (short.launch_ms, short.per_trial_s) = (0.1, 0.3);

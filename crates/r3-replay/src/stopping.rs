@@ -76,6 +76,21 @@ pub fn tie_pairs(t_us: f64, searching: bool) -> u32 {
     min_pairs(t_us).max(floor.min(MAX_MIN_PAIRS))
 }
 
+/// Pairs a candidate at `ratio` to the baseline takes before it stops, at best (the spread
+/// under [`FEW_SAMPLES_FLOOR`]): those that know the ratio within a tenth of its logarithm
+/// ([`enough`]'s decided ratio: one pair at 3×), at most a near-tie's ([`tie_pairs`]).
+pub fn pairs_at(t_us: f64, ratio: f64, searching: bool) -> u32 {
+    let tie = tie_pairs(t_us, searching);
+    let log = ratio.ln().abs();
+    if !(log.is_finite() && log > 0.0) {
+        return tie;
+    }
+    let decided = (10.0 * std::f64::consts::SQRT_2 * FEW_SAMPLES_FLOOR / log)
+        .powi(2)
+        .ceil();
+    min_pairs(t_us).max((decided as u32).min(tie))
+}
+
 /// Whether the series (the baseline first, interleaved, equally long) know enough; `searching`
 /// as for [`tie_precision`].
 pub fn enough(series: &[Vec<f64>], searching: bool) -> bool {
@@ -178,6 +193,21 @@ mod tests {
             }
         }
         50
+    }
+
+    /// What prices a confirmation ahead of it is what the measurement takes: the pairs at each
+    /// ratio, on a kernel of 1 s and one of 6 ms, with little noise.
+    #[test]
+    fn pairs_at_a_ratio_are_the_pairs_a_measurement_takes() {
+        for t in [1e6, 6_000.0] {
+            for ratio in [3.0, 1.5, 1.2, 1.044, 0.8] {
+                let want = pairs_needed(t, ratio, 0.0005, 7);
+                assert_eq!(pairs_at(t, ratio, false), want, "{t} µs at {ratio}x");
+            }
+        }
+        // A clear winner on a long kernel: one pair; a near-tie: ten.
+        assert_eq!(pairs_at(650_000.0, 3.08, false), 1);
+        assert_eq!(pairs_at(1_070_000.0, 1.044, false), 10);
     }
 
     #[test]
