@@ -1104,8 +1104,6 @@ mod tests {
         kernels.push(("long", 9.9, 1.3, 5.0));
         let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 0.05)).collect();
         shares.push(("long", 0.5));
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path()).unwrap();
         let mut w = world(&kernels);
         w.get_mut("long").unwrap().confirm_runs = 153.0;
         let mut e = entrants(&shares, &w);
@@ -1115,24 +1113,37 @@ mod tests {
                 x.launch_ms = 1070.0;
             }
         }
+        let (clock, slices) = run_two_alive(&mut w, e, 300.0);
+        assert!(clock <= 300.0 + 1e-9, "{clock} {slices:?}");
+    }
+
+    /// `run` of `e` for `deadline_s` on a simulated GPU that keeps two evaluators alive: its
+    /// clock at the end, and the slices.
+    fn run_two_alive(
+        world: &mut BTreeMap<String, Kernel>,
+        e: Vec<Entrant>,
+        deadline_s: f64,
+    ) -> (f64, Vec<(String, u32)>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
         let stop = AtomicBool::new(false);
         let mut sim = Sim {
             live: Some(Live::new(2)),
-            ..Sim::new(&mut w, &stop)
+            ..Sim::new(world, &stop)
         };
-        run(
+        let ended = run(
             &store,
             "prog",
             "GPU",
-            300.0,
+            deadline_s,
             || e,
             Continue::Fresh,
             4,
             &mut sim,
             &stop,
-        )
-        .unwrap();
-        assert!(sim.clock <= 300.0 + 1e-9, "{} {:?}", sim.clock, sim.slices);
+        );
+        ended.unwrap();
+        (sim.clock, sim.slices)
     }
 
     /// two_mm's case on an H100 (2026-11-27): a 0.65 s kernel that its warm start takes to 3×,
@@ -1141,8 +1152,6 @@ mod tests {
     /// deadline ended at 89 s of 200.
     #[test]
     fn a_clear_winners_cheap_confirmation_leaves_time_for_the_next_kernel() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path()).unwrap();
         let mut w = world(&[("d", 7.0, 3.0, 1.0), ("tmp", 1.0, 2.0, 2.0)]);
         w.get_mut("d").unwrap().confirm_runs = 12.0;
         let mut e = entrants(&[("d", 0.9), ("tmp", 0.1)], &w);
@@ -1150,29 +1159,9 @@ mod tests {
             x.confirm_setup_s = 3.0;
             x.launch_ms = if x.kernel == "d" { 650.0 } else { 74.0 };
         }
-        let stop = AtomicBool::new(false);
-        let mut sim = Sim {
-            live: Some(Live::new(2)),
-            ..Sim::new(&mut w, &stop)
-        };
-        run(
-            &store,
-            "prog",
-            "GPU",
-            200.0,
-            || e,
-            Continue::Fresh,
-            4,
-            &mut sim,
-            &stop,
-        )
-        .unwrap();
-        assert!(
-            sim.slices.iter().any(|(k, _)| k == "tmp"),
-            "{:?}",
-            sim.slices
-        );
-        assert!(sim.clock <= 200.0 + 1e-9, "{} {:?}", sim.clock, sim.slices);
+        let (clock, slices) = run_two_alive(&mut w, e, 200.0);
+        assert!(slices.iter().any(|(k, _)| k == "tmp"), "{slices:?}");
+        assert!(clock <= 200.0 + 1e-9, "{clock} {slices:?}");
     }
 
     /// The kernel a slice would let go is the one let go, also after its confirmation has
