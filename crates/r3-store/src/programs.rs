@@ -55,10 +55,11 @@ pub struct KernelCensus {
     /// The kernel's GPU time over the run (ms); None when no launch of it has a time.
     #[serde(default)]
     pub estimated_ms: Option<f64>,
-    /// Launches whose time is a recording's (identical to a recorded launch).
+    /// Launches whose time is a recording's (identical to a recorded launch) or their own
+    /// (timed between events while recording).
     pub timed_launches: u64,
-    /// Launches estimated from the kernel's recorded launches (a fixed cost and a cost per
-    /// thread).
+    /// Launches estimated from the kernel's timed launches (a fixed cost and a cost per
+    /// thread): only those whose events failed, since 2026-11-27.
     pub scaled_launches: u64,
 }
 
