@@ -580,8 +580,12 @@ pub fn run(
                 limit_s,
             } => (kernel, warm, trials, limit_s),
         };
+        // The confirmation of the kernel a slice lets go moves the clock by what it took, not by
+        // what it was priced at: the slice is decided again on the clock after it.
         if let Some(leaving) = runner.lets_go(&kernel) {
-            confirm_arm(store, scope, gpu, base, runner, |k| k.kernel == leaving)?;
+            if confirm_arm(store, scope, gpu, base, runner, |k| k.kernel == leaving)? {
+                continue;
+            }
         }
         let t0 = runner.now_s();
         let mut out = runner.slice(&kernel, warm, trials, limit_s);
@@ -864,6 +868,8 @@ mod tests {
         live: Option<Live<()>>,
         /// The clock at each confirmation.
         confirmed_at: Vec<f64>,
+        /// The clock as each slice began.
+        sliced_at: Vec<f64>,
     }
 
     impl<'a> Sim<'a> {
@@ -880,6 +886,7 @@ mod tests {
                 confirm_setup: 0.0,
                 live: None,
                 confirmed_at: Vec::new(),
+                sliced_at: Vec::new(),
             }
         }
     }
@@ -889,6 +896,7 @@ mod tests {
             self.clock
         }
         fn slice(&mut self, kernel: &str, _warm: bool, trials: u32, _limit_s: f64) -> SliceOutcome {
+            self.sliced_at.push(self.clock);
             if let Some(live) = &mut self.live {
                 if live.touch(kernel).is_none() {
                     live.insert(kernel, ());
@@ -1115,6 +1123,53 @@ mod tests {
         }
         let (clock, slices) = run_two_alive(&mut w, e, 300.0);
         assert!(clock <= 300.0 + 1e-9, "{clock} {slices:?}");
+    }
+
+    /// A confirmation that takes far longer than priced (the long kernel's launch time unknown,
+    /// so priced at four of its trials, 40 s, where it takes 155 s), made because the slice
+    /// decided next lets its evaluator go: the slice is decided again after it, so none begins
+    /// past the deadline; the overrun is the confirmation's alone.
+    #[test]
+    fn a_slice_is_decided_again_after_the_confirmation_it_lets_go() {
+        let names: Vec<String> = (0..10).map(|i| format!("k{i:02}")).collect();
+        let mut kernels: Vec<(&str, f64, f64, f64)> =
+            names.iter().map(|n| (n.as_str(), 0.2, 1.5, 4.0)).collect();
+        kernels.push(("long", 9.9, 1.3, 5.0));
+        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 0.05)).collect();
+        shares.push(("long", 0.5));
+        let mut w = world(&kernels);
+        w.get_mut("long").unwrap().confirm_runs = 153.0;
+        let e = entrants(&shares, &w);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim {
+            live: Some(Live::new(2)),
+            ..Sim::new(&mut w, &stop)
+        };
+        let ended = run(
+            &store,
+            "prog",
+            "GPU",
+            300.0,
+            || e,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        );
+        ended.unwrap();
+        assert!(
+            sim.confirmed_at.iter().any(|t| *t > 300.0),
+            "the case: a confirmation past the deadline {:?}",
+            sim.confirmed_at
+        );
+        assert!(
+            sim.sliced_at.iter().all(|t| *t < 300.0),
+            "{:?} {:?}",
+            sim.sliced_at,
+            sim.slices
+        );
     }
 
     /// `run` of `e` for `deadline_s` on a simulated GPU that keeps two evaluators alive: its
