@@ -1106,31 +1106,20 @@ mod tests {
     /// when it did not fit, and the deadline overran by 95 s.
     #[test]
     fn a_long_kernels_two_confirmations_end_by_the_deadline() {
-        let names: Vec<String> = (0..10).map(|i| format!("k{i:02}")).collect();
-        let mut kernels: Vec<(&str, f64, f64, f64)> =
-            names.iter().map(|n| (n.as_str(), 0.2, 1.5, 4.0)).collect();
-        kernels.push(("long", 9.9, 1.3, 5.0));
-        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 0.05)).collect();
-        shares.push(("long", 0.5));
-        let mut w = world(&kernels);
-        w.get_mut("long").unwrap().confirm_runs = 153.0;
-        let mut e = entrants(&shares, &w);
+        let (mut w, mut e) = long_beside_short();
         for x in &mut e {
             x.confirm_setup_s = 3.0;
             if x.kernel == "long" {
                 x.launch_ms = 1070.0;
             }
         }
-        let (clock, slices) = run_two_alive(&mut w, e, 300.0);
-        assert!(clock <= 300.0 + 1e-9, "{clock} {slices:?}");
+        let ran = run_two_alive(&mut w, e, 300.0);
+        assert!(ran.clock <= 300.0 + 1e-9, "{} {:?}", ran.clock, ran.slices);
     }
 
-    /// A confirmation that takes far longer than priced (the long kernel's launch time unknown,
-    /// so priced at four of its trials, 40 s, where it takes 155 s), made because the slice
-    /// decided next lets its evaluator go: the slice is decided again after it, so none begins
-    /// past the deadline; the overrun is the confirmation's alone.
-    #[test]
-    fn a_slice_is_decided_again_after_the_confirmation_it_lets_go() {
+    /// kendall_tau's shape: ten short kernels at 5% each, and one of 9.9 s a trial at 50% whose
+    /// confirmations take 153 s.
+    fn long_beside_short() -> (BTreeMap<String, Kernel>, Vec<Entrant>) {
         let names: Vec<String> = (0..10).map(|i| format!("k{i:02}")).collect();
         let mut kernels: Vec<(&str, f64, f64, f64)> =
             names.iter().map(|n| (n.as_str(), 0.2, 1.5, 4.0)).collect();
@@ -1140,45 +1129,45 @@ mod tests {
         let mut w = world(&kernels);
         w.get_mut("long").unwrap().confirm_runs = 153.0;
         let e = entrants(&shares, &w);
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path()).unwrap();
-        let stop = AtomicBool::new(false);
-        let mut sim = Sim {
-            live: Some(Live::new(2)),
-            ..Sim::new(&mut w, &stop)
-        };
-        let ended = run(
-            &store,
-            "prog",
-            "GPU",
-            300.0,
-            || e,
-            Continue::Fresh,
-            4,
-            &mut sim,
-            &stop,
-        );
-        ended.unwrap();
+        (w, e)
+    }
+
+    /// A confirmation that takes far longer than priced (the long kernel's launch time unknown,
+    /// so priced at four of its trials, 40 s, where it takes 155 s), made because the slice
+    /// decided next lets its evaluator go: the slice is decided again after it, so none begins
+    /// past the deadline; the overrun is the confirmation's alone.
+    #[test]
+    fn a_slice_is_decided_again_after_the_confirmation_it_lets_go() {
+        let (mut w, e) = long_beside_short();
+        let ran = run_two_alive(&mut w, e, 300.0);
         assert!(
-            sim.confirmed_at.iter().any(|t| *t > 300.0),
+            ran.confirmed_at.iter().any(|t| *t > 300.0),
             "the case: a confirmation past the deadline {:?}",
-            sim.confirmed_at
+            ran.confirmed_at
         );
         assert!(
-            sim.sliced_at.iter().all(|t| *t < 300.0),
+            ran.sliced_at.iter().all(|t| *t < 300.0),
             "{:?} {:?}",
-            sim.sliced_at,
-            sim.slices
+            ran.sliced_at,
+            ran.slices
         );
     }
 
-    /// `run` of `e` for `deadline_s` on a simulated GPU that keeps two evaluators alive: its
-    /// clock at the end, and the slices.
+    /// What a simulated run came to: the clock at its end, its slices, and the clock as each
+    /// slice began and at each confirmation.
+    struct Ran {
+        clock: f64,
+        slices: Vec<(String, u32)>,
+        sliced_at: Vec<f64>,
+        confirmed_at: Vec<f64>,
+    }
+
+    /// `run` of `e` for `deadline_s` on a simulated GPU that keeps two evaluators alive.
     fn run_two_alive(
         world: &mut BTreeMap<String, Kernel>,
         e: Vec<Entrant>,
         deadline_s: f64,
-    ) -> (f64, Vec<(String, u32)>) {
+    ) -> Ran {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let stop = AtomicBool::new(false);
@@ -1198,7 +1187,12 @@ mod tests {
             &stop,
         );
         ended.unwrap();
-        (sim.clock, sim.slices)
+        Ran {
+            clock: sim.clock,
+            slices: sim.slices,
+            sliced_at: sim.sliced_at,
+            confirmed_at: sim.confirmed_at,
+        }
     }
 
     /// two_mm's case on an H100 (2026-11-27): a 0.65 s kernel that its warm start takes to 3×,
@@ -1214,9 +1208,13 @@ mod tests {
             x.confirm_setup_s = 3.0;
             x.launch_ms = if x.kernel == "d" { 650.0 } else { 74.0 };
         }
-        let (clock, slices) = run_two_alive(&mut w, e, 200.0);
-        assert!(slices.iter().any(|(k, _)| k == "tmp"), "{slices:?}");
-        assert!(clock <= 200.0 + 1e-9, "{clock} {slices:?}");
+        let ran = run_two_alive(&mut w, e, 200.0);
+        assert!(
+            ran.slices.iter().any(|(k, _)| k == "tmp"),
+            "{:?}",
+            ran.slices
+        );
+        assert!(ran.clock <= 200.0 + 1e-9, "{} {:?}", ran.clock, ran.slices);
     }
 
     /// The kernel a slice would let go is the one let go, also after its confirmation has
