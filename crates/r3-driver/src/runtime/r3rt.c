@@ -24,8 +24,9 @@
  *     and argument bytes) run as the program issues them, timed with events: natural.json,
  *     the launch's time in the program's own cache state, which replay compares with its
  *     cold- and warm-L2 times to measure in the regime the program runs in (src/replay/l2.rs).
- * Recording costs what is recorded: other launches pay a table lookup and an argument hash;
- * a recorded launch's snapshots are compressed and written on a thread of its own while the
+ * Recording costs what is recorded: other launches pay a table lookup, an argument hash and,
+ * where not identical to a recorded one, two event records (the census times them); a recorded
+ * launch's snapshots are compressed and written on a thread of its own while the
  * launch runs and after the program goes on (struct finisher), and the three warm
  * re-launches for the in-app time run only when they are cheap (see warm_relaunches).
  * R3_RECORD_MAX_S and R3_RECORD_KERNEL_MB cap the time spent recording and the bytes
