@@ -39,6 +39,8 @@ pub const TIE: f64 = 0.01;
 pub const LONG_TIE: f64 = 0.02;
 /// Kernels this long a launch or more are searched at [`LONG_TIE`].
 pub const LONG_SEARCH_US: f64 = 100_000.0;
+/// A candidate's ratio to the baseline is decided once known within 1/DECIDED of its logarithm.
+const DECIDED: f64 = 10.0;
 
 /// Pairs to take before stopping, for a kernel of `t_us`.
 pub fn min_pairs(t_us: f64) -> u32 {
@@ -85,7 +87,8 @@ pub fn pairs_at(t_us: f64, ratio: f64, searching: bool) -> u32 {
     if !(log.is_finite() && log > 0.0) {
         return tie;
     }
-    let decided = (10.0 * std::f64::consts::SQRT_2 * FEW_SAMPLES_FLOOR / log)
+    // Both series at the floor's uncertainty, FEW_SAMPLES_FLOOR / √n each (relative_uncertainty).
+    let decided = (DECIDED * std::f64::consts::SQRT_2 * FEW_SAMPLES_FLOOR / log)
         .powi(2)
         .ceil();
     min_pairs(t_us).max((decided as u32).min(tie))
@@ -144,14 +147,14 @@ pub fn settled(s: &[f64], precision: f64) -> bool {
     !s.is_empty() && relative_uncertainty(s) < precision
 }
 
-/// The candidate's ratio to the baseline is known to within a tenth of |ln ratio|.
+/// The candidate's ratio to the baseline is known to within 1/[`DECIDED`] of |ln ratio|.
 fn decided(base: &[f64], cand: &[f64]) -> bool {
     let (a, b) = (TimeStats::of(base).median_us, TimeStats::of(cand).median_us);
     if !(a > 0.0 && b > 0.0) {
         return false;
     }
     let u = relative_uncertainty(base).hypot(relative_uncertainty(cand));
-    u <= (b / a).ln().abs() / 10.0
+    u <= (b / a).ln().abs() / DECIDED
 }
 
 /// Half-width of the median's 95% interval, relative to the median. Below ten samples the
