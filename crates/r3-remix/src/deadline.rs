@@ -118,11 +118,11 @@ fn confirm_runs_s(k: &Arm) -> f64 {
 }
 
 /// Seconds the confirmation of `k`'s winner is expected to take: the estimate, what it holds
-/// beyond the kernel's runs scaled by what the confirmations made so far took against theirs (a
-/// fresh context's cost varies too much from machine to machine and run to run to be known up
-/// front: 7 s against 12.5 s a confirmation in two runs of one application on one H100). The
-/// runs are not scaled: the short kernels' confirmations, quicker than priced, had halved a
-/// 1.07 s kernel's.
+/// beyond the kernel's runs scaled by what the setup of the confirmations made so far took
+/// against its price ([`learn_setup`]; a fresh context's cost varies too much from machine to
+/// machine and run to run to be known up front: 7 s against 12.5 s a confirmation in two runs
+/// of one application on one H100). The runs are not scaled: the short kernels' confirmations,
+/// quicker than priced, had halved a 1.07 s kernel's.
 fn confirm_s(a: &Allocation, k: &Arm) -> f64 {
     let scale = if a.confirm_expected_s > 0.0 {
         (a.confirm_spent_s / a.confirm_expected_s).clamp(0.5, 8.0)
@@ -652,7 +652,7 @@ fn confirm_arm(
     runner: &mut dyn Runner,
     which: impl Fn(&Arm) -> bool,
 ) -> Result<bool, StoreError> {
-    let (kernel, expected) = {
+    let (kernel, expected, runs) = {
         let _lock = store.lock_allocation(scope, gpu)?;
         let mut a = current(store, scope, gpu, base, runner)?;
         let Some(i) = a
@@ -663,21 +663,37 @@ fn confirm_arm(
             store.put_allocation(&a)?;
             return Ok(false);
         };
-        let expected = confirm_estimate_s(&a.arms[i]);
+        let (expected, runs) = (
+            confirm_estimate_s(&a.arms[i]),
+            confirm_runs_s(&a.arms[i]),
+        );
         a.arms[i].confirmed = true;
         let kernel = a.arms[i].kernel.clone();
         store.put_allocation(&a)?;
-        (kernel, expected)
+        (kernel, expected, runs)
     };
     let t0 = runner.now_s();
     runner.confirm(&kernel);
     let took = runner.now_s() - t0;
     let _lock = store.lock_allocation(scope, gpu)?;
     let mut a = current(store, scope, gpu, base, runner)?;
-    a.confirm_spent_s += took;
-    a.confirm_expected_s += expected;
+    learn_setup(&mut a, expected, runs, took);
     store.put_allocation(&a)?;
     Ok(true)
+}
+
+/// Counts a confirmation that took `took` seconds, priced at `expected` of which `runs` were its
+/// kernel's runs, toward the scale of the setup ([`confirm_s`]): what it took beyond the runs
+/// against its setup's price. Only where the setup was most of the price: a long kernel's
+/// confirmation is mostly runs, whose own error (a 1.07 s kernel's 154 s, give or take its
+/// pairs) would swamp its few seconds of setup.
+fn learn_setup(a: &mut Allocation, expected: f64, runs: f64, took: f64) {
+    let setup = expected - runs;
+    if setup < runs {
+        return;
+    }
+    a.confirm_spent_s += (took - runs).max(0.0);
+    a.confirm_expected_s += setup;
 }
 
 /// What the allocation came to: why it ended, where the time went, the predicted gain.
@@ -1346,6 +1362,38 @@ mod tests {
         let mut earlier = k.clone();
         earlier.launch_ms = 0.0;
         assert!((confirm_estimate_s(&earlier) - (4.0 * 9.9 + 2.0 + 1.5)).abs() < 1e-9);
+    }
+
+    /// The setup's scale is learned from what confirmations took beyond their runs, and only
+    /// from those whose setup is most of their price. Learned from whole confirmations, a 1.07 s
+    /// kernel's 150 s against its 160 s price would have set the scale for the next short
+    /// kernel's 12 s of setup.
+    #[test]
+    fn the_confirmation_scale_is_learned_from_setups_not_long_kernels_runs() {
+        let a0 = start("prog", "GPU", 600.0, Vec::new());
+        let mut a = a0.clone();
+        learn_setup(&mut a, 160.0, 154.0, 150.0);
+        assert_eq!((a.confirm_spent_s, a.confirm_expected_s), (0.0, 0.0));
+        // A short kernel's: 9 s of setup priced, 6 - 1 taken.
+        learn_setup(&mut a, 10.0, 1.0, 6.0);
+        assert_eq!((a.confirm_spent_s, a.confirm_expected_s), (5.0, 9.0));
+        // Quicker than its runs were priced: no setup at all, not a negative one.
+        learn_setup(&mut a, 10.0, 4.0, 3.0);
+        assert_eq!((a.confirm_spent_s, a.confirm_expected_s), (5.0, 15.0));
+        learn_setup(&mut a, 12.0, 2.0, 17.0);
+        assert_eq!((a.confirm_spent_s, a.confirm_expected_s), (20.0, 25.0));
+        // Its scale prices the next short kernel's setup, and leaves a long kernel's runs be.
+        let mut e = entrants(&[("long", 1.0)], &world(&[("long", 1.0, 1.1, 9.9)]));
+        (e[0].launch_ms, e[0].confirm_setup_s) = (1070.0, 1.5);
+        let fresh = start("prog", "GPU", 600.0, e);
+        let k = &fresh.arms[0];
+        let scaled = Allocation {
+            arms: fresh.arms.clone(),
+            ..a
+        };
+        let runs = confirm_runs_s(k);
+        let setup = confirm_estimate_s(k) - runs;
+        assert!((confirm_s(&scaled, k) - (runs + 0.8 * setup)).abs() < 1e-9);
     }
 
     #[test]

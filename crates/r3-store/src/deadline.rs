@@ -31,8 +31,9 @@ pub struct Allocation {
     /// workers continue this allocation, a fleet started later starts its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// Seconds the confirmations made so far took, and what they were expected to take: the
-    /// reserve for the rest is scaled by their ratio.
+    /// Seconds the confirmations made so far took beyond their kernel's runs, and what that
+    /// setup was expected to take, over the confirmations whose setup was most of their price:
+    /// the setup of the rest is priced at their ratio.
     #[serde(default)]
     pub confirm_spent_s: f64,
     #[serde(default)]
