@@ -663,10 +663,7 @@ fn confirm_arm(
             store.put_allocation(&a)?;
             return Ok(false);
         };
-        let (expected, runs) = (
-            confirm_estimate_s(&a.arms[i]),
-            confirm_runs_s(&a.arms[i]),
-        );
+        let (expected, runs) = (confirm_estimate_s(&a.arms[i]), confirm_runs_s(&a.arms[i]));
         a.arms[i].confirmed = true;
         let kernel = a.arms[i].kernel.clone();
         store.put_allocation(&a)?;
