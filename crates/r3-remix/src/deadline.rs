@@ -1367,8 +1367,7 @@ mod tests {
     /// kernel's 12 s of setup.
     #[test]
     fn the_confirmation_scale_is_learned_from_setups_not_long_kernels_runs() {
-        let a0 = start("prog", "GPU", 600.0, Vec::new());
-        let mut a = a0.clone();
+        let mut a = start("prog", "GPU", 600.0, Vec::new());
         learn_setup(&mut a, 160.0, 154.0, 150.0);
         assert_eq!((a.confirm_spent_s, a.confirm_expected_s), (0.0, 0.0));
         // A short kernel's: 9 s of setup priced, 6 - 1 taken.
