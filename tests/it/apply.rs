@@ -301,3 +301,174 @@ fn a_winners_file_of_another_schema_fails_the_compile_with_the_reason() {
         assert!(!d.join("scan").exists());
     }
 }
+
+/// A winners file as people edit and merge it: the guard a variant runs behind comes from its
+/// candidate, never from the file, and the generic code neither folds nor bounds. Each bad
+/// entry is refused by name and costs only itself; a consistent one still ships.
+#[test]
+fn a_winners_file_cannot_ship_code_behind_a_guard_that_is_not_its_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = d.join("store");
+    let src = d.join("scan.cu");
+    std::fs::copy(repo().join("llvm-ir-corpus/programs/scan.cu"), &src).unwrap();
+    build(&d.join("plain"), &src, &["--r3-off"], &[], &store);
+    build(&d.join("record"), &src, &[], &[], &store);
+    let s = store.to_str().unwrap();
+    let table = landscape(d);
+    let tune = r3(
+        &[
+            "tune",
+            "scan_tile_totals_kernel",
+            "--simulate",
+            table.to_str().unwrap(),
+            "--strategy",
+            "exhaustive",
+            "--budget",
+            "600",
+            "--r3-store",
+            s,
+        ],
+        d,
+    );
+    assert!(tune.status.success(), "{}", stderr(&tune));
+    let exported = Command::new(r3_bin())
+        .args(["export", "-o", "winners.json", "--r3-store", s])
+        .env("R3_APPLY_SIMULATED", "1")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let file: WinnersFile = serde_json::from_str(&read(d.join("winners.json"))).unwrap();
+    let generic = file.kernels[0].clone();
+
+    // A variant that folds n = 512 and blockDim = 256, lowered as the search would have.
+    let folded = r3::candidate::Specialize {
+        args: vec![r3::candidate::FoldedArg::of_bytes(0, &512i32.to_le_bytes())],
+        block: Some([256, 1, 1]),
+        grid: None,
+    };
+    let spec = r3::candidate::Candidate {
+        specialize: Some(folded),
+        ..generic.candidate.clone()
+    };
+    let bitcode = std::fs::read(
+        store
+            .join("kernels")
+            .join(generic.hash.as_str())
+            .join("module.bc"),
+    )
+    .unwrap();
+    let target = Codegen {
+        sm: "sm_90".into(),
+        ptx: generic.ptx_isa.clone(),
+        opt_level: 3,
+    };
+    let lowered =
+        r3::lower::isolated::lower_in_process(&bitcode, &generic.hash, &spec, &target, None)
+            .unwrap();
+    let spec_winner = r3::apply::plan::Winner {
+        candidate: spec.clone(),
+        ptx_hash: Some(lowered.ptx_hash.clone()),
+        speedup: 2.0,
+        ..generic.clone()
+    };
+    let unguarded = r3::apply::plan::Guard {
+        max_threads: None,
+        block_x: None,
+        values: None,
+    };
+    let with = |kernels: Vec<r3::apply::plan::Winner>, guards: Vec<r3::apply::plan::Guard>| {
+        let variants = guards
+            .into_iter()
+            .map(|guard| r3::apply::plan::Variant {
+                winner: spec_winner.clone(),
+                guard,
+            })
+            .collect();
+        WinnersFile {
+            kernels,
+            variants,
+            ..file.clone()
+        }
+    };
+    let sim = [("R3_APPLY_SIMULATED", "1")];
+    let empty = d.join("no-store");
+    let apply = |name: &str, w: &WinnersFile, env: &[(&str, &str)]| {
+        let path = d.join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_string(w).unwrap()).unwrap();
+        let flag = format!("--r3-apply={}", path.display());
+        let out = build(&d.join(name), &src, &[&flag], env, &empty);
+        let exe = std::fs::read(d.join(name).join("scan")).unwrap();
+        let table = exe.windows(16).any(|w| w == b"r3-dispatch 1\nv ");
+        (stderr(&out), read(d.join(name).join(PTX)), table)
+    };
+
+    // The guard left empty (or naming other values): the variant is refused, the generic code
+    // still ships, and no table line lets a launch of another n run the folded code.
+    let mut other = r3::apply::plan::Guard::of(&spec);
+    other.values.as_mut().unwrap().args[0].hex = "00040000".into();
+    for (name, guard, field) in [
+        ("empty-guard", unguarded, "values.args, values.block"),
+        ("other-guard", other, "in values.args"),
+    ] {
+        let (note, ptx, table) = apply(name, &with(vec![generic.clone()], vec![guard]), &sim);
+        assert!(
+            note.contains("applied tuned code to scan_tile_totals_kernel")
+                && note.contains("variant 1: its guard disagrees with its candidate")
+                && note.contains(field),
+            "{name}: {note}"
+        );
+        assert!(!ptx.contains("__r3_") && !table, "{name}: no variant built");
+    }
+
+    // The same variant with its candidate's guard ships: the check refuses only what is wrong.
+    let (note, ptx, table) = apply(
+        "own-guard",
+        &with(
+            vec![generic.clone()],
+            vec![r3::apply::plan::Guard::of(&spec)],
+        ),
+        &sim,
+    );
+    assert!(note.contains("+1 guarded variant at launch"), "{note}");
+    assert!(ptx.contains("__r3_") && table, "the variant is built");
+
+    // Folded or launch-bounded code listed as the generic entry would run at every launch.
+    let (note, ptx, _) = apply(
+        "folded-generic",
+        &with(vec![spec_winner.clone()], vec![]),
+        &sim,
+    );
+    assert!(
+        note.contains("kept clang's code for scan_tile_totals_kernel")
+            && note.contains("refused: generic code: it folds launch values"),
+        "{note}"
+    );
+    assert_eq!(ptx, read(d.join("plain").join(PTX)));
+    let bounded = r3::apply::plan::Winner {
+        candidate: r3::candidate::Candidate {
+            max_threads: Some(256),
+            ..generic.candidate.clone()
+        },
+        ..generic.clone()
+    };
+    let (note, _, _) = apply(
+        "bounded-generic",
+        &with(vec![bounded.clone()], vec![]),
+        &sim,
+    );
+    assert!(
+        note.contains("it bounds launches") && note.contains("R3_APPLY_LAUNCH_BOUNDS=1"),
+        "{note}"
+    );
+
+    // Two generic entries of one kernel (a merge that kept both sides): neither is chosen.
+    let (note, ptx, _) = apply(
+        "merged",
+        &with(vec![generic.clone(), bounded], vec![]),
+        &sim,
+    );
+    assert!(note.contains("2 entries for it under `kernels`"), "{note}");
+    assert_eq!(ptx, read(d.join("plain").join(PTX)));
+}

@@ -12,6 +12,7 @@ use r3_kernel as kernel;
 use r3_passes::candidate;
 use r3_store as store;
 
+pub mod check;
 pub mod dispatch;
 pub mod formats;
 pub mod plan;

@@ -8,6 +8,8 @@
 //! clang's code.
 
 use crate::candidate::{Candidate, Specialize};
+use crate::check;
+pub use crate::check::Refusal;
 use crate::kernel::SourceLoc;
 use crate::store::trials::{Confirmation, TrialRecord};
 use crate::store::winner::{self, chosen_search, Policy};
@@ -85,11 +87,13 @@ impl Guard {
     }
 }
 
-/// One kernel's plan: the generic code (None: clang's) and the variants, first match taken.
+/// One kernel's plan: the generic code (None: clang's) and the variants, first match taken;
+/// and the entries [`crate::check`] refused, which are not built.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Planned {
     pub generic: Option<Winner>,
     pub variants: Vec<Variant>,
+    pub refused: Vec<Refusal>,
 }
 
 impl Planned {
@@ -166,23 +170,19 @@ impl Source {
     /// export applied a policy; a build from it must be reproducible whatever the
     /// environment), except that simulated winners need asking for and `R3_APPLY_DISPATCH=0`
     /// leaves its variants out.
+    ///
+    /// Whatever the source, every entry passes [`crate::check`] against the kernel as this
+    /// compile sees it, and a variant runs behind the guard its candidate implies, never one
+    /// read from the file; what fails is in `refused`, not built.
     pub fn plan(&self, k: &KernelRecord, policy: &Policy) -> Result<Planned, PlanError> {
         let mut plan = match self {
-            Source::File(f) => Planned {
-                generic: f.kernels.iter().find(|w| w.hash == k.hash).cloned(),
-                variants: f
-                    .variants
-                    .iter()
-                    .filter(|v| v.winner.hash == k.hash && policy.dispatch)
-                    .cloned()
-                    .collect(),
-            },
+            Source::File(f) => plan_in_file(f, k, policy),
             Source::Store(s) => plan_in_store(s, k, policy)?,
         };
         let keep = |w: &Winner| w.speedup > 1.0 && (policy.simulated || !w.simulated);
         plan.generic = plan.generic.filter(keep);
         plan.variants.retain(|v| keep(&v.winner));
-        Ok(plan)
+        Ok(checked(plan, &k.signature, policy))
     }
 
     /// The generic winner alone (what every launch may run), if there is one.
@@ -213,6 +213,74 @@ impl Source {
     }
 }
 
+/// A kernel's entries in a winners file as written; several generic entries of one kernel
+/// (a bad merge) are refused together, since nothing says which one was meant.
+fn plan_in_file(f: &WinnersFile, k: &KernelRecord, policy: &Policy) -> Planned {
+    let mut plan = Planned::default();
+    let generic: Vec<&Winner> = f.kernels.iter().filter(|w| w.hash == k.hash).collect();
+    match generic.as_slice() {
+        [] => {}
+        [w] => plan.generic = Some((*w).clone()),
+        many => plan.refused.push(Refusal {
+            entry: "generic code".into(),
+            why: format!(
+                "the winners file has {} entries for it under `kernels`; fix: keep one",
+                many.len()
+            ),
+        }),
+    }
+    if policy.dispatch {
+        plan.variants = f
+            .variants
+            .iter()
+            .filter(|v| v.winner.hash == k.hash)
+            .cloned()
+            .collect();
+    }
+    plan
+}
+
+/// The plan less what [`crate::check`] refuses, each variant behind its candidate's guard, and
+/// no more variants than the runtime takes.
+fn checked(plan: Planned, sig: &crate::kernel::KernelSignature, policy: &Policy) -> Planned {
+    let mut refused = plan.refused;
+    let generic = plan
+        .generic
+        .and_then(|w| match check::generic(&w, sig, policy) {
+            None => Some(w),
+            Some(why) => {
+                refused.push(Refusal {
+                    entry: "generic code".into(),
+                    why,
+                });
+                None
+            }
+        });
+    let mut variants = Vec::new();
+    for (n, v) in plan.variants.into_iter().enumerate() {
+        let entry = format!("variant {}", n + 1);
+        match check::variant(&v, sig) {
+            Ok(_) if variants.len() == check::MAX_VARIANTS => refused.push(Refusal {
+                entry,
+                why: format!(
+                    "r3's runtime takes at most {} variants of a kernel",
+                    check::MAX_VARIANTS
+                ),
+            }),
+            Ok(guard) => variants.push(Variant {
+                winner: v.winner,
+                guard,
+            }),
+            Err(why) => refused.push(Refusal { entry, why }),
+        }
+    }
+    Planned {
+        generic,
+        variants,
+        refused,
+    }
+}
+
 fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Planned, StoreError> {
     let Some((path, recs)) = chosen_search(store, &k.hash, policy)? else {
         return Ok(Planned::default());
@@ -230,6 +298,7 @@ fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Pla
                 guard: Guard::of(&t.candidate),
             })
             .collect(),
+        refused: Vec::new(),
     })
 }
 

@@ -48,6 +48,9 @@ pub struct KernelOutcome {
     /// The guarded variants added beside the generic entry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variants: Vec<AppliedVariant>,
+    /// Entries of the plan that `check` refused, each `<entry>: <why>`: not built.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
 }
 
 /// A variant in the build.
@@ -74,6 +77,9 @@ pub enum Status {
     Unverified,
     /// Lowering the winner, splicing or assembling failed: clang's code.
     Failed,
+    /// Every entry of the kernel's plan was refused (`check`: a guard that disagrees with its
+    /// candidate, a generic entry that folds values, ...): clang's code.
+    Refused,
 }
 
 /// Runs as `ptxas ARGS`; returns the real ptxas's exit status.
@@ -83,13 +89,26 @@ pub fn main(args: Vec<OsString>) -> i32 {
         return 1;
     };
     let real = PathBuf::from(real);
-    let input = input_of(&args);
-    let original = input.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
-    let (Some(input), Some(original)) = (input, original) else {
-        return run(&real, &args);
-    };
-    let arch = value_of(&args, "--gpu-name").unwrap_or_default();
     let dir = std::env::var_os(DIR_ENV).map(PathBuf::from);
+    let arch = gpu_name(&args).unwrap_or_default();
+    let input = input_of(&args).and_then(|p| {
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok((p, text))
+    });
+    let (input, original) = match input {
+        Ok(found) => found,
+        Err(why) => {
+            // Clang's code, with the reason in the build's note rather than nothing at all.
+            if let Some(d) = &dir {
+                report(
+                    d,
+                    &arch,
+                    &[failed_all(&arch, format!("apply skipped: {why}"))],
+                );
+            }
+            return run(&real, &args);
+        }
+    };
     let Rewritten {
         text,
         mut outcomes,
@@ -186,8 +205,20 @@ fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
             gpu: None,
             detail: None,
             variants: Vec::new(),
+            refused: Vec::new(),
         };
         let plan = source.plan(&record, &policy).map_err(|e| e.to_string())?;
+        o.refused = plan
+            .refused
+            .iter()
+            .map(|r| format!("{}: {}", r.entry, r.why))
+            .collect();
+        if plan.is_empty() && !o.refused.is_empty() {
+            o.status = Status::Refused;
+            o.detail = Some(std::mem::take(&mut o.refused).join("; "));
+            outcomes.push(o);
+            continue;
+        }
         if plan.is_empty() {
             let others = known.get_or_insert_with(|| match &source {
                 Source::Store(s) => s.kernels().unwrap_or_default(),
@@ -438,6 +469,7 @@ fn failed_all(arch: &str, why: String) -> KernelOutcome {
         gpu: None,
         detail: Some(why),
         variants: Vec::new(),
+        refused: Vec::new(),
     }
 }
 
@@ -468,16 +500,91 @@ pub fn outcomes_in(dir: &Path) -> Vec<KernelOutcome> {
         .collect()
 }
 
-/// The PTX input: ptxas takes one file operand, clang passes it last.
-fn input_of(args: &[OsString]) -> Option<PathBuf> {
-    let last = Path::new(args.last()?);
-    let ext = last.extension()?.to_str()?;
-    matches!(ext, "s" | "ptx").then(|| last.to_owned())
+/// ptxas's options whose value may follow as the next argument (`--opt VALUE`); the others
+/// take none, or theirs joined (`--opt=VALUE`, `-O3`, `-m64`).
+const PTXAS_VALUE_OPTIONS: &[&str] = &[
+    "-o",
+    "--output-file",
+    "-arch",
+    "--gpu-name",
+    "-maxrregcount",
+    "--maxrregcount",
+    "-e",
+    "--entry",
+    "-dlcm",
+    "--def-load-cache",
+    "-dscm",
+    "--def-store-cache",
+    "-optf",
+    "--options-file",
+    "-fmad",
+    "--fmad",
+    "-split-compile",
+    "--split-compile",
+    "-allow-expensive-optimizations",
+    "--allow-expensive-optimizations",
+    "-pic",
+    "--position-independent-code",
+    "-ewp",
+    "--extensible-whole-program",
+];
+
+/// ptxas's operands: the arguments that are neither options nor an option's value.
+fn operands(args: &[OsString]) -> Vec<&OsString> {
+    let mut out = Vec::new();
+    let mut value_next = false;
+    for a in args {
+        let text = a.to_string_lossy();
+        if std::mem::take(&mut value_next) {
+            continue;
+        }
+        if text.starts_with('-') {
+            value_next = PTXAS_VALUE_OPTIONS.contains(&text.as_ref());
+            continue;
+        }
+        out.push(a);
+    }
+    out
 }
 
-fn value_of(args: &[OsString], flag: &str) -> Option<String> {
-    let pos = args.iter().position(|a| a == flag)?;
-    args.get(pos + 1)?.to_str().map(str::to_owned)
+/// The PTX input, found among ptxas's operands whatever options clang or the user
+/// (`-Xcuda-ptxas`) put around it; Err says why there is none to rewrite.
+fn input_of(args: &[OsString]) -> Result<PathBuf, String> {
+    let ptx: Vec<&OsString> = operands(args)
+        .into_iter()
+        .filter(|a| {
+            Path::new(a)
+                .extension()
+                .is_some_and(|x| x == "s" || x == "ptx")
+        })
+        .collect();
+    match ptx.as_slice() {
+        [one] => Ok(PathBuf::from(one)),
+        [] => Err("ptxas was given no PTX file (.s or .ptx) r3 could find".into()),
+        many => Err(format!(
+            "ptxas was given {} PTX files, and r3 rewrites one",
+            many.len()
+        )),
+    }
+}
+
+/// The architecture ptxas assembles for (`--gpu-name sm_90`, `-arch=sm_90`, ...).
+fn gpu_name(args: &[OsString]) -> Option<String> {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    args.iter().enumerate().rev().find_map(|(i, a)| {
+        for flag in ["--gpu-name", "-arch"] {
+            if a == flag {
+                return args.get(i + 1).cloned();
+            }
+            if let Some(v) = a.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
+                return Some(v.to_owned());
+            }
+        }
+        None
+    })
 }
 
 fn run(ptxas: &Path, args: &[OsString]) -> i32 {
@@ -518,6 +625,46 @@ fn run_quiet(ptxas: &Path, args: &[OsString]) -> i32 {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+
+    fn args(line: &str) -> Vec<OsString> {
+        line.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_ptx_input_is_found_whatever_options_surround_it() {
+        let clang = "-m64 -O3 --gpu-name sm_90 --output-file /t/a-sm_90.cubin /t/a-sm_90.s";
+        let input = |extra: &str| super::input_of(&args(&format!("{clang} {extra}")));
+        let want = Ok(PathBuf::from("/t/a-sm_90.s"));
+        assert_eq!(input(""), want);
+        // -Xcuda-ptxas options come after the input; -fgpu-rdc adds -c.
+        assert_eq!(input("--maxrregcount=64"), want);
+        assert_eq!(input("--maxrregcount 64"), want);
+        assert_eq!(input("-v"), want);
+        assert_eq!(input("-c"), want);
+        assert_eq!(input("--fmad false -dlcm ca"), want);
+        // An output named like PTX is not the input.
+        let out_s = super::input_of(&args("--gpu-name sm_90 -o /t/x.s /t/in.ptx"));
+        assert_eq!(out_s, Ok(PathBuf::from("/t/in.ptx")));
+        assert!(super::input_of(&args("--gpu-name sm_90 -o /t/x.cubin"))
+            .unwrap_err()
+            .contains("no PTX file"));
+        assert!(super::input_of(&args("/t/a.s /t/b.s"))
+            .unwrap_err()
+            .contains("2 PTX files"));
+    }
+
+    #[test]
+    fn the_architecture_is_read_in_each_form_ptxas_takes() {
+        let gpu = |line: &str| super::gpu_name(&args(line));
+        assert_eq!(gpu("--gpu-name sm_90 x.s").as_deref(), Some("sm_90"));
+        assert_eq!(gpu("--gpu-name=sm_80 x.s").as_deref(), Some("sm_80"));
+        assert_eq!(gpu("-arch sm_86 x.s").as_deref(), Some("sm_86"));
+        assert_eq!(gpu("-arch=sm_75 x.s").as_deref(), Some("sm_75"));
+        assert_eq!(gpu("x.s"), None);
+    }
+
     #[test]
     fn ptxas_lines_about_variants_are_left_out_and_the_others_kept() {
         let err = b"ptxas warning : Value of threads per SM for entry _Z1kv__r3_01234567_v1 is out of range\nptxas warning : something of clang's\n";

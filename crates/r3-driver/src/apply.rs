@@ -107,6 +107,7 @@ pub fn summary(dir: &Path) -> Option<String> {
             "r3 cannot check that it ships what was measured; fix: `r3 export` the winners again",
         ),
         (Status::Failed, "apply failed"),
+        (Status::Refused, "refused"),
     ] {
         kept.extend(with(status).map(|o| {
             let detail = o
@@ -116,6 +117,14 @@ pub fn summary(dir: &Path) -> Option<String> {
                 .unwrap_or_default();
             format!("{}{} ({why}{detail})", o.demangled, tag(&o.hash))
         }));
+    }
+    // Refusals beside code that did ship (a variant refused, the generic code applied).
+    for o in all.iter().filter(|o| o.status != Status::Refused) {
+        kept.extend(
+            o.refused
+                .iter()
+                .map(|r| format!("{}{}'s {r}", o.demangled, tag(&o.hash))),
+        );
     }
     if applied.is_empty() && kept.is_empty() {
         return None;

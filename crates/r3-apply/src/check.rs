@@ -1,0 +1,317 @@
+//! What apply refuses to build, whatever a winners file or the store says.
+//!
+//! A winners file is meant to be committed and merged by people, so nothing in it is taken on
+//! trust where a mistake would ship wrong code. The guard a variant runs behind is derived from
+//! its candidate (what the code folds and bounds), never read from the file: a file guard that
+//! disagrees is refused, naming the field. The generic code runs at every launch, so it may
+//! neither fold values nor change the block size, and bounds launches only where the build opts
+//! in (`R3_APPLY_LAUNCH_BOUNDS=1`). Folded values must be exactly the bytes of a scalar
+//! parameter of the kernel as this compile sees it: the runtime compares them byte for byte.
+//!
+//! A refusal costs only its own entry: the kernel keeps clang's code for it (or the other
+//! entries that pass), and the build says why.
+
+use crate::candidate::{Candidate, Specialize};
+use crate::kernel::KernelSignature;
+use crate::plan::{Guard, Variant, Winner};
+use crate::store::winner::Policy;
+
+/// The most variants r3's runtime keeps for one kernel (r3rt.c's `R3_MAX_VARIANTS`): apply
+/// builds no more, so that its note counts only what a launch can take.
+pub const MAX_VARIANTS: usize = 4;
+
+/// The longest folded value the runtime compares: a scalar of at most 8 bytes.
+const MAX_FOLDED_BYTES: u64 = 8;
+
+/// One entry apply did not build, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// "generic code" or "variant N" (from 1, in the file's order for this kernel).
+    pub entry: String,
+    pub why: String,
+}
+
+/// Why the generic entry of a kernel cannot run at every launch, if it cannot.
+pub fn generic(w: &Winner, sig: &KernelSignature, policy: &Policy) -> Option<String> {
+    let c = &w.candidate;
+    if c.specialize.is_some() {
+        return Some(
+            "it folds launch values (`candidate.specialize`), right only for the launches a guard \
+             admits; fix: list it under `variants` with its guard (`r3 export` writes it so)"
+                .into(),
+        );
+    }
+    if let Some(bx) = c.block_x {
+        return Some(format!(
+            "it changes the block size (`candidate.block_x` {bx}), which only a variant's guard may \
+             do; fix: list it under `variants`"
+        ));
+    }
+    if (c.max_threads.is_some() || c.min_blocks_per_sm.is_some()) && !policy.launch_bounds {
+        return Some(format!(
+            "it bounds launches (`candidate.max_threads` {}) without a guard; fix: list it under \
+             `variants`, or build with R3_APPLY_LAUNCH_BOUNDS=1 if no launch has more threads",
+            c.max_threads.map_or("unset".into(), |n| n.to_string())
+        ));
+    }
+    folded(c, sig).err()
+}
+
+/// The guard a variant runs behind (derived from its candidate), or why it cannot ship.
+pub fn variant(v: &Variant, sig: &KernelSignature) -> Result<Guard, String> {
+    let c = &v.winner.candidate;
+    if !c.guarded() {
+        return Err(
+            "its candidate neither folds values nor bounds launches, so it needs no guard; fix: \
+             list it under `kernels`"
+                .into(),
+        );
+    }
+    let derived = Guard::of(c);
+    let differs = guard_differences(&v.guard, &derived);
+    if !differs.is_empty() {
+        return Err(format!(
+            "its guard disagrees with its candidate in {} (the guard must state what the code \
+             folds and bounds); fix: `r3 export` the winners again",
+            differs.join(", ")
+        ));
+    }
+    folded(c, sig)?;
+    Ok(derived)
+}
+
+/// The guard fields whose value in the file is not the candidate's.
+fn guard_differences(file: &Guard, derived: &Guard) -> Vec<&'static str> {
+    let (f, d) = (file.values.as_ref(), derived.values.as_ref());
+    let mut out = Vec::new();
+    if file.max_threads != derived.max_threads {
+        out.push("max_threads");
+    }
+    if file.block_x != derived.block_x {
+        out.push("block_x");
+    }
+    if f.map(|s| &s.args) != d.map(|s| &s.args) {
+        out.push("values.args");
+    }
+    if f.and_then(|s| s.block) != d.and_then(|s| s.block) {
+        out.push("values.block");
+    }
+    if f.and_then(|s| s.grid) != d.and_then(|s| s.grid) {
+        out.push("values.grid");
+    }
+    out
+}
+
+/// Whether the values a candidate folds are ones the runtime can compare exactly: each a
+/// scalar parameter of the kernel, once, in order, given as lowercase hex of exactly its size;
+/// folded dimensions are positive.
+pub fn folded(c: &Candidate, sig: &KernelSignature) -> Result<(), String> {
+    let Some(s) = &c.specialize else {
+        return Ok(());
+    };
+    dims(s)?;
+    let foldable = crate::lower::specialize::foldable(sig);
+    let mut last = None;
+    for a in &s.args {
+        if last.is_some_and(|l| a.index <= l) {
+            return Err(format!(
+                "it folds parameter {} out of order or twice",
+                a.index
+            ));
+        }
+        last = Some(a.index);
+        let Some(p) = usize::try_from(a.index)
+            .ok()
+            .and_then(|i| sig.params.get(i))
+        else {
+            return Err(format!(
+                "it folds parameter {}, and the kernel has {} parameters",
+                a.index,
+                sig.params.len()
+            ));
+        };
+        // The same parameters the search may fold, so that apply accepts nothing it would not.
+        if !foldable.contains(&a.index) || p.size > MAX_FOLDED_BYTES {
+            return Err(format!(
+                "it folds parameter {} ({}, {} bytes), which is not a scalar r3 folds",
+                a.index, p.llvm_type, p.size
+            ));
+        }
+        hex(&a.hex, p.size).map_err(|e| format!("parameter {}'s value {e}", a.index))?;
+    }
+    Ok(())
+}
+
+fn dims(s: &Specialize) -> Result<(), String> {
+    for (what, d) in [("block", s.block), ("grid", s.grid)] {
+        if d.is_some_and(|d| d.contains(&0)) {
+            return Err(format!("it folds a {what} with a zero dimension"));
+        }
+    }
+    Ok(())
+}
+
+/// Lowercase hex of exactly `size` bytes, and nothing else (no sign, no space, no newline).
+fn hex(text: &str, size: u64) -> Result<(), String> {
+    let ok_chars = text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !ok_chars {
+        return Err(format!("{text:?} is not lowercase hex"));
+    }
+    if text.len() as u64 != 2 * size {
+        return Err(format!(
+            "{text:?} has {} hex digits, and the parameter has {size} bytes ({} digits)",
+            text.len(),
+            2 * size
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::candidate::FoldedArg;
+    use crate::kernel::Param;
+
+    fn param(index: u32, llvm_type: &str, size: u64, pointer: bool) -> Param {
+        Param {
+            index,
+            llvm_type: llvm_type.into(),
+            size,
+            align: size.max(1),
+            pointer,
+            address_space: pointer.then_some(1),
+            byval: None,
+        }
+    }
+
+    /// `axpy(float a, float *x, int n)`.
+    fn sig() -> KernelSignature {
+        let mut s: KernelSignature = serde_json::from_value(serde_json::json!({
+            "name": "_Z4axpyfPfi", "demangled": "axpy(float, float*, int)", "arch": "sm_90",
+            "params": []
+        }))
+        .expect("a signature with defaults");
+        s.params = vec![
+            param(0, "float", 4, false),
+            param(1, "ptr", 8, true),
+            param(2, "i32", 4, false),
+        ];
+        s
+    }
+
+    fn specialized(args: Vec<FoldedArg>) -> Candidate {
+        Candidate {
+            specialize: Some(Specialize {
+                args,
+                block: Some([256, 1, 1]),
+                grid: None,
+            }),
+            ..Candidate::baseline()
+        }
+    }
+
+    fn arg(index: u32, hex: &str) -> FoldedArg {
+        FoldedArg {
+            index,
+            hex: hex.into(),
+        }
+    }
+
+    #[test]
+    fn folded_values_are_whole_scalars_of_the_kernel() {
+        let s = sig();
+        assert_eq!(folded(&specialized(vec![arg(2, "00020000")]), &s), Ok(()));
+        let refused = |args| folded(&specialized(args), &s).unwrap_err();
+        assert!(refused(vec![arg(99, "00020000")]).contains("has 3 parameters"));
+        assert!(refused(vec![arg(u32::MAX, "00020000")]).contains("has 3 parameters"));
+        // "00" would match every n whose low byte is 0.
+        assert!(refused(vec![arg(2, "00")]).contains("4 bytes (8 digits)"));
+        assert!(refused(vec![arg(2, "00000000000000000000")]).contains("4 bytes"));
+        assert!(refused(vec![arg(2, "0002\n000")]).contains("not lowercase hex"));
+        assert!(refused(vec![arg(2, "0002 000")]).contains("not lowercase hex"));
+        assert!(refused(vec![arg(1, "0000000000000000")]).contains("not a scalar r3 folds"));
+        assert!(refused(vec![arg(2, "00020000"), arg(2, "00020000")]).contains("twice"));
+        let zero_block = Candidate {
+            specialize: Some(Specialize {
+                args: vec![],
+                block: Some([0, 1, 1]),
+                grid: None,
+            }),
+            ..Candidate::baseline()
+        };
+        assert!(folded(&zero_block, &s)
+            .unwrap_err()
+            .contains("zero dimension"));
+    }
+
+    fn winner(c: Candidate) -> Winner {
+        serde_json::from_value(serde_json::json!({
+            "hash": "0123456789abcdef", "name": "_Z4axpyfPfi", "demangled": "axpy",
+            "arch": "sm_90", "gpu": "g", "driver": "d",
+            "candidate": c, "ptx_isa": null, "ptx_hash": "p", "trial": 1, "speedup": 1.5,
+            "confirmed_speedup": null, "r3_version": "0"
+        }))
+        .expect("a winner")
+    }
+
+    #[test]
+    fn a_guard_is_the_candidates_or_the_variant_is_refused() {
+        let c = specialized(vec![arg(2, "00020000")]);
+        let v = |guard: Guard| Variant {
+            winner: winner(c.clone()),
+            guard,
+        };
+        assert_eq!(variant(&v(Guard::of(&c)), &sig()), Ok(Guard::of(&c)));
+        let empty = Guard {
+            max_threads: None,
+            block_x: None,
+            values: None,
+        };
+        let e = variant(&v(empty), &sig()).unwrap_err();
+        assert!(e.contains("values.args, values.block"), "{e}");
+        let mut other = Guard::of(&c);
+        other.values.as_mut().unwrap().args[0].hex = "00040000".into();
+        let e = variant(&v(other), &sig()).unwrap_err();
+        assert!(e.contains("in values.args"), "{e}");
+        let plain = Variant {
+            winner: winner(Candidate::baseline()),
+            guard: Guard::of(&Candidate::baseline()),
+        };
+        assert!(variant(&plain, &sig())
+            .unwrap_err()
+            .contains("needs no guard"));
+    }
+
+    #[test]
+    fn the_generic_code_neither_folds_nor_bounds_unless_the_build_opts_in() {
+        let policy = Policy::default();
+        assert_eq!(
+            generic(&winner(Candidate::baseline()), &sig(), &policy),
+            None
+        );
+        let c = specialized(vec![arg(2, "00020000")]);
+        assert!(generic(&winner(c), &sig(), &policy)
+            .unwrap()
+            .contains("folds launch values"));
+        let bounded = Candidate {
+            max_threads: Some(256),
+            ..Candidate::baseline()
+        };
+        assert!(generic(&winner(bounded.clone()), &sig(), &policy)
+            .unwrap()
+            .contains("R3_APPLY_LAUNCH_BOUNDS=1"));
+        let opted = Policy {
+            launch_bounds: true,
+            ..Policy::default()
+        };
+        assert_eq!(generic(&winner(bounded), &sig(), &opted), None);
+        let wider = Candidate {
+            block_x: Some(512),
+            ..Candidate::baseline()
+        };
+        assert!(generic(&winner(wider), &sig(), &opted)
+            .unwrap()
+            .contains("block size"));
+    }
+}
