@@ -174,11 +174,11 @@ enum Cmd {
         simulate: Vec<PathBuf>,
         /// One worker per GPU of this node (`all`, or ordinals such as 0,1): each takes the
         /// kernels no other worker holds, so identical GPUs share the work.
-        #[arg(long, value_name = "all|0,1,...")]
-        gpus: Option<String>,
+        #[arg(long, value_name = "all|0,1,...", value_parser = r3::remix::fleet::parse_gpu_spec)]
+        gpus: Option<r3::remix::fleet::GpuSpec>,
         /// Print a Slurm batch script for a job array of N tasks, one GPU each, every task a
         /// worker on this store (a shared filesystem), and exit.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         emit_sbatch: Option<u32>,
         #[command(flatten)]
         measure: MeasureHow,
@@ -1063,12 +1063,12 @@ fn say(line: r3::remix::session::Line) {
 }
 
 /// `--gpus`: one worker process per GPU, each this same command.
-fn tune_per_gpu(spec: &str) -> Result<i32> {
+fn tune_per_gpu(spec: &r3::remix::fleet::GpuSpec) -> Result<i32> {
     let count = match r3::device::probe() {
         r3::device::GpuStatus::Present { gpus, .. } => gpus.len(),
         _ => 0,
     };
-    let gpus = r3::remix::fleet::parse_gpus(spec, count).map_err(anyhow::Error::msg)?;
+    let gpus = spec.ordinals(count).map_err(anyhow::Error::msg)?;
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--all") {
         anyhow::bail!("--gpus spreads the kernels of --all over the GPUs: add --all");
@@ -1101,7 +1101,7 @@ fn emit_sbatch_script(store: Option<&Path>, cwd: &Path, tasks: u32) -> Result<i3
             &exe.to_string_lossy(),
             &root.to_string_lossy(),
             &args,
-            tasks.max(1)
+            tasks
         )
     );
     Ok(0)

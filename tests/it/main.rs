@@ -6,6 +6,7 @@ mod build_tools;
 mod catalog;
 mod census;
 mod cli;
+mod cli_values;
 mod cmake;
 mod corpus;
 mod dispatch;

@@ -53,30 +53,48 @@ pub fn left_because(label: &str, claim: &Claim) -> Option<String> {
     }
 }
 
-/// The GPUs `--gpus` names: `all` (the `count` the driver reports) or a list of ordinals.
-pub fn parse_gpus(spec: &str, count: usize) -> Result<Vec<usize>, String> {
-    if count == 0 {
-        return Err(format!("--gpus {spec}: no GPU on this machine"));
-    }
+/// The GPUs `--gpus` names, as written: `all`, or ordinals (repeats dropped, order kept).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuSpec {
+    All,
+    Ordinals(Vec<usize>),
+}
+
+/// `--gpus` as the command line parses it: a value that names no GPU is a usage error about
+/// the value, before any GPU is probed (else a typo on a machine without GPUs reads "no GPU").
+pub fn parse_gpu_spec(spec: &str) -> Result<GpuSpec, String> {
     if spec == "all" {
-        return Ok((0..count).collect());
+        return Ok(GpuSpec::All);
     }
     let mut out = Vec::new();
     for part in spec.split(',') {
         let n: usize = part.trim().parse().map_err(|_| {
-            format!("--gpus {spec}: `{part}` is not a GPU ordinal; e.g. --gpus all or --gpus 0,1")
+            format!("`{part}` is not a GPU ordinal; give `all` or ordinals such as 0 or 0,1")
         })?;
-        if n >= count {
-            return Err(format!(
-                "--gpus {spec}: GPU {n} does not exist ({count} on this machine, 0 to {})",
-                count.saturating_sub(1)
-            ));
-        }
         if !out.contains(&n) {
             out.push(n);
         }
     }
-    Ok(out)
+    Ok(GpuSpec::Ordinals(out))
+}
+
+impl GpuSpec {
+    /// The ordinals this names on a machine the driver reports `count` GPUs on.
+    pub fn ordinals(&self, count: usize) -> Result<Vec<usize>, String> {
+        if count == 0 {
+            return Err("--gpus: no GPU on this machine".into());
+        }
+        let GpuSpec::Ordinals(list) = self else {
+            return Ok((0..count).collect());
+        };
+        match list.iter().find(|&&n| n >= count) {
+            Some(n) => Err(format!(
+                "--gpus: GPU {n} does not exist ({count} on this machine, 0 to {})",
+                count - 1
+            )),
+            None => Ok(list.clone()),
+        }
+    }
 }
 
 /// The command line of one worker of `--gpus`: the same `r3 tune` with `--gpus` and its value
@@ -197,12 +215,23 @@ mod tests {
 
     #[test]
     fn gpus_are_all_or_ordinals_that_exist() {
-        assert_eq!(parse_gpus("all", 2).unwrap(), [0, 1]);
-        assert_eq!(parse_gpus("1,0,1", 2).unwrap(), [1, 0]);
-        assert!(parse_gpus("2", 2).unwrap_err().contains("does not exist"));
-        assert!(parse_gpus("x", 2).unwrap_err().contains("e.g. --gpus all"));
-        assert!(parse_gpus("all", 0).unwrap_err().contains("no GPU"));
-        assert!(parse_gpus("0,1", 0).unwrap_err().contains("no GPU"));
+        let on = |spec: &str, count| parse_gpu_spec(spec).unwrap().ordinals(count);
+        assert_eq!(on("all", 2).unwrap(), [0, 1]);
+        assert_eq!(on("1,0,1", 2).unwrap(), [1, 0]);
+        assert!(on("2", 2).unwrap_err().contains("does not exist"));
+        assert!(on("all", 0).unwrap_err().contains("no GPU"));
+        assert!(on("0,1", 0).unwrap_err().contains("no GPU"));
+    }
+
+    #[test]
+    fn a_gpus_value_naming_no_gpu_is_refused_whatever_the_machine() {
+        for spec in ["abc", "", "0,", "1;2", "-1"] {
+            let err = parse_gpu_spec(spec).unwrap_err();
+            assert!(
+                err.contains("`all`") && err.contains("0,1"),
+                "{spec}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -37,8 +37,23 @@ fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     out
 }
 
+/// From here a tick label is written in scientific notation: only a broken measurement puts
+/// a speedup this high, and its plain digits (309 at 1e308) would run far past the margin.
+const PLAIN_TICK_BELOW: f64 = 1e5;
+
 fn fmt_tick(v: f64) -> String {
-    let s = format!("{v:.3}");
+    if v.abs() < PLAIN_TICK_BELOW {
+        return trim_zeros(&format!("{v:.3}"));
+    }
+    let s = format!("{v:.3e}");
+    match s.split_once('e') {
+        Some((mantissa, exp)) => format!("{}e{exp}", trim_zeros(mantissa)),
+        None => s, // inf or NaN: short already
+    }
+}
+
+/// `1.200` as `1.2`, `2.000` as `2`, `-0.000` as `0`.
+fn trim_zeros(s: &str) -> String {
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s.is_empty() || s == "-0" {
         "0".into()
@@ -64,6 +79,18 @@ pub fn convergence(title: &str, x_label: &str, points: &[Point]) -> String {
         xs.clone().fold(f64::INFINITY, f64::min).min(0.0),
         xs.fold(f64::NEG_INFINITY, f64::max).max(1.0),
     );
+    // A speedup of inf (a time ratio that underflows) has no place on an axis: it would make
+    // every coordinate NaN, so it is left off the plot (the tables still show it).
+    let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
+    let points: Vec<Point> = points
+        .iter()
+        .map(|p| Point {
+            y: finite(p.y),
+            best: finite(p.best),
+            ..*p
+        })
+        .collect();
+    let points = &points[..];
     let ys = points.iter().flat_map(|p| p.y.into_iter().chain(p.best));
     let (mut y0, mut y1) = ys.fold((1.0f64, 1.0f64), |(a, b), y| (a.min(y), b.max(y)));
     let pad = ((y1 - y0) * 0.08).max(0.02);
@@ -191,5 +218,24 @@ mod tests {
         );
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
         assert_eq!(svg.matches("<circle").count(), 3); // two trials and the legend
+    }
+
+    /// Issue 56: a speedup of 1e308 (a time ratio near 0) labelled its ticks with 309 digits,
+    /// and an infinite one made every coordinate NaN.
+    #[test]
+    fn absurd_speedups_keep_the_plot_readable() {
+        assert_eq!(fmt_tick(2e307), "2e307");
+        assert_eq!(fmt_tick(1.02e308), "1.02e308");
+        assert_eq!(fmt_tick(12500.0), "12500");
+        for y in [1e308, f64::INFINITY, f64::NAN] {
+            let at = |x: f64, y: f64| Point {
+                x,
+                y: Some(y),
+                best: Some(y),
+            };
+            let svg = convergence("t", "trial", &[at(0.0, 1.0), at(1.0, y)]);
+            let longest = svg.split(['<', '>', '"', ' ']).map(str::len).max().unwrap();
+            assert!(longest < 40 && !svg.contains("NaN"), "{y}: {svg}");
+        }
     }
 }
