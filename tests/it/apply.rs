@@ -434,6 +434,40 @@ fn a_winners_file_cannot_ship_code_behind_a_guard_that_is_not_its_candidates() {
     assert!(note.contains("+1 guarded variant at launch"), "{note}");
     assert!(ptx.contains("__r3_") && table, "the variant is built");
 
+    // A winners file that can be read only once (a pipe, `--r3-apply=<(...)`) applies as a
+    // file does: the driver reads it once and the shim reads its copy.
+    let piped = d.join("piped");
+    std::fs::create_dir_all(&piped).unwrap();
+    let mut child = cuda_driver(&driver_links(d), &empty)
+        .arg("-I")
+        .arg(repo().join("llvm-ir-corpus/common"))
+        .arg(&src)
+        .args(["-o", "scan", "-save-temps", "--r3-apply=/dev/stdin"])
+        .args(cudart_link())
+        .envs(sim.iter().copied())
+        .current_dir(&piped)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let own = with(
+        vec![generic.clone()],
+        vec![r3::apply::plan::Guard::of(&spec)],
+    );
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        serde_json::to_string(&own).unwrap().as_bytes(),
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("+1 guarded variant at launch"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(piped.join(PTX)), ptx, "the same build as from a file");
+
     // Folded or launch-bounded code listed as the generic entry would run at every launch.
     let (note, ptx, _) = apply(
         "folded-generic",

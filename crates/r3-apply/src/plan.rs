@@ -120,6 +120,68 @@ pub struct WinnersFile {
     /// to the rewrite's hash, whose own winner is in `kernels`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rewrites: Vec<Rewrite>,
+    /// Entries of `kernels` and `variants` this r3 cannot read: each costs only its kernel.
+    #[serde(skip)]
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// An entry of a winners file that does not read as a winner: most often a field that a newer
+/// r3 added to a candidate. Every field of a candidate says how the code is built, so such an
+/// entry is refused rather than built without it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreadable {
+    /// "kernels" or "variants", and the entry's place there (from 0).
+    pub list: &'static str,
+    pub index: usize,
+    /// The kernel it is for, where the entry names one.
+    pub hash: Option<String>,
+    pub why: String,
+}
+
+impl WinnersFile {
+    /// A winners file's text (a UTF-8 byte-order mark, as some editors write, is skipped). The
+    /// file as a whole must read; an entry that does not is kept in `unreadable`.
+    pub fn parse(bytes: &[u8]) -> Result<WinnersFile, String> {
+        let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        let mut v: serde_json::Value = serde_json::from_slice(text).map_err(|e| e.to_string())?;
+        let (kernels, variants) = (take_list(&mut v, "kernels"), take_list(&mut v, "variants"));
+        let mut f: WinnersFile = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        f.kernels = entries(kernels, "kernels", &mut f.unreadable);
+        f.variants = entries(variants, "variants", &mut f.unreadable);
+        Ok(f)
+    }
+}
+
+/// The entries of one list, taken out of the file's value (an empty list left in its place).
+fn take_list(v: &mut serde_json::Value, list: &str) -> Vec<serde_json::Value> {
+    match v.get_mut(list) {
+        Some(serde_json::Value::Array(a)) => std::mem::take(a),
+        _ => Vec::new(),
+    }
+}
+
+fn entries<T: serde::de::DeserializeOwned>(
+    values: Vec<serde_json::Value>,
+    list: &'static str,
+    unreadable: &mut Vec<Unreadable>,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    for (index, v) in values.into_iter().enumerate() {
+        let hash = v.get("hash").and_then(|h| h.as_str()).map(str::to_owned);
+        match serde_json::from_value(v) {
+            Ok(t) => out.push(t),
+            Err(e) => unreadable.push(Unreadable {
+                list,
+                index,
+                hash,
+                why: format!(
+                    "{e}: this r3 ({}) cannot read it; fix: build with the r3 that exported it",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            }),
+        }
+    }
+    out
 }
 
 /// A source rewrite in a winners file.
@@ -151,12 +213,21 @@ pub enum Source {
 
 impl Source {
     pub fn file(path: &Path) -> Result<Source, PlanError> {
+        let text = std::fs::read(path).map_err(|e| PlanError::File {
+            path: path.to_owned(),
+            msg: e.to_string(),
+        })?;
+        Source::file_text(path, &text)
+    }
+
+    /// A winners file already read (`path` names it in errors): the driver reads a file once,
+    /// so that a pipe or process substitution (`--r3-apply=<(...)`) applies as a file does.
+    pub fn file_text(path: &Path, text: &[u8]) -> Result<Source, PlanError> {
         let err = |msg: String| PlanError::File {
             path: path.to_owned(),
             msg,
         };
-        let text = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-        let f: WinnersFile = serde_json::from_slice(&text).map_err(|e| err(e.to_string()))?;
+        let f = WinnersFile::parse(text).map_err(err)?;
         if f.schema != SCHEMA || f.schema_version != SCHEMA_VERSION {
             return Err(err(format!(
                 "schema {} version {}, this r3 reads {SCHEMA} version {SCHEMA_VERSION}",
@@ -217,6 +288,16 @@ impl Source {
 /// (a bad merge) are refused together, since nothing says which one was meant.
 fn plan_in_file(f: &WinnersFile, k: &KernelRecord, policy: &Policy) -> Planned {
     let mut plan = Planned::default();
+    for u in f
+        .unreadable
+        .iter()
+        .filter(|u| u.hash.as_deref() == Some(k.hash.as_str()))
+    {
+        plan.refused.push(Refusal {
+            entry: format!("`{}` entry {}", u.list, u.index),
+            why: u.why.clone(),
+        });
+    }
     let generic: Vec<&Winner> = f.kernels.iter().filter(|w| w.hash == k.hash).collect();
     match generic.as_slice() {
         [] => {}
@@ -413,6 +494,41 @@ mod tests {
             measure_ms: 0.0,
             finished_unix_ms: 0,
         }
+    }
+
+    #[test]
+    fn a_winners_file_reads_past_a_bom_and_an_entry_it_cannot_read_costs_only_that_entry() {
+        let winner = |hash: &str, candidate: serde_json::Value| {
+            serde_json::json!({
+                "hash": hash, "name": "_Z1kv", "demangled": "k()", "arch": "sm_90",
+                "gpu": "g", "driver": "d", "candidate": candidate, "ptx_isa": null,
+                "ptx_hash": "p", "trial": 1, "speedup": 1.5, "confirmed_speedup": null,
+                "r3_version": "0", "a_field_of_a_newer_r3": [1, 2]
+            })
+        };
+        let file = serde_json::json!({
+            "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "created_by": "r3",
+            "llvm_version": "22", "a_top_level_field_of_a_newer_r3": true,
+            "kernels": [
+                winner("aaaa", serde_json::json!({"pipeline": "default<O2>"})),
+                winner("bbbb", serde_json::json!({"pipeline": "default<O2>", "vectorize": 8})),
+            ]
+        });
+        let mut bytes = b"\xEF\xBB\xBF".to_vec();
+        bytes.extend(file.to_string().bytes());
+        let f = WinnersFile::parse(&bytes).unwrap();
+        // Fields outside a candidate are for people and later tools: ignored.
+        assert_eq!(f.kernels.len(), 1);
+        assert_eq!(f.kernels[0].hash.as_str(), "aaaa");
+        // A candidate's field changes the code: its entry is refused, by name.
+        assert_eq!(f.unreadable.len(), 1);
+        let u = &f.unreadable[0];
+        assert_eq!(
+            (u.list, u.index, u.hash.as_deref()),
+            ("kernels", 1, Some("bbbb"))
+        );
+        assert!(u.why.contains("unknown field `vectorize`"), "{}", u.why);
+        assert!(WinnersFile::parse(b"\xEF\xBB\xBF{").is_err());
     }
 
     #[test]

@@ -15,7 +15,12 @@ pub type Env = Vec<(&'static str, OsString)>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WinnersFrom {
     Store(PathBuf),
-    File(PathBuf),
+    /// A winners file, read once by the driver (a pipe or process substitution cannot be read
+    /// twice): each compile's shim reads the copy in its own apply directory.
+    File {
+        path: PathBuf,
+        text: Vec<u8>,
+    },
 }
 
 /// Arguments and environment for a compile that applies winners; the shim's link to r3 and the
@@ -35,7 +40,11 @@ pub fn prepare(
     std::os::unix::fs::symlink(&exe, &link).map_err(|e| format!("{}: {e}", link.display()))?;
     let from = match from {
         WinnersFrom::Store(s) => format!("store:{}", s.display()),
-        WinnersFrom::File(f) => format!("file:{}", f.display()),
+        WinnersFrom::File { text, .. } => {
+            let copy = dir.join("winners.json");
+            std::fs::write(&copy, text).map_err(|e| format!("{}: {e}", copy.display()))?;
+            format!("file:{}", copy.display())
+        }
     };
     let mut args = vec![OsString::from(format!("--ptxas-path={}", link.display()))];
     if has_host_side(clang_args) {

@@ -18,6 +18,73 @@ pub struct R3Options {
     pub unknown: Vec<String>,
 }
 
+/// Response files nest at most this deep, as clang's own limit stops a file that names itself.
+const MAX_RESPONSE_DEPTH: usize = 20;
+
+/// The command line with each `@file` replaced by the arguments in it, as clang reads them
+/// (GNU quoting; nested files too), so that r3 sees the flags a build keeps in response files
+/// (`--cuda-path`, `-MF`, sources). An `@file` that cannot be read stays as written: clang says
+/// why.
+pub fn expand_response_files(args: Vec<OsString>, cwd: &Path) -> Vec<OsString> {
+    expand_at(args, cwd, 0)
+}
+
+fn expand_at(args: Vec<OsString>, base: &Path, depth: usize) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    for a in args {
+        let file = a
+            .to_str()
+            .and_then(|s| s.strip_prefix('@'))
+            .map(PathBuf::from);
+        let text = file
+            .as_ref()
+            .filter(|_| depth < MAX_RESPONSE_DEPTH)
+            .and_then(|f| std::fs::read(base.join(f)).ok());
+        match (file, text) {
+            (Some(f), Some(text)) => {
+                let words = gnu_words(&String::from_utf8_lossy(&text));
+                // A nested file is found beside the file that names it, as clang finds it.
+                let dir = base
+                    .join(&f)
+                    .parent()
+                    .map_or(base.to_owned(), Path::to_owned);
+                out.extend(expand_at(words, &dir, depth + 1));
+            }
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
+/// Splits a response file's text as LLVM's GNU tokenizer does: whitespace separates words;
+/// single and double quotes group and are removed; a backslash takes the next character as it
+/// is, inside quotes too. (Shell-word crates follow POSIX, where a backslash is literal inside
+/// single quotes, so they would split some files otherwise than clang.)
+fn gnu_words(text: &str) -> Vec<OsString> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (c, quote) {
+            ('\\', _) => {
+                let w = word.get_or_insert_with(String::new);
+                w.extend(chars.next());
+            }
+            (q, Some(open)) if q == open => quote = None,
+            (c, Some(_)) => word.get_or_insert_with(String::new).push(c),
+            ('"' | '\'', None) => {
+                quote = Some(c);
+                word.get_or_insert_with(String::new);
+            }
+            (c, None) if c.is_whitespace() => words.extend(word.take().map(OsString::from)),
+            (c, None) => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word.map(OsString::from));
+    words
+}
+
 /// Splits r3's options from clang's.
 pub fn split_r3_options(args: Vec<OsString>) -> (R3Options, Vec<OsString>) {
     let mut opts = R3Options::default();
@@ -251,6 +318,47 @@ mod tests {
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn response_files_are_read_as_clang_reads_them() {
+        let words = |t: &str| gnu_words(t);
+        assert_eq!(
+            words("-c  a.cu\n-o 'a b.o'"),
+            os(&["-c", "a.cu", "-o", "a b.o"])
+        );
+        assert_eq!(
+            words(r#"-DX="1 2" -DY=\" '' a\ b"#),
+            os(&["-DX=1 2", "-DY=\"", "", "a b"])
+        );
+        assert_eq!(words(r#"'it\'s'"#), os(&["it's"]));
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        std::fs::write(d.join("sub/inner.rsp"), "--cuda-path=/sdk").unwrap();
+        std::fs::write(d.join("sub/outer.rsp"), "-x cuda @inner.rsp k.cu").unwrap();
+        std::fs::write(d.join("self.rsp"), "@self.rsp").unwrap();
+        let args = os(&["-c", "@sub/outer.rsp", "@missing.rsp", "-o", "k.o"]);
+        let expanded = expand_response_files(args, d);
+        assert_eq!(
+            expanded,
+            os(&[
+                "-c",
+                "-x",
+                "cuda",
+                "--cuda-path=/sdk",
+                "k.cu",
+                "@missing.rsp",
+                "-o",
+                "k.o"
+            ])
+        );
+        assert!(may_compile_cuda(&expanded));
+        // A file that names itself stops at the depth limit instead of looping.
+        assert_eq!(
+            expand_response_files(os(&["@self.rsp"]), d),
+            os(&["@self.rsp"])
+        );
     }
 
     #[test]

@@ -76,6 +76,9 @@ impl Compiler {
 
 /// The driver proper, for `compiler` and the command line after it.
 pub fn run(compiler: &Compiler, args: Vec<OsString>) -> i32 {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    // Read through response files: a build that keeps its flags in one is seen whole.
+    let args = args::expand_response_files(args, &cwd);
     let (opts, mut clang_args) = args::split_r3_options(args);
     if !opts.unknown.is_empty() {
         warn(&format!(
@@ -93,7 +96,6 @@ pub fn run(compiler: &Compiler, args: Vec<OsString>) -> i32 {
     if let Some(code) = probe::cmake_compiler_check(compiler, &clang_args) {
         return code;
     }
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     // Read once: the store's location, apply and the dependency file all follow from it.
     let found = store::config::find(&cwd);
     if let Err(e) = &found {
@@ -165,24 +167,41 @@ fn winners_from(
     let file = match &opts.apply {
         Some(f) => f.clone(),
         None => match std::env::var_os("R3_APPLY").filter(|v| !v.is_empty()) {
-            Some(v) if v == "0" => return Ok(None),
-            Some(v) if v == "1" => None,
-            Some(v) => Some(PathBuf::from(v)),
+            Some(v) => match switch_word(&v) {
+                Some(false) => return Ok(None),
+                Some(true) => None,
+                None => Some(PathBuf::from(v)),
+            },
             None if config.is_some_and(|c| c.config.apply) => None,
             None => return Ok(None),
         },
     };
     match file {
         Some(f) => {
-            let f = cwd.join(f);
-            r3_apply::plan::Source::file(&f).map_err(|e| {
+            let path = cwd.join(f);
+            let cannot = |e: String| {
                 format!("tuned kernels cannot be applied: {e} (or name no file: --r3-apply or R3_APPLY=1 applies the store's winners)")
-            })?;
-            Ok(Some(apply::WinnersFrom::File(f)))
+            };
+            let text =
+                std::fs::read(&path).map_err(|e| cannot(format!("{}: {e}", path.display())))?;
+            r3_apply::plan::Source::file_text(&path, &text).map_err(|e| cannot(e.to_string()))?;
+            Ok(Some(apply::WinnersFrom::File { path, text }))
         }
         None => Ok(Some(apply::WinnersFrom::Store(
             locate().map_err(|e| e.to_string())?.path,
         ))),
+    }
+}
+
+/// `R3_APPLY`'s words for on and off, as build systems spell booleans (CMake's `ON`, `yes`,
+/// `true`); None for anything else, which names a winners file (`./on` names a file called
+/// `on`).
+fn switch_word(v: &std::ffi::OsStr) -> Option<bool> {
+    let v = v.to_str()?.to_ascii_lowercase();
+    match v.as_str() {
+        "1" | "on" | "yes" | "true" => Some(true),
+        "0" | "off" | "no" | "false" => Some(false),
+        _ => None,
     }
 }
 
@@ -199,6 +218,15 @@ fn name_what_decides(how: &How, config: Option<&store::config::Found>) {
         deps.push(stamp);
     }
     deps.extend(config.map(|c| c.path.clone()));
+    // A winners file decides what ships as the stamp does; a pipe is no file to depend on.
+    if let Some(apply::WinnersFrom::File { path, .. }) = how.apply {
+        deps.extend(
+            std::fs::metadata(path)
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|_| path.clone()),
+        );
+    }
     if let Err(e) = depfile::add(&dep, &deps) {
         warn(&format!(
             "{} does not name r3's winners (a rebuild after tuning may not apply them): {e}",
@@ -504,4 +532,21 @@ fn exit_code(status: ExitStatus) -> i32 {
     status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn r3_apply_takes_the_words_build_systems_use_for_on_and_off() {
+        let word = |w: &str| super::switch_word(std::ffi::OsStr::new(w));
+        for on in ["1", "ON", "on", "Yes", "TRUE"] {
+            assert_eq!(word(on), Some(true), "{on}");
+        }
+        for off in ["0", "OFF", "no", "False"] {
+            assert_eq!(word(off), Some(false), "{off}");
+        }
+        for file in ["w.json", "./on", "onward"] {
+            assert_eq!(word(file), None, "{file}");
+        }
+    }
 }

@@ -51,5 +51,6 @@ pub fn winners(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError>
         kernels,
         variants,
         rewrites,
+        unreadable: Vec::new(),
     })
 }
