@@ -506,3 +506,134 @@ fn a_winners_file_cannot_ship_code_behind_a_guard_that_is_not_its_candidates() {
     assert!(note.contains("2 entries for it under `kernels`"), "{note}");
     assert_eq!(ptx, read(d.join("plain").join(PTX)));
 }
+
+/// Apply finds the PTX and the sources whatever the command line: options around ptxas's input
+/// (`-Xcuda-ptxas`, `-fgpu-rdc`'s `-c`), flags kept in a response file, and several sources in
+/// one compile, each object with its own kernels' code.
+#[test]
+fn apply_finds_the_ptx_and_the_sources_whatever_the_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = d.join("store");
+    let links = driver_links(d);
+    let common = repo().join("llvm-ir-corpus/common");
+    for (name, program) in [("a", "scan"), ("b", "saxpy")] {
+        let from = repo().join(format!("llvm-ir-corpus/programs/{program}.cu"));
+        std::fs::copy(from, d.join(format!("{name}.cu"))).unwrap();
+    }
+    let compile = |out: &str, args: &[&str], winners: Option<&Path>| {
+        let at = d.join(out);
+        std::fs::create_dir_all(&at).unwrap();
+        let mut cmd = cuda_driver(&links, &store);
+        cmd.arg("-I")
+            .arg(&common)
+            .args(["-c", "-save-temps"])
+            .args(args);
+        if let Some(w) = winners {
+            cmd.arg(format!("--r3-apply={}", w.display()))
+                .env("R3_APPLY_SIMULATED", "1");
+        }
+        let out = cmd.current_dir(&at).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stderr(&out)
+    };
+    let (a, b) = (d.join("a.cu"), d.join("b.cu"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    compile("record", &[a, b], None);
+    compile("plain", &[a, b, "--r3-off"], None);
+
+    // A winner for one kernel of each source: -O1's code, which differs from clang's -O3.
+    let st = r3::store::Store::open(&store).unwrap();
+    let target = Codegen {
+        sm: "sm_90".into(),
+        ptx: None,
+        opt_level: 3,
+    };
+    let candidate = r3::candidate::Candidate::with_pipeline("default<O1>");
+    let mut kernels = Vec::new();
+    let mut lowered = Vec::new();
+    for name in [TUNED, "_Z12saxpy_kernelmfPKfS0_Pf"] {
+        let k = st
+            .kernels()
+            .unwrap()
+            .into_iter()
+            .find(|k| k.signature.name == name)
+            .unwrap_or_else(|| panic!("{name} captured"));
+        let bitcode = std::fs::read(
+            store
+                .join("kernels")
+                .join(k.hash.as_str())
+                .join("module.bc"),
+        )
+        .unwrap();
+        let l = r3::lower::isolated::lower_in_process(&bitcode, &k.hash, &candidate, &target, None)
+            .unwrap();
+        kernels.push(serde_json::json!({
+            "hash": k.hash, "name": name, "demangled": k.signature.demangled, "arch": "sm_90",
+            "gpu": "sim", "driver": "sim", "candidate": candidate, "ptx_isa": null,
+            "ptx_hash": l.ptx_hash, "trial": 1, "speedup": 1.5, "confirmed_speedup": null,
+            "simulated": true, "r3_version": "0"
+        }));
+        lowered.push((name, l.ptx));
+    }
+    let winners = d.join("w.json");
+    let file = serde_json::json!({
+        "schema": r3::apply::plan::SCHEMA, "schema_version": r3::apply::plan::SCHEMA_VERSION,
+        "created_by": "test", "llvm_version": "22", "kernels": kernels
+    });
+    std::fs::write(&winners, file.to_string()).unwrap();
+    let ptx_of = |out: &str, stem: &str| {
+        read(
+            d.join(out)
+                .join(format!("{stem}-cuda-nvptx64-nvidia-cuda-sm_90.s")),
+        )
+    };
+    let carries_winner = |out: &str, stem: &str, (name, ptx): &(&str, String)| {
+        assert_eq!(
+            entry(&ptx_of(out, stem), name),
+            entry(ptx, name),
+            "{out}: {name}"
+        );
+        assert_ne!(
+            entry(&ptx_of("plain", stem), name),
+            entry(ptx, name),
+            "{name} changes"
+        );
+    };
+
+    // Two sources in one compile: each object carries its own kernel's winner.
+    let note = compile("two", &[a, b], Some(&winners));
+    assert!(
+        note.contains("scan_tile_totals_kernel") && note.contains("saxpy_kernel"),
+        "{note}"
+    );
+    assert!(!note.contains("kept clang's code"), "{note}");
+    carries_winner("two", "a", &lowered[0]);
+    carries_winner("two", "b", &lowered[1]);
+
+    // ptxas's input found among options the user or clang put after it.
+    for (out, flags) in [
+        ("maxrreg", &["-Xcuda-ptxas", "--maxrregcount=64"][..]),
+        ("verbose", &["-Xcuda-ptxas", "-v"][..]),
+        ("rdc", &["-fgpu-rdc"][..]),
+    ] {
+        let mut args = vec![a];
+        args.extend_from_slice(flags);
+        let note = compile(out, &args, Some(&winners));
+        assert!(
+            note.contains("applied tuned code to scan_tile_totals_kernel"),
+            "{out}: {note}"
+        );
+        carries_winner(out, "a", &lowered[0]);
+    }
+
+    // The whole command in a response file.
+    std::fs::write(d.join("flags.rsp"), format!("-Xcuda-ptxas -v\n'{a}'\n")).unwrap();
+    let rsp = format!("@{}", d.join("flags.rsp").display());
+    let note = compile("rsp", &[&rsp], Some(&winners));
+    assert!(
+        note.contains("applied tuned code to scan_tile_totals_kernel"),
+        "{note}"
+    );
+    carries_winner("rsp", "a", &lowered[0]);
+}

@@ -85,6 +85,82 @@ fn gnu_words(text: &str) -> Vec<OsString> {
     words
 }
 
+/// Options whose value is the next argument, among those a CUDA compile line carries: that
+/// argument is no source even when it names a file.
+const VALUE_FLAGS: &[&str] = &[
+    "-o",
+    "-x",
+    "-MF",
+    "-MT",
+    "-MQ",
+    "-MJ",
+    "-include",
+    "-imacros",
+    "-I",
+    "-isystem",
+    "-iquote",
+    "-idirafter",
+    "-D",
+    "-U",
+    "-L",
+    "-l",
+    "-Xclang",
+    "-Xlinker",
+    "-Xarch_host",
+    "-Xarch_device",
+    "-Xcuda-ptxas",
+    "-Xcuda-fatbinary",
+    "-mllvm",
+    "-target",
+    "--language",
+];
+
+/// The CUDA sources a command compiles: `.cu` files, or any file under `-x cuda`, that exist
+/// (the existence check keeps an option's value that r3 does not know from counting).
+pub fn cuda_sources(args: &[OsString], cwd: &Path) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut cuda = false;
+    let mut prev: Option<&str> = None;
+    for (i, a) in args.iter().enumerate() {
+        let s = a.to_string_lossy();
+        let value = prev.is_some_and(|p| VALUE_FLAGS.contains(&p));
+        if value && matches!(prev, Some("-x" | "--language")) {
+            cuda = s == "cuda";
+        } else if let Some(lang) = s.strip_prefix("-x").filter(|l| !l.is_empty()) {
+            cuda = lang == "cuda";
+        } else if !value && !s.starts_with('-') {
+            let path = Path::new(a);
+            let is_cuda = cuda || path.extension().is_some_and(|x| x == "cu");
+            if is_cuda && cwd.join(path).is_file() {
+                out.push(i);
+            }
+        }
+        prev = a.to_str();
+    }
+    out
+}
+
+/// One command per CUDA source for a compile of several (`-c a.cu b.cu`), each with the
+/// others left out: r3 captures and applies per compile, so each source needs its own. None
+/// where the command names one output for all (`-o`) or links them.
+pub fn one_compile_per_source(args: &[OsString], sources: &[usize]) -> Option<Vec<Vec<OsString>>> {
+    let compiles_only = args.iter().any(|a| a == "-c" || a == "-S");
+    if sources.len() < 2 || !compiles_only || output_of(args).is_some() {
+        return None;
+    }
+    let each = sources
+        .iter()
+        .map(|keep| {
+            args.iter()
+                .enumerate()
+                .filter(|(i, _)| i == keep || !sources.contains(i))
+                .map(|(_, a)| a.clone())
+                .collect()
+        })
+        .collect();
+    Some(each)
+}
+
 /// Splits r3's options from clang's.
 pub fn split_r3_options(args: Vec<OsString>) -> (R3Options, Vec<OsString>) {
     let mut opts = R3Options::default();
@@ -358,6 +434,48 @@ mod tests {
         assert_eq!(
             expand_response_files(os(&["@self.rsp"]), d),
             os(&["@self.rsp"])
+        );
+    }
+
+    #[test]
+    fn a_compile_of_several_sources_becomes_one_per_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for f in ["a.cu", "b.cu", "c.cpp", "inc.cu"] {
+            std::fs::write(d.join(f), "").unwrap();
+        }
+        let args = os(&[
+            "-c", "-include", "inc.cu", "a.cu", "-I", "d", "b.cu", "gone.cu", "-O2",
+        ]);
+        let sources = cuda_sources(&args, d);
+        assert_eq!(
+            sources,
+            [3, 6],
+            "neither an option's value nor a missing file"
+        );
+        let each = one_compile_per_source(&args, &sources).unwrap();
+        assert_eq!(
+            each,
+            [
+                os(&["-c", "-include", "inc.cu", "a.cu", "-I", "d", "gone.cu", "-O2"]),
+                os(&["-c", "-include", "inc.cu", "-I", "d", "b.cu", "gone.cu", "-O2"]),
+            ]
+        );
+        // Under -x cuda every source is CUDA; -x none ends it.
+        let args = os(&["-x", "cuda", "c.cpp", "-xnone", "a.cu", "-c"]);
+        assert_eq!(cuda_sources(&args, d), [2, 4]);
+        let args = os(&["-xcuda", "c.cpp", "-x", "c++", "c.cpp"]);
+        assert_eq!(cuda_sources(&args, d), [1]);
+        // One output for all, or a link: not split.
+        let linked = os(&["a.cu", "b.cu", "-o", "app"]);
+        assert_eq!(
+            one_compile_per_source(&linked, &cuda_sources(&linked, d)),
+            None
+        );
+        let named = os(&["-c", "a.cu", "b.cu", "-o", "x.o"]);
+        assert_eq!(
+            one_compile_per_source(&named, &cuda_sources(&named, d)),
+            None
         );
     }
 

@@ -131,21 +131,58 @@ pub fn run(compiler: &Compiler, args: Vec<OsString>) -> i32 {
         store: &store,
         apply: apply.as_ref(),
     };
+    if apply.is_some() {
+        let sources = args::cuda_sources(&clang_args, &cwd);
+        if sources.len() > 1 {
+            return compile_each_source(&how, &sources, config.as_ref());
+        }
+    }
+    compile(&how, config.as_ref())
+}
+
+/// A compile of several CUDA sources with apply: each source compiled on its own, so that each
+/// object gets its own kernels' code and dispatch table (the shim and the host side of one
+/// command share one apply directory). A command that links them, or names one output for
+/// all, compiles with clang's code, and says so.
+fn compile_each_source(how: &How, sources: &[usize], config: Option<&store::config::Found>) -> i32 {
+    let Some(each) = args::one_compile_per_source(how.clang_args, sources) else {
+        warn(&format!(
+            "tuned kernels not applied: {} CUDA sources in one command that links them or names              one output; compile each with -c to apply",
+            sources.len()
+        ));
+        return compile(
+            &How {
+                apply: None,
+                ..*how
+            },
+            config,
+        );
+    };
+    // As clang does: every source is compiled, and the command fails if one did.
+    each.iter()
+        .map(|clang_args| compile(&How { clang_args, ..*how }, config))
+        .fold(0, |first, code| if first != 0 { first } else { code })
+}
+
+/// One compile, captured and (where asked) applied.
+fn compile(how: &How, config: Option<&store::config::Found>) -> i32 {
+    let compiler = how.compiler;
     let code = match plugin::plugin(&compiler.clang) {
         // A cache in front of clang would see the plugin's temporary directory as a new
         // argument each time and never hit: the capture then runs beside it.
-        Ok(so) if compiler.wrapper.is_empty() => compile_with_plugin(&how, &so),
+        Ok(so) if compiler.wrapper.is_empty() => compile_with_plugin(how, &so),
         // Without the plugin, a separate capture compile gets the same IR, at the cost of a
         // second device front end; `r3 doctor` says which one runs and why.
-        _ => compile_with_capture_jobs(&how),
+        _ => compile_with_capture_jobs(how),
     };
     if code == 0 {
-        name_what_decides(&how, config.as_ref());
+        name_what_decides(how, config);
     }
     code
 }
 
 /// One compile command as the driver runs it.
+#[derive(Clone, Copy)]
 struct How<'a> {
     compiler: &'a Compiler,
     clang_args: &'a [OsString],
