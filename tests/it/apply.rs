@@ -627,6 +627,20 @@ fn apply_finds_the_ptx_and_the_sources_whatever_the_flags() {
         carries_winner(out, "a", &lowered[0]);
     }
 
+    // A compilation database entry (-MJ) names the user's command, not r3's temporary files.
+    let mj = d.join("mj.json");
+    let mj_arg = format!("-MJ{}", mj.display());
+    compile("mj", &[a, &mj_arg], Some(&winners));
+    let entries = read(mj.clone());
+    assert!(
+        entries.contains("a.cu") && entries.contains("\"arguments\""),
+        "{entries}"
+    );
+    assert!(
+        !entries.contains("r3-capture") && !entries.contains("r3capture"),
+        "{entries}"
+    );
+
     // The whole command in a response file.
     std::fs::write(d.join("flags.rsp"), format!("-Xcuda-ptxas -v\n'{a}'\n")).unwrap();
     let rsp = format!("@{}", d.join("flags.rsp").display());

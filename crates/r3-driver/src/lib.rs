@@ -13,6 +13,7 @@ use r3_store as store;
 pub mod apply;
 pub mod args;
 pub mod capture;
+pub mod compdb;
 pub mod depfile;
 pub mod launcher;
 pub mod locate;
@@ -424,6 +425,11 @@ fn run_with_fallback(
     match first {
         Ok(out) if out.status.success() => {
             let _ = std::io::stderr().write_all(&out.stderr);
+            if let Some(mj) = compdb::of(clang_args) {
+                if let Err(e) = compdb::strip(&mj, extra) {
+                    warn(&format!("{e}: its entries name r3's temporary files"));
+                }
+            }
             return (0, true);
         }
         Ok(_) => {}
