@@ -346,6 +346,11 @@ enum Cmd {
         /// The kernel whose trials --format t4 writes (a hash, prefix or name).
         #[arg(long, value_name = "KERNEL")]
         kernel: Option<String>,
+        /// Check a winners file without building: each entry as apply would take or refuse it
+        /// (guards against candidates, folded values against the store's kernels); exit 1 if
+        /// any entry would be refused.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["output", "kernel"])]
+        check: Option<PathBuf>,
     },
     /// The pass catalog and pipeline presets (passes/*.toml).
     Passes {
@@ -708,11 +713,15 @@ fn run(cli: Cli) -> Result<i32> {
             output.as_deref(),
         ),
         Cmd::Export {
+            check: Some(file), ..
+        } => check_winners(cli.store.as_deref(), &cwd, &file),
+        Cmd::Export {
             output,
             gpu,
             launch_bounds,
             format,
             kernel,
+            check: None,
         } => {
             let env = r3::store::winner::Policy::from_env();
             let policy = r3::store::winner::Policy {
@@ -1357,6 +1366,53 @@ fn evolve_cmd(
         (false, false) => 1,
         (false, true) => 0,
     })
+}
+
+/// `r3 export --check FILE`: what apply would build of each entry, and why not where not.
+fn check_winners(store: Option<&Path>, cwd: &Path, file: &Path) -> Result<i32> {
+    let text = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let f = r3::apply::plan::WinnersFile::parse(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| {
+            format!(
+                "{} is not a winners file; fix: write it with `r3 export`",
+                file.display()
+            )
+        })?;
+    // The store's kernels, where there is one, let folded values be checked against them.
+    let kernels = open_store(store, cwd, false)
+        .ok()
+        .and_then(|s| s.kernels().ok())
+        .unwrap_or_default();
+    let signature = |hash: &str| {
+        kernels
+            .iter()
+            .find(|k| k.hash.as_str() == hash)
+            .map(|k| k.signature.clone())
+    };
+    let policy = r3::store::winner::Policy::from_env();
+    let findings = r3::apply::check::verify_file(&f, &signature, &policy);
+    let refused = findings.iter().filter(|x| x.refused.is_some()).count();
+    for x in &findings {
+        let what = format!(
+            "{}[{}] {} [{}]",
+            x.list,
+            x.index,
+            x.demangled,
+            x.hash.get(..8).unwrap_or(&x.hash)
+        );
+        match &x.refused {
+            Some(why) => outln!("refused  {what}: {why}"),
+            None if x.signature_known => outln!("builds   {what}"),
+            None => outln!("builds   {what} (kernel not in the store: folded values not checked against its parameters)"),
+        }
+    }
+    outln!(
+        "{}: {} entries, {refused} refused",
+        file.display(),
+        findings.len()
+    );
+    Ok(if refused == 0 { 0 } else { 1 })
 }
 
 struct ExportWhat<'a> {

@@ -10,6 +10,7 @@ mod cli_values;
 mod cmake;
 mod corpus;
 mod dispatch;
+mod dispatch_grammar;
 mod driver;
 mod egraph;
 mod evolve;

@@ -13,15 +13,89 @@
 
 use crate::candidate::{Candidate, Specialize};
 use crate::kernel::KernelSignature;
-use crate::plan::{Guard, Variant, Winner};
+use crate::plan::{Guard, Variant, Winner, WinnersFile};
 use crate::store::winner::Policy;
 
 /// The most variants r3's runtime keeps for one kernel (r3rt.c's `R3_MAX_VARIANTS`): apply
 /// builds no more, so that its note counts only what a launch can take.
-pub const MAX_VARIANTS: usize = 4;
+pub const MAX_VARIANTS: usize = crate::dispatch::MAX_VARIANTS_PER_KERNEL;
 
-/// The longest folded value the runtime compares: a scalar of at most 8 bytes.
-const MAX_FOLDED_BYTES: u64 = 8;
+/// The longest folded value the runtime compares: a scalar.
+const MAX_FOLDED_BYTES: u64 = crate::dispatch::MAX_FOLDED_BYTES as u64;
+
+/// What a winners file would build, entry by entry, checked without building (`r3 export
+/// --check`): each entry as apply checks it, against the kernel's signature where `signatures`
+/// knows its hash (a store's kernels), else everything but the parameters' sizes.
+pub fn verify_file(
+    f: &WinnersFile,
+    signatures: &dyn Fn(&str) -> Option<KernelSignature>,
+    policy: &Policy,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashMap::new();
+    for (i, w) in f.kernels.iter().enumerate() {
+        *seen.entry(w.hash.as_str()).or_insert(0) += 1;
+        let sig = signatures(w.hash.as_str());
+        let why = generic(w, sig.as_ref(), policy);
+        out.push(Finding::of("kernels", i, w, why, sig.is_some()));
+    }
+    for f in out.iter_mut() {
+        let n = seen.get(f.hash.as_str()).copied().unwrap_or(0);
+        if n > 1 && f.refused.is_none() {
+            f.refused = Some(format!(
+                "the file has {n} entries for this kernel under `kernels`; fix: keep one"
+            ));
+        }
+    }
+    for (i, v) in f.variants.iter().enumerate() {
+        let sig = signatures(v.winner.hash.as_str());
+        let why = variant(v, sig.as_ref()).err();
+        out.push(Finding::of("variants", i, &v.winner, why, sig.is_some()));
+    }
+    for u in &f.unreadable {
+        out.push(Finding {
+            list: u.list,
+            index: u.index,
+            hash: u.hash.clone().unwrap_or_default(),
+            demangled: String::new(),
+            refused: Some(u.why.clone()),
+            signature_known: false,
+        });
+    }
+    out
+}
+
+/// One entry of a winners file as `verify_file` found it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub list: &'static str,
+    pub index: usize,
+    pub hash: String,
+    pub demangled: String,
+    /// Why apply would not build it; None: it builds (where its PTX is the measured one).
+    pub refused: Option<String>,
+    /// Whether its folded values were checked against the kernel's parameters.
+    pub signature_known: bool,
+}
+
+impl Finding {
+    fn of(
+        list: &'static str,
+        index: usize,
+        w: &Winner,
+        refused: Option<String>,
+        signature_known: bool,
+    ) -> Finding {
+        Finding {
+            list,
+            index,
+            hash: w.hash.as_str().to_owned(),
+            demangled: w.demangled.clone(),
+            refused,
+            signature_known,
+        }
+    }
+}
 
 /// One entry apply did not build, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +106,7 @@ pub struct Refusal {
 }
 
 /// Why the generic entry of a kernel cannot run at every launch, if it cannot.
-pub fn generic(w: &Winner, sig: &KernelSignature, policy: &Policy) -> Option<String> {
+pub fn generic(w: &Winner, sig: Option<&KernelSignature>, policy: &Policy) -> Option<String> {
     let c = &w.candidate;
     if c.specialize.is_some() {
         return Some(
@@ -58,7 +132,7 @@ pub fn generic(w: &Winner, sig: &KernelSignature, policy: &Policy) -> Option<Str
 }
 
 /// The guard a variant runs behind (derived from its candidate), or why it cannot ship.
-pub fn variant(v: &Variant, sig: &KernelSignature) -> Result<Guard, String> {
+pub fn variant(v: &Variant, sig: Option<&KernelSignature>) -> Result<Guard, String> {
     let c = &v.winner.candidate;
     if !c.guarded() {
         return Err(
@@ -104,12 +178,15 @@ fn guard_differences(file: &Guard, derived: &Guard) -> Vec<&'static str> {
 
 /// Whether the values a candidate folds are ones the runtime can compare exactly: each a
 /// scalar parameter of the kernel, once, in order, given as lowercase hex of exactly its size;
-/// folded dimensions are positive.
-pub fn folded(c: &Candidate, sig: &KernelSignature) -> Result<(), String> {
+/// folded dimensions are positive. Without the kernel's signature, all but the parameters.
+pub fn folded(c: &Candidate, sig: Option<&KernelSignature>) -> Result<(), String> {
     let Some(s) = &c.specialize else {
         return Ok(());
     };
     dims(s)?;
+    let Some(sig) = sig else {
+        return folded_text(s);
+    };
     let foldable = crate::lower::specialize::foldable(sig);
     let mut last = None;
     for a in &s.args {
@@ -138,6 +215,29 @@ pub fn folded(c: &Candidate, sig: &KernelSignature) -> Result<(), String> {
             ));
         }
         hex(&a.hex, p.size).map_err(|e| format!("parameter {}'s value {e}", a.index))?;
+    }
+    Ok(())
+}
+
+/// What can be checked of folded values without the kernel: order, and hex of 1 to 8 bytes.
+fn folded_text(s: &Specialize) -> Result<(), String> {
+    let mut last = None;
+    for a in &s.args {
+        if last.is_some_and(|l| a.index <= l) {
+            return Err(format!(
+                "it folds parameter {} out of order or twice",
+                a.index
+            ));
+        }
+        last = Some(a.index);
+        let size = a.hex.len() as u64 / 2;
+        if !(1..=MAX_FOLDED_BYTES).contains(&size) {
+            return Err(format!(
+                "parameter {}'s value {:?} is not 1 to {MAX_FOLDED_BYTES} bytes",
+                a.index, a.hex
+            ));
+        }
+        hex(&a.hex, size).map_err(|e| format!("parameter {}'s value {e}", a.index))?;
     }
     Ok(())
 }
@@ -221,8 +321,11 @@ mod tests {
     #[test]
     fn folded_values_are_whole_scalars_of_the_kernel() {
         let s = sig();
-        assert_eq!(folded(&specialized(vec![arg(2, "00020000")]), &s), Ok(()));
-        let refused = |args| folded(&specialized(args), &s).unwrap_err();
+        assert_eq!(
+            folded(&specialized(vec![arg(2, "00020000")]), Some(&s)),
+            Ok(())
+        );
+        let refused = |args| folded(&specialized(args), Some(&s)).unwrap_err();
         assert!(refused(vec![arg(99, "00020000")]).contains("has 3 parameters"));
         assert!(refused(vec![arg(u32::MAX, "00020000")]).contains("has 3 parameters"));
         // "00" would match every n whose low byte is 0.
@@ -240,7 +343,7 @@ mod tests {
             }),
             ..Candidate::baseline()
         };
-        assert!(folded(&zero_block, &s)
+        assert!(folded(&zero_block, Some(&s))
             .unwrap_err()
             .contains("zero dimension"));
     }
@@ -262,23 +365,23 @@ mod tests {
             winner: winner(c.clone()),
             guard,
         };
-        assert_eq!(variant(&v(Guard::of(&c)), &sig()), Ok(Guard::of(&c)));
+        assert_eq!(variant(&v(Guard::of(&c)), Some(&sig())), Ok(Guard::of(&c)));
         let empty = Guard {
             max_threads: None,
             block_x: None,
             values: None,
         };
-        let e = variant(&v(empty), &sig()).unwrap_err();
+        let e = variant(&v(empty), Some(&sig())).unwrap_err();
         assert!(e.contains("values.args, values.block"), "{e}");
         let mut other = Guard::of(&c);
         other.values.as_mut().unwrap().args[0].hex = "00040000".into();
-        let e = variant(&v(other), &sig()).unwrap_err();
+        let e = variant(&v(other), Some(&sig())).unwrap_err();
         assert!(e.contains("in values.args"), "{e}");
         let plain = Variant {
             winner: winner(Candidate::baseline()),
             guard: Guard::of(&Candidate::baseline()),
         };
-        assert!(variant(&plain, &sig())
+        assert!(variant(&plain, Some(&sig()))
             .unwrap_err()
             .contains("needs no guard"));
     }
@@ -287,30 +390,30 @@ mod tests {
     fn the_generic_code_neither_folds_nor_bounds_unless_the_build_opts_in() {
         let policy = Policy::default();
         assert_eq!(
-            generic(&winner(Candidate::baseline()), &sig(), &policy),
+            generic(&winner(Candidate::baseline()), Some(&sig()), &policy),
             None
         );
         let c = specialized(vec![arg(2, "00020000")]);
-        assert!(generic(&winner(c), &sig(), &policy)
+        assert!(generic(&winner(c), Some(&sig()), &policy)
             .unwrap()
             .contains("folds launch values"));
         let bounded = Candidate {
             max_threads: Some(256),
             ..Candidate::baseline()
         };
-        assert!(generic(&winner(bounded.clone()), &sig(), &policy)
+        assert!(generic(&winner(bounded.clone()), Some(&sig()), &policy)
             .unwrap()
             .contains("R3_APPLY_LAUNCH_BOUNDS=1"));
         let opted = Policy {
             launch_bounds: true,
             ..Policy::default()
         };
-        assert_eq!(generic(&winner(bounded), &sig(), &opted), None);
+        assert_eq!(generic(&winner(bounded), Some(&sig()), &opted), None);
         let wider = Candidate {
             block_x: Some(512),
             ..Candidate::baseline()
         };
-        assert!(generic(&winner(wider), &sig(), &opted)
+        assert!(generic(&winner(wider), Some(&sig()), &opted)
             .unwrap()
             .contains("block size"));
     }

@@ -327,7 +327,7 @@ fn checked(plan: Planned, sig: &crate::kernel::KernelSignature, policy: &Policy)
     let mut refused = plan.refused;
     let generic = plan
         .generic
-        .and_then(|w| match check::generic(&w, sig, policy) {
+        .and_then(|w| match check::generic(&w, Some(sig), policy) {
             None => Some(w),
             Some(why) => {
                 refused.push(Refusal {
@@ -340,7 +340,7 @@ fn checked(plan: Planned, sig: &crate::kernel::KernelSignature, policy: &Policy)
     let mut variants = Vec::new();
     for (n, v) in plan.variants.into_iter().enumerate() {
         let entry = format!("variant {}", n + 1);
-        match check::variant(&v, sig) {
+        match check::variant(&v, Some(sig)) {
             Ok(_) if variants.len() == check::MAX_VARIANTS => refused.push(Refusal {
                 entry,
                 why: format!(

@@ -309,34 +309,47 @@ static unsigned stub_slot(const void *stub) {
    at most max_threads threads per block (0: any), the block and grid it folded, and the bytes
    of the arguments it folded; relaunch_x (0: none) runs a launch of one-dimensional blocks with
    blocks of that many threads and the grid that keeps its threads, as replay ran it
-   (src/replay/session.rs, shape). */
-#define R3_MAX_VARIANT_DEFS 4096
-#define R3_MAX_FOLDED 16
-#define R3_MAX_PER_KERNEL 4
+   (src/replay/session.rs, shape).
+
+   The table is data a build wrote, and a winners file a person edited went into it, so it is
+   read as untrusted: every number is checked to its end and its range, every index against the
+   kernel's parameters before a guard reads an argument, and a line that fails is skipped (its
+   kernel runs its generic code) and named under R3_DISPATCH_VERBOSE=1, as is a line beyond a
+   limit. dispatch.rs's parse_line reads a line exactly as parse_line here does, and holds the
+   same limits (tests/it/dispatch_grammar.rs feeds both the same lines), so that apply counts
+   only what the runtime takes. */
+#define R3_MAX_VARIANTS 4096         /* in all the program's tables (dispatch.rs: MAX_VARIANTS) */
+#define R3_MAX_VARIANTS_PER_KERNEL 4 /* of one kernel for one architecture (MAX_VARIANTS_PER_KERNEL) */
+#define R3_MAX_FOLDED 16             /* folded arguments of one variant (MAX_FOLDED_ARGS) */
+#define R3_MAX_FOLDED_BYTES 8        /* of one folded argument, a scalar (MAX_FOLDED_BYTES) */
+#define R3_MAX_PARAM_INDEX 32767     /* CUDA passes at most 32764 bytes of parameters (MAX_PARAM_INDEX) */
+#define R3_MAX_SM 9999               /* the largest N of sm_<N> (MAX_SM) */
+#define R3_MAX_SHIPPED 4096          /* "s" lines in all the program's tables (MAX_SHIPPED) */
 #define R3_MAX_DEVICES 64
-struct folded { int index, size; unsigned char bytes[16]; };
+struct folded { unsigned index; int size; unsigned char bytes[R3_MAX_FOLDED_BYTES]; };
 struct variant_def {
-  char *kernel, *entry; int sm; unsigned max_threads, relaunch_x;
+  char *kernel, *arch, *entry; unsigned sm, max_threads, relaunch_x;
   int has_block, has_grid; unsigned block[3], grid[3];
   int nargs; struct folded args[R3_MAX_FOLDED];
 };
 /* A variant registered with one fatbinary: its own address is the stub cudart knows it by.
    Per device: 0 not probed, 1 usable, 2 not (another architecture, or not in the module), and
-   the limits the driver reports for it there. */
+   the limits the driver reports for it there. args_fit: whether the arguments it folds are the
+   kernel's parameters, of the sizes it folds (0 not asked yet, 1 yes, 2 no). */
 struct variant {
   const struct variant_def *def;
   unsigned char state[R3_MAX_DEVICES];
   int max_threads[R3_MAX_DEVICES];
   int max_dynamic_shared[R3_MAX_DEVICES];
+  int args_fit;
 };
-struct dispatch { const void *stub; int n; struct variant *v[R3_MAX_PER_KERNEL]; };
+struct dispatch { const void *stub; int n; struct variant **v; };
 
-static struct variant_def vdefs[R3_MAX_VARIANT_DEFS];
+static struct variant_def vdefs[R3_MAX_VARIANTS];
 static int nvdefs;
 /* The table's "s <kernel> <arch> <kernel hash> <ptx hash>,..." lines: the tuned code each kernel
    ships, as apply built it; a time-only run passes them on ("shipped"), so that r3 knows which
    code it timed (crates/r3-apply/src/dispatch.rs writes and reads them). */
-#define R3_MAX_SHIPPED 4096
 static char *shipped[R3_MAX_SHIPPED];
 static int nshipped;
 static struct dispatch *dispatch_index[R3_KERNEL_TABLE]; /* open addressing by generic stub */
@@ -348,76 +361,171 @@ static void dispatch_say(const char *what, const char *entry, const char *why) {
   if (dispatch_verbose) fprintf(stderr, "r3: dispatch: %s %s%s%s\n", entry, what, why ? ": " : "", why ? why : "");
 }
 
-static int hex_digit(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+/* A skipped table line, quoted in part: its bytes are whatever the table held. */
+static void dispatch_say_line(int number, const char *l, size_t n, const char *why) {
+  if (!dispatch_verbose) return;
+  char quoted[81];
+  size_t k = 0;
+  for (; k < n && k < sizeof quoted - 1; k++) quoted[k] = l[k] > ' ' && l[k] < 127 ? l[k] : l[k] == ' ' ? ' ' : '?';
+  quoted[k] = 0;
+  fprintf(stderr, "r3: dispatch: table line %d skipped: %s: \"%s%s\"\n", number, why, quoted, n > k ? "..." : "");
 }
 
-/* "x,y,z" into d (1 when given, 0 for "-", -1 when malformed). */
-static int parse_dims(const char *t, unsigned d[3]) {
-  if (!strcmp(t, "-")) return 0;
-  return sscanf(t, "%u,%u,%u", &d[0], &d[1], &d[2]) == 3 ? 1 : -1;
-}
+/* A field of a table line: its bytes, not NUL-terminated (the line is the caller's). */
+struct field { const char *p; size_t n; };
 
-/* "<index>:<hex>" into f; 0 when malformed. */
-static int parse_folded(const char *t, struct folded *f) {
-  char *end;
-  long i = strtol(t, &end, 10);
-  if (end == t || *end != ':' || i < 0) return 0;
-  const char *h = end + 1;
-  size_t n = strlen(h);
-  if (n == 0 || n % 2 || n / 2 > sizeof f->bytes) return 0;
-  for (size_t k = 0; k < n / 2; k++) {
-    int a = hex_digit(h[2 * k]), b = hex_digit(h[2 * k + 1]);
-    if (a < 0 || b < 0) return 0;
-    f->bytes[k] = (unsigned char)(a << 4 | b);
+static int field_is(struct field f, const char *s) { return f.n == strlen(s) && !memcmp(f.p, s, f.n); }
+
+/* A number as apply writes it: decimal digits only (no sign, no space, no leading zero) and at
+   most max. strtoul would take "-1" as 4294967295 and "abc" as 0. */
+static int parse_number(struct field f, unsigned long long max, unsigned *out) {
+  if (f.n == 0 || f.n > 10 || (f.n > 1 && f.p[0] == '0')) return 0;
+  unsigned long long v = 0;
+  for (size_t i = 0; i < f.n; i++) {
+    if (f.p[i] < '0' || f.p[i] > '9') return 0;
+    v = v * 10 + (unsigned)(f.p[i] - '0');
   }
-  f->index = (int)i, f->size = (int)(n / 2);
+  if (v > max) return 0;
+  *out = (unsigned)v;
   return 1;
 }
 
-/* One table line ("v <kernel> <arch> <entry> <threads> <block> <grid> <relaunch> <n> <index:hex>...");
-   0 when malformed (the line is skipped: its kernel runs its generic code). */
-static int parse_variant(char *line, struct variant_def *d) {
-  char *save, *tok[9 + R3_MAX_FOLDED + 1];
-  int n = 0;
-  for (char *t = strtok_r(line, " ", &save); t && n < 9 + R3_MAX_FOLDED + 1; t = strtok_r(NULL, " ", &save)) tok[n++] = t;
-  if (n < 9 || strcmp(tok[0], "v") || strncmp(tok[2], "sm_", 3)) return 0;
+/* A kernel's or entry's name: printable ASCII without spaces, as every mangled name is. */
+static int is_name(struct field f) {
+  for (size_t i = 0; i < f.n; i++)
+    if (f.p[i] <= ' ' || f.p[i] >= 127) return 0;
+  return f.n > 0;
+}
+
+/* "sm_<N>" with an optional "a" or "f" (sm_90a: the same device, its arch-specific features). */
+static int parse_arch(struct field f, unsigned *sm) {
+  if (f.n < 4 || memcmp(f.p, "sm_", 3)) return 0;
+  struct field num = {f.p + 3, f.n - 3};
+  if (f.p[f.n - 1] == 'a' || f.p[f.n - 1] == 'f') num.n--;
+  return parse_number(num, R3_MAX_SM, sm) && *sm > 0;
+}
+
+/* "x,y,z" (each at least 1) into d: 1; "-": 0; anything else: -1. */
+static int parse_dims(struct field f, unsigned d[3]) {
+  if (field_is(f, "-")) return 0;
+  size_t at = 0;
+  for (int i = 0; i < 3; i++) {
+    const char *comma = memchr(f.p + at, ',', f.n - at);
+    size_t stop = comma ? (size_t)(comma - f.p) : f.n;
+    if ((i < 2) != (comma != NULL)) return -1;
+    if (!parse_number((struct field){f.p + at, stop - at}, 0xffffffffull, &d[i]) || !d[i]) return -1;
+    at = stop + 1;
+  }
+  return 1;
+}
+
+static int hex_digit(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
+
+/* "<index>:<hex>": a parameter's index and its bytes, 1 to R3_MAX_FOLDED_BYTES of them in
+   lowercase hex, as dispatch.rs writes them. Whether the kernel has that parameter, of that
+   size, is known at launch (folded_args_fit). */
+static int parse_folded(struct field f, struct folded *out) {
+  const char *colon = memchr(f.p, ':', f.n);
+  if (!colon) return 0;
+  struct field index = {f.p, (size_t)(colon - f.p)}, hex = {colon + 1, f.n - index.n - 1};
+  if (!parse_number(index, R3_MAX_PARAM_INDEX, &out->index)) return 0;
+  if (hex.n == 0 || hex.n % 2 || hex.n / 2 > R3_MAX_FOLDED_BYTES) return 0;
+  for (size_t k = 0; k < hex.n / 2; k++) {
+    int a = hex_digit(hex.p[2 * k]), b = hex_digit(hex.p[2 * k + 1]);
+    if (a < 0 || b < 0) return 0;
+    out->bytes[k] = (unsigned char)(a << 4 | b);
+  }
+  out->size = (int)(hex.n / 2);
+  return 1;
+}
+
+enum { LINE_BAD, LINE_VARIANT, LINE_SHIPPED };
+
+/* One table line (n bytes at l, without its newline):
+     v <kernel> <arch> <entry> <max threads> <block x,y,z or -> <grid x,y,z or -> <relaunch x> <n> <index:hex>...
+     s <what the kernel ships>
+   fields one space apart. LINE_VARIANT fills d (its names allocated), LINE_SHIPPED leaves the
+   text after "s " to the caller, LINE_BAD says why. */
+static int parse_line(const char *l, size_t n, struct variant_def *d, const char **why) {
+  if (n >= 2 && !memcmp(l, "s ", 2)) {
+    for (size_t i = 2; i < n; i++)
+      if (l[i] < ' ' || l[i] >= 127) return *why = "a shipped line of other than printable ASCII", LINE_BAD;
+    return n > 2 ? LINE_SHIPPED : (*why = "an empty shipped line", LINE_BAD);
+  }
+  if (n == 0) return *why = "an empty line", LINE_BAD;
+  struct field f[9 + R3_MAX_FOLDED];
+  int nf = 0;
+  for (size_t at = 0;;) {
+    const char *space = memchr(l + at, ' ', n - at);
+    size_t stop = space ? (size_t)(space - l) : n;
+    if (stop == at) return *why = "an empty field (two spaces, or one at an end)", LINE_BAD;
+    if (nf == 9 + R3_MAX_FOLDED) return *why = "more fields than a variant has", LINE_BAD;
+    f[nf++] = (struct field){l + at, stop - at};
+    if (stop == n) break;
+    at = stop + 1;
+  }
+  if (!field_is(f[0], "v")) return *why = "neither a variant (v) nor a shipped (s) line", LINE_BAD;
+  if (nf < 9) return *why = "fewer fields than a variant has", LINE_BAD;
   memset(d, 0, sizeof *d);
-  d->sm = atoi(tok[2] + 3);
-  d->max_threads = (unsigned)strtoul(tok[4], NULL, 10);
-  d->has_block = parse_dims(tok[5], d->block);
-  d->has_grid = parse_dims(tok[6], d->grid);
-  d->relaunch_x = (unsigned)strtoul(tok[7], NULL, 10);
-  d->nargs = atoi(tok[8]);
-  if (d->sm <= 0 || d->has_block < 0 || d->has_grid < 0 || d->nargs < 0 || d->nargs > R3_MAX_FOLDED ||
-      n != 9 + d->nargs)
-    return 0;
-  for (int i = 0; i < d->nargs; i++)
-    if (!parse_folded(tok[9 + i], &d->args[i])) return 0;
-  d->kernel = strdup(tok[1]), d->entry = strdup(tok[3]);
-  return d->kernel && d->entry;
+  unsigned nargs;
+  if (!is_name(f[1]) || !is_name(f[3])) return *why = "a kernel or entry name of other than printable ASCII", LINE_BAD;
+  if (!parse_arch(f[2], &d->sm)) return *why = "an architecture other than sm_<N>", LINE_BAD;
+  if (!parse_number(f[4], 0xffffffffull, &d->max_threads)) return *why = "max threads is not a number", LINE_BAD;
+  if ((d->has_block = parse_dims(f[5], d->block)) < 0) return *why = "a block other than x,y,z or -", LINE_BAD;
+  if ((d->has_grid = parse_dims(f[6], d->grid)) < 0) return *why = "a grid other than x,y,z or -", LINE_BAD;
+  if (!parse_number(f[7], 0xffffffffull, &d->relaunch_x)) return *why = "the relaunch block is not a number", LINE_BAD;
+  if (!parse_number(f[8], R3_MAX_FOLDED, &nargs)) return *why = "the folded argument count is not a number up to 16", LINE_BAD;
+  if ((unsigned)nf != 9 + nargs) return *why = "not as many folded arguments as stated", LINE_BAD;
+  d->nargs = (int)nargs;
+  for (int i = 0; i < d->nargs; i++) {
+    if (!parse_folded(f[9 + i], &d->args[i])) return *why = "a folded argument other than <index>:<lowercase hex of 1 to 8 bytes>", LINE_BAD;
+    for (int j = 0; j < i; j++)
+      if (d->args[j].index == d->args[i].index) return *why = "an argument folded twice", LINE_BAD;
+  }
+  d->kernel = strndup(f[1].p, f[1].n), d->arch = strndup(f[2].p, f[2].n), d->entry = strndup(f[3].p, f[3].n);
+  if (d->kernel && d->arch && d->entry) return LINE_VARIANT;
+  free(d->kernel), free(d->arch), free(d->entry);
+  return *why = "out of memory", LINE_BAD;
 }
 
 /* Called by the constructor of each translation unit built with tuned code, before cudart's
    registration (priority 101): its table, kept until the kernels are registered. */
 void r3_dispatch_add(const char *table) {
-  if (!table || strncmp(table, "r3-dispatch 1\n", 14)) return;
   const char *off = getenv("R3_DISPATCH"), *verbose = getenv("R3_DISPATCH_VERBOSE");
   if (off && !strcmp(off, "0")) dispatch_off = 1;
   dispatch_verbose = verbose && !strcmp(verbose, "1");
-  char *copy = strdup(table + 14), *save;
-  if (!copy) return;
+  if (!table) return;
+  if (strncmp(table, "r3-dispatch 1", 13) || (table[13] && table[13] != '\n')) {
+    dispatch_say_line(1, table, strlen(table), "the table is not of format r3-dispatch 1; its kernels run their generic code");
+    return;
+  }
   pthread_mutex_lock(&lock);
-  for (char *l = strtok_r(copy, "\n", &save); l && nvdefs < R3_MAX_VARIANT_DEFS; l = strtok_r(NULL, "\n", &save)) {
-    if (!strncmp(l, "s ", 2)) {
-      if (nshipped < R3_MAX_SHIPPED && (shipped[nshipped] = strdup(l + 2))) nshipped++;
-    } else if (parse_variant(l, &vdefs[nvdefs]))
-      dispatch_say("listed", vdefs[nvdefs++].entry, NULL);
-    else
-      dispatch_say("skipped", "a table line", "malformed");
+  int number = 1;
+  for (const char *l = table + 13; *l == '\n' && l[1];) {
+    const char *start = l + 1, *nl = strchr(start, '\n');
+    size_t n = nl ? (size_t)(nl - start) : strlen(start);
+    l = start + n, number++;
+    const char *why = NULL;
+    struct variant_def d;
+    switch (parse_line(start, n, &d, &why)) {
+    case LINE_SHIPPED:
+      if (nshipped == R3_MAX_SHIPPED) dispatch_say_line(number, start, n, "more shipped lines than the 4096 r3rt keeps");
+      else if ((shipped[nshipped] = strndup(start + 2, n - 2))) nshipped++;
+      break;
+    case LINE_VARIANT:
+      if (nvdefs == R3_MAX_VARIANTS) {
+        dispatch_say_line(number, start, n, "more variants than the 4096 r3rt keeps");
+        free(d.kernel), free(d.arch), free(d.entry);
+      } else {
+        vdefs[nvdefs] = d;
+        dispatch_say("listed", vdefs[nvdefs++].entry, NULL);
+      }
+      break;
+    default:
+      dispatch_say_line(number, start, n, why);
+    }
   }
   pthread_mutex_unlock(&lock);
-  free(copy);
 }
 
 static struct dispatch *find_dispatch(const void *stub) {
@@ -436,19 +544,39 @@ static int fatbin_has(void **h, const char *entry) {
 }
 
 /* After cudart registered kernel `name` as `stub` from module h: its variants in the tables,
-   each registered under a stub of its own. Under lock. */
+   each registered under a stub of its own, in table order, up to R3_MAX_VARIANTS_PER_KERNEL per
+   architecture (an entry listed twice for one architecture, as two translation units
+   instantiating the same template list it, counts once). Under lock. */
 static void register_variants(void **h, const void *stub, const char *name) {
   struct dispatch *d = NULL;
-  for (int i = 0; i < nvdefs && ndispatch < R3_MAX_KERNELS; i++) {
+  for (int i = 0; i < nvdefs; i++) {
     const struct variant_def *def = &vdefs[i];
     if (strcmp(def->kernel, name)) continue;
     if (!fatbin_has(h, def->entry)) {
       dispatch_say("not registered", def->entry, "its name is not in this module's fatbinary");
       continue;
     }
+    if (!d && ndispatch == R3_MAX_KERNELS) {
+      dispatch_say("not registered", def->entry, "more kernels with variants than the 4096 r3rt keeps");
+      return;
+    }
+    int same_arch = 0, listed = 0;
+    for (int j = 0; d && j < d->n; j++) {
+      same_arch += !strcmp(d->v[j]->def->arch, def->arch);
+      listed |= !strcmp(d->v[j]->def->arch, def->arch) && !strcmp(d->v[j]->def->entry, def->entry);
+    }
+    if (listed) {
+      dispatch_say("not registered again", def->entry, "listed twice for one architecture");
+      continue;
+    }
+    if (same_arch == R3_MAX_VARIANTS_PER_KERNEL) {
+      dispatch_say("not registered", def->entry, "its kernel has 4 variants for this architecture already, the most r3rt runs");
+      continue;
+    }
     if (!d && !(d = calloc(1, sizeof *d))) return;
-    if (d->n == R3_MAX_PER_KERNEL) break;
-    struct variant *v = calloc(1, sizeof *v);
+    struct variant **grown = realloc(d->v, sizeof *d->v * (size_t)(d->n + 1));
+    struct variant *v = grown ? calloc(1, sizeof *v) : NULL;
+    if (grown) d->v = grown;
     if (!v) break;
     v->def = def;
     __real___cudaRegisterFunction(h, (const char *)v, def->entry, def->entry, -1, NULL, NULL, NULL, NULL, NULL);
@@ -456,6 +584,10 @@ static void register_variants(void **h, const void *stub, const char *name) {
     dispatch_say("registered", def->entry, NULL);
   }
   if (!d) return;
+  if (!d->n) {
+    free(d);
+    return;
+  }
   d->stub = stub;
   unsigned i = stub_slot(stub);
   while (dispatch_index[i]) i = (i + 1) & (R3_KERNEL_TABLE - 1);
@@ -480,7 +612,7 @@ static int variant_usable(struct variant *v, int dev) {
   state = 2;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-      major * 10 + minor != v->def->sm) {
+      (unsigned)(major * 10 + minor) != v->def->sm) {
     dispatch_say("not usable", v->def->entry, "the device is of another architecture");
   } else if ((e = cudaFuncGetAttributes(&a, v)) == cudaSuccess) {
     v->max_threads[dev] = a.maxThreadsPerBlock;
@@ -495,18 +627,181 @@ static int variant_usable(struct variant *v, int dev) {
   return state == 1;
 }
 
+/* ---- a kernel's parameters, which a folded argument must be one of ---------------------------- */
+
+/* Where neither cudart nor the driver can state a kernel's parameters (cuFuncGetParamInfo came
+   with CUDA 12.4), its name can, for a C++ kernel at namespace scope: the Itanium C++ ABI spells
+   the parameters' types in it. Read here for arithmetic types, pointers, references and class
+   types (whose size the name does not give); a name with anything else (a nested or template
+   name, function, array or vector types, address spaces) is not read, nor is an extern "C"
+   kernel's. */
+struct mangled { const char *p, *end; int nsub; long sub[64]; };
+
+/* A candidate for later substitution (S_, S0_, ...), in the order the ABI numbers them. */
+static long mangled_candidate(struct mangled *m, long size) {
+  if (m->nsub == (int)(sizeof m->sub / sizeof *m->sub)) return -1;
+  return m->sub[m->nsub++] = size;
+}
+
+/* <length><identifier>, the name of a function or class at namespace scope. */
+static int mangled_source_name(struct mangled *m) {
+  size_t len = 0;
+  if (m->p == m->end || *m->p < '1' || *m->p > '9') return 0;
+  for (; m->p < m->end && *m->p >= '0' && *m->p <= '9'; m->p++)
+    if ((len = len * 10 + (size_t)(*m->p - '0')) > 4096) return 0;
+  if ((size_t)(m->end - m->p) < len) return 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = m->p[i];
+    if (!(c == '_' || c == '$' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return 0;
+  }
+  m->p += len;
+  return 1;
+}
+
+/* One parameter type: its size in bytes, 0 when the name does not give it, -1 when not read. */
+static long mangled_type(struct mangled *m, int depth) {
+  if (m->p == m->end || depth > 16) return -1;
+  char c = *m->p++;
+  switch (c) {
+  case 'b': case 'c': case 'a': case 'h': return 1;
+  case 's': case 't': return 2;
+  case 'i': case 'j': case 'f': case 'w': return 4;
+  case 'l': case 'm': case 'x': case 'y': case 'd': return 8;
+  case 'n': case 'o': return 16;
+  case 'D':
+    if (m->p == m->end) return -1;
+    c = *m->p++;
+    return c == 'u' ? 1 : c == 's' ? 2 : c == 'i' ? 4 : c == 'n' ? 8 : -1;
+  case 'P': case 'R': case 'O':
+    return mangled_type(m, depth + 1) < 0 ? -1 : mangled_candidate(m, 8);
+  case 'r': case 'V': case 'K': {
+    /* [r][V][K] <type>: the qualified type is one candidate, after its unqualified one. */
+    m->p--;
+    if (m->p < m->end && *m->p == 'r') m->p++;
+    if (m->p < m->end && *m->p == 'V') m->p++;
+    if (m->p < m->end && *m->p == 'K') m->p++;
+    long size = mangled_type(m, depth + 1);
+    return size < 0 ? -1 : mangled_candidate(m, size);
+  }
+  case 'S': {
+    /* S_ is the first candidate, S<base 36>_ the one after that number; St, Sa, ... (std::) are not read. */
+    unsigned long n = 0;
+    int digits = 0;
+    for (; m->p < m->end && *m->p != '_'; m->p++, digits++) {
+      char s = *m->p;
+      if (digits == 4 || !((s >= '0' && s <= '9') || (s >= 'A' && s <= 'Z'))) return -1;
+      n = n * 36 + (unsigned long)(s <= '9' ? s - '0' : s - 'A' + 10);
+    }
+    if (m->p == m->end) return -1;
+    m->p++;
+    n = digits ? n + 1 : 0;
+    return n < (unsigned long)m->nsub ? m->sub[n] : -1;
+  }
+  default:
+    if (c < '1' || c > '9') return -1;
+    m->p--;
+    return mangled_source_name(m) ? mangled_candidate(m, 0) : -1;
+  }
+}
+
+/* From kernel `name`: 1 when it has parameter `index`, *size its bytes (0: not given); 0 when it
+   has no such parameter; -1 when the name is not read. */
+static int mangled_param(const char *name, unsigned index, size_t *size) {
+  struct mangled m = {name, name + strlen(name), 0, {0}};
+  if (m.end - m.p < 2 || memcmp(m.p, "_Z", 2)) return -1;
+  m.p += 2;
+  if (m.p < m.end && *m.p == 'L') m.p++; /* internal linkage: a static kernel */
+  if (!mangled_source_name(&m) || m.p == m.end) return -1;
+  if (m.end - m.p == 1 && *m.p == 'v') return 0; /* no parameters */
+  int found = 0;
+  for (unsigned i = 0; m.p < m.end; i++) {
+    long s = mangled_type(&m, 0);
+    if (s < 0) return -1;
+    if (i == index) found = 1, *size = (size_t)s;
+  }
+  return found;
+}
+
+/* cudart states a kernel's parameters by its stub since CUDA 12.x (weak: a program linked with an
+   older cudart has none); the driver by its function since 12.4, reached only where the program's
+   cudart loaded it already. */
+extern cudaError_t cudaFuncGetParamInfo(const void *, size_t, size_t *, size_t *) __attribute__((weak));
+static fn_param dispatch_param_info;
+static int dispatch_param_info_sought;
+
+/* Parameter `index` of kernel `name`, launched as `stub`: 1 with *size its bytes, 0 when the
+   kernel has no such parameter, -1 when nothing can say. The driver's word first, the name's
+   where it has none. Under lock, with no error of the program's pending. */
+static int param_size(const void *stub, const char *name, unsigned index, size_t *size) {
+  size_t offset;
+  if (cudaFuncGetParamInfo) {
+    cudaError_t e = cudaFuncGetParamInfo(stub, index, &offset, size);
+    if (e == cudaSuccess) return 1;
+    (void)cudaGetLastError();
+    if (e == cudaErrorInvalidValue) return 0;
+  }
+  if (!dispatch_param_info_sought) {
+    dispatch_param_info_sought = 1;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib) dispatch_param_info = (fn_param)dlsym(lib, "cuFuncGetParamInfo");
+  }
+  cudaFunction_t fn;
+  if (dispatch_param_info) {
+    if (cudaGetFuncBySymbol(&fn, stub) == cudaSuccess) {
+      CUresult r = dispatch_param_info((CUfunction)fn, index, &offset, size);
+      if (r == CUDA_SUCCESS) return 1;
+      if (r == CUDA_ERROR_INVALID_VALUE) return 0;
+    } else {
+      (void)cudaGetLastError();
+    }
+  }
+  int r = mangled_param(name, index, size);
+  return r == 1 && *size == 0 ? -1 : r;
+}
+
+/* Whether every argument variant v folds is a parameter of the kernel launched as stub, of the
+   size folded. A launch's argument array holds one pointer per parameter, each to that
+   parameter's bytes, so a guard that read any other would read past the program's memory; a
+   variant nothing can vouch for this way never runs. Asked once per variant, not while an error
+   of the program's is pending (asking could clear it). */
+static int folded_args_fit(struct variant *v, const void *stub) {
+  int fit = __atomic_load_n(&v->args_fit, __ATOMIC_ACQUIRE);
+  if (fit) return fit == 1;
+  if (cudaPeekAtLastError() != cudaSuccess) return 0;
+  pthread_mutex_lock(&lock);
+  const struct variant_def *d = v->def;
+  char why[160] = "";
+  for (int i = 0; i < d->nargs && !why[0]; i++) {
+    size_t size = 0;
+    int r = param_size(stub, d->kernel, d->args[i].index, &size);
+    if (r < 0)
+      snprintf(why, sizeof why, "nothing states the kernel's parameters (a CUDA driver before 12.4), so argument %u cannot be checked", d->args[i].index);
+    else if (r == 0)
+      snprintf(why, sizeof why, "it folds argument %u, which the kernel does not have", d->args[i].index);
+    else if (size != (size_t)d->args[i].size)
+      snprintf(why, sizeof why, "it folds %d bytes of argument %u, which has %zu", d->args[i].size, d->args[i].index, size);
+  }
+  fit = why[0] ? 2 : 1;
+  if (fit == 2) dispatch_say("not usable", d->entry, why);
+  __atomic_store_n(&v->args_fit, fit, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&lock);
+  return fit == 1;
+}
+
 /* Threads per block the variant would run the launch with. */
 static unsigned long long variant_threads(const struct variant_def *d, dim3 block) {
   return d->relaunch_x ? d->relaunch_x : (unsigned long long)block.x * block.y * block.z;
 }
 
-static int guard_holds(const struct variant_def *d, dim3 grid, dim3 block, void **args) {
+static int guard_holds(struct variant *v, const void *stub, dim3 grid, dim3 block, void **args) {
+  const struct variant_def *d = v->def;
   if (d->relaunch_x && (block.y != 1 || block.z != 1)) return 0;
   if (d->max_threads && variant_threads(d, block) > d->max_threads) return 0;
   if (d->has_block == 1 && (block.x != d->block[0] || block.y != d->block[1] || block.z != d->block[2])) return 0;
   if (d->has_grid == 1 && (grid.x != d->grid[0] || grid.y != d->grid[1] || grid.z != d->grid[2])) return 0;
+  if (d->nargs && (!args || !folded_args_fit(v, stub))) return 0;
   for (int i = 0; i < d->nargs; i++)
-    if (!args || memcmp(args[d->args[i].index], d->args[i].bytes, (size_t)d->args[i].size)) return 0;
+    if (memcmp(args[d->args[i].index], d->args[i].bytes, (size_t)d->args[i].size)) return 0;
   return 1;
 }
 
@@ -520,7 +815,7 @@ static const void *choose(const void *stub, dim3 *grid, dim3 *block, void **args
   for (int i = 0; i < d->n; i++) {
     struct variant *v = d->v[i];
     const struct variant_def *def = v->def;
-    if (!guard_holds(def, *grid, *block, args) || (def->relaunch_x && !relaunch_ok)) continue;
+    if (!guard_holds(v, stub, *grid, *block, args) || (def->relaunch_x && !relaunch_ok)) continue;
     if (dev < 0 && cudaGetDevice(&dev) != cudaSuccess) return stub;
     if (!variant_usable(v, dev)) continue;
     if (variant_threads(def, *block) > (unsigned long long)v->max_threads[dev] ||

@@ -1,0 +1,36 @@
+/*
+ * r3rt.c's dispatch with a table from a file, on the fake CUDA runtime of fake_cudart.h:
+ * tests/it/dispatch_grammar.rs builds it under AddressSanitizer and UndefinedBehaviorSanitizer
+ * and runs the tables that broke the runtime (issue 56). It calls only what a program calls
+ * (r3_dispatch_add, the registration, launches), so it builds against any r3rt.c, an older one
+ * included.
+ *
+ *   dispatch_launch TABLE LAUNCH...
+ * TABLE: a file holding the table as r3_dispatch_add gets it. LAUNCH: K:N:THREADS[:ex], a launch
+ * of kernel K (0 scale, 1 axpy, 2 k3; fake_cudart.h) with N as its int argument and blocks of
+ * THREADS, through cudaLaunchKernelEx with ":ex". Prints "ran ENTRY GRID BLOCK" per launch.
+ */
+#define _GNU_SOURCE
+#include "r3rt.c"
+#include "fake_cudart.h"
+
+int main(int argc, char **argv) {
+  if (argc < 2) return 2;
+  FILE *f = fopen(argv[1], "rb");
+  if (!f) return 2;
+  static char table[1 << 24];
+  size_t n = fread(table, 1, sizeof table - 1, f);
+  fclose(f);
+  table[n] = 0;
+  r3_dispatch_add(table);
+  fake_register();
+  fake_print = 1;
+  for (int i = 2; i < argc; i++) {
+    int k = 0, count = 0;
+    unsigned threads = 0;
+    char ex[4] = "";
+    if (sscanf(argv[i], "%d:%d:%u:%3s", &k, &count, &threads, ex) < 3 || k < 0 || k >= FAKE_KERNELS) return 2;
+    if (!fake_launch(k, count, threads, !strcmp(ex, "ex"))) printf("failed %s\n", argv[i]);
+  }
+  return 0;
+}
