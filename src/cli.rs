@@ -1452,6 +1452,9 @@ fn export(
         _ => {
             let w = r3::report::export::winners(&store, policy)?;
             let n = w.kernels.len();
+            if w.kernels.iter().any(|k| k.candidate.max_threads.is_some()) {
+                eprintln!("r3 export: note: generic code with launch bounds is built from this file only under R3_APPLY_LAUNCH_BOUNDS=1 (the build's promise that no launch has more threads)");
+            }
             (serde_json::to_value(&w)?, n)
         }
     };
