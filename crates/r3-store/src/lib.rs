@@ -122,6 +122,8 @@ pub enum StoreError {
     Corrupt { path: PathBuf, msg: String },
     #[error("no store at {path}; fix: build with r3-clang++ first, or point --r3-store / R3_STORE at the store")]
     Missing { path: PathBuf },
+    #[error("{path} cannot hold a store: {why}; fix: point --r3-store / R3_STORE at a directory you can write (with neither, r3 uses a project's .r3/ or {})", default_dir().display())]
+    Unusable { path: PathBuf, why: String },
     #[error("{path} is being written by another r3 (a `tune` of the same kernel on the same GPU); fix: wait for it to finish, or tune another kernel")]
     Busy { path: PathBuf },
     #[error("no stored kernel is named `{word}`; fix: `r3 kernels` lists them (a hash, a prefix of one, or a name)")]
@@ -153,16 +155,59 @@ fn io_fix(path: &Path, msg: &str) -> String {
     let other = "or point --r3-store / R3_STORE at another store";
     if msg.contains("ermission denied") || msg.contains("Read-only file system") {
         format!(
-            "give your user write access to {} (`chmod -R u+w`; a store a team shares: README,              \"Many GPUs, many nodes\"), {other}",
+            "give your user write access to {} (`chmod -R u+w`; a store a team shares: README, \
+             \"Many GPUs, many nodes\"), {other}",
             path.display()
         )
     } else if msg.contains("No such file") {
-        format!("create it (`r3-clang++` makes a store on its first build), {other}")
+        // Never "create it": the store is there (`open` and `create` see to that), so a file
+        // that is not was lost from it, and making an empty one would only damage it.
+        format!("{}, {other}", missing_fix(path))
     } else if msg.contains("No space left") || msg.contains("quota") {
         format!("free space on its filesystem, {other}")
     } else {
         format!("check that it is there and readable, {other}")
     }
+}
+
+/// What to do about a store file that is not there, by what the file is.
+fn missing_fix(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let whole_entry = ["kernel.json", "module.bc", "launch.json", "natural.json"];
+    if whole_entry.contains(&name.as_ref()) || name.ends_with(".r3snap") {
+        // A kernel or a recording appears whole (renamed into place): one file gone means the
+        // entry is damaged, and storing it again is the repair.
+        corrupt_fix(path)
+    } else {
+        "check that nothing moved or deleted the store's files while r3 ran, then run the \
+         command again"
+            .into()
+    }
+}
+
+/// Why a directory cannot be made into a store, in words for [`StoreError::Unusable`]; None
+/// where [`StoreError::Io`]'s fixes are the right ones (permissions, a full disk).
+fn unusable_why(root: &Path, e: &std::io::Error) -> Option<String> {
+    use std::io::ErrorKind as K;
+    if matches!(
+        e.kind(),
+        K::PermissionDenied | K::ReadOnlyFilesystem | K::StorageFull | K::QuotaExceeded
+    ) {
+        return None;
+    }
+    if let Some(file) = root.ancestors().find(|a| a.is_file()) {
+        return Some(format!("{} is a file, not a directory", file.display()));
+    }
+    Some(if root.is_dir() {
+        // procfs and sysfs answer "No such file or directory" to a mkdir in a directory that
+        // is there, which would otherwise read as a store to create.
+        format!("r3 cannot make its directories in it ({e}), although it is there: its filesystem does not take new files (as /proc and /sys do not)")
+    } else {
+        format!("r3 cannot make it ({e})")
+    })
 }
 
 /// What to do about a damaged store file, by what the file is.
@@ -182,6 +227,15 @@ fn corrupt_fix(path: &Path) -> String {
             .into()
     } else if name == "format.json" {
         format!("write {{\"format\": {FORMAT}, \"created_by\": \"r3\"}} into it")
+    } else if path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d == "units")
+    {
+        format!(
+            "delete {}; the next build of its source with r3-clang++ writes it again",
+            path.display()
+        )
     } else {
         "delete it; r3 writes it again when it needs it".into()
     }
@@ -308,7 +362,13 @@ impl Store {
     /// Opens the store for writing, creating it if needed.
     pub fn create(root: &Path) -> Result<Store, StoreError> {
         for sub in ["kernels", "units"] {
-            std::fs::create_dir_all(root.join(sub)).map_err(io_err(root))?;
+            std::fs::create_dir_all(root.join(sub)).map_err(|e| match unusable_why(root, &e) {
+                Some(why) => StoreError::Unusable {
+                    path: root.to_owned(),
+                    why,
+                },
+                None => io_err(root)(e),
+            })?;
         }
         let format = root.join("format.json");
         if !format.exists() {
@@ -536,20 +596,42 @@ impl Store {
         Ok(out)
     }
 
+    /// Every compile's unit, by source file. A unit that cannot be read costs only what it
+    /// ties (its kernels' recordings are then resolved by name, as an older recording's are):
+    /// it is left out, and said once on stderr with its fix.
     pub fn units(&self) -> Result<Vec<Unit>, StoreError> {
+        let (units, damaged) = self.units_and_damage()?;
+        for e in &damaged {
+            warn_left_out(e, "that compile's unit");
+        }
+        Ok(units)
+    }
+
+    /// [`Store::units`], with the error of each unit left out. Err only when the `units`
+    /// directory itself cannot be read.
+    pub fn units_and_damage(&self) -> Result<(Vec<Unit>, Vec<StoreError>), StoreError> {
         let dir = self.root.join("units");
         let mut out = Vec::new();
-        if !dir.exists() {
-            return Ok(out); // a store of kernels only, like llvm-ir-corpus/store
-        }
-        for entry in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
+        let mut damaged = Vec::new();
+        // A store of kernels only (like llvm-ir-corpus/store) has none.
+        let Some(entries) = read_dir_if_exists(&dir)? else {
+            return Ok((out, damaged));
+        };
+        for entry in entries {
             let path = entry.map_err(io_err(&dir))?.path();
-            if path.extension().is_some_and(|e| e == "json") {
-                out.push(read_json(&path)?);
+            let hidden = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            if hidden || path.extension().is_none_or(|e| e != "json") {
+                continue; // a write in progress (`write_atomic`'s temporary file), or not a unit
+            }
+            match read_json(&path) {
+                Ok(u) => out.push(u),
+                Err(e) => damaged.push(e),
             }
         }
         out.sort_by(|a: &Unit, b| a.source.cmp(&b.source));
-        Ok(out)
+        Ok((out, damaged))
     }
 }
 
@@ -583,7 +665,12 @@ pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, 
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
         path: path.to_owned(),
-        msg: e.to_string(),
+        // serde's words for no bytes at all ("EOF while parsing a value") read as a cut file.
+        msg: if bytes.is_empty() {
+            "empty (0 bytes)".into()
+        } else {
+            e.to_string()
+        },
     })
 }
 
@@ -683,6 +770,138 @@ mod tests {
             .unwrap();
         // tempfile's own default was 0600, whatever the umask.
         assert_eq!(mode, 0o666 & !umask, "umask {umask:o}");
+    }
+
+    /// A garbage or empty `units/*.json` costs that unit alone (issue 56): the store's units,
+    /// and so every listing that resolves recordings through them, still read.
+    #[test]
+    fn a_damaged_unit_costs_only_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let unit = Unit {
+            format: FORMAT,
+            id: "0011223344556677".into(),
+            source: "/w/k.cu".into(),
+            output: Some("/w/k.o".into()),
+            kernels: BTreeMap::new(),
+            fatbins: vec!["00aa".into()],
+            compile: CompileCommand {
+                cwd: "/w".into(),
+                args: vec!["r3-clang++".into(), "-c".into(), "k.cu".into()],
+                env: BTreeMap::new(),
+                clang: "/usr/bin/clang++".into(),
+                clang_version: "clang version 22".into(),
+            },
+        };
+        store.put_unit(&unit).unwrap();
+        let units = dir.path().join("units");
+        std::fs::write(
+            units.join("8899aabbccddeeff.json"),
+            "{\"format\": 1, \"id\": ",
+        )
+        .unwrap();
+        std::fs::write(units.join("ffeeddccbbaa9988.json"), "").unwrap();
+        assert_eq!(store.units().unwrap(), vec![unit.clone()]);
+        assert!(store.index().is_ok());
+        let (read, damaged) = store.units_and_damage().unwrap();
+        assert_eq!(read, vec![unit]);
+        let said: Vec<String> = damaged.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 2, "{said:#?}");
+        for e in &said {
+            assert!(
+                e.contains("units/")
+                    && e.contains(".json: damaged store file: ")
+                    && e.contains("the next build of its source with r3-clang++ writes it again"),
+                "{e}"
+            );
+        }
+        assert!(
+            said.iter().any(|e| e.contains("empty (0 bytes)")),
+            "{said:#?}"
+        );
+    }
+
+    /// `R3_STORE=/proc` (issue 56): as root, mkdir there answers "No such file or directory",
+    /// which the fix must not read as a store to create (as another user, "Permission
+    /// denied", whose fix names another store too).
+    #[test]
+    fn a_directory_that_cannot_hold_a_store_is_named_with_a_fix_that_works() {
+        if Path::new("/proc/self").is_dir() {
+            let e = Store::create(Path::new("/proc")).unwrap_err().to_string();
+            assert!(
+                e.contains("/proc")
+                    && e.contains("fix: ")
+                    && e.contains("point --r3-store / R3_STORE at a")
+                    && !e.contains("create it"),
+                "{e}"
+            );
+        }
+        // What procfs answers root, whoever runs this.
+        let dir = tempfile::tempdir().unwrap();
+        let enoent = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let why = unusable_why(dir.path(), &enoent).unwrap();
+        assert!(
+            why.contains("although it is there") && why.contains("does not take new files"),
+            "{why}"
+        );
+        let e = StoreError::Unusable {
+            path: dir.path().to_owned(),
+            why,
+        }
+        .to_string();
+        assert!(
+            e.starts_with(&format!("{} cannot hold a store: ", dir.path().display()))
+                && e.contains("fix: point --r3-store / R3_STORE at a directory you can write")
+                && !e.contains("create it"),
+            "{e}"
+        );
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            unusable_why(dir.path(), &denied),
+            None,
+            "the Io fixes say how"
+        );
+        let file = dir.path().join("notes.txt");
+        std::fs::write(&file, "x").unwrap();
+        for root in [file.clone(), file.join("store")] {
+            let e = Store::create(&root).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{} is a file, not a directory", file.display()))
+                    && e.contains("fix: point --r3-store"),
+                "{e}"
+            );
+        }
+    }
+
+    /// A file missing from a store is repaired by storing its entry again, never by making an
+    /// empty one.
+    #[test]
+    fn a_missing_store_file_is_not_to_be_created() {
+        let dir = tempfile::tempdir().unwrap();
+        Store::create(dir.path()).unwrap();
+        let module = dir.path().join("kernels/0011223344556677/module.bc");
+        let e = StoreError::Io {
+            path: module.clone(),
+            msg: "No such file or directory (os error 2)".into(),
+        }
+        .to_string();
+        assert!(
+            e.contains(&format!(
+                "fix: delete {}; the next build",
+                module.parent().unwrap().display()
+            )) && !e.contains("create it"),
+            "{e}"
+        );
+        let e = StoreError::Io {
+            path: dir.path().join("trials/x/y.end.json"),
+            msg: "No such file or directory (os error 2)".into(),
+        }
+        .to_string();
+        assert!(
+            e.contains("fix: check that nothing moved or deleted the store's files")
+                && !e.contains("create it"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -750,16 +750,44 @@ impl super::Store {
 
     /// Every recording, or those of kernels with one mangled name, oldest first. (A name may
     /// be several kernels: `identity::Index::of_recording` says which one a recording ran.)
+    /// A recording that cannot be read costs only itself: it is left out, and said once on
+    /// stderr with its fix, as a damaged kernel or search is.
     pub fn recordings(&self, kernel: Option<&str>) -> Result<Vec<Recording>, StoreError> {
+        let (recs, damaged) = self.recordings_and_damage(kernel)?;
+        for e in &damaged {
+            super::warn_left_out(e, "that recording");
+        }
+        Ok(recs)
+    }
+
+    /// [`Store::recordings`], with the error of each recording left out. Err only when the
+    /// `records` directory itself cannot be read.
+    pub fn recordings_and_damage(
+        &self,
+        kernel: Option<&str>,
+    ) -> Result<(Vec<Recording>, Vec<StoreError>), StoreError> {
         let root = self.root().join("records");
         if !root.exists() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let mut out = Vec::new();
+        let mut damaged = Vec::new();
         for kdir in list_dirs(&root)? {
-            for ldir in list_dirs(&kdir)? {
-                let path = ldir.join("launch.json");
-                let launch: LaunchRecord = super::read_json(&path)?;
+            let ldirs = match list_dirs(&kdir) {
+                Ok(l) => l,
+                Err(e) => {
+                    damaged.push(e);
+                    continue;
+                }
+            };
+            for ldir in ldirs {
+                let launch = match read_launch(&ldir) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        damaged.push(e);
+                        continue;
+                    }
+                };
                 if kernel.is_some_and(|k| k != launch.kernel) {
                     continue;
                 }
@@ -782,7 +810,19 @@ impl super::Store {
             }
         }
         out.sort_by(|a, b| (a.launch.unix_time, &a.id).cmp(&(b.launch.unix_time, &b.id)));
-        Ok(out)
+        Ok((out, damaged))
+    }
+}
+
+/// A recording's launch.json. The runtime renames a recording into place whole, so a launch
+/// directory without one (or with an empty one) was damaged after: the error says to delete
+/// the recording, never to create the file.
+fn read_launch(ldir: &Path) -> Result<LaunchRecord, StoreError> {
+    let path = ldir.join("launch.json");
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(corrupt(&path, "missing")),
+        Ok(m) if m.is_dir() => Err(corrupt(&path, "a directory, not a file")),
+        _ => super::read_json(&path),
     }
 }
 
@@ -881,6 +921,58 @@ pub(crate) mod tests {
             rec.usable(),
             "a damaged verdict is none: checked again when used"
         );
+    }
+
+    /// A garbage, empty or missing launch.json, or an empty launch directory, costs that
+    /// recording alone (issue 56): the others are listed, and its error names the file and
+    /// says to delete the recording, never to create the file.
+    #[test]
+    fn a_damaged_recording_costs_only_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::create(dir.path()).unwrap();
+        let records = dir.path().join("records");
+        let good = records.join("0123456789abcdef/0000000000000001");
+        std::fs::create_dir_all(&good).unwrap();
+        std::fs::write(good.join("launch.json"), LAUNCH).unwrap();
+        let bad = records.join("fedcba9876543210");
+        let damage: [(&str, Option<&[u8]>, &str); 4] = [
+            ("0000000000000001", Some(b"garbage"), "expected value"),
+            ("0000000000000002", Some(b""), "empty"),
+            ("0000000000000003", None, "missing"), // the snapshots without their launch
+            ("0000000000000004", None, "missing"), // nothing at all
+        ];
+        for (launch, bytes, _) in &damage {
+            let ldir = bad.join(launch);
+            std::fs::create_dir_all(&ldir).unwrap();
+            match bytes {
+                Some(b) => std::fs::write(ldir.join("launch.json"), b).unwrap(),
+                None if launch.ends_with('3') => {
+                    write_snapshot(&ldir.join("prologue.r3snap"), &sample().0).unwrap()
+                }
+                None => {}
+            }
+        }
+        let listed = store.recordings(None).unwrap();
+        assert_eq!(
+            listed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["0123456789abcdef/0000000000000001"]
+        );
+        let (recs, damaged) = store.recordings_and_damage(None).unwrap();
+        assert_eq!(recs.len(), 1);
+        let said: Vec<String> = damaged.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), damage.len(), "{said:#?}");
+        for ((launch, _, what), e) in damage.iter().zip(&said) {
+            let ldir = bad.join(launch);
+            assert!(
+                e.starts_with(&format!(
+                    "{}: damaged store file: {what}",
+                    ldir.join("launch.json").display()
+                )) && e.contains(&format!("fix: delete the recording {}", ldir.display()))
+                    && !e.contains("create it"),
+                "{e}"
+            );
+        }
+        assert_eq!(store.recordings(Some("k")).unwrap().len(), 1, "by name too");
     }
 
     fn region(addr: u64, bytes: Vec<u8>) -> Region {
@@ -1256,15 +1348,16 @@ pub(crate) mod tests {
                     apply_damage(LAUNCH.as_bytes(), &d)
                 };
                 std::fs::write(ldir.join("launch.json"), &bytes).unwrap();
-                match store.recordings(None) {
-                    Ok(recs) => {
-                        prop_assert_eq!(recs.len(), 1);
-                        let _ = recs[0].launch.args();
-                    }
-                    Err(e) => {
-                        let e = e.to_string();
-                        prop_assert!(e.contains("launch.json") && e.contains("fix:"), "{}", e);
-                    }
+                // The listing always reads: a recording that does not is left out, with an
+                // error that names its file and the fix.
+                let (recs, damaged) = store.recordings_and_damage(None).unwrap();
+                prop_assert_eq!(recs.len() + damaged.len(), 1);
+                for r in &recs {
+                    let _ = r.launch.args();
+                }
+                for e in &damaged {
+                    let e = e.to_string();
+                    prop_assert!(e.contains("launch.json") && e.contains("fix: delete the recording"), "{}", e);
                 }
             }
 
