@@ -422,6 +422,26 @@ fn a_winners_file_cannot_ship_code_behind_a_guard_that_is_not_its_candidates() {
         assert!(!ptx.contains("__r3_") && !table, "{name}: no variant built");
     }
 
+    // `r3 export --check` says the same without building, entry by entry.
+    let check = |name: &str| {
+        let file = d.join(format!("{name}.json"));
+        let s = store.to_str().unwrap();
+        let out = r3(
+            &["export", "--check", file.to_str().unwrap(), "--r3-store", s],
+            d,
+        );
+        (out.status.code(), stdout(&out))
+    };
+    let (code, text) = check("empty-guard");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("refused  variants[0] ")
+            && text.contains("its guard disagrees with its candidate")
+            && text.contains("builds   kernels[0] ")
+            && text.contains("1 refused"),
+        "{text}"
+    );
+
     // The same variant with its candidate's guard ships: the check refuses only what is wrong.
     let (note, ptx, table) = apply(
         "own-guard",
@@ -433,6 +453,12 @@ fn a_winners_file_cannot_ship_code_behind_a_guard_that_is_not_its_candidates() {
     );
     assert!(note.contains("+1 guarded variant at launch"), "{note}");
     assert!(ptx.contains("__r3_") && table, "the variant is built");
+    let (code, text) = check("own-guard");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("0 refused") && !text.contains("not checked"),
+        "{text}"
+    );
 
     // A winners file that can be read only once (a pipe, `--r3-apply=<(...)`) applies as a
     // file does: the driver reads it once and the shim reads its copy.
