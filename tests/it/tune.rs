@@ -1163,3 +1163,56 @@ fn a_candidate_the_screen_dropped_is_kept_as_such_and_never_becomes_the_best() {
     let report = r3::report::tuning::build(&store, &Default::default()).unwrap();
     assert_eq!(report.kernels[0].outcomes.screened, screened);
 }
+
+/// bo resumed from its checkpoint goes on exactly as the search that was never stopped, on
+/// recorded landscapes at the budget where it once drifted (issue 56). Stops at 28 and 64 fall
+/// inside a round, as a kill between a round's trials does: the resume restores the round
+/// before and asks this one again. 54 ends a round.
+#[test]
+fn bo_resumed_on_recorded_landscapes_asks_every_trial_the_whole_search_did() {
+    for table in [
+        "_z17gemm_naive_kernelipkfs0_pf.json",
+        "_z13gemv_t_kerneliipkfs0_pf.json",
+    ] {
+        let path = repo().join("bench/landscapes").join(table);
+        let landscape = r3::remix::sim::Landscape::load(&path).unwrap();
+        let whole = bo_on_landscape(&landscape, &[150]);
+        for stop in [28, 54, 64] {
+            let resumed = bo_on_landscape(&landscape, &[stop, 150]);
+            assert_eq!(resumed.len(), 150, "{table}, stopped at {stop}");
+            let first = (0..150).find(|&i| essence(&resumed[i..=i]) != essence(&whole[i..=i]));
+            assert_eq!(
+                first, None,
+                "{table}, stopped at {stop}: first differing trial"
+            );
+        }
+    }
+}
+
+/// `r3 tune --simulate TABLE --batch 4` in a fresh store, run to each budget in turn (each
+/// after the first a resume from the checkpoint); the trials.
+fn bo_on_landscape(landscape: &r3::remix::sim::Landscape, budgets: &[u32]) -> Vec<TrialRecord> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path()).unwrap();
+    let space = Space::builtin(landscape.space.clone()).unwrap();
+    let never = AtomicBool::new(false);
+    for (i, &budget) in budgets.iter().enumerate() {
+        let mut sim = Simulator::new(landscape.clone());
+        let o = TuneOptions {
+            seed: 0,
+            transfer: true,
+            recipes: true,
+            race: true,
+            ..opts("bo", budget)
+        };
+        let tuned =
+            r3::remix::tune::tune_in_store(&store, &mut sim, &space, &o, i > 0, &never, |_| {});
+        let (s, _) = tuned.unwrap_or_else(|e| panic!("budget {budget}: {e}"));
+        assert!(
+            i == 0 || s.from_checkpoint > 0,
+            "resumed without the checkpoint"
+        );
+    }
+    let gpu = Simulator::new(landscape.clone()).device().gpu;
+    store.trials("k", &gpu).unwrap()
+}

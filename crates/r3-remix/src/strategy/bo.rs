@@ -63,30 +63,42 @@ struct Hyper {
     additive: f64,
 }
 
-/// A candidate as the kernel sees it: its interned pipeline and its knob values.
+/// A candidate as the kernel sees it: its interned pass features and its knob values.
 #[derive(Clone)]
 struct Point {
     pipe: usize,
     knobs: Vec<String>,
 }
 
+/// The surrogate's distances, cached. A cache, not state: every distance is a function of the
+/// two candidates alone, whatever was interned first, so a restored search that never built
+/// the pools of the one it continues sees the same numbers (`Strategy::save` keeps none of
+/// this).
 #[derive(Default)]
 struct Distances {
-    pipes: HashMap<String, usize>,
+    /// Interned by pipeline and then LLVM options, which count among the pass features (an
+    /// option tunes a pass): by pipeline alone, the options first seen with a pipeline stood
+    /// for every candidate of it, and a pool's candidate seen first on the search but never on
+    /// its resume made the two differ.
+    pipes: HashMap<String, HashMap<Options, usize>>,
     feats: Vec<Features>,
     pass: HashMap<(usize, usize), f64>,
 }
 
+type Options = std::collections::BTreeMap<String, String>;
+
 impl Distances {
-    /// The point of a candidate; a pipeline's pass features are computed once (parsing a
-    /// pipeline is the costly part, and a pool meets the same pipelines again and again).
+    /// The point of a candidate; the pass features of a pipeline and options are computed once
+    /// (parsing a pipeline is the costly part, and a pool meets the same ones again and again).
     fn point(&mut self, c: &Candidate) -> Point {
         let knobs = Space::knob_features(c);
-        if let Some(&pipe) = self.pipes.get(&c.pipeline) {
+        let known = self.pipes.get(&c.pipeline);
+        if let Some(&pipe) = known.and_then(|o| o.get(&c.llvm_options)) {
             return Point { pipe, knobs };
         }
         let pipe = self.feats.len();
-        self.pipes.insert(c.pipeline.clone(), pipe);
+        let options = self.pipes.entry(c.pipeline.clone()).or_default();
+        options.insert(c.llvm_options.clone(), pipe);
         self.feats.push(Features {
             passes: Space::features(c).passes,
             knobs: Vec::new(),
@@ -530,6 +542,32 @@ mod tests {
                 c
             })
             .collect()
+    }
+
+    /// Candidates of one pipeline that differ in an LLVM option are apart by it, whichever
+    /// of them the cache met first: on a resume it meets them in another order than the
+    /// search did.
+    #[test]
+    fn a_distance_is_of_the_two_candidates_whatever_was_seen_first() {
+        let unroll = |v: &str| Candidate {
+            llvm_options: [("unroll-max-count".to_string(), v.to_string())].into(),
+            ..Candidate::baseline()
+        };
+        let (two, four, none) = (unroll("2"), unroll("4"), Candidate::baseline());
+        let exact =
+            |a: &Candidate, b: &Candidate| Space::features(a).pass_distance(&Space::features(b));
+        assert!(exact(&two, &four) > 0.0);
+        for first in [&two, &four, &none] {
+            let mut d = Distances::default();
+            d.point(first);
+            let points = [&two, &four, &none].map(|c| d.point(c));
+            for (i, a) in [&two, &four, &none].into_iter().enumerate() {
+                for (j, b) in [&two, &four, &none].into_iter().enumerate() {
+                    let got = d.between(&points[i], &points[j])[0];
+                    assert_eq!(got, exact(a, b), "{i} to {j}, {first:?} first");
+                }
+            }
+        }
     }
 
     #[test]
