@@ -126,6 +126,14 @@ fn a_launch_runs_the_first_variant_whose_guard_holds_and_otherwise_the_generic_c
     assert_eq!(ran(&exe, "1024 256", &[("R3_DISPATCH", "0")]), [generic]);
     assert_eq!(ran(&exe, "1024 256", &[("FAKE_SM", "80")]), [generic]);
     assert_eq!(ran(&exe, "1024 256", &[("FAKE_MISSING", spec)]), [bounds]);
+    // A compressed fatbinary (-Xcuda-fatbinary --compress-all) names no entry in its bytes: the
+    // driver finds the variants the module has, and a missing one leaves no error behind.
+    let compressed = ("FAKE_COMPRESSED", "1");
+    assert_eq!(ran(&exe, "1024 256", &[compressed]), [spec]);
+    assert_eq!(
+        ran(&exe, "1024 256", &[compressed, ("FAKE_MISSING", spec)]),
+        [bounds]
+    );
     // A larger dynamic shared memory the program sets on its kernel holds for the variants.
     assert_eq!(ran(&exe, "shared 65536", &[]), [spec]);
 }

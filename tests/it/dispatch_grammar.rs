@@ -5,6 +5,7 @@
 //! never makes a launch read out of bounds and leaves the kernel its generic code; lines beyond
 //! the runtime's limits are named under R3_DISPATCH_VERBOSE (crates/r3-driver/fuzz/
 //! dispatch_launch.c, on a fake GPU, under AddressSanitizer and UndefinedBehaviorSanitizer).
+//! A module whose fatbinary is compressed (item 7) gets its variants, found by the driver.
 //!
 //! `R3_TEST_R3RT=<file>` builds the harnesses against another r3rt.c: HEAD's before issue 56
 //! fails the launch tests (dispatch_launch.c calls only what a program calls, so it builds
@@ -504,6 +505,16 @@ fn the_runtime_reads_a_kernels_parameters_from_its_name_as_clang_mangles_them() 
 /// The fake program of dispatch_launch.c with `table` (its lines after the format line): the
 /// entries its launches ran, and its verbose messages. Fails on any sanitizer report.
 fn launch(exe: &Path, table: &[String], launches: &[&str]) -> (Vec<String>, String) {
+    launch_with(exe, table, launches, &[])
+}
+
+/// [`launch`] with `env` besides (after R3_DISPATCH_VERBOSE=1, which it may override).
+fn launch_with(
+    exe: &Path,
+    table: &[String],
+    launches: &[&str],
+    env: &[(&str, &str)],
+) -> (Vec<String>, String) {
     let dir = exe.parent().unwrap();
     let file = dir.join("table.txt");
     let mut text = dispatch::MAGIC.to_string();
@@ -516,12 +527,13 @@ fn launch(exe: &Path, table: &[String], launches: &[&str]) -> (Vec<String>, Stri
         .arg(&file)
         .args(launches)
         .env("R3_DISPATCH_VERBOSE", "1")
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let (o, e) = (stdout(&out), stderr(&out));
     assert!(
         out.status.success() && !e.contains("Sanitizer") && !e.contains("runtime error"),
-        "the launches {launches:?} of table\n{}\n{o}{e}",
+        "the launches {launches:?} {env:?} of table\n{}\n{o}{e}",
         table.join("\n")
     );
     let ran = o
@@ -683,4 +695,66 @@ fn lines_beyond_the_runtimes_limits_are_named_and_apply_counts_as_it_does() {
     let takes = dispatch::runtime_takes(&many);
     assert!(takes[..MAX_VARIANTS].iter().all(Result::is_ok));
     assert!(takes[MAX_VARIANTS..].iter().all(Result::is_err));
+}
+
+/// `-Xcuda-fatbinary --compress-all` (issue 56, item 7): fatbinary compresses every image, so no
+/// entry's name is in the module's bytes, and the runtime, which registered a variant only where
+/// it found its name there, registered none, while apply's note counted them. Where the bytes
+/// cannot tell (an image compressed, a fatbinary r3 cannot read), each variant is registered
+/// and the driver's own lookup decides at its first launch: a variant the module has runs, one
+/// it lacks gives way to the next variant or the generic code, quietly but under
+/// R3_DISPATCH_VERBOSE, and leaves no error for the program. An uncompressed image still
+/// settles it by its bytes.
+#[test]
+fn a_compressed_fatbinary_leaves_it_to_the_driver_to_find_the_variants() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path(), "dispatch_launch");
+    let table = [
+        variant(SCALE, 1, "0 - - 0 0"),
+        variant(SCALE, 2, "0 - - 0 0"),
+        variant(AXPY, 1, "0 - - 0 0"),
+        variant(K3, 1, "0 - - 0 0"),
+    ];
+    let launches = ["0:1024:256", "1:1024:256:ex", "2:1024:256"];
+    let (ran, said) = launch_with(&exe, &table, &launches, &[("FAKE_FATBIN", "compressed")]);
+    assert_eq!(
+        ran,
+        [entry(SCALE, 1), entry(AXPY, 1), entry(K3, 1)],
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "{} registered: its module's fatbinary is compressed, so the driver says",
+            entry(SCALE, 1)
+        )),
+        "{said}"
+    );
+
+    // The module lacks scale's first variant and k3's only one.
+    let lacks = format!("{},{}", entry(SCALE, 1), entry(K3, 1));
+    let fallback = [entry(SCALE, 2), entry(AXPY, 1), K3.into()];
+    for how in ["compressed", "cut", "overlong"] {
+        let env = [("FAKE_FATBIN", how), ("FAKE_LACKS", lacks.as_str())];
+        let (ran, said) = launch_with(&exe, &table, &launches, &env);
+        assert_eq!(ran, fallback, "{how}: {said}");
+        for lacked in [entry(SCALE, 1), entry(K3, 1)] {
+            assert!(
+                said.contains(&format!("{lacked} not usable: ")),
+                "{how}: {lacked}:\n{said}"
+            );
+        }
+        let quiet = [env[0], env[1], ("R3_DISPATCH_VERBOSE", "0")];
+        let (ran, said) = launch_with(&exe, &table, &launches, &quiet);
+        assert_eq!((ran, said.as_str()), (fallback.to_vec(), ""), "{how}");
+    }
+
+    let (ran, said) = launch_with(&exe, &table, &launches, &[("FAKE_LACKS", &lacks)]);
+    assert_eq!(ran, fallback, "{said}");
+    assert!(
+        said.contains(&format!(
+            "{} not registered: its name is not in this module's fatbinary",
+            entry(SCALE, 1)
+        )),
+        "{said}"
+    );
 }

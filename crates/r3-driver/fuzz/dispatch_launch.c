@@ -8,7 +8,9 @@
  *   dispatch_launch TABLE LAUNCH...
  * TABLE: a file holding the table as r3_dispatch_add gets it. LAUNCH: K:N:THREADS[:ex], a launch
  * of kernel K (0 scale, 1 axpy, 2 k3; fake_cudart.h) with N as its int argument and blocks of
- * THREADS, through cudaLaunchKernelEx with ":ex". Prints "ran ENTRY GRID BLOCK" per launch.
+ * THREADS, through cudaLaunchKernelEx with ":ex". Prints "ran ENTRY GRID BLOCK" per launch, and
+ * "pending after LAUNCH" where a launch that succeeded left an error for the program to find
+ * (r3's own calls must not). FAKE_LACKS and FAKE_FATBIN (fake_cudart.h) shape the module.
  */
 #define _GNU_SOURCE
 #include "r3rt.c"
@@ -31,6 +33,7 @@ int main(int argc, char **argv) {
     char ex[4] = "";
     if (sscanf(argv[i], "%d:%d:%u:%3s", &k, &count, &threads, ex) < 3 || k < 0 || k >= FAKE_KERNELS) return 2;
     if (!fake_launch(k, count, threads, !strcmp(ex, "ex"))) printf("failed %s\n", argv[i]);
+    else if (cudaPeekAtLastError() != cudaSuccess) printf("pending after %s\n", argv[i]);
   }
   return 0;
 }

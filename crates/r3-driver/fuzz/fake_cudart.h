@@ -10,6 +10,14 @@
  *     r3rt.c falls back to its mangled name;
  *   - k3(int n, double x), extern "C": nothing states its parameters.
  * Each kernel's module holds its generic entry and variants <name>__r3_t_v1 ... _v6.
+ *
+ * Environment: FAKE_LACKS, entries (comma-separated) the module lacks: cudart registers them, as
+ * it registers any name, and the driver finds none of them (their attributes and launches fail
+ * with cudaErrorInvalidDeviceFunction). FAKE_FATBIN, how the fatbinary holds the module: "plain"
+ * (the default) an ELF image whose string table names the entries it has; "compressed" that
+ * image zstd-compressed, as fatbinary --compress-all writes it, so that no name is in its bytes;
+ * "cut" and "overlong" plain, and then an image header cut short by the fatbinary's end, or one
+ * whose image runs past it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -37,9 +45,24 @@ static int fake_print;        /* print "ran <entry>" for each launch */
 
 static cudaError_t fake_fail(cudaError_t e) { return fake_last_error = e; }
 
+/* Whether FAKE_LACKS names the entry. */
+static int fake_lacks(const char *name) {
+  const char *list = getenv("FAKE_LACKS");
+  size_t n = strlen(name);
+  for (const char *p = list; p && *p;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len == n && !memcmp(p, name, n)) return 1;
+    p = comma ? comma + 1 : NULL;
+  }
+  return 0;
+}
+
+/* The entry a registered stub runs, as the driver looks it up in the module: NULL where the
+   stub is not registered or the module lacks its entry. */
 static const char *fake_entry(const void *stub) {
   for (int i = 0; i < fake_nreg; i++)
-    if (fake_reg[i].stub == stub) return fake_reg[i].name;
+    if (fake_reg[i].stub == stub) return fake_lacks(fake_reg[i].name) ? NULL : fake_reg[i].name;
   return NULL;
 }
 
@@ -143,25 +166,47 @@ FAKE_UNUSED(cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum c
 FAKE_UNUSED(cudaError_t cudaSetDevice(int d))
 FAKE_UNUSED(cudaError_t cudaStreamSynchronize(cudaStream_t s))
 
-/* The fatbinary of all three kernels: the wrapper clang passes, and an image whose string table
-   names every entry. */
-static unsigned char fake_image[4096];
-static struct fatbin_wrapper fake_wrapper = {0x466243b1, 1, fake_image, NULL};
+/* The fatbinary of all three kernels: the wrapper clang passes, and an image of the layout
+   fatbinary writes (a header; an image header, with its flags at byte 40; the image), as
+   FAKE_FATBIN says. Built once, in an allocation of exactly its size, so that AddressSanitizer
+   sees a reader that goes past its end. */
+static struct fatbin_wrapper fake_wrapper = {0x466243b1, 1, NULL, NULL};
+
+static void fake_put(unsigned char *p, size_t at, uint64_t v, size_t bytes) { memcpy(p + at, &v, bytes); }
 
 static void fake_build_image(void) {
-  uint32_t magic = 0xBA55ED50u;
-  uint16_t version = 1, header = 16;
-  size_t at = 16;
+  if (fake_wrapper.data) return;
+  const char *how = getenv("FAKE_FATBIN") ? getenv("FAKE_FATBIN") : "plain";
+  /* The ELF's string table: the sections of the entries the module has. */
+  static unsigned char strings[4096];
+  size_t n = 0;
   for (int k = 0; k < FAKE_KERNELS; k++)
     for (int v = 0; v <= FAKE_VARIANTS; v++) {
       char name[128];
-      int n = v ? snprintf(name, sizeof name, "%s__r3_t_v%d", fake_names[k], v) : snprintf(name, sizeof name, "%s", fake_names[k]);
-      memcpy(fake_image + at, ".text.", 6), at += 6;
-      memcpy(fake_image + at, name, (size_t)n + 1), at += (size_t)n + 1;
+      int len = v ? snprintf(name, sizeof name, "%s__r3_t_v%d", fake_names[k], v) : snprintf(name, sizeof name, "%s", fake_names[k]);
+      if (fake_lacks(name)) continue;
+      memcpy(strings + n, ".text.", 6), n += 6;
+      memcpy(strings + n, name, (size_t)len + 1), n += (size_t)len + 1;
     }
-  uint64_t payload = at - 16;
-  memcpy(fake_image, &magic, 4), memcpy(fake_image + 4, &version, 2), memcpy(fake_image + 6, &header, 2);
-  memcpy(fake_image + 8, &payload, 8);
+  int compressed = !strcmp(how, "compressed");
+  static unsigned char packed[8192];
+  size_t stored = compressed ? ZSTD_compress(packed, sizeof packed, strings, n, 3) : n;
+  if (compressed && ZSTD_isError(stored)) abort();
+  size_t padded = (stored + 7) & ~(size_t)7, tail = !strcmp(how, "cut") ? 24 : 0;
+  size_t size = 16 + 64 + padded + tail;
+  unsigned char *p = calloc(1, size);
+  if (!p) abort();
+  fake_put(p, 0, 0xBA55ED50u, 4), fake_put(p, 4, 1, 2), fake_put(p, 6, 16, 2), fake_put(p, 8, size - 16, 8);
+  unsigned char *image = p + 16;
+  fake_put(image, 0, 2, 2); /* an ELF */
+  fake_put(image, 2, 0x101, 2), fake_put(image, 4, 64, 4);
+  fake_put(image, 8, !strcmp(how, "overlong") ? padded + 8 : padded, 8);
+  fake_put(image, 28, 90, 4);
+  fake_put(image, 40, 0x11 | (compressed ? 0x8000 : 0), 8); /* 64-bit, Linux; zstd */
+  if (compressed) fake_put(image, 16, stored, 4), fake_put(image, 56, n, 8);
+  memcpy(image + 64, compressed ? packed : strings, stored);
+  if (tail) fake_put(image, 64 + padded, 2, 2), fake_put(image, 64 + padded + 4, 64, 4);
+  fake_wrapper.data = p;
 }
 
 /* The program's registration, as cudart's constructor makes it after the tables' (priority 101). */

@@ -535,12 +535,53 @@ static struct dispatch *find_dispatch(const void *stub) {
   }
 }
 
-/* Whether the fatbinary registered as handle h holds an entry of that name: a variant is only
-   registered with the module that has it. A fatbinary r3 cannot read gets none. */
-static int fatbin_has(void **h, const char *entry) {
-  for (int i = 0; i < nfatbins; i++)
-    if (fatbins[i].handle == h) return memmem(fatbins[i].data, fatbins[i].size, entry, strlen(entry) + 1) != NULL;
-  return 0;
+/* A fatbinary's images follow its header, each behind a header of its own: u16 kind, u16
+   version, u32 the header's size, u64 the image's size with its padding, ..., u64 flags at byte
+   40 (as CUDA 13's fatbinary writes them, and those before it). An image flagged compressed
+   (zstd; lz4 in older ones) holds no name in its bytes: fatbinary compresses PTX by default and,
+   with --compress-all (clang's -Xcuda-fatbinary --compress-all), every image. */
+#define FATBIN_IMAGE_HEADER_MIN 48
+#define FATBIN_IMAGE_FLAGS 40
+#define FATBIN_COMPRESSED_LZ4 0x2000u
+#define FATBIN_COMPRESSED_ZSTD 0x8000u
+
+/* NULL when every image of the fatbinary (size bytes at p) is in its bytes as is, so that a
+   name missing from them is missing from the module; else why r3 cannot tell. */
+static const char *fatbin_unsearchable(const unsigned char *p, size_t size) {
+  static const char *const layout = "r3 cannot read its module's fatbinary";
+  uint16_t header;
+  if (size < 16) return layout;
+  memcpy(&header, p + 6, 2);
+  if (header < 16 || header > size) return layout;
+  for (size_t at = header; at < size;) {
+    uint32_t image_header;
+    uint64_t padded, flags;
+    if (size - at < FATBIN_IMAGE_HEADER_MIN) return layout;
+    memcpy(&image_header, p + at + 4, 4);
+    memcpy(&padded, p + at + 8, 8);
+    memcpy(&flags, p + at + FATBIN_IMAGE_FLAGS, 8);
+    if (image_header < FATBIN_IMAGE_HEADER_MIN || image_header > size - at || padded > size - at - image_header)
+      return layout;
+    if (flags & (FATBIN_COMPRESSED_LZ4 | FATBIN_COMPRESSED_ZSTD)) return "its module's fatbinary is compressed";
+    at += image_header + (size_t)padded;
+  }
+  return NULL;
+}
+
+/* Whether the module registered as handle h has an entry of that name: 1 it has, 0 it has not,
+   -1 r3 cannot tell (*why says why). The name in the fatbinary's bytes settles it where every
+   image is there as is: so a variant is not registered with another translation unit's module
+   that has a kernel of the same name. Where r3 cannot tell, the variant is registered all the
+   same and the driver's own lookup decides at its first launch on a device (variant_usable): a
+   module without it then runs the generic code. */
+static int fatbin_has(void **h, const char *entry, const char **why) {
+  for (int i = 0; i < nfatbins; i++) {
+    if (fatbins[i].handle != h) continue;
+    if (memmem(fatbins[i].data, fatbins[i].size, entry, strlen(entry) + 1)) return 1;
+    return (*why = fatbin_unsearchable(fatbins[i].data, fatbins[i].size)) ? -1 : 0;
+  }
+  *why = "r3 cannot read its module's fatbinary";
+  return -1;
 }
 
 /* After cudart registered kernel `name` as `stub` from module h: its variants in the tables,
@@ -552,7 +593,9 @@ static void register_variants(void **h, const void *stub, const char *name) {
   for (int i = 0; i < nvdefs; i++) {
     const struct variant_def *def = &vdefs[i];
     if (strcmp(def->kernel, name)) continue;
-    if (!fatbin_has(h, def->entry)) {
+    const char *unsure = NULL;
+    int has = fatbin_has(h, def->entry, &unsure);
+    if (!has) {
       dispatch_say("not registered", def->entry, "its name is not in this module's fatbinary");
       continue;
     }
@@ -581,7 +624,13 @@ static void register_variants(void **h, const void *stub, const char *name) {
     v->def = def;
     __real___cudaRegisterFunction(h, (const char *)v, def->entry, def->entry, -1, NULL, NULL, NULL, NULL, NULL);
     d->v[d->n++] = v;
-    dispatch_say("registered", def->entry, NULL);
+    if (has < 0) {
+      char why[160];
+      snprintf(why, sizeof why, "%s, so the driver says at its first launch whether the module has it", unsure);
+      dispatch_say("registered", def->entry, why);
+    } else {
+      dispatch_say("registered", def->entry, NULL);
+    }
   }
   if (!d) return;
   if (!d->n) {
