@@ -324,7 +324,7 @@ pub fn run(
         .and_then(|b| serde_json::from_slice(&b).ok());
     let census = stats.as_ref().and_then(|s| {
         let counts = s.census.as_ref()?;
-        keep_census(store, &command[0], counts, s.unknown_launches)
+        keep_census(store, command, counts, s.unknown_launches)
     });
     Ok(RecordRun {
         status: status.code(),
@@ -351,9 +351,13 @@ pub fn executable(program: &str) -> Option<PathBuf> {
         })
 }
 
-fn program_binary(program: &str) -> Result<ProgramBinary, String> {
+/// The workload a command runs: its program's binary and the arguments after it.
+fn program_binary(command: &[String]) -> Result<ProgramBinary, String> {
+    let program = &command[0];
     let exe = executable(program).ok_or_else(|| format!("{program} is not on PATH"))?;
-    ProgramBinary::of(program, &exe).map_err(|e| format!("reading {}: {e}", exe.display()))
+    ProgramBinary::of(program, &exe)
+        .map(|b| b.with_args(&command[1..]))
+        .map_err(|e| format!("reading {}: {e}", exe.display()))
 }
 
 /// The run's census, each kernel's time estimated from its recordings, kept with the program
@@ -361,14 +365,14 @@ fn program_binary(program: &str) -> Result<ProgramBinary, String> {
 /// recordings stand.
 fn keep_census(
     store: &Store,
-    program: &str,
+    command: &[String],
     counts: &[LaunchCounts],
     unknown_launches: u64,
 ) -> Option<Census> {
     let warn = |e: &dyn std::fmt::Display| {
         eprintln!("r3: warning: the program's time by kernel is not kept: {e}");
     };
-    let binary = program_binary(program).map_err(|e| warn(&e)).ok()?;
+    let binary = program_binary(command).map_err(|e| warn(&e)).ok()?;
     // The GPU the program ran on: launches under one wave of it cost about a wave each.
     let resident = crate::device::resident_threads(0);
     let census = store
@@ -505,11 +509,11 @@ pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordEr
         });
     };
     let untimed = t.launches.saturating_sub(t.timed_launches);
-    let (program, path, binary) = match program_binary(&command[0]) {
-        Ok(b) => (b.program, b.path, b.binary),
+    let (program, path, binary, args) = match program_binary(command) {
+        Ok(b) => (b.program, b.path, b.binary, b.args),
         Err(e) => {
             eprintln!("r3: warning: the measured times are not kept: {e}");
-            (command[0].clone(), String::new(), String::new())
+            (command[0].clone(), String::new(), String::new(), Vec::new())
         }
     };
     let mut kernels = t.kernels;
@@ -519,6 +523,7 @@ pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordEr
         program,
         path,
         binary,
+        args,
         unix_s: unix_now(),
         total_ms: t.total_ms,
         launches: t.launches,
@@ -964,6 +969,7 @@ mod tests {
             program: "./app".into(),
             path: "/w/app".into(),
             binary: "0123".into(),
+            args: Vec::new(),
             unix_s: 0.0,
             launches: 58,
             unknown_launches: 2,
@@ -990,6 +996,7 @@ mod tests {
                 program: "./app".into(),
                 path: "/w/app".into(),
                 binary: "0123".into(),
+                args: Vec::new(),
                 unix_s: 0.0,
                 total_ms: 0.5,
                 launches: 3,

@@ -71,7 +71,10 @@ fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() 
         c.binary,
         r3::kernel::short_hash(&std::fs::read(&exe).unwrap())
     );
-    assert_eq!(p.key, r3::store::programs::program_key(&exe));
+    // The workload: the executable and its arguments.
+    let args = ["census".to_string()];
+    assert_eq!(p.key, r3::store::programs::workload_key(&exe, &args));
+    assert_eq!(c.args, args);
     let rows: Vec<_> = c
         .kernels
         .iter()
@@ -352,4 +355,72 @@ fn a_tuned_kernel_an_applied_build_runs_slower_is_withheld_from_the_next_build()
     log.append(&trial_of(2, "p2", 49.0)).unwrap();
     drop(log);
     says_withheld();
+}
+
+/// A workload is a program and its arguments (issue 55): a run with other arguments keeps a
+/// census of its own instead of replacing the first one's, and `--program` names either the
+/// executable (every workload of it) or one workload as shell words.
+#[test]
+fn a_run_with_other_arguments_is_another_workload_and_hides_no_earlier_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_gpu_program(dir.path(), "record_fake_gpu", &[]);
+    let store = dir.path().join("store");
+    for extra in [&[][..], &["-k", "1"][..]] {
+        let out = Command::new(r3_bin())
+            .arg("--r3-store")
+            .arg(&store)
+            .args(["record", "--quiet", "--"])
+            .arg(&exe)
+            .arg("census")
+            .args(extra)
+            .env("FAKE_MS_PER_THREAD", MS_PER_THREAD)
+            .env("R3_RECORD_WITHOUT_GPU", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let s = Store::open(&store).unwrap();
+    let mut names: Vec<(String, Vec<String>)> = s
+        .programs()
+        .unwrap()
+        .into_iter()
+        .filter_map(|p| p.census)
+        .map(|c| (c.name(), c.args))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            (
+                "record_fake_gpu census".to_string(),
+                vec!["census".to_string()]
+            ),
+            (
+                "record_fake_gpu census -k 1".to_string(),
+                ["census", "-k", "1"].map(String::from).to_vec()
+            ),
+        ]
+    );
+    use r3::remix::program::Scope;
+    let exe_text = exe.display().to_string();
+    let Scope::Program { workloads, .. } = Scope::program(&s, &exe_text).unwrap() else {
+        panic!("a program's scope");
+    };
+    assert_eq!(workloads.len(), 2, "both workloads of the executable");
+    let one = Scope::program(&s, &format!("'{exe_text}' census -k 1")).unwrap();
+    let Scope::Program {
+        workloads, name, ..
+    } = one
+    else {
+        panic!("a program's scope");
+    };
+    assert_eq!(
+        (workloads.len(), name.as_str()),
+        (1, "record_fake_gpu census -k 1")
+    );
+    let missing = Scope::program(&s, &format!("{exe_text} census -k 2")).unwrap_err();
+    assert!(
+        missing.contains("no launch census of this workload"),
+        "{missing}"
+    );
 }

@@ -373,3 +373,47 @@ fn nonsense_input_is_refused_with_the_fix() {
         );
     }
 }
+
+/// The binary has no test target (`test = false` in Cargo.toml: one would link LLVM once
+/// more), so a test in a module only `main.rs` reaches is never compiled, let alone run. Five
+/// tests sat in src/cli.rs that way (issue 64, item 1).
+#[test]
+fn no_test_hides_in_a_module_only_the_binary_compiles() {
+    let src = repo().join("src");
+    let main = std::fs::read_to_string(src.join("main.rs")).unwrap();
+    let mut files = vec![src.join("main.rs")];
+    for m in bin_only_modules(&main) {
+        let file = src.join(format!("{m}.rs"));
+        files.push(if file.exists() {
+            file
+        } else {
+            src.join(m).join("mod.rs")
+        });
+    }
+    for file in files {
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        for mark in ["#[test]", "#[cfg(test)]"] {
+            assert!(
+                !text.contains(mark),
+                "{} has {mark}, which cargo test never compiles (the binary has no test \
+                 target); put the code under test and its tests in the library (src/lib.rs's \
+                 modules or a crate in crates/), or test the CLI as a process in tests/it/",
+                file.display()
+            );
+        }
+    }
+}
+
+/// The modules `main.rs` declares (`mod NAME;`): compiled into the binary only.
+fn bin_only_modules(main: &str) -> Vec<&str> {
+    main.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("pub ")
+                .unwrap_or(l)
+                .strip_prefix("mod ")?
+                .strip_suffix(';')
+        })
+        .collect()
+}

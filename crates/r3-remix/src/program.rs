@@ -33,13 +33,15 @@ const GROWTH_MIN_SEARCHES: usize = 8;
 const GROWTH_FLOOR_BOUNDS: (f64, f64) = (0.01, 0.10);
 const GROWTH_PER_LN_BOUNDS: (f64, f64) = (0.0, 0.15);
 
-/// What the deadline is spent on: every recorded kernel, or one program's.
+/// What the deadline is spent on: every recorded kernel, or one program's workloads.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Scope {
     All,
-    /// A program's key (`store::programs::program_key`) and its name.
+    /// The allocation's key (a workload's `store::programs::workload_key`, or for all of an
+    /// executable's workloads its `program_key`), the workloads' keys, and a name for people.
     Program {
         key: String,
+        workloads: Vec<String>,
         name: String,
     },
 }
@@ -49,6 +51,55 @@ impl Scope {
         match self {
             Scope::All => "all",
             Scope::Program { key, .. } => key,
+        }
+    }
+
+    /// `--program SPEC`: an executable (every workload of it the store has a census of, each
+    /// weighed alike), or an executable and its arguments as shell words (`'./app -k 1'`: that
+    /// workload alone).
+    pub fn program(store: &Store, spec: &str) -> Result<Scope, String> {
+        let words = shlex::split(spec).filter(|w| !w.is_empty()).ok_or_else(|| {
+            format!("--program {spec:?}: not shell words (an unclosed quote?); fix: quote it as a shell would")
+        })?;
+        let whole = std::path::Path::new(spec).is_file();
+        let (exe, args) = if whole {
+            (spec.to_owned(), None)
+        } else {
+            (words[0].clone(), Some(words[1..].to_vec()))
+        };
+        let canonical = std::fs::canonicalize(&exe).map_err(|e| {
+            format!("--program {exe}: {e}; fix: name the executable `r3 record` ran")
+        })?;
+        let path = canonical.display().to_string();
+        let recorded: Vec<(String, String)> = store
+            .programs()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter_map(|p| {
+                let c = p.census?;
+                let same = c.path == path && args.as_ref().is_none_or(|a| *a == c.args);
+                same.then(|| (p.key, c.name()))
+            })
+            .collect();
+        let fix = format!("fix: `r3 record -- {spec}` (with this r3) first");
+        match (recorded.as_slice(), args) {
+            ([], _) => Err(format!(
+                "{spec}: no launch census of this workload in the store; {fix}"
+            )),
+            ([(key, name)], Some(_)) => Ok(Scope::Program {
+                key: key.clone(),
+                workloads: vec![key.clone()],
+                name: name.clone(),
+            }),
+            (many, _) => Ok(Scope::Program {
+                key: crate::store::programs::program_key(&canonical),
+                workloads: many.iter().map(|(k, _)| k.clone()).collect(),
+                name: many
+                    .iter()
+                    .map(|(_, n)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
         }
     }
 }
@@ -64,7 +115,7 @@ pub fn entrants(
 ) -> Result<(Vec<Entrant>, Option<String>), StoreError> {
     let shares = store.kernel_shares()?;
     let programs: Vec<String> = match scope {
-        Scope::Program { key, .. } => vec![key.clone()],
+        Scope::Program { workloads, .. } => workloads.clone(),
         Scope::All => {
             let mut keys: Vec<String> = shares
                 .values()
@@ -527,6 +578,7 @@ mod tests {
             program: program.into(),
             path: format!("/build/{program}"),
             binary: format!("{program}-binary"),
+            args: Vec::new(),
             unix_s: 1.0,
             launches: kernels.len() as u64,
             unknown_launches: 0,
@@ -590,7 +642,8 @@ mod tests {
             .unwrap()
             .key;
         let scope = Scope::Program {
-            key,
+            key: key.clone(),
+            workloads: vec![key],
             name: "corr".into(),
         };
         let (corr, note) = entrants(&store, &scope, &g, "GPU").unwrap();

@@ -244,6 +244,7 @@ mod tests {
             program: "./app".into(),
             path: "/b/app".into(),
             binary: binary.into(),
+            args: Vec::new(),
             unix_s,
             total_ms,
             launches: 3,

@@ -205,13 +205,8 @@ fn document(r: &Report) -> Vec<Section> {
         return out;
     }
     top.blocks.extend(headline(&r.summary));
-    let gpus: std::collections::BTreeSet<&str> = r.kernels.iter().map(|k| k.gpu.as_str()).collect();
     top.blocks.push(Block::Para(vec![
-        t(format!(
-            "{} kernel–GPU pair(s) on {}; store ",
-            r.summary.kernels,
-            gpus.into_iter().collect::<Vec<_>>().join(", ")
-        )),
+        t(format!("{}; store ", what_was_searched(r))),
         c(&r.store),
         t(format!("; r3 {}.", r.r3_version)),
     ]));
@@ -220,14 +215,43 @@ fn document(r: &Report) -> Vec<Section> {
     if !r.programs.is_empty() {
         out.push(programs_section(&r.programs));
     }
-    out.push(summary_section(r));
-    for k in &r.kernels {
-        out.extend(kernel_sections(k));
+    if r.summary.kernels > 0 {
+        out.push(summary_section(r));
+    }
+    out.extend(r.summary.simulated.as_deref().map(simulated_section));
+    // Measured searches first, simulated ones after them, as the summaries go.
+    for simulated in [false, true] {
+        for k in r.kernels.iter().filter(|k| k.simulated == simulated) {
+            out.extend(kernel_sections(k));
+        }
     }
     if !r.rewrites.is_empty() {
         out.extend(rewrite_sections(&r.rewrites));
     }
     out
+}
+
+/// The measured pairs and their GPUs, and how many searches were simulated.
+fn what_was_searched(r: &Report) -> String {
+    let gpus: std::collections::BTreeSet<&str> = r
+        .kernels
+        .iter()
+        .filter(|k| !k.simulated)
+        .map(|k| k.gpu.as_str())
+        .collect();
+    let mut what = if gpus.is_empty() {
+        "No measured search".to_string()
+    } else {
+        format!(
+            "{} kernel–GPU pair(s) on {}",
+            r.summary.kernels,
+            gpus.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    };
+    if let Some(sim) = &r.summary.simulated {
+        what += &format!("; {} simulated search(es), reported apart", sim.kernels);
+    }
+    what
 }
 
 /// The report's first line: what a build with the winners gets, then what the searches found.
@@ -268,7 +292,36 @@ fn summary_section(r: &Report) -> Section {
         c("R3_APPLY_MIN_SPEEDUP"),
         t("); -O3 where clang's code is kept."),
     ]));
-    sum.blocks.push(Block::Table {
+    sum.blocks.push(summary_table(&s.rows, true));
+    sum
+}
+
+/// Searches a landscape table answered (`r3 tune --simulate`), apart from the measured ones:
+/// their speedups are the table's, so no figure of the measured summary counts them.
+fn simulated_section(s: &super::tuning::Summary) -> Section {
+    let mut sec = section(2, "Simulated searches", "simulated");
+    sec.blocks.push(Block::Para(vec![
+        t("Answered by a simulation ("),
+        c("r3 tune --simulate"),
+        t(format!(
+            ": a landscape table, no GPU ran), so no figure of the measured searches counts them. Geometric-mean speedup of the best found: {} over {} of {} searches; {} trials. Simulated trials ship only with ",
+            opt(s.geomean_speedup, x),
+            s.tuned,
+            s.kernels,
+            s.total_trials,
+        )),
+        c("R3_APPLY_SIMULATED=1"),
+        t(" (for tests)."),
+    ]));
+    // Not sortable: the page's last sortable table stays the measured summary, which
+    // scripts/report-screenshots clicks.
+    sec.blocks.push(summary_table(&s.rows, false));
+    sec
+}
+
+/// The summary table of these rows.
+fn summary_table(rows: &[super::tuning::SummaryRow], sortable: bool) -> Block {
+    Block::Table {
         head: vec![
             "kernel",
             "GPU",
@@ -279,17 +332,16 @@ fn summary_section(r: &Report) -> Section {
             "trials",
             "tuning time",
         ],
-        rows: summary_rows(r),
+        rows: summary_rows(rows),
         code: vec![0],
         right: vec![2, 3, 4, 5, 6, 7],
-        sortable: true,
-    });
-    sum
+        sortable,
+    }
 }
 
 /// One row per pair, what ships first (then the best), each linking to its kernel's section.
-fn summary_rows(r: &Report) -> Vec<Vec<Cell>> {
-    let mut rows: Vec<&super::tuning::SummaryRow> = r.summary.rows.iter().collect();
+fn summary_rows(rows: &[super::tuning::SummaryRow]) -> Vec<Vec<Cell>> {
+    let mut rows: Vec<&super::tuning::SummaryRow> = rows.iter().collect();
     let best = |row: &super::tuning::SummaryRow| row.speedup.unwrap_or(f64::NEG_INFINITY);
     rows.sort_by(|a, b| {
         b.shipped_speedup
@@ -1159,14 +1211,20 @@ fn html(doc: &[Section], r: &Report) -> String {
 /// The report's parts, where there are more than the summary; each kernel is reached from its
 /// summary row, since a link per kernel here is a wall of names once a store has tens of them.
 fn nav(r: &Report) -> String {
-    let mut links = vec![("summary", "summary")];
+    let mut links = Vec::new();
     if !r.programs.is_empty() {
-        links.insert(0, ("programs", "programs"));
+        links.push(("programs", "programs"));
+    }
+    if r.summary.kernels > 0 {
+        links.push(("summary", "summary"));
+    }
+    if r.summary.simulated.is_some() {
+        links.push(("simulated", "simulated searches"));
     }
     if !r.rewrites.is_empty() {
         links.push(("rewrites", "source rewrites"));
     }
-    if links.len() == 1 {
+    if links.len() <= 1 {
         return String::new();
     }
     let a: String = links

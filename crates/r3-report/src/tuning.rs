@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The JSON report's schema version; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -69,6 +69,8 @@ pub struct Report {
     pub rewrites: Vec<super::rewrites::RewriteReport>,
 }
 
+/// Measured searches only: a simulation's speedups are a landscape table's, not a GPU's, so
+/// they are summarized apart (`simulated`) and never averaged with measured ones.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     /// Kernel × GPU pairs reported.
@@ -87,6 +89,9 @@ pub struct Summary {
     pub total_tuning_s: f64,
     /// One row per pair, fastest best speedup first (pairs without one last).
     pub rows: Vec<SummaryRow>,
+    /// The simulated searches, summarized alike (absent when there are none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<Box<Summary>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -114,6 +119,9 @@ pub struct KernelReport {
     /// The stored kernel's hash, when found.
     pub hash: Option<String>,
     pub gpu: String,
+    /// A simulation answered the trials (`r3 tune --simulate`), not a GPU: the GPU name says
+    /// so (`simulated: …`), and the summary keeps it apart.
+    pub simulated: bool,
     pub driver: String,
     pub trials_file: String,
     pub strategy: String,
@@ -438,9 +446,23 @@ fn programs_for(
     }
 }
 
+/// The measured searches' summary, with the simulated ones' beside it.
 fn summarize(kernels: &[KernelReport]) -> Summary {
+    let (simulated, measured): (Vec<&KernelReport>, Vec<&KernelReport>) =
+        kernels.iter().partition(|k| k.simulated);
+    Summary {
+        simulated: (!simulated.is_empty()).then(|| Box::new(summarize_part(&simulated))),
+        ..summarize_part(&measured)
+    }
+}
+
+fn summarize_part(kernels: &[&KernelReport]) -> Summary {
     use super::shipped::geomean;
-    let tuned: Vec<&KernelReport> = kernels.iter().filter(|k| k.best.is_some()).collect();
+    let tuned: Vec<&KernelReport> = kernels
+        .iter()
+        .copied()
+        .filter(|k| k.best.is_some())
+        .collect();
     let mut rows: Vec<SummaryRow> = kernels
         .iter()
         .map(|k| SummaryRow {
@@ -473,6 +495,7 @@ fn summarize(kernels: &[KernelReport]) -> Summary {
         total_trials: kernels.iter().map(|k| k.trials).sum(),
         total_tuning_s: kernels.iter().map(|k| k.tuning_s).sum(),
         rows,
+        simulated: None,
     }
 }
 
@@ -836,6 +859,7 @@ fn kernel_report(
         name,
         hash: stored.map(|k| k.hash.to_string()),
         gpu: first.gpu.clone(),
+        simulated: first.simulated(),
         driver: first.driver.clone(),
         trials_file: path.display().to_string(),
         strategy: first.strategy.clone(),

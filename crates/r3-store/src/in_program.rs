@@ -156,7 +156,7 @@ impl Store {
         if applied.shipped.is_empty() {
             return Ok(Vec::new());
         }
-        let Some(program) = self.program(&applied.path) else {
+        let Some(program) = self.program(&applied.path, &applied.args) else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
@@ -223,6 +223,7 @@ mod tests {
             program: "./app".into(),
             path: PATH.into(),
             binary: binary.into(),
+            args: Vec::new(),
             unix_s: 1.0,
             launches: 10,
             unknown_launches: 0,
@@ -243,6 +244,7 @@ mod tests {
             program: "./app".into(),
             path: PATH.into(),
             binary: binary.into(),
+            args: Vec::new(),
             unix_s: 2.0,
             total_ms: ms,
             launches: 10,

@@ -32,6 +32,10 @@ pub struct Census {
     pub path: String,
     /// `short_hash` of the executable's bytes.
     pub binary: String,
+    /// The arguments it ran with: with the executable, the workload this census is of (absent
+    /// when none, and in files of earlier r3s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
     /// When it was taken (seconds since the Unix epoch).
     pub unix_s: f64,
     /// Every launch seen, unknown kernels included.
@@ -70,6 +74,9 @@ pub struct Timing {
     pub program: String,
     pub path: String,
     pub binary: String,
+    /// The arguments it ran with (see `Census::args`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
     pub unix_s: f64,
     /// Sum of every timed launch's GPU time (CUDA events around each launch), ms.
     pub total_ms: f64,
@@ -217,6 +224,8 @@ pub struct ProgramBinary {
     pub path: String,
     /// `short_hash` of its bytes.
     pub binary: String,
+    /// The arguments it ran with: a program run with other arguments is another workload.
+    pub args: Vec<String>,
 }
 
 impl ProgramBinary {
@@ -228,7 +237,16 @@ impl ProgramBinary {
             program: program.to_owned(),
             path: path.display().to_string(),
             binary: short_hash(&bytes),
+            args: Vec::new(),
         })
+    }
+
+    /// The same binary run with `args`.
+    pub fn with_args(self, args: &[String]) -> ProgramBinary {
+        ProgramBinary {
+            args: args.to_vec(),
+            ..self
+        }
     }
 }
 
@@ -246,6 +264,13 @@ pub fn share_words(share: f64) -> String {
 /// hash of its canonical path (`<basename>-<hash>`, the name slugged), so the same executable
 /// has the same key from any working directory, and two of one name in two builds have two.
 pub fn program_key(path: &Path) -> String {
+    workload_key(path, &[])
+}
+
+/// The directory of a workload, an executable run with these arguments: the program's key
+/// without arguments (so a store of earlier r3s reads as it was), else the hash covers the
+/// arguments too, so that `app -k 0` and `app -k 1` keep a census each.
+pub fn workload_key(path: &Path, args: &[String]) -> String {
     use std::os::unix::ffi::OsStrExt;
     let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let base = canonical
@@ -254,7 +279,30 @@ pub fn program_key(path: &Path) -> String {
         .unwrap_or_default();
     let mut base = super::trials::slug(&base);
     base.truncate(48);
-    format!("{base}-{}", short_hash(canonical.as_os_str().as_bytes()))
+    let mut identity = canonical.as_os_str().as_bytes().to_vec();
+    for a in args {
+        // NUL cannot occur in an argument: the joined form names one argument list.
+        identity.push(0);
+        identity.extend_from_slice(a.as_bytes());
+    }
+    format!("{base}-{}", short_hash(&identity))
+}
+
+/// A workload's name for people: the program's file name and its arguments.
+pub fn workload_name(program: &str, args: &[String]) -> String {
+    let mut name = display_name(program);
+    for a in args {
+        name.push(' ');
+        let plain = !a.is_empty()
+            && a.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_=.,/:+@%".contains(&b));
+        if plain {
+            name.push_str(a);
+        } else {
+            name.push_str(&format!("'{}'", a.replace('\'', "'\\''")));
+        }
+    }
+    name
 }
 
 impl Census {
@@ -276,9 +324,9 @@ impl Census {
         (total > 0.0 && !mine.is_empty()).then(|| mine.iter().sum::<f64>() / total)
     }
 
-    /// The program's name for people: the file name it was run by.
+    /// The workload's name for people: the file name it was run by, and its arguments.
     pub fn name(&self) -> String {
-        display_name(&self.program)
+        workload_name(&self.program, &self.args)
     }
 }
 
@@ -469,10 +517,10 @@ fn unix_now() -> f64 {
 }
 
 impl Store {
-    fn program_dir(&self, path: &str) -> PathBuf {
+    fn program_dir(&self, path: &str, args: &[String]) -> PathBuf {
         self.root()
             .join("programs")
-            .join(program_key(Path::new(path)))
+            .join(workload_key(Path::new(path), args))
     }
 
     /// The census of a run of `program` from what the runtime counted, each kernel's time
@@ -542,6 +590,7 @@ impl Store {
             program: program.program.clone(),
             path: program.path.clone(),
             binary: program.binary.clone(),
+            args: program.args.clone(),
             unix_s: unix_now(),
             launches: counts.iter().map(|c| c.launches).sum::<u64>() + unknown_launches,
             unknown_launches,
@@ -549,10 +598,11 @@ impl Store {
         })
     }
 
-    /// Keeps a program's census (`programs/<key>/census.json`, written whole): the newest run
-    /// of any binary at that path replaces the one before.
+    /// Keeps a workload's census (`programs/<key>/census.json`, written whole): the newest run
+    /// of any binary at that path with the same arguments replaces the one before; a run with
+    /// other arguments is another workload and leaves this one's census as it is.
     pub fn put_census(&self, c: &Census) -> Result<(), StoreError> {
-        let path = self.program_dir(&c.path).join("census.json");
+        let path = self.program_dir(&c.path, &c.args).join("census.json");
         write_file(&path, &to_json(c))
     }
 
@@ -561,7 +611,7 @@ impl Store {
     pub fn put_timing(&self, t: &Timing) -> Result<(), StoreError> {
         let name = super::trials::slug(&t.binary);
         let path = self
-            .program_dir(&t.path)
+            .program_dir(&t.path, &t.args)
             .join("timings")
             .join(format!("{name}.json"));
         write_file(&path, &to_json(t))
@@ -590,10 +640,11 @@ impl Store {
         Ok(dirs.iter().filter_map(|d| read_program(d)).collect())
     }
 
-    /// The program run from the executable at `path` (by its key), where the store has a census
-    /// or a timing of it; damaged files are said and left out, as [`Store::programs`] does.
-    pub fn program(&self, path: &str) -> Option<Program> {
-        read_program(&self.program_dir(path))
+    /// The workload run from the executable at `path` with `args` (by its key), where the store
+    /// has a census or a timing of it; damaged files are said and left out, as
+    /// [`Store::programs`] does.
+    pub fn program(&self, path: &str, args: &[String]) -> Option<Program> {
+        read_program(&self.program_dir(path, args))
     }
 
     /// Each kernel's share of each program's estimated time, by the kernel's content hash,
@@ -725,6 +776,7 @@ mod tests {
             program: "./build/app".into(),
             path: path.into(),
             binary: "0123456789abcdef".into(),
+            args: Vec::new(),
             unix_s: 1000.5,
             launches: kernels.iter().map(|k| k.launches).sum(),
             unknown_launches: 0,
@@ -738,6 +790,7 @@ mod tests {
             program: "app".into(),
             path: path.into(),
             binary: binary.into(),
+            args: Vec::new(),
             unix_s,
             total_ms: 12.5,
             launches: 3,
