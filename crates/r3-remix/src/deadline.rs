@@ -156,6 +156,7 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
                 improved_at: e.trials,
                 spent_s: 0.0,
                 per_trial_s: e.per_trial_s.max(1e-3),
+                setup_s: 0.0,
                 confirm_setup_s: e.confirm_setup_s.max(0.0),
                 launch_ms: e.launch_ms.max(0.0),
                 warm: false,
@@ -268,8 +269,27 @@ pub fn reserve_s(a: &Allocation) -> f64 {
         .sum()
 }
 
-/// The next decision for a worker, `busy` telling which kernels another worker is searching.
-pub fn next(a: &Allocation, batch: u32, busy: &dyn Fn(&str) -> bool) -> Decision {
+/// Which kernels a worker holds what: another worker searching it (`busy`), or this worker's
+/// evaluator for it still alive (`alive`: a slice of it pays no setup).
+pub struct Held<'a> {
+    pub busy: &'a dyn Fn(&str) -> bool,
+    pub alive: &'a dyn Fn(&str) -> bool,
+}
+
+impl Held<'_> {
+    /// Nothing held by anyone, every evaluator alive: the allocation's own view.
+    pub fn none() -> Held<'static> {
+        Held {
+            busy: &|_| false,
+            alive: &|_| true,
+        }
+    }
+}
+
+/// The next decision for a worker, `held` telling which kernels another worker is searching
+/// and which of its evaluators live.
+pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
+    let busy = held.busy;
     let left = a.deadline_s - a.elapsed_s - reserve_s(a);
     if left <= 0.0 {
         return Decision::Stop("deadline".into());
@@ -283,7 +303,7 @@ pub fn next(a: &Allocation, batch: u32, busy: &dyn Fn(&str) -> bool) -> Decision
         .iter()
         .filter(open)
         .filter(|k| !k.warm && k.share >= SMALL_SHARE)
-        .filter_map(|k| offer(a, k, left, batch))
+        .filter_map(|k| offer(a, k, left, batch, held))
         .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
             Some((w, _)) if w >= v => acc,
             _ => Some((v, d)),
@@ -302,7 +322,7 @@ pub fn next(a: &Allocation, batch: u32, busy: &dyn Fn(&str) -> bool) -> Decision
         .arms
         .iter()
         .filter(open)
-        .filter_map(|k| offer(a, k, left, batch))
+        .filter_map(|k| offer(a, k, left, batch, held))
         .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
             Some((w, _)) if w >= v => acc,
             _ => Some((v, d)),
@@ -334,9 +354,15 @@ fn too_short(a: &Allocation, left: f64) -> Option<String> {
 }
 
 /// What a slice of `k` is worth per second, and the slice; None where none fits in `left`.
-fn offer(a: &Allocation, k: &Arm, left: f64, batch: u32) -> Option<(f64, Decision)> {
+/// A slice whose evaluator is not alive pays its setup again (as last measured).
+fn offer(a: &Allocation, k: &Arm, left: f64, batch: u32, held: &Held) -> Option<(f64, Decision)> {
+    let setup = if (held.alive)(&k.kernel) {
+        0.0
+    } else {
+        k.setup_s
+    };
     if !k.warm {
-        let cost = f64::from(WARM_EXPECTED) * k.per_trial_s;
+        let cost = f64::from(WARM_EXPECTED) * k.per_trial_s + setup;
         // A warm start is never cut: it starts only if it and its winner's confirmation fit.
         let confirm = confirm_s(a, k);
         return (cost + confirm <= left).then(|| {
@@ -360,13 +386,20 @@ fn offer(a: &Allocation, k: &Arm, left: f64, batch: u32) -> Option<(f64, Decisio
     } else {
         left - confirm_s(a, k)
     };
+    let left = left - setup;
     let round_s = f64::from(batch) * k.per_trial_s;
-    let rounds = (slice_seconds(a.deadline_s).min(left) / round_s).floor();
+    // A slice aims at its share of the deadline, but a long kernel whose one round is longer
+    // still gets that round where it fits: a 74 ms kernel's round of 4 trials (about 9 s, 16 s
+    // as first measured with its setup) against 15 s slices had left a kernel at 96% of its
+    // program with its warm start alone, while kernels under 1% were searched to their budget.
+    let rounds = (slice_seconds(a.deadline_s).min(left) / round_s)
+        .floor()
+        .max(if round_s <= left { 1.0 } else { 0.0 });
     if rounds < 1.0 {
         return None;
     }
     let n = rounds * f64::from(batch);
-    let value = potential(k) * (1.0 - (-n / REACH_TRIALS).exp()) / (n * k.per_trial_s);
+    let value = potential(k) * (1.0 - (-n / REACH_TRIALS).exp()) / (n * k.per_trial_s + setup);
     Some((
         value,
         Decision::Slice {
@@ -389,6 +422,8 @@ pub struct SliceOutcome {
     /// Why it gets no more slices (a failure, a finished space), if so.
     pub done: Option<String>,
     pub seconds: f64,
+    /// Of `seconds`, those spent making the kernel's evaluator (0 where one was alive).
+    pub setup_s: f64,
 }
 
 /// Takes a slice's outcome into the allocation.
@@ -411,8 +446,14 @@ pub fn record(a: &mut Allocation, kernel: &str, warm: bool, out: &SliceOutcome) 
     k.spent_s += out.seconds;
     // The last slice's cost is the next one's estimate: a search's trials get cheaper once
     // racing has a best to race against, and the warm start's setup is not paid again.
-    if out.trials > before && out.seconds > 0.0 {
-        k.per_trial_s = out.seconds / f64::from(out.trials - before);
+    // The evaluator's setup is no trial's: counted in, a kernel with a large recording looked
+    // dearer a trial than it is, and a slice that finds its evaluator alive pays none.
+    let trial_s = out.seconds - out.setup_s;
+    if out.trials > before && trial_s > 0.0 {
+        k.per_trial_s = trial_s / f64::from(out.trials - before);
+    }
+    if out.setup_s > 0.0 {
+        k.setup_s = out.setup_s;
     }
     k.warm |= warm;
     if out.done.is_some() {
@@ -441,6 +482,10 @@ pub trait Runner {
     fn slice(&mut self, kernel: &str, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome;
     /// Whether another worker is searching `kernel` now.
     fn busy(&self, kernel: &str) -> bool;
+    /// Whether this runner's evaluator for `kernel` is alive (a slice of it makes none).
+    fn alive(&self, _kernel: &str) -> bool {
+        true
+    }
     /// Confirms the kernel's best on every recorded launch.
     fn confirm(&mut self, kernel: &str);
     /// The kernel whose evaluator a slice of `kernel` would let go, if any: its winner is
@@ -452,14 +497,18 @@ pub trait Runner {
     fn say(&mut self, line: String);
 }
 
-/// What a runner keeps alive between slices (a kernel's evaluator), at most `cap`, least
-/// recently used first: a slice uses one ([`Live::touch`]) or makes one, letting the first go
-/// ([`Live::insert`]); a confirmation looks one up where it stands ([`Live::find`]), so the one
-/// confirmed because it is about to be let go ([`Live::lets_go`]) is the one let go.
+/// What a runner keeps alive between slices (a kernel's evaluator), at most `cap`: a slice uses
+/// one ([`Live::touch`]) or makes one, letting one go ([`Live::insert`]); a confirmation looks
+/// one up where it stands ([`Live::find`]), so the one confirmed because it is about to be let
+/// go ([`Live::lets_go`]) is the one let go. The one let go is that of the least weight (the
+/// kernel's share of the programs, [`Live::weigh`]), the least recently used among equals: a
+/// dominant kernel's evaluator, whose recording may take half a minute to load, is not let go
+/// for the warm starts of kernels under 1% and made again for its next slice.
 #[derive(Debug)]
 pub struct Live<V> {
     cap: usize,
     items: Vec<(String, V)>,
+    weights: std::collections::HashMap<String, f64>,
 }
 
 impl<V> Live<V> {
@@ -467,7 +516,13 @@ impl<V> Live<V> {
         Live {
             cap: cap.max(1),
             items: Vec::new(),
+            weights: Default::default(),
         }
+    }
+
+    /// Each kernel's weight, which decides whose value is let go (0 for one not named).
+    pub fn weigh(&mut self, weights: impl IntoIterator<Item = (String, f64)>) {
+        self.weights = weights.into_iter().collect();
     }
 
     /// Where `kernel`'s value stands, without using it.
@@ -483,20 +538,32 @@ impl<V> Live<V> {
         Some(self.items.len() - 1)
     }
 
-    /// Keeps `value` for `kernel` as the most recently used, letting the least recently used
-    /// go where all places are taken; its index.
+    /// Keeps `value` for `kernel` as the most recently used, letting [`Live::victim`] go where
+    /// all places are taken; its index.
     pub fn insert(&mut self, kernel: &str, value: V) -> usize {
         if self.items.len() >= self.cap {
-            self.items.remove(0);
+            self.items.remove(self.victim());
         }
         self.items.push((kernel.to_owned(), value));
         self.items.len() - 1
     }
 
+    /// The place let go next: the least weight, the least recently used among equals.
+    fn victim(&self) -> usize {
+        let weight = |k: &str| self.weights.get(k).copied().unwrap_or(0.0);
+        (0..self.items.len())
+            .min_by(|&a, &b| {
+                weight(&self.items[a].0)
+                    .total_cmp(&weight(&self.items[b].0))
+                    .then(a.cmp(&b))
+            })
+            .unwrap_or(0)
+    }
+
     /// The kernel whose value a slice of `kernel` would let go.
     pub fn lets_go(&self, kernel: &str) -> Option<&str> {
         let full = self.items.len() >= self.cap;
-        (full && self.find(kernel).is_none()).then(|| self.items[0].0.as_str())
+        (full && self.find(kernel).is_none()).then(|| self.items[self.victim()].0.as_str())
     }
 
     pub fn get(&self, i: usize) -> &V {
@@ -561,7 +628,14 @@ pub fn run(
             let mut a = current(store, scope, gpu, base, runner)?;
             let d = match &a.ended {
                 Some(why) => Decision::Stop(why.clone()),
-                None => next(&a, batch, &|k| runner.busy(k)),
+                None => next(
+                    &a,
+                    batch,
+                    &Held {
+                        busy: &|k| runner.busy(k),
+                        alive: &|k| runner.alive(k),
+                    },
+                ),
             };
             if let Decision::Stop(why) = &d {
                 if !why.starts_with("the rest") {
@@ -855,6 +929,9 @@ mod tests {
         trials: u32,
         /// Seconds of kernel runs its confirmation takes, beyond four trials.
         confirm_runs: f64,
+        /// Seconds its evaluator takes to make (a worker, its context, the recording loaded),
+        /// paid by a slice that finds none alive.
+        setup: f64,
     }
 
     impl Kernel {
@@ -910,14 +987,19 @@ mod tests {
         }
         fn slice(&mut self, kernel: &str, _warm: bool, trials: u32, _limit_s: f64) -> SliceOutcome {
             self.sliced_at.push(self.clock);
+            let fresh = match &mut self.live {
+                Some(live) => live.touch(kernel).is_none(),
+                None => false,
+            };
             if let Some(live) = &mut self.live {
-                if live.touch(kernel).is_none() {
+                if fresh {
                     live.insert(kernel, ());
                 }
             }
             let k = self.world.get_mut(kernel).unwrap();
             let to = trials.max(k.trials);
-            self.clock += f64::from(to - k.trials) * k.cost;
+            let setup_s = if fresh || k.trials == 0 { k.setup } else { 0.0 };
+            self.clock += f64::from(to - k.trials) * k.cost + setup_s;
             k.trials = to;
             self.slices.push((kernel.to_owned(), to));
             if self.stop_after == Some(self.slices.len()) {
@@ -928,10 +1010,14 @@ mod tests {
                 best: Some(k.best()),
                 done: None,
                 seconds: 0.0,
+                setup_s,
             }
         }
         fn busy(&self, kernel: &str) -> bool {
             self.busy.iter().any(|b| b == kernel)
+        }
+        fn alive(&self, kernel: &str) -> bool {
+            self.live.as_ref().is_none_or(|l| l.find(kernel).is_some())
         }
         fn confirm(&mut self, kernel: &str) {
             let k = &self.world[kernel];
@@ -955,6 +1041,7 @@ mod tests {
                     tau,
                     trials: 0,
                     confirm_runs: 0.0,
+                    setup: 0.0,
                 };
                 (name.to_owned(), k)
             })
@@ -1166,6 +1253,68 @@ mod tests {
         );
     }
 
+    /// The application case (issue 55; H200, 2026-11-28): a lookup kernel of 74 ms a launch at
+    /// 96% of the program, whose evaluator takes half a minute to make (a large recording),
+    /// beside a small kernel at 0.4% and CUB kernels at 0.3–2.1%, under 150 s. The warm starts of
+    /// the small ones let the lookup's evaluator go, its setup was counted into its price a
+    /// trial, and its round of 4 trials did not fit a 15 s slice: it kept its warm start alone
+    /// (16 trials here) while a CUB kernel at 2.1% was searched to 64.
+    #[test]
+    fn a_dominant_kernel_is_not_starved_by_its_setup_or_its_long_rounds() {
+        let mut w = world(&[
+            ("lookup", 0.3 + 25.0 * 0.074, 1.3, 10.0),
+            ("small", 0.3, 1.5, 10.0),
+            ("cub1", 0.3, 1.1, 10.0),
+            ("cub2", 0.3, 1.1, 10.0),
+            ("cub3", 0.3, 1.1, 10.0),
+        ]);
+        for (name, k) in w.iter_mut() {
+            k.setup = if name == "lookup" { 30.0 } else { 2.0 };
+        }
+        let shares = [
+            ("lookup", 0.96),
+            ("small", 0.004),
+            ("cub1", 0.021),
+            ("cub2", 0.003),
+            ("cub3", 0.012),
+        ];
+        let mut e = entrants(&shares, &w);
+        for x in &mut e {
+            x.confirm_setup_s = 3.0;
+            x.launch_ms = if x.kernel == "lookup" { 74.0 } else { 0.05 };
+        }
+        // Confirmations cost what they are priced at: 2 s and the 3 s of their contexts' setup.
+        let ran = run_alive(&mut w, e, 150.0, 3.0);
+        let trials = |name: &str| w[name].trials;
+        for (other, _) in &shares[1..] {
+            assert!(
+                trials("lookup") > trials(other),
+                "lookup {} trials, {other} {}: {:?}",
+                trials("lookup"),
+                trials(other),
+                ran.slices
+            );
+        }
+        assert!(trials("lookup") >= 32, "{:?}", ran.slices);
+        assert!(ran.clock <= 150.0 + 1e-9, "{} {:?}", ran.clock, ran.slices);
+    }
+
+    /// A round longer than a slice aims at still runs where it fits in the time left.
+    #[test]
+    fn a_long_kernels_round_is_offered_where_it_fits_though_longer_than_a_slice() {
+        let w = world(&[("long", 5.0, 1.5, 10.0)]);
+        let e = entrants(&[("long", 1.0)], &w);
+        let mut a = start("prog", "GPU", 100.0, e);
+        a.arms[0].warm = true;
+        a.arms[0].best = 1.2;
+        a.arms[0].improved_at = a.arms[0].trials;
+        // A round of 4 trials is 20 s, a slice of a 100 s deadline 15 s.
+        match next(&a, 4, &Held::none()) {
+            Decision::Slice { trials, warm, .. } => assert_eq!((trials, warm), (4, false)),
+            d => panic!("{d:?}"),
+        }
+    }
+
     /// What a simulated run came to: the clock at its end, its slices, and the clock as each
     /// slice began and at each confirmation.
     struct Ran {
@@ -1181,11 +1330,24 @@ mod tests {
         e: Vec<Entrant>,
         deadline_s: f64,
     ) -> Ran {
+        run_alive(world, e, deadline_s, 0.0)
+    }
+
+    /// [`run_two_alive`] with confirmations that cost `confirm_setup` seconds beyond their runs.
+    fn run_alive(
+        world: &mut BTreeMap<String, Kernel>,
+        e: Vec<Entrant>,
+        deadline_s: f64,
+        confirm_setup: f64,
+    ) -> Ran {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let stop = AtomicBool::new(false);
+        let mut live = Live::new(2);
+        live.weigh(e.iter().map(|x| (x.kernel.clone(), x.weight)));
         let mut sim = Sim {
-            live: Some(Live::new(2)),
+            live: Some(live),
+            confirm_setup,
             ..Sim::new(world, &stop)
         };
         let ended = run(
@@ -1260,6 +1422,7 @@ mod tests {
             best: Some(best),
             done: None,
             seconds: 1.0,
+            setup_s: 0.0,
         };
         record(&mut a, "k", true, &out(9, 1.5));
         a.arms[0].confirmed = true;
@@ -1297,6 +1460,7 @@ mod tests {
                 best: Some(best),
                 done: None,
                 seconds: 2.0,
+                setup_s: 0.0,
             };
             record(&mut a, k, true, &out);
         }
@@ -1537,9 +1701,16 @@ mod tests {
     fn a_kernel_another_worker_searches_is_left_to_it() {
         let w = world(&CORRELATION);
         let a = start("prog", "GPU", 600.0, entrants(&SHARES, &w));
-        let free = next(&a, 4, &|_| false);
+        let free = next(&a, 4, &Held::none());
         assert!(matches!(&free, Decision::Slice { kernel, warm: true, .. } if kernel == "corr"));
-        let held = next(&a, 4, &|k| k == "corr");
+        let held = next(
+            &a,
+            4,
+            &Held {
+                busy: &|k| k == "corr",
+                alive: &|_| true,
+            },
+        );
         assert!(
             matches!(&held, Decision::Slice { kernel, .. } if kernel != "corr"),
             "{held:?}"
@@ -1555,6 +1726,7 @@ mod tests {
             best: Some(1.2),
             done: None,
             seconds: 3.0,
+            setup_s: 0.0,
         };
         record(&mut a, "corr", true, &out(9));
         assert_eq!(a.arms[0].done, None);
@@ -1565,7 +1737,7 @@ mod tests {
             Some("its search made no progress")
         );
         assert!(
-            !matches!(next(&a, 4, &|_| false), Decision::Slice { kernel, .. } if kernel == "corr")
+            !matches!(next(&a, 4, &Held::none()), Decision::Slice { kernel, .. } if kernel == "corr")
         );
     }
 
@@ -1575,7 +1747,7 @@ mod tests {
         let corr = || entrants(&SHARES[..1], &w);
         // 15 trials of 4 s (warm start and confirmation) and 2 s more: 62 s.
         let a = start("prog", "GPU", 58.0, corr());
-        match next(&a, 4, &|_| false) {
+        match next(&a, 4, &Held::none()) {
             Decision::Stop(why) => assert!(
                 why.contains("warm start of corr")
                     && why.contains("62 s")
@@ -1586,12 +1758,12 @@ mod tests {
         }
         let a = start("prog", "GPU", 70.0, corr());
         assert!(matches!(
-            next(&a, 4, &|_| false),
+            next(&a, 4, &Held::none()),
             Decision::Slice { warm: true, .. }
         ));
         // With smaller kernels beside it, they get the time, and the summary names it.
         let mut a = start("prog", "GPU", 50.0, entrants(&SHARES, &w));
-        let first = next(&a, 4, &|_| false);
+        let first = next(&a, 4, &Held::none());
         assert!(matches!(&first, Decision::Slice { kernel, .. } if kernel != "corr"));
         a.elapsed_s = 50.0;
         let ended = Ended {
@@ -1610,8 +1782,11 @@ mod tests {
         a.arms[0].best = 1.5;
         a.arms[0].warm = true;
         a.elapsed_s = 600.0 - reserve_s(&a) + 0.5;
-        assert_eq!(next(&a, 4, &|_| false), Decision::Stop("deadline".into()));
+        assert_eq!(
+            next(&a, 4, &Held::none()),
+            Decision::Stop("deadline".into())
+        );
         a.arms[0].confirmed = true;
-        assert!(matches!(next(&a, 4, &|_| false), Decision::Slice { .. }));
+        assert!(matches!(next(&a, 4, &Held::none()), Decision::Slice { .. }));
     }
 }

@@ -407,7 +407,14 @@ impl<'a> GpuRunner<'a> {
             .get(kernel)
             .and_then(|r| r.first())
             .is_some_and(|r| r.launch.in_app_ms >= LONG_KERNEL_MS);
+        let made = std::time::Instant::now();
+        let alive = self.live.find(kernel).is_some();
         let i = self.evaluator(kernel)?;
+        let setup_s = if alive {
+            0.0
+        } else {
+            made.elapsed().as_secs_f64()
+        };
         let (ev, space) = self.live.get_mut(i);
         let cap = session::finite_budget(self.base.budget.max(2), space);
         let opts = TuneOptions {
@@ -450,6 +457,7 @@ impl<'a> GpuRunner<'a> {
             best: Some(best),
             done: exhausted.then(|| format!("searched to its budget of {cap} trials")),
             seconds: 0.0,
+            setup_s,
         })
     }
 }
@@ -471,6 +479,7 @@ impl deadline::Runner for GpuRunner<'_> {
                     best: Some(best),
                     done: Some(why),
                     seconds: 0.0,
+                    setup_s: 0.0,
                 }
             }
         }
@@ -478,6 +487,10 @@ impl deadline::Runner for GpuRunner<'_> {
 
     fn busy(&self, kernel: &str) -> bool {
         self.store.search_held(kernel, &self.gpu.name)
+    }
+
+    fn alive(&self, kernel: &str) -> bool {
+        self.live.find(kernel).is_some()
     }
 
     fn confirm(&mut self, kernel: &str) {
@@ -542,6 +555,9 @@ pub fn tune_deadline_on_gpu(
         stop,
         say,
     );
+    runner
+        .live
+        .weigh(entrants.iter().map(|e| (e.kernel.clone(), e.weight)));
     let ended = deadline::run(
         store,
         scope.key(),

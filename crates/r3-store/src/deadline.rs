@@ -59,8 +59,14 @@ pub struct Arm {
     /// Trials count at the last improvement of `best` by 1% or more.
     pub improved_at: u32,
     pub spent_s: f64,
-    /// Seconds per trial, as measured (the kernel's recorded time until then).
+    /// Seconds per trial, as measured (the kernel's recorded time until then), without the
+    /// setup of its evaluator.
     pub per_trial_s: f64,
+    /// Seconds its evaluator took to make, as last measured (a worker, its context, its
+    /// recording loaded): paid again by a slice that finds it let go. 0 until measured, and in
+    /// allocations of earlier r3s.
+    #[serde(default)]
+    pub setup_s: f64,
     /// Seconds a confirmation of its winner costs beyond its runs (its fresh contexts each
     /// load the recording again), estimated from the recording's size.
     #[serde(default)]
@@ -192,6 +198,7 @@ mod tests {
                 trials: 9,
                 improved_at: 4,
                 spent_s: 12.0,
+                setup_s: 0.0,
                 per_trial_s: 1.25,
                 confirm_setup_s: 3.0,
                 launch_ms: 1070.0,
