@@ -1,6 +1,9 @@
 //! Variants chosen at launch (r3rt.c's dispatch) on a fake GPU (fixtures/dispatch_fake_gpu.c),
 //! with the table r3's apply generates (`apply::dispatch`): a launch runs a variant exactly when
 //! its guard holds and the device can run it, and every launch gives the generic code's result.
+//!
+//! `R3_TEST_R3RT=<file>` builds the fake program against another r3rt.c (HEAD's before issue 57
+//! probes a variant inside its first launch, and fails the test that says it must not).
 
 use crate::support::{fake_gpu_program, stderr, stdout};
 use r3::apply::dispatch::{self, Row};
@@ -78,11 +81,15 @@ fn table_with(relaunched: bool) -> Vec<String> {
 fn harness(dir: &Path, header: &str) -> PathBuf {
     let h = dir.join(dispatch::HEADER);
     std::fs::write(&h, header).unwrap();
-    fake_gpu_program(
-        dir,
-        "dispatch_fake_gpu",
-        &[format!("-include{}", h.display())],
-    )
+    let mut flags = vec![format!("-include{}", h.display())];
+    // The fixture's `#include "r3rt.c"` looks in -iquote directories before -I ones.
+    if let Some(file) = std::env::var_os("R3_TEST_R3RT") {
+        let d = dir.join("runtime");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(file, d.join("r3rt.c")).unwrap();
+        flags.push(format!("-iquote{}", d.display()));
+    }
+    fake_gpu_program(dir, "dispatch_fake_gpu", &flags)
 }
 
 /// The entries that ran, one per launch (`N THREADS` pairs, or `shared BYTES`).
@@ -136,6 +143,40 @@ fn a_launch_runs_the_first_variant_whose_guard_holds_and_otherwise_the_generic_c
     );
     // A larger dynamic shared memory the program sets on its kernel holds for the variants.
     assert_eq!(ran(&exe, "shared 65536", &[]), [spec]);
+}
+
+/// Issue 57: a variant's first launch costs what the generic code's does. A program that
+/// allocates before it launches has every variant probed (its architecture, its limits, which
+/// loads its code) in that allocation, and its launches ask the driver nothing; so does a
+/// dynamic shared memory the program raises, probed again where it is set. A program whose
+/// first call is a launch has it probed there, once, and runs the variant from it on.
+#[test]
+fn a_program_that_allocates_first_probes_no_variant_inside_a_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path(), &dispatch::header(&table()));
+    let (spec, bounds) = (spec(), bounds());
+    let (spec, bounds, generic) = (spec.as_str(), bounds.as_str(), GENERIC);
+    let calls = "malloc 4096 1024 256 512 256 shared 65536";
+    assert_eq!(ran(&exe, calls, &[]), [spec, bounds, spec]);
+    assert_eq!(lines(&exe, calls, &[], "probes "), ["0", "0", "0"]);
+    // Refused before the launch as well: another architecture, a variant the module lacks.
+    for (env, want) in [
+        (("FAKE_SM", "80"), generic),
+        (("FAKE_MISSING", spec), bounds),
+        (("FAKE_COMPRESSED", "1"), spec),
+    ] {
+        let calls = "malloc 4096 1024 256";
+        assert_eq!(ran(&exe, calls, &[env]), [want], "{env:?}");
+        assert_eq!(lines(&exe, calls, &[env], "probes "), ["0"], "{env:?}");
+    }
+    // Launched first: each variant probed inside the first launch that runs it, and only there.
+    let calls = "1024 256 1024 256 512 256 512 256";
+    assert_eq!(ran(&exe, calls, &[]), [spec, spec, bounds, bounds]);
+    let probes = lines(&exe, calls, &[], "probes ");
+    assert!(
+        probes[0] != "0" && probes[1] == "0" && probes[2] != "0" && probes[3] == "0",
+        "{probes:?}"
+    );
 }
 
 #[test]

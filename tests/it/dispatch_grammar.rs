@@ -9,7 +9,8 @@
 //!
 //! `R3_TEST_R3RT=<file>` builds the harnesses against another r3rt.c: HEAD's before issue 56
 //! fails the launch tests (dispatch_launch.c calls only what a program calls, so it builds
-//! against either), and does not build the line reader's harness at all.
+//! against either), and does not build the line reader's harness at all; HEAD's before issue 57
+//! probes variants inside their first launch, and fails the test that says it must not.
 
 use crate::support::{repo, stderr, stdout};
 use r3::apply::dispatch::{self, Row, TableLine, MAX_VARIANTS};
@@ -515,6 +516,27 @@ fn launch_with(
     launches: &[&str],
     env: &[(&str, &str)],
 ) -> (Vec<String>, String) {
+    let (lines, said) = calls(exe, table, launches, env);
+    let ran = lines
+        .iter()
+        .map(|l| {
+            l.strip_prefix("ran ")
+                .and_then(|r| r.split(' ').next())
+                .unwrap_or(l)
+                .to_string()
+        })
+        .collect();
+    (ran, said)
+}
+
+/// The lines dispatch_launch.c prints for `calls` (launches and the program's other calls), and
+/// its verbose messages, as [`launch_with`] runs it.
+fn calls(
+    exe: &Path,
+    table: &[String],
+    launches: &[&str],
+    env: &[(&str, &str)],
+) -> (Vec<String>, String) {
     let dir = exe.parent().unwrap();
     let file = dir.join("table.txt");
     let mut text = dispatch::MAGIC.to_string();
@@ -536,16 +558,7 @@ fn launch_with(
         "the launches {launches:?} {env:?} of table\n{}\n{o}{e}",
         table.join("\n")
     );
-    let ran = o
-        .lines()
-        .map(|l| {
-            l.strip_prefix("ran ")
-                .and_then(|r| r.split(' ').next())
-                .unwrap_or(l)
-                .to_string()
-        })
-        .collect();
-    (ran, e)
+    (o.lines().map(str::to_owned).collect(), e)
 }
 
 fn variant(kernel: &str, n: usize, rest: &str) -> String {
@@ -755,6 +768,115 @@ fn a_compressed_fatbinary_leaves_it_to_the_driver_to_find_the_variants() {
             "{} not registered: its name is not in this module's fatbinary",
             entry(SCALE, 1)
         )),
+        "{said}"
+    );
+}
+
+/// Issue 57: a variant's first launch costs what the generic code's does, so the driver is asked
+/// about a variant before it: at the program's first allocation or free on the device (most
+/// programs make one before they launch), every registered variant is probed (architecture,
+/// limits, which loads its code, and the parameters it folds), and launches ask nothing. Not
+/// while an error of the program's is pending, which stays the program's; a launch that comes
+/// first probes as before, once; an attribute the program sets is probed again where it is set.
+#[test]
+fn a_program_that_allocates_first_probes_no_variant_inside_a_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path(), "dispatch_launch");
+    // scale's parameters come from cudart, axpy's from its name, k3 folds none.
+    let table = [
+        variant(SCALE, 1, "256 - - 0 1 2:00040000"),
+        variant(AXPY, 1, "0 - - 0 1 3:00040000"),
+        variant(K3, 1, "0 - - 0 0"),
+        format!("v {SCALE} sm_80 {} 0 - - 0 0", entry(SCALE, 2)),
+    ];
+    let launches = ["0:1024:256", "1:1024:256:ex", "2:1024:256", "0:1024:256"];
+    let variants = [
+        entry(SCALE, 1),
+        entry(AXPY, 1),
+        entry(K3, 1),
+        entry(SCALE, 1),
+    ];
+    // Each launch line: its entry and the probe calls made inside it.
+    let probed = |lines: &[String]| -> Vec<(String, String)> {
+        lines
+            .iter()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                match f[..] {
+                    ["ran", entry, _, _, probes] => (entry.to_string(), probes.to_string()),
+                    _ => (l.clone(), String::new()),
+                }
+            })
+            .collect()
+    };
+    let none = |ran: &[String]| -> Vec<(String, String)> {
+        ran.iter().map(|e| (e.clone(), "0".to_string())).collect()
+    };
+    for (first, call) in [("malloc", "cudaMalloc"), ("free", "cudaFree")] {
+        let mut all = vec![first];
+        all.extend(launches);
+        let (lines, said) = calls(&exe, &table, &all, &[]);
+        assert_eq!(probed(&lines), none(&variants), "{first}:\n{said}");
+        assert!(
+            said.contains(&format!(
+                "4 variants probed on device 0 in the program's {call}, outside its launches"
+            )),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!(
+                "{} not usable: the device is of another architecture",
+                entry(SCALE, 2)
+            )),
+            "{said}"
+        );
+    }
+
+    // A folded argument the kernel lacks is found at the allocation too.
+    let lacking = [variant(SCALE, 1, "0 - - 0 1 7:00040000")];
+    let (lines, said) = calls(&exe, &lacking, &["malloc", "0:1024:256"], &[]);
+    assert_eq!(probed(&lines), none(&[SCALE.to_string()]), "{said}");
+    assert!(
+        said.contains("it folds argument 7, which the kernel does not have"),
+        "{said}"
+    );
+
+    // Launched first: each kernel's first launch probes, once; the same code runs.
+    let (lines, said) = calls(&exe, &table, &launches, &[]);
+    let p = probed(&lines);
+    assert_eq!(
+        p.iter().map(|(e, _)| e.clone()).collect::<Vec<_>>(),
+        variants,
+        "{said}"
+    );
+    assert!(
+        p[..3].iter().all(|(_, n)| n != "0") && p[3].1 == "0",
+        "{p:?}"
+    );
+
+    // An error of the program's pending at its allocation: nothing probed, the error left for
+    // the program to find; its first launch then probes.
+    let (lines, said) = calls(
+        &exe,
+        &table,
+        &["fail", "malloc", "clear", "0:1024:256"],
+        &[],
+    );
+    assert_eq!(lines[0], "cleared 1", "{said}");
+    assert!(!said.contains("probed on device"), "{said}");
+    let p = probed(&lines[1..]);
+    assert!(p[0].0 == entry(SCALE, 1) && p[0].1 != "0", "{p:?}");
+
+    // A dynamic shared memory the program raises after its allocation: probed again there.
+    let (lines, said) = calls(
+        &exe,
+        &table,
+        &["malloc", "attr:0", "0:1024:256", "attr:2", "2:1024:256"],
+        &[],
+    );
+    assert_eq!(
+        probed(&lines),
+        none(&[entry(SCALE, 1), entry(K3, 1)]),
         "{said}"
     );
 }

@@ -18,6 +18,10 @@
  * image zstd-compressed, as fatbinary --compress-all writes it, so that no name is in its bytes;
  * "cut" and "overlong" plain, and then an image header cut short by the fatbinary's end, or one
  * whose image runs past it.
+ *
+ * The calls r3rt.c probes a variant with (cudaFuncGetAttributes, cudaDeviceGetAttribute,
+ * cudaFuncGetParamInfo) are counted while a launch call of the program's is in progress
+ * (fake_launch_probes): they belong before it (issue 57).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +46,13 @@ static int fake_nreg;
 static cudaError_t fake_last_error;
 static const char *fake_ran; /* the entry the last launch ran */
 static int fake_print;        /* print "ran <entry>" for each launch */
+static int fake_in_launch;    /* inside the program's launch call (fake_launch) */
+static int fake_launch_probes; /* probe calls made inside the launch call in progress */
+static char fake_device_memory[64]; /* what cudaMalloc hands out: never read */
+
+static void fake_probe(void) {
+  if (fake_in_launch) fake_launch_probes++;
+}
 
 static cudaError_t fake_fail(cudaError_t e) { return fake_last_error = e; }
 
@@ -78,7 +89,7 @@ cudaError_t __real_cudaLaunchKernel(const void *stub, dim3 g, dim3 b, void **arg
   if (!e) return fake_fail(cudaErrorInvalidDeviceFunction);
   if (b.x * b.y * b.z > 1024) return fake_fail(cudaErrorInvalidConfiguration);
   fake_ran = e;
-  if (fake_print) printf("ran %s %u %u\n", e, g.x, b.x);
+  if (fake_print) printf("ran %s %u %u %d\n", e, g.x, b.x, fake_launch_probes);
   return cudaSuccess;
 }
 cudaError_t __real_cudaLaunchKernel_ptsz(const void *stub, dim3 g, dim3 b, void **a, size_t sh, cudaStream_t s) {
@@ -94,6 +105,7 @@ cudaError_t __real_cudaFuncSetAttribute(const void *f, enum cudaFuncAttribute a,
   return fake_entry(f) ? cudaSuccess : fake_fail(cudaErrorInvalidDeviceFunction);
 }
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *f) {
+  fake_probe();
   if (!fake_entry(f)) return fake_fail(cudaErrorInvalidDeviceFunction);
   memset(a, 0, sizeof *a);
   a->maxThreadsPerBlock = 1024;
@@ -103,6 +115,7 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const void *f) {
 
 /* scale's parameters, as cudart states them; the other kernels' as a driver that cannot. */
 cudaError_t cudaFuncGetParamInfo(const void *f, size_t index, size_t *offset, size_t *size) {
+  fake_probe();
   if (f != &fake_stubs[0]) return fake_fail(cudaErrorNotSupported);
   if (index >= 4) return fake_fail(cudaErrorInvalidValue);
   *offset = index * 8, *size = fake_sizes[0][index];
@@ -110,6 +123,7 @@ cudaError_t cudaFuncGetParamInfo(const void *f, size_t index, size_t *offset, si
 }
 
 cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
+  fake_probe();
   *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0;
   return cudaSuccess;
 }
@@ -121,12 +135,17 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *
   *c = cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
+/* Device memory no one reads: the harnesses allocate only for the calls' sake. */
+cudaError_t __real_cudaMalloc(void **p, size_t n) {
+  *p = fake_device_memory;
+  return cudaSuccess;
+}
+cudaError_t __real_cudaFree(void *p) { return cudaSuccess; }
 
 /* Recording and time-only runs are not these harnesses' business. */
 #define FAKE_UNUSED(decl) decl { abort(); }
 FAKE_UNUSED(cudaError_t __real_cudaLaunchCooperativeKernel(const void *f, dim3 g, dim3 b, void **a, size_t sh, cudaStream_t s))
 FAKE_UNUSED(cudaError_t __real_cudaLaunchCooperativeKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sh, cudaStream_t s))
-FAKE_UNUSED(cudaError_t __real_cudaMalloc(void **p, size_t n))
 FAKE_UNUSED(cudaError_t __real_cudaMallocAsync(void **p, size_t n, cudaStream_t s))
 FAKE_UNUSED(cudaError_t __real_cudaMallocAsync_ptsz(void **p, size_t n, cudaStream_t s))
 FAKE_UNUSED(cudaError_t __real_cudaMallocPitch(void **p, size_t *pitch, size_t w, size_t h))
@@ -136,7 +155,6 @@ FAKE_UNUSED(cudaError_t __real_cudaMallocHost(void **p, size_t n))
 FAKE_UNUSED(cudaError_t __real_cudaHostRegister(void *p, size_t n, unsigned int f))
 FAKE_UNUSED(cudaError_t __real_cudaFreeHost(void *p))
 FAKE_UNUSED(cudaError_t __real_cudaHostUnregister(void *p))
-FAKE_UNUSED(cudaError_t __real_cudaFree(void *p))
 FAKE_UNUSED(cudaError_t __real_cudaFreeAsync(void *p, cudaStream_t s))
 FAKE_UNUSED(cudaError_t __real_cudaFreeAsync_ptsz(void *p, cudaStream_t s))
 FAKE_UNUSED(cudaError_t __real_cudaGraphLaunch(cudaGraphExec_t g, cudaStream_t s))
@@ -241,8 +259,10 @@ static const char *fake_launch(int k, int n, unsigned threads, int ex) {
   dim3 block = {threads, 1, 1}, grid = {(unsigned)(n + (int)threads - 1) / threads, 1, 1};
   cudaLaunchConfig_t c = {grid, block, 0, 0, NULL, 0};
   fake_ran = NULL;
+  fake_in_launch = 1, fake_launch_probes = 0;
   cudaError_t e = ex ? __wrap_cudaLaunchKernelExC(&c, &fake_stubs[k], args)
                      : __wrap_cudaLaunchKernel(&fake_stubs[k], grid, block, args, 0, 0);
+  fake_in_launch = 0;
   fake_free_args(k, args);
   if (e != cudaSuccess) (void)cudaGetLastError();
   return e == cudaSuccess ? fake_ran : NULL;

@@ -48,8 +48,10 @@
  * In builds with r3's apply, the same wrappers choose each launch's code (see "dispatch" below):
  * a kernel may have variants beside its generic entry (launch bounds, values folded into
  * constants), listed in a table the host compile hands to r3_dispatch_add; a launch runs the
- * first variant whose guard holds, else the generic code. R3_DISPATCH=0 turns this off at run
- * time; recording (R3_RECORD=1) always runs the generic code, which is what r3 tunes.
+ * first variant whose guard holds, else the generic code. What the driver says of a variant on
+ * a device (its architecture, its limits, which loads it) is asked at the program's first
+ * allocation or free there, not inside a launch (dispatch_prepare). R3_DISPATCH=0 turns this
+ * off at run time; recording (R3_RECORD=1) always runs the generic code, which is what r3 tunes.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -354,6 +356,9 @@ static char *shipped[R3_MAX_SHIPPED];
 static int nshipped;
 static struct dispatch *dispatch_index[R3_KERNEL_TABLE]; /* open addressing by generic stub */
 static int ndispatch;                                     /* kernels with a variant */
+/* The devices on which every registered variant has been probed (a bit each): a launch there
+   reads what the probe found and asks the driver nothing. */
+static uint64_t dispatch_ready;
 static int dispatch_off;
 static int dispatch_verbose; /* R3_DISPATCH_VERBOSE=1: what dispatch decided once, on stderr */
 
@@ -642,26 +647,34 @@ static void register_variants(void **h, const void *stub, const char *name) {
   while (dispatch_index[i]) i = (i + 1) & (R3_KERNEL_TABLE - 1);
   __atomic_store_n(&dispatch_index[i], d, __ATOMIC_RELEASE);
   ndispatch++;
+  /* A module registered after the program's first calls (a library it opens later): its
+     variants are probed at the next allocation or free on each device. */
+  __atomic_store_n(&dispatch_ready, 0, __ATOMIC_RELEASE);
 }
 
-/* Whether variant v can run on device dev: the first launch there asks the driver, once. A
-   failed probe leaves no error behind for the program; with an error already pending, r3 does
-   not probe (and the launch runs the generic code). */
-static int variant_usable(struct variant *v, int dev) {
-  if (dev < 0 || dev >= R3_MAX_DEVICES) return 0;
-  int state = __atomic_load_n(&v->state[dev], __ATOMIC_ACQUIRE);
-  if (state) return state == 1;
-  if (cudaPeekAtLastError() != cudaSuccess) {
-    dispatch_say("not probed", v->def->entry, "an error of the program's is pending");
+/* A device's architecture as the table writes it (90 for sm_90), asked once; 0 where the
+   driver does not say. Under lock, with no error of the program's pending. */
+static unsigned device_sm[R3_MAX_DEVICES];
+static unsigned device_arch(int dev) {
+  if (device_sm[dev]) return device_sm[dev];
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
     return 0;
   }
-  int major = 0, minor = 0;
+  return device_sm[dev] = (unsigned)(major * 10 + minor);
+}
+
+/* Asks the driver whether variant v can run on device dev and with what limits. Asking loads
+   the variant's code under CUDA's lazy loading, which is why it happens before the launch that
+   needs it where r3 can (dispatch_prepare). A failed probe leaves no error behind. Under lock,
+   with no error of the program's pending. */
+static void probe_variant(struct variant *v, int dev) {
   struct cudaFuncAttributes a;
   cudaError_t e;
-  state = 2;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-      (unsigned)(major * 10 + minor) != v->def->sm) {
+  int state = 2;
+  if (device_arch(dev) != v->def->sm) {
     dispatch_say("not usable", v->def->entry, "the device is of another architecture");
   } else if ((e = cudaFuncGetAttributes(&a, v)) == cudaSuccess) {
     v->max_threads[dev] = a.maxThreadsPerBlock;
@@ -673,7 +686,76 @@ static int variant_usable(struct variant *v, int dev) {
     dispatch_say("not usable", v->def->entry, cudaGetErrorString(e));
   }
   __atomic_store_n(&v->state[dev], (unsigned char)state, __ATOMIC_RELEASE);
+}
+
+/* Whether variant v can run on device dev. Normally probed before the launch; a program whose
+   first call r3 sees on the device is this launch has it probed here, once: that launch pays
+   what the probe costs, and the variant runs from it on. Running the generic code instead would
+   only move the probe to the next launch (the first timed one, after a program's warm-up
+   launch) and leave a program of one launch without its variant. With an error of the
+   program's pending, r3 does not probe (and the launch runs the generic code). */
+static int variant_usable(struct variant *v, int dev) {
+  if (dev < 0 || dev >= R3_MAX_DEVICES) return 0;
+  int state = __atomic_load_n(&v->state[dev], __ATOMIC_ACQUIRE);
+  if (state) return state == 1;
+  if (cudaPeekAtLastError() != cudaSuccess) {
+    dispatch_say("not probed", v->def->entry, "an error of the program's is pending");
+    return 0;
+  }
+  pthread_mutex_lock(&lock);
+  if (!v->state[dev]) {
+    dispatch_say("probed at its first launch", v->def->entry, "no allocation or free of the program's came first on the device");
+    probe_variant(v, dev);
+  }
+  state = v->state[dev];
+  pthread_mutex_unlock(&lock);
   return state == 1;
+}
+
+static void args_fit_probe(struct variant *v, const void *stub);
+
+/* Every variant not yet probed on the calling thread's device, probed now, so that a
+   variant's first launch costs what the generic code's does (issue 57: a program of one launch
+   ran 16 to 18 us slower with its variant, five times what the variant gained in replay).
+   Called after a call of the program's that succeeded on the device and needed its context: an
+   allocation or a free. Most programs allocate before they launch, and with nothing of theirs
+   running yet at the first allocation, loading code (which may wait for the device) waits for
+   nothing; once per device, and only for variants no launch has probed yet, otherwise.
+   cudaSetDevice, cudaMemcpy and the event calls would catch a few programs more, but r3rt
+   makes those calls itself, and wrapped they would come back here. Not with an error of the
+   program's pending (the next call tries again); `call` names the program's call, for
+   R3_DISPATCH_VERBOSE. */
+static void dispatch_prepare(const char *call) {
+  int dev;
+  if (cudaPeekAtLastError() != cudaSuccess) return;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  if (dev < 0 || dev >= R3_MAX_DEVICES || __atomic_load_n(&dispatch_ready, __ATOMIC_ACQUIRE) >> dev & 1) return;
+  pthread_mutex_lock(&lock);
+  int probed = 0;
+  for (int i = 0; i < R3_KERNEL_TABLE; i++) {
+    struct dispatch *d = dispatch_index[i];
+    for (int j = 0; d && j < d->n; j++) {
+      struct variant *v = d->v[j];
+      /* Asked of every variant, usable here or not: a launch reads the guard before it knows
+         the device. */
+      if (v->def->nargs && !v->args_fit) args_fit_probe(v, d->stub);
+      if (!v->state[dev]) probe_variant(v, dev), probed++;
+    }
+  }
+  __atomic_or_fetch(&dispatch_ready, 1ull << dev, __ATOMIC_RELEASE);
+  if (dispatch_verbose && probed)
+    fprintf(stderr, "r3: dispatch: %d variant%s probed on device %d in the program's %s, outside its launches\n", probed,
+            probed == 1 ? "" : "s", dev, call);
+  pthread_mutex_unlock(&lock);
+}
+
+/* A call of the program's that returned e: where it succeeded, the device's variants probed. */
+static cudaError_t dispatch_after(cudaError_t e, const char *call) {
+  if (e == cudaSuccess && ndispatch && !dispatch_off && !recording()) dispatch_prepare(call);
+  return e;
 }
 
 /* ---- a kernel's parameters, which a folded argument must be one of ---------------------------- */
@@ -812,12 +894,9 @@ static int param_size(const void *stub, const char *name, unsigned index, size_t
    size folded. A launch's argument array holds one pointer per parameter, each to that
    parameter's bytes, so a guard that read any other would read past the program's memory; a
    variant nothing can vouch for this way never runs. Asked once per variant, not while an error
-   of the program's is pending (asking could clear it). */
-static int folded_args_fit(struct variant *v, const void *stub) {
-  int fit = __atomic_load_n(&v->args_fit, __ATOMIC_ACQUIRE);
-  if (fit) return fit == 1;
-  if (cudaPeekAtLastError() != cudaSuccess) return 0;
-  pthread_mutex_lock(&lock);
+   of the program's is pending (asking could clear it): by dispatch_prepare, or at the first
+   launch whose other guards hold. Under lock. */
+static void args_fit_probe(struct variant *v, const void *stub) {
   const struct variant_def *d = v->def;
   char why[160] = "";
   for (int i = 0; i < d->nargs && !why[0]; i++) {
@@ -830,9 +909,17 @@ static int folded_args_fit(struct variant *v, const void *stub) {
     else if (size != (size_t)d->args[i].size)
       snprintf(why, sizeof why, "it folds %d bytes of argument %u, which has %zu", d->args[i].size, d->args[i].index, size);
   }
-  fit = why[0] ? 2 : 1;
-  if (fit == 2) dispatch_say("not usable", d->entry, why);
-  __atomic_store_n(&v->args_fit, fit, __ATOMIC_RELEASE);
+  if (why[0]) dispatch_say("not usable", d->entry, why);
+  __atomic_store_n(&v->args_fit, why[0] ? 2 : 1, __ATOMIC_RELEASE);
+}
+
+static int folded_args_fit(struct variant *v, const void *stub) {
+  int fit = __atomic_load_n(&v->args_fit, __ATOMIC_ACQUIRE);
+  if (fit) return fit == 1;
+  if (cudaPeekAtLastError() != cudaSuccess) return 0;
+  pthread_mutex_lock(&lock);
+  if (!v->args_fit) args_fit_probe(v, stub);
+  fit = v->args_fit;
   pthread_mutex_unlock(&lock);
   return fit == 1;
 }
@@ -946,14 +1033,27 @@ cudaError_t __wrap_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const v
 
 /* An attribute the program sets on a kernel holds for its variants too (a larger dynamic
    shared memory above all, without which a launch that needs it could not run a variant);
-   they are probed again at their next launch. */
+   their limits change with it, so they are probed again: here, on the device where the
+   program set it, if r3 had probed them there, as the program sets attributes before it
+   launches; on the other devices at the program's next allocation or free there (or launch). */
 cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
   cudaError_t e = __real_cudaFuncSetAttribute(func, attr, value);
   struct dispatch *d = ndispatch && e == cudaSuccess ? find_dispatch(func) : NULL;
-  for (int i = 0; d && i < d->n; i++) {
+  if (!d) return e;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < d->n; i++) {
     if (__real_cudaFuncSetAttribute(d->v[i], attr, value) != cudaSuccess) (void)cudaGetLastError();
     memset(d->v[i]->state, 0, sizeof d->v[i]->state);
   }
+  int dev = -1;
+  uint64_t ready = __atomic_load_n(&dispatch_ready, __ATOMIC_ACQUIRE), keep = 0;
+  if (!dispatch_off && cudaPeekAtLastError() == cudaSuccess && cudaGetDevice(&dev) == cudaSuccess && dev >= 0 &&
+      dev < R3_MAX_DEVICES && ready >> dev & 1) {
+    for (int i = 0; i < d->n; i++) probe_variant(d->v[i], dev);
+    keep = 1ull << dev;
+  }
+  __atomic_store_n(&dispatch_ready, ready & keep, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&lock);
   return e;
 }
 
@@ -1188,17 +1288,17 @@ static cudaError_t recorded_malloc(void **ptr, size_t size, cudaError_t (*fallba
 }
 
 cudaError_t __wrap_cudaMalloc(void **ptr, size_t size) {
-  if (!recording()) return __real_cudaMalloc(ptr, size);
+  if (!recording()) return dispatch_after(__real_cudaMalloc(ptr, size), "cudaMalloc");
   return recorded_malloc(ptr, size, __real_cudaMalloc);
 }
 
 cudaError_t __wrap_cudaMallocAsync(void **ptr, size_t size, cudaStream_t s) {
-  if (!recording()) return __real_cudaMallocAsync(ptr, size, s);
+  if (!recording()) return dispatch_after(__real_cudaMallocAsync(ptr, size, s), "cudaMallocAsync");
   return recorded_malloc(ptr, size, __real_cudaMalloc);
 }
 
 cudaError_t __wrap_cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
-  if (!recording()) return __real_cudaMallocPitch(ptr, pitch, width, height);
+  if (!recording()) return dispatch_after(__real_cudaMallocPitch(ptr, pitch, width, height), "cudaMallocPitch");
   *pitch = (width + 511) / 512 * 512;
   return recorded_malloc(ptr, *pitch * height, __real_cudaMalloc);
 }
@@ -1209,7 +1309,7 @@ cudaError_t __wrap_cudaMallocManaged(void **ptr, size_t size, unsigned int flags
     sticky_reason = "managed memory (cudaMallocManaged) in use";
     pthread_mutex_unlock(&lock);
   }
-  return __real_cudaMallocManaged(ptr, size, flags);
+  return dispatch_after(__real_cudaMallocManaged(ptr, size, flags), "cudaMallocManaged");
 }
 
 /* Pinned host memory (cudaHostAlloc, cudaMallocHost, cudaHostRegister). A kernel reaches it by
@@ -1257,19 +1357,19 @@ static const char *pinned_argument(const unsigned char *args, size_t size) {
 cudaError_t __wrap_cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
   cudaError_t e = __real_cudaHostAlloc(ptr, size, flags);
   if (e == cudaSuccess) pinned_add(*ptr, size);
-  return e;
+  return dispatch_after(e, "cudaHostAlloc");
 }
 
 cudaError_t __wrap_cudaMallocHost(void **ptr, size_t size) {
   cudaError_t e = __real_cudaMallocHost(ptr, size);
   if (e == cudaSuccess) pinned_add(*ptr, size);
-  return e;
+  return dispatch_after(e, "cudaMallocHost");
 }
 
 cudaError_t __wrap_cudaHostRegister(void *ptr, size_t size, unsigned int flags) {
   cudaError_t e = __real_cudaHostRegister(ptr, size, flags);
   if (e == cudaSuccess) pinned_add(ptr, size);
-  return e;
+  return dispatch_after(e, "cudaHostRegister");
 }
 
 cudaError_t __wrap_cudaFreeHost(void *ptr) {
@@ -1305,12 +1405,13 @@ static int recorded_free(void *p) {
 
 cudaError_t __wrap_cudaFree(void *p) {
   if (recording() && p && recorded_free(p)) return cudaSuccess;
-  return __real_cudaFree(p);
+  /* cudaFree(0) is how many programs create the context before they time anything. */
+  return dispatch_after(__real_cudaFree(p), "cudaFree");
 }
 
 cudaError_t __wrap_cudaFreeAsync(void *p, cudaStream_t s) {
   if (recording() && p && recorded_free(p)) return cudaSuccess;
-  return __real_cudaFreeAsync(p, s);
+  return dispatch_after(__real_cudaFreeAsync(p, s), "cudaFreeAsync");
 }
 
 static void mark(const char *why) {
@@ -2991,13 +3092,13 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel_ptsz(const void *stub, dim3 grid,
 }
 
 cudaError_t __wrap_cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t s) {
-  if (!recording()) return __real_cudaMallocAsync_ptsz(ptr, size, s);
+  if (!recording()) return dispatch_after(__real_cudaMallocAsync_ptsz(ptr, size, s), "cudaMallocAsync");
   return recorded_malloc(ptr, size, __real_cudaMalloc);
 }
 
 cudaError_t __wrap_cudaFreeAsync_ptsz(void *p, cudaStream_t s) {
   if (recording() && p && recorded_free(p)) return cudaSuccess;
-  return __real_cudaFreeAsync_ptsz(p, s);
+  return dispatch_after(__real_cudaFreeAsync_ptsz(p, s), "cudaFreeAsync");
 }
 
 cudaError_t __wrap_cudaGraphLaunch_ptsz(cudaGraphExec_t g, cudaStream_t s) {
