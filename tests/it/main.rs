@@ -23,6 +23,7 @@ mod replay;
 mod report;
 mod rules_cpu;
 mod safety;
+mod scripts_check;
 mod status_table;
 mod store_listing;
 mod support;

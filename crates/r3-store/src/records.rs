@@ -1317,7 +1317,41 @@ pub(crate) mod tests {
                 let r = read_named(&bytes);
                 names_the_file(&r)?;
                 if let Ok(epi) = r {
-                    let _ = apply(&before, &epi);
+                    // What apply must do with what the parser let through: refuse an epilogue
+                    // of other regions than the prologue's, else write the epilogue's bytes
+                    // where it says and nowhere else.
+                    let fits = before.regions.len() == epi.regions.len()
+                        && before.regions.iter().zip(&epi.regions).all(|(b, e)| {
+                            (b.addr, b.size, &b.name) == (e.addr, e.size, &e.name)
+                        });
+                    match apply(&before, &epi) {
+                        Err(e) => prop_assert!(!fits, "refused an epilogue that fits: {}", e),
+                        Ok(out) => {
+                            prop_assert!(fits, "applied an epilogue of other regions");
+                            prop_assert_eq!(out.regions.len(), before.regions.len());
+                            let regions = out.regions.iter().zip(&before.regions).zip(&epi.regions);
+                            for ((o, b), e) in regions {
+                                prop_assert_eq!((o.addr, o.size, &o.name), (b.addr, b.size, &b.name));
+                                let (RegionData::Full(got), RegionData::Full(was)) = (&o.data, &b.data)
+                                else {
+                                    return Err(TestCaseError::fail("a region left incomplete"));
+                                };
+                                let mut want = was.clone();
+                                match &e.data {
+                                    RegionData::Unchanged => {}
+                                    RegionData::Full(bytes) => want.clone_from(bytes),
+                                    RegionData::Pages(pages) => {
+                                        for (index, page) in pages {
+                                            let at = (index * u64::from(e.page_size)) as usize;
+                                            want[at..at + page.len()].copy_from_slice(page);
+                                        }
+                                    }
+                                }
+                                prop_assert_eq!(got.len() as u64, b.size);
+                                prop_assert!(got == &want, "region {:#x}: not the epilogue's bytes", b.addr);
+                            }
+                        }
+                    }
                 }
             }
 

@@ -1,0 +1,281 @@
+//! The scripts' own checks and figures (issue 64, items 5 and 6): a figure says what it is (a
+//! derived time says so, an unconfirmed speedup is marked, a median is the median), the raw data
+//! archives unpack each file once, and no PASS or exit 0 stands on nothing counted. GPU scripts
+//! are checked through their `--self-test` (their verdicts on made-up runs); the rest on
+//! fixtures, as CI would run them.
+
+use crate::support::{r3_bin, repo};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn script(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(repo().join("scripts").join(name));
+    cmd.args(args).env_remove("R3_STORE").env_remove("OUT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output()
+        .unwrap_or_else(|e| panic!("scripts/{name}: {e}"))
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A script's `--self-test` passes, having counted its checks.
+fn self_test(name: &str) {
+    let out = script(name, &["--self-test"], &[]);
+    let t = text(&out);
+    assert!(
+        out.status.success(),
+        "scripts/{name} --self-test failed:\n{t}"
+    );
+    assert!(
+        t.contains(&format!("{name} self-test: PASS (")),
+        "scripts/{name} --self-test did not say what it checked:\n{t}"
+    );
+}
+
+fn write_executable(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn bench_gpu_derives_r3s_time_and_marks_an_unconfirmed_best() {
+    // -O3 itself the best is 1 exactly, never the 1.001 its trial 0 measured; a best no run
+    // re-measured is UNCONFIRMED and out of the means; the r3 column is "derived".
+    self_test("bench-gpu");
+}
+
+#[test]
+fn bench_deadline_takes_the_median_not_the_upper_middle() {
+    let dir = tempfile::tempdir().unwrap();
+    // |predicted/measured - 1| of 0.01, 0.02, 0.03, 0.04: the median is 0.025.
+    let programs: Vec<String> = [1.01, 1.02, 1.03, 1.04]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            format!(
+                r#"{{"name": "p{i}", "predicted_shipped": {p}, "predicted_best": {p}, "measured": {{"speedup": 1.0}}}}"#
+            )
+        })
+        .collect();
+    std::fs::write(
+        dir.path().join("programs-deadline.json"),
+        format!(r#"{{"programs": [{}]}}"#, programs.join(", ")),
+    )
+    .unwrap();
+    let out = script(
+        "bench-deadline",
+        &["table", dir.path().to_str().unwrap()],
+        &[("R3_BENCH_ARMS", "deadline")],
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(
+        t.contains("deadline: 4 programs;") && t.contains("median 0.025,"),
+        "{t}"
+    );
+}
+
+/// An upper middle value taken for a median: `v[len(v) // 2]` in Python, `v[(NR + 1) / 2]` or
+/// `sed -n "$(((n + 1) / 2))p"` in a shell. A line (or the two above it) that says "upper
+/// median" takes it on purpose.
+#[test]
+fn no_script_takes_the_upper_middle_value_for_a_median() {
+    let patterns = [
+        regex::Regex::new(r"\[\s*len\((\w+)\)\s*//\s*2\s*\]").unwrap(),
+        regex::Regex::new(r"\(\s*NR\s*\+\s*1\s*\)\s*/\s*2").unwrap(),
+        regex::Regex::new(r#"\(\(\s*\$?\w+\s*\+\s*1\s*\)\s*/\s*2\s*\)\)p"#).unwrap(),
+    ];
+    let mut found = Vec::new();
+    let mut read = 0;
+    for entry in std::fs::read_dir(repo().join("scripts")).unwrap() {
+        let path = entry.unwrap().path();
+        let Ok(body) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        read += 1;
+        let lines: Vec<&str> = body.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !patterns.iter().any(|p| p.is_match(line)) {
+                continue;
+            }
+            // An odd count handled apart from an even one is a whole median.
+            let near = lines[i.saturating_sub(2)..=i].join("\n");
+            if near.contains("upper median") || line.contains("% 2") {
+                continue;
+            }
+            found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+        }
+    }
+    assert!(read > 10, "read {read} scripts");
+    assert!(
+        found.is_empty(),
+        "use statistics.median (or average the middle two):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_two_archives_of_a_run_hold_one_path_with_other_contents() {
+    let out = script("check-bench-archives", &[], &[]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("no path with two contents: PASS"), "{t}");
+}
+
+#[test]
+fn archives_that_clash_fail_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    for (part, body) in [("1", "new"), ("2", "")] {
+        let src = dir.path().join(format!("src{part}"));
+        std::fs::create_dir_all(src.join("replays")).unwrap();
+        std::fs::write(src.join("replays/k.json"), body).unwrap();
+        std::fs::create_dir_all(&run).unwrap();
+        let tar = Command::new("tar")
+            .arg("czf")
+            .arg(run.join(format!("replays-part{part}.tgz")))
+            .arg("-C")
+            .arg(&src)
+            .arg("replays")
+            .status()
+            .unwrap();
+        assert!(tar.success());
+    }
+    let out = script("check-bench-archives", &[dir.path().to_str().unwrap()], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("replays/k.json differs between"), "{t}");
+    let empty = tempfile::tempdir().unwrap();
+    let out = script(
+        "check-bench-archives",
+        &[empty.path().to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "no archive is no pass: {}",
+        text(&out)
+    );
+}
+
+#[test]
+fn gpu_record_passes_no_row_on_nothing_counted() {
+    self_test("gpu-record");
+}
+
+#[test]
+fn gpu_check_counts_every_row_that_fails() {
+    self_test("gpu-check");
+}
+
+#[test]
+fn store_damage_takes_only_fix_for_a_fix() {
+    self_test("store-damage");
+}
+
+#[test]
+fn slurm_test_exits_2_only_where_slurm_cannot_run() {
+    self_test("slurm-test");
+    // No r3 is a failure of the run, not a machine without Slurm; it is found before Slurm is
+    // looked for.
+    let out = script("slurm-test", &["--r3", "/nonexistent/r3"], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("no r3 at /nonexistent/r3"), "{t}");
+}
+
+#[test]
+fn a_crash_campaign_that_kills_nothing_fails() {
+    let r3 = r3_bin();
+    let out = script(
+        "crash-campaign",
+        &["-n", "0", "--target", "tune", "--r3", r3.to_str().unwrap()],
+        &[],
+    );
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("failure: tune: no run was killed"), "{t}");
+}
+
+#[test]
+fn bench_egraph_size_exits_1_where_a_size_misses_its_goal() {
+    let dir = tempfile::tempdir().unwrap();
+    // An r3 whose e-graph pipelines fail: every size misses.
+    let broken = dir.path().join("r3-broken");
+    write_executable(
+        &broken,
+        "#!/bin/sh\ncase \"$*\" in *r3-egraph*) exit 1 ;; esac\nexit 0\n",
+    );
+    let out = script(
+        "bench-egraph-size",
+        &["--r3", broken.to_str().unwrap(), "90"],
+        &[],
+    );
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("MISSED") && t.contains("goal met at 0 of 1 sizes"),
+        "{t}"
+    );
+    // One that does everything at once meets it.
+    let quick = dir.path().join("r3-quick");
+    write_executable(&quick, "#!/bin/sh\nexit 0\n");
+    let out = script(
+        "bench-egraph-size",
+        &["--r3", quick.to_str().unwrap(), "90"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// The red team's table over a store whose one hack was judged as `message` says.
+fn redteam_table(message: &str) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("hacks.tsv"),
+        "p22-writes-nothing\taxpy\t3\tpoison\tleft unwritten\nc31-honest\taxpy\t0\tnone\t\n",
+    )
+    .unwrap();
+    let log = dir.path().join("store/evolve/k");
+    std::fs::create_dir_all(&log).unwrap();
+    let judged = serde_json::json!({"attempt": 1, "event": "judged",
+        "verdict": {"outcome": "wrong_output", "why": "wrong output", "message": message}});
+    let lines = [
+        serde_json::json!({"attempt": 1, "event": "proposed", "answer": "redteam hack p22-writes-nothing: faster"}),
+        serde_json::json!({"attempt": 1, "event": "compiled"}),
+        judged,
+        serde_json::json!({"attempt": 2, "event": "proposed", "answer": "redteam hack c31-honest: faster"}),
+        serde_json::json!({"attempt": 2, "event": "compiled"}),
+        serde_json::json!({"attempt": 2, "event": "judged", "verdict": {"outcome": "valid", "speedup": 1.01}}),
+    ];
+    let body: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(log.join("attempts.jsonl"), body.join("\n") + "\n").unwrap();
+    let d = dir.path().to_str().unwrap();
+    let store = format!("{d}/store");
+    script("redteam", &["table", d, &store, "--measured"], &[])
+}
+
+#[test]
+fn the_red_team_fails_where_a_hack_is_caught_by_another_check() {
+    // Caught by the check against the recording, where only poisoning can catch it: the
+    // poisoning check was never shown to work.
+    let out = redteam_table("outputs outside tolerance at byte 4");
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("p22-writes-nothing (found wrong by recording, not poison)"),
+        "{t}"
+    );
+    let out = redteam_table("outputs left unwritten: byte 4 kept the poison");
+    assert!(out.status.success(), "{}", text(&out));
+}
