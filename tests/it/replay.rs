@@ -107,7 +107,10 @@ fn dry_run_builds_baseline_and_candidate_ptx() {
 #[test]
 fn replay_without_a_gpu_says_so() {
     if r3::device::driver_present() {
-        return; // this machine has a GPU: the GPU scripts cover it
+        return skip(
+            "no-gpu",
+            "this machine has a GPU: the GPU scripts cover replay",
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let store = harness(dir.path());

@@ -35,6 +35,37 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Says that the running test left out some or all of its checks for want of `capability`,
+/// where cargo shows it (stderr, printed only if the test fails) and where
+/// `scripts/audit-tests` reads it (a line in the file `R3_SKIP_LOG` names), so that a green run
+/// still says what it did not check. A capability that `R3_REQUIRE` (comma-separated) names is
+/// one this machine must have: `.ci/run` lists what CI has, and there a skip is a failure.
+pub fn skip(capability: &str, reason: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("(unnamed thread)");
+    let required = std::env::var("R3_REQUIRE").unwrap_or_default();
+    assert!(
+        !required.split(',').any(|c| c.trim() == capability),
+        "{test} needs {capability}, which R3_REQUIRE={required} says this machine has: {reason}"
+    );
+    // One line each: scripts/audit-tests reads the log line by line.
+    let line = format!(
+        "{test}: skipped: {capability}: {}",
+        reason.trim().replace('\n', "; ")
+    );
+    eprintln!("{line}");
+    if let Some(log) = std::env::var_os("R3_SKIP_LOG").filter(|v| !v.is_empty()) {
+        // One write of a whole line, appended: tests running at once do not mix their lines.
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("R3_SKIP_LOG={}: {e}", Path::new(&log).display()));
+        file.write_all(format!("{line}\n").as_bytes())
+            .unwrap_or_else(|e| panic!("R3_SKIP_LOG={}: {e}", Path::new(&log).display()));
+    }
+}
+
 /// A directory holding `r3-clang++` and `r3-clang` links to the r3 under test.
 pub fn driver_links(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");

@@ -59,13 +59,24 @@ pub fn locate_with(
     cwd: &Path,
     config: impl FnOnce() -> Result<Option<config::Found>, config::ConfigError>,
 ) -> Result<Location, StoreError> {
+    resolve(explicit, std::env::var_os("R3_STORE"), cwd, config)
+}
+
+/// [`locate_with`], given `R3_STORE`'s value rather than reading it, so that the tests check
+/// every rule whatever the environment they run in holds.
+fn resolve(
+    explicit: Option<&Path>,
+    env: Option<std::ffi::OsString>,
+    cwd: &Path,
+    config: impl FnOnce() -> Result<Option<config::Found>, config::ConfigError>,
+) -> Result<Location, StoreError> {
     if let Some(p) = explicit {
         return Ok(Location {
             path: absolute(p, cwd),
             source: "--r3-store",
         });
     }
-    if let Some(p) = std::env::var_os("R3_STORE").filter(|v| !v.is_empty()) {
+    if let Some(p) = env.filter(|v| !v.is_empty()) {
         return Ok(Location {
             path: absolute(Path::new(&p), cwd),
             source: "R3_STORE",
@@ -826,16 +837,14 @@ mod tests {
     /// denied", whose fix names another store too).
     #[test]
     fn a_directory_that_cannot_hold_a_store_is_named_with_a_fix_that_works() {
-        if Path::new("/proc/self").is_dir() {
-            let e = Store::create(Path::new("/proc")).unwrap_err().to_string();
-            assert!(
-                e.contains("/proc")
-                    && e.contains("fix: ")
-                    && e.contains("point --r3-store / R3_STORE at a")
-                    && !e.contains("create it"),
-                "{e}"
-            );
-        }
+        let e = Store::create(Path::new("/proc")).unwrap_err().to_string();
+        assert!(
+            e.contains("/proc")
+                && e.contains("fix: ")
+                && e.contains("point --r3-store / R3_STORE at a")
+                && !e.contains("create it"),
+            "{e}"
+        );
         // What procfs answers root, whoever runs this.
         let dir = tempfile::tempdir().unwrap();
         let enoent = std::io::Error::from(std::io::ErrorKind::NotFound);
@@ -911,23 +920,35 @@ mod tests {
         assert_eq!(loc.source, "--r3-store");
     }
 
+    /// `locate` without `R3_STORE`, whatever the environment the tests run in holds.
+    fn locate_unset(cwd: &Path) -> Result<Location, StoreError> {
+        resolve(None, None, cwd, || config::find(cwd))
+    }
+
     #[test]
     fn project_store_is_found_from_a_subdirectory() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".r3")).unwrap();
         let sub = dir.path().join("build/src/cuda");
         std::fs::create_dir_all(&sub).unwrap();
-        if std::env::var_os("R3_STORE").is_none() {
-            let loc = locate(None, &sub).unwrap();
-            assert_eq!(loc.path, dir.path().join(".r3"));
-        }
+        let loc = locate_unset(&sub).unwrap();
+        assert_eq!(loc.path, dir.path().join(".r3"));
+    }
+
+    #[test]
+    fn r3_store_comes_before_a_project_store_and_is_made_absolute() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join(".r3")).unwrap();
+        let loc = resolve(None, Some("st".into()), d, || config::find(d)).unwrap();
+        assert_eq!((loc.path, loc.source), (d.join("st"), "R3_STORE"));
+        // Set but empty is not set.
+        let loc = resolve(None, Some("".into()), d, || config::find(d)).unwrap();
+        assert_eq!(loc.path, d.join(".r3"));
     }
 
     #[test]
     fn a_build_config_names_the_store_and_its_directory_is_no_store() {
-        if std::env::var_os("R3_STORE").is_some() {
-            return; // the environment comes first, as it should
-        }
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".r3")).unwrap(); // a project store above
         let build = dir.path().join("build");
@@ -938,14 +959,14 @@ mod tests {
             apply: false,
         };
         config::write(&build, &config).unwrap();
-        let loc = locate(None, &sub).unwrap();
+        let loc = locate_unset(&sub).unwrap();
         assert_eq!(loc.path, build.join("../r3-store"));
         assert!(loc.source.contains(".r3/config"));
         // Without a store in it, the config's `.r3/` is passed over for the project store.
         config::write(&build, &config::BuildConfig::default()).unwrap();
-        assert_eq!(locate(None, &sub).unwrap().path, dir.path().join(".r3"));
+        assert_eq!(locate_unset(&sub).unwrap().path, dir.path().join(".r3"));
         std::fs::write(build.join(".r3/config"), "store = 3\n").unwrap();
-        assert!(matches!(locate(None, &sub), Err(StoreError::Config(_))));
+        assert!(matches!(locate_unset(&sub), Err(StoreError::Config(_))));
     }
 
     mod props {
