@@ -184,10 +184,6 @@ pub fn folded(c: &Candidate, sig: Option<&KernelSignature>) -> Result<(), String
         return Ok(());
     };
     dims(s)?;
-    let Some(sig) = sig else {
-        return folded_text(s);
-    };
-    let foldable = crate::lower::specialize::foldable(sig);
     let mut last = None;
     for a in &s.args {
         if last.is_some_and(|l| a.index <= l) {
@@ -197,49 +193,33 @@ pub fn folded(c: &Candidate, sig: Option<&KernelSignature>) -> Result<(), String
             ));
         }
         last = Some(a.index);
-        let Some(p) = usize::try_from(a.index)
-            .ok()
-            .and_then(|i| sig.params.get(i))
-        else {
-            return Err(format!(
-                "it folds parameter {}, and the kernel has {} parameters",
-                a.index,
-                sig.params.len()
-            ));
+        let size = match sig {
+            Some(sig) => foldable_size(sig, a.index)?,
+            // Without the kernel, any whole scalar: 1 to 8 bytes.
+            None => (a.hex.len() as u64 / 2).clamp(1, MAX_FOLDED_BYTES),
         };
-        // The same parameters the search may fold, so that apply accepts nothing it would not.
-        if !foldable.contains(&a.index) || p.size > MAX_FOLDED_BYTES {
-            return Err(format!(
-                "it folds parameter {} ({}, {} bytes), which is not a scalar r3 folds",
-                a.index, p.llvm_type, p.size
-            ));
-        }
-        hex(&a.hex, p.size).map_err(|e| format!("parameter {}'s value {e}", a.index))?;
+        hex(&a.hex, size).map_err(|e| format!("parameter {}'s value {e}", a.index))?;
     }
     Ok(())
 }
 
-/// What can be checked of folded values without the kernel: order, and hex of 1 to 8 bytes.
-fn folded_text(s: &Specialize) -> Result<(), String> {
-    let mut last = None;
-    for a in &s.args {
-        if last.is_some_and(|l| a.index <= l) {
-            return Err(format!(
-                "it folds parameter {} out of order or twice",
-                a.index
-            ));
-        }
-        last = Some(a.index);
-        let size = a.hex.len() as u64 / 2;
-        if !(1..=MAX_FOLDED_BYTES).contains(&size) {
-            return Err(format!(
-                "parameter {}'s value {:?} is not 1 to {MAX_FOLDED_BYTES} bytes",
-                a.index, a.hex
-            ));
-        }
-        hex(&a.hex, size).map_err(|e| format!("parameter {}'s value {e}", a.index))?;
+/// The size of the kernel's parameter `index`, where it is one the search may fold (so that
+/// apply accepts nothing it would not); why not otherwise.
+fn foldable_size(sig: &KernelSignature, index: u32) -> Result<u64, String> {
+    let Some(p) = usize::try_from(index).ok().and_then(|i| sig.params.get(i)) else {
+        return Err(format!(
+            "it folds parameter {index}, and the kernel has {} parameters",
+            sig.params.len()
+        ));
+    };
+    let foldable = crate::lower::specialize::foldable(sig);
+    if !foldable.contains(&index) || p.size > MAX_FOLDED_BYTES {
+        return Err(format!(
+            "it folds parameter {index} ({}, {} bytes), which is not a scalar r3 folds",
+            p.llvm_type, p.size
+        ));
     }
-    Ok(())
+    Ok(p.size)
 }
 
 fn dims(s: &Specialize) -> Result<(), String> {
@@ -343,6 +323,13 @@ mod tests {
             }),
             ..Candidate::baseline()
         };
+        // Without the kernel (`r3 export --check` of one the store lacks): order and whole
+        // scalars of 1 to 8 bytes, not the parameters.
+        assert_eq!(folded(&specialized(vec![arg(7, "00")]), None), Ok(()));
+        let alone = |args| folded(&specialized(args), None).unwrap_err();
+        assert!(alone(vec![arg(2, "00000000000000000000")]).contains("8 bytes"));
+        assert!(alone(vec![arg(2, "000")]).contains("3 hex digits"));
+        assert!(alone(vec![arg(3, "00"), arg(1, "00")]).contains("out of order"));
         assert!(folded(&zero_block, Some(&s))
             .unwrap_err()
             .contains("zero dimension"));
