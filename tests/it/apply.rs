@@ -48,16 +48,15 @@ fn entry<'a>(ptx: &'a str, kernel: &str) -> &'a str {
     entry_text(ptx, kernel).unwrap_or_else(|| panic!("no .entry {kernel}"))
 }
 
-#[test]
-fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// scan.cu in `d`, built plain (`plain/`) and recorded into `d/store` (`record/`), its
+/// scan_tile_totals_kernel searched in simulation on the recorded grid landscape: the store and
+/// the source.
+fn scan_tuned_in_simulation(d: &Path) -> (PathBuf, PathBuf) {
     let store = d.join("store");
     let src = d.join("scan.cu");
     std::fs::copy(repo().join("llvm-ir-corpus/programs/scan.cu"), &src).unwrap();
     build(&d.join("plain"), &src, &["--r3-off"], &[], &store);
     build(&d.join("record"), &src, &[], &[], &store);
-    let s = store.to_str().unwrap();
     let table = landscape(d);
     let tune = r3(
         &[
@@ -70,11 +69,20 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
             "--budget",
             "600",
             "--r3-store",
-            s,
+            store.to_str().unwrap(),
         ],
         d,
     );
     assert!(tune.status.success(), "{}", stderr(&tune));
+    (store, src)
+}
+
+#[test]
+fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (store, src) = scan_tuned_in_simulation(d);
+    let s = store.to_str().unwrap();
 
     // The winners stamp, which compiles depend on, holds the digest of what ships: the tune
     // wrote it for the policy it ran under (no simulated winners), which differs from what
@@ -309,29 +317,8 @@ fn a_winners_file_of_another_schema_fails_the_compile_with_the_reason() {
 fn a_winners_file_cannot_ship_code_behind_a_guard_that_is_not_its_candidates() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let store = d.join("store");
-    let src = d.join("scan.cu");
-    std::fs::copy(repo().join("llvm-ir-corpus/programs/scan.cu"), &src).unwrap();
-    build(&d.join("plain"), &src, &["--r3-off"], &[], &store);
-    build(&d.join("record"), &src, &[], &[], &store);
+    let (store, src) = scan_tuned_in_simulation(d);
     let s = store.to_str().unwrap();
-    let table = landscape(d);
-    let tune = r3(
-        &[
-            "tune",
-            "scan_tile_totals_kernel",
-            "--simulate",
-            table.to_str().unwrap(),
-            "--strategy",
-            "exhaustive",
-            "--budget",
-            "600",
-            "--r3-store",
-            s,
-        ],
-        d,
-    );
-    assert!(tune.status.success(), "{}", stderr(&tune));
     let exported = Command::new(r3_bin())
         .args(["export", "-o", "winners.json", "--r3-store", s])
         .env("R3_APPLY_SIMULATED", "1")
