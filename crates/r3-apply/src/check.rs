@@ -13,8 +13,8 @@
 
 use crate::candidate::{Candidate, Specialize};
 use crate::kernel::KernelSignature;
-use crate::plan::{Guard, Variant, Winner, WinnersFile};
 use crate::store::winner::Policy;
+use crate::winners::{Guard, Variant, Winner, WinnersFile};
 
 /// The most variants r3's runtime keeps for one kernel (r3rt.c's `R3_MAX_VARIANTS`): apply
 /// builds no more, so that its note counts only what a launch can take.

@@ -28,8 +28,8 @@
 //! name, where neither can say): a variant that folds any other never runs.
 
 use crate::candidate::{FoldedArg, Specialize};
-use crate::plan::Guard;
 use crate::store::programs::ShippedKernel;
+use crate::winners::Guard;
 use std::path::{Path, PathBuf};
 
 /// Variants in all of a program's tables that the runtime keeps (r3rt.c: `R3_MAX_VARIANTS`);

@@ -192,7 +192,7 @@ mod tests {
             .insert("unroll-max-count".into(), "4".into());
         let guarded = Variant {
             winner: w("_Z1di", Candidate::baseline()),
-            guard: crate::plan::Guard {
+            guard: crate::winners::Guard {
                 max_threads: Some(128),
                 block_x: None,
                 values: None,

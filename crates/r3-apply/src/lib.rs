@@ -18,3 +18,4 @@ pub mod formats;
 pub mod plan;
 pub mod shim;
 pub mod splice;
+pub mod winners;

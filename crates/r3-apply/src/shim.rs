@@ -57,7 +57,7 @@ pub struct KernelOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppliedVariant {
     pub entry: String,
-    pub guard: crate::plan::Guard,
+    pub guard: crate::winners::Guard,
     pub speedup: f64,
 }
 
