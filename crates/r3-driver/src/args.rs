@@ -26,8 +26,20 @@ const MAX_RESPONSE_DEPTH: usize = 20;
 /// (`--cuda-path`, `-MF`, sources). An `@file` that cannot be read stays as written: clang says
 /// why.
 pub fn expand_response_files(args: Vec<OsString>, cwd: &Path) -> Vec<OsString> {
-    expand_at(args, cwd, 0)
+    let expanded = expand_at(args.clone(), cwd, 0);
+    // A command this long is a link or an archive of many objects (build tools move object
+    // lists into response files when the line grows): run as written, it cannot outgrow the
+    // system's limit on a command line (ARG_MAX), and r3 has no device code to see in it.
+    let bytes: usize = expanded.iter().map(|a| a.len() + 1).sum();
+    if bytes > MAX_EXPANDED_BYTES {
+        return args;
+    }
+    expanded
 }
+
+/// The longest command line r3 runs with its response files expanded, in bytes: far under
+/// Linux's 2 MiB for arguments and environment together.
+const MAX_EXPANDED_BYTES: usize = 256 * 1024;
 
 fn expand_at(args: Vec<OsString>, base: &Path, depth: usize) -> Vec<OsString> {
     let mut out = Vec::with_capacity(args.len());
@@ -435,6 +447,11 @@ mod tests {
             expand_response_files(os(&["@self.rsp"]), d),
             os(&["@self.rsp"])
         );
+        // A link of many objects stays as written: expanded, it could outgrow ARG_MAX.
+        let objects: String = (0..20_000).map(|i| format!("obj/{i:08}.o\n")).collect();
+        std::fs::write(d.join("objects.rsp"), objects).unwrap();
+        let link = os(&["-o", "app", "@objects.rsp"]);
+        assert_eq!(expand_response_files(link.clone(), d), link);
     }
 
     #[test]
