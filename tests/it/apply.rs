@@ -48,6 +48,23 @@ fn entry<'a>(ptx: &'a str, kernel: &str) -> &'a str {
     entry_text(ptx, kernel).unwrap_or_else(|| panic!("no .entry {kernel}"))
 }
 
+/// The stored kernel `hash`'s module lowered with `c` for sm_90 (`ptx`: the PTX ISA, None: the
+/// module's), as the search lowers a trial.
+fn lower_stored(
+    store: &Path,
+    hash: &str,
+    c: &r3::candidate::Candidate,
+    ptx: Option<String>,
+) -> r3::lower::Lowered {
+    let bitcode = std::fs::read(store.join("kernels").join(hash).join("module.bc")).unwrap();
+    let target = Codegen {
+        sm: "sm_90".into(),
+        ptx,
+        opt_level: 3,
+    };
+    r3::lower::isolated::lower_in_process(&bitcode, hash, c, &target, None).unwrap()
+}
+
 /// scan.cu in `d`, built plain (`plain/`) and recorded into `d/store` (`record/`), its
 /// scan_tile_totals_kernel searched in simulation on the recorded grid landscape: the store and
 /// the source.
@@ -130,21 +147,7 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
         w.candidate.max_threads.is_none(),
         "launch bounds only when asked for"
     );
-    let bitcode = std::fs::read(
-        store
-            .join("kernels")
-            .join(w.hash.as_str())
-            .join("module.bc"),
-    )
-    .unwrap();
-    let target = Codegen {
-        sm: "sm_90".into(),
-        ptx: w.ptx_isa.clone(),
-        opt_level: 3,
-    };
-    let lowered =
-        r3::lower::isolated::lower_in_process(&bitcode, &w.hash, &w.candidate, &target, None)
-            .unwrap();
+    let lowered = lower_stored(&store, &w.hash, &w.candidate, w.ptx_isa.clone());
 
     let plain = read(d.join("plain").join(PTX));
     let applied = read(d.join("applied").join(PTX));
@@ -158,14 +161,7 @@ fn the_applied_build_carries_the_winner_and_clangs_code_for_every_other_kernel()
     assert_eq!(v.winner.name, TUNED);
     assert!(v.guard.max_threads.is_some() && v.winner.candidate.max_threads.is_some());
     assert!(v.winner.speedup > w.speedup, "the variant is the faster");
-    let variant = r3::lower::isolated::lower_in_process(
-        &bitcode,
-        &w.hash,
-        &v.winner.candidate,
-        &target,
-        None,
-    )
-    .unwrap();
+    let variant = lower_stored(&store, &w.hash, &v.winner.candidate, w.ptx_isa.clone());
     let variant_ptx = variant.ptx;
     let name = r3::apply::dispatch::entry_name(TUNED, &w.hash[..8], 1);
     assert_eq!(
@@ -339,21 +335,7 @@ fn a_winners_file_cannot_ship_code_behind_a_guard_that_is_not_its_candidates() {
         specialize: Some(folded),
         ..generic.candidate.clone()
     };
-    let bitcode = std::fs::read(
-        store
-            .join("kernels")
-            .join(generic.hash.as_str())
-            .join("module.bc"),
-    )
-    .unwrap();
-    let target = Codegen {
-        sm: "sm_90".into(),
-        ptx: generic.ptx_isa.clone(),
-        opt_level: 3,
-    };
-    let lowered =
-        r3::lower::isolated::lower_in_process(&bitcode, &generic.hash, &spec, &target, None)
-            .unwrap();
+    let lowered = lower_stored(&store, &generic.hash, &spec, generic.ptx_isa.clone());
     let spec_winner = r3::apply::plan::Winner {
         candidate: spec.clone(),
         ptx_hash: Some(lowered.ptx_hash.clone()),
@@ -557,11 +539,6 @@ fn apply_finds_the_ptx_and_the_sources_whatever_the_flags() {
 
     // A winner for one kernel of each source: -O1's code, which differs from clang's -O3.
     let st = r3::store::Store::open(&store).unwrap();
-    let target = Codegen {
-        sm: "sm_90".into(),
-        ptx: None,
-        opt_level: 3,
-    };
     let candidate = r3::candidate::Candidate::with_pipeline("default<O1>");
     let mut kernels = Vec::new();
     let mut lowered = Vec::new();
@@ -572,15 +549,7 @@ fn apply_finds_the_ptx_and_the_sources_whatever_the_flags() {
             .into_iter()
             .find(|k| k.signature.name == name)
             .unwrap_or_else(|| panic!("{name} captured"));
-        let bitcode = std::fs::read(
-            store
-                .join("kernels")
-                .join(k.hash.as_str())
-                .join("module.bc"),
-        )
-        .unwrap();
-        let l = r3::lower::isolated::lower_in_process(&bitcode, &k.hash, &candidate, &target, None)
-            .unwrap();
+        let l = lower_stored(&store, &k.hash, &candidate, None);
         kernels.push(serde_json::json!({
             "hash": k.hash, "name": name, "demangled": k.signature.demangled, "arch": "sm_90",
             "gpu": "sim", "driver": "sim", "candidate": candidate, "ptx_isa": null,
