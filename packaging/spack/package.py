@@ -97,7 +97,7 @@ class R3(CargoPackage):
         # r3 is the compiler driver when called as r3-clang++ or r3-clang (it dispatches on
         # argv[0]): the same links scripts/setup makes beside it.
         with working_dir(self.prefix.bin):
-            for name in ("r3-clang++", "r3-clang"):
+            for name in ("r3-clang++", "r3-clang", "r3-nvcc"):
                 if os.path.lexists(name):
                     os.remove(name)
                 symlink("r3", name)

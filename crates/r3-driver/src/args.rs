@@ -72,7 +72,7 @@ fn expand_at(args: Vec<OsString>, base: &Path, depth: usize) -> Vec<OsString> {
 /// single and double quotes group and are removed; a backslash takes the next character as it
 /// is, inside quotes too. (Shell-word crates follow POSIX, where a backslash is literal inside
 /// single quotes, so they would split some files otherwise than clang.)
-fn gnu_words(text: &str) -> Vec<OsString> {
+pub(crate) fn gnu_words(text: &str) -> Vec<OsString> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
     let mut quote = None;

@@ -72,6 +72,21 @@ pub fn cudart_arg(args: &[OsString]) -> Option<String> {
     })
 }
 
+/// Links the recording runtime stays out of: CMake's checks (`try_compile` names its programs
+/// `cmTC_…`; CMake reads the libraries such a link passes as the compiler's own and adds them
+/// to every link of the build, and the runtime is a file in r3's cache), and shared libraries
+/// (the runtime needs libzstd, whose static archive is not position-independent; the program
+/// that loads the library records).
+pub fn stays_out(args: &[OsString]) -> bool {
+    let cmake_check = crate::args::output_of(args)
+        .and_then(|o| {
+            o.file_name()
+                .map(|n| n.to_string_lossy().starts_with("cmTC_"))
+        })
+        .unwrap_or(false);
+    cmake_check || args.iter().any(|a| a == "-shared")
+}
+
 /// Extra link arguments for recording support, appended after the user's own.
 pub fn link_args(archive: &Path, cudart: &str) -> Vec<OsString> {
     let wraps: Vec<String> = WRAPPED.iter().map(|f| format!("--wrap={f}")).collect();
@@ -170,6 +185,24 @@ mod tests {
         );
         assert_eq!(cudart_arg(&os(&["-c", "a.cu", "-lcudart_static"])), None);
         assert_eq!(cudart_arg(&os(&["a.o", "-o", "app"])), None);
+    }
+
+    #[test]
+    fn cmake_checks_and_shared_libraries_link_without_the_runtime() {
+        assert!(stays_out(&os(&[
+            "a.o",
+            "-o",
+            "cmTC_1f2e3",
+            "-lcudart_static"
+        ])));
+        assert!(stays_out(&os(&[
+            "-shared",
+            "a.o",
+            "-o",
+            "libk.so",
+            "-lcudart_static"
+        ])));
+        assert!(!stays_out(&os(&["a.o", "-o", "app", "-lcudart_static"])));
     }
 
     #[test]
