@@ -273,7 +273,6 @@ fn mutations_change_the_code_in_a_dry_run() {
 /// Each kind applies to most kernels, so the safety campaign covers the corpus.
 #[test]
 fn every_fault_lowers_on_every_corpus_kernel() {
-    use clap::ValueEnum as _;
     use r3::ir::mutate::{Facts, Mutation};
     let store = r3::store::Store::open(&repo().join("llvm-ir-corpus/store")).unwrap();
     let kernels = store.kernels().unwrap();
@@ -282,7 +281,7 @@ fn every_fault_lowers_on_every_corpus_kernel() {
     };
     let mut applies = std::collections::BTreeMap::new();
     for k in &kernels {
-        for m in Mutation::value_variants() {
+        for m in Mutation::ALL {
             let job = r3::lower::isolated::LowerJob {
                 bitcode: store.kernel_dir(&k.hash).join("module.bc"),
                 kernel_hash: k.hash.clone(),
@@ -298,7 +297,7 @@ fn every_fault_lowers_on_every_corpus_kernel() {
             }
         }
     }
-    for m in Mutation::value_variants() {
+    for m in Mutation::ALL {
         let n = applies.get(&format!("{m:?}")).copied().unwrap_or(0);
         // Barriers and swappable operands are in fewer kernels (the naive ones have no
         // barrier): at least a fifth of the corpus; every other kind three quarters.

@@ -11,45 +11,84 @@ use inkwell::values::{
 };
 use inkwell::IntPredicate;
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mutation {
+/// The enum, its list and its names from one table, so that a fault added is a fault listed
+/// and named (no clap here: the command line's parser is the top crate's, ARCHITECTURE.md).
+macro_rules! mutations {
+    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum Mutation {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl Mutation {
+            /// Every fault, in the order of the table.
+            pub const ALL: &'static [Mutation] = &[$(Mutation::$variant,)*];
+
+            /// The fault's name on the command line (`--mutate drop-store`), the one serde writes.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Mutation::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+mutations! {
     /// Delete the kernel's stores. (Store faults change every store: one that only a path the
     /// recorded input never takes would reach proves nothing about replay.)
-    DropStore,
+    DropStore = "drop-store",
     /// Store values that are off (integers by one, floats by half and one), as if a constant
     /// were wrong.
-    ChangeConstant,
+    ChangeConstant = "change-constant",
     /// Stores write the element after the one they should (an index off by one).
-    OffByOne,
+    OffByOne = "off-by-one",
     /// The kernel's first integer comparison gives the opposite answer (a flipped predicate).
-    FlipPredicate,
+    FlipPredicate = "flip-predicate",
     /// The last non-commutative arithmetic (a - b, a / b, a << b, ...) has its operands swapped
     /// (a float one where the kernel has any).
-    SwapOperands,
+    SwapOperands = "swap-operands",
     /// Floats stored are off by 1e-3 of themselves: a reassociation whose error exceeds the
     /// usual tolerances.
-    FloatError,
+    FloatError = "float-error",
     /// Every thread writes a word just past the end of an output allocation first thing
     /// (needs the recording: replay passes the address).
-    PastEnd,
+    PastEnd = "past-end",
     /// Every barrier (`__syncthreads`) removed: a data race wherever threads share memory.
-    DropBarrier,
+    DropBarrier = "drop-barrier",
     /// Floats stored are off by 2^-20 of themselves or not, as the low bit of the SM's clock
     /// falls: inside usual tolerances, but different from run to run, as a race whose effect
     /// stays small would be (what only a determinism check sees).
-    Jitter,
+    Jitter = "jitter",
     /// Write far outside any allocation first thing in the kernel (an illegal address, which
     /// also leaves the CUDA context unusable).
-    OobWrite,
+    OobWrite = "oob-write",
     /// Spin forever at the kernel's start.
-    EndlessLoop,
+    EndlessLoop = "endless-loop",
     /// Trap (abort the kernel) first thing.
-    Trap,
+    Trap = "trap",
     /// Define a 256 GiB `__device__` array, more memory than any GPU has (out of memory).
-    OutOfMemory,
+    OutOfMemory = "out-of-memory",
+}
+
+/// `--mutate drop-store`: a fault by its name.
+impl std::str::FromStr for Mutation {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Mutation, String> {
+        Mutation::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
+                format!(
+                    "no fault '{s}'; fix: one of {} (docs/measurement.md says what each does)",
+                    names.join(", ")
+                )
+            })
+    }
 }
 
 /// Where a mutation needs facts of the recording it will run on.
@@ -388,7 +427,6 @@ fn huge_global(module: &Module, b: &Builder, f: FunctionValue) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::ValueEnum as _;
 
     /// A block-sum kernel with what every mutation looks for: a bounds check, a division, a
     /// barrier, float stores through a pointer argument.
@@ -440,12 +478,35 @@ declare void @llvm.nvvm.barrier.cta.sync.aligned.all(i32)
         Some(after)
     }
 
+    /// A fault's name is serde's kebab-case name, parses back to the fault, and is unique; an
+    /// unknown name is refused with the list.
+    #[test]
+    fn fault_names_are_serdes_and_parse_back() {
+        let mut seen = std::collections::HashSet::new();
+        for m in Mutation::ALL {
+            assert_eq!(
+                serde_json::to_string(m).unwrap(),
+                format!("\"{}\"", m.name())
+            );
+            assert_eq!(m.name().parse::<Mutation>(), Ok(*m));
+            assert!(seen.insert(m.name()), "{} twice", m.name());
+        }
+        assert_eq!(seen.len(), 13);
+        let e = "drop-stores".parse::<Mutation>().unwrap_err();
+        assert!(
+            e.contains("'drop-stores'")
+                && e.contains("drop-store, change-constant")
+                && e.contains("out-of-memory"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn every_mutation_changes_the_kernel_and_leaves_valid_ir() {
         let facts = Facts {
             past_end: Some(0x7000_0000_1000),
         };
-        for m in Mutation::value_variants() {
+        for m in Mutation::ALL {
             let ir = mutated(*m, facts).unwrap_or_else(|| panic!("{m:?} found nothing"));
             let has = |s: &str| ir.contains(s);
             let ok = match m {
