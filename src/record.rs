@@ -18,7 +18,6 @@ use crate::store::records::{irreproducible_text, Recording};
 use crate::store::trials::Against;
 use crate::store::Store;
 use serde::Deserialize;
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -260,10 +259,79 @@ pub fn gpu_ready(program: &str) -> Result<(), RecordError> {
     }
 }
 
+/// How a program ended, as a shell says it: its exit code, or 128 + the number of the signal
+/// that killed it (139 for a SIGSEGV), with that signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// What `r3 record` exits with: what `$?` would be after the program run from a shell.
+    pub code: i32,
+    pub signal: Option<i32>,
+    pub core_dumped: bool,
+}
+
+impl Ended {
+    /// A program that exited with `code`.
+    pub fn exited(code: i32) -> Ended {
+        Ended {
+            code,
+            signal: None,
+            core_dumped: false,
+        }
+    }
+
+    pub fn of(status: std::process::ExitStatus) -> Ended {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Ended::exited(code),
+            (None, Some(n)) => Ended {
+                code: 128 + n,
+                signal: Some(n),
+                core_dumped: status.core_dumped(),
+            },
+            // Neither an exit nor a signal (a stopped child, which `wait` does not report).
+            (None, None) => Ended::exited(1),
+        }
+    }
+
+    /// `the program was killed by SIGSEGV (signal 11)`, where a signal ended it.
+    pub fn killed(&self) -> Option<String> {
+        let n = self.signal?;
+        let name = signal_name(n).map_or(format!("signal {n}"), |s| format!("{s} (signal {n})"));
+        Some(format!(
+            "the program was killed by {name}{}",
+            if self.core_dumped {
+                ", core dumped"
+            } else {
+                ""
+            }
+        ))
+    }
+}
+
+/// The name of Linux signal `n` (the numbers of x86-64 and arm64 alike).
+pub fn signal_name(n: i32) -> Option<String> {
+    const NAMES: &str = "HUP INT QUIT ILL TRAP ABRT BUS FPE KILL USR1 SEGV USR2 PIPE ALRM TERM \
+         STKFLT CHLD CONT STOP TSTP TTIN TTOU URG XCPU XFSZ VTALRM PROF WINCH IO PWR SYS";
+    match n {
+        1..=31 => NAMES
+            .split_whitespace()
+            .nth(n as usize - 1)
+            .map(|s| format!("SIG{s}")),
+        34..=64 => Some(format!("SIGRTMIN+{}", n - 34)),
+        _ => None,
+    }
+}
+
+/// The line `r3 record` ends with when a signal ended the program, as a shell would report it.
+pub fn ended_text(e: &Ended) -> Option<String> {
+    e.killed()
+        .map(|why| format!("r3: {why}; exit status {}, as a shell gives it\n", e.code))
+}
+
 /// What a run gave: the program's exit status, its new recordings, the runtime's statistics
 /// (None when it wrote none: not linked with recording support, or killed).
 pub struct RecordRun {
-    pub status: Option<i32>,
+    pub status: Ended,
     pub recordings: Vec<Recording>,
     pub stats: Option<RunStats>,
     pub span: ProcessSpan,
@@ -296,26 +364,31 @@ pub fn run(
 ) -> Result<RecordRun, RecordError> {
     gpu_ready(&command[0])?;
     let stale_removed = store.remove_stale_recordings(crate::store::records::STALE_AFTER)?;
-    let before: HashSet<String> = store.recordings(None)?.into_iter().map(|r| r.id).collect();
     let dir = tempfile::tempdir().map_err(|e| RecordError::Spawn {
         program: command[0].clone(),
         msg: format!("a temp directory for its statistics: {e}"),
     })?;
     let stats_path = dir.path().join("stats.json");
+    let token = run_token(dir.path());
     let spawned_unix_s = unix_now();
     let status = run_program(command, |c| {
         c.envs(opts.env())
             .env("R3_STORE", store.root())
-            .env("R3_RECORD_STATS", &stats_path);
+            .env("R3_RECORD_STATS", &stats_path)
+            .env(RUN_VAR, &token);
     })?;
     let span = ProcessSpan {
         spawned_unix_s,
         ended_unix_s: unix_now(),
     };
+    // This run's recordings, by the token the runtime wrote into each (its child processes'
+    // too): not whatever appeared in the store meanwhile, which other programs recording into
+    // it at the same time add to, and with the recordings this run made again in place of
+    // earlier ones.
     let new = store
         .recordings(None)?
         .into_iter()
-        .filter(|r| !before.contains(&r.id))
+        .filter(|r| r.launch.run.as_deref() == Some(token.as_str()))
         .collect();
     // Now, while the store holds the compile that ran: a later rebuild cannot change it.
     let recordings = store.resolve_recorded(new);
@@ -327,13 +400,33 @@ pub fn run(
         keep_census(store, command, counts, s.unknown_launches)
     });
     Ok(RecordRun {
-        status: status.code(),
+        status: Ended::of(status),
         recordings,
         stats,
         span,
         stale_removed,
         census,
     })
+}
+
+/// The variable that names a recording run to the runtime, which writes it into each
+/// recording's launch.json (`run`).
+const RUN_VAR: &str = "R3_RECORD_RUN";
+
+/// A name for one `r3 record` run, unique among the runs that record into one store at once
+/// (on any host that shares it): a hash of the host, the time and this run's private temporary
+/// directory.
+fn run_token(private: &std::path::Path) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!(
+        "{host}\n{}\n{nanos}\n{}",
+        std::process::id(),
+        private.display()
+    );
+    crate::kernel::short_hash(seed.as_bytes())
 }
 
 /// The executable a command runs: its path as given where it has a `/`, else the first
@@ -474,7 +567,7 @@ pub fn census_summary(c: &Census) -> String {
 
 /// What `r3 record --time-only` measured.
 pub struct TimedRun {
-    pub status: Option<i32>,
+    pub status: Ended,
     /// None where the program wrote no times (not linked with r3's runtime, or killed).
     pub timing: Option<Timing>,
     /// Launches that gave no time (into a graph capture).
@@ -502,7 +595,7 @@ pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordEr
         .and_then(|b| serde_json::from_slice(&b).ok());
     let Some(t) = stats.and_then(|s| s.timing) else {
         return Ok(TimedRun {
-            status: status.code(),
+            status: Ended::of(status),
             timing: None,
             untimed: 0,
             judged: Vec::new(),
@@ -542,7 +635,7 @@ pub fn time_only(store: &Store, command: &[String]) -> Result<TimedRun, RecordEr
         }
     }
     Ok(TimedRun {
-        status: status.code(),
+        status: Ended::of(status),
         timing: Some(timing),
         untimed,
         judged,
@@ -722,8 +815,9 @@ pub struct Check {
     pub skipped: Option<String>,
 }
 
-/// Replays each new replayable recording's -O3 baseline once on this machine's GPU and keeps
-/// each verdict with the recording (`Store::set_verification`): a recording that does not
+/// Replays each new replayable recording's -O3 baseline on this machine's GPU (several times
+/// where its runs differ: `replay::determinism`) and keeps each verdict with the recording
+/// (`Store::set_verification`): a recording that does not
 /// reproduce is then shown with its reason, and never searched. Runs after the program, so it
 /// costs the program nothing; a verdict that could not be had is said, never stored.
 pub fn check(store: &Store, recordings: &[Recording]) -> Check {
@@ -768,19 +862,16 @@ pub fn check_summary(c: &Check) -> String {
     if let Some(why) = &c.skipped {
         return format!("r3: recordings not replayed: {why}\n");
     }
-    let ok = c
-        .verdicts
-        .iter()
-        .filter(|(_, _, v)| *v == Verdict::Reproduces)
-        .count();
+    let ok = c.verdicts.iter().filter(|(_, _, v)| v.reproduces()).count();
     let mut out = format!(
-        "r3: {ok} of {} recordings reproduce (each -O3 baseline replayed once and checked, in {:.2} s after the program)\n",
+        "r3: {ok} of {} recordings reproduce (each -O3 baseline replayed and checked, in {:.2} s after the program)\n",
         c.verdicts.len(),
         c.seconds
     );
     for (id, kernel, v) in &c.verdicts {
         match v {
             Verdict::Reproduces => {}
+            Verdict::NotDeterministic(d) => out += &format!("r3:   {id}  {kernel}: {}\n", d.text()),
             Verdict::Irreproducible(why) => {
                 out += &format!("r3:   {id}  {kernel}: {}\n", irreproducible_text(why))
             }
@@ -793,8 +884,11 @@ pub fn check_summary(c: &Check) -> String {
 }
 
 /// Why a run recorded nothing, when it did not.
-pub fn nothing_recorded(program: &str, stats: Option<&RunStats>) -> String {
+pub fn nothing_recorded(program: &str, stats: Option<&RunStats>, ended: &Ended) -> String {
     match stats {
+        None if ended.signal.is_some() => format!(
+            "r3: no launch was recorded: {program} was killed before a recording was complete"
+        ),
         None => format!(
             "r3: no launch was recorded: was {program} linked by r3-clang++ against cudart (recording support)?"
         ),
@@ -844,6 +938,23 @@ mod tests {
                     "e1fe4175acc7cc5d/656ce7e945202e1e".into(),
                     "decay".into(),
                     Verdict::NotChecked("kernel decay has no device IR in the store".into()),
+                ),
+                (
+                    "3a6e0b5c1d2f4e87/0c6f1e2d3b4a5968".into(),
+                    "smooth_norm".into(),
+                    Verdict::NotDeterministic(crate::replay::determinism::Decision {
+                        reason: crate::replay::determinism::FLOAT_ATOMICS.into(),
+                        learned: vec![(
+                            "allocation 0x600000400000".into(),
+                            crate::replay::determinism::Learned {
+                                region: 1,
+                                tolerance: "f32:rel=3.2e-6,abs=1.5e-6".parse().unwrap(),
+                                spread: 8e-7,
+                            },
+                        )],
+                        user: None,
+                        runs: 8,
+                    }),
                 ),
             ],
             seconds: 0.5,
@@ -990,7 +1101,7 @@ mod tests {
             "r3: program time by kernel: unknown (no recorded launch has a time)\n"
         );
         let run = TimedRun {
-            status: Some(0),
+            status: Ended::exited(0),
             timing: Some(Timing {
                 format: 1,
                 program: "./app".into(),
@@ -1025,7 +1136,7 @@ mod tests {
              r3: note: 1 launch gave no time (launched into a CUDA graph being captured); the total leaves them out\n"
         );
         let nothing = TimedRun {
-            status: Some(0),
+            status: Ended::exited(0),
             timing: None,
             untimed: 0,
             judged: Vec::new(),
@@ -1067,10 +1178,43 @@ mod tests {
     }
 
     #[test]
+    fn a_program_s_end_is_the_status_a_shell_gives() {
+        use std::os::unix::process::ExitStatusExt;
+        // Raw wait statuses: exit code 3; killed by SIGSEGV with a core; by SIGABRT; by SIGKILL.
+        let of = |raw| Ended::of(std::process::ExitStatus::from_raw(raw));
+        assert_eq!(of(3 << 8), Ended::exited(3));
+        assert_eq!(ended_text(&of(3 << 8)), None);
+        let segv = of(11 | 0x80);
+        assert_eq!(
+            (segv.code, segv.signal, segv.core_dumped),
+            (139, Some(11), true)
+        );
+        assert_eq!(
+            ended_text(&segv).unwrap(),
+            "r3: the program was killed by SIGSEGV (signal 11), core dumped; exit status 139, as a shell gives it\n"
+        );
+        assert_eq!(of(6).code, 134);
+        assert_eq!(
+            of(6).killed().unwrap(),
+            "the program was killed by SIGABRT (signal 6)"
+        );
+        assert_eq!(of(9).code, 137);
+        assert_eq!(signal_name(35).as_deref(), Some("SIGRTMIN+1"));
+        assert_eq!(signal_name(99), None);
+    }
+
+    #[test]
     fn nothing_recorded_names_the_likely_cause() {
-        assert!(nothing_recorded("./app", None).contains("linked by r3-clang++"));
+        let ok = Ended::exited(0);
+        assert!(nothing_recorded("./app", None, &ok).contains("linked by r3-clang++"));
+        let killed = Ended {
+            code: 139,
+            signal: Some(11),
+            core_dumped: false,
+        };
+        assert!(nothing_recorded("./app", None, &killed).contains("was killed"));
         let mut s: RunStats = serde_json::from_str(STATS).unwrap();
         s.launches = 0;
-        assert!(nothing_recorded("./app", Some(&s)).contains("launched no kernel"));
+        assert!(nothing_recorded("./app", Some(&s), &ok).contains("launched no kernel"));
     }
 }

@@ -11,7 +11,8 @@ use std::process::{Command, Output};
 
 /// The harness, built once per test into `dir`.
 fn harness(dir: &Path) -> PathBuf {
-    fake_gpu_program(dir, "record_fake_gpu", &[])
+    // sqrtf as the instruction, without libm (the optimizer scenario's).
+    fake_gpu_program(dir, "record_fake_gpu", &["-fno-math-errno".to_owned()])
 }
 
 /// Runs a scenario with recording on into a new store at `store`.
@@ -600,6 +601,30 @@ fn run_step_kernel(kernel: &str, args: &[u8], mem: &mut [r3::store::records::Reg
                 .collect();
             store(mem, x, &v);
         }
+        "grad" => {
+            let (p, g, n) = (ptr(0), ptr(8), int(16) as usize);
+            let out: Vec<f32> = floats(mem, p, n)
+                .iter()
+                .enumerate()
+                .map(|(i, x)| x - (i % 7) as f32 / 2.0)
+                .collect();
+            store(mem, g, &out);
+        }
+        "adam" => {
+            let (p, m, v, g, n) = (ptr(0), ptr(8), ptr(16), ptr(24), int(32) as usize);
+            let (lr, b1, b2, eps) = (float(36), float(40), float(44), float(48));
+            let (mut pv, mut mv, mut vv) =
+                (floats(mem, p, n), floats(mem, m, n), floats(mem, v, n));
+            let gv = floats(mem, g, n);
+            for i in 0..n {
+                mv[i] = b1 * mv[i] + (1.0 - b1) * gv[i];
+                vv[i] = b2 * vv[i] + (1.0 - b2) * (gv[i] * gv[i]);
+                pv[i] -= lr * mv[i] / (vv[i].sqrt() + eps);
+            }
+            store(mem, p, &pv);
+            store(mem, m, &mv);
+            store(mem, v, &vv);
+        }
         other => panic!("no host model of {other}"),
     }
 }
@@ -697,4 +722,182 @@ fn a_recording_is_whole_or_absent_when_the_program_dies_while_writing() {
         recs.len()
     );
     recs.iter().for_each(assert_reproduces);
+}
+
+/// Issue 61: an optimizer's steps, each kernel launched 100 times with the same arguments, every
+/// buffer read and written in place, nothing synchronized between launches, on every kind of
+/// stream. With `R3_RECORD_LAUNCHES=1` each kernel has one recording (its first launch), and it
+/// reproduces exactly: its prologue is the state before that launch, its epilogue the state
+/// after it, whatever the later launches (which read what it wrote) do meanwhile. (So does
+/// llvm-ir-corpus/programs/adam_step.cu on an H200, 2026-11-29. A kernel with the same arguments
+/// every launch is recorded once per process: a second recording in a program's list was
+/// another program's, counted before `r3 record` counted only its own run's.)
+#[test]
+fn an_in_place_kernel_launched_back_to_back_reproduces() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    // (stream, warm re-launches, copy threads, floats a buffer: 12 MiB ones copied in pieces
+    // on several threads, with changed pages in runs enough to be restored whole)
+    let mut cases: Vec<(&str, &str, &str, u32)> = Vec::new();
+    for stream in ["legacy", "blocking", "nonblocking", "perthread"] {
+        for warm in ["0", "1"] {
+            cases.push((stream, warm, "1", 1 << 19));
+        }
+    }
+    cases.push(("nonblocking", "1", "8", 3 << 20));
+    for (stream, warm, threads, n) in cases {
+        let store_dir = dir.path().join(format!("{stream}-{warm}-{threads}-{n}"));
+        let out = run(
+            &exe,
+            &format!("optimizer {stream} {n}"),
+            &store_dir,
+            &[
+                ("R3_RECORD_LAUNCHES", "1"),
+                ("R3_RECORD_WARM", warm),
+                ("R3_RECORD_THREADS", threads),
+                ("FAKE_WRITE_DELAY_MS", "20"),
+            ],
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("ok"),
+            "{stream}: the program's own check"
+        );
+        let recs = Store::open(&store_dir).unwrap().recordings(None).unwrap();
+        let mut kernels: Vec<&str> = recs.iter().map(|r| r.launch.kernel.as_str()).collect();
+        kernels.sort();
+        assert_eq!(
+            kernels,
+            ["adam", "grad"],
+            "{stream}, warm {warm}: one recording each"
+        );
+        recs.iter().for_each(assert_reproduces);
+        let s = stats(&store_dir);
+        assert_eq!((s.launches, s.recorded), (200, 2), "{stream}, warm {warm}");
+        assert_no_temporaries(&store_dir);
+    }
+}
+
+/// Issue 61: `r3 record` exits as a shell reports the program's end: its exit code, or 128 + the
+/// signal that killed it, and says which signal it was (before, a crash was exit status 1).
+#[test]
+fn r3_record_exits_with_the_program_s_status_signals_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    for (how, code, says) in [
+        (
+            "segv",
+            139,
+            Some("the program was killed by SIGSEGV (signal 11)"),
+        ),
+        (
+            "abort",
+            134,
+            Some("the program was killed by SIGABRT (signal 6)"),
+        ),
+        ("exit", 3, None),
+    ] {
+        // No core files from the crashes (the shell's limit, which the program inherits).
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -c 0; exec \"$@\"")
+            .arg("sh")
+            .arg(r3_bin())
+            .arg("--r3-store")
+            .arg(dir.path().join(format!("store-{how}")))
+            .args(["record", "--no-verify", "--"])
+            .arg(&exe)
+            .args(["crash", how])
+            .env("R3_RECORD_WITHOUT_GPU", "1")
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{how}: {err}");
+        match says {
+            Some(line) => {
+                assert!(err.contains(line), "{how}: {err}");
+                assert!(
+                    err.contains(&format!("exit status {code}, as a shell gives it")),
+                    "{how}: {err}"
+                );
+            }
+            None => assert!(!err.contains("was killed"), "{how}: {err}"),
+        }
+    }
+}
+
+/// The kernels of the recordings `r3 record` says a run made (`r3: N launch(es) recorded in …`
+/// and one line each), sorted.
+fn listed_kernels(err: &str) -> (usize, Vec<String>) {
+    let mut lines = err
+        .lines()
+        .skip_while(|l| !l.contains(" launch(es) recorded in "));
+    let head = lines.next().unwrap_or_else(|| panic!("no list: {err}"));
+    let n: usize = head
+        .trim_start_matches("r3: ")
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut kernels: Vec<String> = lines
+        .take(n)
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_owned())
+        .collect();
+    kernels.sort();
+    (n, kernels)
+}
+
+/// Issue 61: four programs recorded at once into one store, as a build farm or a test suite
+/// runs them: each `r3 record` lists (and would check) exactly the recordings its own program
+/// made, not the others' that appeared in the store meanwhile; and a program recorded again
+/// counts the recordings that replaced its earlier ones.
+#[test]
+fn concurrent_recorders_count_only_their_own_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store = dir.path().join("store");
+    let record = |scenario: &str| {
+        Command::new(r3_bin())
+            .arg("--r3-store")
+            .arg(&store)
+            .args(["record", "--no-verify", "--"])
+            .arg(&exe)
+            .args(scenario.split(' '))
+            .env("R3_RECORD_WITHOUT_GPU", "1")
+            // Slow files: each run's recordings appear while the others run.
+            .env("FAKE_WRITE_DELAY_MS", "40")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let runs: [(&str, &[&str]); 4] = [
+        ("reach", &["bump", "poke", "scale"]),
+        (
+            "steps legacy",
+            &[
+                "decay", "decay", "decay", "decay", "feedback", "feedback", "feedback", "feedback",
+                "smooth", "smooth", "smooth", "smooth",
+            ],
+        ),
+        ("optimizer legacy", &["adam", "grad"]),
+        ("sparse", &["stripe", "stripe"]),
+    ];
+    for round in ["first", "again"] {
+        let children: Vec<_> = runs.iter().map(|(s, _)| record(s)).collect();
+        for (child, (scenario, want)) in children.into_iter().zip(&runs) {
+            let out = child.wait_with_output().unwrap();
+            let err = stderr(&out);
+            assert!(out.status.success(), "{scenario}: {err}");
+            let (n, kernels) = listed_kernels(&err);
+            assert_eq!(
+                (n, kernels),
+                (want.len(), want.iter().map(|k| k.to_string()).collect()),
+                "{round}: {scenario}: {err}"
+            );
+        }
+    }
+    let all = Store::open(&store).unwrap().recordings(None).unwrap();
+    assert_eq!(all.len(), runs.iter().map(|(_, k)| k.len()).sum::<usize>());
+    assert_no_temporaries(&store);
 }

@@ -160,6 +160,18 @@ pub fn compare(
     unordered: &[Unordered],
     tol: Option<&Tolerance>,
 ) -> Result<(), String> {
+    compare_by_region(expected, observed, written, unordered, |_| tol.copied())
+}
+
+/// [`compare`], each region with its own tolerance (`tol(i)`; None: exact): the tolerances a
+/// kernel that is not deterministic learned per output allocation (`determinism::learn`).
+pub fn compare_by_region(
+    expected: &Snapshot,
+    observed: &Snapshot,
+    written: &[usize],
+    unordered: &[Unordered],
+    tol: impl Fn(usize) -> Option<Tolerance>,
+) -> Result<(), String> {
     for (i, (e, o)) in expected.regions.iter().zip(&observed.regions).enumerate() {
         let (RegionData::Full(want), RegionData::Full(got)) = (&e.data, &o.data) else {
             continue;
@@ -178,11 +190,11 @@ pub fn compare(
             ));
         }
         let first = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(0);
-        match tol {
+        match tol(i) {
             Some(t) if written.contains(&i) => {
-                within(t, want, got)
+                within(&t, want, got)
                     .map_err(|at| format!("{what}: byte {at} outside tolerance"))?;
-                if let Some(why) = narrowed(t, want, got) {
+                if let Some(why) = narrowed(&t, want, got) {
                     return Err(format!("{what}: {why}"));
                 }
             }

@@ -100,6 +100,13 @@ pub struct LaunchRecord {
     /// The GPU the program ran on (its CUDA device name); absent in older recordings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
+    /// The CUDA device the launch ran on, as the program numbered them (its ordinal under the
+    /// program's `CUDA_VISIBLE_DEVICES`): a program that uses several GPUs has launches on each.
+    /// A recording replays on any GPU (its code is compiled for the GPU that replays it); this
+    /// says which one the program's launch, and its `in_app_ms`, ran on. Absent in recordings
+    /// made before r3 recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
     pub arch: String,
     pub grid: [u32; 3],
     pub block: [u32; 3],
@@ -147,6 +154,11 @@ pub struct LaunchRecord {
     pub program: String,
     pub pid: u32,
     pub unix_time: i64,
+    /// The `r3 record` run that made it (`R3_RECORD_RUN`), which counts and checks only its
+    /// own recordings while other programs record into the store; absent in recordings made
+    /// outside `r3 record` or before r3 named runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 impl LaunchRecord {
@@ -159,6 +171,7 @@ impl LaunchRecord {
             kernel: kernel.into(),
             fatbin: None,
             gpu: None,
+            device: None,
             arch: "sm_90".into(),
             grid: [1, 1, 1],
             block: [32, 1, 1],
@@ -183,6 +196,7 @@ impl LaunchRecord {
             program: "p".into(),
             pid: 1,
             unix_time: 0,
+            run: None,
         }
     }
 
@@ -235,6 +249,11 @@ pub struct Verification {
     /// Why not, in the check's words (the first region and byte that differ).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Where the baseline's own runs differ (float atomics, a race) and it reproduced the
+    /// recording within a tolerance: why, and the tolerance every candidate is held to, in
+    /// words (`replay::determinism::Decision`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_deterministic: Option<String>,
     /// The GPU that replayed it (its CUDA device name).
     pub gpu: String,
     pub unix_time: i64,
@@ -902,6 +921,7 @@ pub(crate) mod tests {
             format: 1,
             reproduces: false,
             reason: Some("allocation 0x600000400000: differs at byte 6 (exact check)".into()),
+            not_deterministic: None,
             gpu: "NVIDIA H100 80GB HBM3".into(),
             unix_time: 1,
         };
