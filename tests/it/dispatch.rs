@@ -269,3 +269,30 @@ fn a_time_only_run_times_the_launches_as_dispatched() {
         .collect();
     assert_eq!(stated, [shipped]);
 }
+
+/// Issue 62: a program on two GPUs. Each device has its variants probed on it: the first call
+/// the program makes on a device (an allocation) probes them there, and a launch on a device of
+/// another architecture runs the generic code while the same launch on the other device runs
+/// the variant; switching back and forth asks the driver nothing more.
+#[test]
+fn each_device_has_its_variants_probed_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path(), &dispatch::header(&table()));
+    let spec = spec();
+    let (spec, generic) = (spec.as_str(), GENERIC);
+    let sm80 = [("FAKE_SM1", "80")];
+    let calls = "malloc 4096 device 1 malloc 4096 1024 256 device 0 1024 256 device 1 1024 256";
+    assert_eq!(ran(&exe, calls, &sm80), [generic, spec, generic]);
+    assert_eq!(lines(&exe, calls, &sm80, "probes "), ["0", "0", "0"]);
+    // Device 1 of the same architecture runs the variant too.
+    assert_eq!(ran(&exe, calls, &[]), [spec, spec, spec]);
+    // Device 1's first call a launch: its variants are probed there, once, though device 0's
+    // were probed at its allocation.
+    let calls = "malloc 4096 device 1 1024 256 1024 256 device 0 1024 256";
+    assert_eq!(ran(&exe, calls, &[]), [spec, spec, spec]);
+    let probes = lines(&exe, calls, &[], "probes ");
+    assert!(
+        probes[0] != "0" && probes[1] == "0" && probes[2] == "0",
+        "{probes:?}"
+    );
+}

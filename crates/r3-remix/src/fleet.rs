@@ -21,6 +21,41 @@ pub enum Claim {
 
 /// Tries to take the search of `kernel` on `gpu` for a search of `budget` trials.
 pub fn claim(store: &Store, kernel: &str, gpu: &str, budget: u32) -> Result<Claim, StoreError> {
+    let t0 = std::time::Instant::now();
+    let claim = try_claim(store, kernel, gpu, budget);
+    if let Some(path) = std::env::var_os("R3_FLEET_STATS").filter(|p| !p.is_empty()) {
+        note_claim(std::path::Path::new(&path), &claim, t0.elapsed());
+    }
+    claim
+}
+
+/// `R3_FLEET_STATS=FILE` (scripts/bench-fleet-sim): one line a claim appended to FILE, `pid
+/// outcome microseconds` (outcome `take`, `busy`, `done` or `error`), one write each, so that
+/// workers appending at once do not mix their lines. What a fleet's workers spend walking past
+/// kernels others hold or finished; never read by r3. A failed write is ignored.
+fn note_claim(
+    path: &std::path::Path,
+    claim: &Result<Claim, StoreError>,
+    took: std::time::Duration,
+) {
+    use std::io::Write;
+    let outcome = match claim {
+        Ok(Claim::Take(_)) => "take",
+        Ok(Claim::Busy(_)) => "busy",
+        Ok(Claim::Done(_)) => "done",
+        Err(_) => "error",
+    };
+    let line = format!("{} {outcome} {}\n", std::process::id(), took.as_micros());
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+fn try_claim(store: &Store, kernel: &str, gpu: &str, budget: u32) -> Result<Claim, StoreError> {
     let path = store.trials_path(kernel, gpu);
     // A search that reached this budget is left whether or not another worker now extends it.
     if let Some(end) = store.search_end(&path)? {

@@ -346,6 +346,18 @@ impl Evaluator for Simulator {
     }
 
     fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        // `R3_SIM_MEASURE_MS`: each candidate takes that long, as a GPU's measurement would, so
+        // that a simulated fleet's workers spend their time as a real fleet's do, mostly waiting
+        // for the GPU, and the store's share of it shows (scripts/bench-fleet-sim).
+        if let Some(ms) = std::env::var("R3_SIM_MEASURE_MS")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|ms| *ms > 0.0 && ms.is_finite())
+        {
+            std::thread::sleep(std::time::Duration::from_secs_f64(
+                ms * batch.len() as f64 / 1e3,
+            ));
+        }
         let mut measured = self.measured.lock().unwrap_or_else(|p| p.into_inner());
         batch
             .iter()
