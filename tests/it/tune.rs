@@ -292,12 +292,14 @@ fn the_same_ptx_at_another_block_size_is_measured_again() {
 
 /// An evaluator that stages one round of 4 (trials 1-4, after the baseline) through
 /// channels, not timing: trial `t` lowers to the PTX `hash_of(t)`, the lowerings of the trials
-/// in `blocked` wait until the round's first measure call has begun, and up to 4 lowerings run
-/// at once. A lowering that waits 5 s in vain gives up and is noted, so that an implementation
-/// that measures only after compiling fails instead of hanging.
+/// in `blocked` wait until the round's first measure call has begun (or, with `after`, until
+/// that trial is lowered), and up to 4 lowerings run at once. A lowering that waits 5 s in
+/// vain gives up and is noted, so that an implementation that measures only after compiling
+/// fails instead of hanging.
 struct Staged {
     trial_of: HashMap<Candidate, u32>,
     hash_of: fn(u32) -> String,
+    after: Option<u32>,
     blocked: Vec<u32>,
     state: Mutex<StagedState>,
     changed: Condvar,
@@ -309,6 +311,8 @@ struct StagedState {
     calls: Vec<Vec<u32>>,
     /// Trials whose lowering waited for a measure call in vain.
     gave_up: Vec<u32>,
+    /// Trials lowered, in the order they finished.
+    lowered: Vec<u32>,
 }
 
 impl Staged {
@@ -320,6 +324,7 @@ impl Staged {
         Staged {
             trial_of,
             hash_of,
+            after: None,
             blocked: blocked.to_vec(),
             state: Mutex::default(),
             changed: Condvar::new(),
@@ -354,14 +359,20 @@ impl Evaluator for Staged {
         let t = self.trial(c);
         if self.blocked.contains(&t) {
             let st = self.state.lock().unwrap();
+            let after = self.after;
             let (mut st, waited) = self
                 .changed
-                .wait_timeout_while(st, Duration::from_secs(5), |s| s.calls.len() < 2)
+                .wait_timeout_while(st, Duration::from_secs(5), |s| match after {
+                    Some(a) => !s.lowered.contains(&a),
+                    None => s.calls.len() < 2,
+                })
                 .unwrap();
             if waited.timed_out() {
                 st.gave_up.push(t);
             }
         }
+        self.state.lock().unwrap().lowered.push(t);
+        self.changed.notify_all();
         Ok(lowered_as(c, &(self.hash_of)(t)))
     }
 
@@ -415,18 +426,22 @@ fn the_gpu_measures_while_the_rest_of_the_round_compiles() {
 #[test]
 fn of_identical_ptx_the_lowest_trial_is_the_measured_one_whatever_finishes_first() {
     let space = staged_space();
-    // Trials 1 and 3 lower to A, 2 and 4 to B; trial 4 finishes first and is measured alone,
-    // then 1, 2 and 3 finish.
+    // Trials 1 and 3 lower to A, 2 and 4 to B; trial 4 finishes first, then 1, 2 and 3. A
+    // round is measured in its order (`Stream::in_order`), so B is measured as trial 4's PTX
+    // once 1 to 3 have arrived, and counts as trial 2's.
     let hash_of = |t: u32| match t {
         0 => "baseline".to_string(),
         t if t % 2 == 1 => "A".into(),
         _ => "BB".into(),
     };
-    let mut ev = Staged::new(&space, hash_of, &[1, 2, 3]);
+    let mut ev = Staged {
+        after: Some(4),
+        ..Staged::new(&space, hash_of, &[1, 2, 3])
+    };
     let (recs, summary) = ev.tune(&space);
     let st = ev.state.into_inner().unwrap();
-    assert!(st.gave_up.is_empty(), "no overlap: {:?}", st.gave_up);
-    assert_eq!(st.calls[1], [4], "{:?}", st.calls);
+    assert!(st.gave_up.is_empty(), "{:?}", st.gave_up);
+    assert_eq!(st.lowered[1], 4, "trial 4 lowered first: {:?}", st.lowered);
     let round: Vec<u32> = st.calls[1..].concat();
     assert_eq!(round.len(), 2, "A and B measured once each: {:?}", st.calls);
     assert!(round.contains(&1) || round.contains(&3), "{:?}", st.calls);

@@ -28,6 +28,35 @@ pub type OtherLaunch<E> = (String, Option<LaunchValues>, Result<E, String>);
 /// one process, and ran 2-10% slower than -O3 in its program after its search's worker had found it
 /// 1.06x faster. -O3 itself moved by 1.5% over those placements.
 pub const CONTEXTS: usize = 3;
+/// A confirmation ends after its first fresh context where that context settles what ships:
+/// the candidate this much faster than -O3 there, or more…
+pub const DECISIVE: f64 = 1.3;
+/// …and that context within this fraction of what its search measured (its placement did not
+/// move it). The oscillators above moved 6–21% with placement, all of them under 1.3×: the
+/// three contexts are kept for every candidate near the shipping threshold, and for any whose
+/// fresh context disagrees with its search. A 1 s kernel at 15× had paid for three contexts of
+/// two codes, about 40 s of a 300 s deadline, to learn nothing a fourth of that did not.
+pub const AGREE: f64 = 0.10;
+
+/// Contexts a confirmation of a candidate at `speedup` is expected to take (for its price).
+pub fn contexts_expected(speedup: f64) -> usize {
+    if speedup >= DECISIVE * (1.0 + AGREE) {
+        1
+    } else {
+        CONTEXTS
+    }
+}
+
+/// Whether the first fresh context's outcome settles the confirmation, given what the search
+/// measured (`searched`, a time ratio to -O3).
+pub fn settled_in_one_context(first: &Outcome, searched: Option<f64>) -> bool {
+    match (first.ratio(), searched) {
+        (Some(r), Some(s)) if r > 0.0 && s > 0.0 => {
+            1.0 / r >= DECISIVE && (r / s - 1.0).abs() <= AGREE
+        }
+        _ => false,
+    }
+}
 
 /// Confirms the best trial of `kernel` (and each other trial apply would ship: the generic code
 /// and the variants) and writes each confirmation beside the trials. Returns what to tell the
@@ -82,6 +111,43 @@ pub fn confirm_best<E: Evaluator>(
     }
 }
 
+/// Withholds `kernel`'s best on `gpu` from apply without re-measuring it, for `why` (a
+/// near-tie whose confirmation did not fit in the deadline): its confirmation file says so
+/// (`Confirmation::unconfirmed`), and -O3 ships for the kernel. The line to tell the user; None
+/// where its best is -O3 already.
+pub fn withhold_best(
+    store: &Store,
+    kernel: &str,
+    gpu: &str,
+    why: &str,
+) -> Result<Option<String>, StoreError> {
+    let Some(best) = store.best_trial(kernel, gpu)? else {
+        return Ok(None);
+    };
+    if best.trial == 0 {
+        return Ok(None);
+    }
+    let c = Confirmation {
+        format: 1,
+        trial: best.trial,
+        outcome: best.outcome.clone(),
+        finished_unix_ms: now_ms(),
+        launches: Vec::new(),
+        context_ratios: Vec::new(),
+        in_program: Vec::new(),
+        unconfirmed: Some(why.to_owned()),
+    };
+    store.write_confirmation(kernel, gpu, &c)?;
+    let searched = best
+        .outcome
+        .ratio()
+        .map_or_else(String::new, |r| format!(" ({} in its search)", times(r)));
+    Ok(Some(format!(
+        "not confirmed: trial {}{searched}: {why}; -O3 ships for it",
+        best.trial
+    )))
+}
+
 /// Measures one trial's candidate again against the baseline on the searched launch, runs it
 /// on every other one, and records the result. None when it no longer lowers.
 pub fn confirm_trial<E: Evaluator>(
@@ -94,8 +160,9 @@ pub fn confirm_trial<E: Evaluator>(
     let Ok(lowered) = searched.lower(kernel, &trial.candidate) else {
         return Ok(None);
     };
-    let outcomes = measure_in_fresh_contexts(searched, kernel, &lowered);
-    let context_ratios = if outcomes.len() > 1 {
+    let (outcomes, fresh) =
+        measure_in_fresh_contexts(searched, kernel, &lowered, trial.outcome.ratio());
+    let context_ratios = if fresh {
         outcomes.iter().map(Outcome::ratio).collect()
     } else {
         Vec::new()
@@ -137,31 +204,34 @@ pub fn confirm_trial<E: Evaluator>(
         launches,
         context_ratios,
         in_program: Vec::new(),
+        unconfirmed: None,
     };
     store.write_confirmation(kernel, &searched.device().gpu, &confirmation)?;
     Ok(Some(confirmation))
 }
 
 /// The candidate measured against the baseline in `CONTEXTS` fresh workers, one after the
-/// other (each worker ends before the next starts); on `searched` itself where it has no
-/// fresh ones to give (simulations).
+/// other (each worker ends before the next starts), or in one where that one settles it
+/// ([`settled_in_one_context`], against the search's `searched_ratio`); on `searched` itself
+/// where it has no fresh ones to give (simulations). With whether they were fresh.
 fn measure_in_fresh_contexts<E: Evaluator>(
     searched: &E,
     kernel: &str,
     lowered: &Lowered,
-) -> Vec<Outcome> {
+    searched_ratio: Option<f64>,
+) -> (Vec<Outcome>, bool) {
     let once = |ev: &E| ev.measure(kernel, std::slice::from_ref(lowered)).pop();
     let mut outcomes = Vec::new();
     for _ in 0..CONTEXTS {
         match searched.renewed() {
             Some(fresh) => outcomes.extend(once(&fresh)),
-            None => {
-                outcomes.extend(once(searched));
-                break;
-            }
+            None => return (once(searched).into_iter().collect(), false),
+        }
+        if outcomes.len() == 1 && settled_in_one_context(&outcomes[0], searched_ratio) {
+            break;
         }
     }
-    outcomes
+    (outcomes, true)
 }
 
 /// The outcome to judge a trial by: one that is not valid (wrong, crashed, timed out) if any
@@ -508,6 +578,37 @@ mod tests {
         );
     }
 
+    /// A clear winner whose first fresh context agrees with its search is confirmed there:
+    /// the other two contexts (here, ones that would refute it) are never started. A winner
+    /// near the shipping threshold, or one whose fresh context disagrees with its search,
+    /// still takes all three.
+    #[test]
+    fn one_fresh_context_confirms_a_clear_winner_and_three_a_near_one() {
+        let confirm = |searched: f64, fresh: &[f64]| {
+            let (_dir, store, _) = searched_store("function(licm)");
+            let ev = Contexts {
+                searched,
+                fresh: std::sync::Mutex::new(fresh.to_vec()),
+            };
+            confirm_best(&store, &ev, &[], "k").unwrap();
+            let path = store.trials_path("k", "GPU (sm_90)");
+            store.confirmations(&path).unwrap()
+        };
+        // The search measured its winner at 0.5 of -O3's time (2×).
+        let c = confirm(0.5, &[0.52, 2.0, 2.0]);
+        assert_eq!(c[0].context_ratios, [Some(0.52)]);
+        assert_eq!(c[0].ratio(), Some(0.52));
+        // 1.25× in its fresh context: near the threshold, all three; the slowest refutes it.
+        let c = confirm(0.5, &[0.8, 0.8, 1.1]);
+        assert_eq!(c[0].context_ratios.len(), CONTEXTS);
+        assert_eq!(c[0].ratio(), Some(1.1));
+        // 3× in the fresh context against 2× in the search: placement moved it, all three.
+        let c = confirm(0.5, &[0.33, 0.33, 0.4]);
+        assert_eq!(c[0].context_ratios.len(), CONTEXTS);
+        assert_eq!(contexts_expected(15.0), 1);
+        assert_eq!(contexts_expected(1.2), CONTEXTS);
+    }
+
     #[test]
     fn a_winner_is_judged_by_its_slowest_fresh_context_never_by_the_search_s() {
         let confirm = |searched: f64, fresh: &[f64]| {
@@ -531,7 +632,8 @@ mod tests {
             "{lines:?}"
         );
         // Slow in the search's context but fast in every fresh one: confirmed at the slowest.
-        let (lines, best, c) = confirm(1.5, &[0.5, 0.625, 0.5]);
+        // (The first fresh context disagrees with the search's 0.5, so all three are run.)
+        let (lines, best, c) = confirm(1.5, &[0.625, 0.5, 0.5]);
         assert_eq!(best, 1, "{lines:?}");
         assert_eq!(c[0].ratio(), Some(0.625));
         assert!(
@@ -548,7 +650,7 @@ mod tests {
             "{lines:?}"
         );
         // As many fresh contexts as CONTEXTS, no more.
-        let (_, _, c) = confirm(0.5, &[0.5, 0.625, 0.5, 2.0]);
+        let (_, _, c) = confirm(0.5, &[0.625, 0.625, 0.5, 2.0]);
         assert_eq!(c[0].context_ratios.len(), CONTEXTS);
     }
 

@@ -64,6 +64,9 @@ pub const WARM_TRIALS: u32 = 1 + WARM_PORTFOLIO + crate::space::BLOCK_SIZES.len(
 /// cap instead made every warm start look half again as dear, and a 1 s kernel's too dear to
 /// start under a deadline it fits.
 pub const WARM_EXPECTED: u32 = 1 + WARM_PORTFOLIO + 2;
+/// The least of a warm start worth starting where the whole does not fit: the baseline and the
+/// first transferred candidate.
+pub const PARTIAL_WARM_TRIALS: u32 = 2;
 /// Runs of the winner a confirmation costs, in trials (its fresh workers, other launches).
 pub const CONFIRM_TRIALS: f64 = 4.0;
 /// Codes a confirmation re-measures on the searched launch: the best, and the best that every
@@ -86,6 +89,11 @@ pub struct Entrant {
     pub growth: Option<Growth>,
     /// Seconds per trial, estimated (the recorded launch's time) until measured.
     pub per_trial_s: f64,
+    /// Seconds a fresh evaluator of it spends before its trials (estimated until measured).
+    pub setup_s: f64,
+    /// The speedup its candidates are expected to run at (the best of searches of kernels like
+    /// it; 1 where none): what its price assumes, shown in the allocation table.
+    pub expected: f64,
     /// Where an earlier search of it stands (trials, best speedup).
     pub trials: u32,
     pub best: f64,
@@ -98,10 +106,23 @@ pub struct Entrant {
 
 /// Seconds the confirmation of `k`'s winner is expected to take, before any is measured: four
 /// of its search's trials, or the runs it makes on the searched launch ([`confirm_runs_s`]),
-/// whichever is more, and its setup.
+/// whichever is more, and its setup. A long kernel's ([`ONE_RUN_MS`] or more) is its runs: its
+/// search's trials are mostly one run of a candidate each (`stopping::one_run_beaten`) and say
+/// nothing of a confirmation's pairs beside -O3; priced at four of them, a 0.29 s kernel's
+/// confirmation kept 18 s back, and its deadline ended at 35 s of 60 with gain left (H200).
 fn confirm_estimate_s(k: &Arm) -> f64 {
-    (CONFIRM_TRIALS * k.per_trial_s).max(confirm_runs_s(k)) + 2.0 + k.confirm_setup_s
+    let runs = confirm_runs_s(k);
+    let trials = if k.launch_ms >= ONE_RUN_MS {
+        0.0
+    } else {
+        CONFIRM_TRIALS * k.per_trial_s
+    };
+    trials.max(runs) + 2.0 + k.confirm_setup_s
 }
+
+/// Kernels this long a launch (ms) or more have their candidates judged on one run where it is
+/// clear (`stopping::ONE_RUN_US`).
+const ONE_RUN_MS: f64 = crate::replay::stopping::ONE_RUN_US / 1e3;
 
 /// Seconds of kernel time a confirmation of `k`'s best runs on the searched launch: for each
 /// of its [`CONFIRMED_CODES`], in each of its contexts the baseline's and the candidate's
@@ -114,7 +135,8 @@ fn confirm_runs_s(k: &Arm) -> f64 {
     use crate::replay::stopping::{pairs_at, warmups};
     let t_us = k.launch_ms * 1e3;
     let runs = 2 + 2 * (warmups(t_us) + pairs_at(t_us, k.best.max(1.0), false));
-    CONFIRMED_CODES * crate::confirm::CONTEXTS as f64 * f64::from(runs) * k.launch_ms / 1e3
+    let contexts = crate::confirm::contexts_expected(k.best.max(k.expected)) as f64;
+    CONFIRMED_CODES * contexts * f64::from(runs) * k.launch_ms / 1e3
 }
 
 /// Seconds the confirmation of `k`'s winner is expected to take: the estimate, what it holds
@@ -156,7 +178,8 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
                 improved_at: e.trials,
                 spent_s: 0.0,
                 per_trial_s: e.per_trial_s.max(1e-3),
-                setup_s: 0.0,
+                setup_s: e.setup_s.max(0.0),
+                expected: e.expected.max(1.0),
                 confirm_setup_s: e.confirm_setup_s.max(0.0),
                 launch_ms: e.launch_ms.max(0.0),
                 warm: false,
@@ -345,9 +368,9 @@ fn too_short(a: &Allocation, left: f64) -> Option<String> {
         .arms
         .iter()
         .find(|k| !k.warm && k.done.is_none() && k.share >= SMALL_SHARE)?;
-    let need = f64::from(WARM_EXPECTED) * k.per_trial_s + confirm_s(a, k);
+    let need = f64::from(PARTIAL_WARM_TRIALS) * k.per_trial_s + k.setup_s + planned_confirm_s(a, k);
     Some(format!(
-        "the warm start of {} ({:.1}% of its program) takes about {need:.0} s with its confirmation, more than the {left:.0} s left; fix: a longer --deadline",
+        "the warm start of {} ({:.1}% of its program) takes about {need:.0} s for its baseline, one candidate and its confirmation, more than the {left:.0} s left; fix: a longer --deadline",
         k.label,
         100.0 * k.share
     ))
@@ -359,23 +382,10 @@ fn offer(a: &Allocation, k: &Arm, left: f64, batch: u32, held: &Held) -> Option<
     let setup = if (held.alive)(&k.kernel) {
         0.0
     } else {
-        k.setup_s
+        setup_of(a, k)
     };
     if !k.warm {
-        let cost = f64::from(WARM_EXPECTED) * k.per_trial_s + setup;
-        // A warm start is never cut: it starts only if it and its winner's confirmation fit.
-        let confirm = confirm_s(a, k);
-        return (cost + confirm <= left).then(|| {
-            (
-                potential(k) / cost,
-                Decision::Slice {
-                    kernel: k.kernel.clone(),
-                    warm: true,
-                    trials: k.trials.max(1) + WARM_TRIALS - 1,
-                    limit_s: left,
-                },
-            )
-        });
+        return warm_offer(a, k, left, setup);
     }
     // A slice that finds a new best makes a winner to confirm: where the reserve does not
     // count one for this kernel yet (no winner, or one already confirmed), the slice keeps
@@ -387,6 +397,13 @@ fn offer(a: &Allocation, k: &Arm, left: f64, batch: u32, held: &Held) -> Option<
         left - confirm_s(a, k)
     };
     let left = left - setup;
+    // A long kernel's trials run one after another whatever the batch (`program`): its round
+    // is what fits, down to one trial.
+    let batch = if k.launch_ms >= ONE_RUN_MS {
+        batch.min(((left / k.per_trial_s).floor() as u32).max(1))
+    } else {
+        batch
+    };
     let round_s = f64::from(batch) * k.per_trial_s;
     // A slice aims at its share of the deadline, but a long kernel whose one round is longer
     // still gets that round where it fits: a 74 ms kernel's round of 4 trials (about 9 s, 16 s
@@ -412,6 +429,65 @@ fn offer(a: &Allocation, k: &Arm, left: f64, batch: u32, held: &Held) -> Option<
     ))
 }
 
+/// Seconds a new evaluator of `k` is expected to take: its own, as last measured or estimated;
+/// where neither, the median of those the allocation has measured (a worker, a context and a
+/// recording loaded cost seconds for any kernel: counted as nothing, a small kernel's part of a
+/// warm start started 2 s before the deadline and ended past it).
+fn setup_of(a: &Allocation, k: &Arm) -> f64 {
+    if k.setup_s > 0.0 {
+        return k.setup_s;
+    }
+    let mut seen: Vec<f64> = a
+        .arms
+        .iter()
+        .filter(|o| o.spent_s > 0.0 && o.setup_s > 0.0)
+        .map(|o| o.setup_s)
+        .collect();
+    seen.sort_by(f64::total_cmp);
+    seen.get(seen.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// The confirmation a warm start of `k` keeps time for: a clear winner's (see
+/// [`unaffordable`] for a near-tie's), or what its best so far needs.
+fn planned_confirm_s(a: &Allocation, k: &Arm) -> f64 {
+    let clear = crate::confirm::DECISIVE * (1.0 + crate::confirm::AGREE);
+    let planned = Arm {
+        best: k.best.max(k.expected).max(clear),
+        ..k.clone()
+    };
+    confirm_s(a, &planned).min(confirm_s(a, k))
+}
+
+/// A warm start of `k`, and what it is worth per second: whole where it and its winner's
+/// confirmation fit in `left`, else as much of it as fits, its first candidates being the
+/// winners of the searches of kernels like it (`transfer`): a long kernel with 60 s left gets
+/// its baseline, those candidates and a confirmation, instead of "not reached". None where not
+/// even the baseline and one candidate fit. A warm start is never cut once started.
+fn warm_offer(a: &Allocation, k: &Arm, left: f64, setup: f64) -> Option<(f64, Decision)> {
+    let confirm = planned_confirm_s(a, k);
+    let fits = ((left - confirm - setup) / k.per_trial_s).floor();
+    let n = fits.min(f64::from(WARM_EXPECTED));
+    if n < f64::from(PARTIAL_WARM_TRIALS) {
+        return None;
+    }
+    let cost = n * k.per_trial_s + setup;
+    // The gain a part of a warm start is hoped to bring: its transferred candidates come first,
+    // so a part is worth at least its share of the whole.
+    let worth = n / f64::from(WARM_EXPECTED);
+    // Priced at the length warm starts take, capped at what fits: a warm start may run to
+    // WARM_TRIALS, and a long kernel's extra trials would run past the deadline.
+    let trials = (fits.min(f64::from(WARM_TRIALS))) as u32;
+    Some((
+        potential(k) * worth / cost,
+        Decision::Slice {
+            kernel: k.kernel.clone(),
+            warm: true,
+            trials: k.trials.max(1) + trials - 1,
+            limit_s: left,
+        },
+    ))
+}
+
 /// What a slice came to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SliceOutcome {
@@ -424,6 +500,11 @@ pub struct SliceOutcome {
     pub seconds: f64,
     /// Of `seconds`, those spent making the kernel's evaluator (0 where one was alive).
     pub setup_s: f64,
+    /// Seconds a trial of the slice took by the trials' own records (lowering and measuring),
+    /// the baseline's first trial left out; None where the runner cannot tell. A long kernel's
+    /// warm start spends 14 s of a 1 s kernel on its baseline, and counted into its price a
+    /// trial (3 s against the 1.06 s its later trials took) it left no round that fit.
+    pub trial_s: Option<f64>,
 }
 
 /// Takes a slice's outcome into the allocation.
@@ -449,7 +530,9 @@ pub fn record(a: &mut Allocation, kernel: &str, warm: bool, out: &SliceOutcome) 
     // The evaluator's setup is no trial's: counted in, a kernel with a large recording looked
     // dearer a trial than it is, and a slice that finds its evaluator alive pays none.
     let trial_s = out.seconds - out.setup_s;
-    if out.trials > before && trial_s > 0.0 {
+    if let Some(t) = out.trial_s.filter(|t| *t > 0.0) {
+        k.per_trial_s = t;
+    } else if out.trials > before && trial_s > 0.0 {
         k.per_trial_s = trial_s / f64::from(out.trials - before);
     }
     if out.setup_s > 0.0 {
@@ -482,12 +565,21 @@ pub trait Runner {
     fn slice(&mut self, kernel: &str, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome;
     /// Whether another worker is searching `kernel` now.
     fn busy(&self, kernel: &str) -> bool;
+    /// Takes `kernel`'s search for this worker (its trials file's lock, which [`Runner::busy`]
+    /// reads) while the allocation's lock is held, right after the decision: so that no other
+    /// worker decides on it before this one's slice takes it. False where another worker holds
+    /// it. The slice that follows searches in what it took.
+    fn hold(&mut self, _kernel: &str) -> bool {
+        true
+    }
     /// Whether this runner's evaluator for `kernel` is alive (a slice of it makes none).
     fn alive(&self, _kernel: &str) -> bool {
         true
     }
     /// Confirms the kernel's best on every recorded launch.
     fn confirm(&mut self, kernel: &str);
+    /// Withholds `kernel`'s best from apply unconfirmed, for `why` (`confirm::withhold_best`).
+    fn withhold(&mut self, kernel: &str, why: &str);
     /// The kernel whose evaluator a slice of `kernel` would let go, if any: its winner is
     /// confirmed first, while the evaluator lives and on the allocation's clock.
     fn lets_go(&self, _kernel: &str) -> Option<String> {
@@ -643,6 +735,12 @@ pub fn run(
                 }
             }
             store.put_allocation(&a)?;
+            // Decided and taken under one lock: another worker's decision sees it busy.
+            if let Decision::Slice { kernel, .. } = &d {
+                if !runner.hold(kernel) {
+                    continue;
+                }
+            }
             d
         };
         let (kernel, warm, trials, limit_s) = match decision {
@@ -740,7 +838,12 @@ fn confirm_arm(
         let (expected, runs) = (confirm_estimate_s(&a.arms[i]), confirm_runs_s(&a.arms[i]));
         a.arms[i].confirmed = true;
         let kernel = a.arms[i].kernel.clone();
+        let unaffordable = unaffordable(&a, &a.arms[i]);
         store.put_allocation(&a)?;
+        if let Some(why) = unaffordable {
+            runner.withhold(&kernel, &why);
+            return Ok(true);
+        }
         (kernel, expected, runs)
     };
     let t0 = runner.now_s();
@@ -752,6 +855,27 @@ fn confirm_arm(
     store.put_allocation(&a)?;
     Ok(true)
 }
+
+/// Why `k`'s winner is withheld unconfirmed, if it is: a near-tie (under
+/// `confirm::DECISIVE` and its agreement, priced at three contexts) whose confirmation takes
+/// more than the time left by more than [`CONFIRM_GRACE`] of the deadline. A warm start is
+/// planned on a clear winner's confirmation (one context, one pair: a 1 s kernel's 12 s, not a
+/// near-tie's 150 s): where it finds only a near-tie the time may not be there, and an
+/// unconfirmed near-tie is never shipped. A clear winner is always confirmed.
+fn unaffordable(a: &Allocation, k: &Arm) -> Option<String> {
+    let clear = crate::confirm::DECISIVE * (1.0 + crate::confirm::AGREE);
+    let need = confirm_s(a, k);
+    let left = (a.deadline_s - a.elapsed_s).max(0.0);
+    (k.best < clear && need > left + CONFIRM_GRACE * a.deadline_s).then(|| {
+        format!(
+            "a near-tie's confirmation takes about {need:.0} s, more than the {left:.0} s left of the deadline (fix: a longer --deadline, or `r3 tune {}` alone)",
+            k.label
+        )
+    })
+}
+
+/// The share of a deadline a confirmation may run past it (see [`unaffordable`]).
+pub const CONFIRM_GRACE: f64 = 0.05;
 
 /// Counts a confirmation that took `took` seconds, priced at `expected` of which `runs` were its
 /// kernel's runs, toward the scale of the setup ([`confirm_s`]): what it took beyond the runs
@@ -822,12 +946,13 @@ pub fn allocation_table(a: &Allocation) -> String {
     );
     for k in a.arms.iter().filter(|k| k.share >= SMALL_SHARE).take(12) {
         out += &format!(
-            "  {:>6} of its program  weight {:>6}  best {:>7}  hope {:>7}  ~{:.1} s/trial  {}\n",
+            "  {:>6} of its program  weight {:>6}  best {:>7}  hope {:>7}  ~{:.1} s/trial{}  {}\n",
             percent(k.share),
             percent(k.weight),
             times(k.best),
             times(hope(k)),
             k.per_trial_s,
+            priced_words(k),
             k.label
         );
     }
@@ -845,6 +970,17 @@ pub fn allocation_table(a: &Allocation) -> String {
         );
     }
     out.trim_end().to_owned()
+}
+
+/// Where a kernel's price per trial assumes its candidates faster than -O3 (a kernel of its
+/// loop shape reached that), before its own trials are measured: said, so that a user sees why
+/// a 1 s kernel is priced at a fraction of a second a trial.
+fn priced_words(k: &Arm) -> String {
+    if k.expected > 1.0 && !k.warm {
+        format!(" (priced at {}: its shape's searches)", times(k.expected))
+    } else {
+        String::new()
+    }
 }
 
 /// What a search is hoped to find after its warm start, and where that comes from.
@@ -927,7 +1063,7 @@ mod tests {
         top: f64,
         tau: f64,
         trials: u32,
-        /// Seconds of kernel runs its confirmation takes, beyond four trials.
+        /// Seconds of kernel runs its confirmation takes (0: four of its trials).
         confirm_runs: f64,
         /// Seconds its evaluator takes to make (a worker, its context, the recording loaded),
         /// paid by a slice that finds none alive.
@@ -960,6 +1096,8 @@ mod tests {
         confirmed_at: Vec<f64>,
         /// The clock as each slice began.
         sliced_at: Vec<f64>,
+        /// Kernels whose winner was withheld unconfirmed.
+        withheld: Vec<String>,
     }
 
     impl<'a> Sim<'a> {
@@ -977,6 +1115,7 @@ mod tests {
                 live: None,
                 confirmed_at: Vec::new(),
                 sliced_at: Vec::new(),
+                withheld: Vec::new(),
             }
         }
     }
@@ -1011,6 +1150,7 @@ mod tests {
                 done: None,
                 seconds: 0.0,
                 setup_s,
+                trial_s: None,
             }
         }
         fn busy(&self, kernel: &str) -> bool {
@@ -1020,13 +1160,22 @@ mod tests {
             self.live.as_ref().is_none_or(|l| l.find(kernel).is_some())
         }
         fn confirm(&mut self, kernel: &str) {
+            // A long kernel's confirmation is its runs (set); a short one's, four of its trials.
             let k = &self.world[kernel];
-            self.clock += (CONFIRM_TRIALS * k.cost).max(k.confirm_runs) + 2.0 + self.confirm_setup;
+            let runs = if k.confirm_runs > 0.0 {
+                k.confirm_runs
+            } else {
+                CONFIRM_TRIALS * k.cost
+            };
+            self.clock += runs + 2.0 + self.confirm_setup;
             self.confirmed.push(kernel.to_owned());
             self.confirmed_at.push(self.clock);
         }
         fn lets_go(&self, kernel: &str) -> Option<String> {
             self.live.as_ref()?.lets_go(kernel).map(str::to_owned)
+        }
+        fn withhold(&mut self, kernel: &str, _why: &str) {
+            self.withheld.push(kernel.to_owned());
         }
         fn say(&mut self, _line: String) {}
     }
@@ -1059,6 +1208,8 @@ mod tests {
                 prior: DEFAULT_PRIOR,
                 growth: None,
                 per_trial_s: world[name].cost,
+                setup_s: 0.0,
+                expected: 1.0,
                 trials: 0,
                 best: 1.0,
                 confirm_setup_s: 0.0,
@@ -1145,11 +1296,15 @@ mod tests {
             )
             .unwrap();
             assert!(!sim.confirmed.is_empty());
-            sim.clock
+            (sim.clock, sim.withheld.len())
         };
-        assert!(elapsed(5.0) <= 70.0 + 1e-9, "{}", elapsed(5.0));
-        // Counting only the runs, as before, overran (as CloverLeaf's 70 s did, by 16 s).
-        assert!(elapsed(0.0) > 70.0, "{}", elapsed(0.0));
+        let (clock, withheld) = elapsed(5.0);
+        assert!(clock <= 70.0 + 1e-9 && withheld == 0, "{clock} {withheld}");
+        // Counting only the runs, as before, overran (as CloverLeaf's 70 s did, by 16 s); now the
+        // near-ties whose confirmations no longer fit are withheld instead, unconfirmed: the
+        // deadline holds, but they do not ship.
+        let (clock, withheld) = elapsed(0.0);
+        assert!(clock > 70.0 || withheld > 0, "{clock} {withheld}");
     }
 
     /// Confirmations that cost three times their estimate (a fresh context dearer on this
@@ -1214,16 +1369,23 @@ mod tests {
             }
         }
         let ran = run_two_alive(&mut w, e, 300.0);
-        assert!(ran.clock <= 300.0 + 1e-9, "{} {:?}", ran.clock, ran.slices);
+        assert!(
+            ran.clock <= 300.0 + 1e-9,
+            "{} {:?} sliced {:?} confirmed {:?}",
+            ran.clock,
+            ran.slices,
+            ran.sliced_at,
+            ran.confirmed_at
+        );
     }
 
-    /// kendall_tau's shape: ten short kernels at 5% each, and one of 9.9 s a trial at 50% whose
-    /// confirmations take 153 s.
+    /// kendall_tau's shape: ten short kernels at 5% each, and one of 9.9 s a trial at 50% (1.05×
+    /// at most, as kendall_tau's 1.044×) whose confirmations take 153 s.
     fn long_beside_short() -> (BTreeMap<String, Kernel>, Vec<Entrant>) {
         let names: Vec<String> = (0..10).map(|i| format!("k{i:02}")).collect();
         let mut kernels: Vec<(&str, f64, f64, f64)> =
             names.iter().map(|n| (n.as_str(), 0.2, 1.5, 4.0)).collect();
-        kernels.push(("long", 9.9, 1.3, 5.0));
+        kernels.push(("long", 9.9, 1.05, 5.0));
         let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 0.05)).collect();
         shares.push(("long", 0.5));
         let mut w = world(&kernels);
@@ -1271,6 +1433,8 @@ mod tests {
         for (name, k) in w.iter_mut() {
             k.setup = if name == "lookup" { 30.0 } else { 2.0 };
         }
+        // The lookup's confirmation: two codes, three contexts, ten runs of 74 ms.
+        w.get_mut("lookup").unwrap().confirm_runs = 2.0 * 3.0 * 10.0 * 0.074;
         let shares = [
             ("lookup", 0.96),
             ("small", 0.004),
@@ -1286,9 +1450,10 @@ mod tests {
         // Confirmations cost what they are priced at: 2 s and the 3 s of their contexts' setup.
         let ran = run_alive(&mut w, e, 150.0, 3.0);
         let trials = |name: &str| w[name].trials;
+        // Never fewer trials than a kernel of a few percent (item 6 of issue 55).
         for (other, _) in &shares[1..] {
             assert!(
-                trials("lookup") > trials(other),
+                trials("lookup") >= trials(other),
                 "lookup {} trials, {other} {}: {:?}",
                 trials("lookup"),
                 trials(other),
@@ -1378,6 +1543,8 @@ mod tests {
     fn a_clear_winners_cheap_confirmation_leaves_time_for_the_next_kernel() {
         let mut w = world(&[("d", 7.0, 3.0, 1.0), ("tmp", 1.0, 2.0, 2.0)]);
         w.get_mut("d").unwrap().confirm_runs = 12.0;
+        // The 74 ms kernel's at 2x: one context, one pair, two codes (about a second of runs).
+        w.get_mut("tmp").unwrap().confirm_runs = 2.0 * 6.0 * 0.074;
         let mut e = entrants(&[("d", 0.9), ("tmp", 0.1)], &w);
         for x in &mut e {
             x.confirm_setup_s = 3.0;
@@ -1423,6 +1590,7 @@ mod tests {
             done: None,
             seconds: 1.0,
             setup_s: 0.0,
+            trial_s: None,
         };
         record(&mut a, "k", true, &out(9, 1.5));
         a.arms[0].confirmed = true;
@@ -1461,6 +1629,7 @@ mod tests {
                 done: None,
                 seconds: 2.0,
                 setup_s: 0.0,
+                trial_s: None,
             };
             record(&mut a, k, true, &out);
         }
@@ -1510,11 +1679,18 @@ mod tests {
         (quick.confirm_spent_s, quick.confirm_expected_s) = (10.0, 20.0);
         let runs = 2.0 * 3.0 * 24.0 * 1.07;
         assert!((confirm_s(&quick, k) - (runs + 0.5 * 3.5)).abs() < 1e-9);
-        // A clear winner settles in one pair: four of its search's trials are dearer.
+        // A clear winner settles in one pair, in one fresh context that agrees with its search
+        // (`confirm::settled_in_one_context`): its runs, not four of its search's trials.
         let mut clear = k.clone();
         clear.best = 3.0;
-        assert!((confirm_runs_s(&clear) - 2.0 * 3.0 * 6.0 * 1.07).abs() < 1e-9);
-        assert!((confirm_estimate_s(&clear) - (4.0 * 9.9 + 3.5)).abs() < 1e-9);
+        assert!((confirm_runs_s(&clear) - 2.0 * 1.0 * 6.0 * 1.07).abs() < 1e-9);
+        assert!((confirm_estimate_s(&clear) - (2.0 * 1.0 * 6.0 * 1.07 + 3.5)).abs() < 1e-9);
+        // A near one (1.2×) is priced at its three contexts.
+        let mut near = k.clone();
+        near.best = 1.2;
+        let pairs = f64::from(crate::replay::stopping::pairs_at(1.07e6, 1.2, false));
+        let runs = 2.0 + 2.0 * (1.0 + pairs);
+        assert!((confirm_runs_s(&near) - 2.0 * 3.0 * runs * 1.07).abs() < 1e-9);
         // A short kernel's stays four of its trials (compiling and contexts cost more).
         let mut short = k.clone();
         (short.launch_ms, short.per_trial_s) = (0.1, 0.3);
@@ -1608,6 +1784,8 @@ mod tests {
             prior: DEFAULT_PRIOR,
             growth: None,
             per_trial_s: 1.0,
+            setup_s: 0.0,
+            expected: 1.0,
             trials: 0,
             best: 1.0,
             confirm_setup_s: 0.0,
@@ -1727,6 +1905,7 @@ mod tests {
             done: None,
             seconds: 3.0,
             setup_s: 0.0,
+            trial_s: None,
         };
         record(&mut a, "corr", true, &out(9));
         assert_eq!(a.arms[0].done, None);
@@ -1741,30 +1920,60 @@ mod tests {
         );
     }
 
+    /// The early end of issue 55: a kernel at 96–100% of its program whose whole warm start
+    /// did not fit was "not reached", and the deadline ended early with its time unused. Now
+    /// it gets what fits, its transferred candidates first; the stop names it only where not
+    /// even its baseline and one candidate fit beside its confirmation.
     #[test]
-    fn a_warm_start_that_cannot_fit_is_not_started_and_the_stop_says_why() {
+    fn a_warm_start_that_does_not_fit_whole_runs_what_fits_and_the_stop_says_why_if_nothing_does() {
         let w = world(&CORRELATION);
         let corr = || entrants(&SHARES[..1], &w);
-        // 15 trials of 4 s (warm start and confirmation) and 2 s more: 62 s.
+        // Its whole warm start (11 trials of 4 s) and confirmation (18 s): 62 s. With 58 s, its
+        // baseline and nine candidates.
         let a = start("prog", "GPU", 58.0, corr());
+        assert_eq!(
+            next(&a, 4, &Held::none()),
+            Decision::Slice {
+                kernel: "corr".into(),
+                warm: true,
+                trials: 10,
+                limit_s: 58.0
+            }
+        );
+        // With 70 s, the whole of it as warm starts go (11 trials), capped at the 13 that fit
+        // (a warm start may run to 16); with 200 s, uncapped.
+        let a = start("prog", "GPU", 70.0, corr());
+        assert!(matches!(
+            next(&a, 4, &Held::none()),
+            Decision::Slice {
+                warm: true,
+                trials: 13,
+                ..
+            }
+        ));
+        let a = start("prog", "GPU", 200.0, corr());
+        assert!(matches!(
+            next(&a, 4, &Held::none()),
+            Decision::Slice { warm: true, trials, .. } if trials == WARM_TRIALS
+        ));
+        // With 25 s, not even the baseline and one candidate (8 s) beside the confirmation.
+        let a = start("prog", "GPU", 25.0, corr());
         match next(&a, 4, &Held::none()) {
             Decision::Stop(why) => assert!(
                 why.contains("warm start of corr")
-                    && why.contains("62 s")
+                    && why.contains("26 s")
                     && why.contains("longer --deadline"),
                 "{why}"
             ),
             d => panic!("{d:?}"),
         }
-        let a = start("prog", "GPU", 70.0, corr());
-        assert!(matches!(
-            next(&a, 4, &Held::none()),
-            Decision::Slice { warm: true, .. }
-        ));
-        // With smaller kernels beside it, they get the time, and the summary names it.
+        // With smaller kernels beside it, the dominant one's part goes first all the same.
         let mut a = start("prog", "GPU", 50.0, entrants(&SHARES, &w));
         let first = next(&a, 4, &Held::none());
-        assert!(matches!(&first, Decision::Slice { kernel, .. } if kernel != "corr"));
+        assert!(
+            matches!(&first, Decision::Slice { kernel, warm: true, .. } if kernel == "corr"),
+            "{first:?}"
+        );
         a.elapsed_s = 50.0;
         let ended = Ended {
             why: "deadline".into(),
@@ -1773,6 +1982,100 @@ mod tests {
         };
         let text = summary(&a, &ended);
         assert!(text.contains("not reached: corr"), "{text}");
+    }
+
+    /// A 1 s kernel alone under 60 s, nothing learned yet: its warm start is planned on a clear
+    /// winner's confirmation (one context, one pair), not a near-tie's (three contexts of ten
+    /// pairs, about 150 s), which had left it "not reached: its warm start and confirmation take
+    /// about 194 s" (H200, 2026-11-29). Where the warm start finds a clear winner it is
+    /// confirmed inside the deadline; where only a near-tie, its confirmation does not fit and
+    /// the near-tie is withheld, unconfirmed: the deadline holds either way.
+    #[test]
+    fn a_long_kernel_is_warm_started_on_a_clear_winners_confirmation_and_a_near_tie_withheld() {
+        let per_trial = crate::program::trial_seconds(1000.0, 1.0);
+        let go = |top: f64, confirm_runs: f64| {
+            let mut w = world(&[("long", per_trial, top, 1.0)]);
+            w.get_mut("long").unwrap().confirm_runs = confirm_runs;
+            let mut e = entrants(&[("long", 1.0)], &w);
+            e[0].launch_ms = 1000.0;
+            e[0].setup_s = crate::program::setup_seconds(1000.0);
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::create(dir.path()).unwrap();
+            let stop = AtomicBool::new(false);
+            let mut sim = Sim::new(&mut w, &stop);
+            let ended = run(
+                &store,
+                "p",
+                "GPU",
+                60.0,
+                || e,
+                Continue::Fresh,
+                4,
+                &mut sim,
+                &stop,
+            );
+            ended.unwrap();
+            (
+                sim.clock,
+                sim.slices.len(),
+                sim.confirmed.len(),
+                sim.withheld.len(),
+            )
+        };
+        // 10x: searched, confirmed in its one context and pair (2 x 6 runs of 1 s).
+        let (clock, slices, confirmed, withheld) = go(10.0, 12.0);
+        assert!(
+            slices >= 1 && confirmed == 1 && withheld == 0,
+            "{slices} {confirmed} {withheld}"
+        );
+        assert!(clock <= 60.0 + 1e-9, "{clock}");
+        // 1.05x: searched, then withheld: its 150 s confirmation does not fit.
+        let (clock, slices, confirmed, withheld) = go(1.05, 150.0);
+        assert!(
+            slices >= 1 && confirmed == 0 && withheld == 1,
+            "{slices} {confirmed} {withheld}"
+        );
+        assert!(clock <= 60.0 * (1.0 + CONFIRM_GRACE), "{clock}");
+    }
+
+    /// The 273 s pricing of issue 55: a 1.1 s kernel whose twin (the same loop shape) reached
+    /// 15×, with 125 s of the deadline left. Priced at -O3 with every candidate timed in full
+    /// (9 runs a trial, as before one-run judging and shape transfer) its warm start and
+    /// confirmation took about 273 s and it was not reached; priced at what its twin reached,
+    /// its whole warm start goes ahead.
+    #[test]
+    fn a_long_kernel_whose_twin_reached_15x_is_priced_at_that_and_reached() {
+        let entrant = |per_trial_s: f64, setup_s: f64, expected: f64| Entrant {
+            kernel: "twin".into(),
+            label: "twin".into(),
+            weight: 0.5,
+            share: 1.0,
+            prior: DEFAULT_PRIOR,
+            growth: None,
+            per_trial_s,
+            setup_s,
+            expected,
+            trials: 0,
+            best: 1.0,
+            confirm_setup_s: 3.0,
+            launch_ms: 1100.0,
+        };
+        let before = entrant(0.3 + 9.0 * 1.1, 0.0, 1.0);
+        let a = start("all", "GPU", 125.0, vec![before]);
+        assert!(
+            !matches!(next(&a, 4, &Held::none()), Decision::Slice { trials, .. } if trials == WARM_TRIALS)
+        );
+        let priced = entrant(
+            crate::program::trial_seconds(1100.0, 15.0),
+            crate::program::setup_seconds(1100.0),
+            15.0,
+        );
+        let a = start("all", "GPU", 125.0, vec![priced]);
+        assert!(
+            matches!(next(&a, 4, &Held::none()), Decision::Slice { warm: true, trials, .. } if trials == WARM_TRIALS),
+            "{:?}",
+            next(&a, 4, &Held::none())
+        );
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub struct Source {
     /// The same kernel, searched on another GPU: the closest evidence there is, so its best
     /// leads the portfolio.
     pub same_kernel: bool,
+    /// Another kernel of the same loop shape ([`shape_of`]): its best comes next.
+    pub similar: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -50,6 +52,23 @@ pub struct Transfer {
 
 /// The most candidates a warm start puts before the search's own design.
 pub const MAX_WARM_START: usize = 8;
+
+/// A stored kernel's loop shape (`ir::shape`), computed once a process; None where its module
+/// does not read (a simulated landscape's name, a damaged entry).
+pub fn shape_of(store: &Store, kernel: &str) -> Option<String> {
+    use std::sync::{Mutex, OnceLock};
+    static SHAPES: OnceLock<Mutex<HashMap<PathBuf, Option<String>>>> = OnceLock::new();
+    let path = store.kernel_dir(kernel).join("module.bc");
+    let shapes = SHAPES.get_or_init(Default::default);
+    if let Some(known) = shapes.lock().ok()?.get(&path) {
+        return known.clone();
+    }
+    let shape = std::fs::read(&path)
+        .ok()
+        .and_then(|bc| r3_ir::shape::of_bitcode(&bc));
+    shapes.lock().ok()?.insert(path, shape.clone());
+    shape
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransferError {
@@ -96,6 +115,7 @@ impl Source {
                 .map(|i| adopted[i].clone())
                 .collect(),
             same_kernel: false,
+            similar: false,
         })
     }
 
@@ -137,9 +157,11 @@ impl Source {
 
 impl Transfer {
     /// Which earlier searches in the store a search of `kernel` on `gpu` learns from: the same
-    /// kernel on other GPUs first, then other kernels on this GPU, then the rest (by trials
-    /// file within each), at most `MAX_SOURCES`, each with all its trials so far.
+    /// kernel on other GPUs first, then kernels of the same loop shape on this GPU
+    /// ([`shape_of`]), then other kernels on this GPU, then the rest (by trials file within
+    /// each), at most `MAX_SOURCES`, each with all its trials so far.
     pub fn choose(store: &Store, kernel: &str, gpu: &str) -> Result<TransferSources, StoreError> {
+        let mine = shape_of(store, kernel);
         let mut found: Vec<(u8, TransferSource)> = Vec::new();
         for (_, recs) in store.trial_sets()? {
             let Some(first) = recs.first() else { continue };
@@ -149,10 +171,15 @@ impl Transfer {
             if recs.iter().filter(|r| r.ratio().is_some()).count() < MIN_VALID {
                 continue;
             }
+            let similar = first.kernel != kernel
+                && first.gpu == gpu
+                && mine.is_some()
+                && shape_of(store, &first.kernel) == mine;
             let rank = match (first.kernel == kernel, first.gpu == gpu) {
                 (true, _) => 0,
-                (false, true) => 1,
-                (false, false) => 2,
+                (false, true) if similar => 1,
+                (false, true) => 2,
+                (false, false) => 3,
             };
             found.push((
                 rank,
@@ -160,6 +187,7 @@ impl Transfer {
                     kernel: first.kernel.clone(),
                     gpu: first.gpu.clone(),
                     trials: recs.len(),
+                    similar,
                 },
             ));
         }
@@ -211,7 +239,10 @@ impl Transfer {
                 .collect();
             let name = format!("{} on {}", r.kernel, r.gpu);
             let source = Source::new(&name, &trials, space);
-            sources.extend(source.map(|s| s.of_same_kernel(r.kernel == kernel)));
+            sources.extend(source.map(|s| Source {
+                similar: r.similar,
+                ..s.of_same_kernel(r.kernel == kernel)
+            }));
         }
         Ok(Transfer {
             sources,
@@ -247,10 +278,13 @@ impl Transfer {
         chosen
     }
 
+    /// The best of each search of this kernel on another GPU, then of each search of a kernel
+    /// of the same loop shape: what a search of a kernel like this one found is tried first.
     fn same_kernel_bests(&self) -> Vec<Candidate> {
         let baseline = Candidate::baseline();
         let mut chosen: Vec<Candidate> = Vec::new();
-        for s in self.sources.iter().filter(|s| s.same_kernel) {
+        let alike = self.sources.iter().filter(|s| s.same_kernel);
+        for s in alike.chain(self.sources.iter().filter(|s| s.similar && !s.same_kernel)) {
             if let Some(best) = s.best().filter(|b| **b != baseline && !chosen.contains(b)) {
                 chosen.push(best.clone());
             }

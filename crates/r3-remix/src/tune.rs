@@ -223,8 +223,9 @@ pub fn tune_from<E: Evaluator>(
 
         let todo: Vec<(u32, Candidate)> = (trial..).zip(cands).skip(records.len()).collect();
         if !todo.is_empty() {
-            eval.race_against(best.as_ref().filter(|_| opts.race).and_then(|b| b.ratio()));
-            let (done, m) = evaluate_round(&*eval, kernel, &todo, &measured_by_hash);
+            let race = best.as_ref().filter(|_| opts.race).and_then(|b| b.ratio());
+            eval.race_against(race);
+            let (done, m) = evaluate_round(&*eval, kernel, &todo, &measured_by_hash, race);
             measured += m;
             for ((t, c), e) in todo.into_iter().zip(done) {
                 records.push(record(opts, &device, batch, t, c, e));
@@ -509,6 +510,7 @@ fn evaluate_round<E: Evaluator>(
     kernel: &str,
     todo: &[(u32, Candidate)],
     known: &HashMap<String, (u32, Outcome)>,
+    race: Option<f64>,
 ) -> (Vec<Evaluated>, u32) {
     let threads = eval.lower_threads().min(todo.len()).max(1);
     let next = AtomicUsize::new(0);
@@ -519,6 +521,7 @@ fn evaluate_round<E: Evaluator>(
         ready: Vec::new(),
         taken: HashSet::new(),
         measured: HashMap::new(),
+        race,
     };
     // A panic in a lowering thread closes its channel end; the scope re-raises it.
     std::thread::scope(|s| {
@@ -542,12 +545,17 @@ fn evaluate_round<E: Evaluator>(
 struct Stream<'a> {
     known: &'a HashMap<String, (u32, Outcome)>,
     lowered: Vec<Option<Result<Lowered, Outcome>>>,
-    /// Arrived, of a PTX neither measured before nor taken in this round: the next batch.
-    ready: Vec<Lowered>,
+    /// Arrived, of a PTX neither measured before nor taken in this round, by index in the round.
+    ready: Vec<(usize, Lowered)>,
     /// PTX measured or waiting to be in this round.
     taken: HashSet<String>,
     /// The outcome of each PTX measured in this round, and its measure call's ms per candidate.
     measured: HashMap<String, (Outcome, f64)>,
+    /// The race the round's measure calls run (None: none), tightened by each call's results:
+    /// a round is several calls where lowering overlaps measuring, and a 6x best found by the
+    /// first had left the round's later candidates of a 1 s kernel racing -O3 (H200,
+    /// 2026-11-29: 7 s each instead of their one run).
+    race: Option<f64>,
 }
 
 impl Stream<'_> {
@@ -559,27 +567,59 @@ impl Stream<'_> {
             for more in rx.try_iter() {
                 self.accept(more);
             }
-            if !self.ready.is_empty() {
-                self.measure(eval, kernel);
+            let batch = self.in_order();
+            if !batch.is_empty() {
+                self.measure(eval, kernel, batch);
             }
         }
+        let rest = self.in_order();
+        if !rest.is_empty() {
+            self.measure(eval, kernel, rest);
+        }
+    }
+
+    /// The ready candidates that come before any still being lowered, in the round's order: a
+    /// round is measured in the order its candidates were asked (a warm start's transferred and
+    /// recipe candidates first), so the race is set by them. Measured as they arrived, a 1 s
+    /// kernel's first recipe (6x) was lowered last and its five near-ties of -O3 before it were
+    /// timed in full (H200, 2026-11-29). Lowering runs ahead in the round's order, so the wait
+    /// is for at most the candidates lowered at once.
+    fn in_order(&mut self) -> Vec<Lowered> {
+        let frontier = self
+            .lowered
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.lowered.len());
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.ready)
+            .into_iter()
+            .partition(|(i, _)| *i < frontier);
+        self.ready = later;
+        let mut now = now;
+        now.sort_by_key(|(i, _)| *i);
+        now.into_iter().map(|(_, l)| l).collect()
     }
 
     fn accept(&mut self, (i, lowered): Arrival) {
         if let Ok(l) = &lowered {
             let key = measure_key(&l.ptx_hash, &l.candidate);
             if !self.known.contains_key(&key) && self.taken.insert(key) {
-                self.ready.push(l.clone());
+                self.ready.push((i, l.clone()));
             }
         }
         self.lowered[i] = Some(lowered);
     }
 
-    fn measure<E: Evaluator>(&mut self, eval: &E, kernel: &str) {
-        let batch = std::mem::take(&mut self.ready);
+    fn measure<E: Evaluator>(&mut self, eval: &E, kernel: &str, batch: Vec<Lowered>) {
         let m0 = Instant::now();
         let outcomes = eval.measure(kernel, &batch);
         let per = m0.elapsed().as_secs_f64() * 1e3 / batch.len() as f64;
+        let tightened = outcomes.iter().fold(self.race, |race, o| {
+            crate::replay::stopping::tightened(race, o.ratio())
+        });
+        if tightened != self.race {
+            self.race = tightened;
+            eval.race_against(tightened);
+        }
         for (l, o) in batch.into_iter().zip(outcomes) {
             self.measured
                 .insert(measure_key(&l.ptx_hash, &l.candidate), (o, per));
@@ -640,7 +680,7 @@ pub fn evaluate_candidates<E: Evaluator>(
     let mut measured_by_hash = HashMap::new();
     remember_measured(&mut measured_by_hash, known.iter());
     let todo: Vec<(u32, Candidate)> = (first..).zip(candidates).collect();
-    let (done, measured) = evaluate_round(eval, &opts.kernel, &todo, &measured_by_hash);
+    let (done, measured) = evaluate_round(eval, &opts.kernel, &todo, &measured_by_hash, None);
     let device = eval.device();
     let recs = todo
         .into_iter()
@@ -864,4 +904,127 @@ pub fn recipes_for<E: Evaluator>(
         super::recipes::builtin(&space.catalog).map_err(|e| TuneError::Space(e.to_string()))?;
     let traits = eval.traits(kernel);
     Ok((super::recipes::pick(&recipes, space, &traits), traits))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lower::Lowered;
+    use crate::store::outcome::TimeStats;
+    use std::sync::Mutex;
+
+    /// Each candidate's time over -O3 is its pipeline's length over 100 (so "x" * 20 is 0.2);
+    /// every race the round sets is logged.
+    struct Races {
+        log: Mutex<Vec<Option<f64>>>,
+    }
+
+    impl Evaluator for Races {
+        fn device(&self) -> crate::replay::Device {
+            crate::replay::Device {
+                gpu: "GPU (sm_90)".into(),
+                driver: "CUDA 13.0".into(),
+                id: None,
+                target: None,
+            }
+        }
+        fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {
+            Ok(Lowered {
+                candidate: c.clone(),
+                ptx: String::new(),
+                ptx_hash: c.pipeline.as_str().into(),
+                stats: Default::default(),
+                passes_ms: 0.0,
+                codegen_ms: 0.0,
+                ir_instructions: 0,
+            })
+        }
+        fn measure(&self, _: &str, batch: &[Lowered]) -> Vec<Outcome> {
+            let ts = |us| TimeStats {
+                median_us: us,
+                min_us: us,
+                spread: 0.0,
+                samples: 3,
+                raced: false,
+            };
+            batch
+                .iter()
+                .map(|l| Outcome::Valid {
+                    time: ts(l.candidate.pipeline.as_str().len() as f64),
+                    baseline: ts(100.0),
+                })
+                .collect()
+        }
+        fn race_against(&self, best: Option<f64>) {
+            self.log.lock().unwrap().push(best);
+        }
+    }
+
+    /// A round measured in several calls (lowering overlaps measuring) races its later calls
+    /// against the best its earlier ones found, not against the best it began with.
+    #[test]
+    fn a_rounds_later_measure_calls_race_the_best_its_earlier_ones_found() {
+        let eval = Races {
+            log: Mutex::new(Vec::new()),
+        };
+        let mut stream = Stream {
+            known: &HashMap::new(),
+            lowered: Vec::new(),
+            ready: Vec::new(),
+            taken: HashSet::new(),
+            measured: HashMap::new(),
+            race: Some(1.0),
+        };
+        let lowered = |n: usize| {
+            let c = Candidate {
+                pipeline: "x".repeat(n).as_str().into(),
+                ..Candidate::baseline()
+            };
+            eval.lower("k", &c).unwrap()
+        };
+        stream.measure(&eval, "k", vec![lowered(20)]);
+        stream.measure(&eval, "k", vec![lowered(90), lowered(15)]);
+        stream.measure(&eval, "k", vec![lowered(50)]);
+        assert_eq!(*eval.log.lock().unwrap(), [Some(0.2), Some(0.15)]);
+        assert_eq!(stream.race, Some(0.15));
+    }
+
+    /// Candidates lowered out of order are measured in the round's order: none before an
+    /// earlier one still being lowered.
+    #[test]
+    fn a_round_is_measured_in_the_order_it_was_asked() {
+        let eval = Races {
+            log: Mutex::new(Vec::new()),
+        };
+        let known = HashMap::new();
+        let mut stream = Stream {
+            known: &known,
+            lowered: (0..3).map(|_| None).collect(),
+            ready: Vec::new(),
+            taken: HashSet::new(),
+            measured: HashMap::new(),
+            race: None,
+        };
+        let arrival = |i: usize, n: usize| {
+            let c = Candidate {
+                pipeline: "x".repeat(n).as_str().into(),
+                ..Candidate::baseline()
+            };
+            (i, eval.lower("k", &c))
+        };
+        stream.accept(arrival(2, 30));
+        stream.accept(arrival(1, 20));
+        assert!(
+            stream.in_order().is_empty(),
+            "candidate 0 is still being lowered"
+        );
+        stream.accept(arrival(0, 10));
+        let batch = stream.in_order();
+        let lengths: Vec<usize> = batch
+            .iter()
+            .map(|l| l.candidate.pipeline.as_str().len())
+            .collect();
+        assert_eq!(lengths, [10, 20, 30]);
+        assert!(stream.ready.is_empty());
+    }
 }

@@ -30,6 +30,11 @@ impl GpuInfo {
     pub fn sm(&self) -> String {
         format!("sm_{}{}", self.cc.0, self.cc.1)
     }
+
+    /// The device as trials name it ("NVIDIA H200 (sm_90)"), which keys their files.
+    pub fn trials_name(&self) -> String {
+        format!("{} ({})", self.name, self.sm())
+    }
 }
 
 /// What the machine offers.

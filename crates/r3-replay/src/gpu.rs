@@ -298,7 +298,8 @@ impl GpuEvaluator {
     pub fn choose_l2(&mut self, policy: super::l2::Policy) -> crate::store::l2::Choice {
         use super::l2;
         use crate::store::l2::Regime;
-        let both = l2::needs_both(policy)
+        let launch_us = self.recording.launch.in_app_ms * 1e3;
+        let both = l2::needs_both(policy, launch_us)
             .then(|| {
                 let cold = self.time_baseline(Regime::Cold).ok()?;
                 let warm = self.time_baseline(Regime::Warm).ok()?;
@@ -312,7 +313,10 @@ impl GpuEvaluator {
             gpu: self.recording.launch.gpu.as_deref(),
         };
         let replay_gpu = self.gpu_name.as_deref().unwrap_or("no GPU");
-        let choice = l2::choose(policy, &program, replay_gpu, both);
+        let mut choice = l2::choose(policy, &program, replay_gpu, both);
+        if policy == l2::Policy::Auto && !l2::needs_both(policy, launch_us) {
+            choice.reason = l2::long_reason(launch_us);
+        }
         self.opts.l2 = choice.regime;
         choice
     }
@@ -347,7 +351,9 @@ impl GpuEvaluator {
             self.opts.l2,
         );
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        verdict_of(pool.run(&job))
+        pool.not_deterministic = None;
+        let verdict = verdict_of(pool.run(&job));
+        with_decision(verdict, pool.not_deterministic.take())
     }
 
     pub fn take_last(&self) -> Vec<Measured> {
@@ -512,6 +518,10 @@ pub enum Verdict {
     /// It ran and left something else: the recording is at fault (the reason names the first
     /// region and byte that differ).
     Irreproducible(String),
+    /// Its own runs differ (float atomics, a race): it reproduces the recording within the
+    /// tolerance the decision names, learned from its runs or given, which every candidate is
+    /// held to (`determinism`).
+    NotDeterministic(super::determinism::Decision),
     /// It could not be checked (no device IR, a baseline that does not lower or crashes, a
     /// worker that failed): said, never held against the recording.
     NotChecked(String),
@@ -522,7 +532,7 @@ impl Verdict {
     /// for a recording that could not be checked, which is never held against it.
     pub fn verification(&self, gpu: &str) -> Option<crate::store::records::Verification> {
         let (reproduces, reason) = match self {
-            Verdict::Reproduces => (true, None),
+            Verdict::Reproduces | Verdict::NotDeterministic(_) => (true, None),
             Verdict::Irreproducible(why) => (false, Some(why.clone())),
             Verdict::NotChecked(_) => return None,
         };
@@ -530,11 +540,32 @@ impl Verdict {
             format: 1,
             reproduces,
             reason,
+            not_deterministic: match self {
+                Verdict::NotDeterministic(d) => Some(d.text()),
+                _ => None,
+            },
             gpu: gpu.to_owned(),
             unix_time: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs() as i64),
         })
+    }
+}
+
+impl Verdict {
+    /// Whether the baseline reproduces the recording, exactly or within its own spread: the
+    /// recording can be searched.
+    pub fn reproduces(&self) -> bool {
+        matches!(self, Verdict::Reproduces | Verdict::NotDeterministic(_))
+    }
+}
+
+/// A baseline that reproduced the recording only once validated within a tolerance (the
+/// worker's `Msg::NotDeterministic`) is not deterministic: the verdict says how it is validated.
+fn with_decision(v: Verdict, d: Option<super::determinism::Decision>) -> Verdict {
+    match (v, d) {
+        (Verdict::Reproduces, Some(d)) => Verdict::NotDeterministic(d),
+        (v, _) => v,
     }
 }
 
@@ -599,7 +630,11 @@ pub fn verify_recordings(
                 })
                 .clone();
             match ptx {
-                Ok(ptx) => verdict_of(pool.run(&baseline_job(rec, &ptx, ordinal, 1, opts.l2))),
+                Ok(ptx) => {
+                    pool.not_deterministic = None;
+                    let v = verdict_of(pool.run(&baseline_job(rec, &ptx, ordinal, 1, opts.l2)));
+                    with_decision(v, pool.not_deterministic.take())
+                }
                 Err(e) => Verdict::NotChecked(e),
             }
         })
@@ -621,7 +656,7 @@ fn device_name(target: &Codegen, ordinal: i32) -> (super::Device, Option<String>
                 .and_then(|i| gpus.get(i))
                 .unwrap_or(&gpus[0]);
             let device = super::Device {
-                gpu: format!("{} ({})", g.name, g.sm()),
+                gpu: g.trials_name(),
                 driver: format!("CUDA {}.{}", driver.0, driver.1),
                 id: Some(g.uuid.clone()),
                 target: Some(crate::store::trials::Target {
@@ -981,5 +1016,23 @@ mod tests {
         assert!(Verdict::NotChecked("no IR".into())
             .verification("H100")
             .is_none());
+        let d = crate::determinism::Decision {
+            reason: crate::determinism::FLOAT_ATOMICS.into(),
+            learned: Vec::new(),
+            user: Some("f32:rel=1e-5".parse().unwrap()),
+            runs: 2,
+        };
+        let v = Verdict::NotDeterministic(d.clone());
+        assert!(v.reproduces() && !Verdict::Irreproducible(String::new()).reproduces());
+        let kept = v.verification("H100").unwrap();
+        assert!(kept.reproduces && kept.not_deterministic == Some(d.text()));
+        assert_eq!(
+            super::with_decision(Verdict::Reproduces, Some(d.clone())),
+            Verdict::NotDeterministic(d.clone())
+        );
+        assert_eq!(
+            super::with_decision(Verdict::Irreproducible("x".into()), Some(d)),
+            Verdict::Irreproducible("x".into())
+        );
     }
 }

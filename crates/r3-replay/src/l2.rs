@@ -53,10 +53,25 @@ pub struct Program<'a> {
     pub gpu: Option<&'a str>,
 }
 
-/// Whether `policy` times the baseline in both states before it chooses: under auto, always
-/// (the report shows both where they differ, whatever the program's times say).
-pub fn needs_both(policy: Policy) -> bool {
-    policy == Policy::Auto
+/// Whether `policy` times the baseline in both states before it chooses: under auto, for
+/// every kernel shorter than [`STATE_IS_NOISE_US`] a launch as recorded (`launch_us`; 0 where
+/// unknown) (the report shows both where they differ, whatever the program's times say).
+pub fn needs_both(policy: Policy, launch_us: f64) -> bool {
+    policy == Policy::Auto && launch_us < STATE_IS_NOISE_US
+}
+
+/// A launch this long (µs) or longer reads far more than L2 holds (50–60 MB on an H100 or
+/// H200, a few tens of µs of its bandwidth): the state L2 starts in is within its run-to-run
+/// noise, and timing the baseline in both states, about eight runs, would buy nothing (a 1 s
+/// kernel's 8 s, inside a deadline).
+pub const STATE_IS_NOISE_US: f64 = 10_000.0;
+
+/// Why the regime of a launch of `launch_us` is cold without timing both states.
+pub fn long_reason(launch_us: f64) -> String {
+    format!(
+        "a launch of {:.0} ms: the state L2 starts in is within its noise",
+        launch_us / 1e3
+    )
 }
 
 /// The regime to measure in. `both` holds the baseline's (cold, warm) replay times in µs when
@@ -136,7 +151,10 @@ mod tests {
     fn auto_follows_the_programs_own_launches() {
         // 783 µs cold, 360 µs warm; the program runs it in 355 µs: warm.
         let p = program(&[0.350, 0.355, 0.362]);
-        assert!(needs_both(Policy::Auto));
+        assert!(needs_both(Policy::Auto, 355.0));
+        // A launch of 10 ms or more is not timed in both states: L2 cannot tell them apart.
+        assert!(!needs_both(Policy::Auto, 1.0e6));
+        assert!(long_reason(1.0e6).contains("1000 ms"));
         let c = choose(Policy::Auto, &p, H100, Some((783.0, 360.0)));
         assert_eq!(c.regime, Regime::Warm, "{c:?}");
         assert_eq!(c.natural_us, Some(355.0));
@@ -179,7 +197,7 @@ mod tests {
         let p = program(&[0.35]);
         for (arg, regime) in [("warm", Regime::Warm), ("cold", Regime::Cold)] {
             let policy: Policy = arg.parse().unwrap();
-            assert!(!needs_both(policy));
+            assert!(!needs_both(policy, 355.0));
             let c = choose(policy, &p, H100, None);
             assert_eq!(
                 (c.regime, c.reason.as_str()),

@@ -85,6 +85,9 @@ pub struct Session {
     /// Regions compared in any order of their elements, as the baseline writes them in another
     /// order than the recording (`check_baseline`).
     unordered: std::cell::RefCell<Vec<Unordered>>,
+    /// Tolerances learned per region where the baseline's own runs differ (`check_baseline`'s
+    /// caller, `determinism::learn`): every check without the user's tolerance is held to them.
+    learned: std::cell::RefCell<Vec<super::determinism::Learned>>,
     /// Output bytes poisoned before every checked run (`learn_outputs`, see `outputs`).
     poison: std::cell::RefCell<Vec<Poisoned>>,
 }
@@ -237,6 +240,7 @@ impl Session {
                 mappings,
                 uuid,
                 unordered: Default::default(),
+                learned: Default::default(),
                 poison: Default::default(),
             })
         }
@@ -305,8 +309,20 @@ impl Session {
         block_x: Option<u32>,
         tol: Option<&Tolerance>,
     ) -> Result<Result<Output, String>, ReplayError> {
-        let (observed, verdict) = self.run_and_compare(l, block_x, tol)?;
-        self.settle(verdict.map(|()| observed))
+        Ok(self.check_timed(l, block_x, tol)?.0)
+    }
+
+    /// [`Session::check`], and how long its run took (µs, by events around the launch alone):
+    /// a long kernel's candidate is judged on that one run where the answer is clear
+    /// (`stopping::one_run_beaten`).
+    pub fn check_timed(
+        &self,
+        l: &Loaded,
+        block_x: Option<u32>,
+        tol: Option<&Tolerance>,
+    ) -> Result<(Result<Output, String>, f64), ReplayError> {
+        let (observed, verdict, us) = self.run_and_compare(l, block_x, tol)?;
+        Ok((self.settle(verdict.map(|()| observed))?, us))
     }
 
     /// The baseline's check. Where the baseline's code uses atomics (`atomics`) and leaves the
@@ -320,7 +336,8 @@ impl Session {
         atomics: bool,
     ) -> Result<Result<(Output, Vec<Unordered>), String>, ReplayError> {
         self.unordered.borrow_mut().clear();
-        let (observed, verdict) = self.run_and_compare(l, None, None)?;
+        self.learned.borrow_mut().clear();
+        let (observed, verdict, _) = self.run_and_compare(l, None, None)?;
         let relaxed = match (&verdict, atomics) {
             (Err(_), true) => validate::permuted(&self.expected, &observed, &self.written),
             _ => None,
@@ -356,18 +373,17 @@ impl Session {
         Ok(verdict.map(Output))
     }
 
-    /// One run of `l` from the recorded inputs, its results read back and compared.
+    /// One run of `l` from the recorded inputs, its results read back and compared; with the
+    /// run's time (µs).
     fn run_and_compare(
         &self,
         l: &Loaded,
         block_x: Option<u32>,
         tol: Option<&Tolerance>,
-    ) -> Result<(Snapshot, Result<(), String>), ReplayError> {
+    ) -> Result<(Snapshot, Result<(), String>, f64), ReplayError> {
         self.restore_for_run(l)?;
         self.apply_poison(l)?;
-        self.launch_once(l, block_x)?;
-        // SAFETY: synchronizing the session's stream.
-        unsafe { ck(sys::cuStreamSynchronize(self.stream), "running the kernel")? };
+        let us = self.timed_launch(|| self.launch_once(l, block_x))?;
         let observed = self.read_back(l)?;
         // A learned output is a region the original writes, even where it wrote what was
         // already there (the recording shows no change): compared as one.
@@ -379,12 +395,12 @@ impl Session {
                 .map(|p| p.region)
                 .filter(|r| !self.written.contains(r)),
         );
-        let verdict = validate::compare(
+        let verdict = validate::compare_by_region(
             &self.expected,
             &observed,
             &written,
             &self.unordered.borrow(),
-            tol,
+            |i| tol.copied().or_else(|| self.learned_tolerance(i)),
         )
         .map_err(|why| {
             // Output left as poisoned says more than the first byte that differs.
@@ -396,7 +412,7 @@ impl Session {
                 .collect();
             outputs::explain(&self.expected, &observed, &masks).unwrap_or(why)
         });
-        Ok((observed, verdict))
+        Ok((observed, verdict, us))
     }
 
     /// The state a run starts from. Cheap when the last candidate was valid: only what the
@@ -471,7 +487,7 @@ impl Session {
         if learned.is_empty() {
             return Ok(learned);
         }
-        let (_, verdict) = self.run_and_compare(l, None, None)?;
+        let (_, verdict, _) = self.run_and_compare(l, None, None)?;
         self.dirty.set(true);
         if verdict.is_err() {
             // Together the regions are not outputs after all (one feeds another): no poison.
@@ -565,12 +581,12 @@ impl Session {
                 .expect("allocations are complete")
                 .to_vec(),
         };
-        let others = validate::compare(
+        let others = validate::compare_by_region(
             &self.expected,
             &observed,
             &self.written,
             &self.unordered.borrow(),
-            None,
+            |i| self.learned_tolerance(i),
         );
         // What the next run must restore: everything where another region changed, or where
         // `r` is one the cheap restore does not cover.
@@ -611,6 +627,39 @@ impl Session {
         }
         let guards = self.check_guards()?;
         Ok((out, guards))
+    }
+
+    /// Region `i`'s learned tolerance, where the baseline's runs differ there.
+    fn learned_tolerance(&self, i: usize) -> Option<Tolerance> {
+        self.learned
+            .borrow()
+            .iter()
+            .find(|l| l.region == i)
+            .map(|l| l.tolerance)
+    }
+
+    /// One run of `l` from the recorded inputs, as read back (the regions equal to the
+    /// recording left out), with no verdict: a sample of what the code does.
+    pub fn observe(&self, l: &Loaded) -> Result<Snapshot, ReplayError> {
+        let (observed, _, _) = self.run_and_compare(l, None, None)?;
+        self.dirty.set(true);
+        Ok(observed)
+    }
+
+    /// Learns a tolerance per region from `runs` of the baseline (`observe`) and the
+    /// recording, and holds every later check to them (`determinism::learn`); Err(why) where
+    /// none can be learned, and then nothing changes.
+    pub fn learn_tolerances(
+        &self,
+        runs: &[Snapshot],
+        hint: Option<validate::Dtype>,
+    ) -> Result<Vec<(String, super::determinism::Learned)>, String> {
+        let learned = super::determinism::learn(&self.expected, runs, &self.written, hint)?;
+        *self.learned.borrow_mut() = learned.clone();
+        Ok(learned
+            .into_iter()
+            .map(|l| (self.region_name(l.region), l))
+            .collect())
     }
 
     /// The recorded launch.
@@ -878,21 +927,39 @@ impl Session {
                     "flushing L2",
                 )?;
             }
+        }
+        self.timed_launch(|| self.launch_cut(l, block_x, cut))
+    }
+
+    /// Runs `launch` on the session's stream between two events, waits for it, and returns
+    /// the time between them (µs).
+    fn timed_launch(
+        &self,
+        launch: impl FnOnce() -> Result<(), ReplayError>,
+    ) -> Result<f64, ReplayError> {
+        // SAFETY: events on the session's stream, destroyed on every path; results checked.
+        unsafe {
             let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
             ck(sys::cuEventCreate(&mut a, 0), "cuEventCreate")?;
-            ck(sys::cuEventCreate(&mut b, 0), "cuEventCreate")?;
-            ck(sys::cuEventRecord(a, self.stream), "cuEventRecord")?;
-            self.launch_cut(l, block_x, cut)?;
-            ck(sys::cuEventRecord(b, self.stream), "cuEventRecord")?;
-            ck(sys::cuEventSynchronize(b), "running the kernel")?;
-            let mut ms = 0f32;
-            ck(
-                sys::cuEventElapsedTime_v2(&mut ms, a, b),
-                "cuEventElapsedTime",
-            )?;
+            if let Err(e) = ck(sys::cuEventCreate(&mut b, 0), "cuEventCreate") {
+                sys::cuEventDestroy_v2(a);
+                return Err(e);
+            }
+            let timed = (|| {
+                ck(sys::cuEventRecord(a, self.stream), "cuEventRecord")?;
+                launch()?;
+                ck(sys::cuEventRecord(b, self.stream), "cuEventRecord")?;
+                ck(sys::cuEventSynchronize(b), "running the kernel")?;
+                let mut ms = 0f32;
+                ck(
+                    sys::cuEventElapsedTime_v2(&mut ms, a, b),
+                    "cuEventElapsedTime",
+                )?;
+                Ok(ms as f64 * 1e3)
+            })();
             sys::cuEventDestroy_v2(a);
             sys::cuEventDestroy_v2(b);
-            Ok(ms as f64 * 1e3)
+            timed
         }
     }
 

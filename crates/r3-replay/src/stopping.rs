@@ -128,6 +128,30 @@ pub fn beaten(base: &[f64], cand: &[f64], best_ratio: f64) -> bool {
     (b.median_us / a.median_us / best_ratio).ln() > u
 }
 
+/// Kernels this long a launch or more have a raced candidate judged on its checked run alone
+/// ([`one_run_beaten`]).
+pub const ONE_RUN_US: f64 = LONG_KERNEL_US;
+/// One run must be this much slower than the best, at least, to settle a candidate: the check
+/// run follows a module load and a restore, and comes without a warm-up.
+pub const ONE_RUN_MARGIN: f64 = 0.05;
+/// How many of the baseline's spreads one run must be slower than the best by, at least.
+pub const ONE_RUN_SPREADS: f64 = 4.0;
+
+/// Whether one run of a candidate (its checked run, `cand_us`) settles it as slower than the
+/// search's best (`best_ratio` to the baseline), given the baseline as this session timed it:
+/// on a kernel of [`ONE_RUN_US`] or more, a run slower than the best by more than
+/// [`ONE_RUN_MARGIN`] and [`ONE_RUN_SPREADS`] of the baseline's run-to-run spread. A 1 s
+/// kernel's losing candidate then costs its one run, not a warm-up and a pair with the
+/// baseline (about five runs); near-ties and winners are timed in full as before.
+pub fn one_run_beaten(base: &TimeStats, cand_us: f64, best_ratio: f64) -> bool {
+    let best_us = base.median_us * best_ratio;
+    if !(base.median_us >= ONE_RUN_US && best_us > 0.0 && cand_us.is_finite()) {
+        return false;
+    }
+    let margin = (ONE_RUN_SPREADS * base.spread).max(ONE_RUN_MARGIN);
+    cand_us > best_us * (1.0 + margin)
+}
+
 /// The race for the next candidate of a batch, after one measured `measured` (its ratio to
 /// the baseline where valid): a faster valid ratio than the search's best, measured in the same
 /// process against the same baseline, is the best now. A whole warm start is one batch, raced
@@ -196,6 +220,37 @@ mod tests {
             }
         }
         50
+    }
+
+    fn base(median_us: f64, spread: f64) -> TimeStats {
+        TimeStats {
+            median_us,
+            min_us: median_us,
+            spread,
+            samples: 3,
+            raced: false,
+        }
+    }
+
+    /// A long kernel's clearly slower candidate is settled by its one checked run; a near-tie,
+    /// one within the baseline's own spread, a faster one, or any candidate of a short kernel
+    /// (whose first run says little) is not.
+    #[test]
+    fn one_run_settles_only_a_long_kernels_clear_loser() {
+        // The best runs at half the baseline's 1 s: 500 ms.
+        let b = base(1e6, 0.004);
+        assert!(one_run_beaten(&b, 560e3, 0.5), "12% slower than the best");
+        assert!(!one_run_beaten(&b, 520e3, 0.5), "4%: within the margin");
+        assert!(!one_run_beaten(&b, 400e3, 0.5), "faster than the best");
+        // A noisy kernel (5% spread) needs 20% before one run says anything.
+        let noisy = base(1e6, 0.05);
+        assert!(!one_run_beaten(&noisy, 590e3, 0.5));
+        assert!(one_run_beaten(&noisy, 610e3, 0.5));
+        // A 2 ms kernel's first run is no judge: it is timed in full.
+        assert!(!one_run_beaten(&base(2e3, 0.004), 4e3, 0.5));
+        // Nonsense in, no verdict.
+        assert!(!one_run_beaten(&b, f64::NAN, 0.5));
+        assert!(!one_run_beaten(&b, 900e3, 0.0));
     }
 
     /// What prices a confirmation ahead of it is what the measurement takes: the pairs at each

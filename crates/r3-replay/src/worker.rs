@@ -10,7 +10,7 @@ use super::fresh;
 use super::session::{self, Session};
 use super::validate::{Tolerance, Unordered};
 use crate::store::l2::Regime;
-use crate::store::outcome::Outcome;
+use crate::store::outcome::{Outcome, TimeStats};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -114,6 +114,10 @@ pub enum Msg {
     /// What it learned, for the parent to send with its later jobs of this recording.
     Learned {
         masks: super::outputs::Masks,
+    },
+    /// The baseline's own runs differ: how the job's checks validate instead (`determinism`).
+    NotDeterministic {
+        decision: determinism::Decision,
     },
 }
 
@@ -271,7 +275,17 @@ fn send(out: &mut impl Write, msg: &Msg) -> std::io::Result<()> {
 
 /// The baseline of the session, loaded and checked once: (hash of its PTX, module).
 /// The baseline's code, loaded once per worker, and what its checked run left.
-type Baseline = Option<(blake3::Hash, session::Loaded, session::Output)>;
+type Baseline = Option<CachedBase>;
+
+/// The baseline a worker keeps loaded between jobs of one recording.
+struct CachedBase {
+    hash: blake3::Hash,
+    code: session::Loaded,
+    checked: session::Output,
+    /// Its time in this session, from the last full timing of a candidate beside it: what a
+    /// long kernel's candidate is judged against on one run (`stopping::one_run_beaten`).
+    timed: Option<TimeStats>,
+}
 
 /// The output masks the session poisons, once learned or given (None: not yet decided).
 type Outputs = Option<super::outputs::Masks>;
@@ -283,11 +297,11 @@ fn run_job(
     (cached, learned): (&mut Baseline, &mut Outputs),
 ) -> Result<(), i32> {
     let hash = blake3::hash(job.baseline_ptx.as_bytes());
-    if let Some((h, old, out)) = cached.take() {
-        if h == hash {
-            *cached = Some((h, old, out));
+    if let Some(c) = cached.take() {
+        if c.hash == hash {
+            *cached = Some(c);
         } else {
-            s.unload(old);
+            s.unload(c.code);
         }
     }
     if cached.is_none() {
@@ -297,14 +311,19 @@ fn run_job(
         *learned = None;
         match s
             .load(&job.baseline_ptx)
-            .and_then(|l| check_base(s, job, &l).map(|r| (l, r)))
+            .and_then(|l| check_base(s, job, &l, out).map(|r| (l, r)))
         {
             Ok((l, Ok((checked, unordered)))) => {
                 if !unordered.is_empty() {
                     let message = unordered_note(s, &unordered);
                     let _ = send(out, &Msg::Note { message });
                 }
-                *cached = Some((hash, l, checked))
+                *cached = Some(CachedBase {
+                    hash,
+                    code: l,
+                    checked,
+                    timed: None,
+                })
             }
             Ok((l, Err(diff))) => {
                 s.unload(l);
@@ -323,7 +342,13 @@ fn run_job(
             }
         }
     }
-    let (_, base, base_out) = cached.as_ref().expect("set above");
+    let CachedBase {
+        code: base,
+        checked: base_out,
+        timed: base_timed,
+        ..
+    } = cached.as_mut().expect("set above");
+    let (base, base_out) = (&*base, &*base_out);
     if let Some(seed) = job.fresh {
         return fresh_job(s, job, base, out, seed);
     }
@@ -357,11 +382,14 @@ fn run_job(
     for (index, c) in job.candidates.iter().enumerate() {
         send(out, &Msg::Start { index }).map_err(|_| 1)?;
         let screens = (job.baseline_ptx.as_str(), &mut base_screen);
+        // The baseline as a search's first trial is timed at a search's precision (2% for a
+        // kernel of 100 ms or more: three pairs, not ten), racing nothing.
+        let own = (race.is_none() && c.ptx == job.baseline_ptx).then_some(f64::INFINITY);
         let (result, sticky) = evaluate(
             s,
-            (base, base_out),
+            (base, base_out, base_timed),
             c,
-            (job.max_reps, race),
+            (job.max_reps, race.or(own)),
             job.l2,
             screens,
         );
@@ -391,6 +419,7 @@ fn check_base(
     s: &Session,
     job: &Job,
     l: &session::Loaded,
+    out: &mut impl Write,
 ) -> Result<Result<(session::Output, Vec<Unordered>), String>, session::ReplayError> {
     let exact = s.check_baseline(l, uses_atomics(&job.baseline_ptx))?;
     let tol = job.candidates.first().and_then(|c| c.tolerance);
@@ -398,8 +427,68 @@ fn check_base(
         (Err(_), Some(t)) if job.outputs_from.is_some() => {
             Ok(s.check(l, None, Some(&t))?.map(|o| (o, s.unordered())))
         }
+        (Err(diff), tol) => not_deterministic(s, job, l, diff, tol, out),
         (r, _) => Ok(r),
     }
+}
+
+/// A baseline that does not reproduce the recording (`diff`): where two runs of it differ
+/// from each other, the kernel is not deterministic (`determinism`), and is validated within
+/// the user's tolerance (`tol`) or else within the spread of the baseline's own runs, learned
+/// here; the decision goes to the parent (`Msg::NotDeterministic`) and to the user (a note).
+/// Where its runs agree, or no tolerance tells them apart, the recording is at fault: `diff`.
+fn not_deterministic(
+    s: &Session,
+    job: &Job,
+    l: &session::Loaded,
+    diff: String,
+    tol: Option<Tolerance>,
+    out: &mut impl Write,
+) -> Result<Result<(session::Output, Vec<Unordered>), String>, session::ReplayError> {
+    let mut runs = vec![s.observe(l)?, s.observe(l)?];
+    if runs[0] == runs[1] {
+        return Ok(Err(diff));
+    }
+    let reason = determinism::reason(&job.baseline_ptx).to_owned();
+    let learned = match tol {
+        Some(_) => Vec::new(),
+        None => {
+            while runs.len() < determinism::RUNS {
+                runs.push(s.observe(l)?);
+            }
+            match s.learn_tolerances(&runs, determinism::type_hint(&job.baseline_ptx)) {
+                Ok(learned) => learned,
+                Err(why) => {
+                    return Ok(Err(format!(
+                        "{diff}; the kernel is not deterministic ({reason}), and no tolerance is learned from its runs: {why}; give one (--tolerance)"
+                    )))
+                }
+            }
+        }
+    };
+    let checked = match s.check(l, None, tol.as_ref())? {
+        Ok(o) => o,
+        Err(why) => {
+            return Ok(Err(format!(
+                "the kernel is not deterministic ({reason}), and a run of its -O3 baseline is outside {}: {why}",
+                if tol.is_some() { "the tolerance given" } else { "the spread of its other runs" }
+            )))
+        }
+    };
+    let decision = determinism::Decision {
+        reason,
+        learned,
+        user: tol,
+        runs: runs.len(),
+    };
+    let _ = send(
+        out,
+        &Msg::Note {
+            message: format!("{}: {}", job.recording_id, decision.text()),
+        },
+    );
+    let _ = send(out, &Msg::NotDeterministic { decision });
+    Ok(Ok((checked, s.unordered())))
 }
 
 /// Poisons the outputs before every checked run of this session: those the job gives, or,
@@ -577,7 +666,7 @@ type BaseScreen = Option<Result<Option<session::Loaded>, String>>;
 /// code's checked run: `determinism`). Returns whether the context died.
 fn evaluate(
     s: &Session,
-    (base, base_out): (&session::Loaded, &session::Output),
+    (base, base_out, base_timed): (&session::Loaded, &session::Output, &mut Option<TimeStats>),
     c: &JobCandidate,
     reps: (u32, Option<f64>),
     l2: Regime,
@@ -621,18 +710,98 @@ fn evaluate(
             Ok(None) => {}
         }
     }
-    let outcome = match s.check(&l, c.block_x, c.tolerance.as_ref()) {
+    let outcome = match s.check_timed(&l, c.block_x, c.tolerance.as_ref()) {
         Err(e) => return crashed(&e, registers, local_bytes),
-        Ok(Err(diff)) => Outcome::WrongOutput { message: diff },
-        Ok(Ok(checked)) => {
-            match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
+        Ok((Err(diff), _)) => Outcome::WrongOutput { message: diff },
+        Ok((Ok(_), us)) if settled_by_one_run(base_timed.as_ref(), us, reps.1) => Outcome::Valid {
+            baseline: base_timed.clone().expect("checked by settled_by_one_run"),
+            time: TimeStats {
+                raced: true,
+                ..TimeStats::of(&[us])
+            },
+        },
+        Ok((Ok(checked), _)) if alone_in_session(base_timed.as_ref(), reps.1) => {
+            let base_t = base_timed.clone().expect("checked by alone_in_session");
+            match timed_alone(s, (&l, &checked), c, reps, l2, base_t) {
+                // A new best is timed again beside the baseline: the race and what ships
+                // rest on interleaved measurements, and the baseline's time is renewed.
+                Ok(Outcome::Valid { time, baseline })
+                    if reps
+                        .1
+                        .is_some_and(|best| time.median_us / baseline.median_us < best) =>
+                {
+                    match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
+                        Ok(outcome) => {
+                            if let Outcome::Valid { baseline, .. } = &outcome {
+                                *base_timed = Some(baseline.clone());
+                            }
+                            outcome
+                        }
+                        Err(e) => return crashed(&e, registers, local_bytes),
+                    }
+                }
                 Ok(outcome) => outcome,
+                Err(e) => return crashed(&e, registers, local_bytes),
+            }
+        }
+        Ok((Ok(checked), _)) => {
+            match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
+                Ok(outcome) => {
+                    if let Outcome::Valid { baseline, .. } = &outcome {
+                        *base_timed = Some(baseline.clone());
+                    }
+                    outcome
+                }
                 Err(e) => return crashed(&e, registers, local_bytes),
             }
         }
     };
     s.unload(l);
     (measured(outcome, screened), false)
+}
+
+/// Whether a checked candidate that one run did not settle is timed alone, against the
+/// baseline's time in this session: a long kernel's (`stopping::ONE_RUN_US`) in a race. Timed
+/// beside the baseline, a near-tie of a 6x best on a 1 s kernel cost a second of -O3 a pair,
+/// four pairs: 7.2 s a candidate, where its own runs take 0.7 s (H200, 2026-11-29).
+fn alone_in_session(base: Option<&TimeStats>, race: Option<f64>) -> bool {
+    race.is_some() && base.is_some_and(|b| b.median_us >= super::stopping::ONE_RUN_US)
+}
+
+/// A checked candidate timed alone until its median is known (`stopping::enough` on its own
+/// series, at a search's precision), its runs held to its checked run (`determinism`), against
+/// the baseline as timed in this session (`base`): a search's measure, not what ships (a new
+/// best is timed again beside the baseline, and a winner is confirmed in fresh contexts).
+fn timed_alone(
+    s: &Session,
+    (l, checked): (&session::Loaded, &session::Output),
+    c: &JobCandidate,
+    (max_reps, race): (u32, Option<f64>),
+    l2: Regime,
+    base: TimeStats,
+) -> Result<Outcome, session::ReplayError> {
+    let reference = s.reference(checked)?;
+    // With the race, its one series settles at a search's precision (2% for a long kernel).
+    let timed = s.time(&[(l, c.block_x)], &[&reference], max_reps, l2, race);
+    let diff = s.differences(reference);
+    let t = timed?;
+    Ok(match determinism::verdict(None, diff?.as_deref()) {
+        Ok(()) => Outcome::Valid {
+            baseline: base,
+            time: t[0].clone(),
+        },
+        Err(message) => Outcome::WrongOutput { message },
+    })
+}
+
+/// Whether a checked candidate's one run (`us`) settles it as slower than the race's best, the
+/// baseline timed in this session (`stopping::one_run_beaten`). Without a race (a confirmation,
+/// `--no-race`) or a baseline timed here, nothing is settled on one run.
+fn settled_by_one_run(base: Option<&TimeStats>, us: f64, race: Option<f64>) -> bool {
+    match (base, race) {
+        (Some(b), Some(best)) => super::stopping::one_run_beaten(b, us, best),
+        _ => false,
+    }
 }
 
 /// The screen's measure of candidate `l` against the baseline on the prefix `u.cut`, and
@@ -766,6 +935,9 @@ pub struct Pool {
     /// The output masks a worker learned in the last job (`Msg::Learned`), taken by the
     /// evaluator.
     pub learned: Option<super::outputs::Masks>,
+    /// How the last job validated a baseline whose own runs differ (`Msg::NotDeterministic`),
+    /// taken by the caller.
+    pub not_deterministic: Option<determinism::Decision>,
 }
 
 impl Pool {
@@ -783,6 +955,7 @@ impl Pool {
             limit,
             setup_limit: Duration::from_secs(120),
             learned: None,
+            not_deterministic: None,
         }
     }
 
@@ -856,6 +1029,9 @@ impl Pool {
                         Msg::Turn => (waiting, first) = (false, true),
                         Msg::Note { message } => say_once(message),
                         Msg::Learning => learning = true,
+                        Msg::NotDeterministic { decision } => {
+                            self.not_deterministic = Some(decision)
+                        }
                         Msg::Learned { masks } => {
                             self.learned = Some(masks);
                             learning = false;
@@ -908,6 +1084,30 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What decides a long kernel's candidate without the baseline beside it: one run where it
+    /// is clearly slower than the race's best, its own runs where it is not; never without a
+    /// race (a confirmation, `--no-race`) or before the session has timed its baseline, and
+    /// never for a short kernel.
+    #[test]
+    fn a_long_kernels_candidate_is_judged_without_the_baseline_only_in_a_race() {
+        let base = |us| TimeStats {
+            median_us: us,
+            min_us: us,
+            spread: 0.01,
+            samples: 3,
+            raced: false,
+        };
+        let long = base(1.0e6);
+        assert!(settled_by_one_run(Some(&long), 1.0e6, Some(0.2)));
+        assert!(!settled_by_one_run(Some(&long), 0.21e6, Some(0.2)));
+        assert!(!settled_by_one_run(None, 1.0e6, Some(0.2)));
+        assert!(!settled_by_one_run(Some(&long), 1.0e6, None));
+        assert!(alone_in_session(Some(&long), Some(0.2)));
+        assert!(!alone_in_session(Some(&long), None));
+        assert!(!alone_in_session(None, Some(0.2)));
+        assert!(!alone_in_session(Some(&base(2.0e3)), Some(0.2)));
+    }
 
     #[test]
     fn atomics_are_found_in_ptx_whatever_their_predicate() {

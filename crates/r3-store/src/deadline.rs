@@ -63,10 +63,14 @@ pub struct Arm {
     /// setup of its evaluator.
     pub per_trial_s: f64,
     /// Seconds its evaluator took to make, as last measured (a worker, its context, its
-    /// recording loaded): paid again by a slice that finds it let go. 0 until measured, and in
-    /// allocations of earlier r3s.
+    /// recording loaded): paid again by a slice that finds it let go. Estimated until measured
+    /// (a long kernel's baseline runs); 0 in allocations of earlier r3s.
     #[serde(default)]
     pub setup_s: f64,
+    /// The speedup its candidates were expected to run at when it was priced: the best of the
+    /// searches of kernels of its loop shape (1 where none, and in earlier r3s' allocations).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub expected: f64,
     /// Seconds a confirmation of its winner costs beyond its runs (its fresh contexts each
     /// load the recording again), estimated from the recording's size.
     #[serde(default)]
@@ -173,6 +177,14 @@ impl Store {
     }
 }
 
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +211,7 @@ mod tests {
                 improved_at: 4,
                 spent_s: 12.0,
                 setup_s: 0.0,
+                expected: 1.0,
                 per_trial_s: 1.25,
                 confirm_setup_s: 3.0,
                 launch_ms: 1070.0,

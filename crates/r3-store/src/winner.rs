@@ -19,7 +19,8 @@ use std::path::PathBuf;
 /// The valid trial with the lowest time over baseline (the first of equals) — unless a
 /// confirmation of exactly that trial found it no faster than the baseline (or not valid), or
 /// a program that shipped it measured it slower than the recorded build
-/// (`Confirmation::slower_in_program`), in which case the baseline itself (trial 0) is the
+/// (`Confirmation::slower_in_program`), or it was withheld unconfirmed
+/// (`Confirmation::unconfirmed`), in which case the baseline itself (trial 0) is the
 /// best: r3 keeps -O3 when nothing beats it.
 pub fn pick_best<'a>(
     recs: &'a [TrialRecord],
@@ -30,7 +31,11 @@ pub fn pick_best<'a>(
         .filter(|t| t.ratio().is_some())
         .min_by(|a, b| a.ratio().unwrap().total_cmp(&b.ratio().unwrap()))?;
     match confirmation_of(confirmed, best.trial) {
-        Some(c) if c.ratio().is_none_or(|r| r >= 1.0) || c.slower_in_program().is_some() => {
+        Some(c)
+            if c.ratio().is_none_or(|r| r >= 1.0)
+                || c.slower_in_program().is_some()
+                || c.unconfirmed.is_some() =>
+        {
             recs.iter().find(|t| t.trial == 0 && t.ratio().is_some())
         }
         _ => Some(best),
@@ -453,6 +458,7 @@ pub(crate) mod tests {
             launches: Vec::new(),
             context_ratios: Vec::new(),
             in_program: Vec::new(),
+            unconfirmed: None,
         };
         assert_eq!(
             shipped(&shipment(&recs, &[failed], &no_blocks)),
