@@ -2,14 +2,16 @@
 //! program r3-clang++ links) which extra entries of a kernel exist and when each may run.
 //!
 //! The shim adds each variant to the PTX as an entry of its own ([`entry_name`]) beside the
-//! generic one, and writes its part of the table (`dispatch-<arch>.txt`, one line per
-//! variant) into the apply directory. The driver passes clang `-Xarch_host
-//! -include<dir>/r3-dispatch.h`; the host side of the same compile runs after ptxas, so the
-//! header holds the whole translation unit's table by then. It is a constructor that hands
+//! generic one. The table is worked out before the compile, from the captured IR and the
+//! winners (the shim's look ahead, `predicted-<arch>.txt` in the apply directory), and the
+//! driver passes clang `-Xarch_host -include<store>/dispatch/<hash>.h`: the header
+//! ([`header_text`]) named by its content, which no compile changes or removes, so that a
+//! build tool finds the same file the next time and a compiler cache sees the same command.
+//! Each ptxas run writes the part of the table it built (`dispatch-<arch>.txt`, empty where it
+//! shipped clang's code); where that is not the part included, the driver compiles again with
+//! the table that was built. The header is a constructor that hands
 //! the table to `r3_dispatch_add`, a weak reference: a program linked without r3's runtime
-//! runs the generic code, as does any launch no variant's guard admits. The header is
-//! replaced whole under a lock, so that ptxas runs for several architectures at once each add
-//! their part.
+//! runs the generic code, as does any launch no variant's guard admits.
 //!
 //! A table line: `v <kernel> <arch> <entry> <max threads or 0> <block x,y,z or -> <grid x,y,z
 //! or -> <relaunch block x or 0> <argument count> [<index>:<hex bytes>]...`, in the order a
@@ -30,7 +32,7 @@
 use crate::candidate::{FoldedArg, Specialize};
 use crate::store::programs::ShippedKernel;
 use crate::winners::Guard;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Variants in all of a program's tables that the runtime keeps (r3rt.c: `R3_MAX_VARIANTS`);
 /// a variant line beyond them is skipped.
@@ -50,7 +52,8 @@ pub const MAX_SM: u32 = 9999;
 /// `s` lines in all of a program's tables that the runtime keeps (`R3_MAX_SHIPPED`).
 pub const MAX_SHIPPED: usize = 4096;
 
-/// The header the driver includes into the host compile.
+/// The file name of a header written on its own (a test's, `scripts/bench-dispatch`'s); a
+/// build's are kept in the store under their content's hash (`Store::dispatch_header`).
 pub const HEADER: &str = "r3-dispatch.h";
 /// The table format's first line; r3rt.c refuses any other.
 pub const MAGIC: &str = "r3-dispatch 1";
@@ -329,44 +332,60 @@ pub fn empty_header() -> String {
     "/* r3: no variants in this translation unit */\n".to_string()
 }
 
-/// Records one architecture's rows and shipped kernels in `dir` and rewrites the header from
-/// every part there.
+/// The header for a table's lines: [`header`], or [`empty_header`] where there are none.
+/// Nothing in it depends on the compile but the table, so that one table gives one header
+/// (the store keeps it under its content's hash) and an r3 that splices otherwise another.
+pub fn header_text(lines: &[String]) -> String {
+    let body = if lines.is_empty() {
+        empty_header()
+    } else {
+        header(lines)
+    };
+    format!("/* r3 {} */\n{body}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The parts named `<prefix><arch>.txt` in `dir`, by architecture: each one's lines.
+pub fn parts(dir: &Path, prefix: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(arch) = name
+            .strip_prefix(prefix)
+            .and_then(|n| n.strip_suffix(".txt"))
+        else {
+            continue;
+        };
+        if let Ok(text) = std::fs::read_to_string(e.path()) {
+            out.insert(arch.to_owned(), text.lines().map(str::to_owned).collect());
+        }
+    }
+    out
+}
+
+/// Every part's lines in one table, the architectures in order.
+pub fn table(parts: &std::collections::BTreeMap<String, Vec<String>>) -> Vec<String> {
+    parts.values().flatten().cloned().collect()
+}
+
+/// The lines of one architecture's part of a table: its rows, then its shipped kernels.
+pub fn part_lines(rows: &[Row], shipped: &[ShippedKernel]) -> String {
+    rows.iter()
+        .map(line)
+        .chain(shipped.iter().map(ShippedKernel::line))
+        .map(|l| l + "\n")
+        .collect()
+}
+
+/// Records, in `dir`, the part of the table one architecture's ptxas run built
+/// (`dispatch-<arch>.txt`).
 pub fn write_part(
     dir: &Path,
     arch: &str,
     rows: &[Row],
     shipped: &[ShippedKernel],
 ) -> std::io::Result<()> {
-    let lock = std::fs::File::create(dir.join(".dispatch.lock"))?;
-    lock.lock()?;
-    let part: String = rows
-        .iter()
-        .map(line)
-        .chain(shipped.iter().map(ShippedKernel::line))
-        .map(|l| l + "\n")
-        .collect();
-    crate::store::write_atomic(&dir.join(format!("dispatch-{arch}.txt")), part.as_bytes())?;
-    let mut parts: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name().is_some_and(|n| {
-                let n = n.to_string_lossy();
-                n.starts_with("dispatch-") && n.ends_with(".txt")
-            })
-        })
-        .collect();
-    parts.sort();
-    let mut lines = Vec::new();
-    for p in parts {
-        lines.extend(std::fs::read_to_string(p)?.lines().map(str::to_owned));
-    }
-    let text = if lines.is_empty() {
-        empty_header()
-    } else {
-        header(&lines)
-    };
-    crate::store::write_atomic(&dir.join(HEADER), text.as_bytes())
+    let part = part_lines(rows, shipped);
+    crate::store::write_atomic(&dir.join(format!("dispatch-{arch}.txt")), part.as_bytes())
 }
 
 #[cfg(test)]
@@ -531,7 +550,8 @@ mod tests {
         };
         write_part(dir.path(), "sm_90", &[row("sm_90")], &[shipped]).unwrap();
         write_part(dir.path(), "sm_80", &[row("sm_80")], &[]).unwrap();
-        let h = std::fs::read_to_string(dir.path().join(HEADER)).unwrap();
+        let header_of = || header_text(&table(&parts(dir.path(), "dispatch-")));
+        let h = header_of();
         assert!(
             h.contains("\\nv k sm_80 ") && h.contains("\\nv k sm_90 "),
             "{h}"
@@ -539,7 +559,11 @@ mod tests {
         assert!(h.contains("\\ns k sm_90 0123abcd0123abcd p1,p2"), "{h}");
         // An architecture whose compile has no variant leaves the others' rows.
         write_part(dir.path(), "sm_80", &[], &[]).unwrap();
-        let h = std::fs::read_to_string(dir.path().join(HEADER)).unwrap();
+        let h = header_of();
         assert!(!h.contains("sm_80") && h.contains("sm_90"), "{h}");
+        // No rows at all: the empty header, the same for every compile.
+        write_part(dir.path(), "sm_90", &[], &[]).unwrap();
+        assert_eq!(header_of(), header_text(&[]));
+        assert!(!header_of().contains("r3_dispatch_add"));
     }
 }

@@ -25,6 +25,9 @@ pub struct Planned {
     pub generic: Option<Winner>,
     pub variants: Vec<Variant>,
     pub refused: Vec<Refusal>,
+    /// Why entries the source holds for the kernel are not built under this policy (a
+    /// simulated winner without `R3_APPLY_SIMULATED=1`, one no faster than clang's code).
+    pub withheld: Vec<String>,
 }
 
 impl Planned {
@@ -86,9 +89,28 @@ impl Source {
             Source::File(f) => plan_in_file(f, k, policy),
             Source::Store(s) => plan_in_store(s, k, policy)?,
         };
-        let keep = |w: &Winner| w.speedup > 1.0 && (policy.simulated || !w.simulated);
-        plan.generic = plan.generic.filter(keep);
+        let why_not = |w: &Winner| {
+            if w.simulated && !policy.simulated {
+                Some("its winner is simulated (trials of `r3 tune --simulate` measured nothing; R3_APPLY_SIMULATED=1 builds them, for tests)")
+            } else if w.speedup <= 1.0 {
+                Some("its winner is no faster than clang's code")
+            } else {
+                None
+            }
+        };
+        let mut withheld: Vec<String> = Vec::new();
+        let mut keep = |w: &Winner| match why_not(w) {
+            None => true,
+            Some(why) => {
+                if !withheld.iter().any(|x| x == why) {
+                    withheld.push(why.to_owned());
+                }
+                false
+            }
+        };
+        plan.generic = plan.generic.filter(&mut keep);
         plan.variants.retain(|v| keep(&v.winner));
+        plan.withheld = withheld;
         Ok(checked(plan, &k.signature, policy))
     }
 
@@ -106,11 +128,26 @@ impl Source {
         let same = |name: &str, src: Option<&SourceLoc>| {
             name == k.signature.name && file(src) == file(k.signature.source.as_ref())
         };
+        // A winners file is often built from in another checkout than the one it was exported
+        // from: there the source file is the one of the same name.
+        let base = |src: Option<&SourceLoc>| {
+            src.and_then(|s| Path::new(&s.file).file_name().map(|n| n.to_owned()))
+        };
+        let same_elsewhere = |name: &str, src: Option<&SourceLoc>| {
+            name == k.signature.name
+                && base(src).is_some()
+                && base(src) == base(k.signature.source.as_ref())
+        };
         match self {
             Source::File(f) => f
                 .kernels
                 .iter()
-                .any(|w| w.hash != k.hash && same(&w.name, w.source.as_ref())),
+                .chain(f.variants.iter().map(|v| &v.winner))
+                .any(|w| {
+                    w.hash != k.hash
+                        && (same(&w.name, w.source.as_ref())
+                            || same_elsewhere(&w.name, w.source.as_ref()))
+                }),
             Source::Store(s) => others.iter().any(|o| {
                 o.hash != k.hash
                     && same(&o.signature.name, o.signature.source.as_ref())
@@ -195,6 +232,7 @@ fn checked(plan: Planned, sig: &crate::kernel::KernelSignature, policy: &Policy)
         generic,
         variants,
         refused,
+        withheld: plan.withheld,
     }
 }
 
@@ -216,6 +254,7 @@ fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Pla
             })
             .collect(),
         refused: Vec::new(),
+        withheld: Vec::new(),
     })
 }
 
@@ -283,6 +322,11 @@ pub fn shipped_digest(store: &Store, policy: &Policy) -> Result<String, StoreErr
                 variants
             ]));
         }
+    }
+    // Nothing ships: the empty digest, which the empty stamp a build makes already holds (a
+    // command that ships nothing rebuilds nothing).
+    if shipped.is_empty() {
+        return Ok(String::new());
     }
     Ok(
         blake3::hash(serde_json::Value::Array(shipped).to_string().as_bytes())

@@ -30,6 +30,15 @@ pub const DIR_ENV: &str = "R3_APPLY_DIR";
 pub const FROM_ENV: &str = "R3_APPLY_FROM";
 /// The ptxas clang would have run.
 pub const PTXAS_ENV: &str = "R3_REAL_PTXAS";
+/// Set (by the driver, before the compile): work out each architecture's dispatch table from
+/// the captured IR and write it as `predicted-<arch>.txt` in the apply directory, then exit;
+/// the compile that follows includes it and reuses what was lowered for it.
+pub const PREDICT_ENV: &str = "R3_APPLY_PREDICT";
+/// The first part of the name of the table the driver includes, per architecture.
+pub const PREDICTED: &str = "predicted-";
+/// The first part of the name of the table a ptxas run built, per architecture: what the
+/// shim wrote after assembling (empty where it shipped no tuned code).
+pub const BUILT: &str = "dispatch-";
 
 /// What became of one kernel of the compile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,10 +89,28 @@ pub enum Status {
     /// Every entry of the kernel's plan was refused (`check`: a guard that disagrees with its
     /// candidate, a generic entry that folds values, ...): clang's code.
     Refused,
+    /// The source holds a winner for this kernel that the policy does not build (a simulated
+    /// one without `R3_APPLY_SIMULATED=1`): clang's code.
+    Withheld,
 }
 
 /// Runs as `ptxas ARGS`; returns the real ptxas's exit status.
 pub fn main(args: Vec<OsString>) -> i32 {
+    if std::env::var_os(PREDICT_ENV).is_some() {
+        return match std::env::var_os(DIR_ENV).map(PathBuf::from) {
+            Some(dir) => match predict(&dir) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("r3: the dispatch table could not be worked out: {e}");
+                    1
+                }
+            },
+            None => {
+                eprintln!("r3: error: {PREDICT_ENV} without {DIR_ENV}");
+                1
+            }
+        };
+    }
     let Some(real) = std::env::var_os(PTXAS_ENV) else {
         eprintln!("r3: error: called as ptxas without {PTXAS_ENV}: r3-clang++ sets it when it applies tuned kernels");
         return 1;
@@ -135,17 +162,14 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
     if let Some(d) = dir {
         let applied = text.is_some() && outcomes.iter().any(|o| o.status == Status::Applied);
-        if applied && code == 0 {
-            if let Err(e) = dispatch::write_part(&d, &arch, &rows, &shipped) {
-                // Without the table the variants are never taken: the generic code runs.
-                for o in outcomes.iter_mut() {
-                    if !o.variants.is_empty() {
-                        o.variants.clear();
-                        o.detail = Some(format!("variants not enabled: {e}"));
-                    }
-                }
-            }
-        }
+        // The table this run built, empty where it shipped clang's code: the driver holds it
+        // against the one the host side included. (Where it cannot be written, the driver
+        // has nothing to hold the included one against, and goes by it.)
+        let _ = if applied && code == 0 {
+            dispatch::write_part(&d, &arch, &rows, &shipped)
+        } else {
+            dispatch::write_part(&d, &arch, &[], &[])
+        };
         report(&d, &arch, &outcomes);
     }
     code
@@ -183,59 +207,56 @@ struct Lowered {
     variant: Option<String>,
 }
 
+/// Before the compile: each architecture's dispatch table, as the ptxas runs of the compile
+/// will build it from the same IR and winners, written as `predicted-<arch>.txt` into `dir`
+/// (the lowered code stays there for those runs).
+fn predict(dir: &Path) -> Result<(), String> {
+    let source = source_from_env()?;
+    let policy = Policy::from_env();
+    let all = captured_kernels(dir, "")?;
+    let archs: std::collections::BTreeSet<String> =
+        all.iter().map(|k| k.signature.arch.clone()).collect();
+    for arch in archs {
+        let kernels: Vec<&KernelModule> = all.iter().filter(|k| k.signature.arch == arch).collect();
+        let planned = plan_and_lower(&kernels, &source, &policy, &arch, dir)?;
+        let lines = match planned.lowered.is_empty() {
+            true => String::new(),
+            false => dispatch::part_lines(&planned.rows, &planned.shipped),
+        };
+        let path = dir.join(format!("{PREDICTED}{arch}.txt"));
+        crate::store::write_atomic(&path, lines.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Each kernel's plan lowered: the outcomes, the code to splice, the table's rows and its
+/// lines for the tuned code of each kernel.
+struct Planned {
+    outcomes: Vec<KernelOutcome>,
+    lowered: Vec<Lowered>,
+    rows: Vec<dispatch::Row>,
+    shipped: Vec<ShippedKernel>,
+}
+
 /// The PTX with every tuned kernel spliced in and its variants added, and each kernel's
 /// outcome.
 fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
     let source = source_from_env()?;
     let policy = Policy::from_env();
     let kernels = captured_kernels(dir, arch)?;
-    let mut known = None; // the store's kernels, read only if a kernel has no winner
-    let mut outcomes = Vec::new();
-    let mut lowered = Vec::new();
-    let mut rows = Vec::new();
-    let mut shipped = Vec::new();
-    for km in &kernels {
-        let record = as_record(km);
-        let mut o = KernelOutcome {
-            demangled: km.signature.demangled.clone(),
-            hash: km.hash.clone(),
-            arch: arch.to_owned(),
-            status: Status::NotTuned,
-            speedup: None,
-            gpu: None,
-            detail: None,
-            variants: Vec::new(),
-            refused: Vec::new(),
-        };
-        let plan = source.plan(&record, &policy).map_err(|e| e.to_string())?;
-        o.refused = plan
-            .refused
-            .iter()
-            .map(|r| format!("{}: {}", r.entry, r.why))
-            .collect();
-        if plan.is_empty() && !o.refused.is_empty() {
-            o.status = Status::Refused;
-            o.detail = Some(std::mem::take(&mut o.refused).join("; "));
-            outcomes.push(o);
-            continue;
-        }
-        if plan.is_empty() {
-            let others = known.get_or_insert_with(|| match &source {
-                Source::Store(s) => s.kernels().unwrap_or_default(),
-                Source::File(_) => Vec::new(),
-            });
-            if source.tuned_before(&record, others) {
-                o.status = Status::Changed;
-            }
-            outcomes.push(o);
-            continue;
-        }
-        let (code, kernel_rows) = lower_plan(km, &plan, arch, dir, &mut o);
-        shipped.extend(shipped_kernel(km, arch, &code));
-        lowered.extend(code);
-        rows.extend(kernel_rows);
-        outcomes.push(o);
-    }
+    let Planned {
+        mut outcomes,
+        lowered,
+        rows,
+        shipped,
+    } = plan_and_lower(
+        &kernels.iter().collect::<Vec<_>>(),
+        &source,
+        &policy,
+        arch,
+        dir,
+    )?;
     if lowered.is_empty() {
         return Ok(Rewritten::unchanged(outcomes));
     }
@@ -264,6 +285,75 @@ fn rewrite(ptx: &str, arch: &str, dir: &Path) -> Result<Rewritten, String> {
             Ok(Rewritten::unchanged(outcomes))
         }
     }
+}
+
+/// Each of `kernels` (one architecture's) planned from `source` and its winners lowered.
+fn plan_and_lower(
+    kernels: &[&KernelModule],
+    source: &Source,
+    policy: &Policy,
+    arch: &str,
+    dir: &Path,
+) -> Result<Planned, String> {
+    let mut known = None; // the store's kernels, read only if a kernel has no winner
+    let mut outcomes = Vec::new();
+    let mut lowered = Vec::new();
+    let mut rows = Vec::new();
+    let mut shipped = Vec::new();
+    for &km in kernels {
+        let record = as_record(km);
+        let mut o = KernelOutcome {
+            demangled: km.signature.demangled.clone(),
+            hash: km.hash.clone(),
+            arch: arch.to_owned(),
+            status: Status::NotTuned,
+            speedup: None,
+            gpu: None,
+            detail: None,
+            variants: Vec::new(),
+            refused: Vec::new(),
+        };
+        let plan = source.plan(&record, policy).map_err(|e| e.to_string())?;
+        o.refused = plan
+            .refused
+            .iter()
+            .map(|r| format!("{}: {}", r.entry, r.why))
+            .collect();
+        if plan.is_empty() && o.refused.is_empty() && !plan.withheld.is_empty() {
+            o.status = Status::Withheld;
+            o.detail = Some(plan.withheld.join("; "));
+            outcomes.push(o);
+            continue;
+        }
+        if plan.is_empty() && !o.refused.is_empty() {
+            o.status = Status::Refused;
+            o.detail = Some(std::mem::take(&mut o.refused).join("; "));
+            outcomes.push(o);
+            continue;
+        }
+        if plan.is_empty() {
+            let others = known.get_or_insert_with(|| match source {
+                Source::Store(s) => s.kernels().unwrap_or_default(),
+                Source::File(_) => Vec::new(),
+            });
+            if source.tuned_before(&record, others) {
+                o.status = Status::Changed;
+            }
+            outcomes.push(o);
+            continue;
+        }
+        let (code, kernel_rows) = lower_plan(km, &plan, arch, dir, &mut o);
+        shipped.extend(shipped_kernel(km, arch, &code));
+        lowered.extend(code);
+        rows.extend(kernel_rows);
+        outcomes.push(o);
+    }
+    Ok(Planned {
+        outcomes,
+        lowered,
+        rows,
+        shipped,
+    })
 }
 
 /// The table's statement of a kernel's tuned code: the PTX hash of each piece lowered (None
@@ -365,7 +455,8 @@ fn source_from_env() -> Result<Source, String> {
     }
 }
 
-/// The kernels of this compile for `arch`, split from the captured IR as the store has them.
+/// The kernels of this compile for `arch` (every architecture's for ""), split from the
+/// captured IR as the store has them.
 fn captured_kernels(dir: &Path, arch: &str) -> Result<Vec<KernelModule>, String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
@@ -393,7 +484,11 @@ fn captured_kernels(dir: &Path, arch: &str) -> Result<Vec<KernelModule>, String>
                 line: 0,
             });
         }
-        out.extend(kernels.into_iter().filter(|k| k.signature.arch == arch));
+        out.extend(
+            kernels
+                .into_iter()
+                .filter(|k| arch.is_empty() || k.signature.arch == arch),
+        );
     }
     // A compile may run the pipeline twice (-save-temps): the same module is captured twice.
     let mut seen = std::collections::HashSet::new();
@@ -418,17 +513,61 @@ fn as_record(km: &KernelModule) -> KernelRecord {
     }
 }
 
-/// The winner's PTX, lowered in a child process as the search lowered it, and only if it is
-/// the PTX that was measured.
-/// The winner's PTX and its hash, which is the measured PTX's.
+/// The winner's PTX, lowered in a child process as the search lowered it (or as the driver's
+/// look ahead lowered it for this compile), and its hash, only if it is the PTX that was
+/// measured.
 fn lower_winner(
     km: &KernelModule,
     w: &Winner,
     dir: &Path,
 ) -> Result<(String, PtxHash), (Status, String)> {
     let failed = |m: String| (Status::Failed, m);
+    let job_key = serde_json::json!([km.hash, w.candidate, w.arch, w.ptx_isa]).to_string();
+    let cached = dir.join(format!(
+        "lowered-{}.json",
+        crate::kernel::short_hash(job_key.as_bytes())
+    ));
+    let lowered = match std::fs::read(&cached)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<(String, PtxHash)>(&b).ok())
+    {
+        Some(done) => done,
+        None => {
+            let done = lower_winner_now(km, w, dir).map_err(failed)?;
+            // Kept for the compile's ptxas runs, after the driver worked out the table.
+            if let Ok(b) = serde_json::to_vec(&done) {
+                let _ = crate::store::write_atomic(&cached, &b);
+            }
+            done
+        }
+    };
+    let (ptx, ptx_hash) = lowered;
+    match &w.ptx_hash {
+        Some(h) if *h != ptx_hash => Err((
+            Status::PtxDiffers,
+            format!(
+                "measured PTX {h}, lowered now {ptx_hash} (tuned by r3 {})",
+                w.r3_version
+            ),
+        )),
+        Some(_) => Ok((ptx, ptx_hash)),
+        // Simulated trials measured nothing; they reach here only under R3_APPLY_SIMULATED=1.
+        None if w.simulated => Ok((ptx, ptx_hash)),
+        None => Err((
+            Status::Unverified,
+            "the winner names no measured PTX (ptx_hash)".into(),
+        )),
+    }
+}
+
+/// The winner lowered in a child process: its PTX and that PTX's hash.
+fn lower_winner_now(
+    km: &KernelModule,
+    w: &Winner,
+    dir: &Path,
+) -> Result<(String, PtxHash), String> {
     let bitcode = dir.join(format!("winner-{}.bitcode", km.hash));
-    std::fs::write(&bitcode, &km.bitcode).map_err(|e| failed(e.to_string()))?;
+    std::fs::write(&bitcode, &km.bitcode).map_err(|e| e.to_string())?;
     let job = LowerJob {
         bitcode,
         kernel_hash: km.hash.clone(),
@@ -440,23 +579,8 @@ fn lower_winner(
         },
         mutation: None,
     };
-    let lowered = lower_isolated(&job).map_err(|o| failed(o.to_string()))?;
-    match &w.ptx_hash {
-        Some(h) if *h != lowered.ptx_hash => Err((
-            Status::PtxDiffers,
-            format!(
-                "measured PTX {h}, lowered now {} (tuned by r3 {})",
-                lowered.ptx_hash, w.r3_version
-            ),
-        )),
-        Some(_) => Ok((lowered.ptx, lowered.ptx_hash)),
-        // Simulated trials measured nothing; they reach here only under R3_APPLY_SIMULATED=1.
-        None if w.simulated => Ok((lowered.ptx, lowered.ptx_hash)),
-        None => Err((
-            Status::Unverified,
-            "the winner names no measured PTX (ptx_hash)".into(),
-        )),
-    }
+    let lowered = lower_isolated(&job).map_err(|o| o.to_string())?;
+    Ok((lowered.ptx, lowered.ptx_hash))
 }
 
 fn failed_all(arch: &str, why: String) -> KernelOutcome {

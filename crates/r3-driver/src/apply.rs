@@ -1,9 +1,11 @@
 //! The driver's half of apply (`--r3-apply`, `--r3-apply=FILE`, `R3_APPLY`): clang runs with
 //! `--ptxas-path` pointing at r3 (`apply::shim`) and its host side including the dispatch
-//! table the shim writes (`apply::dispatch`), and afterwards one line says what was applied.
+//! table (`apply::dispatch`), worked out before the compile and kept in the store under its
+//! content's hash; afterwards one line says what was applied.
 
 use r3_apply::dispatch;
 use r3_apply::shim::{self, KernelOutcome, Status};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,21 +25,37 @@ pub enum WinnersFrom {
     },
 }
 
-/// Arguments and environment for a compile that applies winners; the shim's link to r3 and the
-/// captured IR live in `dir`. None when the command runs no ptxas (nothing to apply); Err when
-/// r3 cannot set itself up. Either way the compile goes on without apply.
+/// How a compile applies winners: clang's extra arguments and the environment of its ptxas
+/// runs, and the dispatch table its host side includes.
+pub struct Setup {
+    pub args: Vec<OsString>,
+    pub env: Env,
+    /// The stable link to r3 that clang runs as ptxas.
+    ptxas: PathBuf,
+    /// The store that keeps the headers.
+    store: PathBuf,
+    /// The table the host side includes, by architecture; None where the command compiles no
+    /// host side.
+    included: Option<BTreeMap<String, Vec<String>>>,
+}
+
+/// Sets up a compile that applies winners; the captured IR is in `dir`, where the shim
+/// reports too. The table the host side includes is worked out first (the shim's look ahead,
+/// in a child process: it loads LLVM) and kept in `store` under its content's hash, so that
+/// the compile's command and the files it reads are the same from one build to the next as
+/// long as what ships is. None when the command runs no ptxas (nothing to apply); Err when r3
+/// cannot set itself up. Either way the compile goes on without apply.
 pub fn prepare(
     dir: &Path,
     from: &WinnersFrom,
     clang: &Path,
     clang_args: &[OsString],
-) -> Result<Option<(Vec<OsString>, Env)>, String> {
+    store: &Path,
+) -> Result<Option<Setup>, String> {
     let Some(real) = real_ptxas(clang, clang_args)? else {
         return Ok(None);
     };
-    let exe = std::env::current_exe().map_err(|e| format!("finding r3: {e}"))?;
-    let link = dir.join("ptxas");
-    std::os::unix::fs::symlink(&exe, &link).map_err(|e| format!("{}: {e}", link.display()))?;
+    let ptxas = ptxas_link()?;
     let from = match from {
         WinnersFrom::Store(s) => format!("store:{}", s.display()),
         WinnersFrom::File { text, .. } => {
@@ -46,22 +64,104 @@ pub fn prepare(
             format!("file:{}", copy.display())
         }
     };
-    let mut args = vec![OsString::from(format!("--ptxas-path={}", link.display()))];
-    if has_host_side(clang_args) {
-        // The host side compiles after ptxas ran: by then the header holds the unit's table
-        // (variants, where the policy ships them, and the tuned code of each kernel).
-        let header = dir.join(dispatch::HEADER);
-        std::fs::write(&header, dispatch::empty_header())
-            .map_err(|e| format!("{}: {e}", header.display()))?;
-        args.push("-Xarch_host".into());
-        args.push(format!("-include{}", header.display()).into());
-    }
     let env = vec![
         (shim::DIR_ENV, dir.as_os_str().to_owned()),
         (shim::FROM_ENV, from.into()),
         (shim::PTXAS_ENV, real.into_os_string()),
     ];
-    Ok(Some((args, env)))
+    let mut setup = Setup {
+        args: Vec::new(),
+        env,
+        ptxas,
+        store: store.to_owned(),
+        included: None,
+    };
+    if has_host_side(clang_args) {
+        // Where the look ahead fails, the header holds no table, and the compile's own ptxas
+        // runs say what they built: a table then means a second compile (`rebuild`).
+        let _ = Command::new(&setup.ptxas)
+            .envs(setup.env.iter().map(|(k, v)| (k, v)))
+            .env(shim::PREDICT_ENV, "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        setup.included = Some(dispatch::parts(dir, shim::PREDICTED));
+    }
+    setup.args = setup.arguments()?;
+    Ok(Some(setup))
+}
+
+impl Setup {
+    /// clang's extra arguments: r3 as ptxas, and the host side including the table.
+    fn arguments(&self) -> Result<Vec<OsString>, String> {
+        let mut args = vec![OsString::from(format!(
+            "--ptxas-path={}",
+            self.ptxas.display()
+        ))];
+        if let Some(parts) = &self.included {
+            let text = dispatch::header_text(&dispatch::table(parts));
+            let header = crate::store::Store::create(&self.store)
+                .and_then(|s| s.dispatch_header(&text))
+                .map_err(|e| e.to_string())?;
+            // Both sides include it (its table is for the host alone: `#ifndef __CUDA_ARCH__`),
+            // as `-include FILE`, which a compiler cache knows takes a file (it takes
+            // `-Xarch_host` for an option of its own and the command apart).
+            args.push("-include".into());
+            args.push(header.into_os_string());
+        }
+        Ok(args)
+    }
+
+    /// After the compile: where a ptxas run built another table than the one the host side
+    /// included (its splice or the real ptxas failed, and it assembled clang's code), the
+    /// arguments for compiling again with the table that was built; None where they agree, or
+    /// where no ptxas run said (a compiler cache's hit runs none).
+    pub fn rebuild(&mut self, dir: &Path) -> Result<Option<Vec<OsString>>, String> {
+        let Some(included) = &self.included else {
+            return Ok(None);
+        };
+        let built = dispatch::parts(dir, shim::BUILT);
+        let differs = built
+            .iter()
+            .any(|(arch, lines)| included.get(arch).map_or(!lines.is_empty(), |i| i != lines));
+        if !differs {
+            return Ok(None);
+        }
+        let mut table = included.clone();
+        table.extend(built);
+        self.included = Some(table);
+        // The second compile's ptxas runs say what they did, not the first's.
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("applied-") || name.starts_with(shim::BUILT) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        self.arguments().map(Some)
+    }
+}
+
+/// The link to r3 that clang runs as ptxas: one path for this r3, in r3's cache, so that a
+/// compile's command is the same from one build to the next (a compiler cache compares it).
+fn ptxas_link() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding r3: {e}"))?;
+    let dir = crate::toolchain::cache_dir()
+        .join("apply")
+        .join(crate::kernel::short_hash(
+            exe.as_os_str().as_encoded_bytes(),
+        ));
+    let link = dir.join("ptxas");
+    if std::fs::read_link(&link).is_ok_and(|t| t == exe) {
+        return Ok(link);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Made beside it and renamed into place: compiles running at once each find a whole link.
+    let tmp = dir.join(format!(".ptxas-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(&exe, &tmp)
+        .and_then(|()| std::fs::rename(&tmp, &link))
+        .map_err(|e| format!("{}: {e}", link.display()))?;
+    Ok(link)
 }
 
 /// Whether the command compiles a host side, where the dispatch table goes.
@@ -117,6 +217,7 @@ pub fn summary(dir: &Path) -> Option<String> {
         ),
         (Status::Failed, "apply failed"),
         (Status::Refused, "refused"),
+        (Status::Withheld, "not built"),
     ] {
         kept.extend(with(status).map(|o| {
             let detail = o
@@ -177,4 +278,72 @@ fn describe(o: &KernelOutcome) -> String {
 /// ` [<8 hex digits>]`, a kernel hash's short form (nothing where there is none).
 fn tag(hash: &str) -> String {
     hash.get(..8).map(|h| format!(" [{h}]")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(store: &Path, included: &[(&str, &[&str])]) -> Setup {
+        let parts = included
+            .iter()
+            .map(|(arch, lines)| {
+                (
+                    arch.to_string(),
+                    lines.iter().map(|l| l.to_string()).collect(),
+                )
+            })
+            .collect();
+        let mut s = Setup {
+            args: Vec::new(),
+            env: Vec::new(),
+            ptxas: PathBuf::from("/r3/ptxas"),
+            store: store.to_owned(),
+            included: Some(parts),
+        };
+        s.args = s.arguments().unwrap();
+        s
+    }
+
+    /// The header an argument list includes.
+    fn header_of(args: &[OsString]) -> PathBuf {
+        let i = args.iter().position(|a| a == "-include").unwrap();
+        PathBuf::from(&args[i + 1])
+    }
+
+    #[test]
+    fn a_compile_whose_ptxas_built_another_table_is_compiled_again_with_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, dir) = (tmp.path().join("store"), tmp.path().join("apply"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let row = "v k sm_90 k__r3_x_v1 256 - - 0 0";
+        let mut s = setup(&store, &[("sm_90", &[row])]);
+        let first = header_of(&s.args);
+        assert!(first.starts_with(store.join("dispatch")));
+        assert!(std::fs::read_to_string(&first).unwrap().contains(row));
+        // No ptxas run said anything (a compiler cache's hit): the compile stands.
+        assert_eq!(s.rebuild(&dir).unwrap(), None);
+        // Its ptxas run built the same table: the compile stands.
+        dispatch::write_part(&dir, "sm_90", &[], &[]).unwrap();
+        std::fs::write(dir.join("dispatch-sm_90.txt"), format!("{row}\n")).unwrap();
+        assert_eq!(s.rebuild(&dir).unwrap(), None);
+        // It assembled clang's code (no table): compiled again with the empty table, and the
+        // first run's reports are gone.
+        std::fs::write(dir.join("applied-sm_90-1.json"), "[]").unwrap();
+        dispatch::write_part(&dir, "sm_90", &[], &[]).unwrap();
+        let again = s
+            .rebuild(&dir)
+            .unwrap()
+            .expect("another table: compile again");
+        let second = header_of(&again);
+        assert_ne!(first, second);
+        assert_eq!(
+            std::fs::read_to_string(&second).unwrap(),
+            dispatch::header_text(&[])
+        );
+        assert!(!dir.join("applied-sm_90-1.json").exists());
+        assert!(first.exists(), "a header a build may name is never removed");
+        // The same included table always names the same header.
+        assert_eq!(header_of(&setup(&store, &[("sm_90", &[row])]).args), first);
+    }
 }

@@ -45,9 +45,17 @@ impl Plan {
 
 /// Asks clang (`-###`) which device compiles `args` runs. An empty plan means nothing to capture.
 pub fn plan(clang: &Path, args: &[OsString]) -> Result<Plan, CaptureError> {
+    // Under -save-temps clang splits each device compile in steps (preprocess, IR, PTX) whose
+    // inputs exist only as it runs; without it, one step compiles the source, as the capture
+    // needs, to the same IR.
+    let saves_temps = |a: &&OsString| {
+        a.to_str().is_some_and(|a| {
+            a == "-save-temps" || a.starts_with("-save-temps=") || a == "--save-temps"
+        })
+    };
     let out = Command::new(clang)
         .arg("-###")
-        .args(args)
+        .args(args.iter().filter(|a| !saves_temps(a)))
         .output()
         .map_err(|e| CaptureError::Spawn {
             clang: clang.display().to_string(),

@@ -56,12 +56,13 @@ fn without(text: &str, extra: &[OsString]) -> Option<String> {
 }
 
 /// The arguments r3 added, as clang writes them into an entry: `-Xarch_host -include<h>`
-/// becomes `-include`, `<h>` in the host's entry.
+/// becomes `-include`, `<h>` in the host's entry. A bare `-include` (r3's `-include <h>`) is
+/// not r3's by itself: a user's goes before their own header, and r3's is taken out with `<h>`.
 fn ours(extra: &[OsString]) -> Vec<String> {
     extra
         .iter()
         .filter_map(|a| a.to_str())
-        .filter(|a| *a != "-Xarch_host")
+        .filter(|a| !matches!(*a, "-Xarch_host" | "-include"))
         .flat_map(|a| match a.strip_prefix("-include") {
             Some(h) if !h.is_empty() => vec![a.to_owned(), h.to_owned()],
             _ => vec![a.to_owned()],
@@ -92,13 +93,15 @@ mod tests {
     #[test]
     fn entries_lose_r3s_additions_and_keep_the_users_command() {
         let text = r#"{ "directory": "/b", "file": "k.cu", "output": "k.o", "arguments": ["clang", "-xcuda", "k.cu", "-include", "user.h", "-fpass-plugin=/c/r3capture.so", "--ptxas-path=/t/r3-capture-X/ptxas", "-include", "/t/r3-capture-X/r3-dispatch.h", "--target=x86_64-pc-linux-gnu"]},
-{ "directory": "/b", "file": "k.cu", "output": "/t/k.s", "arguments": ["clang", "-xcuda", "k.cu", "-fpass-plugin=/c/r3capture.so", "--ptxas-path=/t/r3-capture-X/ptxas", "--offload-arch=sm_90"]},
+{ "directory": "/b", "file": "k.cu", "output": "/t/k.s", "arguments": ["clang", "-xcuda", "k.cu", "-fpass-plugin=/c/r3capture.so", "--ptxas-path=/t/r3-capture-X/ptxas", "-include", "/s/dispatch/0123.h", "--offload-arch=sm_90"]},
 "#;
         let extra: Vec<OsString> = [
             "-fpass-plugin=/c/r3capture.so",
             "--ptxas-path=/t/r3-capture-X/ptxas",
             "-Xarch_host",
             "-include/t/r3-capture-X/r3-dispatch.h",
+            "-include",
+            "/s/dispatch/0123.h",
         ]
         .iter()
         .map(OsString::from)

@@ -54,3 +54,58 @@ pub fn winners(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError>
         unreadable: Vec::new(),
     })
 }
+
+/// Why searches in the store add nothing to `file` (written from it under `policy`): one line
+/// each for the simulated ones left out, those of kernels the store holds no module of, and
+/// the measured ones that ship clang's code; nothing where every search has a winner in it.
+pub fn left_out(
+    store: &Store,
+    file: &WinnersFile,
+    policy: &Policy,
+) -> Result<Vec<String>, crate::store::StoreError> {
+    let exported: std::collections::BTreeSet<&str> = file
+        .kernels
+        .iter()
+        .chain(file.variants.iter().map(|v| &v.winner))
+        .map(|w| w.hash.as_str())
+        .collect();
+    let stored: std::collections::BTreeSet<String> = store
+        .kernels()?
+        .into_iter()
+        .chain(store.variants()?)
+        .map(|k| k.hash.to_string())
+        .collect();
+    let (mut simulated, mut unknown, mut clangs) = (0, 0, 0);
+    for (_, recs) in store.trial_sets()? {
+        let Some(first) = recs.first() else {
+            continue;
+        };
+        if exported.contains(first.kernel.as_str()) {
+            continue;
+        }
+        if first.simulated() && !policy.simulated {
+            simulated += 1;
+        } else if !stored.contains(&first.kernel) {
+            unknown += 1;
+        } else {
+            clangs += 1;
+        }
+    }
+    let mut out = Vec::new();
+    if simulated > 0 {
+        out.push(format!(
+            "{simulated} simulated search(es) left out: `r3 tune --simulate` measured nothing on a GPU (R3_APPLY_SIMULATED=1 exports them, for tests)"
+        ));
+    }
+    if unknown > 0 {
+        out.push(format!(
+            "{unknown} search(es) of kernels the store holds no module of left out: nothing to build them from (`r3 kernels` lists what it holds)"
+        ));
+    }
+    if clangs > 0 {
+        out.push(format!(
+            "{clangs} search(es) ship clang's code: no winner worth a change of code (`r3 status` says why, search by search)"
+        ));
+    }
+    Ok(out)
+}

@@ -12,8 +12,13 @@ use crate::store::status::{SearchState, SearchStatus};
 use crate::store::{Store, StoreError};
 use serde::Serialize;
 
+/// The format of `r3 status --json` (docs/formats.md): 2 since `best` is a speedup like
+/// `shipped` (the output before it had no number, and `best` was the time ratio).
+pub const JSON_FORMAT: u32 = 2;
+
 #[derive(Debug, Serialize)]
 pub struct Fleet {
+    pub format: u32,
     pub searches: Vec<Search>,
     /// Recorded kernels (with a replayable launch) that no search has started on.
     pub waiting: Vec<Waiting>,
@@ -42,9 +47,16 @@ pub struct Search {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<f64>,
     /// The speedup over -O3 of what `r3 apply` would build from this search on its searched
-    /// launch (1: clang's code), as the report leads with it; `best` is the fastest trial.
+    /// launch (1: clang's code), as the report leads with it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shipped: Option<f64>,
+    /// The speedup over -O3 of the fastest trial (above 1: faster), as the text shows it; its
+    /// inverse is `best_time_ratio`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best: Option<f64>,
+    /// Why what ships is not the best, or why nothing ships (the report's Apply line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Where a program measured the fastest trial slower than the recorded build (`r3 record
     /// --time-only` of an applied build), its speedup there: apply withholds it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -147,20 +159,23 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
     };
     let searches = statuses
         .into_iter()
-        .map(|status| Search {
-            name: name_of(&status.kernel),
-            irreproducible: blocked(&status.kernel),
-            share: share_of(&status.kernel),
-            shipped: ships
-                .get(&(status.gpu.clone(), status.kernel.clone()))
-                .map(|s| s.shipped),
-            withheld: ships
-                .get(&(status.gpu.clone(), status.kernel.clone()))
-                .and_then(|s| s.withheld),
-            status,
+        .map(|status| {
+            let speeds = ships.get(&(status.gpu.clone(), status.kernel.clone()));
+            let best = status.best_time_ratio.filter(|r| *r > 0.0).map(|r| 1.0 / r);
+            Search {
+                name: name_of(&status.kernel),
+                irreproducible: blocked(&status.kernel),
+                share: share_of(&status.kernel),
+                shipped: speeds.map(|s| s.shipped),
+                best,
+                reason: speeds.and_then(|s| reason(store, &status, s.shipped, best)),
+                withheld: speeds.and_then(|s| s.withheld),
+                status,
+            }
         })
         .collect();
     Ok(Fleet {
+        format: JSON_FORMAT,
         searches,
         waiting,
         irreproducible,
@@ -168,6 +183,48 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         unoptimized,
         programs,
     })
+}
+
+/// Why a search ships clang's code, or less than its best (as shown, to the 1/1000), in the
+/// report's words; None where it ships its best, or has no trial to say it by.
+fn reason(store: &Store, s: &SearchStatus, shipped: f64, best: Option<f64>) -> Option<String> {
+    let best = best?;
+    let shown = crate::speed::times;
+    if shipped > 1.0 && shown(shipped) == shown(best) {
+        return None;
+    }
+    let note = match super::tuning::apply_of_search(store, &s.kernel, &s.gpu) {
+        Ok(a) => a.note,
+        Err(e) => format!("its trials cannot be read: {e}"),
+    };
+    Some(
+        note.strip_prefix("keeps clang's code: ")
+            .map_or_else(|| note.clone(), str::to_owned),
+    )
+}
+
+/// What apply ships of one search (kernel hash `hash` on `gpu`), in one line: `r3 tune`'s last,
+/// with the reason where that is clang's code or not the fastest trial.
+pub fn ships_line(store: &Store, hash: &str, gpu: &str) -> String {
+    let label = store
+        .kernel(hash)
+        .map_or_else(|_| hash.to_owned(), |k| k.signature.demangled);
+    match super::tuning::apply_of_search(store, hash, gpu) {
+        Ok(a) => match a.shipped_trial {
+            None => format!(
+                "ships: clang's code (-O3) for {label}: {}",
+                a.note
+                    .strip_prefix("keeps clang's code: ")
+                    .unwrap_or(&a.note)
+            ),
+            Some(t) => format!(
+                "ships: {} for {label} (trial {t}): {}",
+                crate::speed::faster(a.shipped_speedup),
+                a.note
+            ),
+        },
+        Err(e) => format!("ships: unknown for {label}: its trials cannot be read: {e}"),
+    }
 }
 
 fn short(hash: &str) -> &str {
@@ -207,7 +264,7 @@ fn state(s: &SearchState, now_ms: u64) -> String {
 
 /// The table for a person; `now_ms` (Unix ms) for how long running searches have run.
 pub fn render(f: &Fleet, now_ms: u64) -> String {
-    let rows: Vec<[String; 7]> = f
+    let rows: Vec<[String; 8]> = f
         .searches
         .iter()
         .map(|s| {
@@ -216,15 +273,13 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
                 s.status.gpu.clone(),
                 s.status.trials.to_string(),
                 s.shipped.map_or("-".into(), crate::speed::times),
-                s.status
-                    .best
-                    .filter(|r| *r > 0.0)
-                    .map_or("-".into(), |r| crate::speed::times(1.0 / r)),
+                s.best.map_or("-".into(), crate::speed::times),
                 s.share.map_or("-".into(), percent),
                 match (&s.status.state, &s.irreproducible) {
                     (SearchState::Finished(_), _) | (_, None) => state(&s.status.state, now_ms),
                     (_, Some(why)) => irreproducible_text(why),
                 },
+                s.reason.clone().unwrap_or_default(),
             ]
         })
         .collect();
@@ -236,6 +291,7 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
         "best",
         "of program",
         "state",
+        "reason",
     ]
     .map(str::to_owned);
     let width = |i: usize| {
@@ -246,9 +302,24 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
             .unwrap_or(0)
     };
     let w = [width(0), width(1), width(2), width(3), width(4), width(5)];
+    // The reason column only where a search has one; the state column is padded to the
+    // states of the rows with a reason (a long state of a row without one runs on).
+    let reasons = f.searches.iter().any(|s| s.reason.is_some());
+    let state_width = rows
+        .iter()
+        .chain(std::iter::once(&head))
+        .filter(|r| !r[7].is_empty())
+        .map(|r| r[6].chars().count())
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
     if !rows.is_empty() {
         for r in std::iter::once(&head).chain(&rows) {
+            let last = if reasons {
+                format!("{:<s$}  {}", r[6], r[7], s = state_width)
+            } else {
+                r[6].clone()
+            };
             out += &format!(
                 "{:<a$}  {:<b$}  {:>c$}  {:>d$}  {:>e$}  {:>g$}  {}\n",
                 r[0],
@@ -257,7 +328,7 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
                 r[3],
                 r[4],
                 r[5],
-                r[6],
+                last.trim_end(),
                 a = w[0],
                 b = w[1],
                 c = w[2],
@@ -395,13 +466,15 @@ mod tests {
             irreproducible: None,
             share: None,
             shipped: best.map(|r| (1.0 / r).max(1.0)),
+            best: best.map(|r| 1.0 / r),
+            reason: None,
             withheld: None,
             status: SearchStatus {
                 trials_file: format!("trials/{name}/{gpu}.jsonl").into(),
                 kernel: format!("{name}0123456789abcdef"),
                 gpu: gpu.into(),
                 trials,
-                best,
+                best_time_ratio: best,
                 state,
             },
         }
@@ -423,6 +496,7 @@ mod tests {
             gpu: "NVIDIA H100".into(),
         };
         let mut f = Fleet {
+            format: JSON_FORMAT,
             searches: vec![
                 search(
                     "saxpy",
@@ -513,6 +587,20 @@ mod tests {
         // A finished one whose best ran slower in a program than the recorded build.
         f.searches[1].shipped = Some(1.0);
         f.searches[1].withheld = Some(0.575);
+        // Each search that ships less than its best says why, in the reason column.
+        f.searches[0].reason = Some("the fastest trial (30) is not confirmed yet".into());
+        f.searches[1].reason = Some(
+            "the fastest trial (88) ran 0.575× in program corr-0011223344556677 (r3 record --time-only)"
+                .into(),
+        );
         insta::assert_snapshot!(render(&f, 1_000_000 + 192_000));
+        // As JSON: the speedups the text shows, the time ratio beside them, and the reason.
+        let v = serde_json::to_value(&f).unwrap();
+        let gemv = &v["searches"][1];
+        assert_eq!(v["format"], 2);
+        assert_eq!(gemv["best_time_ratio"], 0.0741);
+        assert!((gemv["best"].as_f64().unwrap() - 1.0 / 0.0741).abs() < 1e-12);
+        assert!(gemv["reason"].as_str().unwrap().contains("0.575×"));
+        assert!(v["searches"][2].get("reason").is_none());
     }
 }

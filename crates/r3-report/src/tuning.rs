@@ -499,6 +499,61 @@ fn summarize_part(kernels: &[&KernelReport]) -> Summary {
     }
 }
 
+/// The best trial, as `Store::best_trial` picks it (lowest ratio, unless its confirmation
+/// failed), and its baseline.
+fn best_of(
+    recs: &[TrialRecord],
+    confirmed: &[crate::store::trials::Confirmation],
+) -> (Option<Best>, Option<TimeStats>) {
+    let best_rec = crate::store::winner::pick_best(recs, confirmed);
+    match best_rec.map(|r| (r, &r.outcome)) {
+        Some((r, Outcome::Valid { time, baseline })) => {
+            let ratio = time.median_us / baseline.median_us;
+            (
+                Some(Best {
+                    trial: r.trial,
+                    candidate: r.candidate.clone(),
+                    time: time.clone(),
+                    ratio,
+                    speedup: 1.0 / ratio,
+                }),
+                Some(baseline.clone()),
+            )
+        }
+        _ => (None, None),
+    }
+}
+
+/// The kernel's recorded launches, the first one searched.
+fn launches_of(store: &Store, stored: Option<&KernelRecord>) -> Launches {
+    let recorded = stored
+        .and_then(|k| store.launches_of(&k.hash).ok())
+        .unwrap_or_default();
+    Launches {
+        all: recorded.iter().filter_map(|r| r.launch.values()).collect(),
+        searched: recorded.first().and_then(|r| r.launch.values()),
+    }
+}
+
+/// What apply ships of one search (kernel `hash` on `gpu`), and why, as the report's Apply
+/// line says it: for `r3 status`'s reason and `r3 tune`'s last line.
+pub fn apply_of_search(store: &Store, hash: &str, gpu: &str) -> Result<ApplyReport, StoreError> {
+    let recs = store.trials(hash, gpu)?;
+    if recs.is_empty() {
+        return Ok(keeps_clang("keeps clang's code: no trial yet".into()));
+    }
+    let confirmed = store.confirmations(&store.trials_path(hash, gpu))?;
+    let stored = store.kernel(&recs[0].kernel).ok();
+    let (best, _) = best_of(&recs, &confirmed);
+    Ok(apply_report(
+        &recs,
+        &confirmed,
+        best.as_ref(),
+        &launches_of(store, stored.as_ref()),
+        stored.as_ref(),
+    ))
+}
+
 /// A kernel's recorded launches (values, in `Store::launches_of` order) and the searched one
 /// among them: the first usable recording, as the search took it.
 struct Launches {
@@ -714,33 +769,14 @@ fn kernel_report(
         outcomes.duplicates += r.duplicate_of.is_some() as usize;
     }
 
-    // The best: as `Store::best_trial` picks it (lowest ratio, unless its confirmation failed).
-    let best_rec = crate::store::winner::pick_best(recs, confirmed);
-    let (best, baseline) = match best_rec.map(|r| (r, &r.outcome)) {
-        Some((r, Outcome::Valid { time, baseline })) => {
-            let ratio = time.median_us / baseline.median_us;
-            (
-                Some(Best {
-                    trial: r.trial,
-                    candidate: r.candidate.clone(),
-                    time: time.clone(),
-                    ratio,
-                    speedup: 1.0 / ratio,
-                }),
-                Some(baseline.clone()),
-            )
-        }
-        _ => (None, None),
-    };
-
-    let recorded = stored
-        .and_then(|k| store.launches_of(&k.hash).ok())
-        .unwrap_or_default();
-    let launches = Launches {
-        all: recorded.iter().filter_map(|r| r.launch.values()).collect(),
-        searched: recorded.first().and_then(|r| r.launch.values()),
-    };
-    let apply = apply_report(recs, confirmed, best.as_ref(), &launches, stored);
+    let (best, baseline) = best_of(recs, confirmed);
+    let apply = apply_report(
+        recs,
+        confirmed,
+        best.as_ref(),
+        &launches_of(store, stored),
+        stored,
+    );
     let search = search_note(store, path)?;
     let name = stored
         .map(|k| k.signature.demangled.clone())

@@ -41,7 +41,7 @@ impl Store {
                         .to_string_lossy()
                         .into_owned(),
                     trials: 0,
-                    best: None,
+                    best_time_ratio: None,
                     state: SearchState::Damaged(e.to_string()),
                     trials_file: file,
                 });
@@ -86,7 +86,8 @@ impl Store {
                 _ => gpu_name(),
             },
             trials: recs.len() as u32,
-            best: super::winner::pick_best(&recs, &confirmed).and_then(TrialRecord::ratio),
+            best_time_ratio: super::winner::pick_best(&recs, &confirmed)
+                .and_then(TrialRecord::ratio),
             state,
             trials_file: file,
         })
@@ -116,8 +117,8 @@ pub struct SearchStatus {
     pub gpu: String,
     pub trials: u32,
     /// The best valid trial's time relative to -O3's (below 1: faster), as report and apply
-    /// pick it.
-    pub best: Option<f64>,
+    /// pick it; `r3 status` shows (and its JSON's `best` holds) its inverse, the speedup.
+    pub best_time_ratio: Option<f64>,
     /// `"state"`: running, finished or stopped, and `"detail"`: the lease or the search's end.
     #[serde(flatten)]
     pub state: SearchState,
