@@ -6,10 +6,18 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+/// `r3 --version`: the version and the commit it was built from (as `r3 doctor` shows it).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("R3_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "r3",
-    version,
+    version = VERSION,
     term_width = 100,
     about = "Record, Remix, Replay: tune CUDA kernels by searching LLVM pass pipelines",
     long_about = "r3 records each CUDA kernel's device IR while r3-clang++ compiles your program and each \
@@ -279,7 +287,7 @@ pub enum Cmd {
         dry_run: bool,
         /// Testing r3 itself: also run the candidate broken on purpose, in the same batch, to
         /// check that replay catches it; repeatable. The faults are listed in docs/measurement.md.
-        #[arg(long, value_enum, value_name = "FAULT", hide_possible_values = true)]
+        #[arg(long, value_name = "FAULT")]
         mutate: Vec<crate::ir::mutate::Mutation>,
         /// Print the outcome as JSON.
         #[arg(long)]
@@ -384,6 +392,14 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print a shell's completion script for r3 (scripts/setup installs bash's).
+    Completions {
+        /// The shell: bash, zsh or fish.
+        #[arg(value_enum)]
+        shell: crate::shell::Shell,
+    },
+    /// Print r3's man page (roff; scripts/setup installs it as share/man/man1/r3.1).
+    Man,
     /// End-to-end check: lower a built-in saxpy kernel to PTX, and on a GPU load, run, verify and time it.
     Selftest {
         /// Fail (exit 1) when no GPU is present instead of stopping after PTX.
@@ -537,7 +553,6 @@ mod tests {
     /// docs/measurement.md, every one of them, and not in the help users read.
     #[test]
     fn mutate_faults_are_documented_not_listed_in_help() {
-        use clap::ValueEnum as _;
         let docs = include_str!("../docs/measurement.md");
         for text in [help(&["replay", "--help"]), help(&["replay", "-h"])] {
             assert!(text.contains("--mutate <FAULT>"), "{text}");
@@ -547,17 +562,25 @@ mod tests {
                 "{text}"
             );
         }
-        for m in crate::ir::mutate::Mutation::value_variants() {
-            let name = m.to_possible_value().unwrap().get_name().to_owned();
+        for m in crate::ir::mutate::Mutation::ALL {
+            let name = m.name();
             assert!(
                 docs.contains(&format!("`{name}`")),
                 "{name} not in docs/measurement.md"
             );
-            let cli = parse(&["replay", "k", "--mutate", &name]);
+            let cli = parse(&["replay", "k", "--mutate", name]);
             assert!(
                 matches!(cli.command, super::Cmd::Replay { ref mutate, .. } if mutate == &[*m])
             );
         }
+        let e = Cli::try_parse_from(["r3", "replay", "k", "--mutate", "drop-stores"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("no fault 'drop-stores'") && e.contains("drop-store, change-constant"),
+            "{e}"
+        );
     }
 
     /// `--cuda-gpu-arch` (clang's name) is `--sm`, and both take `sm_90` and `90`.

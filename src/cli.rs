@@ -38,15 +38,16 @@ pub fn main() -> i32 {
         Cmd::Tune { dry_run: false, .. } | Cmd::Evolve { .. }
     )
     .then(|| cli.store.clone());
-    let code = match run(cli) {
-        Ok(code) => code,
+    let (code, failed) = match run(cli) {
+        Ok(code) => (code, false),
         Err(e) => {
             eprintln!("r3: error: {e:#}");
-            1
+            (1, true)
         }
     };
-    // Even a search stopped by Ctrl-C may have changed what ships.
-    if let Some(store) = ships {
+    // Even a search stopped by Ctrl-C may have changed what ships; a command that failed
+    // (no GPU, a bad argument) leaves the stamp, and so every build, as it was.
+    if let Some(store) = ships.filter(|_| !failed) {
         refresh_winners_stamp(store.as_deref());
     }
     code
@@ -94,7 +95,11 @@ fn run(cli: Cli) -> Result<i32> {
                 let store = open_store(cli.store.as_deref(), &cwd, true)?;
                 let run = r3::record::time_only(&store, &command)?;
                 eprint!("{}", r3::record::time_only_summary(&run, &command[0]));
-                return Ok(run.status.unwrap_or(1));
+                eprint!(
+                    "{}",
+                    r3::record::ended_text(&run.status).unwrap_or_default()
+                );
+                return Ok(run.status.code);
             }
             let opts = r3::record::RecordOptions {
                 launches,
@@ -378,6 +383,19 @@ fn run(cli: Cli) -> Result<i32> {
             sm,
             json,
         } => selftest(require_gpu, sm.as_deref(), json),
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory as _;
+            out!("{}", r3::shell::completions(&Cli::command(), shell));
+            Ok(0)
+        }
+        Cmd::Man => {
+            use clap::CommandFactory as _;
+            out!(
+                "{}",
+                r3::shell::man_page(&Cli::command(), r3::args::VERSION)
+            );
+            Ok(0)
+        }
     }
 }
 
@@ -508,13 +526,18 @@ fn record(
     if run.recordings.is_empty() {
         eprintln!(
             "{}",
-            r3::record::nothing_recorded(&command[0], run.stats.as_ref())
+            r3::record::nothing_recorded(&command[0], run.stats.as_ref(), &run.status)
         );
     } else if verify {
         let check = r3::record::check(&store, &run.recordings);
         eprint!("{}", r3::record::check_summary(&check));
     }
-    Ok(run.status.unwrap_or(1))
+    // Last, as a shell would say it after the program: a crash is not r3's exit status 1.
+    eprint!(
+        "{}",
+        r3::record::ended_text(&run.status).unwrap_or_default()
+    );
+    Ok(run.status.code)
 }
 
 struct ReplayHow {
@@ -639,7 +662,16 @@ fn tune_simulated(
     let stop = stop_flag();
     let tally =
         r3::remix::session::tune_simulated(&store, tables, kernel, &opts, resume, &stop, &mut say)?;
+    say_what_ships(&store, &tally);
     Ok(if tally.interrupted { 130 } else { 0 })
+}
+
+/// Tune's last lines: what apply ships of each search it ran, and why where that is clang's
+/// code or not the fastest trial.
+fn say_what_ships(store: &r3::store::Store, tally: &r3::remix::session::Tally) {
+    for (kernel, gpu) in &tally.searches {
+        outln!("{}", r3::report::status::ships_line(store, kernel, gpu));
+    }
 }
 
 /// Prints a session's lines: its results on stdout, the rest on stderr.
@@ -722,6 +754,7 @@ fn tune_gpu(
     let stop = stop_flag();
     let tally =
         r3::remix::session::tune_on_gpu(&store, recs, driver, &gpu, &base, how, &stop, &mut say)?;
+    say_what_ships(&store, &tally);
     // A kernel named on its own and not searched is a failed command; in --all, the others'
     // searches are what was asked for, and the session said what was not done.
     let failed = tally.failed + tally.errors > 0 || (tally.irreproducible > 0 && !sel.all);
@@ -957,6 +990,8 @@ fn export(
 ) -> Result<i32> {
     use r3::apply::formats;
     let store = open_store(store, cwd, false)?;
+    // Why searches of the store are not in the file, said after what it holds.
+    let mut left_out = Vec::new();
     let (value, count) = match what.format {
         "t4" => {
             let word = what
@@ -979,6 +1014,7 @@ fn export(
         }
         _ => {
             let w = r3::report::export::winners(&store, policy)?;
+            left_out = r3::report::export::left_out(&store, &w, policy)?;
             let n = w.kernels.len();
             if w.kernels.iter().any(|k| k.candidate.max_threads.is_some()) {
                 eprintln!("r3 export: note: generic code with launch bounds is built from this file only under R3_APPLY_LAUNCH_BOUNDS=1 (the build's promise that no launch has more threads)");
@@ -1001,6 +1037,9 @@ fn export(
             eprintln!("r3 export: {count} {unit} in {}", path.display());
         }
         None => out!("{}", String::from_utf8_lossy(&text)),
+    }
+    for why in left_out {
+        eprintln!("r3 export: {why}");
     }
     Ok(0)
 }

@@ -8,6 +8,7 @@ pub mod args;
 pub mod doctor;
 pub mod record;
 pub mod selftest;
+pub mod shell;
 
 pub use r3_apply as apply;
 pub use r3_driver as driver;

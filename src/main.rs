@@ -1,7 +1,8 @@
-//! The `r3` binary. Called as `r3-clang` or `r3-clang++` it is the compiler driver; called as
-//! `ptxas` (a link the driver makes when it applies tuned kernels) it is the apply step inside
-//! clang's device compile; called with a compiler first (`r3 clang++ …`, `r3 ccache clang++ …`)
-//! it is a compiler launcher; otherwise the command-line interface.
+//! The `r3` binary. Called as `r3-clang` or `r3-clang++` it is the compiler driver, and as
+//! `r3-nvcc` the same driver behind nvcc's command line; called as `ptxas` (a link the driver
+//! makes when it applies tuned kernels) it is the apply step inside clang's device compile;
+//! called with a compiler first (`r3 clang++ …`, `r3 ccache clang++ …`) it is a compiler
+//! launcher; otherwise the command-line interface.
 
 mod cli;
 
@@ -18,6 +19,7 @@ fn main() {
     let code = match name {
         "r3-clang++" => r3::driver::main(true, args.split_off(1)),
         "r3-clang" => r3::driver::main(false, args.split_off(1)),
+        "r3-nvcc" => r3::driver::nvcc::main(args.split_off(1)),
         "ptxas" => r3::apply::shim::main(args.split_off(1)),
         // `r3 clang++ …`, `r3 ccache clang++ …`: r3 as a compiler launcher.
         _ if args

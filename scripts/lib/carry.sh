@@ -3,7 +3,7 @@
 #   carry_r3        build r3, strip, xz into .carry/r3.xz (the GPU machine has xz, not the zstd
 #                   tool; r3 links the system libzstd.so.1, which it has: Ubuntu 24.04's libzstd1
 #                   1.5.5, seen 2026-11-26)
-#   unpack_r3       on the GPU machine: r3, r3-clang, r3-clang++ into /tmp/r3bin, on PATH
+#   unpack_r3       on the GPU machine: r3, r3-clang, r3-clang++, r3-nvcc into /tmp/r3bin, on PATH
 #   cuda_build SRC OUT [flags]   clang++-22 + r3-clang++ style CUDA build against the SDK
 #   pack_dir NAME   here: .carry/NAME as .carry/NAME.tar.xz (programs share most of their bytes,
 #                   static cudart above all, so one archive is a fraction of the files: carry it
@@ -24,7 +24,7 @@ unpack_r3() {
   [ -f "$carry/r3.xz" ] || { echo "$carry/r3.xz missing: run the prepare step on the build machine and carry .carry" >&2; return 2; }
   mkdir -p /tmp/r3bin
   xz -d -c "$carry/r3.xz" > /tmp/r3bin/r3 && chmod +x /tmp/r3bin/r3
-  ln -sf r3 /tmp/r3bin/r3-clang++; ln -sf r3 /tmp/r3bin/r3-clang
+  ln -sf r3 /tmp/r3bin/r3-clang++; ln -sf r3 /tmp/r3bin/r3-clang; ln -sf r3 /tmp/r3bin/r3-nvcc
   export PATH="/tmp/r3bin:$PATH"
 }
 

@@ -596,6 +596,7 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
         launches,
         context_ratios: Vec::new(),
         in_program: Vec::new(),
+        unconfirmed: None,
     };
     let check = |id: &str, outcome| LaunchCheck {
         recording: id.into(),
@@ -777,6 +778,7 @@ fn the_report_leads_with_what_ships_beside_the_best() {
         launches: Vec::new(),
         context_ratios: Vec::new(),
         in_program: Vec::new(),
+        unconfirmed: None,
     };
     store.write_confirmation(&key, GPU, &confirmed).unwrap();
     let rep = build(&store, &ReportOptions::default()).unwrap();

@@ -174,6 +174,13 @@ fn gpu_record_passes_no_row_on_nothing_counted() {
 }
 
 #[test]
+fn bench_coverage_classes_samples_and_counts_what_reproduces() {
+    // Which cuda-samples are left out (display, library, input data, platform), what a run of
+    // `r3 record` said, and the table's counts and goal (issue 61, item 6).
+    self_test("bench-coverage");
+}
+
+#[test]
 fn gpu_check_counts_every_row_that_fails() {
     self_test("gpu-check");
 }
@@ -278,4 +285,11 @@ fn the_red_team_fails_where_a_hack_is_caught_by_another_check() {
     );
     let out = redteam_table("outputs left unwritten: byte 4 kept the poison");
     assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn bench_fleet_judges_the_winners_and_the_goals_of_its_arms() {
+    // Issue 62: the same trial, another within 3%, or one that differs; the wall-time and
+    // deadline goals met or not, each on made-up runs.
+    self_test("bench-fleet");
 }

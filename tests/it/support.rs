@@ -101,7 +101,7 @@ pub fn fake_gpu_program(dir: &Path, name: &str, extra: &[String]) -> PathBuf {
         .arg(repo().join(format!("tests/it/fixtures/{name}.c")))
         .arg("-o")
         .arg(&exe)
-        .args(["-l:libzstd.a", "-lpthread", "-ldl"])
+        .args(["-l:libzstd.a", "-lpthread", "-ldl", "-lm"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));

@@ -17,6 +17,7 @@ pub mod compdb;
 pub mod depfile;
 pub mod launcher;
 pub mod locate;
+pub mod nvcc;
 pub mod plugin;
 pub mod probe;
 pub mod runtime;
@@ -170,8 +171,11 @@ fn compile(how: &How, config: Option<&store::config::Found>) -> i32 {
     let compiler = how.compiler;
     let code = match plugin::plugin(&compiler.clang) {
         // A cache in front of clang would see the plugin's temporary directory as a new
-        // argument each time and never hit: the capture then runs beside it.
-        Ok(so) if compiler.wrapper.is_empty() => compile_with_plugin(how, &so),
+        // argument each time and never hit: the capture then runs beside it. Apply needs the
+        // IR before the compile, to work out the table the host side includes.
+        Ok(so) if compiler.wrapper.is_empty() && how.apply.is_none() => {
+            compile_with_plugin(how, &so)
+        }
         // Without the plugin, a separate capture compile gets the same IR, at the cost of a
         // second device front end; `r3 doctor` says which one runs and why.
         _ => compile_with_capture_jobs(how),
@@ -273,17 +277,44 @@ fn name_what_decides(how: &How, config: Option<&store::config::Found>) {
     }
 }
 
-/// Sets up apply for a compile whose captured IR lands in `dir`: the extra arguments and
-/// environment, or nothing (with one warning) when apply cannot run.
-fn apply_setup(how: &How, dir: &Path) -> (Vec<OsString>, apply::Env) {
-    let Some(from) = how.apply else {
-        return Default::default();
-    };
-    match apply::prepare(dir, from, &how.compiler.clang, how.clang_args) {
-        Ok(setup) => setup.unwrap_or_default(),
+/// Sets up apply for a compile whose captured IR is in `dir`, or nothing (with one warning)
+/// when apply cannot run.
+fn apply_setup(how: &How, dir: &Path) -> Option<apply::Setup> {
+    let from = how.apply?;
+    match apply::prepare(dir, from, &how.compiler.clang, how.clang_args, how.store) {
+        Ok(setup) => setup,
         Err(e) => {
             warn(&format!("tuned kernels not applied: {e}"));
-            Default::default()
+            None
+        }
+    }
+}
+
+/// The compile with apply: once, or twice where its ptxas runs built another dispatch table
+/// than the one its host side included (see `apply::Setup::rebuild`).
+fn compile_applied(how: &How, dir: &Path) -> i32 {
+    let (compiler, clang_args) = (how.compiler, how.clang_args);
+    let mut setup = apply_setup(how, dir);
+    let run = |args: &[OsString], env: &apply::Env| {
+        let mut extra = how.runtime.to_vec();
+        extra.extend_from_slice(args);
+        run_with_fallback(compiler, clang_args, &extra, env)
+    };
+    let Some(s) = setup.as_mut() else {
+        return run(&[], &Vec::new()).0;
+    };
+    let (code, with_r3) = run(&s.args, &s.env);
+    if code != 0 || !with_r3 {
+        return code;
+    }
+    match s.rebuild(dir) {
+        Ok(None) => code,
+        Ok(Some(args)) => run(&args, &s.env).0,
+        Err(e) => {
+            warn(&format!(
+                "the dispatch table the compile built was not included: {e}"
+            ));
+            code
         }
     }
 }
@@ -309,15 +340,11 @@ fn compile_with_plugin(how: &How, so: &Path) -> i32 {
             return finish(compiler, clang_args, how.runtime);
         }
     };
-    let (apply_args, apply_env) = apply_setup(how, dir.path());
     let mut extra = vec![OsString::from(format!("-fpass-plugin={}", so.display()))];
     extra.extend_from_slice(how.runtime);
-    extra.extend(apply_args);
-    let mut env = vec![(plugin::DIR_ENV, dir.path().as_os_str().to_owned())];
-    env.extend(apply_env);
+    let env = vec![(plugin::DIR_ENV, dir.path().as_os_str().to_owned())];
     let (code, with_r3) = run_with_fallback(compiler, clang_args, &extra, &env);
     if code == 0 && with_r3 {
-        apply_summary(how, dir.path());
         let modules = capture::captured_in(dir.path());
         if !modules.is_empty() {
             if let Err(e) = store_capture(modules, how) {
@@ -342,13 +369,10 @@ fn compile_with_capture_jobs(how: &How) -> i32 {
     };
     let (code, captured) = if how.apply.is_some() {
         let captured = capture::run(&plan);
-        let (apply_args, apply_env) = match &captured {
-            Ok(()) => apply_setup(how, plan.dir()),
-            Err(_) => Default::default(),
+        let code = match &captured {
+            Ok(()) => compile_applied(how, plan.dir()),
+            Err(_) => run_with_fallback(compiler, clang_args, how.runtime, &[]).0,
         };
-        let mut extra = how.runtime.to_vec();
-        extra.extend(apply_args);
-        let (code, _) = run_with_fallback(compiler, clang_args, &extra, &apply_env);
         apply_summary(how, plan.dir());
         (code, captured)
     } else {
@@ -375,7 +399,9 @@ fn runtime_args(clang_args: &[OsString]) -> Vec<OsString> {
     let Some(cudart) = runtime::cudart_arg(clang_args) else {
         return Vec::new();
     };
-    if std::env::var_os("R3_LINK_RUNTIME").is_some_and(|v| v == "0") {
+    if std::env::var_os("R3_LINK_RUNTIME").is_some_and(|v| v == "0")
+        || runtime::stays_out(clang_args)
+    {
         return Vec::new();
     }
     match runtime::archive(args::cuda_path_flag(clang_args).as_deref()) {

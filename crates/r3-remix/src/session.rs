@@ -62,6 +62,8 @@ pub struct GpuTune {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tally {
     pub searched: usize,
+    /// The searches run, as (kernel hash or key, GPU): what the CLI says ships of each.
+    pub searches: Vec<(String, String)>,
     /// Kernels not searched because no recording of theirs reproduces.
     pub irreproducible: usize,
     /// Kernels r3 failed on (an evaluator, the trials file or the search).
@@ -157,7 +159,9 @@ pub fn reproducing_evaluator(
             }
         }
         match verdict {
-            Verdict::Reproduces => return Searchable::Ready(Box::new(ev)),
+            Verdict::Reproduces | Verdict::NotDeterministic(_) => {
+                return Searchable::Ready(Box::new(ev))
+            }
             Verdict::Irreproducible(why) => last = why,
             Verdict::NotChecked(why) => return Searchable::Failed(format!("{}: {why}", rec.id)),
         }
@@ -315,6 +319,9 @@ fn one_kernel_on_gpu(
     };
     choose_l2(store, ev, &opts.kernel, how.measure.l2, say);
     tally.searched += 1;
+    tally
+        .searches
+        .push((opts.kernel.clone(), ev.device().gpu.clone()));
     match search(store, log, ev, &space, &opts, how.resume, stop, say) {
         Ok(stopped) => {
             tally.interrupted |= stopped == Stop::Interrupted;
@@ -643,6 +650,7 @@ pub fn tune_simulated(
             }
         };
         tally.searched += 1;
+        tally.searches.push((opts.kernel.clone(), gpu.clone()));
         let stopped = search(store, log, &mut sim, &space, &opts, resume, stop, say)?;
         tally.interrupted |= stopped == Stop::Interrupted;
     }

@@ -54,5 +54,6 @@ pub fn confirmation(trial: u32, outcome: Outcome) -> Confirmation {
         launches: Vec::new(),
         context_ratios: Vec::new(),
         in_program: Vec::new(),
+        unconfirmed: None,
     }
 }

@@ -35,6 +35,8 @@ pub const FORMAT: u32 = 2;
 pub const LOCAL_DIR: &str = ".r3";
 /// The store's file that changes when what apply ships changes ([`Store::set_shipped_digest`]).
 pub const WINNERS_STAMP: &str = "winners.stamp";
+/// The dispatch headers of applied builds, each named by its content (`Store::dispatch_header`).
+pub const DISPATCH_DIR: &str = "dispatch";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
@@ -429,8 +431,25 @@ impl Store {
     pub fn winners_stamp(&self) -> Result<PathBuf, StoreError> {
         let path = self.root.join(WINNERS_STAMP);
         if !path.exists() {
-            write_atomic(&path, b"").map_err(io_err(&path))?;
+            // Made by the first compile that names it, while the build runs: dated long ago,
+            // so that the build tool finds it no newer than that compile's object.
+            write_settled(&path, b"").map_err(io_err(&path))?;
         }
+        Ok(path)
+    }
+
+    /// `dispatch/<hash>.h`: the dispatch header apply includes into a host compile, named by
+    /// its content (`short_hash`), written once (temp file, rename) and never changed or
+    /// removed, so that every build that names it finds it as it was. Dated long ago: a file
+    /// whose name is its content never makes an object out of date by its time.
+    pub fn dispatch_header(&self, text: &str) -> Result<PathBuf, StoreError> {
+        let dir = self.root.join(DISPATCH_DIR);
+        let path = dir.join(format!("{}.h", kernel::short_hash(text.as_bytes())));
+        if std::fs::read(&path).is_ok_and(|b| b == text.as_bytes()) {
+            return Ok(path);
+        }
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        write_settled(&path, text.as_bytes()).map_err(io_err(&path))?;
         Ok(path)
     }
 
@@ -439,7 +458,9 @@ impl Store {
     /// differs: a search that ships nothing new rebuilds nothing. Returns whether it changed.
     pub fn set_shipped_digest(&self, digest: &str) -> Result<bool, StoreError> {
         let path = self.root.join(WINNERS_STAMP);
-        if std::fs::read_to_string(&path).is_ok_and(|old| old.trim() == digest) {
+        let old = std::fs::read_to_string(&path).ok();
+        // No stamp yet and nothing ships: the stamp a build makes (empty) would say the same.
+        if old.as_deref().map(str::trim) == Some(digest) || (old.is_none() && digest.is_empty()) {
             return Ok(false);
         }
         write_atomic(&path, format!("{digest}\n").as_bytes()).map_err(io_err(&path))?;
@@ -723,6 +744,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// [`write_atomic`], the file dated a day after the Unix epoch: for files whose content never
+/// changes under their name (or that stand for "nothing yet"), which no build tool should
+/// take for newer than what it built. (Not the epoch itself: Ninja reads a time of 0 as a
+/// missing file.)
+fn write_settled(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400);
+    tmp.as_file()
+        .set_times(std::fs::FileTimes::new().set_modified(long_ago))?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// Writes a file the user named (`-o`). A new path or a regular file is replaced whole
 /// ([`write_atomic`]); what else is there, a symbolic link, a device such as /dev/null or a
 /// FIFO, is written through, as a shell's `>` would, and never replaced by a file of r3's.
@@ -736,6 +780,39 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dispatch_header_is_named_by_its_content_written_once_and_dated_long_ago() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let a = store.dispatch_header("/* table a */\n").unwrap();
+        let b = store.dispatch_header("/* table b */\n").unwrap();
+        assert_ne!(a, b);
+        assert!(a.starts_with(dir.path().join(DISPATCH_DIR)));
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "/* table a */\n");
+        let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400);
+        assert_eq!(std::fs::metadata(&a).unwrap().modified().unwrap(), long_ago);
+        // The same table again: the same file, left as it was.
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        let before = inode(&a);
+        assert_eq!(store.dispatch_header("/* table a */\n").unwrap(), a);
+        assert_eq!(inode(&a), before);
+        // A stamp the driver makes is as old; nothing shipping leaves a missing or empty one.
+        let stamp = store.winners_stamp().unwrap();
+        assert_eq!(
+            std::fs::metadata(&stamp).unwrap().modified().unwrap(),
+            long_ago
+        );
+        assert!(!store.set_shipped_digest("").unwrap());
+        std::fs::remove_file(&stamp).unwrap();
+        assert!(!store.set_shipped_digest("").unwrap());
+        assert!(!stamp.exists());
+        assert!(store.set_shipped_digest("0123abcd").unwrap());
+        assert!(
+            store.set_shipped_digest("").unwrap(),
+            "nothing ships any more: a change"
+        );
+    }
 
     #[test]
     fn output_through_a_link_or_a_device_is_written_through_never_replaced() {

@@ -529,6 +529,11 @@ pub struct Confirmation {
     /// Absent until such a run, and in files of earlier r3s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub in_program: Vec<InProgram>,
+    /// Why the trial was not re-measured at all, where it was not (a near-tie whose
+    /// confirmation did not fit in the deadline): `outcome` is then its search's own, and the
+    /// trial does not ship (`winner::pick_best`). Absent for a trial re-measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<String>,
 }
 
 /// How much more GPU time per launch than the recorded build a kernel's tuned code may take in
@@ -654,6 +659,9 @@ pub struct TransferSource {
     pub kernel: String,
     pub gpu: String,
     pub trials: usize,
+    /// Another kernel of the same loop shape (`ir::shape`): its best is tried early.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub similar: bool,
 }
 
 /// `<gpu>.confirm.json` beside `<gpu>.jsonl` (not `.jsonl`: it is no trials file).
@@ -1052,6 +1060,7 @@ mod tests {
             },
             finished_unix_ms: 0,
             in_program: Vec::new(),
+            unconfirmed: None,
         };
         // What r3 wrote before: one object.
         std::fs::write(confirmation_path(&path), serde_json::to_vec(&c(3)).unwrap()).unwrap();

@@ -32,7 +32,9 @@
  * R3_RECORD_MAX_S and R3_RECORD_KERNEL_MB cap the time spent recording and the bytes
  * written per kernel; R3_RECORD_PROGRESS=1 prints progress on stderr, and
  * R3_RECORD_STATS names a file that gets what the run recorded and where the time went
- * (`r3 record` sets both and prints the summary; src/record.rs reads the file).
+ * (`r3 record` sets both and prints the summary; src/record.rs reads the file); R3_RECORD_RUN
+ * names the `r3 record` run, kept in each launch.json (`run`), by which it tells its own
+ * recordings from those of other programs recording into the store at the same time.
  * While recording, every launch is also counted (the census, in the same file): per kernel,
  * the launches identical to each recorded one, and the others' count and total threads, the
  * others each timed between two CUDA events as a time-only run times them (below), from which
@@ -152,9 +154,10 @@ struct kernel_fn {
 struct fatbin { void **handle; const unsigned char *data; size_t size; char hash[17]; };
 struct device_var { const void *host; const char *name; size_t size; int constant; };
 /* A slot of the fixed range: `hole` bytes of address range at `addr`, of which `mapped` are backed
-   by device memory; live (the program's), cached (freed, kept mapped for reuse) or empty. */
+   by device memory; live (the program's), cached (freed, kept mapped for reuse) or empty; `device`:
+   the device whose memory backs it (the one current at the cudaMalloc that mapped it). */
 enum { SLOT_EMPTY = 0, SLOT_LIVE = 1, SLOT_CACHED = 2 };
-struct alloc { uint64_t addr; size_t size, mapped, hole; CUmemGenericAllocationHandle handle; int state; };
+struct alloc { uint64_t addr; size_t size, mapped, hole; CUmemGenericAllocationHandle handle; int state, device; };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int mode = -1; /* -1: not read yet, 0: off, 1: recording */
@@ -185,7 +188,8 @@ static struct {
   int sync;               /* files synced before a recording is renamed into place */
   size_t host_bytes;      /* host memory the recording slots may hold before draining */
   char stats_path[4096];
-} opt = {4, (size_t)4 << 30, 0, 0, (size_t)2 << 30, 0, -1, 0, 1, R3_INFLIGHT, 1, 0, ""};
+  char run[65];           /* R3_RECORD_RUN: the `r3 record` run, written into each launch.json */
+} opt = {4, (size_t)4 << 30, 0, 0, (size_t)2 << 30, 0, -1, 0, 1, R3_INFLIGHT, 1, 0, "", ""};
 static char store_dir[4096];
 /* Reasons that make every later launch not replayable. */
 static const char *sticky_reason;
@@ -272,6 +276,16 @@ static int recording(void) {
                                 : (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 4;
   const char *sp = getenv("R3_RECORD_STATS");
   if (sp && *sp) snprintf(opt.stats_path, sizeof opt.stats_path, "%s", sp);
+  /* Letters, digits, '-' and '_' only: it goes into JSON as it is. */
+  const char *run = getenv("R3_RECORD_RUN");
+  for (size_t i = 0; run && run[i] && i + 1 < sizeof opt.run; i++) {
+    char c = run[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_')) {
+      opt.run[0] = 0;
+      break;
+    }
+    opt.run[i] = c, opt.run[i + 1] = 0;
+  }
   const char *s = getenv("R3_STORE");
   if (s && *s) {
     snprintf(store_dir, sizeof store_dir, "%s", s);
@@ -1159,20 +1173,33 @@ static int vmm_init(void) {
   return 1;
 }
 
-/* Maps fresh device memory over [at, at + bytes). */
-static int vmm_map(uint64_t at, size_t bytes, CUmemGenericAllocationHandle *h) {
-  int dev = 0;
-  cudaGetDevice(&dev);
+/* Per device, the devices that enabled peer access to its memory (a bit each): memory r3 maps
+   is reached only by the devices granted it (cuMemSetAccess), which cudaDeviceEnablePeerAccess
+   does not do for it as it does for cudaMalloc's; r3 grants it, to the memory mapped before
+   and after, as that call would. */
+static uint64_t peers_of[R3_MAX_DEVICES];
+
+/* Grants device `to` read and write access to [at, at + bytes). */
+static int vmm_grant(uint64_t at, size_t bytes, int to) {
+  CUmemAccessDesc acc = {0};
+  acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  acc.location.id = to;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return cu.access(at, bytes, &acc, 1) == CUDA_SUCCESS;
+}
+
+/* Maps fresh memory of device dev over [at, at + bytes), reached by dev and its peers. */
+static int vmm_map(uint64_t at, size_t bytes, int dev, CUmemGenericAllocationHandle *h) {
   CUmemAllocationProp prop = {0};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = dev;
   if (cu.create(h, bytes, &prop, 0) != CUDA_SUCCESS) return 0;
   if (cu.map(at, bytes, 0, *h, 0) != CUDA_SUCCESS) { cu.release(*h); return 0; }
-  CUmemAccessDesc acc = {0};
-  acc.location = prop.location;
-  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (cu.access(at, bytes, &acc, 1) != CUDA_SUCCESS) { cu.unmap(at, bytes); cu.release(*h); return 0; }
+  if (!vmm_grant(at, bytes, dev)) { cu.unmap(at, bytes); cu.release(*h); return 0; }
+  uint64_t peers = dev >= 0 && dev < R3_MAX_DEVICES ? peers_of[dev] : 0;
+  for (int p = 0; p < R3_MAX_DEVICES; p++)
+    if (peers >> p & 1 && !vmm_grant(at, bytes, p)) warn("memory mapped for the program not granted to a %s device (%s failed): a kernel there that reads it faults", "peer", "cuMemSetAccess");
   return 1;
 }
 
@@ -1217,11 +1244,12 @@ static void vmm_release_cached(void) {
 /* The slot for a new allocation of `need` mapped bytes: the smallest cached one that fits
    without wasting more than an eighth of it, else an empty one whose range fits, else new range
    at the top (an entry of the table without range first). -1 when none can be had. */
-static int vmm_pick(size_t need, int *reuse) {
+static int vmm_pick(size_t need, int dev, int *reuse) {
   int best = -1, hole = -1, spare = -1;
   for (int i = 0; i < nallocs; i++) {
     struct alloc *a = &allocs[i];
-    if (a->state == SLOT_CACHED && a->mapped >= need && a->mapped - need <= need / 8 &&
+    /* Cached memory is its device's: an allocation on another device maps its own. */
+    if (a->state == SLOT_CACHED && a->device == dev && a->mapped >= need && a->mapped - need <= need / 8 &&
         (best < 0 || a->mapped < allocs[best].mapped))
       best = i;
     if (a->state == SLOT_EMPTY && a->hole >= need && (hole < 0 || a->hole < allocs[hole].hole)) hole = i;
@@ -1247,17 +1275,20 @@ static int vmm_pick(size_t need, int *reuse) {
 static cudaError_t vmm_alloc(void **ptr, size_t size) {
   size_t need = (size + granularity - 1) / granularity * granularity;
   if (need == 0) need = granularity;
+  int dev = 0;
+  cudaGetDevice(&dev);
   for (int attempt = 0; attempt < 2; attempt++) {
     /* Out of memory or range: the cache may hold what the program needs back. */
     if (attempt) vmm_release_cached();
-    int reuse = 0, i = vmm_pick(need, &reuse);
+    int reuse = 0, i = vmm_pick(need, dev, &reuse);
     if (i < 0) continue;
     struct alloc *a = &allocs[i];
     if (reuse) {
       cached_bytes -= a->mapped;
       st.allocs_reused++;
-    } else if (vmm_map(a->addr, need, &a->handle)) {
+    } else if (vmm_map(a->addr, need, dev, &a->handle)) {
       a->mapped = need;
+      a->device = dev;
     } else {
       continue;
     }
@@ -1421,9 +1452,26 @@ static void mark(const char *why) {
   pthread_mutex_unlock(&lock);
 }
 
+/* The calling thread's device may now reach peer's memory: where r3 maps the program's memory,
+   it grants that device access to peer's, mapped so far and from now on (vmm_map), as CUDA does
+   for cudaMalloc's. A launch stays replayable unless it reaches another device's memory
+   (snapshot_before). */
 cudaError_t __wrap_cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
-  mark("peer memory access enabled");
-  return __real_cudaDeviceEnablePeerAccess(peer, flags);
+  cudaError_t e = __real_cudaDeviceEnablePeerAccess(peer, flags);
+  int dev = -1;
+  if ((e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) || !recording() || cudaGetDevice(&dev) != cudaSuccess ||
+      dev < 0 || dev >= R3_MAX_DEVICES || peer < 0 || peer >= R3_MAX_DEVICES)
+    return e;
+  pthread_mutex_lock(&lock);
+  if (!(peers_of[peer] >> dev & 1)) {
+    peers_of[peer] |= 1ull << dev;
+    for (int i = 0; i < nallocs; i++)
+      if (allocs[i].state != SLOT_EMPTY && allocs[i].mapped && allocs[i].device == peer &&
+          !vmm_grant(allocs[i].addr, allocs[i].mapped, dev))
+        warn("memory mapped for the program not granted to a %s device (%s failed): a kernel there that reads it faults", "peer", "cuMemSetAccess");
+  }
+  pthread_mutex_unlock(&lock);
+  return e;
 }
 
 cudaError_t __wrap_cudaCreateTextureObject(cudaTextureObject_t *t, const struct cudaResourceDesc *r,
@@ -1973,7 +2021,7 @@ static int mkdirs(const char *path) {
 
 /* The device a launch ran on, read on the launching thread: launch.json is written on the
    finisher's, which makes no CUDA call (see struct finisher). */
-struct gpu_info { int major, minor, named; char name[256]; };
+struct gpu_info { int major, minor, named, device; char name[256]; };
 
 static struct gpu_info gpu_info_now(void) {
   static struct gpu_info known[64];
@@ -1982,6 +2030,7 @@ static struct gpu_info gpu_info_now(void) {
   int dev = 0;
   cudaGetDevice(&dev);
   if (dev >= 0 && dev < 64 && have[dev]) return known[dev];
+  g.device = dev;
   cudaDeviceGetAttribute(&g.major, cudaDevAttrComputeCapabilityMajor, dev);
   cudaDeviceGetAttribute(&g.minor, cudaDevAttrComputeCapabilityMinor, dev);
   struct cudaDeviceProp prop;
@@ -2006,6 +2055,8 @@ static int write_launch_json(const char *dir, const struct launch *l, const stru
     fprintf(f, ",\n  \"gpu\": ");
     json_str(f, g->name);
   }
+  /* The device the launch ran on, as the program numbers them: a program may use several. */
+  if (g->device >= 0) fprintf(f, ",\n  \"device\": %d", g->device);
   if (l->fatbin && *l->fatbin) {
     fprintf(f, ",\n  \"fatbin\": ");
     json_str(f, l->fatbin);
@@ -2036,7 +2087,9 @@ static int write_launch_json(const char *dir, const struct launch *l, const stru
   else fprintf(f, "null");
   fprintf(f, ",\n  \"program\": ");
   json_str(f, exe);
-  fprintf(f, ",\n  \"pid\": %d,\n  \"unix_time\": %lld\n}\n", (int)getpid(), (long long)time(NULL));
+  fprintf(f, ",\n  \"pid\": %d,\n  \"unix_time\": %lld", (int)getpid(), (long long)time(NULL));
+  if (opt.run[0]) fprintf(f, ",\n  \"run\": \"%s\"", opt.run);
+  fprintf(f, "\n}\n");
   return !fclose_synced(f);
 }
 
@@ -2044,7 +2097,7 @@ static int write_launch_json(const char *dir, const struct launch *l, const stru
 
 /* Live allocations in address order (rebuilt for each recorded launch): `end` covers the
    mapped slack too, so a pointer one past a buffer's end still finds it. */
-struct live { uint64_t addr, end; size_t size; };
+struct live { uint64_t addr, end; size_t size; int device; };
 static struct live live[R3_MAX_ALLOCS];
 static int nlive;
 
@@ -2057,7 +2110,7 @@ static void build_live(void) {
   nlive = 0;
   for (int i = 0; i < nallocs; i++)
     if (allocs[i].state == SLOT_LIVE)
-      live[nlive++] = (struct live){allocs[i].addr, allocs[i].addr + allocs[i].mapped, allocs[i].size};
+      live[nlive++] = (struct live){allocs[i].addr, allocs[i].addr + allocs[i].mapped, allocs[i].size, allocs[i].device};
   qsort(live, (size_t)nlive, sizeof live[0], by_addr);
 }
 
@@ -2168,8 +2221,19 @@ static int snapshot_before(struct region *rs, const struct launch *l, size_t *by
     scan_words(l->args, l->layout->size, 4, marked, queue, &nqueue);
   }
   static struct region found[R3_MAX_ALLOCS];
+  int launch_dev = -1;
+  if (cudaGetDevice(&launch_dev) != cudaSuccess) launch_dev = -1;
   for (int q = 0; q < nqueue; q++) {
     struct live *a = &live[queue[q]];
+    /* Another device's memory, reached through peer access: replayed on one GPU, the launch
+       would read it from its own memory, not over the link as in the program. */
+    if (!opt.full_snapshot && launch_dev >= 0 && a->device != launch_dev) {
+      snprintf(why, whyn, "the launch on device %d reaches memory of device %d (peer access): one GPU's replay would not time it as the program runs it",
+               launch_dev, a->device);
+      free_regions(found, q);
+      free_regions(vs, nv);
+      return -1;
+    }
     *bytes += a->size;
     if (*bytes > opt.limit_bytes) {
       snprintf(why, whyn, "reachable working set over the limit of %zu MiB (raise R3_RECORD_LIMIT_MB)",
