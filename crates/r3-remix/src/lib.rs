@@ -30,5 +30,7 @@ pub mod session;
 pub mod sim;
 pub mod space;
 pub mod strategy;
+#[cfg(test)]
+mod testing;
 pub mod transfer;
 pub mod tune;

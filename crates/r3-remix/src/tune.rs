@@ -910,7 +910,6 @@ pub fn recipes_for<E: Evaluator>(
 mod tests {
     use super::*;
     use crate::lower::Lowered;
-    use crate::store::outcome::TimeStats;
     use std::sync::Mutex;
 
     /// Each candidate's time over -O3 is its pipeline's length over 100 (so "x" * 20 is 0.2);
@@ -921,32 +920,13 @@ mod tests {
 
     impl Evaluator for Races {
         fn device(&self) -> crate::replay::Device {
-            crate::replay::Device {
-                gpu: "GPU (sm_90)".into(),
-                driver: "CUDA 13.0".into(),
-                id: None,
-                target: None,
-            }
+            crate::testing::device()
         }
         fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {
-            Ok(Lowered {
-                candidate: c.clone(),
-                ptx: String::new(),
-                ptx_hash: c.pipeline.as_str().into(),
-                stats: Default::default(),
-                passes_ms: 0.0,
-                codegen_ms: 0.0,
-                ir_instructions: 0,
-            })
+            Ok(crate::testing::lowered_by_pipeline(c))
         }
         fn measure(&self, _: &str, batch: &[Lowered]) -> Vec<Outcome> {
-            let ts = |us| TimeStats {
-                median_us: us,
-                min_us: us,
-                spread: 0.0,
-                samples: 3,
-                raced: false,
-            };
+            let ts = |us| crate::testing::exact(us, 3);
             batch
                 .iter()
                 .map(|l| Outcome::Valid {
