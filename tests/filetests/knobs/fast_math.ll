@@ -1,13 +1,11 @@
 ; RUN: diff {"pipeline":"default<O3>","fast_math":true}
 ;
 ; // fast_math: the candidate's knob for reassociation and contraction, searched only where
-; // outputs are checked against a tolerance (`r3 tune --tolerance`). r3 sets it as function
-; // attributes (unsafe-fp-math, no-infs-fp-math, no-nans-fp-math, no-signed-zeros-fp-math,
-; // approx-func-fp-math), the way clang once marked -ffast-math code. LLVM 22 reads fast math
-; // from each instruction's flags (clang 22 -ffast-math writes `fast` on every fdiv, fmul, ...)
-; // and no longer from these attributes, so today the knob leaves the PTX as it was: no
-; // div.approx, no sqrt.approx, v * 0 and (v + 1) - 1 kept. When the knob sets the flags, this
-; // diff shows what it buys.
+; // outputs are checked against a tolerance (`r3 tune --tolerance`). LLVM 22 reads fast math
+; // from each instruction's flags (clang 22 -ffast-math writes `fast` on every fdiv, fmul, ...),
+; // not from the function attributes clang once wrote: r3 sets every flag on each instruction
+; // that can carry them (`lower::flag_fast_math`). With the attributes alone this diff was
+; // empty; now the division is div.approx and v * 0 and (v + 1) - 1 are folded away.
 ; // Division, square root and identities that hold only without NaNs, infinities and signed
 ; // zeros (v * 0 is 0, (v + 1) - 1 is v).
 ; __global__ void fm(int n, float a, const float *x, float *y) {

@@ -327,9 +327,33 @@ pub fn apply_knobs(module: &Module, c: &Candidate) -> Result<(), LowerError> {
             ] {
                 set(k, "true");
             }
+            flag_fast_math(f);
         }
     }
     Ok(())
+}
+
+/// Sets every fast-math flag on each instruction of `f` that can carry them. LLVM 22 reads fast
+/// math from the instructions (as clang 22's -ffast-math writes it), not from the function
+/// attributes above, which it ignores: with those alone the knob left the PTX unchanged
+/// (tests/filetests/knobs/fast_math.ll).
+fn flag_fast_math(f: inkwell::values::FunctionValue) {
+    use inkwell::values::AsValueRef;
+    use llvm_sys::core::{
+        LLVMCanValueUseFastMathFlags, LLVMGetFastMathFlags, LLVMSetFastMathFlags,
+    };
+    for bb in f.get_basic_blocks() {
+        for inst in bb.get_instructions() {
+            let v = inst.as_value_ref();
+            // SAFETY: `v` is a live instruction of this module; the flags are set only where
+            // LLVM says the instruction can carry them.
+            unsafe {
+                if LLVMCanValueUseFastMathFlags(v) != 0 {
+                    LLVMSetFastMathFlags(v, LLVMGetFastMathFlags(v) | llvm_sys::LLVMFastMathAll);
+                }
+            }
+        }
+    }
 }
 
 /// The newest PTX ISA a CUDA driver of version (major, minor) loads, as LLVM's feature name.
