@@ -724,11 +724,14 @@ fn evaluate(
             let base_t = base_timed.clone().expect("checked by alone_in_session");
             match timed_alone(s, (&l, &checked), c, reps, l2, base_t) {
                 // A new best is timed again beside the baseline: the race and what ships
-                // rest on interleaved measurements, and the baseline's time is renewed.
-                Ok(Outcome::Valid { time, baseline })
-                    if reps
-                        .1
-                        .is_some_and(|best| time.median_us / baseline.median_us < best) =>
+                // rest on interleaved measurements, and the baseline's time is renewed. So is
+                // a candidate whose own runs disagreed: whether that is its fault depends on
+                // whether the baseline's runs agree (`determinism::verdict`).
+                Ok(alone)
+                    if alone.as_ref().is_none_or(|o| {
+                        o.ratio()
+                            .is_some_and(|r| reps.1.is_some_and(|best| r < best))
+                    }) =>
                 {
                     match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
                         Ok(outcome) => {
@@ -740,7 +743,7 @@ fn evaluate(
                         Err(e) => return crashed(&e, registers, local_bytes),
                     }
                 }
-                Ok(outcome) => outcome,
+                Ok(alone) => alone.expect("a None is timed beside the baseline above"),
                 Err(e) => return crashed(&e, registers, local_bytes),
             }
         }
@@ -769,9 +772,11 @@ fn alone_in_session(base: Option<&TimeStats>, race: Option<f64>) -> bool {
 }
 
 /// A checked candidate timed alone until its median is known (`stopping::enough` on its own
-/// series, at a search's precision), its runs held to its checked run (`determinism`), against
-/// the baseline as timed in this session (`base`): a search's measure, not what ships (a new
-/// best is timed again beside the baseline, and a winner is confirmed in fresh contexts).
+/// series, at a search's precision), against the baseline as timed in this session (`base`): a
+/// search's measure, not what ships (a new best is timed again beside the baseline, and a
+/// winner is confirmed in fresh contexts). None where its runs differ from its checked run: a
+/// kernel whose baseline differs too (float atomics) is not at fault, so the caller times it
+/// beside the baseline, whose runs decide (`determinism::verdict`).
 fn timed_alone(
     s: &Session,
     (l, checked): (&session::Loaded, &session::Output),
@@ -779,19 +784,16 @@ fn timed_alone(
     (max_reps, race): (u32, Option<f64>),
     l2: Regime,
     base: TimeStats,
-) -> Result<Outcome, session::ReplayError> {
+) -> Result<Option<Outcome>, session::ReplayError> {
     let reference = s.reference(checked)?;
     // With the race, its one series settles at a search's precision (2% for a long kernel).
     let timed = s.time(&[(l, c.block_x)], &[&reference], max_reps, l2, race);
     let diff = s.differences(reference);
     let t = timed?;
-    Ok(match determinism::verdict(None, diff?.as_deref()) {
-        Ok(()) => Outcome::Valid {
-            baseline: base,
-            time: t[0].clone(),
-        },
-        Err(message) => Outcome::WrongOutput { message },
-    })
+    Ok(diff?.is_none().then(|| Outcome::Valid {
+        baseline: base,
+        time: t[0].clone(),
+    }))
 }
 
 /// Whether a checked candidate's one run (`us`) settles it as slower than the race's best, the
