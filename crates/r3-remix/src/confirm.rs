@@ -38,9 +38,15 @@ pub const DECISIVE: f64 = 1.3;
 /// two codes, about 40 s of a 300 s deadline, to learn nothing a fourth of that did not.
 pub const AGREE: f64 = 0.10;
 
+/// A search's speedup from which its winner is expected to be confirmed in one context: the
+/// first context's [`DECISIVE`], with room for it to measure [`AGREE`] less.
+pub fn clear_winner() -> f64 {
+    DECISIVE * (1.0 + AGREE)
+}
+
 /// Contexts a confirmation of a candidate at `speedup` is expected to take (for its price).
 pub fn contexts_expected(speedup: f64) -> usize {
-    if speedup >= DECISIVE * (1.0 + AGREE) {
+    if speedup >= clear_winner() {
         1
     } else {
         CONTEXTS

@@ -450,7 +450,7 @@ fn setup_of(a: &Allocation, k: &Arm) -> f64 {
 /// The confirmation a warm start of `k` keeps time for: a clear winner's (see
 /// [`unaffordable`] for a near-tie's), or what its best so far needs.
 fn planned_confirm_s(a: &Allocation, k: &Arm) -> f64 {
-    let clear = crate::confirm::DECISIVE * (1.0 + crate::confirm::AGREE);
+    let clear = crate::confirm::clear_winner();
     let planned = Arm {
         best: k.best.max(k.expected).max(clear),
         ..k.clone()
@@ -863,7 +863,7 @@ fn confirm_arm(
 /// near-tie's 150 s): where it finds only a near-tie the time may not be there, and an
 /// unconfirmed near-tie is never shipped. A clear winner is always confirmed.
 fn unaffordable(a: &Allocation, k: &Arm) -> Option<String> {
-    let clear = crate::confirm::DECISIVE * (1.0 + crate::confirm::AGREE);
+    let clear = crate::confirm::clear_winner();
     let need = confirm_s(a, k);
     let left = (a.deadline_s - a.elapsed_s).max(0.0);
     (k.best < clear && need > left + CONFIRM_GRACE * a.deadline_s).then(|| {

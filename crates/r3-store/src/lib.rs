@@ -729,6 +729,16 @@ pub fn warn_left_out(e: &dyn std::fmt::Display, what: &str) {
 }
 
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_through_temp(path, bytes, |_| Ok(()))
+}
+
+/// Writes `bytes` to a temporary file beside `path` (mode 0666 less the umask), lets `finish`
+/// touch the file, syncs it and renames it over `path`.
+fn write_through_temp(
+    path: &Path,
+    bytes: &[u8],
+    finish: impl FnOnce(&std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path
         .parent()
@@ -739,6 +749,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
+    finish(tmp.as_file())?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
@@ -749,22 +760,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// take for newer than what it built. (Not the epoch itself: Ninja reads a time of 0 as a
 /// missing file.)
 fn write_settled(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
     let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400);
-    tmp.as_file()
-        .set_times(std::fs::FileTimes::new().set_modified(long_ago))?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    write_through_temp(path, bytes, |f| {
+        f.set_times(std::fs::FileTimes::new().set_modified(long_ago))
+    })
 }
 
 /// Writes a file the user named (`-o`). A new path or a regular file is replaced whole
