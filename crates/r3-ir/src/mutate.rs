@@ -388,6 +388,9 @@ fn drop_barriers(f: FunctionValue) -> bool {
                 .and_then(|o| o.value())
                 .is_some_and(|v| v.get_name().to_bytes().starts_with(b"llvm.nvvm.barrier"))
         })
+        // A reducing barrier whose result is used (`__syncthreads_or` in CUB's radix sort)
+        // stays: erased, it would leave its uses dangling, and LLVM crashes on that module.
+        .filter(|i| i.get_first_use().is_none())
         .collect();
     barriers.iter().for_each(|i| i.erase_from_basic_block());
     !barriers.is_empty()

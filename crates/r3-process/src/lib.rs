@@ -15,6 +15,8 @@ use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+pub mod timeline;
+
 /// The r3 executable that runs the children: this process's own.
 pub fn current_r3() -> std::io::Result<PathBuf> {
     std::env::current_exe()
@@ -64,8 +66,19 @@ impl Exit {
 impl Child {
     /// Starts `exe` with `args` (the role, e.g. `__lower`).
     pub fn spawn(exe: &Path, args: &[&str], stderr: Stderr) -> std::io::Result<Child> {
+        Child::spawn_with_env(exe, args, stderr, &[])
+    }
+
+    /// [`Child::spawn`], with these variables added to the child's environment.
+    pub fn spawn_with_env(
+        exe: &Path,
+        args: &[&str],
+        stderr: Stderr,
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> std::io::Result<Child> {
         let mut child = Command::new(exe)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(match stderr {

@@ -66,7 +66,9 @@ pub fn settled_in_one_context(first: &Outcome, searched: Option<f64>) -> bool {
 
 /// Confirms the best trial of `kernel` (and each other trial apply would ship: the generic code
 /// and the variants) and writes each confirmation beside the trials. Returns what to tell the
-/// user, one line each.
+/// user, one line each. The trials that would ship if the best holds up are re-measured in the
+/// same fresh contexts as the best, each context opened once for all of them: opening one (its
+/// process, CUDA context and recording) is most of what a short kernel's confirmation costs.
 pub fn confirm_best<E: Evaluator>(
     store: &Store,
     searched: &E,
@@ -80,25 +82,22 @@ pub fn confirm_best<E: Evaluator>(
     if best.trial == 0 {
         return Ok(Vec::new());
     }
+    let path = store.trials_path(kernel, &gpu);
+    let recs = store.trials(kernel, &gpu)?;
+    let together = shipped_with(&recs, &store.confirmations(&path)?, &best);
+    let mut measured = measure_together(searched, kernel, &best, &together);
     let mut lines = Vec::new();
-    let Some(c) = confirm_trial(store, searched, others, kernel, &best)? else {
+    let Some(c) = confirm_trial_with(store, searched, others, kernel, &best, &mut measured)? else {
         return Ok(lines);
     };
     lines.push(describe(&c, "confirmed"));
-    let path = store.trials_path(kernel, &gpu);
-    let recs = store.trials(kernel, &gpu)?;
     // Each confirmation can change what ships (one that does not hold up gives way), so the
     // shipment is read again after each, until every trial in it is confirmed (each at most
     // once here, whatever the file says).
     let mut tried = std::collections::HashSet::from([best.trial]);
     loop {
         let confirmed = store.confirmations(&path)?;
-        // Whatever could ship: a build may withhold block sizes, but decides after the search.
-        let any_build = Policy {
-            block_size: winner::BlockSizeOptIn::All,
-            ..Policy::from_env()
-        };
-        let ships = winner::shipment(&recs, &confirmed, &any_build);
+        let ships = winner::shipment(&recs, &confirmed, &any_build());
         let Some(next) = ships.trials().find(|t| {
             winner::confirmation_of(&confirmed, t.trial).is_none() && !tried.contains(&t.trial)
         }) else {
@@ -110,11 +109,74 @@ pub fn confirm_best<E: Evaluator>(
         } else {
             "for apply (a variant, behind its guard)"
         };
-        match confirm_trial(store, searched, others, kernel, next)? {
+        match confirm_trial_with(store, searched, others, kernel, next, &mut measured)? {
             Some(c) => lines.push(describe(&c, what)),
             None => return Ok(lines),
         }
     }
+}
+
+/// Whatever could ship: a build may withhold block sizes, but decides after the search.
+fn any_build() -> Policy {
+    Policy {
+        block_size: winner::BlockSizeOptIn::All,
+        ..Policy::from_env()
+    }
+}
+
+/// The trials other than `best` that would ship beside it were it confirmed as its search
+/// measured it: the ones worth re-measuring in its fresh contexts.
+fn shipped_with<'a>(
+    recs: &'a [TrialRecord],
+    confirmed: &[Confirmation],
+    best: &TrialRecord,
+) -> Vec<&'a TrialRecord> {
+    let mut assumed = confirmed.to_vec();
+    assumed.push(Confirmation {
+        format: 1,
+        trial: best.trial,
+        outcome: best.outcome.clone(),
+        finished_unix_ms: 0,
+        launches: Vec::new(),
+        context_ratios: Vec::new(),
+        in_program: Vec::new(),
+        unconfirmed: None,
+    });
+    winner::shipment(recs, &assumed, &any_build())
+        .trials()
+        .filter(|t| t.trial != best.trial && winner::confirmation_of(confirmed, t.trial).is_none())
+        .collect()
+}
+
+/// Each trial's code and its outcome in each fresh context it was re-measured in, by trial.
+type Measured = std::collections::HashMap<u32, (Lowered, Vec<Outcome>, bool)>;
+
+/// `best` and `together` lowered and re-measured in the same fresh contexts (the best's search
+/// ratio decides whether one context settles them); a trial that no longer lowers is left out.
+fn measure_together<E: Evaluator>(
+    searched: &E,
+    kernel: &str,
+    best: &TrialRecord,
+    together: &[&TrialRecord],
+) -> Measured {
+    let lowered: Vec<(u32, Lowered)> = std::iter::once(best)
+        .chain(together.iter().copied())
+        .filter_map(|t| Some((t.trial, searched.lower(kernel, &t.candidate).ok()?)))
+        .collect();
+    if lowered.first().is_none_or(|(t, _)| *t != best.trial) {
+        return Measured::new();
+    }
+    let codes: Vec<Lowered> = lowered.iter().map(|(_, l)| l.clone()).collect();
+    let (contexts, fresh) =
+        measure_in_fresh_contexts(searched, kernel, &codes, best.outcome.ratio());
+    lowered
+        .into_iter()
+        .enumerate()
+        .map(|(i, (trial, l))| {
+            let outcomes = contexts.iter().filter_map(|c| c.get(i).cloned()).collect();
+            (trial, (l, outcomes, fresh))
+        })
+        .collect()
 }
 
 /// Withholds `kernel`'s best on `gpu` from apply without re-measuring it, for `why` (a
@@ -163,11 +225,35 @@ pub fn confirm_trial<E: Evaluator>(
     kernel: &str,
     trial: &TrialRecord,
 ) -> Result<Option<Confirmation>, StoreError> {
-    let Ok(lowered) = searched.lower(kernel, &trial.candidate) else {
-        return Ok(None);
+    confirm_trial_with(store, searched, others, kernel, trial, &mut Measured::new())
+}
+
+/// [`confirm_trial`], with the outcomes of its fresh contexts taken from `measured` where it
+/// was re-measured there already (beside the best: [`measure_together`]).
+fn confirm_trial_with<E: Evaluator>(
+    store: &Store,
+    searched: &E,
+    others: &[OtherLaunch<E>],
+    kernel: &str,
+    trial: &TrialRecord,
+    measured: &mut Measured,
+) -> Result<Option<Confirmation>, StoreError> {
+    let (lowered, outcomes, fresh) = match measured.remove(&trial.trial) {
+        Some(m) if !m.1.is_empty() => m,
+        _ => {
+            let Ok(lowered) = searched.lower(kernel, &trial.candidate) else {
+                return Ok(None);
+            };
+            let (mut contexts, fresh) = measure_in_fresh_contexts(
+                searched,
+                kernel,
+                std::slice::from_ref(&lowered),
+                trial.outcome.ratio(),
+            );
+            let outcomes = contexts.iter_mut().filter_map(Vec::pop).collect();
+            (lowered, outcomes, fresh)
+        }
     };
-    let (outcomes, fresh) =
-        measure_in_fresh_contexts(searched, kernel, &lowered, trial.outcome.ratio());
     let context_ratios = if fresh {
         outcomes.iter().map(Outcome::ratio).collect()
     } else {
@@ -216,28 +302,49 @@ pub fn confirm_trial<E: Evaluator>(
     Ok(Some(confirmation))
 }
 
-/// The candidate measured against the baseline in `CONTEXTS` fresh workers, one after the
-/// other (each worker ends before the next starts), or in one where that one settles it
-/// ([`settled_in_one_context`], against the search's `searched_ratio`); on `searched` itself
-/// where it has no fresh ones to give (simulations). With whether they were fresh.
+/// The candidates (`codes`, the first the one whose search ratio is `searched_ratio`) measured
+/// against the baseline in `CONTEXTS` fresh workers: one outcome per code, per context. Where
+/// the evaluator lets them open at once ([`Evaluator::contexts_at_once`]: a short kernel's, whose
+/// confirmation is mostly the opening), they do, and their measurements take turns on the GPU;
+/// otherwise one after the other (each worker ends before the next starts), ending after the
+/// first where that one settles the first code ([`settled_in_one_context`]). On `searched`
+/// itself where it has no fresh ones to give (simulations). With whether they were fresh.
 fn measure_in_fresh_contexts<E: Evaluator>(
     searched: &E,
     kernel: &str,
-    lowered: &Lowered,
+    codes: &[Lowered],
     searched_ratio: Option<f64>,
-) -> (Vec<Outcome>, bool) {
-    let once = |ev: &E| ev.measure(kernel, std::slice::from_ref(lowered)).pop();
-    let mut outcomes = Vec::new();
+) -> (Vec<Vec<Outcome>>, bool) {
+    let once = |ev: &E| {
+        let _span = crate::replay::timeline::span("confirm.context", || kernel.to_owned());
+        ev.measure(kernel, codes)
+    };
+    if searched.contexts_at_once() >= CONTEXTS {
+        let fresh: Vec<E> = (0..CONTEXTS).map_while(|_| searched.renewed()).collect();
+        if fresh.len() == CONTEXTS {
+            let _turns = crate::replay::worker::Siblings::start();
+            let contexts = std::thread::scope(|s| {
+                let running: Vec<_> = fresh.iter().map(|ev| s.spawn(|| once(ev))).collect();
+                running
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_default())
+                    .collect()
+            });
+            return (contexts, true);
+        }
+    }
+    let mut contexts = Vec::new();
     for _ in 0..CONTEXTS {
         match searched.renewed() {
-            Some(fresh) => outcomes.extend(once(&fresh)),
-            None => return (once(searched).into_iter().collect(), false),
+            Some(fresh) => contexts.push(once(&fresh)),
+            None => return (vec![once(searched)], false),
         }
-        if outcomes.len() == 1 && settled_in_one_context(&outcomes[0], searched_ratio) {
+        let first = contexts[0].first();
+        if contexts.len() == 1 && first.is_some_and(|o| settled_in_one_context(o, searched_ratio)) {
             break;
         }
     }
-    (outcomes, true)
+    (contexts, true)
 }
 
 /// The outcome to judge a trial by: one that is not valid (wrong, crashed, timed out) if any
@@ -517,6 +624,132 @@ mod tests {
         }));
         let lines = confirm_best(&store, &searched, &[wrong(None)], "k").unwrap();
         assert!(lines[0].starts_with("confirmed"), "{lines:?}");
+    }
+
+    /// Fresh contexts that count how often they are opened, each measuring every code at
+    /// its own ratio (by pipeline), and that may be opened `at_once`.
+    struct Counted {
+        ratios: Vec<(&'static str, f64)>,
+        opened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        at_once: usize,
+    }
+
+    impl Evaluator for Counted {
+        fn device(&self) -> crate::replay::Device {
+            crate::testing::device()
+        }
+        fn renewed(&self) -> Option<Self> {
+            self.opened
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Some(Counted {
+                ratios: self.ratios.clone(),
+                opened: self.opened.clone(),
+                at_once: self.at_once,
+            })
+        }
+        fn contexts_at_once(&self) -> usize {
+            self.at_once
+        }
+        fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {
+            Ok(crate::testing::lowered_by_pipeline(c))
+        }
+        fn measure(&self, _: &str, batch: &[Lowered]) -> Vec<Outcome> {
+            let ts = |us| crate::testing::exact(us, 5);
+            batch
+                .iter()
+                .map(|l| {
+                    let (_, r) = self
+                        .ratios
+                        .iter()
+                        .find(|(p, _)| *p == l.candidate.pipeline)
+                        .unwrap();
+                    Outcome::Valid {
+                        time: ts(100.0 * r),
+                        baseline: ts(100.0),
+                    }
+                })
+                .collect()
+        }
+    }
+
+    /// A search whose best (trial 1, 2×) is a variant for n = 5, and whose best generic code
+    /// (trial 2) is 1.25×: what ships is both.
+    fn variant_and_generic_store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut log = store.open_trials("k", "GPU (sm_90)").unwrap();
+        let specialized = serde_json::json!({
+            "pipeline": "function(licm)",
+            "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
+        });
+        let generic = serde_json::json!({ "pipeline": "function(gvn)" });
+        let o3 = serde_json::json!({ "pipeline": "default<O3>" });
+        for (trial, candidate, ratio) in [(0, o3, 1.0), (1, specialized, 0.5), (2, generic, 0.8)] {
+            let pipeline = candidate["pipeline"].as_str().map(|p| p.into());
+            let mut r = fixtures::trial(
+                "k",
+                "GPU (sm_90)",
+                trial,
+                candidate,
+                fixtures::valid(100.0 * ratio, 100.0),
+            );
+            r.ptx_hash = pipeline;
+            log.append(&r).unwrap();
+        }
+        (dir, store)
+    }
+
+    #[test]
+    fn what_ships_beside_the_best_is_confirmed_in_the_best_s_fresh_contexts() {
+        for at_once in [1, 4] {
+            let (_dir, store) = variant_and_generic_store();
+            let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let ev = Counted {
+                ratios: vec![("function(licm)", 0.8), ("function(gvn)", 0.85)],
+                opened: opened.clone(),
+                at_once,
+            };
+            let lines = confirm_best(&store, &ev, &[], "k").unwrap();
+            assert_eq!(lines.len(), 2, "{lines:?}");
+            assert!(lines[0].starts_with("confirmed"), "{lines:?}");
+            assert!(lines[1].starts_with("for apply"), "{lines:?}");
+            let path = store.trials_path("k", "GPU (sm_90)");
+            let confirmed = store.confirmations(&path).unwrap();
+            assert_eq!(confirmed.len(), 2);
+            for c in &confirmed {
+                assert_eq!(c.context_ratios.len(), CONTEXTS, "{c:?}");
+            }
+            // Both codes in the same contexts: each opened once, not once per code.
+            assert_eq!(
+                opened.load(std::sync::atomic::Ordering::SeqCst),
+                CONTEXTS,
+                "at once: {at_once}"
+            );
+        }
+    }
+
+    #[test]
+    fn contexts_opened_at_once_are_all_measured_even_for_a_clear_winner() {
+        let (_dir, store, _) = searched_store("function(licm)");
+        let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ev = Counted {
+            ratios: vec![("function(licm)", 0.5)],
+            opened: opened.clone(),
+            at_once: 4,
+        };
+        confirm_best(&store, &ev, &[], "k").unwrap();
+        let path = store.trials_path("k", "GPU (sm_90)");
+        let c = store.confirmations(&path).unwrap();
+        // Opened side by side, a clear winner's three contexts cost about one; one after the
+        // other, the first would have settled it.
+        assert_eq!(c[0].context_ratios, [Some(0.5); CONTEXTS]);
+        let ev = Counted { at_once: 1, ..ev };
+        let (_dir, store, _) = searched_store("function(licm)");
+        confirm_best(&store, &ev, &[], "k").unwrap();
+        let c = store
+            .confirmations(&store.trials_path("k", "GPU (sm_90)"))
+            .unwrap();
+        assert_eq!(c[0].context_ratios, [Some(0.5)]);
     }
 
     /// One launch passing these bytes as its only argument.

@@ -457,6 +457,7 @@ impl<'a> GpuRunner<'a> {
         if let Some(i) = self.live.touch(kernel) {
             return Ok(i);
         }
+        let _span = crate::replay::timeline::span("tune.evaluator", || kernel.to_owned());
         let recs = self.groups.get(kernel).cloned().unwrap_or_default();
         let opts = session::measure_options(self.gpu, &self.how.measure);
         let mut ev = match session::reproducing_evaluator(
@@ -478,7 +479,9 @@ impl<'a> GpuRunner<'a> {
             }
         };
         let space = session::space_for(&ev, &self.how).map_err(|e| e.to_string())?;
+        let l2 = crate::replay::timeline::span("tune.l2", || kernel.to_owned());
         session::choose_l2(self.store, &mut ev, kernel, self.how.measure.l2, self.say);
+        drop(l2);
         Ok(self.live.insert(kernel, (ev, space)))
     }
 
@@ -586,6 +589,10 @@ impl deadline::Runner for GpuRunner<'_> {
     }
 
     fn slice(&mut self, kernel: &str, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome {
+        let _span =
+            crate::replay::timeline::span(if warm { "tune.warm" } else { "tune.search" }, || {
+                kernel.to_owned()
+            });
         match self.run_slice(kernel, warm, trials, limit_s) {
             Ok(out) => out,
             Err(why) => {
@@ -629,6 +636,7 @@ impl deadline::Runner for GpuRunner<'_> {
     }
 
     fn confirm(&mut self, kernel: &str) {
+        let _span = crate::replay::timeline::span("tune.confirm", || kernel.to_owned());
         // A live evaluator is used where it stands, not moved to the back as a slice's is: the
         // one confirmed because it is let go must stay the one let go.
         let live = self.live.find(kernel);
@@ -660,6 +668,24 @@ impl deadline::Runner for GpuRunner<'_> {
     }
 }
 
+/// The recording each entrant is searched on (its group's first), the heaviest first: the
+/// order the deadline's warm starts mostly take, for reading them ahead.
+fn in_weight_order(entrants: &[Entrant], groups: &[(String, Vec<Recording>)]) -> Vec<Recording> {
+    let mut order: Vec<&Entrant> = entrants.iter().collect();
+    order.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+    order
+        .into_iter()
+        .filter_map(|e| {
+            groups
+                .iter()
+                .find(|(k, _)| *k == e.kernel)?
+                .1
+                .first()
+                .cloned()
+        })
+        .collect()
+}
+
 /// `r3 tune --deadline` on this GPU: the scope's kernels (`recs`, grouped by kernel) under
 /// one allocation of `deadline`.
 #[allow(clippy::too_many_arguments)]
@@ -675,11 +701,13 @@ pub fn tune_deadline_on_gpu(
     stop: &AtomicBool,
     say: Say,
 ) -> Result<Tally, SessionError> {
+    let shared = crate::replay::worker::SharedSnapshots::start();
     let groups = session::by_kernel(store, recs, say)?;
     // Trials are keyed by the device as they name it, not by its CUDA name: keyed by the name,
     // no earlier search was found (every kernel priced as never searched, the store's history
     // unseen) and another worker's search never seemed held.
     let (entrants, note) = entrants(store, scope, &groups, &gpu.trials_name())?;
+    shared.read_ahead(in_weight_order(&entrants, &groups));
     if let Some(note) = note {
         say(Line::Note(note));
     }

@@ -611,7 +611,10 @@ impl Stream<'_> {
 
     fn measure<E: Evaluator>(&mut self, eval: &E, kernel: &str, batch: Vec<Lowered>) {
         let m0 = Instant::now();
+        let span =
+            crate::replay::timeline::span("tune.measure", || format!("{kernel} x{}", batch.len()));
         let outcomes = eval.measure(kernel, &batch);
+        drop(span);
         let per = m0.elapsed().as_secs_f64() * 1e3 / batch.len() as f64;
         let tightened = outcomes.iter().fold(self.race, |race, o| {
             crate::replay::stopping::tightened(race, o.ratio())

@@ -113,6 +113,14 @@ impl Screening {
 }
 
 /// The stored kernel a recording ran (`identity::Index::of_recording`).
+/// Fresh workers a short kernel's confirmation may open at once ([`Evaluator::contexts_at_once`]).
+const CONTEXTS_AT_ONCE: usize = 4;
+/// The largest recording (its prologue's bytes) whose fresh workers open at once: a worker
+/// holds about three copies of it (mapped, and the inputs and expected outputs kept on the
+/// device), so four at once of 2 GiB beside the search's own leave most of a data-centre GPU's
+/// memory free. (Not the recorded address range: the runtime reserves 512 GiB of it.)
+const CONTEXTS_AT_ONCE_BYTES: u64 = 2 << 30;
+
 pub fn kernel_for(store: &Store, rec: &Recording) -> Result<KernelRecord, EvalError> {
     use crate::store::identity::{self, Resolution};
     match store.index()?.of_recording(rec) {
@@ -690,6 +698,20 @@ impl Evaluator for GpuEvaluator {
 
     fn renewed(&self) -> Option<Self> {
         self.for_recording(self.recording.clone()).ok()
+    }
+
+    /// Fresh workers of a short kernel open at once: opening one (a process, a CUDA context,
+    /// the recording copied in) took 0.7–1.8 s on an H200, against tens of milliseconds for
+    /// what it then measures. A long kernel's are opened one at a time, where the first may
+    /// settle its confirmation alone, and so are those of a large recording, whose copies
+    /// would crowd the GPU.
+    fn contexts_at_once(&self) -> usize {
+        let short = self.recording.launch.in_app_ms * 1e3 < super::stopping::ONE_RUN_US;
+        if short && self.recording.launch.bytes_in <= CONTEXTS_AT_ONCE_BYTES {
+            CONTEXTS_AT_ONCE
+        } else {
+            1
+        }
     }
 
     fn lower(&self, _kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome> {

@@ -14,6 +14,7 @@ use r3_passes::candidate;
 use r3_ptx as ptx;
 use r3_store as store;
 
+mod ahead;
 pub mod device;
 
 pub mod determinism;
@@ -27,6 +28,9 @@ pub mod stopping;
 pub mod turn;
 pub mod validate;
 pub mod worker;
+
+/// Spans of where a search's time goes (`R3_TIMELINE`), for the crates above replay.
+pub use r3_process::timeline;
 
 use crate::candidate::Candidate;
 use crate::lower::{CompileFailure, Lowered};
@@ -78,6 +82,13 @@ pub trait Evaluator: Sync {
         Self: Sized,
     {
         None
+    }
+
+    /// How many of its [`renewed`](Evaluator::renewed) evaluators may be opened at the same
+    /// time (their recordings loaded side by side on the GPU, their measurements taking turns):
+    /// 1, one after the other, by default.
+    fn contexts_at_once(&self) -> usize {
+        1
     }
 
     /// Compiles a candidate for a kernel (CPU only; safe to call from many threads).

@@ -90,6 +90,10 @@ pub struct Session {
     learned: std::cell::RefCell<Vec<super::determinism::Learned>>,
     /// Output bytes poisoned before every checked run (`learn_outputs`, see `outputs`).
     poison: std::cell::RefCell<Vec<Poisoned>>,
+    /// The CUDA context (the device's primary one, as an address), for the threads that
+    /// compile candidates ahead of their load (`ahead`).
+    context: usize,
+    ahead: super::ahead::Ahead,
 }
 
 /// One region's poisoned output bytes: the mask, and the region's prologue with the mask set
@@ -109,6 +113,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         // SAFETY: everything freed was made by `open` in this context, and nothing uses it once
         // the session goes (loaded candidates hold functions, not these buffers).
+        self.ahead.unload_untaken();
         unsafe {
             sys::cuCtxSynchronize();
             sys::cuStreamDestroy_v2(self.stream);
@@ -159,8 +164,17 @@ impl Session {
     pub fn open(rec: &Recording, ordinal: i32) -> Result<Session, ReplayError> {
         let bad =
             |e: crate::store::StoreError| ReplayError::Recording(rec.id.clone(), e.to_string());
-        let prologue = rec.prologue().map_err(bad)?;
-        let epilogue = rec.epilogue().map_err(bad)?;
+        let reading = crate::timeline::span("open.read", || rec.id.clone());
+        // Both decompressed at once: each is one zstd frame, read by one core.
+        let (prologue, epilogue) = std::thread::scope(|s| {
+            let epilogue = s.spawn(|| rec.epilogue());
+            let prologue = rec.prologue();
+            (prologue, epilogue.join())
+        });
+        let prologue = prologue.map_err(bad)?;
+        let epilogue = epilogue
+            .map_err(|_| ReplayError::Recording(rec.id.clone(), "reading it panicked".into()))?
+            .map_err(bad)?;
         let expected = crate::store::records::apply(&prologue, &epilogue)
             .map_err(|e| ReplayError::Recording(rec.id.clone(), e))?;
         let written: Vec<usize> = epilogue
@@ -174,8 +188,10 @@ impl Session {
             .launch
             .args()
             .map_err(|e| ReplayError::Recording(rec.id.clone(), e))?;
+        drop(reading);
         // SAFETY: plain driver calls; every result is checked.
         unsafe {
+            let context = crate::timeline::span("open.context", String::new);
             ck(sys::cuInit(0), "cuInit")?;
             let mut dev = 0;
             ck(sys::cuDeviceGet(&mut dev, ordinal), "cuDeviceGet")?;
@@ -195,7 +211,10 @@ impl Session {
                 .iter()
                 .map(|b| format!("{:02x}", *b as u8))
                 .collect();
+            drop(context);
+            let mapping = crate::timeline::span("open.map", String::new);
             let (guards, mappings) = map_range(&rec.launch, &prologue, dev)?;
+            drop(mapping);
             let mut stream = std::ptr::null_mut();
             ck(sys::cuStreamCreate(&mut stream, 0), "cuStreamCreate")?;
             let mut l2 = 0;
@@ -213,6 +232,7 @@ impl Session {
                 sys::cuMemAlloc_v2(&mut scratch, scratch_bytes),
                 "allocating the L2 flush buffer",
             )?;
+            let copying = crate::timeline::span("open.golden", String::new);
             let golden = golden_copies(&prologue, &written)?;
             let all_allocations: Vec<usize> = (0..expected.regions.len())
                 .filter(|&i| expected.regions[i].kind == RegionKind::Allocation)
@@ -222,7 +242,11 @@ impl Session {
             for (i, d) in all_allocations.into_iter().zip(copies) {
                 expected_dev[i] = Some(d);
             }
-            let compare = Compare::load()?;
+            drop(copying);
+            let compare = {
+                let _span = crate::timeline::span("open.compare", String::new);
+                Compare::load()?
+            };
             Ok(Session {
                 expected_dev,
                 compare,
@@ -242,8 +266,15 @@ impl Session {
                 unordered: Default::default(),
                 learned: Default::default(),
                 poison: Default::default(),
+                context: ctx as usize,
+                ahead: Default::default(),
             })
         }
+    }
+
+    /// Starts loading `ptxs` on threads of their own, for their `load`s to come (`ahead`).
+    pub fn load_ahead(&self, ptxs: Vec<String>) {
+        self.ahead.load(self.context, ptxs);
     }
 
     pub fn load(&self, ptx: &str) -> Result<Loaded, ReplayError> {
@@ -253,11 +284,16 @@ impl Session {
             .map_err(|_| ReplayError::Other("kernel name".into()))?;
         // SAFETY: the module and function handles come from the driver and are checked.
         unsafe {
-            let mut module = std::ptr::null_mut();
-            ck(
-                sys::cuModuleLoadData(&mut module, text.as_ptr() as *const _),
-                "loading the PTX",
-            )?;
+            let mut module = match self.ahead.take(ptx) {
+                Some(loaded) => loaded as sys::CUmodule,
+                None => std::ptr::null_mut(),
+            };
+            if module.is_null() {
+                ck(
+                    sys::cuModuleLoadData(&mut module, text.as_ptr() as *const _),
+                    "loading the PTX",
+                )?;
+            }
             let mut func = std::ptr::null_mut();
             ck(
                 sys::cuModuleGetFunction(&mut func, module, name.as_ptr()),

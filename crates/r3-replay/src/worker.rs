@@ -147,6 +147,27 @@ const TURN_LIMIT: Duration = Duration::from_secs(24 * 3600);
 /// Whether this process has said that it shares the GPU (once is enough).
 static SAID_WAITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Workers of this process that take turns with each other on purpose (fresh contexts opened
+/// at once): while any do, a wait for the GPU's turn is theirs, not another r3's, and is not
+/// said.
+static SIBLINGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// While it lives, this process's workers waiting for the GPU's turn wait for each other.
+pub struct Siblings(());
+
+impl Siblings {
+    pub fn start() -> Siblings {
+        SIBLINGS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Siblings(())
+    }
+}
+
+impl Drop for Siblings {
+    fn drop(&mut self) {
+        SIBLINGS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Prints a worker's note on stderr, once per process.
 fn say_once(message: String) {
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
@@ -184,6 +205,7 @@ pub fn serve() -> i32 {
             .map(|(d, _)| d != &job.recording_dir)
             .unwrap_or(true)
         {
+            let _open = super::timeline::span("worker.open", || job.recording_id.clone());
             let rec = match load_recording(&job) {
                 Ok(r) => r,
                 Err(message) => {
@@ -229,6 +251,9 @@ pub fn serve() -> i32 {
                 );
             }
         }
+        let _job = super::timeline::span("worker.job", || {
+            format!("{} x{}", job.recording_id, job.candidates.len())
+        });
         if let Err(code) = run_job(s, &job, &mut out, (&mut baseline, &mut outputs)) {
             return code;
         }
@@ -305,6 +330,7 @@ fn run_job(
         }
     }
     if cached.is_none() {
+        let _span = super::timeline::span("worker.baseline", || job.recording_id.clone());
         // A new baseline is checked as the recording is, unpoisoned; the outputs are learned
         // again after it.
         s.forget_outputs();
@@ -353,6 +379,7 @@ fn run_job(
         return fresh_job(s, job, base, out, seed);
     }
     if !job.baseline_alone {
+        let _span = super::timeline::span("worker.outputs", || job.recording_id.clone());
         outputs_for(s, job, base, out, learned)?;
     }
     if job.baseline_alone {
@@ -376,6 +403,14 @@ fn run_job(
         send(out, &Msg::Done { index: 0, result }).map_err(|_| 1)?;
         return if sticky { Err(3) } else { Ok(()) };
     }
+    // Loaded while the ones before them are measured.
+    s.load_ahead(
+        job.candidates
+            .iter()
+            .filter(|c| c.ptx != job.baseline_ptx)
+            .map(|c| c.ptx.clone())
+            .collect(),
+    );
     let mut base_screen: BaseScreen = None;
     let mut said = false;
     let mut race = job.race;
@@ -672,6 +707,7 @@ fn evaluate(
     l2: Regime,
     screens: (&str, &mut BaseScreen),
 ) -> (Measured, bool) {
+    let loading = super::timeline::span("worker.load", String::new);
     let l = match s.load(&c.ptx) {
         Ok(l) => l,
         Err(e) => {
@@ -681,6 +717,8 @@ fn evaluate(
             return (Measured::only(outcome), session::is_sticky(&e));
         }
     };
+    drop(loading);
+    let _measuring = super::timeline::span("worker.measure", String::new);
     let (registers, local_bytes) = (Some(l.registers), Some(l.local_bytes));
     let measured = |outcome, screen| Measured {
         outcome,
@@ -925,6 +963,85 @@ fn crashed(
     (m, session::is_sticky(e))
 }
 
+/// The directory this process's workers keep decompressed snapshots in (`store::snapcache`),
+/// while a [`SharedSnapshots`] lives.
+static SNAPSHOTS: std::sync::Mutex<Option<tempfile::TempDir>> = std::sync::Mutex::new(None);
+
+/// While it lives, the workers this process starts share decompressed recordings
+/// (`store::snapcache`) in a temporary directory of its own, removed when it goes: a search
+/// opens one recording in many workers (its own, its confirmation's fresh contexts, again when
+/// it comes back to the kernel).
+pub struct SharedSnapshots {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SharedSnapshots {
+    /// Starts sharing; where no temporary directory can be made, each worker decompresses.
+    pub fn start() -> SharedSnapshots {
+        let mut dir = SNAPSHOTS.lock().unwrap_or_else(|p| p.into_inner());
+        if dir.is_none() {
+            *dir = tempfile::Builder::new()
+                .prefix("r3-snapshots-")
+                .tempdir()
+                .ok();
+        }
+        SharedSnapshots {
+            stop: Default::default(),
+        }
+    }
+
+    /// Decompresses `recordings`' snapshots into the shared directory, in this order, on a
+    /// thread of its own while the GPU works, so that a worker opening one of them later finds
+    /// it ready: decompressing was most of opening a recording (0.9 s of 1.1 s, H200). It stops
+    /// where the directory is full (it never pushes out what a worker kept), and when sharing
+    /// ends.
+    pub fn read_ahead(&self, recordings: Vec<crate::store::records::Recording>) {
+        let Some(dir) = shared_snapshots() else {
+            return;
+        };
+        if !crate::store::snapcache::use_dir(&dir) {
+            return;
+        }
+        let stop = self.stop.clone();
+        std::thread::spawn(move || {
+            for rec in recordings {
+                for file in &rec.launch.files {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        return;
+                    }
+                    // Decompressed, a prologue is about the bytes it holds, an epilogue the
+                    // bytes the launch changed (never less than the file).
+                    let bytes = match file.name.as_str() {
+                        "prologue.r3snap" => rec.launch.bytes_in,
+                        "epilogue.r3snap" => rec.launch.bytes_changed,
+                        _ => 0,
+                    }
+                    .max(file.bytes);
+                    if !crate::store::snapcache::kept_or_room_for(file, bytes) {
+                        return;
+                    }
+                    let _ = crate::store::records::read_snapshot_checked(
+                        &rec.dir.join(&file.name),
+                        Some(file),
+                    );
+                }
+            }
+        });
+    }
+}
+
+impl Drop for SharedSnapshots {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        SNAPSHOTS.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+fn shared_snapshots() -> Option<PathBuf> {
+    let dir = SNAPSHOTS.lock().unwrap_or_else(|p| p.into_inner());
+    dir.as_ref().map(|d| d.path().to_owned())
+}
+
 /// The parent's side: a worker process, restarted whenever one dies or hangs.
 pub struct Pool {
     worker: Option<r3_process::Child>,
@@ -995,8 +1112,13 @@ impl Pool {
         if self.worker.is_none() {
             let args: Vec<&str> = self.program[1..].iter().map(String::as_str).collect();
             let exe = std::path::Path::new(&self.program[0]);
+            let shared = shared_snapshots();
+            let env: Vec<(&str, &std::ffi::OsStr)> = shared
+                .iter()
+                .map(|d| (crate::store::snapcache::ENV, d.as_os_str()))
+                .collect();
             self.worker = Some(
-                r3_process::Child::spawn(exe, &args, r3_process::Stderr::Inherit)
+                r3_process::Child::spawn_with_env(exe, &args, r3_process::Stderr::Inherit, &env)
                     .map_err(|e| format!("cannot start a replay worker: {e}"))?,
             );
         }
@@ -1024,7 +1146,10 @@ impl Pool {
                     match msg {
                         Msg::Waiting => {
                             waiting = true;
-                            if !SAID_WAITING.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                            let ours = SIBLINGS.load(std::sync::atomic::Ordering::SeqCst) > 0;
+                            if !ours
+                                && !SAID_WAITING.swap(true, std::sync::atomic::Ordering::Relaxed)
+                            {
                                 eprintln!("r3: another r3 is measuring on this GPU; the two take turns, a batch at a time");
                             }
                         }

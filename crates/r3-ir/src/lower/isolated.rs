@@ -109,6 +109,7 @@ pub fn lower_isolated_with(
     job: &LowerJob,
 ) -> Result<Lowered, CompileFailure> {
     use r3_process::{Child, NoAnswer, Stderr};
+    let _span = r3_process::timeline::span("lower.isolated", || job.kernel_hash.to_string());
     let err = |m: String| CompileFailure { message: m };
     let mut child = Child::spawn(exe, &["__lower"], Stderr::Keep)
         .map_err(|e| err(format!("starting a compiler process: {e}")))?;
