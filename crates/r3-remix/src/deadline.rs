@@ -184,6 +184,7 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
                 launch_ms: e.launch_ms.max(0.0),
                 warm: false,
                 done: None,
+                searcher: None,
                 confirmed: false,
             })
             .collect(),
@@ -283,37 +284,97 @@ fn slice_seconds(deadline_s: f64) -> f64 {
     (deadline_s / 10.0).clamp(15.0, 120.0)
 }
 
-/// Time kept back to confirm the winners found so far.
+/// Time kept back to confirm the winners found so far, by one worker alone.
 pub fn reserve_s(a: &Allocation) -> f64 {
-    a.arms
-        .iter()
-        .filter(|k| k.best >= IMPROVED && !k.confirmed)
-        .map(|k| confirm_s(a, k))
-        .sum()
+    reserve_for(a, "", &[]).0
+}
+
+/// The time worker `me` keeps back to confirm winners, among the live `workers` of the
+/// allocation (`me` counted whether or not listed), and the kernels it keeps it for.
+/// Confirmations run on all the live workers at once, so each keeps back only its part: a
+/// winner whose searcher lives is its searcher's to confirm (its evaluator is alive there, and
+/// a confirmation prefers the GPU that searched), and the others are shared out whole, the
+/// longest first, each to the worker with the least to confirm so far (a confirmation is never
+/// split: one long confirmation is one worker's to wait for). One worker alone keeps them all.
+pub fn reserve_for(a: &Allocation, me: &str, workers: &[String]) -> (f64, Vec<String>) {
+    let mut live: Vec<&str> = workers.iter().map(String::as_str).collect();
+    if !live.contains(&me) {
+        live.push(me);
+    }
+    let mut load = vec![0.0; live.len()];
+    let mut mine = Vec::new();
+    let mut shared: Vec<(f64, &str)> = Vec::new();
+    for k in a.arms.iter().filter(|k| k.best >= IMPROVED && !k.confirmed) {
+        let c = confirm_s(a, k);
+        match k
+            .searcher
+            .as_deref()
+            .and_then(|s| live.iter().position(|w| *w == s))
+        {
+            Some(i) => {
+                load[i] += c;
+                if live[i] == me {
+                    mine.push(k.kernel.clone());
+                }
+            }
+            None => shared.push((c, &k.kernel)),
+        }
+    }
+    shared.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(y.1)));
+    for (c, kernel) in shared {
+        let i = (0..live.len())
+            .min_by(|&x, &y| load[x].total_cmp(&load[y]).then(x.cmp(&y)))
+            .unwrap_or(0);
+        load[i] += c;
+        if live[i] == me {
+            mine.push(kernel.to_owned());
+        }
+    }
+    let me = live.iter().position(|w| *w == me).unwrap_or(0);
+    (load[me], mine)
+}
+
+/// Whether worker `me` may confirm `k`'s winner: none searches it now or searched it last, or
+/// `me` does (did), or the one that did is no longer among the live `workers`: a confirmation
+/// runs on the GPU that searched while that one lives.
+pub fn may_confirm(k: &Arm, me: &str, workers: &[String]) -> bool {
+    k.searcher
+        .as_deref()
+        .is_none_or(|s| s == me || !workers.iter().any(|w| w == s))
 }
 
 /// Which kernels a worker holds what: another worker searching it (`busy`), or this worker's
-/// evaluator for it still alive (`alive`: a slice of it pays no setup).
+/// evaluator for it still alive (`alive`: a slice of it pays no setup); and the allocation's
+/// live workers (`workers`), among them this one (`me`), who share its confirmations.
 pub struct Held<'a> {
     pub busy: &'a dyn Fn(&str) -> bool,
     pub alive: &'a dyn Fn(&str) -> bool,
+    pub me: &'a str,
+    pub workers: &'a [String],
 }
 
 impl Held<'_> {
-    /// Nothing held by anyone, every evaluator alive: the allocation's own view.
+    /// Nothing held by anyone, every evaluator alive, one worker: the allocation's own view.
     pub fn none() -> Held<'static> {
         Held {
             busy: &|_| false,
             alive: &|_| true,
+            me: "",
+            workers: &[],
         }
     }
 }
+
+/// What `next` says while every kernel left is another worker's: the worker waits for one
+/// (`run`), as a kernel may be let go, or a winner left to confirm.
+pub const WAITING: &str = "the rest is searched by other workers";
 
 /// The next decision for a worker, `held` telling which kernels another worker is searching
 /// and which of its evaluators live.
 pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     let busy = held.busy;
-    let left = a.deadline_s - a.elapsed_s - reserve_s(a);
+    let (reserve, mine) = reserve_for(a, held.me, held.workers);
+    let left = a.deadline_s - a.elapsed_s - reserve;
     if left <= 0.0 {
         return Decision::Stop("deadline".into());
     }
@@ -326,7 +387,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         .iter()
         .filter(open)
         .filter(|k| !k.warm && k.share >= SMALL_SHARE)
-        .filter_map(|k| offer(a, k, left, batch, held))
+        .filter_map(|k| offer(a, k, left, batch, held, &mine))
         .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
             Some((w, _)) if w >= v => acc,
             _ => Some((v, d)),
@@ -345,7 +406,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         .arms
         .iter()
         .filter(open)
-        .filter_map(|k| offer(a, k, left, batch, held))
+        .filter_map(|k| offer(a, k, left, batch, held, &mine))
         .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
             Some((w, _)) if w >= v => acc,
             _ => Some((v, d)),
@@ -353,7 +414,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     match best {
         Some((v, d)) if v > 0.0 => d,
         _ if a.arms.iter().any(|k| k.done.is_none() && busy(&k.kernel)) => {
-            Decision::Stop("the rest is searched by other workers".into())
+            Decision::Stop(WAITING.into())
         }
         _ => Decision::Stop(
             too_short(a, left).unwrap_or_else(|| "nothing left worth the time".into()),
@@ -377,8 +438,16 @@ fn too_short(a: &Allocation, left: f64) -> Option<String> {
 }
 
 /// What a slice of `k` is worth per second, and the slice; None where none fits in `left`.
-/// A slice whose evaluator is not alive pays its setup again (as last measured).
-fn offer(a: &Allocation, k: &Arm, left: f64, batch: u32, held: &Held) -> Option<(f64, Decision)> {
+/// A slice whose evaluator is not alive pays its setup again (as last measured). `mine`: the
+/// kernels whose confirmations this worker's reserve counts.
+fn offer(
+    a: &Allocation,
+    k: &Arm,
+    left: f64,
+    batch: u32,
+    held: &Held,
+    mine: &[String],
+) -> Option<(f64, Decision)> {
     let setup = if (held.alive)(&k.kernel) {
         0.0
     } else {
@@ -387,10 +456,10 @@ fn offer(a: &Allocation, k: &Arm, left: f64, batch: u32, held: &Held) -> Option<
     if !k.warm {
         return warm_offer(a, k, left, setup);
     }
-    // A slice that finds a new best makes a winner to confirm: where the reserve does not
-    // count one for this kernel yet (no winner, or one already confirmed), the slice keeps
-    // its time back too.
-    let counted = k.best >= IMPROVED && !k.confirmed;
+    // A slice that finds a new best makes a winner to confirm, this worker's (its searcher's):
+    // where its reserve does not count one for this kernel yet (no winner, one already
+    // confirmed, or another worker's to confirm), the slice keeps its time back too.
+    let counted = mine.contains(&k.kernel);
     let left = if counted {
         left
     } else {
@@ -587,6 +656,16 @@ pub trait Runner {
     }
     /// Says a line (progress, the allocation as it changes).
     fn say(&mut self, line: String);
+    /// Waits `seconds` for another worker: every kernel left is searched by one (`WAITING`).
+    fn idle(&mut self, seconds: f64) {
+        std::thread::sleep(std::time::Duration::from_secs_f64(seconds.max(0.0)));
+    }
+}
+
+/// Seconds a worker waits for another before it decides again (see [`WAITING`]): a two-hundredth
+/// of the deadline, between 50 ms and 1 s.
+fn idle_seconds(deadline_s: f64) -> f64 {
+    (deadline_s / 200.0).clamp(0.05, 1.0)
 }
 
 /// What a runner keeps alive between slices (a kernel's evaluator), at most `cap`: a slice uses
@@ -677,7 +756,10 @@ pub struct Ended {
 
 /// Runs the allocation of `scope` on `gpu`: the stored one where `continuing` takes it (its
 /// deadline set to `deadline_s`), else a new one of `entrants`, slice by slice until it stops,
-/// then confirms the winners.
+/// then confirms the winners. The run is one of the allocation's workers
+/// (`Store::join_allocation`) until it returns: the workers that live share the confirmations
+/// ([`reserve_for`]), and one that finds every kernel left searched by another waits and
+/// decides again ([`WAITING`]) until the deadline, or until nothing is left.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     store: &Store,
@@ -690,6 +772,8 @@ pub fn run(
     runner: &mut dyn Runner,
     stop: &AtomicBool,
 ) -> Result<Ended, StoreError> {
+    let worker = store.join_allocation(scope, gpu)?;
+    let me = worker.id();
     let base = {
         let _lock = store.lock_allocation(scope, gpu)?;
         let mut a = match store.allocation(scope, gpu)? {
@@ -715,9 +799,10 @@ pub fn run(
         if stop.load(Ordering::SeqCst) {
             break ("interrupted".to_owned(), true);
         }
-        let decision = {
+        let (decision, idle_s, alone, ended) = {
             let _lock = store.lock_allocation(scope, gpu)?;
             let mut a = current(store, scope, gpu, base, runner)?;
+            let workers = store.allocation_workers(scope, gpu, Some(me))?;
             let d = match &a.ended {
                 Some(why) => Decision::Stop(why.clone()),
                 None => next(
@@ -726,25 +811,56 @@ pub fn run(
                     &Held {
                         busy: &|k| runner.busy(k),
                         alive: &|k| runner.alive(k),
+                        me,
+                        workers: &workers,
                     },
                 ),
             };
-            if let Decision::Stop(why) = &d {
-                if !why.starts_with("the rest") {
-                    a.ended = Some(why.clone());
+            // Decided and taken under one lock: another worker's decision sees it busy, and
+            // its winner is this worker's to confirm.
+            if let Decision::Slice { kernel, .. } = &d {
+                if !runner.hold(kernel) {
+                    store.put_allocation(&a)?;
+                    continue;
+                }
+                if let Some(k) = a.arms.iter_mut().find(|k| k.kernel == *kernel) {
+                    k.searcher = Some(me.to_owned());
                 }
             }
             store.put_allocation(&a)?;
-            // Decided and taken under one lock: another worker's decision sees it busy.
-            if let Decision::Slice { kernel, .. } = &d {
-                if !runner.hold(kernel) {
-                    continue;
-                }
-            }
-            d
+            let alone = workers.len() <= 1;
+            (d, idle_seconds(a.deadline_s), alone, a.ended.is_some())
         };
         let (kernel, warm, trials, limit_s) = match decision {
-            Decision::Stop(why) => break (why, false),
+            // Every kernel left is another worker's for now: a winner nobody searches is
+            // confirmed meanwhile, else the worker waits and decides again.
+            Decision::Stop(why) if why == WAITING => {
+                let free = |k: &Arm, r: &dyn Runner| !r.busy(&k.kernel);
+                if !confirm_arm(store, scope, gpu, base, runner, me, free)? {
+                    runner.idle(idle_s);
+                }
+                continue;
+            }
+            Decision::Stop(why) if ended => break (why, false),
+            // Settled holds for every worker: the allocation ends with it.
+            Decision::Stop(why) if why == "settled" => {
+                end_allocation(store, scope, gpu, base, runner, &why)?;
+                break (why, false);
+            }
+            // Nothing of what is left fits in this worker's time beside its part of the
+            // confirmations: one of those made now, on the clock, gives back what it was priced
+            // at beyond what it took, and the worker decides again. Only when none is left does
+            // it stop, and where it is the last worker, the allocation with it (time left and
+            // what fits in it are each worker's own).
+            Decision::Stop(why) => {
+                if confirm_arm(store, scope, gpu, base, runner, me, |_, _| true)? {
+                    continue;
+                }
+                if alone {
+                    end_allocation(store, scope, gpu, base, runner, &why)?;
+                }
+                break (why, false);
+            }
             Decision::Slice {
                 kernel,
                 warm,
@@ -755,7 +871,8 @@ pub fn run(
         // The confirmation of the kernel a slice lets go moves the clock by what it took, not by
         // what it was priced at: the slice is decided again on the clock after it.
         if let Some(leaving) = runner.lets_go(&kernel) {
-            if confirm_arm(store, scope, gpu, base, runner, |k| k.kernel == leaving)? {
+            let leaving = |k: &Arm, _: &dyn Runner| k.kernel == leaving;
+            if confirm_arm(store, scope, gpu, base, runner, me, leaving)? {
                 continue;
             }
         }
@@ -770,12 +887,35 @@ pub fn run(
         runner.say(slice_line(&a, &kernel, warm, &out, kernel != last_kernel));
         last_kernel = kernel;
     };
-    confirm_winners(store, scope, gpu, base, runner, stop)?;
+    confirm_winners(store, scope, gpu, base, runner, me, stop)?;
+    // The last worker to end ends the allocation, with its own reason.
+    if !interrupted && store.allocation_workers(scope, gpu, Some(me))?.len() <= 1 {
+        end_allocation(store, scope, gpu, base, runner, &why)?;
+    }
+    drop(worker);
     Ok(Ended {
         why,
         slices,
         interrupted,
     })
+}
+
+/// Ends the allocation for every worker, for `why`, unless it has ended already.
+fn end_allocation(
+    store: &Store,
+    scope: &str,
+    gpu: &str,
+    base: f64,
+    runner: &dyn Runner,
+    why: &str,
+) -> Result<(), StoreError> {
+    let _lock = store.lock_allocation(scope, gpu)?;
+    let mut a = current(store, scope, gpu, base, runner)?;
+    if a.ended.is_none() {
+        a.ended = Some(why.to_owned());
+        store.put_allocation(&a)?;
+    }
+    Ok(())
 }
 
 /// The stored allocation with its clock brought to this worker's.
@@ -796,17 +936,19 @@ fn current(
     Ok(a)
 }
 
-/// Confirms, largest weight first, every improved best not confirmed yet.
+/// Confirms, largest weight first, every improved best not confirmed yet that this worker
+/// (`me`) may confirm ([`may_confirm`]).
 fn confirm_winners(
     store: &Store,
     scope: &str,
     gpu: &str,
     base: f64,
     runner: &mut dyn Runner,
+    me: &str,
     stop: &AtomicBool,
 ) -> Result<(), StoreError> {
     while !stop.load(Ordering::SeqCst) {
-        if !confirm_arm(store, scope, gpu, base, runner, |_| true)? {
+        if !confirm_arm(store, scope, gpu, base, runner, me, |_, _| true)? {
             return Ok(());
         }
     }
@@ -814,24 +956,25 @@ fn confirm_winners(
 }
 
 /// Confirms the first arm that `which` picks, among those with an improved best not confirmed
-/// yet (taken under the lock, so two workers never confirm the same kernel), and counts what
-/// it took against what it was expected to take. Whether there was one.
+/// yet that worker `me` may confirm (taken under the lock, so two workers never confirm the
+/// same kernel), and counts what it took against what it was expected to take. Whether there
+/// was one.
 fn confirm_arm(
     store: &Store,
     scope: &str,
     gpu: &str,
     base: f64,
     runner: &mut dyn Runner,
-    which: impl Fn(&Arm) -> bool,
+    me: &str,
+    which: impl Fn(&Arm, &dyn Runner) -> bool,
 ) -> Result<bool, StoreError> {
     let (kernel, expected, runs) = {
         let _lock = store.lock_allocation(scope, gpu)?;
         let mut a = current(store, scope, gpu, base, runner)?;
-        let Some(i) = a
-            .arms
-            .iter()
-            .position(|k| k.best >= IMPROVED && !k.confirmed && which(k))
-        else {
+        let workers = store.allocation_workers(scope, gpu, Some(me))?;
+        let Some(i) = a.arms.iter().position(|k| {
+            k.best >= IMPROVED && !k.confirmed && may_confirm(k, me, &workers) && which(k, &*runner)
+        }) else {
             store.put_allocation(&a)?;
             return Ok(false);
         };
@@ -1086,7 +1229,8 @@ mod tests {
         stop_after: Option<usize>,
         stop: &'a AtomicBool,
         confirmed: Vec<String>,
-        busy: Vec<String>,
+        /// Kernels another worker searches, each until that clock.
+        busy: Vec<(String, f64)>,
         /// Seconds each confirmation costs beyond its runs (its contexts loading the recording).
         confirm_setup: f64,
         /// Evaluators kept alive between slices (None: the runner says nothing of them, as a
@@ -1154,7 +1298,9 @@ mod tests {
             }
         }
         fn busy(&self, kernel: &str) -> bool {
-            self.busy.iter().any(|b| b == kernel)
+            self.busy
+                .iter()
+                .any(|(b, until)| b == kernel && self.clock < *until)
         }
         fn alive(&self, kernel: &str) -> bool {
             self.live.as_ref().is_none_or(|l| l.find(kernel).is_some())
@@ -1178,6 +1324,9 @@ mod tests {
             self.withheld.push(kernel.to_owned());
         }
         fn say(&mut self, _line: String) {}
+        fn idle(&mut self, seconds: f64) {
+            self.clock += seconds;
+        }
     }
 
     fn world(kernels: &[(&str, f64, f64, f64)]) -> BTreeMap<String, Kernel> {
@@ -1886,7 +2035,7 @@ mod tests {
             4,
             &Held {
                 busy: &|k| k == "corr",
-                alive: &|_| true,
+                ..Held::none()
             },
         );
         assert!(
@@ -2091,5 +2240,142 @@ mod tests {
         );
         a.arms[0].confirmed = true;
         assert!(matches!(next(&a, 4, &Held::none()), Decision::Slice { .. }));
+    }
+
+    /// An allocation of the correlation case with every kernel warm at `best`, its deadline
+    /// used up to `elapsed_s` of 600 s.
+    fn all_improved(best: f64, elapsed_s: f64) -> Allocation {
+        let w = world(&CORRELATION);
+        let mut a = start("prog", "GPU", 600.0, entrants(&SHARES, &w));
+        a.elapsed_s = elapsed_s;
+        for k in &mut a.arms {
+            (k.warm, k.best, k.trials, k.improved_at) = (true, best, 20, 20);
+        }
+        a
+    }
+
+    /// Live workers confirm at once, so each keeps back its part of the confirmations, not all
+    /// of them: a winner whose searcher lives is its searcher's, the rest shared out whole,
+    /// longest first; one long confirmation is never split, and one worker keeps them all.
+    #[test]
+    fn live_workers_share_the_reserve_but_never_split_one_confirmation() {
+        let mut a = all_improved(1.5, 0.0);
+        let whole = reserve_s(&a);
+        let each: Vec<f64> = a.arms.iter().map(|k| confirm_s(&a, k)).collect();
+        assert!((whole - each.iter().sum::<f64>()).abs() < 1e-9);
+        assert_eq!(reserve_for(&a, "w1", &[]).0, whole, "alone: all of it");
+        let two = ["w1".to_owned(), "w2".to_owned()];
+        let (r1, m1) = reserve_for(&a, "w1", &two);
+        let (r2, m2) = reserve_for(&a, "w2", &two);
+        assert!((r1 + r2 - whole).abs() < 1e-9, "{r1} + {r2} of {whole}");
+        assert!(r1.max(r2) < whole && r1.max(r2) >= each.iter().cloned().fold(0.0, f64::max));
+        let mut all: Vec<String> = m1.iter().chain(&m2).cloned().collect();
+        all.sort();
+        let mut kernels: Vec<String> = a.arms.iter().map(|k| k.kernel.clone()).collect();
+        kernels.sort();
+        assert_eq!(
+            all, kernels,
+            "each winner in one worker's part: {m1:?} {m2:?}"
+        );
+        // One confirmation longer than all the others: whoever keeps it keeps it whole.
+        a.arms[0].launch_ms = 2000.0;
+        let long = confirm_s(&a, &a.arms[0]);
+        let (r1, _) = reserve_for(&a, "w1", &two);
+        let (r2, _) = reserve_for(&a, "w2", &two);
+        assert!(r1.max(r2) >= long && long > r1.min(r2), "{r1} {r2} {long}");
+        // Searched by a live worker: its own; by a worker gone: shared again.
+        a.arms[0].launch_ms = 0.0;
+        for k in &mut a.arms {
+            k.searcher = Some("w2".into());
+        }
+        assert_eq!(reserve_for(&a, "w1", &two).0, 0.0);
+        assert!((reserve_for(&a, "w2", &two).0 - whole).abs() < 1e-9);
+        let (r1, _) = reserve_for(&a, "w1", &two[..1]);
+        assert!((r1 - whole).abs() < 1e-9, "w2 gone: w1 keeps it all");
+    }
+
+    /// Another worker holds the one kernel for the first 30 s: this worker waits for it instead
+    /// of stopping (it stopped at once: "the rest is searched by other workers"), then searches
+    /// it, and ends by the deadline.
+    #[test]
+    fn a_worker_waits_for_a_kernel_another_holds_and_searches_it_once_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut w = world(&[("big", 0.5, 2.0, 10.0)]);
+        let e = entrants(&[("big", 1.0)], &w);
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim {
+            busy: vec![("big".into(), 30.0)],
+            ..Sim::new(&mut w, &stop)
+        };
+        let ended = run(
+            &store,
+            "prog",
+            "GPU",
+            120.0,
+            || e,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        // Searched from 30 s on until its gain stopped moving.
+        assert_eq!(ended.why, "settled", "{:?}", sim.slices);
+        assert!(ended.slices > 1, "{ended:?} {:?}", sim.slices);
+        assert!(sim.sliced_at[0] >= 30.0, "{:?}", sim.sliced_at);
+        assert!(sim.clock <= 120.0 + 1e-9, "{}", sim.clock);
+        assert!(
+            !sim.confirmed.is_empty() && sim.confirmed.iter().all(|k| k == "big"),
+            "{:?}",
+            sim.confirmed
+        );
+    }
+
+    /// A winner whose searcher lives is left to it to confirm (on the GPU that searched it);
+    /// one whose searcher is gone (killed: its file no longer locked), or that no worker
+    /// searched, is confirmed by whoever is left.
+    #[test]
+    fn a_winner_is_confirmed_by_the_worker_that_searched_it_while_that_one_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let other = store.join_allocation("prog", "GPU").unwrap();
+        let mut a = all_improved(3.0, 600.0);
+        let searchers = [
+            Some(other.id()),
+            Some("gone-host-1-0-0"),
+            None,
+            Some(other.id()),
+        ];
+        for (k, s) in a.arms.iter_mut().zip(searchers) {
+            k.searcher = s.map(str::to_owned);
+        }
+        store.put_allocation(&a).unwrap();
+        let gone = dir.path().join("deadline/gpu/prog.workers/gone-host-1-0-0");
+        std::fs::write(&gone, "").unwrap();
+        let mut w = world(&CORRELATION);
+        let stop = AtomicBool::new(false);
+        let confirm = |w: &mut BTreeMap<String, Kernel>| {
+            let mut sim = Sim::new(w, &stop);
+            run(
+                &store,
+                "prog",
+                "GPU",
+                600.0,
+                Vec::new,
+                Continue::Stored,
+                4,
+                &mut sim,
+                &stop,
+            )
+            .unwrap();
+            let mut c = sim.confirmed.clone();
+            c.sort();
+            c
+        };
+        assert_eq!(confirm(&mut w), ["mean", "std"]);
+        assert!(!gone.exists(), "a worker gone is counted no more");
+        drop(other);
+        assert_eq!(confirm(&mut w), ["corr", "norm"]);
     }
 }

@@ -182,11 +182,56 @@ pub fn without_option(args: &[String], name: &str) -> Vec<String> {
     out
 }
 
+/// What the workers of `gpus` share, one line per GPU model among them: a kernel's trials are
+/// keyed by the GPU as trials name it (`GpuInfo::trials_name`: model and architecture), so the
+/// GPUs of one model search each kernel once between them (its trials file's lock), and apply,
+/// which takes a kernel's winner by the kernel's content hash (compiled for one architecture)
+/// from its latest search (or `R3_APPLY_GPU`'s: `store::winner::chosen_search`), ships what one
+/// of them found on every GPU of that architecture.
+pub fn shared_search_lines(gpus: &[crate::replay::device::GpuInfo]) -> Vec<String> {
+    let mut models: Vec<(String, String, Vec<usize>)> = Vec::new();
+    for g in gpus {
+        let name = g.trials_name();
+        match models.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, _, ordinals)) => ordinals.push(g.ordinal),
+            None => models.push((name, g.sm(), vec![g.ordinal])),
+        }
+    }
+    models
+        .into_iter()
+        .map(|(name, sm, ordinals)| {
+            let which: Vec<String> = ordinals.iter().map(usize::to_string).collect();
+            let (gpus, share) = if ordinals.len() > 1 {
+                ("GPUs", "share each kernel's search")
+            } else {
+                ("GPU", "keeps each kernel's search")
+            };
+            format!(
+                "r3 tune: {gpus} {} ({name}) {share}, kept as \"{name}\": a kernel searched on one \
+                 of them ships on every {sm} GPU (apply takes a kernel's winner by its content hash, \
+                 compiled for {sm}, from its latest search, or R3_APPLY_GPU's)",
+                which.join(",")
+            )
+        })
+        .collect()
+}
+
 /// Runs one worker per GPU of `gpus` (this executable, `args` as `worker_args` makes them) and
 /// waits for all; the exit status is the worst of theirs.
 pub fn run_per_gpu(args: &[String], gpus: &[usize]) -> std::io::Result<i32> {
     let exe = std::env::current_exe()?;
     let worker = worker_args(args);
+    if let crate::replay::device::GpuStatus::Present { gpus: all, .. } =
+        crate::replay::device::probe()
+    {
+        let used: Vec<_> = all
+            .into_iter()
+            .filter(|g| gpus.contains(&g.ordinal))
+            .collect();
+        for line in shared_search_lines(&used) {
+            eprintln!("{line}");
+        }
+    }
     let mut children = Vec::new();
     for g in gpus {
         eprintln!("r3 tune: worker on GPU {g}");
@@ -246,6 +291,37 @@ mod tests {
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_gpus_of_one_model_say_they_share_each_kernels_search_and_winner() {
+        let gpu = |ordinal, name: &str, cc| crate::replay::device::GpuInfo {
+            ordinal,
+            name: name.into(),
+            cc,
+            mem_bytes: 0,
+            uuid: String::new(),
+            sms: 0,
+        };
+        let node = [
+            gpu(0, "NVIDIA H200", (9, 0)),
+            gpu(1, "NVIDIA H200", (9, 0)),
+            gpu(2, "NVIDIA H100 80GB HBM3", (9, 0)),
+        ];
+        let lines = shared_search_lines(&node);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].starts_with(
+                "r3 tune: GPUs 0,1 (NVIDIA H200 (sm_90)) share each kernel's search, kept as \"NVIDIA H200 (sm_90)\": a kernel searched on one of them ships on every sm_90 GPU"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("r3 tune: GPU 2 (NVIDIA H100 80GB HBM3 (sm_90)) keeps"),
+            "{}",
+            lines[1]
+        );
     }
 
     #[test]

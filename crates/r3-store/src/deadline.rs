@@ -85,6 +85,10 @@ pub struct Arm {
     /// Why it gets no more slices, once it does not (a failure, a finished space).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done: Option<String>,
+    /// The worker that searches it now, or searched it last (`AllocationWorker::id`): its
+    /// evaluator is alive there, and its winner is that worker's to confirm while it lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub searcher: Option<String>,
     /// The best is confirmed on every recorded launch.
     #[serde(default)]
     pub confirmed: bool,
@@ -123,12 +127,106 @@ pub struct AllocationLock {
     _file: std::fs::File,
 }
 
+/// A worker of an allocation, counted among its live workers ([`Store::allocation_workers`])
+/// while this lives: a file of its own beside the allocation (`<scope>.workers/<id>`), locked.
+/// The lock goes with the process, so a worker killed or crashed stops counting at once (its
+/// file is removed by the next count); dropped, the file is removed.
+pub struct AllocationWorker {
+    id: String,
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+impl AllocationWorker {
+    /// Its name among the allocation's workers: host, process and a number of its own.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Drop for AllocationWorker {
+    fn drop(&mut self) {
+        // Removed while still locked, so no count sees it unlocked and takes it for a crash.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl Store {
     fn allocation_path(&self, scope: &str, gpu: &str) -> PathBuf {
         self.root()
             .join("deadline")
             .join(slug(gpu))
             .join(format!("{}.json", slug(scope)))
+    }
+
+    fn workers_dir(&self, scope: &str, gpu: &str) -> PathBuf {
+        self.allocation_path(scope, gpu).with_extension("workers")
+    }
+
+    /// Joins the allocation of `scope` on `gpu` as one of its workers, until the worker is
+    /// dropped (or its process ends).
+    pub fn join_allocation(&self, scope: &str, gpu: &str) -> Result<AllocationWorker, StoreError> {
+        static JOINED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let dir = self.workers_dir(scope, gpu);
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let n = JOINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = slug(&format!("{host}-{}-{n}-{nanos:08x}", std::process::id()));
+        // Locked under a hidden name and renamed into place locked: a count never sees the file
+        // of a worker that is joining unlocked.
+        let tmp = tempfile::Builder::new()
+            .prefix(".join-")
+            .tempfile_in(&dir)
+            .map_err(io_err(&dir))?;
+        tmp.as_file().lock().map_err(io_err(tmp.path()))?;
+        let path = dir.join(&id);
+        let file = tmp.persist(&path).map_err(|e| io_err(&path)(e.error))?;
+        Ok(AllocationWorker {
+            id,
+            path,
+            _file: file,
+        })
+    }
+
+    /// The live workers of the allocation of `scope` on `gpu` (their ids, sorted), `me`
+    /// among them where given (a worker's own file is not probed: on a filesystem whose locks
+    /// are the process's, opening it again would count it free). A worker whose file is no
+    /// longer locked ended without leaving (killed, crashed): its file is removed.
+    pub fn allocation_workers(
+        &self,
+        scope: &str,
+        gpu: &str,
+        me: Option<&str>,
+    ) -> Result<Vec<String>, StoreError> {
+        let dir = self.workers_dir(scope, gpu);
+        let mut out: Vec<String> = me.map(str::to_owned).into_iter().collect();
+        let Some(entries) = super::read_dir_if_exists(&dir)? else {
+            return Ok(out);
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || Some(name.as_str()) == me {
+                continue;
+            }
+            let Ok(file) = std::fs::File::open(entry.path()) else {
+                continue; // gone: that worker left
+            };
+            match file.try_lock() {
+                Err(std::fs::TryLockError::WouldBlock) => out.push(name),
+                Ok(()) => {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+                // Cannot tell: not counted (a reserve kept whole is the safe side).
+                Err(_) => {}
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// Waits for the allocation's lock (another worker holds it only while it decides).
@@ -217,6 +315,7 @@ mod tests {
                 launch_ms: 1070.0,
                 warm: true,
                 done: None,
+                searcher: None,
                 confirmed: false,
                 growth: Some(Growth {
                     floor: 0.02,
@@ -240,5 +339,40 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("all.json"), "{err}");
+    }
+
+    /// Workers count while they live: one dropped stops counting and its file goes; one that
+    /// ended without leaving (its file no longer locked: killed, crashed) is found out by the
+    /// next count and its file removed; a worker's own file is never probed.
+    #[test]
+    fn an_allocation_counts_its_live_workers_and_forgets_a_crashed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let (scope, gpu) = ("all", "NVIDIA H200");
+        assert!(store
+            .allocation_workers(scope, gpu, None)
+            .unwrap()
+            .is_empty());
+        let a = store.join_allocation(scope, gpu).unwrap();
+        let b = store.join_allocation(scope, gpu).unwrap();
+        assert_ne!(a.id(), b.id());
+        let mut both = vec![a.id().to_owned(), b.id().to_owned()];
+        both.sort();
+        assert_eq!(store.allocation_workers(scope, gpu, None).unwrap(), both);
+        assert_eq!(
+            store.allocation_workers(scope, gpu, Some(a.id())).unwrap(),
+            both
+        );
+        let crashed = store.workers_dir(scope, gpu).join("node7-4242-0-00000000");
+        std::fs::write(&crashed, "").unwrap();
+        assert_eq!(store.allocation_workers(scope, gpu, None).unwrap(), both);
+        assert!(!crashed.exists());
+        let b_file = store.workers_dir(scope, gpu).join(b.id());
+        drop(b);
+        assert!(!b_file.exists());
+        assert_eq!(
+            store.allocation_workers(scope, gpu, None).unwrap(),
+            [a.id().to_owned()]
+        );
     }
 }
