@@ -1,6 +1,7 @@
-//! `r3 kernels`: the recorded kernels grouped by source file.
+//! `r3 kernels`: the recorded kernels grouped by source file, the old versions (no current
+//! build contains them) apart.
 
-use crate::store::identity::Launches;
+use crate::store::identity::{Index, Launches};
 use crate::store::programs::Share;
 use crate::store::records::irreproducible_text;
 use crate::store::KernelRecord;
@@ -11,11 +12,21 @@ use std::path::Path;
 #[derive(Debug, Serialize)]
 pub struct SourceGroup<'a> {
     pub source: String,
-    pub kernels: Vec<&'a KernelRecord>,
+    pub kernels: Vec<Listed<'a>>,
     /// Each kernel's share of the GPU time of the programs that run it (their launch census),
     /// by hash; absent where no program has one.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub shares: BTreeMap<String, Vec<Share>>,
+}
+
+/// A kernel as `r3 kernels --json` lists it: its `kernel.json`, and whether it is old.
+#[derive(Debug, Serialize)]
+pub struct Listed<'a> {
+    #[serde(flatten)]
+    pub kernel: &'a KernelRecord,
+    /// No current build contains it (`identity::Index::is_old`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub old: bool,
 }
 
 const NO_SOURCE: &str = "(unknown source)";
@@ -23,20 +34,34 @@ const NO_SOURCE: &str = "(unknown source)";
 pub const UNOPTIMIZED: &str = "compiled without optimization (-O0): not tuned; rebuild with -O3 (with CMake: -DCMAKE_BUILD_TYPE=Release)";
 
 /// Kernels grouped by source file, in the store's order (file, line, name, arch), each with
-/// its shares of programs' time (`shares`, by hash).
+/// its shares of programs' time (`shares`, by hash) and whether it is old.
 pub fn by_source<'a>(
-    kernels: &'a [KernelRecord],
+    index: &'a Index,
+    shares: &BTreeMap<String, Vec<Share>>,
+) -> Vec<SourceGroup<'a>> {
+    group(index.kernels().iter().collect(), index, shares)
+}
+
+fn group<'a>(
+    kernels: Vec<&'a KernelRecord>,
+    index: &Index,
     shares: &BTreeMap<String, Vec<Share>>,
 ) -> Vec<SourceGroup<'a>> {
     let mut groups: Vec<SourceGroup> = Vec::new();
     for k in kernels {
+        let k = Listed {
+            kernel: k,
+            old: index.is_old(k),
+        };
         let source = k
+            .kernel
             .signature
             .source
             .as_ref()
             .map(|s| s.file.clone())
             .unwrap_or_else(|| NO_SOURCE.into());
-        let mine = shares.get(k.hash.as_str()).cloned();
+        let hash = k.kernel.hash.to_string();
+        let mine = shares.get(&hash).cloned();
         match groups.last_mut() {
             Some(g) if g.source == source => g.kernels.push(k),
             _ => groups.push(SourceGroup {
@@ -46,34 +71,61 @@ pub fn by_source<'a>(
             }),
         }
         if let (Some(g), Some(m)) = (groups.last_mut(), mine) {
-            g.shares.insert(k.hash.to_string(), m);
+            g.shares.insert(hash, m);
         }
     }
     groups
 }
 
-/// The kernels by source file; with each, its recorded launches (`launches`, by hash) and,
-/// where none of them reproduces, why it cannot be searched.
+/// The kernels by source file, those of the current builds first, then the old versions; with
+/// each, its recorded launches (`launches`, by hash) and, where none of them reproduces, why
+/// it cannot be searched. Names are short (`identity::short_name`) unless `full_names`.
 pub fn render(
-    kernels: &[KernelRecord],
+    index: &Index,
     launches: &BTreeMap<crate::kernel::KernelHash, Launches>,
     shares: &BTreeMap<String, Vec<Share>>,
     store: &Path,
+    full_names: bool,
 ) -> String {
-    let mut out = format!("{} kernels in {}\n", kernels.len(), store.display());
-    for g in by_source(kernels, shares) {
+    let mut out = format!("{} kernels in {}\n", index.kernels().len(), store.display());
+    let current = group(index.current(), index, shares);
+    let old = group(index.old(), index, shares);
+    if !old.is_empty() {
+        out += &format!(
+            "({} of them old versions, listed last: no current build contains them)\n",
+            index.old().len()
+        );
+    }
+    for (n, groups) in [current, old].into_iter().enumerate() {
+        if n == 1 && !groups.is_empty() {
+            out += "\nold versions (their source was edited and compiled again; chosen by hash only; `r3 gc` removes them):\n";
+        }
+        out += &render_groups(groups, launches, full_names);
+    }
+    out
+}
+
+fn render_groups(
+    groups: Vec<SourceGroup>,
+    launches: &BTreeMap<crate::kernel::KernelHash, Launches>,
+    full_names: bool,
+) -> String {
+    let mut out = String::new();
+    for g in groups {
         out += &format!("\n{}\n", g.source);
-        for k in g.kernels {
+        for k in g.kernels.iter().map(|l| l.kernel) {
             let line = k
                 .signature
                 .source
                 .as_ref()
                 .map(|s| format!(":{}", s.line))
                 .unwrap_or_default();
-            out += &format!(
-                "  {}  {:<6} {:<5} {}\n",
-                k.hash, k.signature.arch, line, k.signature.demangled
-            );
+            let name = if full_names {
+                k.signature.demangled.clone()
+            } else {
+                crate::store::identity::short_name(&k.signature.demangled)
+            };
+            out += &format!("  {}  {:<6} {:<5} {name}\n", k.hash, k.signature.arch, line);
             let params: Vec<String> = k.signature.params.iter().map(param_text).collect();
             out += &format!(
                 "  {:16}  params: {}\n",

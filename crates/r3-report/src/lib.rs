@@ -19,6 +19,7 @@ use r3_store as store;
 
 pub mod code;
 pub mod export;
+pub mod gc;
 pub mod kernels;
 pub mod programs;
 pub mod records;

@@ -5,7 +5,6 @@
 use super::svg::{self, esc};
 use super::tuning::{KernelReport, Report};
 use crate::candidate::Candidate;
-use crate::passes::diff::DiffOp;
 use crate::store::outcome::TimeStats;
 use std::fmt::Write;
 
@@ -32,17 +31,71 @@ impl std::str::FromStr for Format {
     }
 }
 
-/// Renders a report in a format.
+/// Renders a report in a format, kernels by their short names (see [`render_with`]).
 pub fn render(r: &Report, f: Format) -> String {
+    render_with(r, f, false)
+}
+
+/// Renders a report in a format. Tables and titles name kernels by their short names
+/// (`identity::short_name`, a short hash beside a name two kernels share), the full name one
+/// line below in each kernel's section (and a mouse's hover away in HTML); `full_names` puts
+/// the demangled names everywhere. JSON always has them whole.
+pub fn render_with(r: &Report, f: Format, full_names: bool) -> String {
+    let names = Names::new(r, full_names);
     match f {
         Format::Json => {
             let mut s = serde_json::to_string_pretty(r).expect("reports serialize");
             s.push('\n');
             s
         }
-        Format::Markdown => markdown(&document(r)),
-        Format::Term => term(&document(r)),
-        Format::Html => html(&document(r), r),
+        Format::Markdown => markdown(&document(r, &names)),
+        Format::Term => term(&document(r, &names)),
+        Format::Html => html(&document(r, &names), r),
+    }
+}
+
+/// How the report names each kernel (by its trials key).
+struct Names {
+    full: bool,
+    by_key: std::collections::HashMap<String, String>,
+}
+
+impl Names {
+    fn new(r: &Report, full: bool) -> Names {
+        let rows: Vec<(String, String)> = r
+            .kernels
+            .iter()
+            .map(|k| (shown(&k.name, full), k.kernel.clone()))
+            .collect();
+        let labels = crate::store::identity::with_short_hashes(&rows);
+        let mut by_key = std::collections::HashMap::new();
+        for ((_, key), label) in rows.into_iter().zip(labels) {
+            let old = r.kernels.iter().any(|k| k.kernel == key && k.old);
+            by_key.insert(key, if old { format!("{label} (old)") } else { label });
+        }
+        Names { full, by_key }
+    }
+
+    /// The kernel with this trials key, as tables name it.
+    fn of(&self, key: &str, name: &str) -> String {
+        self.by_key
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| shown(name, self.full))
+    }
+
+    /// A name that is not a reported kernel's (a program's largest, a rewrite's).
+    fn other(&self, name: &str) -> String {
+        shown(name, self.full)
+    }
+}
+
+/// A kernel's name in full or short.
+fn shown(name: &str, full: bool) -> String {
+    if full {
+        name.to_owned()
+    } else {
+        crate::store::identity::short_name(name)
     }
 }
 
@@ -71,6 +124,8 @@ struct Cell {
     text: String,
     key: Option<f64>,
     link: Option<String>,
+    /// Shown on hover (HTML): the full name beside a short one.
+    title: Option<String>,
 }
 
 impl From<String> for Cell {
@@ -87,7 +142,7 @@ fn num(text: String, key: Option<f64>) -> Cell {
     Cell {
         text,
         key,
-        link: None,
+        ..Cell::default()
     }
 }
 
@@ -112,7 +167,14 @@ enum Block {
     /// Named values (`kernel: …`); the value is code when the flag is set.
     Fields(Vec<(&'static str, String, bool)>),
     Pre(String),
-    /// Diff lines, each starting with ' ', '-' or '+'.
+    /// A long text few read whole (a pipeline): in HTML a `<details>` that opens on a click,
+    /// in Markdown the same (GitHub's renders it folded), in text `line` instead.
+    Whole {
+        summary: String,
+        text: String,
+        line: String,
+    },
+    /// Diff lines, each starting with ' ', '-', '+' or '~' (changed in place, or moved).
     Diff(Vec<String>),
     /// An SVG plot and the text that stands for it where SVG cannot be shown.
     Svg {
@@ -191,7 +253,7 @@ fn anchor(s: &str) -> String {
     }
 }
 
-fn document(r: &Report) -> Vec<Section> {
+fn document(r: &Report, names: &Names) -> Vec<Section> {
     let mut out = Vec::new();
     let mut top = section(1, "r3 pass-order report", "top");
     if r.kernels.is_empty() {
@@ -201,7 +263,7 @@ fn document(r: &Report) -> Vec<Section> {
             t(format!("; r3 {}.", r.r3_version)),
         ]));
         out.push(top);
-        out.extend(rewrite_sections(&r.rewrites));
+        out.extend(rewrite_sections(&r.rewrites, names));
         return out;
     }
     top.blocks.extend(headline(&r.summary));
@@ -213,20 +275,25 @@ fn document(r: &Report) -> Vec<Section> {
     out.push(top);
 
     if !r.programs.is_empty() {
-        out.push(programs_section(&r.programs));
+        out.push(programs_section(&r.programs, names));
     }
     if r.summary.kernels > 0 {
-        out.push(summary_section(r));
+        out.push(summary_section(r, names));
     }
-    out.extend(r.summary.simulated.as_deref().map(simulated_section));
+    out.extend(
+        r.summary
+            .simulated
+            .as_deref()
+            .map(|s| simulated_section(s, names)),
+    );
     // Measured searches first, simulated ones after them, as the summaries go.
     for simulated in [false, true] {
         for k in r.kernels.iter().filter(|k| k.simulated == simulated) {
-            out.extend(kernel_sections(k));
+            out.extend(kernel_sections(k, names));
         }
     }
     if !r.rewrites.is_empty() {
-        out.extend(rewrite_sections(&r.rewrites));
+        out.extend(rewrite_sections(&r.rewrites, names));
     }
     out
 }
@@ -270,7 +337,7 @@ fn headline(s: &super::tuning::Summary) -> Option<Block> {
     ]))
 }
 
-fn summary_section(r: &Report) -> Section {
+fn summary_section(r: &Report, names: &Names) -> Section {
     let s = &r.summary;
     let mut sum = section(2, "Summary", "summary");
     sum.blocks.push(Block::Para(vec![
@@ -292,13 +359,13 @@ fn summary_section(r: &Report) -> Section {
         c("R3_APPLY_MIN_SPEEDUP"),
         t("); -O3 where clang's code is kept."),
     ]));
-    sum.blocks.push(summary_table(&s.rows, true));
+    sum.blocks.push(summary_table(&s.rows, true, names));
     sum
 }
 
 /// Searches a landscape table answered (`r3 tune --simulate`), apart from the measured ones:
 /// their speedups are the table's, so no figure of the measured summary counts them.
-fn simulated_section(s: &super::tuning::Summary) -> Section {
+fn simulated_section(s: &super::tuning::Summary, names: &Names) -> Section {
     let mut sec = section(2, "Simulated searches", "simulated");
     sec.blocks.push(Block::Para(vec![
         t("Answered by a simulation ("),
@@ -315,12 +382,12 @@ fn simulated_section(s: &super::tuning::Summary) -> Section {
     ]));
     // Not sortable: the page's last sortable table stays the measured summary, which
     // scripts/report-screenshots clicks.
-    sec.blocks.push(summary_table(&s.rows, false));
+    sec.blocks.push(summary_table(&s.rows, false, names));
     sec
 }
 
 /// The summary table of these rows.
-fn summary_table(rows: &[super::tuning::SummaryRow], sortable: bool) -> Block {
+fn summary_table(rows: &[super::tuning::SummaryRow], sortable: bool, names: &Names) -> Block {
     Block::Table {
         head: vec![
             "kernel",
@@ -332,7 +399,7 @@ fn summary_table(rows: &[super::tuning::SummaryRow], sortable: bool) -> Block {
             "trials",
             "tuning time",
         ],
-        rows: summary_rows(rows),
+        rows: summary_rows(rows, names),
         code: vec![0],
         right: vec![2, 3, 4, 5, 6, 7],
         sortable,
@@ -340,7 +407,7 @@ fn summary_table(rows: &[super::tuning::SummaryRow], sortable: bool) -> Block {
 }
 
 /// One row per pair, what ships first (then the best), each linking to its kernel's section.
-fn summary_rows(rows: &[super::tuning::SummaryRow]) -> Vec<Vec<Cell>> {
+fn summary_rows(rows: &[super::tuning::SummaryRow], names: &Names) -> Vec<Vec<Cell>> {
     let mut rows: Vec<&super::tuning::SummaryRow> = rows.iter().collect();
     let best = |row: &super::tuning::SummaryRow| row.speedup.unwrap_or(f64::NEG_INFINITY);
     rows.sort_by(|a, b| {
@@ -355,10 +422,12 @@ fn summary_rows(rows: &[super::tuning::SummaryRow]) -> Vec<Vec<Cell>> {
                 Some(_) => x(row.shipped_speedup),
                 None => "-O3".into(),
             };
+            let label = names.of(&row.kernel, &row.name);
             vec![
                 Cell {
                     link: Some(kernel_id(&row.kernel, &row.gpu)),
-                    ..Cell::from(row.name.clone())
+                    title: (label != row.name).then(|| row.name.clone()),
+                    ..Cell::from(label)
                 },
                 Cell::from(row.gpu.clone()),
                 num(ships, Some(row.shipped_speedup)),
@@ -378,7 +447,7 @@ fn kernel_id(kernel: &str, gpu: &str) -> String {
 }
 
 /// Whole programs: predicted from the launch census, measured where timed.
-fn programs_section(programs: &[super::programs::ProgramReport]) -> Section {
+fn programs_section(programs: &[super::programs::ProgramReport], names: &Names) -> Section {
     let mut sec = section(2, "Programs", "programs");
     sec.blocks.push(Block::Para(vec![
         t("Each program's GPU time as its kernels' shares (the launch census of "),
@@ -394,7 +463,7 @@ fn programs_section(programs: &[super::programs::ProgramReport]) -> Section {
             let largest = p
                 .top
                 .first()
-                .map(|k| format!("{} {}", k.name, pct(k.share)))
+                .map(|k| format!("{} {}", names.other(&k.name), pct(k.share)))
                 .unwrap_or_default();
             let measured = p.measured.as_ref().map(|m| m.speedup);
             vec![
@@ -431,14 +500,18 @@ fn programs_section(programs: &[super::programs::ProgramReport]) -> Section {
     sec
 }
 
-fn rewrite_sections(rewrites: &[super::rewrites::RewriteReport]) -> Vec<Section> {
+fn rewrite_sections(rewrites: &[super::rewrites::RewriteReport], names: &Names) -> Vec<Section> {
     let mut top = section(2, "Source rewrites", "rewrites");
     top.blocks.push(Block::Para(vec![t(
         "Rewrites of kernels' code proposed by `r3 evolve`, each compiled with the kernel's own compile command, tuned, and checked against every recorded launch. r3 never edits sources: apply a diff yourself (`patch -p1`) and rebuild.",
     )]));
     let mut out = vec![top];
     for r in rewrites {
-        let mut sec = section(3, &r.name, anchor(&format!("rewrite-{}", r.kernel)));
+        let mut sec = section(
+            3,
+            names.other(&r.name),
+            anchor(&format!("rewrite-{}", r.kernel)),
+        );
         let mut fields = vec![
             ("kernel", r.kernel.clone(), true),
             (
@@ -512,17 +585,28 @@ fn time_row(what: &str, ts: &TimeStats) -> Vec<String> {
     ]
 }
 
-fn kernel_sections(k: &KernelReport) -> Vec<Section> {
+fn kernel_sections(k: &KernelReport, names: &Names) -> Vec<Section> {
     let id = kernel_id(&k.kernel, &k.gpu);
     let mut out = Vec::new();
-    let mut head = section(2, format!("{} on {}", k.name, k.gpu), id.clone());
+    let label = names.of(&k.kernel, &k.name);
+    let mut head = section(2, format!("{label} on {}", k.gpu), id.clone());
+    if k.old {
+        head.blocks.push(Block::Para(vec![
+            t("An old version: no current build contains this kernel (its source was edited and compiled again), so nothing ships from these trials; "),
+            c("r3 gc --trials"),
+            t(" removes them."),
+        ]));
+    }
     // What ships leads, before where the numbers come from.
     if let Some(best) = &k.best {
         head.blocks
             .push(Block::Para(ships_and_best(&k.apply, best)));
     }
-    head.blocks.push(Block::Fields(vec![
-        ("kernel", k.kernel.clone(), true),
+    let mut fields = vec![("kernel", k.kernel.clone(), true)];
+    if !label.starts_with(&k.name) {
+        fields.push(("name", k.name.clone(), true));
+    }
+    fields.extend([
         (
             "stored kernel",
             k.hash.clone().unwrap_or_else(|| "not in the store".into()),
@@ -546,7 +630,8 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
             ),
             false,
         ),
-    ]));
+    ]);
+    head.blocks.push(Block::Fields(fields));
     out.push(head);
 
     let mut times = section(3, "Baseline and best", format!("{id}-times"));
@@ -588,24 +673,24 @@ fn kernel_sections(k: &KernelReport) -> Vec<Section> {
             p.changed,
             knobs(&best.candidate)
         ))]));
-        sec.blocks
-            .push(Block::Pre(format!("opt -passes='{}'", p.text)));
         sec.blocks.push(Block::Para(vec![t(
-            "Against the O3 pipeline (a pass is written with its adaptors, outermost first):",
+            "As edits of the O3 pipeline (passes counted from 1; - removed, + added, ~ changed in place or moved):",
         )]));
-        let mut lines = Vec::new();
-        for op in &p.diff {
-            match op {
-                DiffOp::Same { count } => lines.push(format!("  … {count} unchanged")),
-                DiffOp::Removed { step } => lines.push(format!("- {step}")),
-                DiffOp::Added { step } => lines.push(format!("+ {step}")),
-                DiffOp::Changed { from, to } => {
-                    lines.push(format!("- {from}"));
-                    lines.push(format!("+ {to}"));
-                }
-            }
+        let mut lines: Vec<String> = p.edits.iter().map(|e| e.line()).collect();
+        if lines.is_empty() {
+            lines.push("  (none: the O3 pipeline itself)".into());
         }
         sec.blocks.push(Block::Diff(lines));
+        let whole = format!("opt -passes='{}'", p.text);
+        if whole.chars().count() <= 160 {
+            sec.blocks.push(Block::Pre(whole));
+        } else {
+            sec.blocks.push(Block::Whole {
+                summary: format!("The whole pipeline ({} characters)", p.text.len()),
+                line: "The whole pipeline: the HTML or JSON report (`pipeline.text`).".into(),
+                text: whole,
+            });
+        }
         out.push(sec);
     }
 
@@ -1019,6 +1104,13 @@ fn markdown(doc: &[Section]) -> String {
                 Block::Pre(text) => {
                     let _ = writeln!(o, "```\n{text}\n```\n");
                 }
+                Block::Whole { summary, text, .. } => {
+                    let _ = writeln!(
+                        o,
+                        "<details><summary>{}</summary>\n\n```\n{text}\n```\n\n</details>\n",
+                        esc(summary)
+                    );
+                }
                 Block::Diff(lines) => {
                     let _ = writeln!(o, "```diff\n{}\n```\n", lines.join("\n"));
                 }
@@ -1122,6 +1214,9 @@ fn term(doc: &[Section]) -> String {
                 Block::Pre(text) => {
                     let _ = writeln!(o, "  {text}\n");
                 }
+                Block::Whole { line, .. } => {
+                    let _ = writeln!(o, "{line}\n");
+                }
                 Block::Diff(lines) => {
                     for l in lines {
                         let _ = writeln!(o, "  {l}");
@@ -1145,10 +1240,11 @@ h1{font-size:1.7em}h2{margin-top:2.2em;border-bottom:2px solid #ccd;padding-bott
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #d4d4dc;padding:.25em .6em;vertical-align:top}\
 th{background:#f0f1f5;text-align:left}td.r,th.r{text-align:right;white-space:nowrap}code,pre{font-family:ui-monospace,monospace;font-size:.9em}\
 pre{background:#f6f7f9;padding:.7em;white-space:pre-wrap;word-break:break-all;border:1px solid #e2e3e8}\
-pre.diff .del{color:#a11;background:#fde8e8}pre.diff .add{color:#161;background:#e6f6e6}pre.diff .same{color:#777}\
+pre.diff .del{color:#a11;background:#fde8e8}pre.diff .add{color:#161;background:#e6f6e6}pre.diff .chg{color:#735c0f;background:#fdf6dc}pre.diff .same{color:#777}\
 th[data-col]{cursor:pointer;white-space:nowrap}th[data-col]::after{content:\" \\21C5\";color:#99a}\
 th[data-dir=desc]::after{content:\" \\2193\";color:#222}th[data-dir=asc]::after{content:\" \\2191\";color:#222}\
-summary{cursor:pointer}svg{display:block;margin:.5em 0;max-width:100%;height:auto}nav a{margin-right:1em}";
+summary{cursor:pointer}svg{display:block;margin:.5em 0;max-width:100%;height:auto}nav a{margin-right:1em}\
+table.fields td{overflow-wrap:anywhere}table.fields th{white-space:nowrap}";
 
 /// Sorts a `table.sortable` by the clicked column: by `data-v` where its cells have one (the
 /// value; an empty one, a missing value, sorts last either way), largest first on the first
@@ -1275,12 +1371,21 @@ fn html_block(o: &mut String, bl: &Block) {
         Block::Pre(text) => {
             let _ = writeln!(o, "<pre>{}</pre>", esc(text));
         }
+        Block::Whole { summary, text, .. } => {
+            let _ = writeln!(
+                o,
+                "<details><summary>{}</summary><pre>{}</pre></details>",
+                esc(summary),
+                esc(text)
+            );
+        }
         Block::Diff(lines) => {
             o.push_str("<pre class=\"diff\">");
             for l in lines {
                 let cls = match l.chars().next() {
                     Some('-') => "del",
                     Some('+') => "add",
+                    Some('~') => "chg",
                     _ => "same",
                 };
                 let _ = writeln!(o, "<span class=\"{cls}\">{}</span>", esc(l));
@@ -1335,13 +1440,17 @@ fn html_table(
             if let Some(id) = &cell.link {
                 val = format!("<a href=\"#{}\">{val}</a>", esc(id));
             }
+            let title = cell
+                .title
+                .as_ref()
+                .map_or(String::new(), |t| format!(" title=\"{}\"", esc(t)));
             // Numeric columns sort by value; text columns by their text (no data-v).
             let dv = if sortable && right.contains(&i) {
                 sort_key(cell.key)
             } else {
                 String::new()
             };
-            let _ = write!(o, "<td{}{dv}>{val}</td>", cls(i));
+            let _ = write!(o, "<td{}{dv}{title}>{val}</td>", cls(i));
         }
         o.push_str("</tr>");
     }
