@@ -56,11 +56,15 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List the kernels recorded in the store, grouped by source file.
+    /// List the kernels recorded in the store, grouped by source file (old versions, which no
+    /// current build contains, last).
     Kernels {
         /// Print the kernels as JSON (grouped by source file, with their shares of programs).
         #[arg(long)]
         json: bool,
+        /// Demangled names in full (by default long template arguments show as <…>).
+        #[arg(long)]
+        full_names: bool,
     },
     /// Where the store's searches stand: running (host, process), finished, stopped by a kill,
     /// or waiting (recorded, not searched yet), with trials and the best speedup so far.
@@ -68,6 +72,23 @@ pub enum Cmd {
         /// Print every search, waiting kernel and program as JSON.
         #[arg(long)]
         json: bool,
+        /// Demangled names in full (by default long template arguments show as <…>).
+        #[arg(long)]
+        full_names: bool,
+    },
+    /// Remove what edited kernels left: old versions (no current build contains them), their
+    /// recordings, and dispatch headers only they are in. A dry run unless --yes.
+    ///
+    /// An old version's trials and evolve attempts are kept, with the kernel they name, unless
+    /// --trials: they are what GPU time bought, and reverting the edit brings the same kernel
+    /// (and its searches) back. Its recordings go in any case.
+    Gc {
+        /// Remove them (without it, only say what would go and how many bytes).
+        #[arg(long)]
+        yes: bool,
+        /// Old versions' trials and evolve attempts too, and so the kernels themselves.
+        #[arg(long)]
+        trials: bool,
     },
     /// Run a program built by r3-clang++ and record each kernel launch's device inputs and outputs.
     Record {
@@ -156,6 +177,14 @@ pub enum Cmd {
         /// per table (searched as `--all` searches: each table a worker has not claimed).
         #[arg(long, value_name = "TABLE.json")]
         simulate: Vec<PathBuf>,
+        /// With --simulate: key the search by this name, which need not be a stored kernel's
+        /// (a kernel named on its own must be one; with neither, the table's own name is used).
+        #[arg(long, value_name = "NAME", requires = "simulate", conflicts_with_all = ["kernels", "all"])]
+        landscape_name: Option<String>,
+        /// Demangled names in full in --dry-run's table (by default long template arguments
+        /// show as <…>).
+        #[arg(long)]
+        full_names: bool,
         /// One worker per GPU of this node (`all`, or ordinals such as 0,1): each takes the
         /// kernels no other worker holds, so identical GPUs share the work.
         #[arg(long, value_name = "all|0,1,...", value_parser = crate::remix::fleet::parse_gpu_spec)]
@@ -309,6 +338,10 @@ pub enum Cmd {
         /// Write the report to FILE instead of standard output.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Demangled names in full in tables and titles (by default long template arguments
+        /// show as <…>; JSON has them in full either way).
+        #[arg(long)]
+        full_names: bool,
     },
     /// Each tuned kernel's winner as one JSON file to commit (docs/export-schema.md); build from
     /// it with `r3-clang++ --r3-apply=FILE`, no store needed.

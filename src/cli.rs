@@ -76,8 +76,9 @@ fn run(cli: Cli) -> Result<i32> {
     let cwd = std::env::current_dir().context("reading the working directory")?;
     match cli.command {
         Cmd::Doctor { json } => doctor(cli.cuda_path.as_deref(), cli.store.as_deref(), &cwd, json),
-        Cmd::Kernels { json } => kernels(cli.store.as_deref(), &cwd, json),
-        Cmd::Status { json } => status(cli.store.as_deref(), &cwd, json),
+        Cmd::Kernels { json, full_names } => kernels(cli.store.as_deref(), &cwd, json, full_names),
+        Cmd::Status { json, full_names } => status(cli.store.as_deref(), &cwd, json, full_names),
+        Cmd::Gc { yes, trials } => gc(cli.store.as_deref(), &cwd, yes, trials),
         Cmd::Record {
             launches,
             max_time,
@@ -129,6 +130,8 @@ fn run(cli: Cli) -> Result<i32> {
             no_recipes,
             no_ablate,
             simulate,
+            landscape_name,
+            full_names,
             gpus,
             emit_sbatch,
             measure,
@@ -183,14 +186,11 @@ fn run(cli: Cli) -> Result<i32> {
                 race: !no_race,
             };
             if !simulate.is_empty() {
-                return tune_simulated(
-                    cli.store.as_deref(),
-                    &cwd,
-                    &simulate,
-                    kernels.first().cloned(),
-                    opts,
-                    resume,
-                );
+                let kernel = match landscape_name {
+                    Some(name) => Some(Named::Landscape(name)),
+                    None => kernels.first().cloned().map(Named::Stored),
+                };
+                return tune_simulated(cli.store.as_deref(), &cwd, &simulate, kernel, opts, resume);
             }
             if kernels.len() > 1 {
                 anyhow::bail!("name one kernel, or --all");
@@ -202,8 +202,11 @@ fn run(cli: Cli) -> Result<i32> {
                     kernels.first().map(String::as_str),
                     all,
                     &opts,
-                    egraph,
-                    grid,
+                    DryRunHow {
+                        egraph,
+                        grid,
+                        full_names,
+                    },
                 );
             }
             let sel = r3::store::identity::Selection {
@@ -319,12 +322,13 @@ fn run(cli: Cli) -> Result<i32> {
             kernels,
             format,
             output,
+            full_names,
         } => report(
             cli.store.as_deref(),
             cli.cuda_path.as_deref(),
             &cwd,
             kernels,
-            format,
+            (format, full_names),
             output.as_deref(),
         ),
         Cmd::Export {
@@ -404,7 +408,7 @@ fn report(
     cuda: Option<&Path>,
     cwd: &Path,
     kernels: Vec<String>,
-    format: r3::report::render::Format,
+    (format, full_names): (r3::report::render::Format, bool),
     output: Option<&Path>,
 ) -> Result<i32> {
     let store = open_store(store, cwd, false)?;
@@ -418,7 +422,7 @@ fn report(
         code: true,
     };
     let rep = r3::report::tuning::build(&store, &opts)?;
-    let text = r3::report::render::render(&rep, format);
+    let text = r3::report::render::render_with(&rep, format, full_names);
     match output {
         Some(path) => r3::store::write_output(path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?,
@@ -460,28 +464,41 @@ fn doctor(cuda: Option<&Path>, store: Option<&Path>, cwd: &Path, json: bool) -> 
     Ok(if report.healthy() { 0 } else { 1 })
 }
 
-fn kernels(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
+fn kernels(store: Option<&Path>, cwd: &Path, json: bool, full_names: bool) -> Result<i32> {
     let loc = r3::store::locate(store, cwd)?;
     let store = r3::store::Store::open(&loc.path)?;
-    let kernels = store.kernels()?;
+    let index = store.index()?;
     // The census is a hint here: a damaged program file is said and left out.
     let shares = store.kernel_shares().unwrap_or_default();
     if json {
         outln!(
             "{}",
-            serde_json::to_string_pretty(&r3::report::kernels::by_source(&kernels, &shares))?
+            serde_json::to_string_pretty(&r3::report::kernels::by_source(&index, &shares))?
         );
     } else {
         let launches = store.launches_by_kernel()?;
         out!(
             "{}",
-            r3::report::kernels::render(&kernels, &launches, &shares, store.root())
+            r3::report::kernels::render(&index, &launches, &shares, store.root(), full_names)
         );
     }
     Ok(0)
 }
 
-fn status(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
+/// `r3 gc`: says what would go (or, with `--yes`, removes it), with the bytes.
+fn gc(store: Option<&Path>, cwd: &Path, yes: bool, trials: bool) -> Result<i32> {
+    let loc = r3::store::locate(store, cwd)?;
+    let store = r3::store::Store::open(&loc.path)?;
+    let plan = store.gc_plan(r3::store::gc::GcOptions { trials })?;
+    let done = if yes { Some(store.gc(&plan)?) } else { None };
+    out!(
+        "{}",
+        r3::report::gc::render(&plan, done.as_deref(), store.root())
+    );
+    Ok(0)
+}
+
+fn status(store: Option<&Path>, cwd: &Path, json: bool, full_names: bool) -> Result<i32> {
     let loc = r3::store::locate(store, cwd)?;
     let store = r3::store::Store::open(&loc.path)?;
     let fleet = r3::report::status::gather(&store)?;
@@ -491,7 +508,7 @@ fn status(store: Option<&Path>, cwd: &Path, json: bool) -> Result<i32> {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        out!("{}", r3::report::status::render(&fleet, now_ms));
+        out!("{}", r3::report::status::render(&fleet, now_ms, full_names));
     }
     Ok(0)
 }
@@ -647,17 +664,31 @@ fn ptx_cmd(
     Ok(0)
 }
 
+/// What a simulated search is keyed by, where the command line says: a stored kernel the user
+/// named, or a name of its own (`--landscape-name`).
+enum Named {
+    Stored(String),
+    Landscape(String),
+}
+
 fn tune_simulated(
     store: Option<&Path>,
     cwd: &Path,
     tables: &[PathBuf],
-    kernel: Option<String>,
+    kernel: Option<Named>,
     opts: r3::remix::tune::TuneOptions,
     resume: bool,
 ) -> Result<i32> {
     if tables.len() > 1 && kernel.is_some() {
         anyhow::bail!("name no kernel with several --simulate tables: each table is its kernel");
     }
+    // Before anything is written: a word that names nothing would start a search of nothing.
+    if let Some(Named::Stored(word)) = &kernel {
+        simulated_kernel_is_stored(store, cwd, word)?;
+    }
+    let kernel = kernel.map(|k| match k {
+        Named::Stored(w) | Named::Landscape(w) => w,
+    });
     let store = open_store(store, cwd, true)?;
     let stop = stop_flag();
     let tally =
@@ -666,11 +697,61 @@ fn tune_simulated(
     Ok(if tally.interrupted { 130 } else { 0 })
 }
 
+/// A kernel named for `tune --simulate` must be one the store holds (or the prefix of an
+/// orphaned search's hash, which the session continues): anything else would key a search of no
+/// kernel, which `status` and the report would then show as one. A name of its own is given with
+/// `--landscape-name`.
+fn simulated_kernel_is_stored(store: Option<&Path>, cwd: &Path, word: &str) -> Result<()> {
+    let fix = format!(
+        "fix: name a stored kernel (`r3 kernels` lists them: a name, a hash or a prefix of one), or key the search by a name of its own: --landscape-name '{word}' in place of the kernel"
+    );
+    let loc = r3::store::locate(store, cwd)?;
+    let Ok(st) = r3::store::Store::open(&loc.path) else {
+        anyhow::bail!(
+            "`{word}` names no stored kernel (there is no store at {} yet); {fix}",
+            loc.path.display()
+        );
+    };
+    let index = st.index()?;
+    let found = index.select(word);
+    if r3::store::identity::distinct(&found) > 1 {
+        return Err(index.ambiguity(word, &found).into());
+    }
+    if !found.is_empty() {
+        return Ok(());
+    }
+    if let Some(e) = index.only_old(word) {
+        return Err(e.into());
+    }
+    // A source rewrite `r3 evolve` stored (its own compiler search, by hash), or a search whose
+    // kernel directory is gone (which the session continues), by its hash or a prefix of it.
+    let hex = word.len() >= 4 && word.bytes().all(|b| b.is_ascii_hexdigit());
+    let lower = word.to_ascii_lowercase();
+    let rewrite = st.variants()?.iter().any(|v| v.hash.starts_with(&lower));
+    let orphan = st.orphaned_trials()?.iter().any(|(p, _)| {
+        p.parent()
+            .and_then(Path::file_name)
+            .is_some_and(|h| h.to_string_lossy().starts_with(&lower))
+    });
+    if hex && (rewrite || orphan) {
+        return Ok(());
+    }
+    // Where the word's kernel may be one whose directory is gone: those searches, named.
+    if let Some(e) = st.orphaned_error(word)? {
+        return Err(e.into());
+    }
+    anyhow::bail!(
+        "`{word}` names no stored kernel in {}: a simulated search under it would be a search of no kernel (trials/{}/); {fix}",
+        st.root().display(),
+        r3::store::trials::slug(word)
+    )
+}
+
 /// Tune's last lines: what apply ships of each search it ran, and why where that is clang's
 /// code or not the fastest trial.
 fn say_what_ships(store: &r3::store::Store, tally: &r3::remix::session::Tally) {
-    for (kernel, gpu) in &tally.searches {
-        outln!("{}", r3::report::status::ships_line(store, kernel, gpu));
+    for line in r3::report::status::ships_lines(store, &tally.searches) {
+        outln!("{line}");
     }
 }
 
@@ -801,26 +882,43 @@ fn tune_deadline(
 }
 
 /// The compile half of tuning, for every stored kernel that matches.
+/// `tune --dry-run`'s space (`--egraph`, `--space grid`) and how its table names kernels.
+struct DryRunHow {
+    egraph: bool,
+    grid: bool,
+    full_names: bool,
+}
+
 fn tune_dry_run(
     store: Option<&Path>,
     cwd: &Path,
     kernel: Option<&str>,
     all: bool,
     opts: &r3::remix::tune::TuneOptions,
-    egraph: bool,
-    grid: bool,
+    how: DryRunHow,
 ) -> Result<i32> {
+    let DryRunHow {
+        egraph,
+        grid,
+        full_names,
+    } = how;
     if kernel.is_none() && !all {
         anyhow::bail!("name a kernel, or --all");
     }
     let store = open_store(store, cwd, false)?;
     let index = store.index()?;
     let kernels: Vec<_> = match kernel {
-        None => index.kernels().iter().collect(),
+        // The current builds' kernels: an old version ships nothing.
+        None => index.current(),
         Some(word) => {
             let found = index.select(word);
             if r3::store::identity::distinct(&found) > 1 {
-                return Err(r3::store::identity::ambiguous(word, &found).into());
+                return Err(index.ambiguity(word, &found).into());
+            }
+            if found.is_empty() {
+                if let Some(e) = index.only_old(word) {
+                    return Err(e.into());
+                }
             }
             found
         }
@@ -833,14 +931,40 @@ fn tune_dry_run(
         grid,
         ..Default::default()
     })?;
-    let rows = r3::remix::dry_run::dry_run_kernels(
+    // Each row's name: short (unless --full-names), with a short hash where two rows share it
+    // (two versions or two builds of one kernel), cut to the table's column with the hash kept.
+    let names: Vec<(String, String)> = kernels
+        .iter()
+        .map(|k| {
+            let name = if full_names {
+                k.signature.demangled.clone()
+            } else {
+                r3::store::identity::short_name(&k.signature.demangled)
+            };
+            (name, k.hash.to_string())
+        })
+        .collect();
+    let labels: Vec<String> = r3::store::identity::with_short_hashes(&names)
+        .into_iter()
+        .zip(&names)
+        .map(|(label, (name, _))| fit_label(&label, name, 44))
+        .collect();
+    let mut done = 0;
+    let mut rows = r3::remix::dry_run::dry_run_kernels(
         &store,
         &kernels,
         &space,
         opts.budget as usize,
         opts.seed,
-        |row| eprintln!("{}: {} candidates lowered", row.kernel, row.compiled),
+        |row| {
+            let label = labels.get(done).map_or(row.kernel.as_str(), String::as_str);
+            eprintln!("{label}: {} candidates lowered", row.compiled);
+            done += 1;
+        },
     );
+    for (row, label) in rows.iter_mut().zip(&labels) {
+        row.kernel = label.clone();
+    }
     out!("{}", r3::remix::dry_run::render(&rows));
     outln!(
         "dry run: candidates built and checked; timing them needs a GPU (r3 record, then r3 tune)."
@@ -850,6 +974,18 @@ fn tune_dry_run(
     } else {
         0
     })
+}
+
+/// A table's label of at most `width` characters: `label` is `name` with a short hash after
+/// it, or `name` alone; a long name is cut (`…`), the hash after it kept.
+fn fit_label(label: &str, name: &str, width: usize) -> String {
+    let n = label.chars().count();
+    if n <= width {
+        return label.to_owned();
+    }
+    let tail = &label[name.len()..];
+    let keep = width.saturating_sub(tail.chars().count() + 1);
+    format!("{}…{tail}", name.chars().take(keep).collect::<String>())
 }
 
 struct EvolveHow {

@@ -233,6 +233,7 @@ pub fn tune_on_gpu(
     stop: &AtomicBool,
     say: Say,
 ) -> Result<Tally, SessionError> {
+    let _shared = crate::replay::worker::SharedSnapshots::start();
     let target = target(driver, gpu);
     let mut tally = Tally::default();
     for (key, recs) in by_kernel(store, recs, say)? {
@@ -469,7 +470,7 @@ fn summary_lines(
             "best: {} (trial {}): {}",
             crate::store::speed::faster(1.0 / b.ratio().unwrap_or(1.0)),
             b.trial,
-            serde_json::to_string(&b.candidate).unwrap_or_default()
+            crate::passes::diff::candidate_brief(&b.candidate, 4)
         ));
     }
     lines

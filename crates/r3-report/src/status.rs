@@ -6,8 +6,9 @@
 //! holds (`Store::search_statuses`), so the searches of every host writing one store on a
 //! shared filesystem show up together.
 
+use crate::store::identity::short_name;
 use crate::store::programs::share_words as percent;
-use crate::store::records::irreproducible_text;
+use crate::store::records::{irreproducible_text, UsableLaunches};
 use crate::store::status::{SearchState, SearchStatus};
 use crate::store::{Store, StoreError};
 use serde::Serialize;
@@ -28,6 +29,10 @@ pub struct Fleet {
     pub unrecorded: Vec<Compiled>,
     /// Kernels compiled without optimization (-O0), which r3 cannot tune, recorded or not.
     pub unoptimized: Vec<Compiled>,
+    /// Old versions no search started on: kernels no current build contains (their source was
+    /// edited and compiled again; `identity::Index::is_old`), which `r3 gc` removes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub old: Vec<Compiled>,
     /// Programs with a launch census and tuned kernels: their predicted speedups.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub programs: Vec<super::programs::ProgramReport>,
@@ -37,6 +42,9 @@ pub struct Fleet {
 pub struct Search {
     /// The kernel's demangled name, or its hash where the store does not know it.
     pub name: String,
+    /// No current build contains the kernel (an old version: its source was edited).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub old: bool,
     #[serde(flatten)]
     pub status: SearchStatus,
     /// Why the search cannot go on, when no recording of its kernel reproduces (a replay of
@@ -61,6 +69,9 @@ pub struct Search {
     /// --time-only` of an applied build), its speedup there: apply withholds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub withheld: Option<f64>,
+    /// The best trial's configuration, whole (the text shows its pipeline as edits of -O3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_candidate: Option<crate::candidate::Candidate>,
 }
 
 #[derive(Debug, Serialize)]
@@ -108,7 +119,7 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
     };
     let (mut waiting, mut irreproducible) = (Vec::new(), Vec::new());
     for (hash, r) in &recorded {
-        if statuses.iter().any(|s| *hash == s.kernel) {
+        if statuses.iter().any(|s| *hash == s.kernel) || index.is_old_hash(hash) {
             continue;
         }
         match blocked(hash) {
@@ -131,17 +142,24 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         hash: k.hash.clone(),
     };
     let unoptimized: Vec<Compiled> = index
-        .kernels()
-        .iter()
+        .current()
+        .into_iter()
         .filter(|k| k.signature.unoptimized)
         .map(compiled)
         .collect();
     waiting.retain(|w| !unoptimized.iter().any(|u| u.hash == w.hash));
+    let searched = |k: &&crate::store::KernelRecord| statuses.iter().any(|s| k.hash == s.kernel);
     let unrecorded = index
-        .kernels()
-        .iter()
+        .current()
+        .into_iter()
         .filter(|k| !k.signature.unoptimized && !recorded.contains_key(&k.hash))
-        .filter(|k| !statuses.iter().any(|s| k.hash == s.kernel))
+        .filter(|k| !searched(k))
+        .map(compiled)
+        .collect();
+    let old = index
+        .old()
+        .into_iter()
+        .filter(|k| !searched(k))
         .map(compiled)
         .collect();
     // What ships is a hint here too: a damaged trials file is said by the searches' own rows,
@@ -157,6 +175,8 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         }
         Err(e) => (Default::default(), left_out(&e)),
     };
+    // Read once for every search's reason, not once a search.
+    let launches = super::tuning::recorded_launches(store);
     let searches = statuses
         .into_iter()
         .map(|status| {
@@ -164,11 +184,13 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             let best = status.best_time_ratio.filter(|r| *r > 0.0).map(|r| 1.0 / r);
             Search {
                 name: name_of(&status.kernel),
+                old: index.is_old_hash(&status.kernel),
+                best_candidate: best_candidate(store, &status),
                 irreproducible: blocked(&status.kernel),
                 share: share_of(&status.kernel),
                 shipped: speeds.map(|s| s.shipped),
                 best,
-                reason: speeds.and_then(|s| reason(store, &status, s.shipped, best)),
+                reason: speeds.and_then(|s| reason(store, &launches, &status, s.shipped, best)),
                 withheld: speeds.and_then(|s| s.withheld),
                 status,
             }
@@ -181,19 +203,35 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         irreproducible,
         unrecorded,
         unoptimized,
+        old,
         programs,
     })
 }
 
+/// The best trial's configuration, as the winner rule picks it (None: no valid trial, or
+/// trials that cannot be read, which the search's row says otherwise).
+fn best_candidate(store: &Store, s: &SearchStatus) -> Option<crate::candidate::Candidate> {
+    s.best_time_ratio?;
+    let recs = store.trials(&s.kernel, &s.gpu).ok()?;
+    let confirmed = store.confirmations(&s.trials_file).unwrap_or_default();
+    crate::store::winner::pick_best(&recs, &confirmed).map(|t| t.candidate.clone())
+}
+
 /// Why a search ships clang's code, or less than its best (as shown, to the 1/1000), in the
 /// report's words; None where it ships its best, or has no trial to say it by.
-fn reason(store: &Store, s: &SearchStatus, shipped: f64, best: Option<f64>) -> Option<String> {
+fn reason(
+    store: &Store,
+    launches: &UsableLaunches,
+    s: &SearchStatus,
+    shipped: f64,
+    best: Option<f64>,
+) -> Option<String> {
     let best = best?;
     let shown = crate::speed::times;
     if shipped > 1.0 && shown(shipped) == shown(best) {
         return None;
     }
-    let note = match super::tuning::apply_of_search(store, &s.kernel, &s.gpu) {
+    let note = match super::tuning::apply_of_search(store, launches, &s.kernel, &s.gpu) {
         Ok(a) => a.note,
         Err(e) => format!("its trials cannot be read: {e}"),
     };
@@ -203,13 +241,24 @@ fn reason(store: &Store, s: &SearchStatus, shipped: f64, best: Option<f64>) -> O
     )
 }
 
-/// What apply ships of one search (kernel hash `hash` on `gpu`), in one line: `r3 tune`'s last,
-/// with the reason where that is clang's code or not the fastest trial.
-pub fn ships_line(store: &Store, hash: &str, gpu: &str) -> String {
+/// What apply ships of each search (kernel hash, GPU), one line each: `r3 tune`'s last lines.
+/// The store's recorded launches are read once for all of them.
+pub fn ships_lines(store: &Store, searches: &[(String, String)]) -> Vec<String> {
+    let launches = super::tuning::recorded_launches(store);
+    searches
+        .iter()
+        .map(|(hash, gpu)| ships_line(store, &launches, hash, gpu))
+        .collect()
+}
+
+/// What apply ships of one search (kernel hash `hash` on `gpu`), in one line, with the reason
+/// where that is clang's code or not the fastest trial. `launches`: the store's recorded
+/// launches (`tuning::recorded_launches`).
+pub fn ships_line(store: &Store, launches: &UsableLaunches, hash: &str, gpu: &str) -> String {
     let label = store
         .kernel(hash)
         .map_or_else(|_| hash.to_owned(), |k| k.signature.demangled);
-    match super::tuning::apply_of_search(store, hash, gpu) {
+    match super::tuning::apply_of_search(store, launches, hash, gpu) {
         Ok(a) => match a.shipped_trial {
             None => format!(
                 "ships: clang's code (-O3) for {label}: {}",
@@ -263,13 +312,26 @@ fn state(s: &SearchState, now_ms: u64) -> String {
 }
 
 /// The table for a person; `now_ms` (Unix ms) for how long running searches have run.
-pub fn render(f: &Fleet, now_ms: u64) -> String {
+/// Kernels go by their short names (`identity::short_name`) unless `full_names`.
+pub fn render(f: &Fleet, now_ms: u64, full_names: bool) -> String {
+    let name = |n: &str| {
+        if full_names {
+            n.to_owned()
+        } else {
+            short_name(n)
+        }
+    };
     let rows: Vec<[String; 8]> = f
         .searches
         .iter()
         .map(|s| {
             [
-                format!("{} [{}]", s.name, short(&s.status.kernel)),
+                format!(
+                    "{} [{}]{}",
+                    name(&s.name),
+                    short(&s.status.kernel),
+                    if s.old { " old" } else { "" }
+                ),
                 s.status.gpu.clone(),
                 s.status.trials.to_string(),
                 s.shipped.map_or("-".into(), crate::speed::times),
@@ -338,11 +400,31 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
             );
         }
     }
+    // Each search's best as edits of -O3; the GPU named where the store's searches ran on more
+    // than one.
+    let gpus: std::collections::BTreeSet<&str> =
+        f.searches.iter().map(|s| s.status.gpu.as_str()).collect();
+    for s in &f.searches {
+        let c = s.best_candidate.as_ref();
+        if let Some(c) = c.filter(|c| **c != crate::candidate::Candidate::baseline()) {
+            let on = if gpus.len() > 1 {
+                format!(" on {}", s.status.gpu)
+            } else {
+                String::new()
+            };
+            out += &format!(
+                "best of {} [{}]{on}: {}\n",
+                name(&s.name),
+                short(&s.status.kernel),
+                crate::passes::diff::candidate_brief(c, 3)
+            );
+        }
+    }
     for s in &f.searches {
         if let Some(x) = s.withheld {
             out += &format!(
                 "withheld: {} [{}] on {}: its fastest code ran {} in a program (r3 record --time-only of an applied build), so -O3 ships (r3 report says where)\n",
-                s.name,
+                name(&s.name),
                 short(&s.status.kernel),
                 s.status.gpu,
                 crate::speed::times(x)
@@ -352,7 +434,7 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
     for k in &f.waiting {
         out += &format!(
             "waiting: {} [{}] ({} recorded launch(es), no search yet{})\n",
-            k.name,
+            name(&k.name),
             short(&k.hash),
             k.recordings,
             k.share.map_or(String::new(), |s| format!(
@@ -364,25 +446,31 @@ pub fn render(f: &Fleet, now_ms: u64) -> String {
     for k in &f.irreproducible {
         out += &format!(
             "not searched: {} [{}] ({} recorded launch(es)): {}\n",
-            k.name,
+            name(&k.name),
             short(&k.hash),
             k.recordings,
             irreproducible_text(&k.reason)
         );
     }
-    out += &compiled_lines(&f.unrecorded, &f.unoptimized);
+    out += &compiled_lines(&f.unrecorded, &f.unoptimized, &f.old, &name);
     for p in &f.programs {
-        out += &program_line(p);
+        out += &program_line(p, &name);
     }
     out += &summary(f);
     out
 }
 
-/// Compiled kernels without a recording, named (a few) with the command that comes next, and
-/// the -O0 ones apart: recording those would not help.
-fn compiled_lines(unrecorded: &[Compiled], unoptimized: &[Compiled]) -> String {
+/// Compiled kernels without a recording, named (a few) with the command that comes next, the
+/// -O0 ones apart (recording those would not help), and the old versions (no current build
+/// contains them), which `r3 gc` removes.
+fn compiled_lines(
+    unrecorded: &[Compiled],
+    unoptimized: &[Compiled],
+    old: &[Compiled],
+    name: &dyn Fn(&str) -> String,
+) -> String {
     let listed = |ks: &[Compiled]| {
-        let names: Vec<&str> = ks.iter().take(3).map(|k| k.name.as_str()).collect();
+        let names: Vec<String> = ks.iter().take(3).map(|k| name(&k.name)).collect();
         let tail = match ks.len().saturating_sub(3) {
             0 => String::new(),
             more => format!(" and {more} more"),
@@ -404,13 +492,29 @@ fn compiled_lines(unrecorded: &[Compiled], unoptimized: &[Compiled]) -> String {
             listed(unoptimized)
         );
     }
+    if !old.is_empty() {
+        let names: Vec<String> = old
+            .iter()
+            .take(3)
+            .map(|k| format!("{} [{}]", name(&k.name), short(&k.hash)))
+            .collect();
+        let tail = match old.len().saturating_sub(3) {
+            0 => String::new(),
+            more => format!(" and {more} more"),
+        };
+        out += &format!(
+            "old versions: {} kernel(s) no current build contains (their source was edited and compiled again; chosen by hash only): {}{tail}; `r3 gc` removes them with their recordings\n",
+            old.len(),
+            names.join(", ")
+        );
+    }
     out
 }
 
 /// A program's predicted speedup, with what was measured and where its time goes.
-fn program_line(p: &super::programs::ProgramReport) -> String {
+fn program_line(p: &super::programs::ProgramReport, name: &dyn Fn(&str) -> String) -> String {
     let largest = p.top.first().map_or(String::new(), |k| {
-        format!("; largest kernel {} ({})", k.name, percent(k.share))
+        format!("; largest kernel {} ({})", name(&k.name), percent(k.share))
     });
     format!(
         "program {} on {}: predicted {} with what ships (best {}), {} of {} kernels tuned ({} of its GPU time){}{largest}\n",
@@ -463,6 +567,8 @@ mod tests {
     fn search(name: &str, gpu: &str, trials: u32, best: Option<f64>, state: SearchState) -> Search {
         Search {
             name: name.into(),
+            old: false,
+            best_candidate: None,
             irreproducible: None,
             share: None,
             shipped: best.map(|r| (1.0 / r).max(1.0)),
@@ -556,6 +662,10 @@ mod tests {
                 name: "debug_kernel(int*)".into(),
                 hash: "7766554433221100".into(),
             }],
+            old: vec![Compiled {
+                name: "dot(float const*, float*)".into(),
+                hash: "d07d07d007001122".into(),
+            }],
             programs: vec![crate::programs::ProgramReport {
                 key: "corr-0011223344556677".into(),
                 name: "corr".into(),
@@ -593,7 +703,39 @@ mod tests {
             "the fastest trial (88) ran 0.575× in program corr-0011223344556677 (r3 record --time-only)"
                 .into(),
         );
-        insta::assert_snapshot!(render(&f, 1_000_000 + 192_000));
+        // Issue 59: a thrust kernel's 500-character name in a short form, an old version of an
+        // edited kernel marked, and the best as its edits of -O3.
+        let cub = "void cub::CUB_300001_SM_900::DeviceRadixSortOnesweepKernel<cub::CUB_300001_SM_900::detail::radix::policy_hub<unsigned int, cub::CUB_300001_SM_900::NullType, unsigned long>::Policy900, false, unsigned int, cub::CUB_300001_SM_900::NullType, unsigned long, int, int, cub::CUB_300001_SM_900::detail::identity_decomposer_t>(int*, int*, unsigned long*, unsigned long const*, unsigned int*, unsigned int const*, cub::CUB_300001_SM_900::NullType*, cub::CUB_300001_SM_900::NullType const*, unsigned long, int, int, cub::CUB_300001_SM_900::detail::identity_decomposer_t)";
+        let mut radix = search(
+            "radix",
+            "NVIDIA H100",
+            30,
+            Some(0.5),
+            SearchState::Finished(end("budget", 30)),
+        );
+        radix.name = cub.into();
+        let o3 = crate::passes::diff::expand("default<O3>").unwrap();
+        let mut p = o3.clone();
+        let cfg = p
+            .steps
+            .iter()
+            .position(|s| s.params.iter().any(|x| x == "no-switch-to-lookup"))
+            .unwrap();
+        for x in p.steps[cfg].params.iter_mut() {
+            if x == "no-switch-to-lookup" {
+                *x = "switch-to-lookup".into();
+            }
+        }
+        radix.best_candidate = Some(crate::candidate::Candidate {
+            max_threads: Some(256),
+            ..crate::candidate::Candidate::with_pipeline(&p.render())
+        });
+        f.searches.push(radix);
+        f.searches[2].old = true;
+        let text = render(&f, 1_000_000 + 192_000, false);
+        insta::assert_snapshot!(text);
+        assert!(text.lines().all(|l| l.chars().count() < 400), "{text}");
+        assert!(render(&f, 0, true).contains(cub));
         // As JSON: the speedups the text shows, the time ratio beside them, and the reason.
         let v = serde_json::to_value(&f).unwrap();
         let gemv = &v["searches"][1];
@@ -602,5 +744,10 @@ mod tests {
         assert!((gemv["best"].as_f64().unwrap() - 1.0 / 0.0741).abs() < 1e-12);
         assert!(gemv["reason"].as_str().unwrap().contains("0.575×"));
         assert!(v["searches"][2].get("reason").is_none());
+        // The JSON keeps the full name and the whole pipeline.
+        assert_eq!(v["searches"][5]["name"], cub);
+        assert_eq!(v["searches"][5]["best_candidate"]["pipeline"], p.render());
+        assert_eq!(v["searches"][2]["old"], true);
+        assert!(v["searches"][1].get("old").is_none());
     }
 }

@@ -13,6 +13,7 @@ use crate::kernel::PtxHash;
 use crate::lower::Codegen;
 use crate::passes::diff::{self as passes, DiffOp};
 use crate::store::outcome::{Outcome, TimeStats};
+use crate::store::records::UsableLaunches;
 use crate::store::trials::{slug, TrialRecord};
 use crate::store::{identity, KernelRecord, Store, StoreError};
 use serde::Serialize;
@@ -118,6 +119,9 @@ pub struct KernelReport {
     pub name: String,
     /// The stored kernel's hash, when found.
     pub hash: Option<String>,
+    /// No current build contains the kernel (an old version: its source was edited since).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub old: bool,
     pub gpu: String,
     /// A simulation answered the trials (`r3 tune --simulate`), not a GPU: the GPU name says
     /// so (`simulated: …`), and the summary keeps it apart.
@@ -239,6 +243,9 @@ pub struct PipelineReport {
     pub changed: usize,
     /// Edit script from the O3 pipeline to the best one.
     pub diff: Vec<DiffOp>,
+    /// The same as people read it (`passes::diff::Edit`): a switched parameter, a moved pass,
+    /// one edit each.
+    pub edits: Vec<passes::Edit>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -319,10 +326,13 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// Whether a selector names this kernel (see `identity::names`); trials of no stored kernel
+/// Whether a selector names this kernel: one of the stored kernels `named` it names
+/// (`identity::Index::select`: the current builds' first); trials of no stored kernel
 /// (simulations) are named by their key.
-fn matches(sel: &str, key: &str, stored: Option<&KernelRecord>) -> bool {
-    sel == key || slug(sel) == slug(key) || stored.is_some_and(|k| identity::names(sel, k))
+fn matches(sel: &str, named: &[&KernelRecord], key: &str, stored: Option<&KernelRecord>) -> bool {
+    sel == key
+        || slug(sel) == slug(key)
+        || stored.is_some_and(|k| named.iter().any(|n| n.hash == k.hash))
 }
 
 /// The stored kernel a trials key (its content hash) names.
@@ -346,38 +356,41 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
             store: store.root().to_owned(),
         });
     }
-    let stored = store.kernels()?;
+    let index = store.index()?;
+    let stored = index.kernels();
+    let selected: Vec<Vec<&KernelRecord>> = opts.kernels.iter().map(|s| index.select(s)).collect();
     let mut chosen = Vec::new();
     for (path, recs) in &sets {
         let key = &recs[0].kernel;
-        let k = find_kernel(key, &stored);
-        if opts.kernels.is_empty() || opts.kernels.iter().any(|s| matches(s, key, k)) {
+        let k = find_kernel(key, stored);
+        let named = |(s, n): (&String, &Vec<&KernelRecord>)| matches(s, n, key, k);
+        if opts.kernels.is_empty() || opts.kernels.iter().zip(&selected).any(named) {
             chosen.push((path, recs, k));
         }
     }
-    for sel in &opts.kernels {
+    for (sel, sel_named) in opts.kernels.iter().zip(&selected) {
         let named: Vec<&KernelRecord> = chosen
             .iter()
-            .filter(|(_, recs, k)| matches(sel, &recs[0].kernel, *k))
+            .filter(|(_, recs, k)| matches(sel, sel_named, &recs[0].kernel, *k))
             .filter_map(|(_, _, k)| *k)
             .collect();
         if identity::distinct(&named) > 1 {
-            return Err(identity::ambiguous(sel, &named).into());
+            return Err(index.ambiguity(sel, &named).into());
         }
-        let rewritten = rewrites.iter().any(|r| {
-            r.kernel == *sel
-                || stored
-                    .iter()
-                    .any(|k| k.hash == r.kernel && identity::names(sel, k))
-        });
+        let rewritten = rewrites
+            .iter()
+            .any(|r| r.kernel == *sel || sel_named.iter().any(|k| k.hash == r.kernel));
         if !rewritten
             && !chosen
                 .iter()
-                .any(|(_, recs, k)| matches(sel, &recs[0].kernel, *k))
+                .any(|(_, recs, k)| matches(sel, sel_named, &recs[0].kernel, *k))
         {
+            if let Some(e) = sel_named.is_empty().then(|| index.only_old(sel)).flatten() {
+                return Err(e.into());
+            }
             let mut known: Vec<String> = sets
                 .iter()
-                .map(|(_, r)| match find_kernel(&r[0].kernel, &stored) {
+                .map(|(_, r)| match find_kernel(&r[0].kernel, stored) {
                     Some(k) => k.label(),
                     None => r[0].kernel.clone(),
                 })
@@ -394,9 +407,13 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
     // report goes on; only when nothing is left is that the error.
     let mut kernels = Vec::new();
     let mut damaged = None;
+    let recorded = recorded_launches(store);
     for (path, recs, k) in chosen {
-        match kernel_report(store, path, recs, k, opts) {
-            Ok(r) => kernels.push(r),
+        match kernel_report(store, &recorded, path, recs, k, opts) {
+            Ok(mut r) => {
+                r.old = k.is_some_and(|k| index.is_old(k));
+                kernels.push(r)
+            }
             Err(e) => {
                 crate::store::warn_left_out(&e, "that search");
                 damaged.get_or_insert(e);
@@ -525,19 +542,29 @@ fn best_of(
 }
 
 /// The kernel's recorded launches, the first one searched.
-fn launches_of(store: &Store, stored: Option<&KernelRecord>) -> Launches {
-    let recorded = stored
-        .and_then(|k| store.launches_of(&k.hash).ok())
-        .unwrap_or_default();
+fn launches_of(recorded: &UsableLaunches, stored: Option<&KernelRecord>) -> Launches {
+    let recorded = stored.map_or(&[][..], |k| recorded.of(&k.hash));
     Launches {
         all: recorded.iter().filter_map(|r| r.launch.values()).collect(),
         searched: recorded.first().and_then(|r| r.launch.values()),
     }
 }
 
+/// Every kernel's usable recordings, read once for a command that goes over many searches; a
+/// store whose recordings cannot be read gives none (each search's launches unknown).
+pub fn recorded_launches(store: &Store) -> UsableLaunches {
+    store.usable_launches().unwrap_or_default()
+}
+
 /// What apply ships of one search (kernel `hash` on `gpu`), and why, as the report's Apply
-/// line says it: for `r3 status`'s reason and `r3 tune`'s last line.
-pub fn apply_of_search(store: &Store, hash: &str, gpu: &str) -> Result<ApplyReport, StoreError> {
+/// line says it: for `r3 status`'s reason and `r3 tune`'s last line. `recorded`: the store's
+/// recorded launches (`recorded_launches`), read once for all the searches a command shows.
+pub fn apply_of_search(
+    store: &Store,
+    recorded: &UsableLaunches,
+    hash: &str,
+    gpu: &str,
+) -> Result<ApplyReport, StoreError> {
     let recs = store.trials(hash, gpu)?;
     if recs.is_empty() {
         return Ok(keeps_clang("keeps clang's code: no trial yet".into()));
@@ -549,7 +576,7 @@ pub fn apply_of_search(store: &Store, hash: &str, gpu: &str) -> Result<ApplyRepo
         &recs,
         &confirmed,
         best.as_ref(),
-        &launches_of(store, stored.as_ref()),
+        &launches_of(recorded, stored.as_ref()),
         stored.as_ref(),
     ))
 }
@@ -739,6 +766,7 @@ fn fastest_not_kept(
 
 fn kernel_report(
     store: &Store,
+    recorded: &UsableLaunches,
     path: &Path,
     recs: &[TrialRecord],
     stored: Option<&KernelRecord>,
@@ -774,7 +802,7 @@ fn kernel_report(
         recs,
         confirmed,
         best.as_ref(),
-        &launches_of(store, stored),
+        &launches_of(recorded, stored),
         stored,
     );
     let search = search_note(store, path)?;
@@ -806,6 +834,7 @@ fn kernel_report(
             let p =
                 passes::expand(&b.candidate.pipeline).map_err(|e| pipeline_err(e.to_string()))?;
             let diff = passes::diff(&o3, &p);
+            let edits = passes::edits(&o3, &p);
             let (removed, added, changed) = passes::diff_counts(&diff);
             Some(PipelineReport {
                 text: b.candidate.pipeline.clone(),
@@ -815,6 +844,7 @@ fn kernel_report(
                 added,
                 changed,
                 diff,
+                edits,
             })
         }
         None => None,
@@ -894,6 +924,7 @@ fn kernel_report(
         kernel: first.kernel.clone(),
         name,
         hash: stored.map(|k| k.hash.to_string()),
+        old: false,
         gpu: first.gpu.clone(),
         simulated: first.simulated(),
         driver: first.driver.clone(),

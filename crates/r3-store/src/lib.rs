@@ -7,6 +7,7 @@ use r3_passes::candidate;
 pub mod config;
 pub mod deadline;
 pub mod fixtures;
+pub mod gc;
 pub mod identity;
 pub mod in_program;
 pub mod l2;
@@ -14,6 +15,7 @@ mod migrate;
 pub mod outcome;
 pub mod programs;
 pub mod records;
+pub mod snapcache;
 pub mod speed;
 
 use crate::kernel::{KernelHash, KernelModule, KernelSignature};
@@ -154,13 +156,18 @@ pub enum StoreError {
     },
     #[error("no stored kernel is named `{word}`, and the store keeps trials of kernels whose kernels/<hash> directory is gone or damaged:\n{trials}\nfix: rebuild the program with r3-clang++ (the same code stores the same kernel, whose trials --resume then continues), or name one of these hashes")]
     Orphaned { word: String, trials: String },
-    #[error("`{word}` names {count} different kernels in the store, stored as {builds} builds (one line each; a kernel compiled for two GPUs is two builds):\n{candidates}\nfix: name one by its hash, or by a prefix of it")]
+    #[error("`{word}` names {count} different kernels in the store, stored as {builds} builds (one line each; a kernel compiled for two GPUs is two builds):\n{candidates}{old}\nfix: name one by its hash, or by a prefix of it")]
     Ambiguous {
         word: String,
         count: usize,
         builds: usize,
         candidates: String,
+        /// The old versions the word names too, with their heading (`identity::Index::ambiguity`),
+        /// or empty.
+        old: String,
     },
+    #[error("`{word}` names only old versions of kernels, which no current build contains (their source was edited and compiled again):\n{candidates}\nfix: name a kernel of the current build (`r3 kernels` lists them); to use an old version anyway, name it by its hash; `r3 gc` removes old versions")]
+    OnlyOld { word: String, candidates: String },
 }
 
 /// What to do about a store file r3 cannot read or write, by what went wrong.

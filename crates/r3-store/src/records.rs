@@ -459,6 +459,9 @@ pub fn read_snapshot_checked(
     path: &Path,
     expected: Option<&FileSum>,
 ) -> Result<Snapshot, StoreError> {
+    if let Some(raw) = super::snapcache::decompressed(expected) {
+        return decode_snapshot(path, raw.as_slice());
+    }
     let file = std::fs::read(path).map_err(|e| StoreError::Io {
         path: path.to_owned(),
         msg: e.to_string(),
@@ -477,8 +480,20 @@ pub fn read_snapshot_checked(
             ));
         }
     }
-    let mut r = zstd::stream::read::Decoder::new(file.as_slice())
+    if super::snapcache::wanted(expected) {
+        let raw = zstd::stream::decode_all(file.as_slice())
+            .map_err(|e| corrupt(path, format!("truncated or damaged ({e})")))?;
+        let snap = decode_snapshot(path, raw.as_slice())?;
+        super::snapcache::keep(expected, &raw);
+        return Ok(snap);
+    }
+    let r = zstd::stream::read::Decoder::new(file.as_slice())
         .map_err(|e| corrupt(path, e.to_string()))?;
+    decode_snapshot(path, r)
+}
+
+/// A snapshot from its decompressed bytes (`path` names it in errors).
+fn decode_snapshot(path: &Path, mut r: impl Read) -> Result<Snapshot, StoreError> {
     let bad = |e: std::io::Error| corrupt(path, format!("truncated or damaged ({e})"));
     let mut magic = [0u8; 8];
     r.read_exact(&mut magic).map_err(bad)?;
@@ -785,6 +800,7 @@ impl super::Store {
         &self,
         kernel: Option<&str>,
     ) -> Result<(Vec<Recording>, Vec<StoreError>), StoreError> {
+        note_listing(self.root());
         let root = self.root().join("records");
         if !root.exists() {
             return Ok((Vec::new(), Vec::new()));
@@ -831,6 +847,57 @@ impl super::Store {
         out.sort_by(|a, b| (a.launch.unix_time, &a.id).cmp(&(b.launch.unix_time, &b.id)));
         Ok((out, damaged))
     }
+}
+
+/// Every stored kernel's usable recordings (`Recording::usable`), oldest first, each resolved to
+/// the kernel it ran (`identity::Index::of_recording`) in one pass over the store:
+/// `Store::launches_of` of every kernel at once, for the readers that go over many searches
+/// (`r3 status`, `r3 report`, tune's `ships:` lines), which would read every kernel and every
+/// recording again for each search otherwise (issue 62: 38 s for `r3 status` at 963 searches).
+#[derive(Debug, Clone, Default)]
+pub struct UsableLaunches(std::collections::BTreeMap<KernelHash, Vec<Recording>>);
+
+impl UsableLaunches {
+    /// The usable recordings of the kernel with content hash `hash`, as `Store::launches_of`
+    /// lists them; none for a kernel the store does not hold.
+    pub fn of(&self, hash: &str) -> &[Recording] {
+        self.0.get(hash).map_or(&[], Vec::as_slice)
+    }
+}
+
+impl super::Store {
+    /// [`UsableLaunches`]: the store's kernels and recordings, read once.
+    pub fn usable_launches(&self) -> Result<UsableLaunches, StoreError> {
+        let index = self.index()?;
+        let mut by: std::collections::BTreeMap<KernelHash, Vec<Recording>> = Default::default();
+        for r in self.recordings(None)?.into_iter().filter(Recording::usable) {
+            if let super::identity::Resolution::Kernel(k) = index.of_recording(&r) {
+                by.entry(k.hash).or_default().push(r);
+            }
+        }
+        Ok(UsableLaunches(by))
+    }
+}
+
+/// How many times this process has listed the recordings of each store (by its root).
+static LISTINGS: std::sync::Mutex<Vec<(PathBuf, u64)>> = std::sync::Mutex::new(Vec::new());
+
+fn note_listing(root: &Path) {
+    let mut all = LISTINGS.lock().unwrap_or_else(|e| e.into_inner());
+    match all.iter_mut().find(|(r, _)| r == root) {
+        Some((_, n)) => *n += 1,
+        None => all.push((root.to_owned(), 1)),
+    }
+}
+
+/// How many times this process has listed the recordings of the store at `root` whole
+/// (`Store::recordings`, which every resolution of launches to kernels makes): what the tests
+/// of the readers that go over every search hold to a few passes a command, whatever the
+/// number of searches. Not for anything but tests.
+#[doc(hidden)]
+pub fn listings_of(root: &Path) -> u64 {
+    let all = LISTINGS.lock().unwrap_or_else(|e| e.into_inner());
+    all.iter().find(|(r, _)| r == root).map_or(0, |(_, n)| *n)
 }
 
 /// A recording's launch.json. The runtime renames a recording into place whole, so a launch
