@@ -1017,7 +1017,11 @@ impl SharedSnapshots {
                         _ => 0,
                     }
                     .max(file.bytes);
-                    if !crate::store::snapcache::kept_or_room_for(file, bytes) {
+                    let key = crate::store::snapcache::Sum {
+                        sum: &file.sum,
+                        bytes: file.bytes,
+                    };
+                    if !crate::store::snapcache::kept_or_room_for(key, bytes) {
                         return;
                     }
                     let _ = crate::store::records::read_snapshot_checked(

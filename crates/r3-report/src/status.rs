@@ -7,8 +7,9 @@
 //! shared filesystem show up together.
 
 use crate::store::identity::short_name;
+use crate::store::identity::UsableLaunches;
 use crate::store::programs::share_words as percent;
-use crate::store::records::{irreproducible_text, UsableLaunches};
+use crate::store::records::irreproducible_text;
 use crate::store::status::{SearchState, SearchStatus};
 use crate::store::{Store, StoreError};
 use serde::Serialize;

@@ -459,7 +459,11 @@ pub fn read_snapshot_checked(
     path: &Path,
     expected: Option<&FileSum>,
 ) -> Result<Snapshot, StoreError> {
-    if let Some(raw) = super::snapcache::decompressed(expected) {
+    let key = expected.map(|f| super::snapcache::Sum {
+        sum: &f.sum,
+        bytes: f.bytes,
+    });
+    if let Some(raw) = super::snapcache::decompressed(key) {
         return decode_snapshot(path, raw.as_slice());
     }
     let file = std::fs::read(path).map_err(|e| StoreError::Io {
@@ -480,11 +484,11 @@ pub fn read_snapshot_checked(
             ));
         }
     }
-    if super::snapcache::wanted(expected) {
+    if super::snapcache::wanted(key) {
         let raw = zstd::stream::decode_all(file.as_slice())
             .map_err(|e| corrupt(path, format!("truncated or damaged ({e})")))?;
         let snap = decode_snapshot(path, raw.as_slice())?;
-        super::snapcache::keep(expected, &raw);
+        super::snapcache::keep(key, &raw);
         return Ok(snap);
     }
     let r = zstd::stream::read::Decoder::new(file.as_slice())
@@ -849,36 +853,6 @@ impl super::Store {
     }
 }
 
-/// Every stored kernel's usable recordings (`Recording::usable`), oldest first, each resolved to
-/// the kernel it ran (`identity::Index::of_recording`) in one pass over the store:
-/// `Store::launches_of` of every kernel at once, for the readers that go over many searches
-/// (`r3 status`, `r3 report`, tune's `ships:` lines), which would read every kernel and every
-/// recording again for each search otherwise (issue 62: 38 s for `r3 status` at 963 searches).
-#[derive(Debug, Clone, Default)]
-pub struct UsableLaunches(std::collections::BTreeMap<KernelHash, Vec<Recording>>);
-
-impl UsableLaunches {
-    /// The usable recordings of the kernel with content hash `hash`, as `Store::launches_of`
-    /// lists them; none for a kernel the store does not hold.
-    pub fn of(&self, hash: &str) -> &[Recording] {
-        self.0.get(hash).map_or(&[], Vec::as_slice)
-    }
-}
-
-impl super::Store {
-    /// [`UsableLaunches`]: the store's kernels and recordings, read once.
-    pub fn usable_launches(&self) -> Result<UsableLaunches, StoreError> {
-        let index = self.index()?;
-        let mut by: std::collections::BTreeMap<KernelHash, Vec<Recording>> = Default::default();
-        for r in self.recordings(None)?.into_iter().filter(Recording::usable) {
-            if let super::identity::Resolution::Kernel(k) = index.of_recording(&r) {
-                by.entry(k.hash).or_default().push(r);
-            }
-        }
-        Ok(UsableLaunches(by))
-    }
-}
-
 /// How many times this process has listed the recordings of each store (by its root).
 static LISTINGS: std::sync::Mutex<Vec<(PathBuf, u64)>> = std::sync::Mutex::new(Vec::new());
 
@@ -944,6 +918,63 @@ fn list_dirs(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Set in the child the test below starts (a process reads `R3_SNAPSHOT_CACHE` once).
+    const CHILD: &str = "R3_TEST_SNAPCACHE_SNAPSHOT";
+
+    fn sum_of(path: &Path) -> FileSum {
+        let bytes = std::fs::read(path).unwrap();
+        FileSum {
+            name: "prologue.r3snap".into(),
+            bytes: bytes.len() as u64,
+            sum: format!("{:016x}", file_sum(&bytes)),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_decompressed_once_in_a_run_is_read_by_its_next_processes() {
+        if let Some(path) = std::env::var_os(CHILD) {
+            // The child: read the snapshot as a replay worker does, checked by its sum.
+            let path = PathBuf::from(path);
+            let sum: FileSum =
+                serde_json::from_str(&std::env::var("R3_TEST_SNAPCACHE_SUM").unwrap()).unwrap();
+            let snap = read_snapshot_checked(&path, Some(&sum)).unwrap();
+            assert_eq!(snap.regions[0].size, 4096);
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let path = dir.path().join("prologue.r3snap");
+        let snap = Snapshot {
+            regions: vec![Region {
+                kind: RegionKind::Allocation,
+                addr: 0x1000,
+                size: 4096,
+                name: "a".into(),
+                page_size: 4096,
+                data: RegionData::Full((0..4096u32).map(|i| (i * 7) as u8).collect()),
+            }],
+        };
+        write_snapshot(&path, &snap).unwrap();
+        let sum = sum_of(&path);
+        let child = || {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "records::tests::a_snapshot_decompressed_once_in_a_run_is_read_by_its_next_processes", "--test-threads=1"])
+                .env(CHILD, &path)
+                .env("R3_TEST_SNAPCACHE_SUM", serde_json::to_string(&sum).unwrap())
+                .env(crate::snapcache::ENV, cache.path())
+                .output()
+                .unwrap()
+        };
+        let first = child();
+        assert!(first.status.success(), "{first:?}");
+        let kept: Vec<_> = std::fs::read_dir(cache.path()).unwrap().flatten().collect();
+        assert_eq!(kept.len(), 1, "the first process keeps it");
+        // The compressed file is gone: the next process can only have read the kept bytes.
+        std::fs::write(&path, b"damaged").unwrap();
+        let second = child();
+        assert!(second.status.success(), "{second:?}");
+    }
 
     #[test]
     fn unfinished_recordings_of_gone_processes_are_removed_and_others_kept() {

@@ -10,7 +10,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::records::FileSum;
+/// A compressed snapshot file as launch.json names it: its sum (hex) and size, which name
+/// its decompressed bytes here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sum<'a> {
+    pub sum: &'a str,
+    pub bytes: u64,
+}
 
 /// The environment variable naming the directory.
 pub const ENV: &str = "R3_SNAPSHOT_CACHE";
@@ -35,18 +41,18 @@ fn dir() -> Option<&'static Path> {
     .as_deref()
 }
 
-fn file_of(dir: &Path, sum: &FileSum) -> PathBuf {
+fn file_of(dir: &Path, sum: Sum) -> PathBuf {
     dir.join(format!("{}-{}.raw", sum.sum, sum.bytes))
 }
 
 /// Whether a snapshot whose compressed file is `sum` is to be kept decompressed.
-pub fn wanted(sum: Option<&FileSum>) -> bool {
+pub fn wanted(sum: Option<Sum>) -> bool {
     dir().is_some() && sum.is_some()
 }
 
 /// The decompressed bytes of the snapshot whose compressed file is `sum`, where a process of
 /// this run kept them.
-pub fn decompressed(sum: Option<&FileSum>) -> Option<Vec<u8>> {
+pub fn decompressed(sum: Option<Sum>) -> Option<Vec<u8>> {
     let (dir, sum) = (dir()?, sum?);
     std::fs::read(file_of(dir, sum)).ok()
 }
@@ -54,7 +60,7 @@ pub fn decompressed(sum: Option<&FileSum>) -> Option<Vec<u8>> {
 /// Keeps `raw`, the decompressed bytes of the snapshot whose compressed file is `sum`, for
 /// the next process of this run, making room for it. Nothing is lost where it cannot: the next
 /// one decompresses.
-pub fn keep(sum: Option<&FileSum>, raw: &[u8]) {
+pub fn keep(sum: Option<Sum>, raw: &[u8]) {
     let (Some(dir), Some(sum)) = (dir(), sum) else {
         return;
     };
@@ -68,7 +74,7 @@ pub fn keep(sum: Option<&FileSum>, raw: &[u8]) {
 
 /// Whether the snapshot whose compressed file is `sum` is kept already, or there is room for
 /// `bytes` more without removing any (a read ahead never pushes out what a worker kept).
-pub fn kept_or_room_for(sum: &FileSum, bytes: u64) -> bool {
+pub fn kept_or_room_for(sum: Sum, bytes: u64) -> bool {
     let Some(dir) = dir() else { return false };
     if file_of(dir, sum).exists() {
         return true;
@@ -111,67 +117,6 @@ fn make_room(dir: &Path, more: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::{self, Region, RegionData, RegionKind, Snapshot};
-
-    /// Set in the child the test below starts (a process reads `R3_SNAPSHOT_CACHE` once).
-    const CHILD: &str = "R3_TEST_SNAPCACHE_SNAPSHOT";
-
-    fn sum_of(path: &Path) -> FileSum {
-        let bytes = std::fs::read(path).unwrap();
-        FileSum {
-            name: "prologue.r3snap".into(),
-            bytes: bytes.len() as u64,
-            sum: format!("{:016x}", records::file_sum(&bytes)),
-        }
-    }
-
-    #[test]
-    fn a_snapshot_decompressed_once_in_a_run_is_read_by_its_next_processes() {
-        if let Some(path) = std::env::var_os(CHILD) {
-            // The child: read the snapshot as a replay worker does, checked by its sum.
-            let path = PathBuf::from(path);
-            let sum: FileSum =
-                serde_json::from_str(&std::env::var("R3_TEST_SNAPCACHE_SUM").unwrap()).unwrap();
-            let snap = records::read_snapshot_checked(&path, Some(&sum)).unwrap();
-            assert_eq!(snap.regions[0].size, 4096);
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let cache = tempfile::tempdir().unwrap();
-        let path = dir.path().join("prologue.r3snap");
-        let snap = Snapshot {
-            regions: vec![Region {
-                kind: RegionKind::Allocation,
-                addr: 0x1000,
-                size: 4096,
-                name: "a".into(),
-                page_size: 4096,
-                data: RegionData::Full((0..4096u32).map(|i| (i * 7) as u8).collect()),
-            }],
-        };
-        records::write_snapshot(&path, &snap).unwrap();
-        let sum = sum_of(&path);
-        let child = || {
-            std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "snapcache::tests::a_snapshot_decompressed_once_in_a_run_is_read_by_its_next_processes", "--test-threads=1"])
-                .env(CHILD, &path)
-                .env("R3_TEST_SNAPCACHE_SUM", serde_json::to_string(&sum).unwrap())
-                .env(ENV, cache.path())
-                .output()
-                .unwrap()
-        };
-        let first = child();
-        assert!(first.status.success(), "{first:?}");
-        assert!(
-            file_of(cache.path(), &sum).is_file(),
-            "the first process keeps it"
-        );
-        // The compressed file is gone: the next process can only have read the kept bytes.
-        std::fs::write(&path, b"damaged").unwrap();
-        let second = child();
-        assert!(second.status.success(), "{second:?}");
-    }
-
     #[test]
     fn the_oldest_files_make_room_for_a_new_one() {
         let dir = tempfile::tempdir().unwrap();
