@@ -110,12 +110,12 @@ pub struct Entrant {
 /// search's trials are mostly one run of a candidate each (`stopping::one_run_beaten`) and say
 /// nothing of a confirmation's pairs beside -O3; priced at four of them, a 0.29 s kernel's
 /// confirmation kept 18 s back, and its deadline ended at 35 s of 60 with gain left (H200).
-fn confirm_estimate_s(k: &Arm) -> f64 {
+fn confirm_estimate_s(k: &Arm, per_trial_s: f64) -> f64 {
     let runs = confirm_runs_s(k);
     let trials = if k.launch_ms >= ONE_RUN_MS {
         0.0
     } else {
-        CONFIRM_TRIALS * k.per_trial_s
+        CONFIRM_TRIALS * per_trial_s
     };
     trials.max(runs) + 2.0 + k.confirm_setup_s
 }
@@ -152,7 +152,7 @@ fn confirm_s(a: &Allocation, k: &Arm) -> f64 {
         1.0
     };
     let runs = confirm_runs_s(k);
-    runs + (confirm_estimate_s(k) - runs).max(0.0) * scale
+    runs + (confirm_estimate_s(k, trial_of(a, k)) - runs).max(0.0) * scale
 }
 
 /// A new allocation: the arms by weight, largest first.
@@ -429,7 +429,8 @@ fn too_short(a: &Allocation, left: f64) -> Option<String> {
         .arms
         .iter()
         .find(|k| !k.warm && k.done.is_none() && k.share >= SMALL_SHARE)?;
-    let need = f64::from(PARTIAL_WARM_TRIALS) * k.per_trial_s + k.setup_s + planned_confirm_s(a, k);
+    let need =
+        f64::from(PARTIAL_WARM_TRIALS) * trial_of(a, k) + k.setup_s + planned_confirm_s(a, k);
     Some(format!(
         "the warm start of {} ({:.1}% of its program) takes about {need:.0} s for its baseline, one candidate and its confirmation, more than the {left:.0} s left; fix: a longer --deadline",
         k.label,
@@ -466,14 +467,15 @@ fn offer(
         left - confirm_s(a, k)
     };
     let left = left - setup;
+    let per_trial_s = trial_of(a, k);
     // A long kernel's trials run one after another whatever the batch (`program`): its round
     // is what fits, down to one trial.
     let batch = if k.launch_ms >= ONE_RUN_MS {
-        batch.min(((left / k.per_trial_s).floor() as u32).max(1))
+        batch.min(((left / per_trial_s).floor() as u32).max(1))
     } else {
         batch
     };
-    let round_s = f64::from(batch) * k.per_trial_s;
+    let round_s = f64::from(batch) * per_trial_s;
     // A slice aims at its share of the deadline, but a long kernel whose one round is longer
     // still gets that round where it fits: a 74 ms kernel's round of 4 trials (about 9 s, 16 s
     // as first measured with its setup) against 15 s slices had left a kernel at 96% of its
@@ -485,7 +487,7 @@ fn offer(
         return None;
     }
     let n = rounds * f64::from(batch);
-    let value = potential(k) * (1.0 - (-n / REACH_TRIALS).exp()) / (n * k.per_trial_s + setup);
+    let value = potential(k) * (1.0 - (-n / REACH_TRIALS).exp()) / (n * per_trial_s + setup);
     Some((
         value,
         Decision::Slice {
@@ -493,7 +495,7 @@ fn offer(
             warm: false,
             trials: k.trials + n as u32,
             // Twice what the slice should take, and never past the deadline's time left.
-            limit_s: (2.0 * n * k.per_trial_s).min(left),
+            limit_s: (2.0 * n * per_trial_s).min(left),
         },
     ))
 }
@@ -516,6 +518,27 @@ fn setup_of(a: &Allocation, k: &Arm) -> f64 {
     seen.get(seen.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// Seconds a trial of `k` is expected to take: its own price, as last measured; for a short
+/// kernel (under [`ONE_RUN_MS`]) not searched in this allocation yet, the median the short
+/// kernels searched in it measured, where that is less. A short kernel's trial is mostly its
+/// compile, load and check, alike from kernel to kernel, and the up-front price assumes 0.3 s:
+/// on an H200 (2026-11-29) they took about 0.1 s, and six short kernels of 2–19% of their
+/// programs were left "not reached: … about 6 s" at the end of a 300 s deadline.
+fn trial_of(a: &Allocation, k: &Arm) -> f64 {
+    if k.spent_s > 0.0 || k.launch_ms >= ONE_RUN_MS {
+        return k.per_trial_s;
+    }
+    let mut seen: Vec<f64> = a
+        .arms
+        .iter()
+        .filter(|o| o.spent_s > 0.0 && o.launch_ms < ONE_RUN_MS && o.per_trial_s > 0.0)
+        .map(|o| o.per_trial_s)
+        .collect();
+    seen.sort_by(f64::total_cmp);
+    seen.get(seen.len() / 2)
+        .map_or(k.per_trial_s, |m| m.min(k.per_trial_s))
+}
+
 /// The confirmation a warm start of `k` keeps time for: a clear winner's (see
 /// [`unaffordable`] for a near-tie's), or what its best so far needs.
 fn planned_confirm_s(a: &Allocation, k: &Arm) -> f64 {
@@ -534,12 +557,13 @@ fn planned_confirm_s(a: &Allocation, k: &Arm) -> f64 {
 /// even the baseline and one candidate fit. A warm start is never cut once started.
 fn warm_offer(a: &Allocation, k: &Arm, left: f64, setup: f64) -> Option<(f64, Decision)> {
     let confirm = planned_confirm_s(a, k);
-    let fits = ((left - confirm - setup) / k.per_trial_s).floor();
+    let per_trial_s = trial_of(a, k);
+    let fits = ((left - confirm - setup) / per_trial_s).floor();
     let n = fits.min(f64::from(WARM_EXPECTED));
     if n < f64::from(PARTIAL_WARM_TRIALS) {
         return None;
     }
-    let cost = n * k.per_trial_s + setup;
+    let cost = n * per_trial_s + setup;
     // The gain a part of a warm start is hoped to bring: its transferred candidates come first,
     // so a part is worth at least its share of the whole.
     let worth = n / f64::from(WARM_EXPECTED);
@@ -978,7 +1002,8 @@ fn confirm_arm(
             store.put_allocation(&a)?;
             return Ok(false);
         };
-        let (expected, runs) = (confirm_estimate_s(&a.arms[i]), confirm_runs_s(&a.arms[i]));
+        let k = &a.arms[i];
+        let (expected, runs) = (confirm_estimate_s(k, trial_of(&a, k)), confirm_runs_s(k));
         a.arms[i].confirmed = true;
         let kernel = a.arms[i].kernel.clone();
         let unaffordable = unaffordable(&a, &a.arms[i]);
@@ -1071,7 +1096,7 @@ pub fn summary(a: &Allocation, ended: &Ended) -> String {
             "  not reached: {} ({} of its program; its warm start and confirmation take about {:.0} s)\n",
             k.label,
             percent(k.share),
-            f64::from(WARM_EXPECTED) * k.per_trial_s + confirm_s(a, k)
+            f64::from(WARM_EXPECTED) * trial_of(a, k) + setup_of(a, k) + confirm_s(a, k)
         );
     }
     out.trim_end().to_owned()
@@ -1809,6 +1834,49 @@ mod tests {
     }
 
     #[test]
+    fn a_short_kernel_not_searched_yet_is_priced_at_what_searched_short_kernels_took() {
+        let w = world(&[
+            ("done", 0.1, 1.0, 4.0),
+            ("next", 0.3, 2.0, 4.0),
+            ("long", 9.9, 2.0, 4.0),
+        ]);
+        let e = entrants(&[("done", 0.2), ("next", 0.5), ("long", 0.3)], &w);
+        let mut a = start("prog", "GPU", 4.0, e);
+        let at = |a: &Allocation, name: &str| a.arms.iter().position(|k| k.kernel == name).unwrap();
+        let (done, next_k, long) = (at(&a, "done"), at(&a, "next"), at(&a, "long"));
+        a.arms[long].launch_ms = 1070.0;
+        a.arms[long].done = Some("not this test's".into());
+        a.arms[done].warm = true;
+        a.arms[done].done = Some("searched to its budget".into());
+        // Priced at its own estimate while no short kernel has been searched: its warm start
+        // and its confirmation at 0.3 s a trial leave two trials of the 4 s.
+        let warm_trials = |a: &Allocation| match next(a, 16, &Held::none()) {
+            Decision::Slice {
+                kernel,
+                warm: true,
+                trials,
+                ..
+            } if kernel == "next" => trials,
+            d => panic!("{d:?}"),
+        };
+        assert_eq!(trial_of(&a, &a.arms[next_k]), 0.3);
+        assert_eq!(warm_trials(&a), 2);
+        // A short kernel's search took 0.1 s a trial: the next one is priced at that, and its
+        // whole warm start fits.
+        a.arms[done].spent_s = 1.5;
+        assert_eq!(trial_of(&a, &a.arms[next_k]), 0.1);
+        assert_eq!(warm_trials(&a), WARM_TRIALS);
+        // Never dearer than its own estimate, and a long kernel keeps its own.
+        a.arms[done].per_trial_s = 0.5;
+        assert_eq!(trial_of(&a, &a.arms[next_k]), 0.3);
+        assert_eq!(trial_of(&a, &a.arms[long]), 9.9);
+        // Once searched itself, its own measurement.
+        a.arms[next_k].spent_s = 1.0;
+        a.arms[next_k].per_trial_s = 0.2;
+        assert_eq!(trial_of(&a, &a.arms[next_k]), 0.2);
+    }
+
+    #[test]
     fn a_long_kernels_confirmation_is_priced_at_its_runs_not_its_searchs_trials() {
         let w = world(&[("long", 1.0, 1.0, 4.0)]);
         let mut e = entrants(&[("long", 1.0)], &w);
@@ -1819,9 +1887,9 @@ mod tests {
         // 1.07 s, not four of its search's trials at 2%.
         let want = 2.0 * 3.0 * 24.0 * 1.07 + 2.0 + 1.5;
         assert!(
-            (confirm_estimate_s(k) - want).abs() < 1e-9,
+            (confirm_estimate_s(k, k.per_trial_s) - want).abs() < 1e-9,
             "{}",
-            confirm_estimate_s(k)
+            confirm_estimate_s(k, k.per_trial_s)
         );
         // Confirmations so far took half their price: the setup is scaled, the runs are not.
         let mut quick = a.clone();
@@ -1833,7 +1901,10 @@ mod tests {
         let mut clear = k.clone();
         clear.best = 3.0;
         assert!((confirm_runs_s(&clear) - 2.0 * 1.0 * 6.0 * 1.07).abs() < 1e-9);
-        assert!((confirm_estimate_s(&clear) - (2.0 * 1.0 * 6.0 * 1.07 + 3.5)).abs() < 1e-9);
+        assert!(
+            (confirm_estimate_s(&clear, clear.per_trial_s) - (2.0 * 1.0 * 6.0 * 1.07 + 3.5)).abs()
+                < 1e-9
+        );
         // A near one (1.2×) is priced at its three contexts.
         let mut near = k.clone();
         near.best = 1.2;
@@ -1843,11 +1914,16 @@ mod tests {
         // A short kernel's stays four of its trials (compiling and contexts cost more).
         let mut short = k.clone();
         (short.launch_ms, short.per_trial_s) = (0.1, 0.3);
-        assert!((confirm_estimate_s(&short) - (4.0 * 0.3 + 2.0 + 1.5)).abs() < 1e-9);
+        assert!(
+            (confirm_estimate_s(&short, short.per_trial_s) - (4.0 * 0.3 + 2.0 + 1.5)).abs() < 1e-9
+        );
         // An allocation of an earlier r3, with no launch time: as before.
         let mut earlier = k.clone();
         earlier.launch_ms = 0.0;
-        assert!((confirm_estimate_s(&earlier) - (4.0 * 9.9 + 2.0 + 1.5)).abs() < 1e-9);
+        assert!(
+            (confirm_estimate_s(&earlier, earlier.per_trial_s) - (4.0 * 9.9 + 2.0 + 1.5)).abs()
+                < 1e-9
+        );
     }
 
     /// The setup's scale is learned from what confirmations took beyond their runs, and only
@@ -1877,7 +1953,7 @@ mod tests {
             ..a
         };
         let runs = confirm_runs_s(k);
-        let setup = confirm_estimate_s(k) - runs;
+        let setup = confirm_estimate_s(k, k.per_trial_s) - runs;
         assert!((confirm_s(&scaled, k) - (runs + 0.8 * setup)).abs() < 1e-9);
     }
 
