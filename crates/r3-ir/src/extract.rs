@@ -133,10 +133,27 @@ fn parse_text<'c>(ctx: &'c Context, text: &str, what: &str) -> Result<Module<'c>
     })
 }
 
-/// Module-level names that differ between builds of the same kernel.
+/// Module-level names that differ between builds of the same kernel, and the source
+/// locations clang attaches to inline assembly (`!srcloc`): offsets into all it has read,
+/// which move with the length of any path a macro spells out (`__FILE__` in an assertion of a
+/// header), so that CUB's kernels built from a checkout at another path were other kernels.
 fn normalize(module: &Module, kernel: &str) {
     module.set_name(kernel);
     module.set_source_file_name("");
+    // SAFETY: walking and editing instructions of a module we own.
+    unsafe {
+        let m = module.as_mut_ptr();
+        let kind = LLVMGetMDKindIDInContext(LLVMGetModuleContext(m), c"srcloc".as_ptr(), 6);
+        for f in iter(LLVMGetFirstFunction(m), |f| LLVMGetNextFunction(f)) {
+            for b in iter(LLVMGetFirstBasicBlock(f), |b| LLVMGetNextBasicBlock(b)) {
+                for i in iter(LLVMGetFirstInstruction(b), |i| LLVMGetNextInstruction(i)) {
+                    if !LLVMGetMetadata(i, kind).is_null() {
+                        LLVMSetMetadata(i, kind, std::ptr::null_mut());
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn string_attr(f: FunctionValue, key: &str) -> Option<String> {
@@ -549,6 +566,37 @@ attributes #0 = { convergent mustprogress noinline norecurse nounwind "target-cp
         ptx.lines()
             .filter(|l| l.trim_start().starts_with(op) && l.contains(&operand))
             .collect()
+    }
+
+    /// A unit whose one kernel holds inline assembly at source location `loc`.
+    fn asm_unit(loc: u64) -> String {
+        format!(
+            r#"target triple = "nvptx64-nvidia-cuda"
+
+define ptx_kernel void @k(ptr %p) #0 {{
+  %v = call i32 asm sideeffect "mov.u32 $0, %laneid;", "=r"(), !srcloc !0
+  store i32 %v, ptr %p, align 4
+  ret void
+}}
+
+attributes #0 = {{ "target-cpu"="sm_90" }}
+!0 = !{{i64 {loc}}}
+"#
+        )
+    }
+
+    #[test]
+    fn inline_assembly_at_another_source_offset_is_the_same_kernel() {
+        let hash = |loc| {
+            let ctx = Context::create();
+            let unit = parse_text(&ctx, &asm_unit(loc), "unit").unwrap();
+            let k = split(&unit, "unit").unwrap().remove(0);
+            let ctx = Context::create();
+            let m = load_kernel(&ctx, &k.bitcode, "k").unwrap();
+            assert!(!m.print_to_string().to_string().contains("srcloc"));
+            k.hash
+        };
+        assert_eq!(hash(1234), hash(98765));
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub struct Session {
     /// Output bytes poisoned before every checked run (`learn_outputs`, see `outputs`).
     poison: std::cell::RefCell<Vec<Poisoned>>,
     /// The CUDA context (the device's primary one, as an address), for the threads that
-    /// compile candidates ahead of their load (`ahead`).
+    /// load candidates ahead of their turn (`ahead`).
     context: usize,
     ahead: super::ahead::Ahead,
 }
