@@ -167,8 +167,16 @@ fn measure_together<E: Evaluator>(
         return Measured::new();
     }
     let codes: Vec<Lowered> = lowered.iter().map(|(_, l)| l.clone()).collect();
-    let (contexts, fresh) =
-        measure_in_fresh_contexts(searched, kernel, &codes, best.outcome.ratio());
+    let ratios: Vec<Option<f64>> = lowered
+        .iter()
+        .map(|(trial, _)| {
+            std::iter::once(best)
+                .chain(together.iter().copied())
+                .find(|t| t.trial == *trial)
+                .and_then(|t| t.outcome.ratio())
+        })
+        .collect();
+    let (contexts, fresh) = measure_in_fresh_contexts(searched, kernel, &codes, &ratios);
     lowered
         .into_iter()
         .enumerate()
@@ -248,7 +256,7 @@ fn confirm_trial_with<E: Evaluator>(
                 searched,
                 kernel,
                 std::slice::from_ref(&lowered),
-                trial.outcome.ratio(),
+                &[trial.outcome.ratio()],
             );
             let outcomes = contexts.iter_mut().filter_map(Vec::pop).collect();
             (lowered, outcomes, fresh)
@@ -302,18 +310,19 @@ fn confirm_trial_with<E: Evaluator>(
     Ok(Some(confirmation))
 }
 
-/// The candidates (`codes`, the first the one whose search ratio is `searched_ratio`) measured
+/// The candidates (`codes`, whose searches measured them at `searched_ratios`) measured
 /// against the baseline in `CONTEXTS` fresh workers: one outcome per code, per context. Where
 /// the evaluator lets them open at once ([`Evaluator::contexts_at_once`]: a short kernel's, whose
 /// confirmation is mostly the opening), they do, and their measurements take turns on the GPU;
 /// otherwise one after the other (each worker ends before the next starts), ending after the
-/// first where that one settles the first code ([`settled_in_one_context`]). On `searched`
-/// itself where it has no fresh ones to give (simulations). With whether they were fresh.
+/// first where that one settles every code ([`settled_in_one_context`]: a clear winner's
+/// near-tie companion still gets its three). On `searched` itself where it has no fresh ones to
+/// give (simulations). With whether they were fresh.
 fn measure_in_fresh_contexts<E: Evaluator>(
     searched: &E,
     kernel: &str,
     codes: &[Lowered],
-    searched_ratio: Option<f64>,
+    searched_ratios: &[Option<f64>],
 ) -> (Vec<Vec<Outcome>>, bool) {
     let once = |ev: &E| {
         let _span = crate::replay::timeline::span("confirm.context", || kernel.to_owned());
@@ -339,8 +348,12 @@ fn measure_in_fresh_contexts<E: Evaluator>(
             Some(fresh) => contexts.push(once(&fresh)),
             None => return (vec![once(searched)], false),
         }
-        let first = contexts[0].first();
-        if contexts.len() == 1 && first.is_some_and(|o| settled_in_one_context(o, searched_ratio)) {
+        let settled = contexts[0].len() == searched_ratios.len()
+            && contexts[0]
+                .iter()
+                .zip(searched_ratios)
+                .all(|(o, r)| settled_in_one_context(o, *r));
+        if contexts.len() == 1 && settled {
             break;
         }
     }
@@ -726,6 +739,26 @@ mod tests {
                 "at once: {at_once}"
             );
         }
+    }
+
+    #[test]
+    fn a_clear_winner_s_near_tie_companion_still_gets_three_contexts() {
+        let (_dir, store) = variant_and_generic_store();
+        let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        // The variant holds its 2× in its first context; the generic, at 1.25× in its search,
+        // is near the threshold.
+        let ev = Counted {
+            ratios: vec![("function(licm)", 0.5), ("function(gvn)", 0.8)],
+            opened: opened.clone(),
+            at_once: 1,
+        };
+        confirm_best(&store, &ev, &[], "k").unwrap();
+        let confirmed = store
+            .confirmations(&store.trials_path("k", "GPU (sm_90)"))
+            .unwrap();
+        let generic = confirmed.iter().find(|c| c.trial == 2).unwrap();
+        assert_eq!(generic.context_ratios.len(), CONTEXTS);
+        assert_eq!(opened.load(std::sync::atomic::Ordering::SeqCst), CONTEXTS);
     }
 
     #[test]
