@@ -45,15 +45,21 @@ fn file_of(dir: &Path, sum: Sum) -> PathBuf {
     dir.join(format!("{}-{}.raw", sum.sum, sum.bytes))
 }
 
+/// A sum that can name a file: hex digits, as r3 writes them (a damaged launch.json's could
+/// name a path out of the directory).
+fn nameable(sum: Option<Sum>) -> Option<Sum> {
+    sum.filter(|s| !s.sum.is_empty() && s.sum.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Whether a snapshot whose compressed file is `sum` is to be kept decompressed.
 pub fn wanted(sum: Option<Sum>) -> bool {
-    dir().is_some() && sum.is_some()
+    dir().is_some() && nameable(sum).is_some()
 }
 
 /// The decompressed bytes of the snapshot whose compressed file is `sum`, where a process of
 /// this run kept them.
 pub fn decompressed(sum: Option<Sum>) -> Option<Vec<u8>> {
-    let (dir, sum) = (dir()?, sum?);
+    let (dir, sum) = (dir()?, nameable(sum)?);
     std::fs::read(file_of(dir, sum)).ok()
 }
 
@@ -61,7 +67,7 @@ pub fn decompressed(sum: Option<Sum>) -> Option<Vec<u8>> {
 /// the next process of this run, making room for it. Nothing is lost where it cannot: the next
 /// one decompresses.
 pub fn keep(sum: Option<Sum>, raw: &[u8]) {
-    let (Some(dir), Some(sum)) = (dir(), sum) else {
+    let (Some(dir), Some(sum)) = (dir(), nameable(sum)) else {
         return;
     };
     let path = file_of(dir, sum);
@@ -75,7 +81,9 @@ pub fn keep(sum: Option<Sum>, raw: &[u8]) {
 /// Whether the snapshot whose compressed file is `sum` is kept already, or there is room for
 /// `bytes` more without removing any (a read ahead never pushes out what a worker kept).
 pub fn kept_or_room_for(sum: Sum, bytes: u64) -> bool {
-    let Some(dir) = dir() else { return false };
+    let (Some(dir), Some(sum)) = (dir(), nameable(Some(sum))) else {
+        return false;
+    };
     if file_of(dir, sum).exists() {
         return true;
     }
@@ -117,6 +125,15 @@ fn make_room(dir: &Path, more: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn only_a_sum_of_hex_digits_names_a_file() {
+        let sum = |s| Some(Sum { sum: s, bytes: 1 });
+        assert!(nameable(sum("00ff12ab34cd56ef")).is_some());
+        for bad in ["", "../../x", "a/b", "zz"] {
+            assert!(nameable(sum(bad)).is_none(), "{bad}");
+        }
+    }
+
     #[test]
     fn the_oldest_files_make_room_for_a_new_one() {
         let dir = tempfile::tempdir().unwrap();
