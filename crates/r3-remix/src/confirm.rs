@@ -666,20 +666,17 @@ mod tests {
         fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {
             Ok(crate::testing::lowered_by_pipeline(c))
         }
-        fn measure(&self, _: &str, batch: &[Lowered]) -> Vec<Outcome> {
-            let ts = |us| crate::testing::exact(us, 5);
+        /// Each code as a [`Launch`] at its pipeline's ratio.
+        fn measure(&self, k: &str, batch: &[Lowered]) -> Vec<Outcome> {
             batch
                 .iter()
-                .map(|l| {
+                .flat_map(|l| {
                     let (_, r) = self
                         .ratios
                         .iter()
                         .find(|(p, _)| *p == l.candidate.pipeline)
                         .unwrap();
-                    Outcome::Valid {
-                        time: ts(100.0 * r),
-                        baseline: ts(100.0),
-                    }
+                    Launch::new(*r).measure(k, std::slice::from_ref(l))
                 })
                 .collect()
         }
