@@ -151,36 +151,32 @@ fn shipped_with<'a>(
 /// Each trial's code and its outcome in each fresh context it was re-measured in, by trial.
 type Measured = std::collections::HashMap<u32, (Lowered, Vec<Outcome>, bool)>;
 
-/// `best` and `together` lowered and re-measured in the same fresh contexts (the best's search
-/// ratio decides whether one context settles them); a trial that no longer lowers is left out.
+/// `best` and `together` lowered and re-measured in the same fresh contexts (one context settles
+/// them only where it settles each, by its search's ratio); a trial that no longer lowers is
+/// left out.
 fn measure_together<E: Evaluator>(
     searched: &E,
     kernel: &str,
     best: &TrialRecord,
     together: &[&TrialRecord],
 ) -> Measured {
-    let lowered: Vec<(u32, Lowered)> = std::iter::once(best)
+    let lowered: Vec<(u32, Option<f64>, Lowered)> = std::iter::once(best)
         .chain(together.iter().copied())
-        .filter_map(|t| Some((t.trial, searched.lower(kernel, &t.candidate).ok()?)))
-        .collect();
-    if lowered.first().is_none_or(|(t, _)| *t != best.trial) {
-        return Measured::new();
-    }
-    let codes: Vec<Lowered> = lowered.iter().map(|(_, l)| l.clone()).collect();
-    let ratios: Vec<Option<f64>> = lowered
-        .iter()
-        .map(|(trial, _)| {
-            std::iter::once(best)
-                .chain(together.iter().copied())
-                .find(|t| t.trial == *trial)
-                .and_then(|t| t.outcome.ratio())
+        .filter_map(|t| {
+            let l = searched.lower(kernel, &t.candidate).ok()?;
+            Some((t.trial, t.outcome.ratio(), l))
         })
         .collect();
+    if lowered.first().is_none_or(|(t, _, _)| *t != best.trial) {
+        return Measured::new();
+    }
+    let codes: Vec<Lowered> = lowered.iter().map(|(_, _, l)| l.clone()).collect();
+    let ratios: Vec<Option<f64>> = lowered.iter().map(|(_, r, _)| *r).collect();
     let (contexts, fresh) = measure_in_fresh_contexts(searched, kernel, &codes, &ratios);
     lowered
         .into_iter()
         .enumerate()
-        .map(|(i, (trial, l))| {
+        .map(|(i, (trial, _, l))| {
             let outcomes = contexts.iter().filter_map(|c| c.get(i).cloned()).collect();
             (trial, (l, outcomes, fresh))
         })
