@@ -418,7 +418,7 @@ pub enum Cmd {
         /// Pipeline run before the rewriter ('' for none).
         #[arg(long, default_value = "default<O3>")]
         pipeline_before: String,
-        /// Rewriter options, as inside r3-egraph<…>: e.g. 'iters=8;nodes=20000;time-ms=200'.
+        /// Rewriter options, as inside r3-egraph<…>: e.g. 'iters=8;nodes=20000;time-ms=2000'.
         #[arg(long, default_value = "")]
         options: String,
         /// Print the result (functions before and after, statistics) as JSON.

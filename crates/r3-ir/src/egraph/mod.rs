@@ -10,7 +10,9 @@
 //! Invariants: the rewriter never moves, adds or removes a memory operation, call or
 //! terminator; every function it changes passes the LLVM verifier (checked, or an error naming
 //! the function); each block's e-graph is bounded (iterations, nodes, time); a block is only
-//! replaced when the cost model says it got cheaper.
+//! replaced when the cost model says it got cheaper; what is rewritten depends on the IR and
+//! the iteration and node limits only, never on the clock (a block that reaches the time limit,
+//! a safety net, is left as it is), so a build lowers a winner to the PTX the search measured.
 //!
 //! Used as the pipeline element `r3-egraph` / `r3-egraph<iters=N;nodes=N;time-ms=N>` (see
 //! `ir::run_pipeline`), and by `r3 egraph`.
@@ -36,7 +38,8 @@ pub struct EgraphOptions {
     pub iters: usize,
     /// E-graph nodes.
     pub nodes: usize,
-    /// Wall time per block, milliseconds.
+    /// Wall time per block, milliseconds: a compile-time safety net (a block that reaches it is
+    /// left as it is), not a bound that shapes results.
     pub time_ms: u64,
 }
 
@@ -45,7 +48,7 @@ impl Default for EgraphOptions {
         EgraphOptions {
             iters: 8,
             nodes: 20_000,
-            time_ms: 200,
+            time_ms: 2000,
         }
     }
 }
@@ -166,6 +169,15 @@ impl EgraphStats {
                 self.blocks_failed
             );
         }
+        let left: Vec<String> = self
+            .stop_reasons
+            .iter()
+            .filter(|(k, _)| LEFT_AS_THEY_WERE.contains(&k.as_str()))
+            .map(|(k, v)| format!(" {k}={v}"))
+            .collect();
+        if !left.is_empty() {
+            s += &format!("  blocks a limit left as they were:{}\n", left.concat());
+        }
         let mut rules: Vec<_> = self.rules.iter().filter(|(_, n)| **n > 0).collect();
         rules.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
         if !rules.is_empty() {
@@ -178,6 +190,14 @@ impl EgraphStats {
         s
     }
 }
+
+/// Stop reasons under which a block is left as it was, whatever saturation found.
+const LEFT_AS_THEY_WERE: [&str; 4] = [
+    "BlockTooLarge",
+    "ExtractionTimeLimit",
+    "ExtractionWorkLimit",
+    "TimeLimit",
+];
 
 /// Rewrites every function with a body.
 pub fn run_on_module(module: &Module, opts: &EgraphOptions) -> Result<EgraphStats, EgraphError> {
