@@ -231,7 +231,7 @@ impl Evaluator for OneCode {
         })
     }
 
-    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+    fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
         let mut m = self.measured.lock().unwrap();
         batch
             .iter()
@@ -376,7 +376,7 @@ impl Evaluator for Staged {
         Ok(lowered_as(c, &(self.hash_of)(t)))
     }
 
-    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+    fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
         let mut st = self.state.lock().unwrap();
         st.calls
             .push(batch.iter().map(|l| self.trial(&l.candidate)).collect());
@@ -1126,7 +1126,7 @@ impl Evaluator for Screening {
         Ok(lowered_as(c, &h))
     }
 
-    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+    fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
         batch
             .iter()
             .map(|l| {

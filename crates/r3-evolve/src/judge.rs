@@ -441,7 +441,7 @@ impl GpuJudge<'_> {
         };
         for other in &self.others {
             let check = match ev.for_recording(other.clone()) {
-                Ok(e) => e.measure(&variant.hash, std::slice::from_ref(&lowered)),
+                Ok(e) => e.measure(std::slice::from_ref(&lowered)),
                 Err(e) => {
                     return Verdict::Failed {
                         why: "was not checked".into(),
@@ -465,10 +465,7 @@ impl GpuJudge<'_> {
             return v;
         }
         let duel = ev.with_baseline(self.reference.clone());
-        match duel
-            .measure(&variant.hash, std::slice::from_ref(&lowered))
-            .first()
-        {
+        match duel.measure(std::slice::from_ref(&lowered)).first() {
             Some(Outcome::Valid { time, baseline }) => Verdict::Valid {
                 speedup: baseline.median_us / time.median_us,
                 time_us: time.median_us,

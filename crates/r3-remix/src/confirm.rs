@@ -278,12 +278,11 @@ fn confirm_trial_with<E: Evaluator>(
             .map(|(recording, _, ev)| LaunchCheck {
                 recording: recording.clone(),
                 outcome: match ev {
-                    Ok(ev) => ev
-                        .measure(kernel, std::slice::from_ref(&lowered))
-                        .pop()
-                        .unwrap_or(Outcome::Crashed {
+                    Ok(ev) => ev.measure(std::slice::from_ref(&lowered)).pop().unwrap_or(
+                        Outcome::Crashed {
                             message: "the worker returned no outcome".into(),
-                        }),
+                        },
+                    ),
                     Err(why) => Outcome::Crashed {
                         message: why.clone(),
                     },
@@ -322,7 +321,7 @@ fn measure_in_fresh_contexts<E: Evaluator>(
 ) -> (Vec<Vec<Outcome>>, bool) {
     let once = |ev: &E| {
         let _span = crate::replay::timeline::span("confirm.context", || kernel.to_owned());
-        ev.measure(kernel, codes)
+        ev.measure(codes)
     };
     if searched.contexts_at_once() >= CONTEXTS {
         let fresh: Vec<E> = (0..CONTEXTS).map_while(|_| searched.renewed()).collect();
@@ -492,14 +491,14 @@ mod tests {
             Launch::new(1.0).lower(k, c)
         }
         /// A negative ratio: the candidate crashes in that context.
-        fn measure(&self, k: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
             if self.searched < 0.0 {
                 let crashed = Outcome::Crashed {
                     message: "illegal address".into(),
                 };
                 return vec![crashed; batch.len()];
             }
-            Launch::new(self.searched).measure(k, batch)
+            Launch::new(self.searched).measure(batch)
         }
     }
 
@@ -519,7 +518,7 @@ mod tests {
         fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {
             Ok(crate::testing::lowered_by_pipeline(c))
         }
-        fn measure(&self, _: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
             let ts = |us| crate::testing::exact(us, 5);
             batch
                 .iter()
@@ -663,7 +662,7 @@ mod tests {
             Ok(crate::testing::lowered_by_pipeline(c))
         }
         /// Each code as a [`Launch`] at its pipeline's ratio.
-        fn measure(&self, k: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
             batch
                 .iter()
                 .flat_map(|l| {
@@ -672,7 +671,7 @@ mod tests {
                         .iter()
                         .find(|(p, _)| *p == l.candidate.pipeline)
                         .unwrap();
-                    Launch::new(*r).measure(k, std::slice::from_ref(l))
+                    Launch::new(*r).measure(std::slice::from_ref(l))
                 })
                 .collect()
         }

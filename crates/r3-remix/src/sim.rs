@@ -345,7 +345,7 @@ impl Evaluator for Simulator {
         })
     }
 
-    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+    fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
         // `R3_SIM_MEASURE_MS`: each candidate takes that long, as a GPU's measurement would, so
         // that a simulated fleet's workers spend their time as a real fleet's do, mostly waiting
         // for the GPU, and the store's share of it shows (scripts/bench-fleet-sim).

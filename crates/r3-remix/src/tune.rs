@@ -613,7 +613,7 @@ impl Stream<'_> {
         let m0 = Instant::now();
         let span =
             crate::replay::timeline::span("tune.measure", || format!("{kernel} x{}", batch.len()));
-        let outcomes = eval.measure(kernel, &batch);
+        let outcomes = eval.measure(&batch);
         drop(span);
         let per = m0.elapsed().as_secs_f64() * 1e3 / batch.len() as f64;
         let tightened = outcomes.iter().fold(self.race, |race, o| {
@@ -928,7 +928,7 @@ mod tests {
         fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {
             Ok(crate::testing::lowered_by_pipeline(c))
         }
-        fn measure(&self, _: &str, batch: &[Lowered]) -> Vec<Outcome> {
+        fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
             let ts = |us| crate::testing::exact(us, 3);
             batch
                 .iter()

@@ -725,7 +725,7 @@ impl Evaluator for GpuEvaluator {
         .map_err(crate::compile_error)
     }
 
-    fn measure(&self, _kernel: &str, batch: &[Lowered]) -> Vec<Outcome> {
+    fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
         let race = Some(f64::from_bits(
             self.race.load(std::sync::atomic::Ordering::Relaxed),
         ))
@@ -882,7 +882,7 @@ pub fn replay(
     let mut measured = if dry_run || ok.is_empty() {
         Vec::new()
     } else {
-        ev.measure("", &ok);
+        ev.measure(&ok);
         ev.take_last()
     }
     .into_iter();

@@ -96,7 +96,7 @@ pub trait Evaluator: Sync {
     /// Runs, validates and times a batch of lowered candidates of one kernel on the GPU, one
     /// outcome per candidate in order. Called from one thread at a time, while `lower` may be
     /// running on others.
-    fn measure(&self, kernel: &str, batch: &[Lowered]) -> Vec<Outcome>;
+    fn measure(&self, batch: &[Lowered]) -> Vec<Outcome>;
 
     /// The search's best ratio to the baseline so far, for the next `measure`: a candidate
     /// clearly slower than it may be timed no further (`stopping::beaten`; its stats say
