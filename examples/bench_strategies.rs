@@ -178,9 +178,10 @@ fn earlier_search(l: &Landscape) -> Vec<(r3::candidate::Candidate, Option<f64>)>
     let dir = tempfile::tempdir().unwrap();
     let store = r3::store::Store::create(dir.path()).unwrap();
     let space = Space::builtin(l.space.clone()).unwrap();
-    let mut log = store.open_trials(&l.kernel, &l.gpu).unwrap();
+    let key = r3::kernel::TrialsKey::from(l.kernel.as_str());
+    let mut log = store.open_trials(&key, &l.gpu).unwrap();
     let opts = TuneOptions {
-        kernel: l.kernel.clone(),
+        kernel: key.clone(),
         strategy: "bo".into(),
         seed: SOURCE_SEED,
         budget: SOURCE_BUDGET,
@@ -203,7 +204,7 @@ fn earlier_search(l: &Landscape) -> Vec<(r3::candidate::Candidate, Option<f64>)>
     )
     .unwrap();
     store
-        .trials(&l.kernel, &l.gpu)
+        .trials(&key, &l.gpu)
         .unwrap()
         .into_iter()
         .map(|r| (r.candidate.clone(), r.ratio()))

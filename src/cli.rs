@@ -175,7 +175,7 @@ fn run(cli: Cli) -> Result<i32> {
                 std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
             });
             let opts = r3::remix::tune::TuneOptions {
-                kernel: String::new(),
+                kernel: r3::kernel::TrialsKey::default(),
                 strategy,
                 seed,
                 budget,
@@ -1135,7 +1135,8 @@ fn export(
                 .context("--format t4 writes one kernel's trials: name it with --kernel")?;
             let index = store.index()?;
             let k = index.select_one(word, None)?;
-            let (_, trials) = r3::store::winner::chosen_search(&store, &k.hash, policy)?
+            let key = r3::kernel::TrialsKey::of_kernel(&k.hash);
+            let (_, trials) = r3::store::winner::chosen_search(&store, &key, policy)?
                 .with_context(|| format!("{}: no trials in the store", k.signature.demangled))?;
             (formats::t4(&trials), trials.len())
         }

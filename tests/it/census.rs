@@ -11,6 +11,7 @@
 //! With FAKE_WORK_FROM_N, small's 3 launches of 8 × 64 do twice the work per thread: 3 × 1 ms.
 
 use crate::support::{fake_gpu_program, r3_bin, stderr};
+use r3::kernel::TrialsKey;
 use r3::store::programs::{KernelTiming, Program};
 use r3::store::Store;
 use std::path::Path;
@@ -294,7 +295,7 @@ fn a_tuned_kernel_an_applied_build_runs_slower_is_withheld_from_the_next_build()
     r3_record(&store_dir, &["--launches", "1", "--quiet"], &exe, &[]);
     let store = Store::open(&store_dir).unwrap();
     let gpu = "NVIDIA H100 (sm_90)";
-    let mut log = store.open_trials("kh", gpu).unwrap();
+    let mut log = store.open_trials(&TrialsKey::from("kh"), gpu).unwrap();
     for t in [trial_of(0, "p0", 100.0), trial_of(1, "p1", 50.0)] {
         log.append(&t).unwrap();
     }
@@ -304,8 +305,16 @@ fn a_tuned_kernel_an_applied_build_runs_slower_is_withheld_from_the_next_build()
         "outcome": trial_of(1, "p1", 52.0).outcome
     }))
     .unwrap();
-    store.write_confirmation("kh", gpu, &confirmed).unwrap();
-    let best = || store.best_trial("kh", gpu).unwrap().unwrap().trial;
+    store
+        .write_confirmation(&TrialsKey::from("kh"), gpu, &confirmed)
+        .unwrap();
+    let best = || {
+        store
+            .best_trial(&TrialsKey::from("kh"), gpu)
+            .unwrap()
+            .unwrap()
+            .trial
+    };
     assert_eq!(best(), 1);
     // The recorded build timed, then the applied one, whose launches take 1.5 times as long.
     r3_record(&store_dir, &["--time-only"], &exe, &[]);
@@ -325,7 +334,7 @@ fn a_tuned_kernel_an_applied_build_runs_slower_is_withheld_from_the_next_build()
     );
     assert_eq!(best(), 0, "-O3 ships again");
     let c = store
-        .confirmations(&store.trials_path("kh", gpu))
+        .confirmations(&store.trials_path(&TrialsKey::from("kh"), gpu))
         .unwrap()
         .remove(0);
     assert_eq!(c.in_program.len(), 1);
@@ -351,7 +360,7 @@ fn a_tuned_kernel_an_applied_build_runs_slower_is_withheld_from_the_next_build()
     says_withheld();
     // A faster trial that was never confirmed (so never shipped) does not hide what was
     // withheld (an H100 run, 2026-11-27: the withheld code was the second fastest).
-    let mut log = store.open_trials("kh", gpu).unwrap();
+    let mut log = store.open_trials(&TrialsKey::from("kh"), gpu).unwrap();
     log.append(&trial_of(2, "p2", 49.0)).unwrap();
     drop(log);
     says_withheld();

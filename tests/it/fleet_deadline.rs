@@ -63,15 +63,20 @@ struct Worker<'a> {
 }
 
 impl Worker<'_> {
-    fn trials_of(&self, kernel: &str) -> u32 {
-        self.fleet.trials.lock().unwrap()[kernel]
+    fn trials_of(&self, kernel: &r3::kernel::TrialsKey) -> u32 {
+        self.fleet.trials.lock().unwrap()[kernel.as_str()]
     }
 
-    fn outcome(&self, kernel: &str, done: Option<String>, setup_s: f64) -> SliceOutcome {
+    fn outcome(
+        &self,
+        kernel: &r3::kernel::TrialsKey,
+        done: Option<String>,
+        setup_s: f64,
+    ) -> SliceOutcome {
         let n = self.trials_of(kernel);
         SliceOutcome {
             trials: n,
-            best: Some(best_after(&self.fleet.kernels[kernel], n)),
+            best: Some(best_after(&self.fleet.kernels[kernel.as_str()], n)),
             done,
             seconds: 0.0,
             setup_s,
@@ -85,16 +90,22 @@ impl Runner for Worker<'_> {
         self.fleet.now()
     }
 
-    fn slice(&mut self, kernel: &str, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome {
+    fn slice(
+        &mut self,
+        kernel: &r3::kernel::TrialsKey,
+        warm: bool,
+        trials: u32,
+        limit_s: f64,
+    ) -> SliceOutcome {
         // As the GPU's runner: the evaluator first (where none is alive), then the claim.
-        let setup_s = if self.alive.insert(kernel.to_owned()) {
+        let setup_s = if self.alive.insert(kernel.to_string()) {
             std::thread::sleep(Duration::from_secs_f64(SETUP_S));
             SETUP_S
         } else {
             0.0
         };
         let held = match self.held.take() {
-            Some((k, log)) if k == kernel => Some(log),
+            Some((k, log)) if *kernel == k => Some(log),
             _ => None,
         };
         let claim = match held {
@@ -108,18 +119,24 @@ impl Runner for Worker<'_> {
                 return self.outcome(kernel, Some(why), setup_s);
             }
         };
-        let k = &self.fleet.kernels[kernel];
+        let k = &self.fleet.kernels[kernel.as_str()];
         let t0 = self.fleet.now();
         // Rounds of `batch` trials up to `trials`; past `limit_s`, the round in flight ends it
         // (a warm start is never cut).
         while self.trials_of(kernel) < trials && (warm || self.fleet.now() - t0 < limit_s) {
             let n = self.batch.min(trials - self.trials_of(kernel));
             std::thread::sleep(Duration::from_secs_f64(f64::from(n) * k.cost_s));
-            *self.fleet.trials.lock().unwrap().get_mut(kernel).unwrap() += n;
+            *self
+                .fleet
+                .trials
+                .lock()
+                .unwrap()
+                .get_mut(kernel.as_str())
+                .unwrap() += n;
         }
         self.fleet.searched.lock().unwrap().push((
             self.id,
-            kernel.to_owned(),
+            kernel.to_string(),
             t0,
             self.fleet.now(),
         ));
@@ -127,37 +144,37 @@ impl Runner for Worker<'_> {
         self.outcome(kernel, None, setup_s)
     }
 
-    fn busy(&self, kernel: &str) -> bool {
+    fn busy(&self, kernel: &r3::kernel::TrialsKey) -> bool {
         self.store.search_held(kernel, GPU)
     }
 
-    fn hold(&mut self, kernel: &str) -> bool {
+    fn hold(&mut self, kernel: &r3::kernel::TrialsKey) -> bool {
         self.held = None;
         match self.store.open_trials(kernel, GPU) {
             Ok(log) => {
-                self.held = Some((kernel.to_owned(), log));
+                self.held = Some((kernel.to_string(), log));
                 true
             }
             Err(_) => false,
         }
     }
 
-    fn alive(&self, kernel: &str) -> bool {
-        self.alive.contains(kernel)
+    fn alive(&self, kernel: &r3::kernel::TrialsKey) -> bool {
+        self.alive.contains(kernel.as_str())
     }
 
-    fn confirm(&mut self, kernel: &str) {
+    fn confirm(&mut self, kernel: &r3::kernel::TrialsKey) {
         let t0 = self.fleet.now();
         std::thread::sleep(Duration::from_secs_f64(self.confirm_s));
         self.fleet.confirmed.lock().unwrap().push((
             self.id,
-            kernel.to_owned(),
+            kernel.to_string(),
             t0,
             self.fleet.now(),
         ));
     }
 
-    fn withhold(&mut self, _kernel: &str, _why: &str) {}
+    fn withhold(&mut self, _kernel: &r3::kernel::TrialsKey, _why: &str) {}
 
     fn say(&mut self, _line: String) {}
 }

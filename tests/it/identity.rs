@@ -186,7 +186,9 @@ fn format_1_trials_move_under_the_hash_where_the_name_is_unique() {
         .find(|k| !kernels.iter().any(|o| o.hash == k.hash))
         .unwrap()
         .hash;
-    let moved = store.trials(&solo_hash, "NVIDIA H100").unwrap();
+    let moved = store
+        .trials(&r3::kernel::TrialsKey::of_kernel(&solo_hash), "NVIDIA H100")
+        .unwrap();
     assert_eq!(moved.len(), 2);
     assert!(moved.iter().all(|t| solo_hash == t.kernel));
     assert!(!root.join("trials/_z4solopf").exists());

@@ -5,6 +5,7 @@
 
 use crate::support::{r3_bin, repo};
 use r3::candidate::Candidate;
+use r3::kernel::TrialsKey;
 use r3::lower::{to_ptx, Codegen};
 use r3::passes::catalog::Catalog;
 use r3::ptx::cfg::traits as ptx_traits;
@@ -240,7 +241,7 @@ fn a_cold_search_measures_the_matched_recipes_first_and_resumes_with_the_recorde
     let o = opts("k", 6);
     let (s, _) = tune_in_store(&store, &mut sim, &space, &o, false, &never, |_| {}).unwrap();
     let gpu = "simulated: synthetic";
-    let trials = store.trials("k", gpu).unwrap();
+    let trials = store.trials(&TrialsKey::from("k"), gpu).unwrap();
     let asked: Vec<&Candidate> = trials.iter().map(|t| &t.candidate).collect();
     for (i, p) in picks.iter().take(5).enumerate() {
         assert_eq!(
@@ -252,7 +253,10 @@ fn a_cold_search_measures_the_matched_recipes_first_and_resumes_with_the_recorde
         );
     }
     assert_eq!(s.recipes[0], format!("{}*", picks[0].name));
-    let recorded = store.transfer_sources("k", gpu).unwrap().unwrap();
+    let recorded = store
+        .transfer_sources(&TrialsKey::from("k"), gpu)
+        .unwrap()
+        .unwrap();
     assert_eq!(recorded.recipes, picks);
     assert_eq!(recorded.traits, l.traits);
 
@@ -265,7 +269,7 @@ fn a_cold_search_measures_the_matched_recipes_first_and_resumes_with_the_recorde
         ..o.clone()
     };
     tune_in_store(&store, &mut sim, &space, &more, true, &never, |_| {}).unwrap();
-    assert_eq!(store.trials("k", gpu).unwrap().len(), 12);
+    assert_eq!(store.trials(&TrialsKey::from("k"), gpu).unwrap().len(), 12);
 
     // --no-recipes: none measured, none recorded.
     let plain = TuneOptions {
@@ -276,7 +280,10 @@ fn a_cold_search_measures_the_matched_recipes_first_and_resumes_with_the_recorde
     let mut sim = Simulator::new(l);
     let (s, _) = tune_in_store(&store, &mut sim, &space, &plain, false, &never, |_| {}).unwrap();
     assert!(s.recipes.is_empty());
-    let recorded = store.transfer_sources("plain", gpu).unwrap().unwrap();
+    let recorded = store
+        .transfer_sources(&TrialsKey::from("plain"), gpu)
+        .unwrap()
+        .unwrap();
     assert!(recorded.recipes.is_empty());
 }
 

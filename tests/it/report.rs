@@ -3,6 +3,7 @@
 
 use crate::support::*;
 use r3::candidate::Candidate;
+use r3::kernel::TrialsKey;
 use r3::passes::catalog::Catalog;
 use r3::passes::pipeline::Pipeline;
 use r3::report::render::{render, Format};
@@ -149,12 +150,16 @@ fn fixture(dir: &Path) -> Store {
         ),
         rec(&key, GPU, 10, &added.candidate, valid(8.2)),
     ];
-    let mut log = store.open_trials(&key, GPU).unwrap();
+    let mut log = store
+        .open_trials(&TrialsKey::from(key.as_str()), GPU)
+        .unwrap();
     for r in &recs {
         log.append(r).unwrap();
     }
     let sim = "simulated: synthetic";
-    let mut log = store.open_trials("landscape-k", sim).unwrap();
+    let mut log = store
+        .open_trials(&TrialsKey::from("landscape-k"), sim)
+        .unwrap();
     for (i, us) in [10.0, 9.8, 9.1].into_iter().enumerate() {
         let c = if i == 0 {
             Candidate::baseline()
@@ -173,7 +178,9 @@ fn ablation_trials_in_their_own_file_count_as_pass_importance() {
     let store = fixture(dir.path());
     let abl = r3::passes::diff::ablations(&best_candidate()).unwrap();
     let first = &abl[0];
-    let mut log = store.open_ablations(&key(&store), GPU).unwrap();
+    let mut log = store
+        .open_ablations(&TrialsKey::from(key(&store).as_str()), GPU)
+        .unwrap();
     log.append(&rec(&key(&store), GPU, 11, &first.candidate, valid(8.8)))
         .unwrap();
     let opts = ReportOptions {
@@ -439,7 +446,9 @@ fn reports_on_a_simulated_tuning_run() {
         let l = synthetic(family, 3);
         let space = Space::builtin(l.space.clone()).unwrap();
         let mut sim = Simulator::new(l);
-        let mut log = store.open_trials(kernel, "simulated: synthetic").unwrap();
+        let mut log = store
+            .open_trials(&TrialsKey::from(kernel), "simulated: synthetic")
+            .unwrap();
         let opts = TuneOptions {
             kernel: kernel.into(),
             strategy: "random".into(),
@@ -494,7 +503,7 @@ fn reports_on_a_simulated_tuning_run() {
     );
     // A damaged file beside one search's trials costs that search, not the report; with
     // nothing else left, it is the error, with its fix.
-    let k1 = store.trials_path("k1", "simulated: synthetic");
+    let k1 = store.trials_path(&TrialsKey::from("k1"), "simulated: synthetic");
     std::fs::write(k1.with_extension("confirm.json"), "nope").unwrap();
     let rep = build(&store, &ReportOptions::default()).unwrap();
     let names: Vec<&str> = rep.kernels.iter().map(|k| k.kernel.as_str()).collect();
@@ -517,7 +526,9 @@ fn the_report_says_what_apply_ships_and_why_not_the_best() {
         ..Candidate::with_pipeline("default<O2>")
     };
     let plain = Candidate::with_pipeline("default<O1>");
-    let mut log = store.open_trials(&key, GPU).unwrap();
+    let mut log = store
+        .open_trials(&TrialsKey::from(key.as_str()), GPU)
+        .unwrap();
     for r in [
         rec(&key, GPU, 0, &Candidate::baseline(), valid(10.0)),
         rec(&key, GPU, 1, &bounded, valid(7.0)),
@@ -549,7 +560,9 @@ fn the_report_says_what_apply_ships_and_why_not_the_best() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&compile_into_store(dir.path())).unwrap();
     let k = self::key(&store);
-    let mut log = store.open_trials(&k, GPU).unwrap();
+    let mut log = store
+        .open_trials(&TrialsKey::from(k.as_str()), GPU)
+        .unwrap();
     for r in [
         rec(&k, GPU, 0, &Candidate::baseline(), valid(10.0)),
         rec(&k, GPU, 1, &bounded, valid(7.9)),
@@ -574,7 +587,9 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&compile_into_store(dir.path())).unwrap();
     let key = key(&store);
-    let mut log = store.open_trials(&key, GPU).unwrap();
+    let mut log = store
+        .open_trials(&TrialsKey::from(key.as_str()), GPU)
+        .unwrap();
     for r in [
         rec(&key, GPU, 0, &Candidate::baseline(), valid(10.0)),
         rec(
@@ -608,7 +623,11 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
         code: false,
     };
     store
-        .write_confirmation(&key, GPU, &confirm(vec![check("saxpy/2", valid(7.0))]))
+        .write_confirmation(
+            &TrialsKey::from(key.as_str()),
+            GPU,
+            &confirm(vec![check("saxpy/2", valid(7.0))]),
+        )
         .unwrap();
     let rep = build(&store, &opts).unwrap();
     let a = &rep.kernels[0].apply;
@@ -627,7 +646,7 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
     };
     store
         .write_confirmation(
-            &key,
+            &TrialsKey::from(key.as_str()),
             GPU,
             &confirm(vec![check("saxpy/2", valid(7.0)), check("saxpy/3", wrong)]),
         )
@@ -656,7 +675,9 @@ fn a_best_wrong_on_another_recorded_launch_is_not_applied_and_the_report_says_wh
         launches: 4,
         unix_s: 0.0,
     }];
-    store.write_confirmation(&key, GPU, &slower).unwrap();
+    store
+        .write_confirmation(&TrialsKey::from(key.as_str()), GPU, &slower)
+        .unwrap();
     let rep = build(&store, &opts).unwrap();
     let k = &rep.kernels[0];
     assert_eq!(k.apply.trial, None);
@@ -765,7 +786,9 @@ fn the_report_leads_with_what_ships_beside_the_best() {
     let o1 = Candidate::with_pipeline("default<O1>");
     let h100 = "NVIDIA H100";
     for (gpu, us) in [(GPU, 5.0), (h100, 9.9)] {
-        let mut log = store.open_trials(&key, gpu).unwrap();
+        let mut log = store
+            .open_trials(&TrialsKey::from(key.as_str()), gpu)
+            .unwrap();
         log.append(&rec(&key, gpu, 0, &Candidate::baseline(), valid(10.0)))
             .unwrap();
         log.append(&rec(&key, gpu, 1, &o1, valid(us))).unwrap();
@@ -780,7 +803,9 @@ fn the_report_leads_with_what_ships_beside_the_best() {
         in_program: Vec::new(),
         unconfirmed: None,
     };
-    store.write_confirmation(&key, GPU, &confirmed).unwrap();
+    store
+        .write_confirmation(&TrialsKey::from(key.as_str()), GPU, &confirmed)
+        .unwrap();
     let rep = build(&store, &ReportOptions::default()).unwrap();
     let on = |gpu: &str| rep.kernels.iter().find(|k| k.gpu == gpu).unwrap();
     let (h200, h100k) = (on(GPU), on(h100));
@@ -881,7 +906,9 @@ fn passes_without_a_measurable_effect_are_folded() {
     let store = fixture(dir.path());
     let k = key(&store);
     let abl = r3::passes::diff::ablations(&best_candidate()).unwrap();
-    let mut log = store.open_ablations(&k, GPU).unwrap();
+    let mut log = store
+        .open_ablations(&TrialsKey::from(k.as_str()), GPU)
+        .unwrap();
     // Twenty ablations measured at the best's own time; the fixture's three stay as they are.
     let flat: Vec<_> = abl
         .iter()

@@ -3,7 +3,7 @@
 //! at 963 searches of 2000 kernels `r3 status` took 38 s and `r3 report` 148 s, each search
 //! reading every `kernel.json` and recording again through `Store::launches_of`).
 
-use r3::kernel::{KernelModule, KernelSignature, SourceLoc};
+use r3::kernel::{KernelHash, KernelModule, KernelSignature, SourceLoc, TrialsKey};
 use r3::report::tuning::{build, ReportOptions};
 use r3::store::fixtures;
 use r3::store::records::{listings_of, LaunchRecord, Verification};
@@ -66,7 +66,9 @@ fn store_of(dir: &Path, n: usize) -> Store {
             )
             .unwrap();
         }
-        let mut log = store.open_trials(&hash(i), GPU).unwrap();
+        let mut log = store
+            .open_trials(&TrialsKey::from(hash(i).as_str()), GPU)
+            .unwrap();
         for (t, us) in [10.0, 9.5, 8.0].into_iter().enumerate() {
             let c = serde_json::json!({"pipeline": "default<O3>"});
             log.append(&fixtures::trial(
@@ -125,7 +127,8 @@ fn costs(n: usize) -> [u64; 3] {
         let rep = build(s, &opts).unwrap();
         assert_eq!(rep.kernels.len(), n);
     });
-    let searches: Vec<(String, String)> = (0..n).map(|i| (hash(i), GPU.to_owned())).collect();
+    let searches: Vec<(TrialsKey, String)> =
+        (0..n).map(|i| (hash(i).into(), GPU.to_owned())).collect();
     let ships = listings(&store, |s| {
         let lines = r3::report::status::ships_lines(s, &searches);
         assert_eq!(lines.len(), n);
@@ -158,9 +161,14 @@ fn launches_read_once_are_each_kernels_own() {
         let ids = |recs: &[r3::store::records::Recording]| -> Vec<String> {
             recs.iter().map(|r| r.id.clone()).collect()
         };
-        let alone = store.launches_of(&hash(i)).unwrap();
-        assert_eq!(ids(all.of(&hash(i))), ids(&alone));
+        let alone = store
+            .launches_of(&KernelHash::from(hash(i).as_str()))
+            .unwrap();
+        assert_eq!(
+            ids(all.of(&KernelHash::from(hash(i).as_str()))),
+            ids(&alone)
+        );
         assert_eq!(alone.len(), 1, "kernel {i}: only its usable recording");
     }
-    assert!(all.of("0123456789abcdef").is_empty());
+    assert!(all.of(&KernelHash::from("0123456789abcdef")).is_empty());
 }

@@ -9,7 +9,7 @@
 
 use crate::check;
 pub use crate::check::Refusal;
-use crate::kernel::SourceLoc;
+use crate::kernel::{SourceLoc, TrialsKey};
 use crate::store::trials::{Confirmation, TrialRecord};
 use crate::store::winner::{self, chosen_search, Policy};
 use crate::store::{KernelRecord, Store, StoreError};
@@ -151,7 +151,8 @@ impl Source {
             Source::Store(s) => others.iter().any(|o| {
                 o.hash != k.hash
                     && same(&o.signature.name, o.signature.source.as_ref())
-                    && s.has_trials(&o.hash).unwrap_or(false)
+                    && s.has_trials(&TrialsKey::of_kernel(&o.hash))
+                        .unwrap_or(false)
             }),
         }
     }
@@ -237,7 +238,7 @@ fn checked(plan: Planned, sig: &crate::kernel::KernelSignature, policy: &Policy)
 }
 
 fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Planned, StoreError> {
-    let Some((path, recs)) = chosen_search(store, &k.hash, policy)? else {
+    let Some((path, recs)) = chosen_search(store, &TrialsKey::of_kernel(&k.hash), policy)? else {
         return Ok(Planned::default());
     };
     let confirmed = store.confirmations(&path)?;

@@ -369,7 +369,7 @@ fn shipped_kernel(km: &KernelModule, arch: &str, code: &[Lowered]) -> Option<Shi
     Some(ShippedKernel {
         name: km.signature.name.clone(),
         arch: arch.to_owned(),
-        kernel: km.hash.as_str().to_owned(),
+        kernel: km.hash.clone(),
         ptx,
     })
 }

@@ -4,6 +4,7 @@
 
 use super::{Judge, Verdict};
 use crate::candidate::Candidate;
+use crate::kernel::TrialsKey;
 use crate::lower::Lowered;
 use crate::remix::space::Space;
 use crate::remix::tune::{self, TuneError, TuneOptions};
@@ -205,12 +206,12 @@ impl<'a> GpuJudge<'a> {
         let hash = parent.kernel().hash.clone();
         let gpu = parent.device().gpu;
         let best = store
-            .best_trial(&hash, &gpu)
+            .best_trial(&TrialsKey::of_kernel(&hash), &gpu)
             .map_err(|e| e.to_string())?
             .map_or_else(Candidate::baseline, |t| t.candidate);
         let reference = parent
-            .lower(&hash, &best)
-            .or_else(|_| parent.lower(&hash, &Candidate::baseline()))
+            .lower(&best)
+            .or_else(|_| parent.lower(&Candidate::baseline()))
             .map_err(|o| format!("the original kernel does not lower: {o}"))?;
         let others = store
             .launches_of(&hash)
@@ -249,7 +250,7 @@ impl Judge for GpuJudge<'_> {
     fn judge(&mut self, store: &Store, variant: &KernelRecord, _code: &str) -> Verdict {
         let budget = self.tune.budget;
         match self.search(store, variant, budget, self.tune.time) {
-            Ok(found) => self.confirm(variant, found),
+            Ok(found) => self.confirm(found),
             Err(v) => *v,
         }
     }
@@ -274,7 +275,7 @@ impl Judge for GpuJudge<'_> {
                 j.search(store, &b.record, trials, time)
                     .map(|f| (f.time_us, f))
             },
-            |b, found| this.borrow_mut().confirm(&b.record, found),
+            |_, found| this.borrow_mut().confirm(found),
         )
     }
 }
@@ -383,7 +384,7 @@ impl GpuJudge<'_> {
             })
         })?;
         let opts = TuneOptions {
-            kernel: variant.hash.to_string(),
+            kernel: TrialsKey::of_kernel(&variant.hash),
             budget,
             time,
             ..self.tune.clone()
@@ -431,11 +432,11 @@ impl GpuJudge<'_> {
 
     /// The best configuration checked on every other recorded launch, then timed interleaved
     /// against the original's best compiler-only build.
-    fn confirm(&mut self, variant: &KernelRecord, found: Found) -> Verdict {
+    fn confirm(&mut self, found: Found) -> Verdict {
         let Found {
             ev, best, trials, ..
         } = found;
-        let lowered = match ev.lower(&variant.hash, &best.candidate) {
+        let lowered = match ev.lower(&best.candidate) {
             Ok(l) => l,
             Err(o) => return Self::failed(&o, "lowering its best configuration again: "),
         };

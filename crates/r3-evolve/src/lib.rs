@@ -34,6 +34,7 @@ pub mod source;
 pub mod tiling;
 pub mod vector;
 
+use crate::kernel::KernelHash;
 use crate::store::{KernelRecord, Store, StoreError};
 use archive::{Archive, Elite};
 use rand::SeedableRng;
@@ -925,10 +926,10 @@ impl<'a> Run<'a> {
 
     /// The -O3 PTX of a stored kernel (this kernel or a variant), lowered in a child process:
     /// a rewrite is code LLVM has not seen.
-    fn o3_ptx(&self, hash: &str) -> Option<String> {
+    fn o3_ptx(&self, hash: &KernelHash) -> Option<String> {
         let job = crate::lower::isolated::LowerJob {
             bitcode: self.store.kernel_dir(hash).join("module.bc"),
-            kernel_hash: hash.into(),
+            kernel_hash: hash.clone(),
             candidate: crate::candidate::Candidate::baseline(),
             target: crate::lower::Codegen {
                 sm: self.kernel.signature.arch.clone(),
@@ -943,7 +944,7 @@ impl<'a> Run<'a> {
     }
 
     /// The archive cell of a stored kernel's -O3 code.
-    fn cell_of(&self, hash: &str) -> String {
+    fn cell_of(&self, hash: &KernelHash) -> String {
         self.o3_ptx(hash)
             .map_or_else(|| "unknown".into(), |ptx| archive::cell(&ptx))
     }
@@ -1120,7 +1121,7 @@ impl<'a> Run<'a> {
         if first.values.is_empty() {
             builds.clear();
         }
-        let cell = self.cell_of(&first.variant);
+        let cell = self.cell_of(&KernelHash::from(first.variant.as_str()));
         self.append(
             id,
             What::Compiled {
@@ -1147,7 +1148,7 @@ impl<'a> Run<'a> {
                 message,
             },
             None if a.builds.is_empty() => {
-                let record = self.store.kernel(variant)?;
+                let record = self.store.kernel(&KernelHash::from(variant.as_str()))?;
                 judge.judge(self.store, &record, &a.rewrite)
             }
             None => {
@@ -1155,7 +1156,7 @@ impl<'a> Run<'a> {
                 for b in &a.builds {
                     builds.push(judge::BuildToJudge {
                         values: b.values.clone(),
-                        record: self.store.kernel(&b.variant)?,
+                        record: self.store.kernel(&KernelHash::from(b.variant.as_str()))?,
                         code: format!("{}{}", params::defines(&b.values), a.rewrite),
                     });
                 }
@@ -1211,7 +1212,7 @@ impl<'a> Run<'a> {
             None => Some(self.kernel.hash.to_string()),
             Some(id) => self.attempt(id).compiled.map(|c| c.0),
         };
-        match hash.and_then(|h| self.o3_ptx(&h)) {
+        match hash.and_then(|h| self.o3_ptx(&KernelHash::from(h.as_str()))) {
             Some(ptx) => ptx_words(&ptx),
             None => "not known".into(),
         }
@@ -1344,7 +1345,7 @@ fn examples(store: &Store, this: &str) -> Result<Vec<Example>, StoreError> {
         let speedup = best.verdict(None).and_then(Verdict::speedup).unwrap_or(0.0);
         if speedup >= 1.1 {
             let kernel = store
-                .kernel(&k)
+                .kernel(&KernelHash::from(k.as_str()))
                 .map_or(k.clone(), |r| r.signature.demangled);
             out.push(Example {
                 kernel,

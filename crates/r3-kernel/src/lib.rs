@@ -107,6 +107,48 @@ impl PtxHash {
     }
 }
 
+hash_type!(
+    /// What a search's trials are kept under (`trials/<key>/`, `TrialRecord::kernel`): a
+    /// kernel's hash, or, for a simulated search, its landscape's name, or, for a recording no
+    /// stored kernel matches, that recording's id (whose search stops with an error). Written as
+    /// the bare string, so stores of every r3 read the same; only `kernel_hash` turns one back
+    /// into a kernel.
+    TrialsKey
+);
+
+impl TrialsKey {
+    /// The key of a kernel's own searches.
+    pub fn of_kernel(hash: &KernelHash) -> TrialsKey {
+        TrialsKey(hash.as_str().to_owned())
+    }
+
+    /// The kernel whose trials these are, where the key is a kernel's hash (16 hex digits),
+    /// not a landscape's name or a recording's id.
+    pub fn kernel_hash(&self) -> Option<KernelHash> {
+        let hex = self.0.len() == 16 && self.0.bytes().all(|b| b.is_ascii_hexdigit());
+        hex.then(|| KernelHash(self.0.clone()))
+    }
+}
+
+/// A kernel's own searches are kept under its hash: the key and the hash are then equal.
+impl PartialEq<KernelHash> for TrialsKey {
+    fn eq(&self, o: &KernelHash) -> bool {
+        self.0 == o.0
+    }
+}
+
+impl PartialEq<TrialsKey> for KernelHash {
+    fn eq(&self, o: &TrialsKey) -> bool {
+        self.0 == o.0
+    }
+}
+
+impl From<KernelHash> for TrialsKey {
+    fn from(h: KernelHash) -> TrialsKey {
+        TrialsKey(h.0)
+    }
+}
+
 /// What a kernel takes and where it came from; stored as part of `kernel.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelSignature {

@@ -10,6 +10,7 @@
 //! The least favourable of them is kept.
 
 use crate::candidate::LaunchValues;
+use crate::kernel::TrialsKey;
 use crate::lower::Lowered;
 use crate::replay::Evaluator;
 use crate::store::outcome::Outcome;
@@ -73,7 +74,7 @@ pub fn confirm_best<E: Evaluator>(
     store: &Store,
     searched: &E,
     others: &[OtherLaunch<E>],
-    kernel: &str,
+    kernel: &TrialsKey,
 ) -> Result<Vec<String>, StoreError> {
     let gpu = searched.device().gpu;
     let Some(best) = store.best_trial(kernel, &gpu)? else {
@@ -156,14 +157,14 @@ type Measured = std::collections::HashMap<u32, (Lowered, Vec<Outcome>, bool)>;
 /// left out.
 fn measure_together<E: Evaluator>(
     searched: &E,
-    kernel: &str,
+    kernel: &TrialsKey,
     best: &TrialRecord,
     together: &[&TrialRecord],
 ) -> Measured {
     let lowered: Vec<(u32, Option<f64>, Lowered)> = std::iter::once(best)
         .chain(together.iter().copied())
         .filter_map(|t| {
-            let l = searched.lower(kernel, &t.candidate).ok()?;
+            let l = searched.lower(&t.candidate).ok()?;
             Some((t.trial, t.outcome.ratio(), l))
         })
         .collect();
@@ -189,7 +190,7 @@ fn measure_together<E: Evaluator>(
 /// where its best is -O3 already.
 pub fn withhold_best(
     store: &Store,
-    kernel: &str,
+    kernel: &TrialsKey,
     gpu: &str,
     why: &str,
 ) -> Result<Option<String>, StoreError> {
@@ -226,7 +227,7 @@ pub fn confirm_trial<E: Evaluator>(
     store: &Store,
     searched: &E,
     others: &[OtherLaunch<E>],
-    kernel: &str,
+    kernel: &TrialsKey,
     trial: &TrialRecord,
 ) -> Result<Option<Confirmation>, StoreError> {
     confirm_trial_with(store, searched, others, kernel, trial, &mut Measured::new())
@@ -238,14 +239,14 @@ fn confirm_trial_with<E: Evaluator>(
     store: &Store,
     searched: &E,
     others: &[OtherLaunch<E>],
-    kernel: &str,
+    kernel: &TrialsKey,
     trial: &TrialRecord,
     measured: &mut Measured,
 ) -> Result<Option<Confirmation>, StoreError> {
     let (lowered, outcomes, fresh) = match measured.remove(&trial.trial) {
         Some(m) if !m.1.is_empty() => m,
         _ => {
-            let Ok(lowered) = searched.lower(kernel, &trial.candidate) else {
+            let Ok(lowered) = searched.lower(&trial.candidate) else {
                 return Ok(None);
             };
             let (mut contexts, fresh) = measure_in_fresh_contexts(
@@ -315,12 +316,12 @@ fn confirm_trial_with<E: Evaluator>(
 /// give (simulations). With whether they were fresh.
 fn measure_in_fresh_contexts<E: Evaluator>(
     searched: &E,
-    kernel: &str,
+    kernel: &TrialsKey,
     codes: &[Lowered],
     searched_ratios: &[Option<f64>],
 ) -> (Vec<Vec<Outcome>>, bool) {
     let once = |ev: &E| {
-        let _span = crate::replay::timeline::span("confirm.context", || kernel.to_owned());
+        let _span = crate::replay::timeline::span("confirm.context", || kernel.to_string());
         ev.measure(codes)
     };
     if searched.contexts_at_once() >= CONTEXTS {
@@ -487,8 +488,8 @@ mod tests {
                 fresh: std::sync::Mutex::new(Vec::new()),
             })
         }
-        fn lower(&self, k: &str, c: &Candidate) -> Result<Lowered, Outcome> {
-            Launch::new(1.0).lower(k, c)
+        fn lower(&self, c: &Candidate) -> Result<Lowered, Outcome> {
+            Launch::new(1.0).lower(c)
         }
         /// A negative ratio: the candidate crashes in that context.
         fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
@@ -515,7 +516,7 @@ mod tests {
         fn device(&self) -> crate::replay::Device {
             crate::testing::device()
         }
-        fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {
+        fn lower(&self, c: &Candidate) -> Result<Lowered, Outcome> {
             Ok(crate::testing::lowered_by_pipeline(c))
         }
         fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
@@ -544,7 +545,9 @@ mod tests {
     fn searched_store_with(best: serde_json::Value) -> (tempfile::TempDir, Store, TrialRecord) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut log = store.open_trials("k", "GPU (sm_90)").unwrap();
+        let mut log = store
+            .open_trials(&TrialsKey::from("k"), "GPU (sm_90)")
+            .unwrap();
         let mut best_rec = None;
         let o3 = serde_json::json!({ "pipeline": "default<O3>" });
         for (trial, candidate, ratio) in [(0, o3, 1.0), (1, best, 0.5)] {
@@ -583,7 +586,7 @@ mod tests {
                 }),
             ),
         ];
-        let lines = confirm_best(&store, &searched, &others, "k").unwrap();
+        let lines = confirm_best(&store, &searched, &others, &TrialsKey::from("k")).unwrap();
         assert!(
             lines[0]
                 .starts_with("not confirmed: trial 1 gives wrong output on recorded launch k/3"),
@@ -591,7 +594,11 @@ mod tests {
         );
         assert!(lines[0].contains("region 1 differs"), "{lines:?}");
         assert_eq!(
-            store.best_trial("k", "GPU (sm_90)").unwrap().unwrap().trial,
+            store
+                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .unwrap()
+                .unwrap()
+                .trial,
             0
         );
     }
@@ -612,10 +619,20 @@ mod tests {
             ("k/x".to_owned(), values, Ok(ev))
         };
         // Another n: the guard sends that launch to the generic code, so it does not count.
-        let lines = confirm_best(&store, &searched, &[wrong(Some(n(7).launch()))], "k").unwrap();
+        let lines = confirm_best(
+            &store,
+            &searched,
+            &[wrong(Some(n(7).launch()))],
+            &TrialsKey::from("k"),
+        )
+        .unwrap();
         assert!(lines[0].starts_with("confirmed"), "{lines:?}");
         assert_eq!(
-            store.best_trial("k", "GPU (sm_90)").unwrap().unwrap().trial,
+            store
+                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .unwrap()
+                .unwrap()
+                .trial,
             1
         );
         // The same n: the variant would run it, and it is wrong there.
@@ -623,14 +640,20 @@ mod tests {
             "pipeline": "function(licm)",
             "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
         }));
-        let lines = confirm_best(&store, &searched, &[wrong(Some(n(5).launch()))], "k").unwrap();
+        let lines = confirm_best(
+            &store,
+            &searched,
+            &[wrong(Some(n(5).launch()))],
+            &TrialsKey::from("k"),
+        )
+        .unwrap();
         assert!(lines[0].starts_with("not confirmed"), "{lines:?}");
         // A launch whose values are unknown cannot be admitted either.
         let (_dir, store, _) = searched_store_with(serde_json::json!({
             "pipeline": "function(licm)",
             "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
         }));
-        let lines = confirm_best(&store, &searched, &[wrong(None)], "k").unwrap();
+        let lines = confirm_best(&store, &searched, &[wrong(None)], &TrialsKey::from("k")).unwrap();
         assert!(lines[0].starts_with("confirmed"), "{lines:?}");
     }
 
@@ -658,7 +681,7 @@ mod tests {
         fn contexts_at_once(&self) -> usize {
             self.at_once
         }
-        fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {
+        fn lower(&self, c: &Candidate) -> Result<Lowered, Outcome> {
             Ok(crate::testing::lowered_by_pipeline(c))
         }
         /// Each code as a [`Launch`] at its pipeline's ratio.
@@ -682,7 +705,9 @@ mod tests {
     fn variant_and_generic_store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut log = store.open_trials("k", "GPU (sm_90)").unwrap();
+        let mut log = store
+            .open_trials(&TrialsKey::from("k"), "GPU (sm_90)")
+            .unwrap();
         let specialized = serde_json::json!({
             "pipeline": "function(licm)",
             "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
@@ -714,11 +739,11 @@ mod tests {
                 opened: opened.clone(),
                 at_once,
             };
-            let lines = confirm_best(&store, &ev, &[], "k").unwrap();
+            let lines = confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
             assert_eq!(lines.len(), 2, "{lines:?}");
             assert!(lines[0].starts_with("confirmed"), "{lines:?}");
             assert!(lines[1].starts_with("for apply"), "{lines:?}");
-            let path = store.trials_path("k", "GPU (sm_90)");
+            let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
             let confirmed = store.confirmations(&path).unwrap();
             assert_eq!(confirmed.len(), 2);
             for c in &confirmed {
@@ -744,9 +769,9 @@ mod tests {
             opened: opened.clone(),
             at_once: 1,
         };
-        confirm_best(&store, &ev, &[], "k").unwrap();
+        confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
         let confirmed = store
-            .confirmations(&store.trials_path("k", "GPU (sm_90)"))
+            .confirmations(&store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)"))
             .unwrap();
         let generic = confirmed.iter().find(|c| c.trial == 2).unwrap();
         assert_eq!(generic.context_ratios.len(), CONTEXTS);
@@ -762,17 +787,17 @@ mod tests {
             opened: opened.clone(),
             at_once: 4,
         };
-        confirm_best(&store, &ev, &[], "k").unwrap();
-        let path = store.trials_path("k", "GPU (sm_90)");
+        confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
+        let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
         let c = store.confirmations(&path).unwrap();
         // Opened side by side, a clear winner's three contexts cost about one; one after the
         // other, the first would have settled it.
         assert_eq!(c[0].context_ratios, [Some(0.5); CONTEXTS]);
         let ev = Counted { at_once: 1, ..ev };
         let (_dir, store, _) = searched_store("function(licm)");
-        confirm_best(&store, &ev, &[], "k").unwrap();
+        confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
         let c = store
-            .confirmations(&store.trials_path("k", "GPU (sm_90)"))
+            .confirmations(&store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)"))
             .unwrap();
         assert_eq!(c[0].context_ratios, [Some(0.5)]);
     }
@@ -805,7 +830,7 @@ mod tests {
                 wrong: vec![],
             }),
         )];
-        let lines = confirm_best(&store, &searched, &others, "k").unwrap();
+        let lines = confirm_best(&store, &searched, &others, &TrialsKey::from("k")).unwrap();
         assert!(
             lines[0].starts_with("confirmed: 1.667× faster than -O3"),
             "{lines:?}"
@@ -814,11 +839,15 @@ mod tests {
             lines[0].contains("outputs right on 2 recorded launches (there: 1.429×)"),
             "{lines:?}"
         );
-        let path = store.trials_path("k", "GPU (sm_90)");
+        let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
         let c = store.confirmations(&path).unwrap();
         assert_eq!(c[0].launches.len(), 1);
         assert_eq!(
-            store.best_trial("k", "GPU (sm_90)").unwrap().unwrap().trial,
+            store
+                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .unwrap()
+                .unwrap()
+                .trial,
             1
         );
     }
@@ -835,8 +864,8 @@ mod tests {
                 searched,
                 fresh: std::sync::Mutex::new(fresh.to_vec()),
             };
-            confirm_best(&store, &ev, &[], "k").unwrap();
-            let path = store.trials_path("k", "GPU (sm_90)");
+            confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
+            let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
             store.confirmations(&path).unwrap()
         };
         // The search measured its winner at 0.5 of -O3's time (2×).
@@ -862,9 +891,13 @@ mod tests {
                 searched,
                 fresh: std::sync::Mutex::new(fresh.to_vec()),
             };
-            let lines = confirm_best(&store, &ev, &[], "k").unwrap();
-            let best = store.best_trial("k", "GPU (sm_90)").unwrap().unwrap().trial;
-            let path = store.trials_path("k", "GPU (sm_90)");
+            let lines = confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
+            let best = store
+                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .unwrap()
+                .unwrap()
+                .trial;
+            let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
             (lines, best, store.confirmations(&path).unwrap())
         };
         // Fast in the search's context and in two fresh contexts, slow in the third: -O3 stays.
@@ -936,14 +969,18 @@ mod tests {
             None,
             Err("prologue.bin: damaged".to_owned()),
         )];
-        let lines = confirm_best(&store, &searched, &others, "k").unwrap();
+        let lines = confirm_best(&store, &searched, &others, &TrialsKey::from("k")).unwrap();
         assert!(
             lines[0].contains("crashed on recorded launch k/9"),
             "{lines:?}"
         );
         assert!(lines[0].contains("prologue.bin: damaged"), "{lines:?}");
         assert_eq!(
-            store.best_trial("k", "GPU (sm_90)").unwrap().unwrap().trial,
+            store
+                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .unwrap()
+                .unwrap()
+                .trial,
             0
         );
     }

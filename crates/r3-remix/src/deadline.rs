@@ -23,6 +23,7 @@
 //! decisions here are pure functions of that state; a [`Runner`] runs the slices (the GPU's,
 //! in `session`, or a simulated one in tests).
 
+use crate::kernel::TrialsKey;
 use crate::store::deadline::{Allocation, Arm, Growth, Slice, FORMAT};
 use crate::store::programs::share_words as percent;
 use crate::store::speed::times;
@@ -80,7 +81,7 @@ pub const IMPROVED: f64 = 1.01;
 /// What the allocation knows of a kernel before it is searched.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entrant {
-    pub kernel: String,
+    pub kernel: TrialsKey,
     pub label: String,
     pub weight: f64,
     pub share: f64,
@@ -270,7 +271,7 @@ pub enum Decision {
     /// Search `kernel` up to `trials` trials in all (`warm`: its baseline and warm start),
     /// stopping after the round that passes `limit_s` seconds (a warm start is never cut).
     Slice {
-        kernel: String,
+        kernel: TrialsKey,
         warm: bool,
         trials: u32,
         limit_s: f64,
@@ -296,14 +297,14 @@ pub fn reserve_s(a: &Allocation) -> f64 {
 /// a confirmation prefers the GPU that searched), and the others are shared out whole, the
 /// longest first, each to the worker with the least to confirm so far (a confirmation is never
 /// split: one long confirmation is one worker's to wait for). One worker alone keeps them all.
-pub fn reserve_for(a: &Allocation, me: &str, workers: &[String]) -> (f64, Vec<String>) {
+pub fn reserve_for(a: &Allocation, me: &str, workers: &[String]) -> (f64, Vec<TrialsKey>) {
     let mut live: Vec<&str> = workers.iter().map(String::as_str).collect();
     if !live.contains(&me) {
         live.push(me);
     }
     let mut load = vec![0.0; live.len()];
     let mut mine = Vec::new();
-    let mut shared: Vec<(f64, &str)> = Vec::new();
+    let mut shared: Vec<(f64, &TrialsKey)> = Vec::new();
     for k in a.arms.iter().filter(|k| k.best >= IMPROVED && !k.confirmed) {
         let c = confirm_s(a, k);
         match k
@@ -327,7 +328,7 @@ pub fn reserve_for(a: &Allocation, me: &str, workers: &[String]) -> (f64, Vec<St
             .unwrap_or(0);
         load[i] += c;
         if live[i] == me {
-            mine.push(kernel.to_owned());
+            mine.push(kernel.clone());
         }
     }
     let me = live.iter().position(|w| *w == me).unwrap_or(0);
@@ -347,8 +348,8 @@ pub fn may_confirm(k: &Arm, me: &str, workers: &[String]) -> bool {
 /// evaluator for it still alive (`alive`: a slice of it pays no setup); and the allocation's
 /// live workers (`workers`), among them this one (`me`), who share its confirmations.
 pub struct Held<'a> {
-    pub busy: &'a dyn Fn(&str) -> bool,
-    pub alive: &'a dyn Fn(&str) -> bool,
+    pub busy: &'a dyn Fn(&TrialsKey) -> bool,
+    pub alive: &'a dyn Fn(&TrialsKey) -> bool,
     pub me: &'a str,
     pub workers: &'a [String],
 }
@@ -447,7 +448,7 @@ fn offer(
     left: f64,
     batch: u32,
     held: &Held,
-    mine: &[String],
+    mine: &[TrialsKey],
 ) -> Option<(f64, Decision)> {
     let setup = if (held.alive)(&k.kernel) {
         0.0
@@ -601,9 +602,9 @@ pub struct SliceOutcome {
 }
 
 /// Takes a slice's outcome into the allocation.
-pub fn record(a: &mut Allocation, kernel: &str, warm: bool, out: &SliceOutcome) {
+pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOutcome) {
     let at_s = a.elapsed_s;
-    let Some(k) = a.arms.iter_mut().find(|k| k.kernel == kernel) else {
+    let Some(k) = a.arms.iter_mut().find(|k| k.kernel == *kernel) else {
         return;
     };
     let before = k.trials;
@@ -639,7 +640,7 @@ pub fn record(a: &mut Allocation, kernel: &str, warm: bool, out: &SliceOutcome) 
         k.done = Some("its search made no progress".into());
     }
     a.slices.push(Slice {
-        kernel: kernel.into(),
+        kernel: kernel.clone(),
         trials_before: before,
         trials_after: out.trials,
         seconds: out.seconds,
@@ -655,27 +656,27 @@ pub trait Runner {
     fn now_s(&self) -> f64;
     /// Searches `kernel` to `trials` trials in all, or (`warm`) through its baseline and warm
     /// start, stopping after the round that passes `limit_s`.
-    fn slice(&mut self, kernel: &str, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome;
+    fn slice(&mut self, kernel: &TrialsKey, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome;
     /// Whether another worker is searching `kernel` now.
-    fn busy(&self, kernel: &str) -> bool;
+    fn busy(&self, kernel: &TrialsKey) -> bool;
     /// Takes `kernel`'s search for this worker (its trials file's lock, which [`Runner::busy`]
     /// reads) while the allocation's lock is held, right after the decision: so that no other
     /// worker decides on it before this one's slice takes it. False where another worker holds
     /// it. The slice that follows searches in what it took.
-    fn hold(&mut self, _kernel: &str) -> bool {
+    fn hold(&mut self, _kernel: &TrialsKey) -> bool {
         true
     }
     /// Whether this runner's evaluator for `kernel` is alive (a slice of it makes none).
-    fn alive(&self, _kernel: &str) -> bool {
+    fn alive(&self, _kernel: &TrialsKey) -> bool {
         true
     }
     /// Confirms the kernel's best on every recorded launch.
-    fn confirm(&mut self, kernel: &str);
+    fn confirm(&mut self, kernel: &TrialsKey);
     /// Withholds `kernel`'s best from apply unconfirmed, for `why` (`confirm::withhold_best`).
-    fn withhold(&mut self, kernel: &str, why: &str);
+    fn withhold(&mut self, kernel: &TrialsKey, why: &str);
     /// The kernel whose evaluator a slice of `kernel` would let go, if any: its winner is
     /// confirmed first, while the evaluator lives and on the allocation's clock.
-    fn lets_go(&self, _kernel: &str) -> Option<String> {
+    fn lets_go(&self, _kernel: &TrialsKey) -> Option<String> {
         None
     }
     /// Says a line (progress, the allocation as it changes).
@@ -702,8 +703,8 @@ fn idle_seconds(deadline_s: f64) -> f64 {
 #[derive(Debug)]
 pub struct Live<V> {
     cap: usize,
-    items: Vec<(String, V)>,
-    weights: std::collections::HashMap<String, f64>,
+    items: Vec<(TrialsKey, V)>,
+    weights: std::collections::HashMap<TrialsKey, f64>,
 }
 
 impl<V> Live<V> {
@@ -716,17 +717,17 @@ impl<V> Live<V> {
     }
 
     /// Each kernel's weight, which decides whose value is let go (0 for one not named).
-    pub fn weigh(&mut self, weights: impl IntoIterator<Item = (String, f64)>) {
+    pub fn weigh(&mut self, weights: impl IntoIterator<Item = (TrialsKey, f64)>) {
         self.weights = weights.into_iter().collect();
     }
 
     /// Where `kernel`'s value stands, without using it.
-    pub fn find(&self, kernel: &str) -> Option<usize> {
+    pub fn find(&self, kernel: &TrialsKey) -> Option<usize> {
         self.items.iter().position(|(k, _)| k == kernel)
     }
 
     /// Uses `kernel`'s value: it becomes the most recently used; its index.
-    pub fn touch(&mut self, kernel: &str) -> Option<usize> {
+    pub fn touch(&mut self, kernel: &TrialsKey) -> Option<usize> {
         let i = self.find(kernel)?;
         let e = self.items.remove(i);
         self.items.push(e);
@@ -735,17 +736,17 @@ impl<V> Live<V> {
 
     /// Keeps `value` for `kernel` as the most recently used, letting [`Live::victim`] go where
     /// all places are taken; its index.
-    pub fn insert(&mut self, kernel: &str, value: V) -> usize {
+    pub fn insert(&mut self, kernel: &TrialsKey, value: V) -> usize {
         if self.items.len() >= self.cap {
             self.items.remove(self.victim());
         }
-        self.items.push((kernel.to_owned(), value));
+        self.items.push((kernel.clone(), value));
         self.items.len() - 1
     }
 
     /// The place let go next: the least weight, the least recently used among equals.
     fn victim(&self) -> usize {
-        let weight = |k: &str| self.weights.get(k).copied().unwrap_or(0.0);
+        let weight = |k: &TrialsKey| self.weights.get(k).copied().unwrap_or(0.0);
         (0..self.items.len())
             .min_by(|&a, &b| {
                 weight(&self.items[a].0)
@@ -756,7 +757,7 @@ impl<V> Live<V> {
     }
 
     /// The kernel whose value a slice of `kernel` would let go.
-    pub fn lets_go(&self, kernel: &str) -> Option<&str> {
+    pub fn lets_go(&self, kernel: &TrialsKey) -> Option<&str> {
         let full = self.items.len() >= self.cap;
         (full && self.find(kernel).is_none()).then(|| self.items[self.victim()].0.as_str())
     }
@@ -818,7 +819,7 @@ pub fn run(
         base
     };
     let mut slices = 0;
-    let mut last_kernel = String::new();
+    let mut last_kernel = TrialsKey::default();
     let (why, interrupted) = loop {
         if stop.load(Ordering::SeqCst) {
             break ("interrupted".to_owned(), true);
@@ -1168,16 +1169,22 @@ fn growth_words(g: Option<Growth>) -> String {
     )
 }
 
-fn slice_line(a: &Allocation, kernel: &str, warm: bool, out: &SliceOutcome, moved: bool) -> String {
+fn slice_line(
+    a: &Allocation,
+    kernel: &TrialsKey,
+    warm: bool,
+    out: &SliceOutcome,
+    moved: bool,
+) -> String {
     let label = a
         .arms
         .iter()
-        .find(|k| k.kernel == kernel)
-        .map_or(kernel, |k| k.label.as_str());
+        .find(|k| k.kernel == *kernel)
+        .map_or(kernel.as_str(), |k| k.label.as_str());
     let best = a
         .arms
         .iter()
-        .find(|k| k.kernel == kernel)
+        .find(|k| k.kernel == *kernel)
         .map_or(1.0, |k| k.best);
     let what = if warm { "warm start" } else { "search" };
     let mut line = format!(
@@ -1293,7 +1300,13 @@ mod tests {
         fn now_s(&self) -> f64 {
             self.clock
         }
-        fn slice(&mut self, kernel: &str, _warm: bool, trials: u32, _limit_s: f64) -> SliceOutcome {
+        fn slice(
+            &mut self,
+            kernel: &TrialsKey,
+            _warm: bool,
+            trials: u32,
+            _limit_s: f64,
+        ) -> SliceOutcome {
             self.sliced_at.push(self.clock);
             let fresh = match &mut self.live {
                 Some(live) => live.touch(kernel).is_none(),
@@ -1304,12 +1317,12 @@ mod tests {
                     live.insert(kernel, ());
                 }
             }
-            let k = self.world.get_mut(kernel).unwrap();
+            let k = self.world.get_mut(kernel.as_str()).unwrap();
             let to = trials.max(k.trials);
             let setup_s = if fresh || k.trials == 0 { k.setup } else { 0.0 };
             self.clock += f64::from(to - k.trials) * k.cost + setup_s;
             k.trials = to;
-            self.slices.push((kernel.to_owned(), to));
+            self.slices.push((kernel.to_string(), to));
             if self.stop_after == Some(self.slices.len()) {
                 self.stop.store(true, Ordering::SeqCst);
             }
@@ -1322,31 +1335,31 @@ mod tests {
                 trial_s: None,
             }
         }
-        fn busy(&self, kernel: &str) -> bool {
+        fn busy(&self, kernel: &TrialsKey) -> bool {
             self.busy
                 .iter()
-                .any(|(b, until)| b == kernel && self.clock < *until)
+                .any(|(b, until)| *kernel == *b && self.clock < *until)
         }
-        fn alive(&self, kernel: &str) -> bool {
+        fn alive(&self, kernel: &TrialsKey) -> bool {
             self.live.as_ref().is_none_or(|l| l.find(kernel).is_some())
         }
-        fn confirm(&mut self, kernel: &str) {
+        fn confirm(&mut self, kernel: &TrialsKey) {
             // A long kernel's confirmation is its runs (set); a short one's, four of its trials.
-            let k = &self.world[kernel];
+            let k = &self.world[kernel.as_str()];
             let runs = if k.confirm_runs > 0.0 {
                 k.confirm_runs
             } else {
                 CONFIRM_TRIALS * k.cost
             };
             self.clock += runs + 2.0 + self.confirm_setup;
-            self.confirmed.push(kernel.to_owned());
+            self.confirmed.push(kernel.to_string());
             self.confirmed_at.push(self.clock);
         }
-        fn lets_go(&self, kernel: &str) -> Option<String> {
+        fn lets_go(&self, kernel: &TrialsKey) -> Option<String> {
             self.live.as_ref()?.lets_go(kernel).map(str::to_owned)
         }
-        fn withhold(&mut self, kernel: &str, _why: &str) {
-            self.withheld.push(kernel.to_owned());
+        fn withhold(&mut self, kernel: &TrialsKey, _why: &str) {
+            self.withheld.push(kernel.to_string());
         }
         fn say(&mut self, _line: String) {}
         fn idle(&mut self, seconds: f64) {
@@ -1738,18 +1751,26 @@ mod tests {
     #[test]
     fn the_kernel_confirmed_because_it_is_let_go_is_the_one_let_go() {
         let mut live = Live::new(2);
-        live.insert("a", 1);
-        live.insert("b", 2);
-        assert_eq!(live.lets_go("b"), None, "b is alive: nothing goes");
-        assert_eq!(live.lets_go("c"), Some("a"));
-        let i = live.find("a").unwrap();
+        live.insert(&TrialsKey::from("a"), 1);
+        live.insert(&TrialsKey::from("b"), 2);
+        assert_eq!(
+            live.lets_go(&TrialsKey::from("b")),
+            None,
+            "b is alive: nothing goes"
+        );
+        assert_eq!(live.lets_go(&TrialsKey::from("c")), Some("a"));
+        let i = live.find(&TrialsKey::from("a")).unwrap();
         assert_eq!(*live.get(i), 1);
-        live.insert("c", 3);
-        let places = (live.find("a"), live.find("b"), live.find("c"));
+        live.insert(&TrialsKey::from("c"), 3);
+        let places = (
+            live.find(&TrialsKey::from("a")),
+            live.find(&TrialsKey::from("b")),
+            live.find(&TrialsKey::from("c")),
+        );
         assert_eq!(places, (None, Some(0), Some(1)));
         // Used again, b is kept over c.
-        live.touch("b");
-        assert_eq!(live.lets_go("d"), Some("c"));
+        live.touch(&TrialsKey::from("b"));
+        assert_eq!(live.lets_go(&TrialsKey::from("d")), Some("c"));
     }
 
     /// A winner confirmed when its evaluator was let go, then beaten by a later slice, is
@@ -1766,14 +1787,14 @@ mod tests {
             setup_s: 0.0,
             trial_s: None,
         };
-        record(&mut a, "k", true, &out(9, 1.5));
+        record(&mut a, &TrialsKey::from("k"), true, &out(9, 1.5));
         a.arms[0].confirmed = true;
-        record(&mut a, "k", false, &out(17, 1.5));
+        record(&mut a, &TrialsKey::from("k"), false, &out(17, 1.5));
         assert!(
             a.arms[0].confirmed,
             "the same best needs no second confirmation"
         );
-        record(&mut a, "k", false, &out(25, 1.6));
+        record(&mut a, &TrialsKey::from("k"), false, &out(25, 1.6));
         assert!(!a.arms[0].confirmed);
         assert!(reserve_s(&a) > 0.0);
     }
@@ -1805,7 +1826,7 @@ mod tests {
                 setup_s: 0.0,
                 trial_s: None,
             };
-            record(&mut a, k, true, &out);
+            record(&mut a, &TrialsKey::from(k), true, &out);
         }
         assert!(
             p(&a, "mid") > p(&a, "near1"),
@@ -2059,7 +2080,7 @@ mod tests {
             a.map(|s| {
                 let at = (s.at_s * 1e6).round() as i64;
                 (
-                    s.kernel.clone(),
+                    s.kernel.to_string(),
                     s.trials_before,
                     s.trials_after,
                     s.warm,
@@ -2132,10 +2153,10 @@ mod tests {
             setup_s: 0.0,
             trial_s: None,
         };
-        record(&mut a, "corr", true, &out(9));
+        record(&mut a, &TrialsKey::from("corr"), true, &out(9));
         assert_eq!(a.arms[0].done, None);
         assert_eq!(a.arms[0].per_trial_s, 3.0 / 9.0);
-        record(&mut a, "corr", false, &out(9));
+        record(&mut a, &TrialsKey::from("corr"), false, &out(9));
         assert_eq!(
             a.arms[0].done.as_deref(),
             Some("its search made no progress")
@@ -2345,9 +2366,9 @@ mod tests {
         let (r2, m2) = reserve_for(&a, "w2", &two);
         assert!((r1 + r2 - whole).abs() < 1e-9, "{r1} + {r2} of {whole}");
         assert!(r1.max(r2) < whole && r1.max(r2) >= each.iter().cloned().fold(0.0, f64::max));
-        let mut all: Vec<String> = m1.iter().chain(&m2).cloned().collect();
+        let mut all: Vec<TrialsKey> = m1.iter().chain(&m2).cloned().collect();
         all.sort();
-        let mut kernels: Vec<String> = a.arms.iter().map(|k| k.kernel.clone()).collect();
+        let mut kernels: Vec<TrialsKey> = a.arms.iter().map(|k| k.kernel.clone()).collect();
         kernels.sort();
         assert_eq!(
             all, kernels,

@@ -11,6 +11,7 @@ use std::path::Path;
 
 #[derive(Debug, Serialize)]
 pub struct DryRun {
+    /// The kernel's label (its demangled name), for the table.
     pub kernel: String,
     pub candidates: usize,
     pub compiled: usize,

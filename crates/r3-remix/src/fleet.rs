@@ -6,6 +6,7 @@
 //! done is continued by the next worker started with `--resume`. The store's invariants (one
 //! writer per trials file, a torn tail cut on open) make this safe on a shared filesystem.
 
+use crate::kernel::TrialsKey;
 use crate::store::trials::{Lease, SearchEnd, TrialLog};
 use crate::store::{Store, StoreError};
 
@@ -20,7 +21,12 @@ pub enum Claim {
 }
 
 /// Tries to take the search of `kernel` on `gpu` for a search of `budget` trials.
-pub fn claim(store: &Store, kernel: &str, gpu: &str, budget: u32) -> Result<Claim, StoreError> {
+pub fn claim(
+    store: &Store,
+    kernel: &TrialsKey,
+    gpu: &str,
+    budget: u32,
+) -> Result<Claim, StoreError> {
     let t0 = std::time::Instant::now();
     let claim = try_claim(store, kernel, gpu, budget);
     if let Some(path) = std::env::var_os("R3_FLEET_STATS").filter(|p| !p.is_empty()) {
@@ -55,7 +61,12 @@ fn note_claim(
     }
 }
 
-fn try_claim(store: &Store, kernel: &str, gpu: &str, budget: u32) -> Result<Claim, StoreError> {
+fn try_claim(
+    store: &Store,
+    kernel: &TrialsKey,
+    gpu: &str,
+    budget: u32,
+) -> Result<Claim, StoreError> {
     let path = store.trials_path(kernel, gpu);
     // A search that reached this budget is left whether or not another worker now extends it.
     if let Some(end) = store.search_end(&path)? {

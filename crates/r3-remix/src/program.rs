@@ -4,6 +4,7 @@
 //! resumed tuning session of the kernel, its evaluator kept between slices.
 
 use crate::deadline::{self, Entrant, SliceOutcome};
+use crate::kernel::TrialsKey;
 use crate::replay::device::GpuInfo;
 use crate::replay::gpu::GpuEvaluator;
 use crate::replay::Evaluator;
@@ -110,7 +111,7 @@ impl Scope {
 pub fn entrants(
     store: &Store,
     scope: &Scope,
-    groups: &[(String, Vec<Recording>)],
+    groups: &[(TrialsKey, Vec<Recording>)],
     gpu: &str,
 ) -> Result<(Vec<Entrant>, Option<String>), StoreError> {
     let shares = store.kernel_shares()?;
@@ -138,8 +139,9 @@ pub fn entrants(
     let mut out = Vec::new();
     let mut unweighted = 0;
     for ((kernel, recs), search) in groups.iter().zip(&searches) {
-        let mine: Vec<_> = shares
-            .get(kernel)
+        let mine: Vec<_> = kernel
+            .kernel_hash()
+            .and_then(|h| shares.get(&h))
             .into_iter()
             .flatten()
             .filter(|s| programs.contains(&s.program))
@@ -266,7 +268,7 @@ struct Search {
     growth: Option<(f64, f64)>,
 }
 
-fn search_of(store: &Store, kernel: &str, gpu: &str) -> Search {
+fn search_of(store: &Store, kernel: &TrialsKey, gpu: &str) -> Search {
     let trials = store.trials(kernel, gpu).unwrap_or_default();
     // A damaged confirmation file leaves the best unknown, as `best_trial` fails on it.
     let best = store
@@ -282,7 +284,7 @@ fn search_of(store: &Store, kernel: &str, gpu: &str) -> Search {
 }
 
 /// [`search_of`]'s trials and best, a kernel with no valid trial at 1x.
-fn own_search(store: &Store, kernel: &str, gpu: &str) -> (u32, f64) {
+fn own_search(store: &Store, kernel: &TrialsKey, gpu: &str) -> (u32, f64) {
     let s = search_of(store, kernel, gpu);
     (s.trials, s.best.unwrap_or(1.0))
 }
@@ -300,7 +302,7 @@ const SHAPE_EVIDENCE_TRIALS: usize = 5;
 
 /// The searches on `gpu` in the store with enough trials to say what a kernel of their loop
 /// shape may reach: (kernel, its shape, its best speedup by its own trials).
-fn searched_shapes(store: &Store, gpu: &str) -> Vec<(String, String, f64)> {
+fn searched_shapes(store: &Store, gpu: &str) -> Vec<(TrialsKey, String, f64)> {
     let Ok(sets) = store.trial_sets() else {
         return Vec::new();
     };
@@ -324,7 +326,11 @@ fn searched_shapes(store: &Store, gpu: &str) -> Vec<(String, String, f64)> {
 /// there are none. A column walk whose twin reached 15× is priced at a fifteenth of its -O3 time
 /// a candidate, not at -O3's: the twin of a 15× kernel had been left "not reached: its warm
 /// start takes about 273 s" with 125 s left (H200, 2026-11-28).
-fn expected_speedup(store: &Store, kernel: &str, searched: &[(String, String, f64)]) -> f64 {
+fn expected_speedup(
+    store: &Store,
+    kernel: &TrialsKey,
+    searched: &[(TrialsKey, String, f64)],
+) -> f64 {
     let Some(mine) = crate::transfer::shape_of(store, kernel) else {
         return 1.0;
     };
@@ -407,7 +413,7 @@ fn confirm_setup_estimate(recs: &[Recording]) -> f64 {
 /// The GPU's runner: each slice a resumed session of the kernel's search.
 pub struct GpuRunner<'a> {
     store: &'a Store,
-    groups: BTreeMap<String, Vec<Recording>>,
+    groups: BTreeMap<TrialsKey, Vec<Recording>>,
     target: crate::lower::Codegen,
     gpu: &'a GpuInfo,
     base: TuneOptions,
@@ -420,14 +426,14 @@ pub struct GpuRunner<'a> {
     live: deadline::Live<(GpuEvaluator, Space)>,
     /// The trials file of the kernel this worker decided to search next, taken under the
     /// allocation's lock (`hold`) for the slice that follows.
-    held: Option<(String, crate::store::trials::TrialLog)>,
+    held: Option<(TrialsKey, crate::store::trials::TrialLog)>,
 }
 
 impl<'a> GpuRunner<'a> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: &'a Store,
-        groups: Vec<(String, Vec<Recording>)>,
+        groups: Vec<(TrialsKey, Vec<Recording>)>,
         driver: (i32, i32),
         gpu: &'a GpuInfo,
         base: TuneOptions,
@@ -453,11 +459,11 @@ impl<'a> GpuRunner<'a> {
 
     /// The kernel's evaluator and space, made (and its L2 regime chosen) on first use, kept
     /// for the next slices; Err: why it cannot be searched.
-    fn evaluator(&mut self, kernel: &str) -> Result<usize, String> {
+    fn evaluator(&mut self, kernel: &TrialsKey) -> Result<usize, String> {
         if let Some(i) = self.live.touch(kernel) {
             return Ok(i);
         }
-        let _span = crate::replay::timeline::span("tune.evaluator", || kernel.to_owned());
+        let _span = crate::replay::timeline::span("tune.evaluator", || kernel.to_string());
         let recs = self.groups.get(kernel).cloned().unwrap_or_default();
         let opts = session::measure_options(self.gpu, &self.how.measure);
         let mut ev = match session::reproducing_evaluator(
@@ -479,7 +485,7 @@ impl<'a> GpuRunner<'a> {
             }
         };
         let space = session::space_for(&ev, &self.how).map_err(|e| e.to_string())?;
-        let l2 = crate::replay::timeline::span("tune.l2", || kernel.to_owned());
+        let l2 = crate::replay::timeline::span("tune.l2", || kernel.to_string());
         session::choose_l2(self.store, &mut ev, kernel, self.how.measure.l2, self.say);
         drop(l2);
         Ok(self.live.insert(kernel, (ev, space)))
@@ -487,7 +493,7 @@ impl<'a> GpuRunner<'a> {
 
     fn run_slice(
         &mut self,
-        kernel: &str,
+        kernel: &TrialsKey,
         warm: bool,
         trials: u32,
         limit_s: f64,
@@ -529,7 +535,7 @@ impl<'a> GpuRunner<'a> {
         };
         let gpu = ev.device().gpu;
         let held = match self.held.take() {
-            Some((k, log)) if k == kernel => Some(log),
+            Some((k, log)) if k == *kernel => Some(log),
             _ => None,
         };
         let claim = match held {
@@ -572,7 +578,7 @@ impl<'a> GpuRunner<'a> {
 
     /// Seconds each trial from `from` on took by its record (lowering and measuring), the
     /// baseline's first trial left out: what the slice says a trial costs.
-    fn trial_seconds(&self, kernel: &str, gpu: &str, from: u32) -> Option<f64> {
+    fn trial_seconds(&self, kernel: &TrialsKey, gpu: &str, from: u32) -> Option<f64> {
         let trials = self.store.trials(kernel, gpu).ok()?;
         let ms: Vec<f64> = trials
             .iter()
@@ -588,10 +594,10 @@ impl deadline::Runner for GpuRunner<'_> {
         self.start.elapsed().as_secs_f64()
     }
 
-    fn slice(&mut self, kernel: &str, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome {
+    fn slice(&mut self, kernel: &TrialsKey, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome {
         let _span =
             crate::replay::timeline::span(if warm { "tune.warm" } else { "tune.search" }, || {
-                kernel.to_owned()
+                kernel.to_string()
             });
         match self.run_slice(kernel, warm, trials, limit_s) {
             Ok(out) => out,
@@ -611,18 +617,18 @@ impl deadline::Runner for GpuRunner<'_> {
         }
     }
 
-    fn busy(&self, kernel: &str) -> bool {
+    fn busy(&self, kernel: &TrialsKey) -> bool {
         self.store.search_held(kernel, &self.gpu.trials_name())
     }
 
-    fn hold(&mut self, kernel: &str) -> bool {
+    fn hold(&mut self, kernel: &TrialsKey) -> bool {
         if self.held.as_ref().is_some_and(|(k, _)| k == kernel) {
             return true;
         }
         self.held = None;
         match self.store.open_trials(kernel, &self.gpu.trials_name()) {
             Ok(log) => {
-                self.held = Some((kernel.to_owned(), log));
+                self.held = Some((kernel.clone(), log));
                 true
             }
             Err(crate::store::StoreError::Busy { .. }) => false,
@@ -631,12 +637,12 @@ impl deadline::Runner for GpuRunner<'_> {
         }
     }
 
-    fn alive(&self, kernel: &str) -> bool {
+    fn alive(&self, kernel: &TrialsKey) -> bool {
         self.live.find(kernel).is_some()
     }
 
-    fn confirm(&mut self, kernel: &str) {
-        let _span = crate::replay::timeline::span("tune.confirm", || kernel.to_owned());
+    fn confirm(&mut self, kernel: &TrialsKey) {
+        let _span = crate::replay::timeline::span("tune.confirm", || kernel.to_string());
         // A live evaluator is used where it stands, not moved to the back as a slice's is: the
         // one confirmed because it is let go must stay the one let go.
         let live = self.live.find(kernel);
@@ -651,11 +657,11 @@ impl deadline::Runner for GpuRunner<'_> {
         }
     }
 
-    fn lets_go(&self, kernel: &str) -> Option<String> {
+    fn lets_go(&self, kernel: &TrialsKey) -> Option<String> {
         self.live.lets_go(kernel).map(str::to_owned)
     }
 
-    fn withhold(&mut self, kernel: &str, why: &str) {
+    fn withhold(&mut self, kernel: &TrialsKey, why: &str) {
         match crate::confirm::withhold_best(self.store, kernel, &self.gpu.trials_name(), why) {
             Ok(Some(line)) => (self.say)(Line::Out(line)),
             Ok(None) => {}
@@ -670,7 +676,7 @@ impl deadline::Runner for GpuRunner<'_> {
 
 /// The recording each entrant is searched on (its group's first), the heaviest first: the
 /// order the deadline's warm starts mostly take, for reading them ahead.
-fn in_weight_order(entrants: &[Entrant], groups: &[(String, Vec<Recording>)]) -> Vec<Recording> {
+fn in_weight_order(entrants: &[Entrant], groups: &[(TrialsKey, Vec<Recording>)]) -> Vec<Recording> {
     let mut order: Vec<&Entrant> = entrants.iter().collect();
     order.sort_by(|a, b| b.weight.total_cmp(&a.weight));
     order
@@ -786,8 +792,11 @@ mod tests {
         }
     }
 
-    fn groups(hashes: &[&str]) -> Vec<(String, Vec<Recording>)> {
-        hashes.iter().map(|h| (h.to_string(), Vec::new())).collect()
+    fn groups(hashes: &[&str]) -> Vec<(TrialsKey, Vec<Recording>)> {
+        hashes
+            .iter()
+            .map(|h| (TrialsKey::from(*h), Vec::new()))
+            .collect()
     }
 
     #[test]
@@ -843,7 +852,7 @@ mod tests {
     }
 
     /// A search of `n` trials on "GPU" whose trial t runs at `ratio(t)` of -O3.
-    fn search(store: &Store, kernel: &str, n: u32, ratio: impl Fn(u32) -> f64) {
+    fn search(store: &Store, kernel: &TrialsKey, n: u32, ratio: impl Fn(u32) -> f64) {
         use crate::store::fixtures::{trial, valid};
         let mut log = store.open_trials(kernel, "GPU").unwrap();
         for t in 0..n {
@@ -864,7 +873,7 @@ mod tests {
             let name = format!("k{i}");
             let warm = 2f64.powf(f64::from(i) / 2.0);
             let more = 1.0 + 0.02 + 0.05 * warm.ln();
-            search(&store, &name, 40, |t| match t {
+            search(&store, &TrialsKey::from(name.as_str()), 40, |t| match t {
                 0 => 1.0,
                 t if t < 30 => 1.0 / warm,
                 _ => 1.0 / (warm * more),
@@ -879,14 +888,28 @@ mod tests {
         assert!((got.per_ln - 0.05).abs() < 1e-9, "{got:?}");
         assert!(all.iter().all(|e| e.growth == Some(got)));
         // A search that improves at trial 12, past a usual warm start (11 trials), grew.
-        search(&store, "late", 40, |t| if t < 12 { 0.5 } else { 0.4 });
-        let late = search_of(&store, "late", "GPU").growth.unwrap();
+        search(&store, &TrialsKey::from("late"), 40, |t| {
+            if t < 12 {
+                0.5
+            } else {
+                0.4
+            }
+        });
+        let late = search_of(&store, &TrialsKey::from("late"), "GPU")
+            .growth
+            .unwrap();
         assert!(
             (late.0 - 2f64.ln()).abs() < 1e-12 && (late.1 - 0.25).abs() < 1e-12,
             "{late:?}"
         );
         // Seven such searches and one of 29 trials are too few: r3's own fit.
-        search(&store, "short", 29, |t| if t < 20 { 0.5 } else { 0.4 });
+        search(&store, &TrialsKey::from("short"), 29, |t| {
+            if t < 20 {
+                0.5
+            } else {
+                0.4
+            }
+        });
         let mut seven_and_short = names[..7].to_vec();
         seven_and_short.push("short".into());
         let g = groups(

@@ -4,6 +4,7 @@
 //! what happened (`Line`); this module decides what happens.
 
 use crate::fleet::{self, Claim};
+use crate::kernel::TrialsKey;
 use crate::replay::device::GpuInfo;
 use crate::replay::gpu::{GpuEvaluator, MeasureOptions, Verdict};
 use crate::replay::validate::Tolerance;
@@ -63,7 +64,7 @@ pub struct GpuTune {
 pub struct Tally {
     pub searched: usize,
     /// The searches run, as (kernel hash or key, GPU): what the CLI says ships of each.
-    pub searches: Vec<(String, String)>,
+    pub searches: Vec<(TrialsKey, String)>,
     /// Kernels not searched because no recording of theirs reproduces.
     pub irreproducible: usize,
     /// Kernels r3 failed on (an evaluator, the trials file or the search).
@@ -95,10 +96,10 @@ pub fn measure_options(gpu: &GpuInfo, how: &Measure) -> MeasureOptions {
 
 /// How tune's lines name a kernel: its demangled name and short hash, or the key as it is (a
 /// simulated landscape's own name).
-pub fn kernel_label(store: &Store, key: &str) -> String {
-    store
-        .kernel(key)
-        .map_or_else(|_| key.to_owned(), |k| k.label())
+pub fn kernel_label(store: &Store, key: &TrialsKey) -> String {
+    key.kernel_hash()
+        .and_then(|h| store.kernel(&h).ok())
+        .map_or_else(|| key.to_string(), |k| k.label())
 }
 
 /// A budget no larger than a finite space.
@@ -171,7 +172,13 @@ pub fn reproducing_evaluator(
 
 /// Sets the L2 state the search measures in, says so where it matters, and keeps the choice
 /// beside the trials for `r3 report`.
-pub fn choose_l2(store: &Store, ev: &mut GpuEvaluator, kernel: &str, policy: l2::Policy, say: Say) {
+pub fn choose_l2(
+    store: &Store,
+    ev: &mut GpuEvaluator,
+    kernel: &TrialsKey,
+    policy: l2::Policy,
+    say: Say,
+) {
     let c = ev.choose_l2(policy);
     if c.worth_showing() {
         say(Line::Note(format!("r3 tune: {kernel}: {}", c.summary())));
@@ -190,9 +197,9 @@ pub fn by_kernel(
     store: &Store,
     recs: Vec<Recording>,
     say: Say,
-) -> Result<Vec<(String, Vec<Recording>)>, crate::store::StoreError> {
+) -> Result<Vec<(TrialsKey, Vec<Recording>)>, crate::store::StoreError> {
     let index = store.index()?;
-    let mut groups: Vec<(String, Vec<Recording>)> = Vec::new();
+    let mut groups: Vec<(TrialsKey, Vec<Recording>)> = Vec::new();
     let mut unoptimized: Vec<String> = Vec::new();
     for r in recs {
         let key = match index.of_recording(&r) {
@@ -208,8 +215,8 @@ pub fn by_kernel(
                 }
                 continue;
             }
-            identity::Resolution::Kernel(k) => k.hash.to_string(),
-            _ => r.id.clone(),
+            identity::Resolution::Kernel(k) => TrialsKey::of_kernel(&k.hash),
+            _ => TrialsKey::from(r.id.as_str()),
         };
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, group)) => group.push(r),
@@ -309,7 +316,7 @@ fn one_kernel_on_gpu(
 ) -> Result<(), SessionError> {
     let space = space_for(ev, how)?;
     let opts = TuneOptions {
-        kernel: ev.kernel().hash.to_string(),
+        kernel: TrialsKey::of_kernel(&ev.kernel().hash),
         budget: finite_budget(base.budget, &space),
         ..base.clone()
     };
@@ -478,8 +485,12 @@ fn summary_lines(
 
 /// Re-measures the search's winner and runs it on the kernel's other recorded launches
 /// (`confirm`), saying what that gives.
-pub fn confirm_best(store: &Store, ev: &GpuEvaluator, kernel: &str, say: Say) {
-    let others: Vec<_> = match store.launches_of(kernel) {
+pub fn confirm_best(store: &Store, ev: &GpuEvaluator, kernel: &TrialsKey, say: Say) {
+    let launches = match kernel.kernel_hash() {
+        Some(hash) => store.launches_of(&hash),
+        None => Ok(Vec::new()),
+    };
+    let others: Vec<_> = match launches {
         Ok(all) => all
             .into_iter()
             .filter(|r| r.id != ev.recording().id)
@@ -583,7 +594,7 @@ pub fn judge_parts(
     let b = rec.launch.block;
     let mut ev = GpuEvaluator::new(store, rec, target(driver, gpu), measure_options(gpu, how))
         .map_err(|e| with_causes(&e))?;
-    choose_l2(store, &mut ev, &k.hash, how.l2, say);
+    choose_l2(store, &mut ev, &TrialsKey::of_kernel(&k.hash), how.l2, say);
     let space = Space::builtin(SpaceOptions {
         launch_threads: Some(b[0] * b[1] * b[2]),
         fast_math: how.tolerance.is_some(),
@@ -592,7 +603,7 @@ pub fn judge_parts(
     })
     .map_err(|e| with_causes(&e))?;
     let tune = TuneOptions {
-        kernel: k.hash.to_string(),
+        kernel: TrialsKey::of_kernel(&k.hash),
         strategy: "bo".into(),
         seed: 0,
         budget: inner.0,
@@ -629,7 +640,7 @@ pub fn tune_simulated(
         let mut opts = base.clone();
         opts.kernel = match identity::distinct(&found) {
             0 => orphan_or_word(store, word, resume)?,
-            1 => found[0].hash.to_string(),
+            1 => TrialsKey::of_kernel(&found[0].hash),
             _ => return Err(identity::ambiguous(&word, &found).into()),
         };
         let space = Space::builtin(landscape.space.clone())?;
@@ -679,7 +690,7 @@ fn orphan_or_word(
     store: &Store,
     word: String,
     resume: bool,
-) -> Result<String, crate::store::StoreError> {
+) -> Result<TrialsKey, crate::store::StoreError> {
     let orphans = store.orphaned_trials()?;
     let hashes: std::collections::BTreeSet<String> = orphans
         .iter()
@@ -687,8 +698,9 @@ fn orphan_or_word(
         .filter(|h| word.len() >= 4 && h.starts_with(&word.to_ascii_lowercase()))
         .collect();
     if hashes.len() == 1 {
-        return Ok(hashes.into_iter().next().unwrap_or_default());
+        return Ok(hashes.into_iter().next().unwrap_or_default().into());
     }
+    let word = TrialsKey::from(word);
     if resume && !store.has_trials(&word)? {
         if let Some(e) = crate::store::trials::orphaned_error_of(&word, &orphans) {
             return Err(e);

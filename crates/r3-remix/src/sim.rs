@@ -64,6 +64,8 @@ pub struct Model {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Landscape {
     pub format: u32,
+    /// The kernel it was measured on, as a word (`r3 tune --simulate` resolves it, else keys
+    /// the search by it).
     pub kernel: String,
     pub gpu: String,
     /// True for generated landscapes; false for ones recorded on a GPU.
@@ -326,7 +328,7 @@ fn valid(us: f64, base: f64) -> Outcome {
 }
 
 impl Evaluator for Simulator {
-    fn lower(&self, _kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome> {
+    fn lower(&self, candidate: &Candidate) -> Result<Lowered, Outcome> {
         let ptx_hash = match self.lookup(candidate) {
             Ok((_, o @ Outcome::CompileError { .. })) | Err(o @ Outcome::CompileError { .. }) => {
                 return Err(o)
@@ -370,7 +372,7 @@ impl Evaluator for Simulator {
             .collect()
     }
 
-    fn traits(&self, _kernel: &str) -> Vec<String> {
+    fn traits(&self) -> Vec<String> {
         self.landscape.traits.clone()
     }
 

@@ -14,6 +14,7 @@
 
 use super::space::Space;
 use crate::candidate::Candidate;
+use crate::kernel::TrialsKey;
 use crate::store::trials::{RecipePick, TransferSource, TransferSources, FORMAT};
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
@@ -55,10 +56,10 @@ pub const MAX_WARM_START: usize = 8;
 
 /// A stored kernel's loop shape (`ir::shape`), computed once a process; None where its module
 /// does not read (a simulated landscape's name, a damaged entry).
-pub fn shape_of(store: &Store, kernel: &str) -> Option<String> {
+pub fn shape_of(store: &Store, kernel: &TrialsKey) -> Option<String> {
     use std::sync::{Mutex, OnceLock};
     static SHAPES: OnceLock<Mutex<HashMap<PathBuf, Option<String>>>> = OnceLock::new();
-    let path = store.kernel_dir(kernel).join("module.bc");
+    let path = store.kernel_dir(&kernel.kernel_hash()?).join("module.bc");
     let shapes = SHAPES.get_or_init(Default::default);
     if let Some(known) = shapes.lock().ok()?.get(&path) {
         return known.clone();
@@ -77,7 +78,7 @@ pub enum TransferError {
     #[error("{path} (kernel {kernel} on {gpu}) now holds {have} trials, fewer than the {want} this search learned from; fix: restore that file, or start the search over")]
     Shrunk {
         path: PathBuf,
-        kernel: String,
+        kernel: TrialsKey,
         gpu: String,
         want: usize,
         have: usize,
@@ -160,22 +161,26 @@ impl Transfer {
     /// kernel on other GPUs first, then kernels of the same loop shape on this GPU
     /// ([`shape_of`]), then other kernels on this GPU, then the rest (by trials file within
     /// each), at most `MAX_SOURCES`, each with all its trials so far.
-    pub fn choose(store: &Store, kernel: &str, gpu: &str) -> Result<TransferSources, StoreError> {
+    pub fn choose(
+        store: &Store,
+        kernel: &TrialsKey,
+        gpu: &str,
+    ) -> Result<TransferSources, StoreError> {
         let mine = shape_of(store, kernel);
         let mut found: Vec<(u8, TransferSource)> = Vec::new();
         for (_, recs) in store.trial_sets()? {
             let Some(first) = recs.first() else { continue };
-            if first.kernel == kernel && first.gpu == gpu {
+            if first.kernel == *kernel && first.gpu == gpu {
                 continue;
             }
             if recs.iter().filter(|r| r.ratio().is_some()).count() < MIN_VALID {
                 continue;
             }
-            let similar = first.kernel != kernel
+            let similar = first.kernel != *kernel
                 && first.gpu == gpu
                 && mine.is_some()
                 && shape_of(store, &first.kernel) == mine;
-            let rank = match (first.kernel == kernel, first.gpu == gpu) {
+            let rank = match (first.kernel == *kernel, first.gpu == gpu) {
                 (true, _) => 0,
                 (false, true) if similar => 1,
                 (false, true) => 2,
@@ -209,7 +214,7 @@ impl Transfer {
         store: &Store,
         refs: &TransferSources,
         space: &Space,
-        kernel: &str,
+        kernel: &TrialsKey,
     ) -> Result<Transfer, TransferError> {
         let mut sources = Vec::new();
         for r in &refs.sources {
@@ -241,7 +246,7 @@ impl Transfer {
             let source = Source::new(&name, &trials, space);
             sources.extend(source.map(|s| Source {
                 similar: r.similar,
-                ..s.of_same_kernel(r.kernel == kernel)
+                ..s.of_same_kernel(r.kernel == *kernel)
             }));
         }
         Ok(Transfer {

@@ -20,6 +20,7 @@ use super::space::Space;
 use super::strategy::{self, Strategy};
 use super::transfer::{Transfer, TransferError};
 use crate::candidate::Candidate;
+use crate::kernel::TrialsKey;
 use crate::lower::Lowered;
 use crate::replay::{Device, Evaluator};
 use crate::store::outcome::Outcome;
@@ -34,7 +35,7 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
 pub struct TuneOptions {
-    pub kernel: String,
+    pub kernel: TrialsKey,
     pub strategy: String,
     pub seed: u64,
     /// Trials in all, the baseline included.
@@ -63,7 +64,7 @@ pub enum TuneError {
     Store(#[from] StoreError),
     #[error("kernel {kernel}: the trials recorded ({what} {recorded}) differ from this run's ({given}); fix: resume with the recorded settings, or move {path} away to start over")]
     ResumeSettings {
-        kernel: String,
+        kernel: TrialsKey,
         what: &'static str,
         recorded: String,
         given: String,
@@ -80,13 +81,13 @@ pub enum TuneError {
     },
     #[error("kernel {kernel}: recorded trial {trial} is not what the search asks now (another r3, search space or strategy version, or a changed search it learned from); fix: move {path} away to start over")]
     ResumeDiverged {
-        kernel: String,
+        kernel: TrialsKey,
         trial: u32,
         path: String,
     },
     #[error("kernel {kernel}: {path} already holds {n} trials; fix: --resume to continue them, or move the file away to start over")]
     Exists {
-        kernel: String,
+        kernel: TrialsKey,
         path: String,
         n: usize,
     },
@@ -95,7 +96,7 @@ pub enum TuneError {
     #[error(transparent)]
     Transfer(#[from] TransferError),
     #[error("kernel {kernel}: the baseline (default<O3>) {outcome}; fix: `r3 replay {kernel}` shows the -O3 code against the recording; record the program again if it no longer reproduces")]
-    Baseline { kernel: String, outcome: Outcome },
+    Baseline { kernel: TrialsKey, outcome: Outcome },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -412,12 +413,12 @@ fn tell_round(
     strat: &mut dyn Strategy,
     records: Vec<TrialRecord>,
     best: &mut Option<TrialRecord>,
-    kernel: &str,
+    kernel: &TrialsKey,
 ) -> Result<(), TuneError> {
     for r in records {
         if r.trial == 0 && r.ratio().is_none() {
             return Err(TuneError::Baseline {
-                kernel: kernel.into(),
+                kernel: kernel.clone(),
                 outcome: r.outcome,
             });
         }
@@ -507,7 +508,7 @@ type Arrival = (usize, Result<Lowered, Outcome>);
 /// trials in trial order, and how many candidates were measured.
 fn evaluate_round<E: Evaluator>(
     eval: &E,
-    kernel: &str,
+    kernel: &TrialsKey,
     todo: &[(u32, Candidate)],
     known: &HashMap<String, (u32, Outcome)>,
     race: Option<f64>,
@@ -530,7 +531,7 @@ fn evaluate_round<E: Evaluator>(
             s.spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some((_, c)) = todo.get(i) else { break };
-                if tx.send((i, eval.lower(kernel, c))).is_err() {
+                if tx.send((i, eval.lower(c))).is_err() {
                     break;
                 }
             });
@@ -561,7 +562,7 @@ struct Stream<'a> {
 impl Stream<'_> {
     /// Takes lowerings as they arrive; whenever some are ready, measures them all in one call
     /// while the other lowerings go on. Waits only when nothing is ready to measure.
-    fn run<E: Evaluator>(&mut self, eval: &E, kernel: &str, rx: &mpsc::Receiver<Arrival>) {
+    fn run<E: Evaluator>(&mut self, eval: &E, kernel: &TrialsKey, rx: &mpsc::Receiver<Arrival>) {
         while let Ok(first) = rx.recv() {
             self.accept(first);
             for more in rx.try_iter() {
@@ -609,7 +610,7 @@ impl Stream<'_> {
         self.lowered[i] = Some(lowered);
     }
 
-    fn measure<E: Evaluator>(&mut self, eval: &E, kernel: &str, batch: Vec<Lowered>) {
+    fn measure<E: Evaluator>(&mut self, eval: &E, kernel: &TrialsKey, batch: Vec<Lowered>) {
         let m0 = Instant::now();
         let span =
             crate::replay::timeline::span("tune.measure", || format!("{kernel} x{}", batch.len()));
@@ -729,7 +730,7 @@ pub fn simulated_search(
         Space::builtin(landscape.space.clone()).map_err(|e| TuneError::Space(e.to_string()))?;
     let mut sim = super::sim::Simulator::new(landscape.clone());
     let opts = TuneOptions {
-        kernel: landscape.kernel.clone(),
+        kernel: landscape.kernel.as_str().into(),
         strategy: strategy.into(),
         seed,
         budget,
@@ -888,7 +889,7 @@ fn transfer_for<E: Evaluator>(
             }
         };
         if opts.recipes {
-            (refs.recipes, refs.traits) = recipes_for(eval, space, &opts.kernel)?;
+            (refs.recipes, refs.traits) = recipes_for(eval, space)?;
         }
         store.write_transfer_sources(&opts.kernel, gpu, &refs)?;
         refs
@@ -901,11 +902,10 @@ fn transfer_for<E: Evaluator>(
 pub fn recipes_for<E: Evaluator>(
     eval: &E,
     space: &Space,
-    kernel: &str,
 ) -> Result<(Vec<RecipePick>, Vec<String>), TuneError> {
     let recipes =
         super::recipes::builtin(&space.catalog).map_err(|e| TuneError::Space(e.to_string()))?;
-    let traits = eval.traits(kernel);
+    let traits = eval.traits();
     Ok((super::recipes::pick(&recipes, space, &traits), traits))
 }
 
@@ -925,7 +925,7 @@ mod tests {
         fn device(&self) -> crate::replay::Device {
             crate::testing::device()
         }
-        fn lower(&self, _: &str, c: &Candidate) -> Result<Lowered, Outcome> {
+        fn lower(&self, c: &Candidate) -> Result<Lowered, Outcome> {
             Ok(crate::testing::lowered_by_pipeline(c))
         }
         fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
@@ -963,11 +963,11 @@ mod tests {
                 pipeline: "x".repeat(n).as_str().into(),
                 ..Candidate::baseline()
             };
-            eval.lower("k", &c).unwrap()
+            eval.lower(&c).unwrap()
         };
-        stream.measure(&eval, "k", vec![lowered(20)]);
-        stream.measure(&eval, "k", vec![lowered(90), lowered(15)]);
-        stream.measure(&eval, "k", vec![lowered(50)]);
+        stream.measure(&eval, &TrialsKey::from("k"), vec![lowered(20)]);
+        stream.measure(&eval, &TrialsKey::from("k"), vec![lowered(90), lowered(15)]);
+        stream.measure(&eval, &TrialsKey::from("k"), vec![lowered(50)]);
         assert_eq!(*eval.log.lock().unwrap(), [Some(0.2), Some(0.15)]);
         assert_eq!(stream.race, Some(0.15));
     }
@@ -993,7 +993,7 @@ mod tests {
                 pipeline: "x".repeat(n).as_str().into(),
                 ..Candidate::baseline()
             };
-            (i, eval.lower("k", &c))
+            (i, eval.lower(&c))
         };
         stream.accept(arrival(2, 30));
         stream.accept(arrival(1, 20));

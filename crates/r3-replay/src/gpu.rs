@@ -86,7 +86,7 @@ impl Screening {
 
     /// What a batch's results say of the screen: drops counted, and every candidate timed
     /// both ways held to the whole launch (a disagreement turns the screen off, said once).
-    fn learn(&mut self, batch: &[Measured], kernel: &str) {
+    fn learn(&mut self, batch: &[Measured], label: &str) {
         let Some(cut) = self.cut else { return };
         for m in batch {
             if matches!(m.outcome, Outcome::Screened { .. }) {
@@ -94,7 +94,7 @@ impl Screening {
             }
             if let (Some(sc), Some(whole)) = (&m.screen, m.outcome.ratio()) {
                 if let Some(line) = self.judge.agreed(cut, sc.ratio(), whole) {
-                    eprintln!("r3: note: {kernel}: {line}");
+                    eprintln!("r3: note: {label}: {line}");
                 }
             }
         }
@@ -714,7 +714,7 @@ impl Evaluator for GpuEvaluator {
         }
     }
 
-    fn lower(&self, _kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome> {
+    fn lower(&self, candidate: &Candidate) -> Result<Lowered, Outcome> {
         lower_isolated(&LowerJob {
             bitcode: self.bitcode_path.clone(),
             kernel_hash: self.kernel.hash.clone(),

@@ -92,7 +92,7 @@ pub trait Evaluator: Sync {
     }
 
     /// Compiles a candidate for a kernel (CPU only; safe to call from many threads).
-    fn lower(&self, kernel: &str, candidate: &Candidate) -> Result<Lowered, Outcome>;
+    fn lower(&self, candidate: &Candidate) -> Result<Lowered, Outcome>;
     /// Runs, validates and times a batch of lowered candidates of one kernel on the GPU, one
     /// outcome per candidate in order. Called from one thread at a time, while `lower` may be
     /// running on others.
@@ -111,8 +111,8 @@ pub trait Evaluator: Sync {
 
     /// The traits of the kernel's -O3 code (`ptx::cfg::TRAITS`) that recipes' preconditions name;
     /// by default read off the baseline's PTX. None known when it does not compile.
-    fn traits(&self, kernel: &str) -> Vec<String> {
-        match self.lower(kernel, &Candidate::baseline()) {
+    fn traits(&self) -> Vec<String> {
+        match self.lower(&Candidate::baseline()) {
             Ok(l) => crate::ptx::cfg::traits(&l.ptx)
                 .into_iter()
                 .map(String::from)

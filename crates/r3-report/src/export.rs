@@ -85,7 +85,7 @@ pub fn left_out(
         }
         if first.simulated() && !policy.simulated {
             simulated += 1;
-        } else if !stored.contains(&first.kernel) {
+        } else if !stored.contains(first.kernel.as_str()) {
             unknown += 1;
         } else {
             clangs += 1;

@@ -16,7 +16,7 @@ pub struct SourceGroup<'a> {
     /// Each kernel's share of the GPU time of the programs that run it (their launch census),
     /// by hash; absent where no program has one.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub shares: BTreeMap<String, Vec<Share>>,
+    pub shares: BTreeMap<crate::kernel::KernelHash, Vec<Share>>,
 }
 
 /// A kernel as `r3 kernels --json` lists it: its `kernel.json`, and whether it is old.
@@ -37,7 +37,7 @@ pub const UNOPTIMIZED: &str = "compiled without optimization (-O0): not tuned; r
 /// its shares of programs' time (`shares`, by hash) and whether it is old.
 pub fn by_source<'a>(
     index: &'a Index,
-    shares: &BTreeMap<String, Vec<Share>>,
+    shares: &BTreeMap<crate::kernel::KernelHash, Vec<Share>>,
 ) -> Vec<SourceGroup<'a>> {
     group(index.kernels().iter().collect(), index, shares)
 }
@@ -45,7 +45,7 @@ pub fn by_source<'a>(
 fn group<'a>(
     kernels: Vec<&'a KernelRecord>,
     index: &Index,
-    shares: &BTreeMap<String, Vec<Share>>,
+    shares: &BTreeMap<crate::kernel::KernelHash, Vec<Share>>,
 ) -> Vec<SourceGroup<'a>> {
     let mut groups: Vec<SourceGroup> = Vec::new();
     for k in kernels {
@@ -60,7 +60,7 @@ fn group<'a>(
             .as_ref()
             .map(|s| s.file.clone())
             .unwrap_or_else(|| NO_SOURCE.into());
-        let hash = k.kernel.hash.to_string();
+        let hash = k.kernel.hash.clone();
         let mine = shares.get(&hash).cloned();
         match groups.last_mut() {
             Some(g) if g.source == source => g.kernels.push(k),
@@ -83,7 +83,7 @@ fn group<'a>(
 pub fn render(
     index: &Index,
     launches: &BTreeMap<crate::kernel::KernelHash, Launches>,
-    shares: &BTreeMap<String, Vec<Share>>,
+    shares: &BTreeMap<crate::kernel::KernelHash, Vec<Share>>,
     store: &Path,
     full_names: bool,
 ) -> String {

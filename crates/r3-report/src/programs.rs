@@ -4,6 +4,7 @@
 //! `r3 record --time-only` of the recorded build against the newest other build at the same
 //! path (the applied one), the same counter on both.
 
+use crate::kernel::{KernelHash, TrialsKey};
 use crate::store::identity::Resolution;
 use crate::store::programs::{Program, Timing};
 use crate::store::winner::{self, Policy};
@@ -82,20 +83,21 @@ pub fn predict(parts: impl IntoIterator<Item = (f64, f64)>) -> f64 {
 }
 
 /// Every kernel's speedups, by GPU and content hash.
-pub fn speedups(store: &Store) -> Result<BTreeMap<(String, String), Speedups>, StoreError> {
-    let stored: BTreeMap<String, crate::store::KernelRecord> = store
+pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>, StoreError> {
+    let stored: BTreeMap<KernelHash, crate::store::KernelRecord> = store
         .kernels()?
         .into_iter()
-        .map(|k| (k.hash.to_string(), k))
+        .map(|k| (k.hash.clone(), k))
         .collect();
     // Each kernel's searched launch: its first usable recording (as `Store::launches_of` lists
     // them), all resolved in one pass over the recordings.
     let index = store.index()?;
-    let mut searched: BTreeMap<String, Option<crate::candidate::LaunchValues>> = BTreeMap::new();
+    let mut searched: BTreeMap<KernelHash, Option<crate::candidate::LaunchValues>> =
+        BTreeMap::new();
     for r in store.recordings(None)?.into_iter().filter(|r| r.usable()) {
         if let Resolution::Kernel(k) = index.of_recording(&r) {
             searched
-                .entry(k.hash.to_string())
+                .entry(k.hash.clone())
                 .or_insert_with(|| r.launch.values());
         }
     }
@@ -106,11 +108,12 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, String), Speedups>, S
         let best = winner::pick_best(&recs, &confirmed)
             .and_then(|t| winner::gain(t, &confirmed))
             .unwrap_or(1.0);
-        let policy = match stored.get(&kernel) {
+        let hash = kernel.kernel_hash();
+        let policy = match hash.as_ref().and_then(|h| stored.get(h)) {
             Some(k) => Policy::from_env().for_record(k),
             None => Policy::from_env(),
         };
-        let searched = searched.get(&kernel).cloned().flatten();
+        let searched = hash.and_then(|h| searched.get(&h).cloned().flatten());
         let ship = super::shipped::shipment(&recs, &confirmed, &policy);
         let shipped = super::shipped::on_searched(&ship, &confirmed, searched.as_ref()).speedup;
         // The code a program measured slower: a confirmed trial's, whichever trial is the
@@ -140,7 +143,7 @@ pub fn build(store: &Store) -> Result<Vec<ProgramReport>, StoreError> {
 /// file and recording).
 pub fn build_with(
     store: &Store,
-    speedups: &BTreeMap<(String, String), Speedups>,
+    speedups: &BTreeMap<(String, TrialsKey), Speedups>,
 ) -> Result<Vec<ProgramReport>, StoreError> {
     let gpus: BTreeSet<String> = speedups.keys().map(|(g, _)| g.clone()).collect();
     let mut out = Vec::new();
@@ -157,7 +160,7 @@ pub fn build_with(
 fn program_on(
     p: &Program,
     gpu: &str,
-    speedups: &BTreeMap<(String, String), Speedups>,
+    speedups: &BTreeMap<(String, TrialsKey), Speedups>,
 ) -> Option<ProgramReport> {
     let c = p.census.as_ref()?;
     let total = c.total_ms();
@@ -172,7 +175,7 @@ fn program_on(
             let s = k
                 .kernel
                 .as_ref()
-                .and_then(|h| speedups.get(&(gpu.to_owned(), h.clone())));
+                .and_then(|h| speedups.get(&(gpu.to_owned(), h.as_str().into())));
             Some(ProgramKernel {
                 name: crate::kernel::demangle(&k.name),
                 hash: k.kernel.clone().filter(|_| s.is_some()),

@@ -65,7 +65,7 @@ impl Names {
         let rows: Vec<(String, String)> = r
             .kernels
             .iter()
-            .map(|k| (shown(&k.name, full), k.kernel.clone()))
+            .map(|k| (shown(&k.name, full), k.kernel.to_string()))
             .collect();
         let labels = crate::store::identity::with_short_hashes(&rows);
         let mut by_key = std::collections::HashMap::new();
@@ -602,7 +602,7 @@ fn kernel_sections(k: &KernelReport, names: &Names) -> Vec<Section> {
         head.blocks
             .push(Block::Para(ships_and_best(&k.apply, best)));
     }
-    let mut fields = vec![("kernel", k.kernel.clone(), true)];
+    let mut fields = vec![("kernel", k.kernel.to_string(), true)];
     if !label.starts_with(&k.name) {
         fields.push(("name", k.name.clone(), true));
     }

@@ -6,6 +6,7 @@
 //! holds (`Store::search_statuses`), so the searches of every host writing one store on a
 //! shared filesystem show up together.
 
+use crate::kernel::{KernelHash, TrialsKey};
 use crate::store::identity::short_name;
 use crate::store::identity::UsableLaunches;
 use crate::store::programs::share_words as percent;
@@ -105,7 +106,7 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
     let statuses = store.search_statuses()?;
     let name_of = |hash: &str| {
         index
-            .kernel(hash)
+            .kernel(&KernelHash::from(hash))
             .map_or_else(|| hash.to_owned(), |k| k.signature.demangled.clone())
     };
     let recorded = store.launches_by_kernel()?;
@@ -185,7 +186,7 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             let best = status.best_time_ratio.filter(|r| *r > 0.0).map(|r| 1.0 / r);
             Search {
                 name: name_of(&status.kernel),
-                old: index.is_old_hash(&status.kernel),
+                old: (status.kernel.kernel_hash()).is_some_and(|h| index.is_old_hash(&h)),
                 best_candidate: best_candidate(store, &status),
                 irreproducible: blocked(&status.kernel),
                 share: share_of(&status.kernel),
@@ -244,7 +245,7 @@ fn reason(
 
 /// What apply ships of each search (kernel hash, GPU), one line each: `r3 tune`'s last lines.
 /// The store's recorded launches are read once for all of them.
-pub fn ships_lines(store: &Store, searches: &[(String, String)]) -> Vec<String> {
+pub fn ships_lines(store: &Store, searches: &[(TrialsKey, String)]) -> Vec<String> {
     let launches = super::tuning::recorded_launches(store);
     searches
         .iter()
@@ -255,11 +256,12 @@ pub fn ships_lines(store: &Store, searches: &[(String, String)]) -> Vec<String> 
 /// What apply ships of one search (kernel hash `hash` on `gpu`), in one line, with the reason
 /// where that is clang's code or not the fastest trial. `launches`: the store's recorded
 /// launches (`tuning::recorded_launches`).
-pub fn ships_line(store: &Store, launches: &UsableLaunches, hash: &str, gpu: &str) -> String {
-    let label = store
-        .kernel(hash)
-        .map_or_else(|_| hash.to_owned(), |k| k.signature.demangled);
-    match super::tuning::apply_of_search(store, launches, hash, gpu) {
+pub fn ships_line(store: &Store, launches: &UsableLaunches, key: &TrialsKey, gpu: &str) -> String {
+    let label = key
+        .kernel_hash()
+        .and_then(|h| store.kernel(&h).ok())
+        .map_or_else(|| key.to_string(), |k| k.signature.demangled);
+    match super::tuning::apply_of_search(store, launches, key, gpu) {
         Ok(a) => match a.shipped_trial {
             None => format!(
                 "ships: clang's code (-O3) for {label}: {}",
@@ -578,7 +580,7 @@ mod tests {
             withheld: None,
             status: SearchStatus {
                 trials_file: format!("trials/{name}/{gpu}.jsonl").into(),
-                kernel: format!("{name}0123456789abcdef"),
+                kernel: format!("{name}0123456789abcdef").into(),
                 gpu: gpu.into(),
                 trials,
                 best_time_ratio: best,

@@ -9,7 +9,7 @@
 
 use super::code::{self, CodeStats, PassStep};
 use crate::candidate::Candidate;
-use crate::kernel::PtxHash;
+use crate::kernel::{KernelHash, PtxHash, TrialsKey};
 use crate::lower::Codegen;
 use crate::passes::diff::{self as passes, DiffOp};
 use crate::store::identity::UsableLaunches;
@@ -114,7 +114,7 @@ pub struct SummaryRow {
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelReport {
     /// The kernel as the trials name it.
-    pub kernel: String,
+    pub kernel: TrialsKey,
     /// Demangled name when the kernel is in the store, else `kernel`.
     pub name: String,
     /// The stored kernel's hash, when found.
@@ -343,13 +343,9 @@ fn find_kernel<'a>(key: &str, kernels: &'a [KernelRecord]) -> Option<&'a KernelR
 /// Reads the store into a report.
 pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError> {
     // A variant's trials are its rewrite's inner search: reported with the rewrite.
-    let variants: Vec<String> = store
-        .variants()?
-        .into_iter()
-        .map(|v| v.hash.to_string())
-        .collect();
+    let variants: Vec<KernelHash> = store.variants()?.into_iter().map(|v| v.hash).collect();
     let mut sets = store.trial_sets()?;
-    sets.retain(|(_, recs)| !variants.contains(&recs[0].kernel));
+    sets.retain(|(_, recs)| !variants.iter().any(|v| *v == recs[0].kernel));
     let rewrites = super::rewrites::build(store, &opts.kernels)?;
     if sets.is_empty() && rewrites.is_empty() {
         return Err(ReportError::NoTrials {
@@ -392,7 +388,7 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
                 .iter()
                 .map(|(_, r)| match find_kernel(&r[0].kernel, stored) {
                     Some(k) => k.label(),
-                    None => r[0].kernel.clone(),
+                    None => r[0].kernel.to_string(),
                 })
                 .collect();
             known.dedup();
@@ -483,7 +479,7 @@ fn summarize_part(kernels: &[&KernelReport]) -> Summary {
     let mut rows: Vec<SummaryRow> = kernels
         .iter()
         .map(|k| SummaryRow {
-            kernel: k.kernel.clone(),
+            kernel: k.kernel.to_string(),
             name: k.name.clone(),
             gpu: k.gpu.clone(),
             speedup: k.best.as_ref().map(|b| b.speedup),
@@ -562,15 +558,15 @@ pub fn recorded_launches(store: &Store) -> UsableLaunches {
 pub fn apply_of_search(
     store: &Store,
     recorded: &UsableLaunches,
-    hash: &str,
+    key: &TrialsKey,
     gpu: &str,
 ) -> Result<ApplyReport, StoreError> {
-    let recs = store.trials(hash, gpu)?;
+    let recs = store.trials(key, gpu)?;
     if recs.is_empty() {
         return Ok(keeps_clang("keeps clang's code: no trial yet".into()));
     }
-    let confirmed = store.confirmations(&store.trials_path(hash, gpu))?;
-    let stored = store.kernel(&recs[0].kernel).ok();
+    let confirmed = store.confirmations(&store.trials_path(key, gpu))?;
+    let stored = key.kernel_hash().and_then(|h| store.kernel(&h).ok());
     let (best, _) = best_of(&recs, &confirmed);
     Ok(apply_report(
         &recs,
@@ -808,7 +804,7 @@ fn kernel_report(
     let search = search_note(store, path)?;
     let name = stored
         .map(|k| k.signature.demangled.clone())
-        .unwrap_or_else(|| first.kernel.clone());
+        .unwrap_or_else(|| first.kernel.to_string());
     let pipeline_err = |msg: String| ReportError::Pipeline {
         kernel: name.clone(),
         path: path.to_owned(),

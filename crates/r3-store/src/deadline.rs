@@ -4,6 +4,7 @@
 //! lock that makes read-decide-write one step across processes.
 
 use super::{io_err, read_json, trials::slug, write_atomic, Store, StoreError};
+use crate::kernel::TrialsKey;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -43,7 +44,7 @@ pub struct Allocation {
 /// One kernel of the allocation: what is known of it, and what it has had.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Arm {
-    pub kernel: String,
+    pub kernel: TrialsKey,
     pub label: String,
     /// Its weight in the objective: its share of each program's GPU time, averaged over the
     /// scope's programs.
@@ -111,7 +112,7 @@ pub struct Growth {
 /// One slice of a kernel's search: trials before and after, its time, the best it left.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Slice {
-    pub kernel: String,
+    pub kernel: TrialsKey,
     pub trials_before: u32,
     pub trials_after: u32,
     pub seconds: f64,

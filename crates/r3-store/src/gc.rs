@@ -23,6 +23,7 @@
 use super::identity::{Index, Resolution};
 use super::programs::ShippedKernel;
 use super::{io_err, KernelRecord, Store, StoreError, DISPATCH_DIR};
+use crate::kernel::KernelHash;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -344,7 +345,7 @@ fn searched_now(dir: &Path) -> bool {
 
 /// The kernel hashes a dispatch header ships tuned code of: its table's `s` lines, read from
 /// the C string the header hands to r3's runtime.
-pub fn shipped_kernels(header: &str) -> Vec<String> {
+pub fn shipped_kernels(header: &str) -> Vec<KernelHash> {
     let Some(start) = header.find("r3_dispatch_add(\"") else {
         return Vec::new();
     };
@@ -373,6 +374,7 @@ pub fn shipped_kernels(header: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::TrialsKey;
     use crate::kernel::{KernelModule, KernelSignature, SourceLoc};
     use crate::{CompileCommand, Unit};
     use std::collections::BTreeMap;
@@ -456,12 +458,15 @@ mod tests {
         let store = Store::create(root).unwrap();
         for (h, bc) in [("aaaa000000000001", b"one"), ("bbbb000000000002", b"two")] {
             store.put_kernel(&module(h, "dot", bc), &compile()).unwrap();
-            backdate(&store.kernel_dir(h).join("kernel.json"), 600);
+            backdate(
+                &store.kernel_dir(&KernelHash::from(h)).join("kernel.json"),
+                600,
+            );
             recording(&store, &format!("k-{h}"), h);
         }
         store.put_unit(&unit(&["aaaa000000000001"])).unwrap();
         if searched {
-            let t = store.trials_path("bbbb000000000002", "NVIDIA H100");
+            let t = store.trials_path(&TrialsKey::from("bbbb000000000002"), "NVIDIA H100");
             std::fs::create_dir_all(t.parent().unwrap()).unwrap();
             std::fs::write(&t, b"").unwrap();
         }
@@ -513,7 +518,9 @@ mod tests {
         assert!(plan.removals[0].bytes >= 1000, "{:?}", plan.removals[0]);
         assert!(plan.kept.is_empty(), "{:?}", plan.kept);
         // A dry run changed nothing.
-        assert!(store.kernel_dir("bbbb000000000002").is_dir());
+        assert!(store
+            .kernel_dir(&KernelHash::from("bbbb000000000002"))
+            .is_dir());
 
         let done = store.gc(&plan).unwrap();
         assert_eq!(done.len(), 3);

@@ -134,13 +134,16 @@ impl Store {
     /// The usable recordings of the kernel with this content hash (replayable, and not found
     /// to be irreproducible), oldest first: the distinct launches a winner must reproduce
     /// before it is confirmed.
-    pub fn launches_of(&self, hash: &str) -> Result<Vec<super::records::Recording>, StoreError> {
+    pub fn launches_of(
+        &self,
+        hash: &KernelHash,
+    ) -> Result<Vec<super::records::Recording>, StoreError> {
         let index = self.index()?;
         Ok(self
             .recordings(None)?
             .into_iter()
             .filter(|r| r.usable())
-            .filter(|r| matches!(index.of_recording(r), Resolution::Kernel(k) if k.hash == hash))
+            .filter(|r| matches!(index.of_recording(r), Resolution::Kernel(k) if k.hash == *hash))
             .collect())
     }
 }
@@ -242,8 +245,8 @@ impl Index {
         &self.kernels
     }
 
-    pub fn kernel(&self, hash: &str) -> Option<&KernelRecord> {
-        self.kernels.iter().find(|k| k.hash == hash)
+    pub fn kernel(&self, hash: &KernelHash) -> Option<&KernelRecord> {
+        self.kernels.iter().find(|k| k.hash == *hash)
     }
 
     /// Whether no current build contains this kernel: the compile that stored it was run again
@@ -256,7 +259,7 @@ impl Index {
     }
 
     /// [`Index::is_old`] by hash.
-    pub fn is_old_hash(&self, hash: &str) -> bool {
+    pub fn is_old_hash(&self, hash: &KernelHash) -> bool {
         self.old.contains(hash)
     }
 
@@ -279,7 +282,7 @@ impl Index {
     /// kernel is still stored; else as `of_launch` finds it now (recordings made before r3
     /// kept the reference, or whose reference was damaged).
     pub fn of_recording(&self, rec: &Recording) -> Resolution {
-        match rec.kernel.as_deref().and_then(|h| self.kernel(h)) {
+        match rec.kernel.as_ref().and_then(|h| self.kernel(h)) {
             Some(k) => Resolution::Kernel(Box::new(k.clone())),
             None => self.of_launch(&rec.launch),
         }
@@ -718,7 +721,7 @@ pub struct UsableLaunches(std::collections::BTreeMap<KernelHash, Vec<Recording>>
 impl UsableLaunches {
     /// The usable recordings of the kernel with content hash `hash`, as `Store::launches_of`
     /// lists them; none for a kernel the store does not hold.
-    pub fn of(&self, hash: &str) -> &[Recording] {
+    pub fn of(&self, hash: &KernelHash) -> &[Recording] {
         self.0.get(hash).map_or(&[], Vec::as_slice)
     }
 }
@@ -889,7 +892,13 @@ mod tests {
             Resolution::Ambiguous(_)
         ));
         assert_eq!(hash(index.of_recording(&rec)), "aaaa111122223333");
-        assert_eq!(store.launches_of("aaaa111122223333").unwrap().len(), 1);
+        assert_eq!(
+            store
+                .launches_of(&KernelHash::from("aaaa111122223333"))
+                .unwrap()
+                .len(),
+            1
+        );
         // A reference to a kernel no longer stored, or a damaged one, is no reference.
         std::fs::write(rec.dir.join("kernel.ref.json"), b"{\"format\": 1, \"kern").unwrap();
         let rec = store.recordings(None).unwrap().remove(0);
@@ -989,7 +998,10 @@ mod tests {
         let idx = edited_and_reverted();
         let old: Vec<&str> = idx.old().iter().map(|k| k.hash.as_str()).collect();
         assert_eq!(old, ["bbbb000000000002"]);
-        assert!(idx.is_old_hash("bbbb000000000002") && !idx.is_old_hash("aaaa000000000001"));
+        assert!(
+            idx.is_old_hash(&KernelHash::from("bbbb000000000002"))
+                && !idx.is_old_hash(&KernelHash::from("aaaa000000000001"))
+        );
         for word in ["dot", "dot(int, float*)", "_Z7dot", "dot("] {
             assert_eq!(
                 idx.select_one(word, None).unwrap().hash,

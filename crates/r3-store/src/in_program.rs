@@ -13,6 +13,7 @@ use super::programs::{Program, ShippedKernel, Timing};
 use super::trials::{Against, InProgram, TrialRecord};
 use super::winner::{chosen_search, Policy};
 use super::{Store, StoreError};
+use crate::kernel::{KernelHash, TrialsKey};
 
 /// One shipped kernel of an applied build, measured in its program.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,7 +130,7 @@ pub const CENSUS_MIN_MS: f64 = 0.05;
 /// where every launch's time is a recorded launch's (none scaled from another shape, which
 /// can be off by far more than a kernel's tuning) and a launch takes at least
 /// [`CENSUS_MIN_MS`].
-fn estimated(program: &Program, kernel: &str) -> Option<(f64, u64)> {
+fn estimated(program: &Program, kernel: &KernelHash) -> Option<(f64, u64)> {
     let census = program.census.as_ref()?;
     let (mut ms, mut launches) = (0.0, 0);
     for k in census
@@ -168,8 +169,8 @@ impl Store {
     }
 
     fn keep_measure(&self, m: &Measure) -> Result<Kept, StoreError> {
-        let Some((path, recs)) = chosen_search(self, &m.shipped.kernel, &Policy::from_env())?
-        else {
+        let key = TrialsKey::of_kernel(&m.shipped.kernel);
+        let Some((path, recs)) = chosen_search(self, &key, &Policy::from_env())? else {
             return Ok(Kept::NoSearch);
         };
         let confirmed = self.confirmations(&path)?;
@@ -181,7 +182,7 @@ impl Store {
             let mut c = c.clone();
             c.in_program.retain(|p| p.program != m.in_program.program);
             c.in_program.push(m.in_program.clone());
-            self.write_confirmation(&m.shipped.kernel, &t.gpu, &c)?;
+            self.write_confirmation(&key, &t.gpu, &c)?;
             trials.push(t.trial);
         }
         Ok(if trials.is_empty() {
@@ -265,7 +266,7 @@ mod tests {
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut log = store.open_trials("kh", "g").unwrap();
+        let mut log = store.open_trials(&TrialsKey::from("kh"), "g").unwrap();
         for t in [
             trial(0, "p0", 100.0),
             trial(1, "p1", 50.0),
@@ -275,15 +276,15 @@ mod tests {
         }
         drop(log);
         store
-            .write_confirmation("kh", "g", &confirmation(1, 52.0))
+            .write_confirmation(&TrialsKey::from("kh"), "g", &confirmation(1, 52.0))
             .unwrap();
         store.put_census(&census("rec", 10.0)).unwrap();
         (dir, store)
     }
 
     fn best(store: &Store) -> u32 {
-        let path = store.trials_path("kh", "g");
-        let recs = store.trials("kh", "g").unwrap();
+        let path = store.trials_path(&TrialsKey::from("kh"), "g");
+        let recs = store.trials(&TrialsKey::from("kh"), "g").unwrap();
         pick_best(&recs, &store.confirmations(&path).unwrap())
             .unwrap()
             .trial
@@ -324,7 +325,7 @@ mod tests {
         assert_eq!(best(&store), 0, "-O3 ships again");
         // Re-confirming the trial in replay keeps what the program said.
         store
-            .write_confirmation("kh", "g", &confirmation(1, 50.0))
+            .write_confirmation(&TrialsKey::from("kh"), "g", &confirmation(1, 50.0))
             .unwrap();
         assert_eq!(best(&store), 0);
     }
@@ -346,7 +347,9 @@ mod tests {
         store
             .judge_in_program(&timing("app1", 14.0, &["_Z1kv sm_90 kh p1"]))
             .unwrap();
-        let c = store.confirmations(&store.trials_path("kh", "g")).unwrap();
+        let c = store
+            .confirmations(&store.trials_path(&TrialsKey::from("kh"), "g"))
+            .unwrap();
         assert_eq!(c[0].in_program.len(), 1);
         assert_eq!(best(&store), 0);
     }

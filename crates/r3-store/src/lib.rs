@@ -476,10 +476,10 @@ impl Store {
 
     /// `kernels/<hash>/`. A hash is hex; any other word (from a damaged file, say) is slugged,
     /// so that no string makes this a path out of `kernels/`.
-    pub fn kernel_dir(&self, hash: &str) -> PathBuf {
+    pub fn kernel_dir(&self, hash: &KernelHash) -> PathBuf {
         let kernels = self.root.join("kernels");
         if is_hash(hash) {
-            kernels.join(hash)
+            kernels.join(hash.as_str())
         } else {
             kernels.join(trials::slug(hash))
         }
@@ -568,10 +568,12 @@ impl Store {
         write_atomic(&path, &to_json(unit)).map_err(io_err(&path))
     }
 
-    pub fn kernel(&self, hash: &str) -> Result<KernelRecord, StoreError> {
+    pub fn kernel(&self, hash: &KernelHash) -> Result<KernelRecord, StoreError> {
         // A hash is hex: anything else could lead out of the store.
         if !is_hash(hash) {
-            return Err(StoreError::NoKernel { word: hash.into() });
+            return Err(StoreError::NoKernel {
+                word: hash.to_string(),
+            });
         }
         let path = self.kernel_dir(hash).join("kernel.json");
         if !path.exists() && path.parent().is_some_and(Path::is_dir) {
@@ -584,7 +586,7 @@ impl Store {
         let rec: KernelRecord = read_json(&path)?;
         // The hash in the file is what later paths (module.bc, trials) are built from: it must
         // be the directory's own.
-        if rec.hash != hash {
+        if rec.hash != *hash {
             return Err(StoreError::Corrupt {
                 path,
                 msg: format!("it names kernel `{}`, its directory `{hash}`", rec.hash),
@@ -593,9 +595,11 @@ impl Store {
         Ok(rec)
     }
 
-    pub fn kernel_bitcode(&self, hash: &str) -> Result<Vec<u8>, StoreError> {
+    pub fn kernel_bitcode(&self, hash: &KernelHash) -> Result<Vec<u8>, StoreError> {
         if !is_hash(hash) {
-            return Err(StoreError::NoKernel { word: hash.into() });
+            return Err(StoreError::NoKernel {
+                word: hash.to_string(),
+            });
         }
         let path = self.kernel_dir(hash).join("module.bc");
         std::fs::read(&path).map_err(io_err(&path))
@@ -625,7 +629,7 @@ impl Store {
             if name.starts_with('.') {
                 continue; // a write in progress
             }
-            match self.kernel(&name) {
+            match self.kernel(&name.as_str().into()) {
                 Ok(k) => out.push(k),
                 Err(e @ StoreError::Corrupt { .. }) => warn_left_out(&e, "that kernel"),
                 Err(e) => return Err(e),
@@ -1106,9 +1110,9 @@ mod tests {
                 let km = module(hash.clone(), name, file, line);
                 prop_assert!(store.put_kernel(&km, &compile()).unwrap());
                 prop_assert!(!store.put_kernel(&km, &compile()).unwrap(), "stored once");
-                let rec = store.kernel(&hash).unwrap();
+                let rec = store.kernel(&KernelHash::from(hash.as_str())).unwrap();
                 prop_assert_eq!(&rec.signature, &km.signature);
-                prop_assert_eq!(store.kernel_bitcode(&hash).unwrap(), km.bitcode);
+                prop_assert_eq!(store.kernel_bitcode(&KernelHash::from(hash.as_str())).unwrap(), km.bitcode);
                 prop_assert_eq!(store.kernels().unwrap(), vec![rec]);
             }
 
@@ -1121,12 +1125,12 @@ mod tests {
                 let (hash, other) = ("00112233aabbccdd", "99112233aabbccdd");
                 store.put_kernel(&module(hash.into(), "k".into(), "k.cu".into(), 3), &compile()).unwrap();
                 store.put_kernel(&module(other.into(), "o".into(), "o.cu".into(), 1), &compile()).unwrap();
-                let path = store.kernel_dir(hash).join("kernel.json");
+                let path = store.kernel_dir(&KernelHash::from(hash)).join("kernel.json");
                 let good = std::fs::read(&path).unwrap();
                 std::fs::write(&path, apply_damage(&apply_damage(&good, &d), &d2)).unwrap();
                 let listed: Vec<String> = store.kernels().unwrap().into_iter().map(|k| k.hash.to_string()).collect();
                 prop_assert!(listed.iter().any(|h| h == other), "{:?}", listed);
-                match store.kernel(hash) {
+                match store.kernel(&KernelHash::from(hash)) {
                     Ok(k) => prop_assert_eq!(&k.hash, hash),
                     Err(e) => {
                         let e = e.to_string();
@@ -1146,8 +1150,8 @@ mod tests {
                 let outside = Store::create(dir.path()).unwrap();
                 outside.put_kernel(&module("ab".into(), "k".into(), "k.cu".into(), 1), &compile()).unwrap();
                 for w in [word.clone(), format!("../../kernels/{word}"), "../../kernels/ab".to_string()] {
-                    prop_assert!(store.kernel(&w).is_err(), "{:?}", w);
-                    prop_assert!(store.kernel_bitcode(&w).is_err(), "{:?}", w);
+                    prop_assert!(store.kernel(&KernelHash::from(w.as_str())).is_err(), "{:?}", w);
+                    prop_assert!(store.kernel_bitcode(&KernelHash::from(w.as_str())).is_err(), "{:?}", w);
                 }
             }
         }
@@ -1164,15 +1168,23 @@ mod tests {
                     &compile(),
                 )
                 .unwrap();
-            let path = store.kernel_dir("abcd").join("kernel.json");
+            let path = store
+                .kernel_dir(&KernelHash::from("abcd"))
+                .join("kernel.json");
             let text = std::fs::read_to_string(&path).unwrap();
             std::fs::write(&path, text.replace("\"abcd\"", "\"../../x\"")).unwrap();
-            let e = store.kernel("abcd").unwrap_err().to_string();
+            let e = store
+                .kernel(&KernelHash::from("abcd"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("kernel.json") && e.contains("../../x"), "{e}");
             assert!(store.kernels().unwrap().is_empty(), "left out of the list");
             // A kernel directory without its kernel.json is damaged, and the error says so.
             std::fs::remove_file(&path).unwrap();
-            let e = store.kernel("abcd").unwrap_err().to_string();
+            let e = store
+                .kernel(&KernelHash::from("abcd"))
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("kernel.json: damaged") && e.contains("fix: delete"),
                 "{e}"

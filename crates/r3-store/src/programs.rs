@@ -14,7 +14,7 @@ use super::records::Recording;
 use super::{
     read_dir_if_exists, read_json, to_json, warn_left_out, write_atomic, Store, StoreError,
 };
-use crate::kernel::short_hash;
+use crate::kernel::{short_hash, KernelHash};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -95,7 +95,7 @@ pub struct Timing {
 pub struct ShippedKernel {
     pub name: String,
     pub arch: String,
-    pub kernel: String,
+    pub kernel: KernelHash,
     pub ptx: Vec<String>,
 }
 
@@ -313,7 +313,7 @@ impl Census {
 
     /// The share (0 to 1) of the known time that the kernel with this content hash takes;
     /// None where it has no estimate here (or nothing has).
-    pub fn share_of(&self, kernel_hash: &str) -> Option<f64> {
+    pub fn share_of(&self, kernel_hash: &KernelHash) -> Option<f64> {
         let total = self.total_ms();
         let mine: Vec<f64> = self
             .kernels
@@ -649,8 +649,8 @@ impl Store {
 
     /// Each kernel's share of each program's estimated time, by the kernel's content hash,
     /// the largest share first: what a kernel is worth to the programs that run it.
-    pub fn kernel_shares(&self) -> Result<BTreeMap<String, Vec<Share>>, StoreError> {
-        let mut out: BTreeMap<String, Vec<Share>> = BTreeMap::new();
+    pub fn kernel_shares(&self) -> Result<BTreeMap<KernelHash, Vec<Share>>, StoreError> {
+        let mut out: BTreeMap<KernelHash, Vec<Share>> = BTreeMap::new();
         for p in self.programs()? {
             let Some(c) = &p.census else { continue };
             let total = c.total_ms();
@@ -666,7 +666,7 @@ impl Store {
                 }
             }
             for (h, (ms, launches)) in mine {
-                out.entry(h.to_owned()).or_default().push(Share {
+                out.entry(h.into()).or_default().push(Share {
                     program: p.key.clone(),
                     name: c.name(),
                     share: ms / total,
@@ -996,12 +996,16 @@ mod tests {
             ],
         );
         assert_eq!(c.total_ms(), 100.0);
-        assert_eq!(c.share_of("aaaa"), Some(0.75));
-        assert_eq!(c.share_of("bbbb"), Some(0.25));
-        assert_eq!(c.share_of("cccc"), None, "no estimate");
-        assert_eq!(c.share_of("dddd"), None, "not in the census");
+        assert_eq!(c.share_of(&KernelHash::from("aaaa")), Some(0.75));
+        assert_eq!(c.share_of(&KernelHash::from("bbbb")), Some(0.25));
+        assert_eq!(c.share_of(&KernelHash::from("cccc")), None, "no estimate");
+        assert_eq!(
+            c.share_of(&KernelHash::from("dddd")),
+            None,
+            "not in the census"
+        );
         let empty = census("/bin/app", vec![kernel(Some("cccc"), "c", None, 2)]);
-        assert_eq!(empty.share_of("cccc"), None);
+        assert_eq!(empty.share_of(&KernelHash::from("cccc")), None);
         assert_eq!(c.name(), "app");
     }
 

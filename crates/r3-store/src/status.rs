@@ -5,6 +5,7 @@ use super::trials::{
     held_by_another, is_copy, note_copy, read_trials, Lease, SearchEnd, TrialRecord,
 };
 use super::{Store, StoreError};
+use crate::kernel::TrialsKey;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -34,7 +35,8 @@ impl Store {
                         .file_name()
                         .unwrap_or_default()
                         .to_string_lossy()
-                        .into_owned(),
+                        .as_ref()
+                        .into(),
                     gpu: file
                         .file_stem()
                         .unwrap_or_default()
@@ -79,7 +81,9 @@ impl Store {
             SearchState::Stopped
         };
         Ok(SearchStatus {
-            kernel: recs.first().map_or_else(dir_name, |r| r.kernel.clone()),
+            kernel: recs
+                .first()
+                .map_or_else(|| dir_name().into(), |r| r.kernel.clone()),
             gpu: match (recs.first(), &state) {
                 (Some(r), _) => r.gpu.clone(),
                 (None, SearchState::Running(Some(l))) if !l.gpu.is_empty() => l.gpu.clone(),
@@ -112,8 +116,8 @@ pub enum SearchState {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchStatus {
     pub trials_file: PathBuf,
-    /// The kernel's content hash (as its trials record it).
-    pub kernel: String,
+    /// What its trials are kept under (a kernel's content hash, as its trials record it).
+    pub kernel: TrialsKey,
     pub gpu: String,
     pub trials: u32,
     /// The best valid trial's time relative to -O3's (below 1: faster), as report and apply

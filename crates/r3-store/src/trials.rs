@@ -9,6 +9,7 @@ use super::l2::Choice as L2Choice;
 use super::outcome::Outcome;
 use super::{io_err, read_dir_if_exists, Store, StoreError};
 use crate::candidate::Candidate;
+use crate::kernel::TrialsKey;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -30,7 +31,7 @@ pub struct TrialRecord {
     pub format: u32,
     /// 0 is the baseline; the search's trials follow in the order they were asked.
     pub trial: u32,
-    pub kernel: String,
+    pub kernel: TrialsKey,
     pub gpu: String,
     pub driver: String,
     /// The device that measured the trial (its UUID), where known; absent in simulations and
@@ -131,28 +132,31 @@ pub fn slug(s: &str) -> String {
 }
 
 impl Store {
-    pub fn trials_path(&self, kernel: &str, gpu: &str) -> PathBuf {
-        self.trials_dir(kernel).join(format!("{}.jsonl", slug(gpu)))
+    pub fn trials_path(&self, key: &TrialsKey, gpu: &str) -> PathBuf {
+        self.trials_dir(key).join(format!("{}.jsonl", slug(gpu)))
     }
 
-    fn trials_dir(&self, kernel: &str) -> PathBuf {
-        self.root().join("trials").join(slug(kernel))
+    fn trials_dir(&self, key: &TrialsKey) -> PathBuf {
+        self.root().join("trials").join(slug(key))
     }
 
     /// Whether a search of this kernel on this GPU runs now (in another process, or this one).
-    pub fn search_held(&self, kernel: &str, gpu: &str) -> bool {
-        held_by_another(&self.trials_path(kernel, gpu))
+    pub fn search_held(&self, key: &TrialsKey, gpu: &str) -> bool {
+        held_by_another(&self.trials_path(key, gpu))
     }
 
     /// Whether any GPU has searched this kernel.
-    pub fn has_trials(&self, kernel: &str) -> Result<bool, StoreError> {
-        Ok(!trial_files(&self.trials_dir(kernel))?.is_empty())
+    pub fn has_trials(&self, key: &TrialsKey) -> Result<bool, StoreError> {
+        Ok(!trial_files(&self.trials_dir(key))?.is_empty())
     }
 
     /// Every GPU's search of one kernel, as (trials file, records), the most recent first.
-    pub fn searches(&self, kernel: &str) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
+    pub fn searches(
+        &self,
+        key: &TrialsKey,
+    ) -> Result<Vec<(PathBuf, Vec<TrialRecord>)>, StoreError> {
         let mut out = Vec::new();
-        for p in trial_files(&self.trials_dir(kernel))? {
+        for p in trial_files(&self.trials_dir(key))? {
             let recs = read_trials(&p)?;
             if is_copy(&p, &recs) {
                 note_copy(&p, &recs);
@@ -165,8 +169,8 @@ impl Store {
     }
 
     /// Every complete record of a kernel on a GPU, in file order (empty when none).
-    pub fn trials(&self, kernel: &str, gpu: &str) -> Result<Vec<TrialRecord>, StoreError> {
-        read_trials(&self.trials_path(kernel, gpu))
+    pub fn trials(&self, key: &TrialsKey, gpu: &str) -> Result<Vec<TrialRecord>, StoreError> {
+        read_trials(&self.trials_path(key, gpu))
     }
 
     /// The re-measurements of a kernel's trials (see `Confirmation`) that tune made: of the
@@ -180,11 +184,11 @@ impl Store {
     /// `c` says anew.
     pub fn write_confirmation(
         &self,
-        kernel: &str,
+        key: &TrialsKey,
         gpu: &str,
         c: &Confirmation,
     ) -> Result<(), StoreError> {
-        let path = confirmation_path(&self.trials_path(kernel, gpu));
+        let path = confirmation_path(&self.trials_path(key, gpu));
         let mut all = read_confirmations(&path)?;
         let mut c = c.clone();
         if let Some(old) = all.iter().find(|o| o.trial == c.trial) {
@@ -202,10 +206,10 @@ impl Store {
     /// recorded any: what `--resume` needs to ask the same candidates again.
     pub fn transfer_sources(
         &self,
-        kernel: &str,
+        key: &TrialsKey,
         gpu: &str,
     ) -> Result<Option<TransferSources>, StoreError> {
-        let path = transfer_path(&self.trials_path(kernel, gpu));
+        let path = transfer_path(&self.trials_path(key, gpu));
         read_json(&path)
     }
 
@@ -230,11 +234,11 @@ impl Store {
 
     pub fn write_l2_choice(
         &self,
-        kernel: &str,
+        key: &TrialsKey,
         gpu: &str,
         choice: &L2Choice,
     ) -> Result<(), StoreError> {
-        let path = self.trials_path(kernel, gpu).with_extension("l2.json");
+        let path = self.trials_path(key, gpu).with_extension("l2.json");
         // Chosen before the search's first trial: the kernel's trials directory may not exist.
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
@@ -245,11 +249,11 @@ impl Store {
 
     pub fn write_search_end(
         &self,
-        kernel: &str,
+        key: &TrialsKey,
         gpu: &str,
         end: &SearchEnd,
     ) -> Result<(), StoreError> {
-        let path = end_path(&self.trials_path(kernel, gpu));
+        let path = end_path(&self.trials_path(key, gpu));
         let text = serde_json::to_vec_pretty(end).expect("search ends serialize");
         super::write_atomic(&path, &text).map_err(io_err(&path))
     }
@@ -257,11 +261,11 @@ impl Store {
     /// Records the sources a search starts with (atomically, before its first trial).
     pub fn write_transfer_sources(
         &self,
-        kernel: &str,
+        key: &TrialsKey,
         gpu: &str,
         s: &TransferSources,
     ) -> Result<(), StoreError> {
-        let path = transfer_path(&self.trials_path(kernel, gpu));
+        let path = transfer_path(&self.trials_path(key, gpu));
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         }
@@ -294,8 +298,10 @@ impl Store {
         for p in self.all_trial_files()? {
             let Ok(recs) = read_trials(&p) else { continue };
             let Some(first) = recs.first() else { continue };
-            let hash = first.kernel.len() == 16 && super::is_hash(&first.kernel);
-            let gone = hash && self.kernel(&first.kernel).is_err();
+            let gone = first
+                .kernel
+                .kernel_hash()
+                .is_some_and(|h| self.kernel(&h).is_err());
             if gone && !is_copy(&p, &recs) && !p.to_string_lossy().ends_with(ABLATIONS_SUFFIX) {
                 out.push((p, recs.len()));
             }
@@ -311,8 +317,8 @@ impl Store {
 
     /// Opens the trials file for appending, cutting off a torn last line, and says where the
     /// search runs (`Lease`) for as long as it is open.
-    pub fn open_trials(&self, kernel: &str, gpu: &str) -> Result<TrialLog, StoreError> {
-        let mut log = open_log(self.trials_path(kernel, gpu))?;
+    pub fn open_trials(&self, key: &TrialsKey, gpu: &str) -> Result<TrialLog, StoreError> {
+        let mut log = open_log(self.trials_path(key, gpu))?;
         let lease = lease_path(&log.path);
         let bytes = serde_json::to_vec(&Lease::here(gpu)).expect("a lease serializes");
         crate::write_atomic(&lease, &bytes).map_err(io_err(&lease))?;
@@ -351,8 +357,8 @@ impl Store {
 
     /// Opens a kernel's ablation trials for appending (same format and guarantees as the
     /// trials file; kept apart so the search's own trials stay a replayable sequence).
-    pub fn open_ablations(&self, kernel: &str, gpu: &str) -> Result<TrialLog, StoreError> {
-        open_log(ablations_path(&self.trials_path(kernel, gpu)))
+    pub fn open_ablations(&self, key: &TrialsKey, gpu: &str) -> Result<TrialLog, StoreError> {
+        open_log(ablations_path(&self.trials_path(key, gpu)))
     }
 }
 
@@ -656,7 +662,7 @@ pub struct RecipePick {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TransferSource {
-    pub kernel: String,
+    pub kernel: TrialsKey,
     pub gpu: String,
     pub trials: usize,
     /// Another kernel of the same loop shape (`ir::shape`): its best is tried early.
@@ -858,11 +864,18 @@ mod tests {
             cold_us: Some(776.8),
             warm_us: Some(337.5),
         };
-        store.write_l2_choice("abc", "GPU (sm_90)", &c).unwrap();
-        let trials = store.trials_path("abc", "GPU (sm_90)");
+        store
+            .write_l2_choice(&TrialsKey::from("abc"), "GPU (sm_90)", &c)
+            .unwrap();
+        let trials = store.trials_path(&TrialsKey::from("abc"), "GPU (sm_90)");
         assert!(!trials.exists());
         assert_eq!(store.l2_choice(&trials).unwrap(), Some(c));
-        assert_eq!(store.l2_choice(&store.trials_path("x", "g")).unwrap(), None);
+        assert_eq!(
+            store
+                .l2_choice(&store.trials_path(&TrialsKey::from("x"), "g"))
+                .unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -880,9 +893,9 @@ mod tests {
             .to_string()
                 + "\n"
         };
-        let good = store.trials_path("good", "g");
-        let bad = store.trials_path("bad", "g");
-        let newer = store.trials_path("newer", "g");
+        let good = store.trials_path(&TrialsKey::from("good"), "g");
+        let bad = store.trials_path(&TrialsKey::from("bad"), "g");
+        let newer = store.trials_path(&TrialsKey::from("newer"), "g");
         for p in [&good, &bad, &newer] {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         }
@@ -910,13 +923,14 @@ mod tests {
         assert_eq!(sets.len(), 1, "the readable search alone");
         assert_eq!(sets[0].0, good);
         assert_eq!(
-            store.searches("good").unwrap().len(),
+            store.searches(&TrialsKey::from("good")).unwrap().len(),
             1,
             "the copy left out"
         );
     }
 
     use super::*;
+    use crate::kernel::KernelHash;
 
     fn rec(i: u32) -> TrialRecord {
         TrialRecord {
@@ -948,23 +962,27 @@ mod tests {
     fn a_second_writer_of_one_trials_file_is_refused_until_the_first_closes() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut first = store.open_trials("k", "NVIDIA H200").unwrap();
+        let mut first = store
+            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
+            .unwrap();
         first.append(&rec(0)).unwrap();
-        let Err(e) = store.open_trials("k", "NVIDIA H200") else {
+        let Err(e) = store.open_trials(&TrialsKey::from("k"), "NVIDIA H200") else {
             panic!("two logs of one trials file were open at once");
         };
         assert!(matches!(e, StoreError::Busy { .. }), "{e}");
         assert!(e.to_string().contains("nvidia-h200.jsonl"), "{e}");
         // Another GPU's search of the kernel is another file.
-        store.open_trials("k", "NVIDIA H100").unwrap();
+        store
+            .open_trials(&TrialsKey::from("k"), "NVIDIA H100")
+            .unwrap();
         first.append(&rec(1)).unwrap();
         drop(first);
         store
-            .open_trials("k", "NVIDIA H200")
+            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
             .unwrap()
             .append(&rec(2))
             .unwrap();
-        let trials = store.trials("k", "NVIDIA H200").unwrap();
+        let trials = store.trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap();
         assert_eq!(
             trials.iter().map(|r| r.trial).collect::<Vec<_>>(),
             [0, 1, 2]
@@ -981,10 +999,12 @@ mod tests {
             let s = all.iter().find(|s| s.gpu == gpu).unwrap().clone();
             (s.state, s.trials)
         };
-        let mut running = store.open_trials("k", "NVIDIA H200").unwrap();
+        let mut running = store
+            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
+            .unwrap();
         running.append(&rec(0)).unwrap();
         let lease = store
-            .trials_path("k", "NVIDIA H200")
+            .trials_path(&TrialsKey::from("k"), "NVIDIA H200")
             .with_extension("lease.json");
         assert!(lease.exists());
         let (SearchState::Running(Some(l)), 1) = state_of("NVIDIA H200") else {
@@ -1010,10 +1030,14 @@ mod tests {
             budget: 1,
             warm_start: 0,
         };
-        store.write_search_end("k", "NVIDIA H200", &end).unwrap();
+        store
+            .write_search_end(&TrialsKey::from("k"), "NVIDIA H200", &end)
+            .unwrap();
         assert_eq!(state_of("NVIDIA H200"), (SearchState::Finished(end), 1));
         // Another GPU's search of the kernel is another row; one with no trial yet is listed.
-        let _other = store.open_trials("k", "NVIDIA H100").unwrap();
+        let _other = store
+            .open_trials(&TrialsKey::from("k"), "NVIDIA H100")
+            .unwrap();
         assert!(matches!(
             state_of("NVIDIA H100"),
             (SearchState::Running(_), 0)
@@ -1025,11 +1049,13 @@ mod tests {
     fn torn_last_line_is_ignored_and_cut_before_appending() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut log = store.open_trials("k", "NVIDIA H200").unwrap();
+        let mut log = store
+            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
+            .unwrap();
         log.append(&rec(0)).unwrap();
         log.append(&rec(1)).unwrap();
         drop(log);
-        let path = store.trials_path("k", "NVIDIA H200");
+        let path = store.trials_path(&TrialsKey::from("k"), "NVIDIA H200");
         assert!(path.ends_with("trials/k/nvidia-h200.jsonl"));
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -1037,10 +1063,18 @@ mod tests {
             .unwrap();
         f.write_all(b"{\"format\":1,\"tri").unwrap();
         drop(f);
-        assert_eq!(store.trials("k", "NVIDIA H200").unwrap().len(), 2);
-        let mut log = store.open_trials("k", "NVIDIA H200").unwrap();
+        assert_eq!(
+            store
+                .trials(&TrialsKey::from("k"), "NVIDIA H200")
+                .unwrap()
+                .len(),
+            2
+        );
+        let mut log = store
+            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
+            .unwrap();
         log.append(&rec(2)).unwrap();
-        let all = store.trials("k", "NVIDIA H200").unwrap();
+        let all = store.trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap();
         assert_eq!(all.iter().map(|r| r.trial).collect::<Vec<_>>(), [0, 1, 2]);
     }
 
@@ -1048,7 +1082,7 @@ mod tests {
     fn confirmations_accumulate_by_trial_and_old_single_ones_still_read() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let path = store.trials_path("k", "g");
+        let path = store.trials_path(&TrialsKey::from("k"), "g");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let c = |trial| Confirmation {
             launches: Vec::new(),
@@ -1065,8 +1099,12 @@ mod tests {
         // What r3 wrote before: one object.
         std::fs::write(confirmation_path(&path), serde_json::to_vec(&c(3)).unwrap()).unwrap();
         assert_eq!(store.confirmations(&path).unwrap(), [c(3)]);
-        store.write_confirmation("k", "g", &c(5)).unwrap();
-        store.write_confirmation("k", "g", &c(3)).unwrap();
+        store
+            .write_confirmation(&TrialsKey::from("k"), "g", &c(5))
+            .unwrap();
+        store
+            .write_confirmation(&TrialsKey::from("k"), "g", &c(3))
+            .unwrap();
         let got: Vec<u32> = store
             .confirmations(&path)
             .unwrap()
@@ -1080,10 +1118,13 @@ mod tests {
     fn a_damaged_middle_line_is_an_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let path = store.trials_path("k", "g");
+        let path = store.trials_path(&TrialsKey::from("k"), "g");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "garbage\n").unwrap();
-        let e = store.trials("k", "g").unwrap_err().to_string();
+        let e = store
+            .trials(&TrialsKey::from("k"), "g")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("g.jsonl") && e.contains("line 1"), "{e}");
     }
 
@@ -1096,11 +1137,13 @@ mod tests {
         fn log_with(n: u32) -> (tempfile::TempDir, Store, PathBuf) {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::create(dir.path()).unwrap();
-            let mut log = store.open_trials("k", "NVIDIA H200").unwrap();
+            let mut log = store
+                .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
+                .unwrap();
             for i in 0..n {
                 log.append(&rec(i)).unwrap();
             }
-            let path = store.trials_path("k", "NVIDIA H200");
+            let path = store.trials_path(&TrialsKey::from("k"), "NVIDIA H200");
             (dir, store, path)
         }
 
@@ -1126,7 +1169,7 @@ mod tests {
                 let (_d, store, path) = log_with(0);
                 std::fs::create_dir_all(path.parent().unwrap()).unwrap();
                 std::fs::write(&path, &bytes).unwrap();
-                if let Err(e) = store.trials("k", "NVIDIA H200") {
+                if let Err(e) = store.trials(&TrialsKey::from("k"), "NVIDIA H200") {
                     let e = e.to_string();
                     prop_assert!(e.contains("nvidia-h200.jsonl") && e.contains("line "), "{}", e);
                     prop_assert!(e.contains("fix:"), "{}", e);
@@ -1144,11 +1187,11 @@ mod tests {
                 let mut f = std::fs::OpenOptions::new().append(true).create(true).open(&path).unwrap();
                 f.write_all(&tail).unwrap();
                 drop(f);
-                prop_assert_eq!(store.trials("k", "NVIDIA H200").unwrap().len() as u32, n);
-                let mut log = store.open_trials("k", "NVIDIA H200").unwrap();
+                prop_assert_eq!(store.trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap().len() as u32, n);
+                let mut log = store.open_trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap();
                 log.append(&rec(n)).unwrap();
                 let got: Vec<u32> =
-                    store.trials("k", "NVIDIA H200").unwrap().iter().map(|r| r.trial).collect();
+                    store.trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap().iter().map(|r| r.trial).collect();
                 prop_assert_eq!(got, (0..=n).collect::<Vec<_>>());
             }
 
@@ -1157,7 +1200,7 @@ mod tests {
                 let (_d, store, path) = log_with(4);
                 let good = std::fs::read(&path).unwrap();
                 std::fs::write(&path, apply_damage(&apply_damage(&good, &d), &d2)).unwrap();
-                match store.trials("k", "NVIDIA H200") {
+                match store.trials(&TrialsKey::from("k"), "NVIDIA H200") {
                     Ok(recs) => prop_assert!(recs.len() <= 5),
                     Err(e) => {
                         let e = e.to_string();
@@ -1165,7 +1208,7 @@ mod tests {
                     }
                 }
                 // Opening for append (what --resume does) either works or names the file.
-                if let Err(e) = store.open_trials("k", "NVIDIA H200") {
+                if let Err(e) = store.open_trials(&TrialsKey::from("k"), "NVIDIA H200") {
                     prop_assert!(e.to_string().contains("nvidia-h200.jsonl"), "{}", e);
                 }
             }
@@ -1174,7 +1217,7 @@ mod tests {
             fn no_name_makes_a_trials_path_leave_the_store(kernel in "\\PC{0,12}|[./]{1,6}", gpu in "\\PC{0,12}|[./]{1,6}") {
                 let dir = tempfile::tempdir().unwrap();
                 let store = Store::create(dir.path()).unwrap();
-                let path = store.trials_path(&kernel, &gpu);
+                let path = store.trials_path(&TrialsKey::from(kernel.as_str()), &gpu);
                 prop_assert!(inside(&path, dir.path(), "trials", 2), "{:?} {:?}: {}", kernel, gpu, path.display());
                 for p in [
                     confirmation_path(&path),
@@ -1188,7 +1231,7 @@ mod tests {
                 let s = slug(&kernel);
                 prop_assert!(!s.is_empty() && !s.starts_with('.') && !s.contains('/'));
                 prop_assert_eq!(slug(&s), s.clone(), "slugs are fixed points");
-                let kdir = store.kernel_dir(&kernel);
+                let kdir = store.kernel_dir(&KernelHash::from(kernel.as_str()));
                 prop_assert!(inside(&kdir, dir.path(), "kernels", 1), "{}", kdir.display());
             }
         }
@@ -1204,7 +1247,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::create(dir.path()).unwrap();
             assert_eq!(
-                store.trials_path("..", "g"),
+                store.trials_path(&TrialsKey::from(".."), "g"),
                 dir.path().join("trials/_../g.jsonl")
             );
         }

@@ -14,6 +14,7 @@
 use super::trials::{slug, Confirmation, TrialRecord};
 use super::{Store, StoreError};
 use crate::candidate::Candidate;
+use crate::kernel::TrialsKey;
 use std::path::PathBuf;
 
 /// The valid trial with the lowest time over baseline (the first of equals) — unless a
@@ -255,10 +256,10 @@ pub fn shippable_best<'a>(
 /// The search of a kernel that apply and export use: the policy's GPU, else the most recent.
 pub fn chosen_search(
     store: &Store,
-    hash: &str,
+    key: &TrialsKey,
     policy: &Policy,
 ) -> Result<Option<(PathBuf, Vec<TrialRecord>)>, StoreError> {
-    Ok(store.searches(hash)?.into_iter().find(|(_, recs)| {
+    Ok(store.searches(key)?.into_iter().find(|(_, recs)| {
         policy
             .gpu
             .as_ref()
@@ -269,9 +270,13 @@ pub fn chosen_search(
 impl Store {
     /// The best valid trial of a kernel on a GPU, as `winner::pick_best` decides: what report and
     /// apply use.
-    pub fn best_trial(&self, kernel: &str, gpu: &str) -> Result<Option<TrialRecord>, StoreError> {
-        let path = self.trials_path(kernel, gpu);
-        let recs = self.trials(kernel, gpu)?;
+    pub fn best_trial(
+        &self,
+        key: &TrialsKey,
+        gpu: &str,
+    ) -> Result<Option<TrialRecord>, StoreError> {
+        let path = self.trials_path(key, gpu);
+        let recs = self.trials(key, gpu)?;
         let confirmed = self.confirmations(&path)?;
         Ok(pick_best(&recs, &confirmed).cloned())
     }
