@@ -2,11 +2,14 @@
 //! all, by a script, or on this GPU by an inner search), and what a run of each says. The CLI
 //! chooses and prints; this module runs.
 
+use crate::judge::Judge;
 use crate::judge::{GpuJudge, SimJudge};
+use crate::propose::Proposer;
 use crate::remix::session::{self, Line, Measure, Say};
 use crate::replay::device::GpuInfo;
+use crate::run::{evolve, Options, Summary};
+use crate::store::attempts::Attempt;
 use crate::store::{identity::Resolution, KernelRecord, Store, StoreError};
-use crate::{evolve, Attempt, Judge, Options, Proposer, Summary};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 

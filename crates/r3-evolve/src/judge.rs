@@ -2,19 +2,36 @@
 //! launch, validated on every recorded launch, then timed interleaved against the original's
 //! best compiler-only configuration), or a scripted simulation for tests and dry runs.
 
-use super::{Judge, Verdict};
 use crate::candidate::Candidate;
 use crate::kernel::TrialsKey;
 use crate::lower::Lowered;
+use crate::params;
 use crate::remix::space::Space;
 use crate::remix::tune::{self, TuneError, TuneOptions};
 use crate::replay::gpu::GpuEvaluator;
 use crate::replay::Evaluator;
+use crate::store::attempts::Verdict;
 use crate::store::outcome::Outcome;
 use crate::store::records::Recording;
 use crate::store::{KernelRecord, Store};
 use serde::Deserialize;
 use std::sync::atomic::AtomicBool;
+
+/// Measures variants: tunes each against the parent kernel's recorded launch and compares it
+/// with the original's best compiler-only configuration.
+pub trait Judge {
+    /// The GPU (or "simulated") verdicts are kept under.
+    fn gpu(&self) -> String;
+    /// The original kernel's best compiler-only configuration, in words.
+    fn reference(&self) -> String;
+    fn judge(&mut self, store: &Store, variant: &KernelRecord, code: &str) -> Verdict;
+    /// The builds of a rewrite with knobs (each with its values, variant and code as
+    /// compiled): the verdict of the best, with its values. By default each build is judged
+    /// in full.
+    fn judge_builds(&mut self, store: &Store, builds: &[BuildToJudge]) -> Verdict {
+        each_in_full(self, store, builds)
+    }
+}
 
 /// A candidate in a few words: its pipeline as edits of O3 (the first few), then the knobs
 /// that differ from clang's: "O3 -instcombine x3 +loop-versioning-licm; llc -O2, maxntid 256".
@@ -129,7 +146,7 @@ impl Judge for SimJudge {
 /// One build of a rewrite with knobs, as a judge measures it.
 #[derive(Debug, Clone)]
 pub struct BuildToJudge {
-    pub values: crate::params::Values,
+    pub values: params::Values,
     pub record: KernelRecord,
     /// The rewrite's code with this build's `#define`s in front.
     pub code: String,
@@ -163,18 +180,18 @@ pub fn each_in_full<J: Judge + ?Sized>(
 }
 
 /// A valid verdict with the values of the build that gave it.
-fn won_with(mut v: Verdict, won: &crate::params::Values) -> Verdict {
+fn won_with(mut v: Verdict, won: &params::Values) -> Verdict {
     if let Verdict::Valid { values, .. } = &mut v {
         values.clone_from(won);
     }
     v
 }
 
-fn with_values(v: Verdict, values: &crate::params::Values) -> Verdict {
+fn with_values(v: Verdict, values: &params::Values) -> Verdict {
     match v {
         Verdict::Failed { why, message } => Verdict::Failed {
             why,
-            message: format!("{} (built with {})", message, crate::params::words(values)),
+            message: format!("{} (built with {})", message, params::words(values)),
         },
         v => v,
     }

@@ -7,7 +7,7 @@
 //! performance engineer would hand over: the code, the launch, PTX statistics, the best
 //! compiler-only pipeline, earlier attempts and winning rewrites of other kernels.
 
-use super::{Proposal, ProposeError, Proposer, Request};
+use crate::propose::{Proposal, ProposeError, Proposer, Request};
 use serde_json::json;
 use std::time::Duration;
 

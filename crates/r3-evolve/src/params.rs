@@ -16,10 +16,9 @@
 //! the declarations out of the text and says what they allow.
 
 use super::source::{self, Kind};
-use std::collections::BTreeMap;
 
-/// Knob values of one build, by knob name.
-pub type Values = BTreeMap<String, i64>;
+/// Knob values of one build, by knob name, and in words: the attempt log's (it records them).
+pub use crate::store::attempts::{words, Values};
 
 /// The most knobs a rewrite may declare.
 pub const MAX_KNOBS: usize = 4;
@@ -133,14 +132,6 @@ pub fn defines(v: &Values) -> String {
         s.push_str(&format!("#define {name} {x}\n"));
     }
     s
-}
-
-/// Values in words, for reports: `TILE=16 VEC=4`.
-pub fn words(v: &Values) -> String {
-    v.iter()
-        .map(|(k, x)| format!("{k}={x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn blocks_words(blocks: &[[u32; 3]]) -> String {

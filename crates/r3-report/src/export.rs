@@ -31,8 +31,12 @@ pub fn winners(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError>
             let b = r
                 .best
                 .filter(|b| b.speedup > 1.0 && (policy.simulated || !b.simulated))?;
-            let variant =
-                crate::evolve::variant_of_attempt(store, &r.kernel, b.attempt, Some(&b.gpu))?;
+            let variant = crate::store::attempts::variant_of_attempt(
+                store,
+                &r.kernel,
+                b.attempt,
+                Some(&b.gpu),
+            )?;
             Some(Rewrite {
                 hash: r.kernel.into(),
                 variant: variant.into(),

@@ -7,7 +7,6 @@
 //! way they all write a speedup.
 
 use r3_apply as apply;
-use r3_evolve as evolve;
 use r3_ir as ir;
 use r3_ir::lower;
 use r3_ir::toolchain;

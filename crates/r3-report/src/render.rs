@@ -548,7 +548,7 @@ fn rewrite_sections(rewrites: &[super::rewrites::RewriteReport], names: &Names) 
                 ));
             }
             if !b.values.is_empty() {
-                fields.push(("knobs", crate::evolve::params::words(&b.values), true));
+                fields.push(("knobs", crate::store::attempts::words(&b.values), true));
             }
             fields.push(("configuration", b.pipeline.clone(), true));
         }

@@ -1,7 +1,7 @@
 //! The source-rewrite part of `r3 report`: for each kernel `r3 evolve` worked on, what its
 //! attempts gave and the best rewrite as a unified diff against the user's file.
 
-use crate::evolve::{self, Event, Verdict};
+use crate::store::attempts::{best_of, fold, Attempt, Values, Verdict};
 use crate::store::{identity, Store, StoreError};
 use serde::Serialize;
 
@@ -39,7 +39,7 @@ pub struct BestRewrite {
     /// For a rewrite with knobs (`R3_PARAM`): the values of the build that won, which the
     /// diff `#define`s.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub values: crate::evolve::params::Values,
+    pub values: Values,
     /// Against the user's source file; r3 never applies it.
     pub diff: String,
 }
@@ -64,10 +64,9 @@ pub fn build(store: &Store, selected: &[String]) -> Result<Vec<RewriteReport>, S
         if !chosen {
             continue;
         }
-        let events: Vec<Event> = store.attempts(&key)?;
-        let (_, attempts) = evolve::fold(&events);
-        let count = |f: &dyn Fn(&evolve::Attempt) -> bool| attempts.iter().filter(|a| f(a)).count();
-        let best = evolve::best_of(&attempts, None).and_then(|a| {
+        let (_, attempts) = fold(&store.attempts(&key)?);
+        let count = |f: &dyn Fn(&Attempt) -> bool| attempts.iter().filter(|a| f(a)).count();
+        let best = best_of(&attempts, None).and_then(|a| {
             let (gpu, v) = a.judged.iter().rev().find(|(_, v)| v.speedup().is_some())?;
             let Verdict::Valid {
                 speedup,

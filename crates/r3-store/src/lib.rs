@@ -4,6 +4,7 @@
 use r3_kernel as kernel;
 use r3_passes::candidate;
 
+pub mod attempts;
 pub mod config;
 pub mod deadline;
 pub mod fixtures;
@@ -20,7 +21,6 @@ pub mod speed;
 
 use crate::kernel::{KernelHash, KernelModule, KernelSignature};
 
-mod evolve;
 pub mod status;
 pub mod trials;
 pub mod winner;

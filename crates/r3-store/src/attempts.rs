@@ -1,0 +1,504 @@
+//! `evolve/<kernel>/attempts.jsonl`: every attempt of `r3 evolve` on a kernel, as events
+//! (proposed, refused, compiled, judged), appended and fsynced one by one like trials, so a
+//! killed run resumes from the last event and an audit sees every prompt's hash and answer.
+//! The format is here, with how a log folds into attempts, so that what reads the log (the
+//! report, export) does not need the loop that writes it (`r3-evolve`).
+
+use super::trials::{self, JsonLog};
+use super::{Store, StoreError};
+use crate::candidate::Candidate;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The attempt log's format, in each event.
+pub const FORMAT: u32 = 1;
+
+/// One line of the attempts log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub format: u32,
+    /// The attempt the event belongs to (0: the original code, in the `origin` event).
+    pub attempt: u32,
+    pub unix_ms: u64,
+    #[serde(flatten)]
+    pub what: What,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum What {
+    /// The code being evolved, as it was when the first run started.
+    Origin {
+        file: PathBuf,
+        code: String,
+        cell: String,
+    },
+    /// A rewrite was proposed (`answer` is the model's whole text; `prompt_sha` the BLAKE3 of
+    /// the prompt it was asked, which holds no key).
+    Proposed {
+        parent: Option<u32>,
+        proposer: String,
+        label: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repair_of: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_sha: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+        tokens: u64,
+        rewrite: String,
+        /// Facts the rewrite is sound under only (`rules::Facts`), checked against the
+        /// recordings before it is measured.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        requires: Vec<String>,
+    },
+    /// The proposer gave nothing usable (the model failed after its retries).
+    ProposerFailed {
+        proposer: String,
+        message: String,
+    },
+    /// Refused before compiling.
+    Refused {
+        reason: String,
+    },
+    CompileFailed {
+        diagnostics: String,
+    },
+    /// Compiled and stored as kernel `variant`; `diff` is against the user's file. A rewrite
+    /// with knobs (`params`) compiles once per value combination: `builds`, whose first is
+    /// `variant` and `diff`.
+    Compiled {
+        variant: String,
+        diff: String,
+        cell: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        builds: Vec<Build>,
+    },
+    Judged {
+        gpu: String,
+        verdict: Verdict,
+    },
+}
+
+/// Knob values of one build of a rewrite with knobs (`R3_PARAM`), by knob name.
+pub type Values = BTreeMap<String, i64>;
+
+/// Values in words, for reports: `TILE=16 VEC=4`.
+pub fn words(v: &Values) -> String {
+    v.iter()
+        .map(|(k, x)| format!("{k}={x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One build of a rewrite with knobs: the values it was compiled with, the variant kernel it
+/// gave, and its diff against the user's file (the template with these values `#define`d).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Build {
+    pub values: Values,
+    pub variant: String,
+    pub diff: String,
+}
+
+/// What measuring a variant gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Valid on every recorded launch; its best configuration (`pipeline`) timed interleaved
+    /// against the original kernel's best compiler-only configuration (`reference_us`).
+    Valid {
+        speedup: f64,
+        time_us: f64,
+        reference_us: f64,
+        /// The rewrite's best configuration, in words (`judge::describe`), and in full.
+        pipeline: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        candidate: Option<Candidate>,
+        trials: u32,
+        #[serde(default)]
+        simulated: bool,
+        /// For a rewrite with knobs: the values of the build that won (its `Build`).
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        values: Values,
+    },
+    /// Wrong output, crash, timeout or no configuration that compiles.
+    Failed { why: String, message: String },
+}
+
+impl Verdict {
+    pub fn speedup(&self) -> Option<f64> {
+        match self {
+            Verdict::Valid { speedup, .. } => Some(*speedup),
+            Verdict::Failed { .. } => None,
+        }
+    }
+}
+
+/// An attempt, folded from its events.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Attempt {
+    pub id: u32,
+    pub parent: Option<u32>,
+    pub proposer: String,
+    pub label: String,
+    pub repair_of: Option<u32>,
+    pub rewrite: String,
+    pub tokens: u64,
+    pub requires: Vec<String>,
+    pub failed: Option<String>,
+    pub refused: Option<String>,
+    pub diagnostics: Option<String>,
+    /// (variant hash, diff, cell)
+    pub compiled: Option<(String, String, String)>,
+    /// A rewrite with knobs: every build (the first is `compiled`'s).
+    pub builds: Vec<Build>,
+    pub judged: Vec<(String, Verdict)>,
+}
+
+impl Attempt {
+    /// Its proposer and what it started from: "rules: unroll-4 on #1", "llm: m (repair of #5)".
+    pub fn title(&self) -> String {
+        match (self.repair_of, self.parent) {
+            (Some(r), _) => format!("{} (repair of #{r})", self.label),
+            (None, Some(p)) => format!("{} on #{p}", self.label),
+            (None, None) if self.label.is_empty() => self.proposer.clone(),
+            (None, None) => self.label.clone(),
+        }
+    }
+
+    /// One line on what became of it.
+    pub fn outcome(&self, gpu: Option<&str>) -> String {
+        if let Some(m) = &self.failed {
+            return format!("the proposer failed: {m}");
+        }
+        if let Some(r) = &self.refused {
+            return format!("refused: {r}");
+        }
+        if let Some(d) = &self.diagnostics {
+            return format!(
+                "did not compile: {}",
+                d.lines()
+                    .find(|l| l.contains("error"))
+                    .unwrap_or("see diagnostics")
+            );
+        }
+        match self.verdict(gpu) {
+            Some(Verdict::Valid {
+                speedup, pipeline, values, ..
+            }) if !values.is_empty() => format!("valid: {speedup:.3}x the original's best compiler-only build (rewrite built with {}, {pipeline})", words(values)),
+            Some(Verdict::Valid {
+                speedup, pipeline, ..
+            }) => format!("valid: {speedup:.3}x the original's best compiler-only build (rewrite built with {pipeline})"),
+            Some(Verdict::Failed { why, message }) => format!("{why}: {message}"),
+            None if self.compiled.is_some() => "compiled, not measured yet".into(),
+            None => "interrupted before it compiled".into(),
+        }
+    }
+
+    /// The variant and diff that ship: for a rewrite with knobs, the build whose values won
+    /// on `gpu` (the first build until one has).
+    pub fn shipped_build(&self, gpu: Option<&str>) -> Option<(String, String)> {
+        let (variant, diff, _) = self.compiled.as_ref()?;
+        let won = match self.verdict(gpu) {
+            Some(Verdict::Valid { values, .. }) if !values.is_empty() => {
+                self.builds.iter().find(|b| b.values == *values)
+            }
+            _ => None,
+        };
+        Some(won.map_or_else(
+            || (variant.clone(), diff.clone()),
+            |b| (b.variant.clone(), b.diff.clone()),
+        ))
+    }
+
+    pub fn verdict(&self, gpu: Option<&str>) -> Option<&Verdict> {
+        self.judged
+            .iter()
+            .rev()
+            .find(|(g, _)| gpu.is_none_or(|x| x == g))
+            .map(|(_, v)| v)
+    }
+}
+
+/// The attempts a log holds, and its origin event.
+pub fn fold(events: &[Event]) -> (Option<(PathBuf, String, String)>, Vec<Attempt>) {
+    let mut origin = None;
+    let mut out: Vec<Attempt> = Vec::new();
+    for e in events {
+        if let What::Origin { file, code, cell } = &e.what {
+            origin = Some((file.clone(), code.clone(), cell.clone()));
+            continue;
+        }
+        if !out.iter().any(|a| a.id == e.attempt) {
+            out.push(Attempt {
+                id: e.attempt,
+                ..Default::default()
+            });
+        }
+        let a = out.iter_mut().find(|a| a.id == e.attempt).expect("pushed");
+        match &e.what {
+            What::Origin { .. } => {}
+            What::Proposed {
+                parent,
+                proposer,
+                label,
+                repair_of,
+                tokens,
+                rewrite,
+                requires,
+                ..
+            } => {
+                a.requires = requires.clone();
+                a.parent = *parent;
+                a.proposer = proposer.clone();
+                a.label = label.clone();
+                a.repair_of = *repair_of;
+                a.tokens = *tokens;
+                a.rewrite = rewrite.clone();
+            }
+            What::ProposerFailed { proposer, message } => {
+                a.proposer = proposer.clone();
+                a.failed = Some(message.clone());
+            }
+            What::Refused { reason } => a.refused = Some(reason.clone()),
+            What::CompileFailed { diagnostics } => a.diagnostics = Some(diagnostics.clone()),
+            What::Compiled {
+                variant,
+                diff,
+                cell,
+                builds,
+            } => {
+                a.compiled = Some((variant.clone(), diff.clone(), cell.clone()));
+                a.builds = builds.clone();
+            }
+            What::Judged { gpu, verdict } => a.judged.push((gpu.clone(), verdict.clone())),
+        }
+    }
+    (origin, out)
+}
+
+/// The fastest valid attempt on `gpu` (on any GPU with None).
+pub fn best_of<'a>(attempts: &'a [Attempt], gpu: Option<&str>) -> Option<&'a Attempt> {
+    attempts
+        .iter()
+        .filter(|a| a.verdict(gpu).and_then(Verdict::speedup).is_some())
+        .max_by(|a, b| {
+            let s = |x: &Attempt| x.verdict(gpu).and_then(Verdict::speedup).unwrap_or(0.0);
+            // On a tie the earlier (fewer changes) wins.
+            s(a).total_cmp(&s(b)).then(b.id.cmp(&a.id))
+        })
+}
+
+/// The variant kernel attempt `id` on `kernel` compiled to, if it compiled (with knobs: the
+/// build that won on `gpu`).
+pub fn variant_of_attempt(
+    store: &Store,
+    kernel: &str,
+    id: u32,
+    gpu: Option<&str>,
+) -> Option<String> {
+    let events = store.attempts(kernel).ok()?;
+    let (_, attempts) = fold(&events);
+    attempts
+        .into_iter()
+        .find(|a| a.id == id)?
+        .shipped_build(gpu)
+        .map(|b| b.0)
+}
+
+impl Store {
+    pub fn attempts_path(&self, kernel: &str) -> PathBuf {
+        self.root()
+            .join("evolve")
+            .join(trials::slug(kernel))
+            .join("attempts.jsonl")
+    }
+
+    /// The events of the attempts on `kernel`, in file order (none when it was never evolved).
+    pub fn attempts(&self, kernel: &str) -> Result<Vec<Event>, StoreError> {
+        Ok(trials::read_log(&self.attempts_path(kernel))?.0)
+    }
+
+    /// Opens the attempts log for appending: one writer at a time (`StoreError::Busy`).
+    pub fn open_attempts(&self, kernel: &str) -> Result<JsonLog<Event>, StoreError> {
+        trials::open_log(self.attempts_path(kernel))
+    }
+
+    /// The kernels with an attempts log.
+    pub fn evolved(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.root().join("evolve");
+        let mut out: Vec<String> = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd
+                .flatten()
+                .filter(|e| e.path().join("attempts.jsonl").is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        out.sort();
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines as r3 wrote them before the format moved here from `r3-evolve` (every event, a
+    /// build with knobs, a verdict with and without its candidate and values).
+    const LOG: &str = r#"{"format":1,"attempt":0,"unix_ms":1764000000123,"event":"origin","file":"src/axpy.cu","code":"__global__ void axpy(float *y) {\n  y[0] = 1.0f;\n}","cell":"mem:2/ctl:0"}
+{"format":1,"attempt":1,"unix_ms":1764000000123,"event":"proposed","parent":null,"proposer":"llm:m","label":"llm: m","repair_of":3,"prompt_sha":"ab12","answer":"```cuda\nk\n```","tokens":812,"rewrite":"k \"quoted\" \\ tab\t","requires":["pointers_disjoint"]}
+{"format":1,"attempt":2,"unix_ms":1764000000123,"event":"proposed","parent":1,"proposer":"rules","label":"rules: restrict","tokens":0,"rewrite":"k2"}
+{"format":1,"attempt":3,"unix_ms":1764000000123,"event":"proposer_failed","proposer":"llm:m","message":"HTTP 500"}
+{"format":1,"attempt":4,"unix_ms":1764000000123,"event":"refused","reason":"calls cudaMalloc"}
+{"format":1,"attempt":5,"unix_ms":1764000000123,"event":"compile_failed","diagnostics":"a.cu:3:1: error: x"}
+{"format":1,"attempt":6,"unix_ms":1764000000123,"event":"compiled","variant":"0123456789abcdef","diff":"--- a/a.cu\n+++ b/a.cu\n","cell":"c"}
+{"format":1,"attempt":7,"unix_ms":1764000000123,"event":"compiled","variant":"0123456789abcdef","diff":"d","cell":"c","builds":[{"values":{"TILE":16,"VEC":4},"variant":"0123456789abcdef","diff":"d"}]}
+{"format":1,"attempt":7,"unix_ms":1764000000123,"event":"judged","gpu":"NVIDIA H100 80GB HBM3","verdict":{"outcome":"valid","speedup":1.25,"time_us":8.0,"reference_us":10.0,"pipeline":"O3; maxntid 256","candidate":{"pipeline":"default<O3>","codegen_opt":3},"trials":40,"simulated":false,"values":{"TILE":16,"VEC":4}}}
+{"format":1,"attempt":6,"unix_ms":1764000000123,"event":"judged","gpu":"simulated","verdict":{"outcome":"valid","speedup":1.5,"time_us":1.0,"reference_us":1.5,"pipeline":"O3","trials":4,"simulated":true}}
+{"format":1,"attempt":6,"unix_ms":1764000000123,"event":"judged","gpu":"g","verdict":{"outcome":"failed","why":"wrong output","message":"outputs outside tolerance at byte 4"}}
+"#;
+
+    #[test]
+    fn a_log_written_before_the_move_reads_and_writes_back_byte_for_byte() {
+        for line in LOG.lines() {
+            let e: Event = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&e).unwrap(), line);
+        }
+        let events: Vec<Event> = LOG
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let (origin, attempts) = fold(&events);
+        assert_eq!(origin.unwrap().0, PathBuf::from("src/axpy.cu"));
+        assert_eq!(attempts.len(), 7);
+        assert_eq!(attempts[0].repair_of, Some(3));
+        assert_eq!(best_of(&attempts, None).unwrap().id, 7);
+        let knobs = attempts.iter().find(|a| a.id == 7).unwrap();
+        assert!(
+            knobs.outcome(None).contains("TILE=16 VEC=4"),
+            "{}",
+            knobs.outcome(None)
+        );
+        let six = attempts.iter().find(|a| a.id == 6).unwrap();
+        assert!(six.outcome(Some("g")).starts_with("wrong output: "));
+        assert!(six.outcome(Some("simulated")).contains("1.500x"));
+    }
+
+    #[test]
+    fn a_store_reads_back_the_log_it_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let events: Vec<Event> = LOG
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let mut log = store.open_attempts("k").unwrap();
+        for e in &events {
+            log.append(e).unwrap();
+        }
+        drop(log);
+        assert_eq!(
+            std::fs::read_to_string(store.attempts_path("k")).unwrap(),
+            LOG
+        );
+        assert_eq!(store.attempts("k").unwrap(), events);
+        assert_eq!(store.evolved().unwrap(), vec![trials::slug("k")]);
+        assert_eq!(
+            variant_of_attempt(&store, "k", 7, Some("NVIDIA H100 80GB HBM3")).as_deref(),
+            Some("0123456789abcdef")
+        );
+        assert_eq!(variant_of_attempt(&store, "k", 5, None), None);
+    }
+
+    #[test]
+    fn events_fold_into_attempts_and_round_trip_through_json() {
+        let ev = |attempt, what| Event {
+            format: FORMAT,
+            attempt,
+            unix_ms: 1,
+            what,
+        };
+        let events = vec![
+            ev(
+                0,
+                What::Origin {
+                    file: "a.cu".into(),
+                    code: "k".into(),
+                    cell: "c".into(),
+                },
+            ),
+            ev(
+                1,
+                What::Proposed {
+                    parent: None,
+                    proposer: "rules".into(),
+                    label: "rules: restrict".into(),
+                    repair_of: None,
+                    prompt_sha: None,
+                    answer: None,
+                    tokens: 0,
+                    rewrite: "k2".into(),
+                    requires: vec!["pointers_disjoint".into()],
+                },
+            ),
+            ev(
+                1,
+                What::Compiled {
+                    variant: "ab".into(),
+                    diff: "d".into(),
+                    cell: "c".into(),
+                    builds: vec![],
+                },
+            ),
+            ev(
+                1,
+                What::Judged {
+                    gpu: "g".into(),
+                    verdict: Verdict::Valid {
+                        speedup: 1.5,
+                        time_us: 1.0,
+                        reference_us: 1.5,
+                        pipeline: "O3".into(),
+                        candidate: None,
+                        trials: 4,
+                        simulated: false,
+                        values: Default::default(),
+                    },
+                },
+            ),
+            ev(
+                2,
+                What::Proposed {
+                    parent: Some(1),
+                    proposer: "rules".into(),
+                    label: "rules: unroll-4".into(),
+                    repair_of: None,
+                    prompt_sha: None,
+                    answer: None,
+                    tokens: 0,
+                    rewrite: "k3".into(),
+                    requires: vec![],
+                },
+            ),
+            ev(
+                2,
+                What::Refused {
+                    reason: "no".into(),
+                },
+            ),
+        ];
+        for e in &events {
+            let back: Event = serde_json::from_str(&serde_json::to_string(e).unwrap()).unwrap();
+            assert_eq!(&back, e);
+        }
+        let (origin, attempts) = fold(&events);
+        assert_eq!(origin.unwrap().1, "k");
+        assert_eq!(attempts.len(), 2);
+        assert_eq!(best_of(&attempts, Some("g")).unwrap().id, 1);
+        assert!(attempts[1].outcome(None).starts_with("refused: no"));
+        assert!(attempts[0].outcome(Some("g")).contains("1.500x"));
+        assert_eq!(attempts[1].title(), "rules: unroll-4 on #1");
+    }
+}
