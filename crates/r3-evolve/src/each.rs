@@ -4,6 +4,7 @@
 
 use crate::judge::Judge;
 use crate::judge::{GpuJudge, SimJudge};
+use crate::kernel::KernelHash;
 use crate::propose::Proposer;
 use crate::remix::session::{self, Line, Measure, Say};
 use crate::replay::device::GpuInfo;
@@ -155,7 +156,7 @@ fn gpu_judge<'a>(
 }
 
 /// What one kernel's run came to: its attempts, and the best rewrite or why there is none.
-pub fn summary_lines(store: &Store, label: &str, hash: &str, s: &Summary) -> Vec<String> {
+pub fn summary_lines(store: &Store, label: &str, hash: &KernelHash, s: &Summary) -> Vec<String> {
     let mut lines = vec![format!(
         "{label}: {} attempts ({} new, {} measured in this run), {} archive cells; stopped: {}",
         s.attempts.len(),

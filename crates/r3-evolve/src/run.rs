@@ -663,8 +663,8 @@ fn examples(store: &Store, this: &str) -> Result<Vec<Example>, StoreError> {
         let speedup = best.verdict(None).and_then(Verdict::speedup).unwrap_or(0.0);
         if speedup >= 1.1 {
             let kernel = store
-                .kernel(&KernelHash::from(k.as_str()))
-                .map_or(k.clone(), |r| r.signature.demangled);
+                .kernel(&k)
+                .map_or(k.to_string(), |r| r.signature.demangled);
             out.push(Example {
                 kernel,
                 before,

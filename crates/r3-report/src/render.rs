@@ -513,7 +513,7 @@ fn rewrite_sections(rewrites: &[super::rewrites::RewriteReport], names: &Names) 
             anchor(&format!("rewrite-{}", r.kernel)),
         );
         let mut fields = vec![
-            ("kernel", r.kernel.clone(), true),
+            ("kernel", r.kernel.to_string(), true),
             (
                 "attempts",
                 format!(

@@ -8,7 +8,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize)]
 pub struct RewriteReport {
     /// The original kernel's content hash.
-    pub kernel: String,
+    pub kernel: crate::kernel::KernelHash,
     pub name: String,
     pub attempts: usize,
     /// Attempts measured valid, refused before compiling, failed to compile, failed when run.
@@ -60,7 +60,7 @@ pub fn build(store: &Store, selected: &[String]) -> Result<Vec<RewriteReport>, S
         let chosen = selected.is_empty()
             || selected
                 .iter()
-                .any(|s| *s == key || k.is_some_and(|k| identity::names(s, k)));
+                .any(|s| key == *s || k.is_some_and(|k| identity::names(s, k)));
         if !chosen {
             continue;
         }
@@ -97,7 +97,7 @@ pub fn build(store: &Store, selected: &[String]) -> Result<Vec<RewriteReport>, S
             })
         });
         out.push(RewriteReport {
-            name: k.map_or_else(|| key.clone(), |k| k.signature.demangled.clone()),
+            name: k.map_or_else(|| key.to_string(), |k| k.signature.demangled.clone()),
             kernel: key.clone(),
             attempts: attempts.len(),
             valid: count(&|a| a.verdict(None).and_then(Verdict::speedup).is_some()),

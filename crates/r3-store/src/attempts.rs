@@ -7,6 +7,7 @@
 use super::trials::{self, JsonLog};
 use super::{Store, StoreError};
 use crate::candidate::Candidate;
+use crate::kernel::KernelHash;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -294,7 +295,7 @@ pub fn best_of<'a>(attempts: &'a [Attempt], gpu: Option<&str>) -> Option<&'a Att
 /// build that won on `gpu`).
 pub fn variant_of_attempt(
     store: &Store,
-    kernel: &str,
+    kernel: &KernelHash,
     id: u32,
     gpu: Option<&str>,
 ) -> Option<String> {
@@ -308,7 +309,7 @@ pub fn variant_of_attempt(
 }
 
 impl Store {
-    pub fn attempts_path(&self, kernel: &str) -> PathBuf {
+    pub fn attempts_path(&self, kernel: &KernelHash) -> PathBuf {
         self.root()
             .join("evolve")
             .join(trials::slug(kernel))
@@ -316,23 +317,23 @@ impl Store {
     }
 
     /// The events of the attempts on `kernel`, in file order (none when it was never evolved).
-    pub fn attempts(&self, kernel: &str) -> Result<Vec<Event>, StoreError> {
+    pub fn attempts(&self, kernel: &KernelHash) -> Result<Vec<Event>, StoreError> {
         Ok(trials::read_log(&self.attempts_path(kernel))?.0)
     }
 
     /// Opens the attempts log for appending: one writer at a time (`StoreError::Busy`).
-    pub fn open_attempts(&self, kernel: &str) -> Result<JsonLog<Event>, StoreError> {
+    pub fn open_attempts(&self, kernel: &KernelHash) -> Result<JsonLog<Event>, StoreError> {
         trials::open_log(self.attempts_path(kernel))
     }
 
     /// The kernels with an attempts log.
-    pub fn evolved(&self) -> Result<Vec<String>, StoreError> {
+    pub fn evolved(&self) -> Result<Vec<KernelHash>, StoreError> {
         let dir = self.root().join("evolve");
-        let mut out: Vec<String> = match std::fs::read_dir(&dir) {
+        let mut out: Vec<KernelHash> = match std::fs::read_dir(&dir) {
             Ok(rd) => rd
                 .flatten()
                 .filter(|e| e.path().join("attempts.jsonl").is_file())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .map(|e| e.file_name().to_string_lossy().as_ref().into())
                 .collect(),
             Err(_) => Vec::new(),
         };
@@ -394,22 +395,31 @@ mod tests {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        let mut log = store.open_attempts("k").unwrap();
+        let mut log = store.open_attempts(&KernelHash::from("k")).unwrap();
         for e in &events {
             log.append(e).unwrap();
         }
         drop(log);
         assert_eq!(
-            std::fs::read_to_string(store.attempts_path("k")).unwrap(),
+            std::fs::read_to_string(store.attempts_path(&KernelHash::from("k"))).unwrap(),
             LOG
         );
-        assert_eq!(store.attempts("k").unwrap(), events);
+        assert_eq!(store.attempts(&KernelHash::from("k")).unwrap(), events);
         assert_eq!(store.evolved().unwrap(), vec![trials::slug("k")]);
         assert_eq!(
-            variant_of_attempt(&store, "k", 7, Some("NVIDIA H100 80GB HBM3")).as_deref(),
+            variant_of_attempt(
+                &store,
+                &KernelHash::from("k"),
+                7,
+                Some("NVIDIA H100 80GB HBM3")
+            )
+            .as_deref(),
             Some("0123456789abcdef")
         );
-        assert_eq!(variant_of_attempt(&store, "k", 5, None), None);
+        assert_eq!(
+            variant_of_attempt(&store, &KernelHash::from("k"), 5, None),
+            None
+        );
     }
 
     #[test]
