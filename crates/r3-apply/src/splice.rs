@@ -6,9 +6,9 @@
 //! one and brings along what the tuned entry uses, so that everything else stays byte for byte
 //! as clang wrote it.
 //!
-//! The PTX is cut into module-scope items (directives, declarations, definitions) and never
-//! parsed further: the splicer must accept whatever instructions the backend emits, and only
-//! names, braces and semicolons matter for moving items between modules. Tuned functions are
+//! The PTX is cut into module-scope items (directives, declarations, definitions) by
+//! `r3_ptx::module` and never parsed further: the splicer must accept whatever instructions the
+//! backend emits, and only names, braces and semicolons matter for moving items between modules. Tuned functions are
 //! renamed with the tuned kernel's tag, because the host has functions of the same names that
 //! its other kernels still call, compiled differently.
 //!
@@ -21,7 +21,8 @@
 //! program's (visible outside the module, or a mangled C++ name), because a renamed copy would
 //! split state the host shares.
 
-use r3_ptx::lex::{TokKind, Token};
+use r3_ptx::lex::TokKind;
+use r3_ptx::module::{Header, ItemKind, Linkage, Module, ParseError};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
@@ -116,7 +117,7 @@ impl SpliceError {
 /// Replaces each tuned kernel's `.entry` in `host` with the tuned one, preceded by the functions
 /// and variables it needs from its own module.
 pub fn splice(host: &str, tuned: &[Tuned]) -> Result<String, SpliceError> {
-    let h = Module::parse(host, None)?;
+    let h = parse(host, None)?;
     let mut order = Vec::with_capacity(tuned.len());
     for (i, t) in tuned.iter().enumerate() {
         if t.tag.is_empty() || !t.tag.bytes().all(r3_ptx::lex::is_ident_char) {
@@ -133,12 +134,10 @@ pub fn splice(host: &str, tuned: &[Tuned]) -> Result<String, SpliceError> {
                 kernel: t.kernel.to_string(),
             });
         }
-        let entry = h
-            .entry(t.kernel)
-            .ok_or_else(|| SpliceError::HostEntryMissing {
-                kernel: t.kernel.to_string(),
-            })?;
-        h.check_labels_unreferenced(entry.0, t.kernel)?;
+        let entry = entry(&h, t.kernel).ok_or_else(|| SpliceError::HostEntryMissing {
+            kernel: t.kernel.to_string(),
+        })?;
+        check_labels_unreferenced(&h, entry.0, t.kernel)?;
         order.push((entry, t));
     }
     // In the host's order, so that a variable one tuned module adds precedes every later kernel
@@ -177,7 +176,7 @@ struct Splicer<'h, 't> {
 
 impl<'h, 't> Splicer<'h, 't> {
     fn new(host: &'h Module<'t>) -> Result<Self, SpliceError> {
-        let header = host.header()?;
+        let header = header(host, None)?;
         let files = host.files();
         Ok(Splicer {
             host,
@@ -200,8 +199,8 @@ impl<'h, 't> Splicer<'h, 't> {
         t: &Tuned,
     ) -> Result<String, SpliceError> {
         let kernel = t.kernel;
-        let m = Module::parse(t.ptx, Some(kernel))?;
-        let mh = m.header()?;
+        let m = parse(t.ptx, Some(kernel))?;
+        let mh = header(&m, Some(kernel))?;
         if mh.target != self.header.target {
             return Err(SpliceError::TargetMismatch {
                 kernel: kernel.to_string(),
@@ -219,13 +218,11 @@ impl<'h, 't> Splicer<'h, 't> {
         if mh.version > self.version.0 {
             self.version = (mh.version, mh.version_text);
         }
-        let (entry, keyword) = m
-            .entry(kernel)
-            .ok_or_else(|| SpliceError::TunedEntryMissing {
-                kernel: kernel.to_string(),
-            })?;
+        let (entry, keyword) = entry(&m, kernel).ok_or_else(|| SpliceError::TunedEntryMissing {
+            kernel: kernel.to_string(),
+        })?;
         let need = m.closure(entry);
-        if let Some(label) = m.debug_label_used(&need, entry) {
+        if let Some(label) = debug_label_used(&m, &need, entry) {
             return Err(unsupported(
                 kernel,
                 format!(
@@ -237,14 +234,14 @@ impl<'h, 't> Splicer<'h, 't> {
         let here = self.host.span(host_entry).start;
 
         let mut funcs: HashMap<&str, String> = HashMap::new();
-        for item in &m.items {
+        for item in m.items() {
             if let ItemKind::Func {
-                name,
-                entry: false,
-                external: false,
-                ..
+                name, entry: false, ..
             } = item.kind
             {
+                if item.linkage == Linkage::Extern {
+                    continue;
+                }
                 funcs.insert(m.text(name), format!("{}_r3_{}", m.text(name), t.tag));
             }
         }
@@ -255,16 +252,13 @@ impl<'h, 't> Splicer<'h, 't> {
         let mut vars: HashMap<&str, String> = HashMap::new();
         let mut keep = Vec::new();
         for &k in &need {
-            match m.items[k].kind {
-                ItemKind::Func {
-                    name,
-                    external: true,
-                    ..
-                } => {
+            let item = &m.items()[k];
+            match item.kind {
+                ItemKind::Func { name, .. } if item.linkage == Linkage::Extern => {
                     let name = m.text(name);
                     if !self.scope.names.contains_key(name) {
                         self.top.push('\n');
-                        self.top.push_str(&m.text[m.span(k)]);
+                        self.top.push_str(&m.source()[m.span(k)]);
                         self.scope.claim(name, 0, None, kernel)?;
                     }
                 }
@@ -293,13 +287,13 @@ impl<'h, 't> Splicer<'h, 't> {
             None => format!("// r3: tuned `{kernel}` (tag {})\n", t.tag),
         };
         for &k in &keep {
-            out.push_str(&m.render(k, None, &map, &files));
+            out.push_str(&render(&m, k, None, &map, &files));
             out.push('\n');
         }
         // The linkage is the unit's business (how other units link to the kernel), not the
         // tuning's.
-        out.push_str(&self.host.text[here..self.host.tok(host_keyword).start]);
-        out.push_str(&m.render(entry, Some(keyword), &map, &files));
+        out.push_str(&self.host.source()[here..self.host.tok(host_keyword).start]);
+        out.push_str(&render(&m, entry, Some(keyword), &map, &files));
         Ok(out)
     }
 
@@ -317,16 +311,14 @@ impl<'h, 't> Splicer<'h, 't> {
         here: usize,
         t: &Tuned,
     ) -> Result<bool, SpliceError> {
-        let ItemKind::Var {
-            name,
-            external,
-            declaration,
-        } = m.items[k].kind
-        else {
+        let item = &m.items()[k];
+        let ItemKind::Var { name } = item.kind else {
             return Ok(false);
         };
+        let external = item.linkage.is_external();
+        let declaration = item.linkage == Linkage::Extern;
         let name = m.text(name);
-        let shape = m.shape(k, vars);
+        let shape = shape_of(m, k, vars);
         let Some(known) = self.scope.names.get(name) else {
             self.scope.claim(name, here, Some(shape), t.kernel)?;
             return Ok(true);
@@ -363,7 +355,7 @@ impl<'h, 't> Splicer<'h, 't> {
         // and the host program may address by name; a renamed copy would split it. The compiler's
         // own constants are not mangled (`$str`, `__const_$_…`), and `.shared` memory is each
         // kernel's own anyway.
-        let shared_memory = m.items[k].toks.clone().any(|t| m.text(t) == ".shared");
+        let shared_memory = item.toks.clone().any(|t| m.text(t) == ".shared");
         let program_state = name.starts_with("_Z") && !shared_memory;
         if external || program_state {
             return Err(SpliceError::VariableConflict {
@@ -379,7 +371,7 @@ impl<'h, 't> Splicer<'h, 't> {
         let new = format!("{name}_r3_{}", t.tag);
         vars.insert(name, new.clone());
         self.scope
-            .claim(&new, here, Some(m.shape(k, vars)), t.kernel)?;
+            .claim(&new, here, Some(shape_of(m, k, vars)), t.kernel)?;
         Ok(true)
     }
 
@@ -400,7 +392,7 @@ impl<'h, 't> Splicer<'h, 't> {
                     let new = self.next_file;
                     self.next_file += 1;
                     self.files.insert(name.to_string(), new);
-                    let rest = &m.text[m.tok(file.name).start..m.span(file.item).end];
+                    let rest = &m.source()[m.tok(file.name).start..m.span(file.item).end];
                     self.top.push_str(&format!("\n.file\t{new} {rest}"));
                     new
                 }
@@ -421,14 +413,14 @@ impl<'h, 't> Splicer<'h, 't> {
             self.edits.push((end..end, self.top));
         }
         for (item, align) in self.align_upgrades {
-            if let Some(tok) = h.align_tok(item) {
+            if let Some(tok) = align_tok(h, item) {
                 self.edits.push((h.tok(tok).range(), align.to_string()));
             }
         }
         self.edits.sort_by_key(|(r, _)| (r.start, r.end));
 
         let added: usize = self.edits.iter().map(|e| e.1.len()).sum();
-        let mut out = String::with_capacity(h.text.len() + added);
+        let mut out = String::with_capacity(h.source().len() + added);
         let mut pos = 0;
         for (range, text) in self.edits {
             // Edits are disjoint by construction (header, variable declarations and entries are
@@ -437,11 +429,11 @@ impl<'h, 't> Splicer<'h, 't> {
             if range.start < pos {
                 continue;
             }
-            out.push_str(&h.text[pos..range.start]);
+            out.push_str(&h.source()[pos..range.start]);
             out.push_str(&text);
             pos = range.end;
         }
-        out.push_str(&h.text[pos..]);
+        out.push_str(&h.source()[pos..]);
         out
     }
 }
@@ -456,12 +448,12 @@ fn unsupported(kernel: &str, problem: String) -> SpliceError {
 /// The text of one `.entry` (from its linkage/`.entry` keyword to its closing brace), for tests
 /// and checks.
 pub fn entry_text<'a>(ptx: &'a str, kernel: &str) -> Option<&'a str> {
-    let m = Module::parse(ptx, None).ok()?;
-    let (entry, _) = m.entry(kernel)?;
-    Some(&ptx[m.span(entry)])
+    let m = Module::parse(ptx).ok()?;
+    Some(&ptx[m.span(m.entry(kernel)?)])
 }
 
-fn malformed(kernel: Option<&str>, line: usize, problem: String) -> SpliceError {
+fn malformed(kernel: Option<&str>, e: ParseError) -> SpliceError {
+    let ParseError { line, problem } = e;
     match kernel {
         None => SpliceError::MalformedHost { line, problem },
         Some(kernel) => SpliceError::MalformedTuned {
@@ -473,66 +465,22 @@ fn malformed(kernel: Option<&str>, line: usize, problem: String) -> SpliceError 
 }
 
 /// `kernel`: whose tuned PTX `text` is; `None` for the host's.
-fn lex(text: &str, kernel: Option<&str>) -> Result<Vec<Token>, SpliceError> {
-    r3_ptx::lex::lex(text).map_err(|e| malformed(kernel, e.line, e.problem.to_string()))
+fn parse<'t>(text: &'t str, kernel: Option<&str>) -> Result<Module<'t>, SpliceError> {
+    Module::parse(text).map_err(|e| malformed(kernel, e))
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ItemKind {
-    Version,
-    Target,
-    AddressSize,
-    File,
-    /// `.section` (DWARF), kept in the host, never carried over.
-    Section,
-    /// `.entry`, `.func` or `.alias`, defined (`body`) or declared; `name` and `keyword` are
-    /// token indices.
-    Func {
-        name: usize,
-        keyword: usize,
-        entry: bool,
-        body: bool,
-        external: bool,
-    },
-    /// A module-scope variable. `external`: `.visible`, `.extern`, `.weak` or `.common`, the
-    /// program knows it by name; `declaration`: `.extern`, defined elsewhere.
-    Var {
-        name: usize,
-        external: bool,
-        declaration: bool,
-    },
-    /// Anything else that ends in `;` at module scope (`.pragma`).
-    Other,
+/// `kernel`: whose tuned PTX `m` is; `None` for the host's.
+fn header(m: &Module, kernel: Option<&str>) -> Result<Header, SpliceError> {
+    m.header().map_err(|e| malformed(kernel, e))
 }
 
-#[derive(Debug)]
-struct Item {
-    kind: ItemKind,
-    /// Token indices.
-    toks: Range<usize>,
-}
-
-struct Module<'t> {
-    text: &'t str,
-    /// Whose tuned PTX this is; `None` for the host's.
-    kernel: Option<&'t str>,
-    toks: Vec<Token>,
-    items: Vec<Item>,
-}
-
-struct Header {
-    version: (u32, u32),
-    version_text: String,
-    version_tok: usize,
-    target: String,
-    address_size: String,
-    /// Byte offset after the last of `.version`, `.target`, `.address_size`.
-    end: usize,
-}
-
-struct FileDirective {
-    item: usize,
-    name: usize,
+/// The item defining kernel `name`, and its `.entry` token.
+fn entry(m: &Module, name: &str) -> Option<(usize, usize)> {
+    let k = m.entry(name)?;
+    match m.items()[k].kind {
+        ItemKind::Func { keyword, .. } => Some((k, keyword)),
+        _ => None,
+    }
 }
 
 /// A variable's declaration as compared between modules: its tokens joined by single spaces,
@@ -546,516 +494,127 @@ struct Shape {
     align: Option<u64>,
 }
 
-impl<'t> Module<'t> {
-    fn parse(text: &'t str, kernel: Option<&'t str>) -> Result<Self, SpliceError> {
-        let toks = lex(text, kernel)?;
-        let mut m = Module {
-            text,
-            kernel,
-            toks,
-            items: Vec::new(),
-        };
-        let mut i = 0;
-        while i < m.toks.len() {
-            let first = m.toks[i];
-            let line_directive = match m.text(i) {
-                ".version" => Some(ItemKind::Version),
-                ".target" => Some(ItemKind::Target),
-                ".address_size" => Some(ItemKind::AddressSize),
-                ".file" => Some(ItemKind::File),
-                _ => None,
-            };
-            // These end with their line, not with a `;`.
-            if let Some(kind) = line_directive {
-                let mut j = i + 1;
-                while m
-                    .toks
-                    .get(j)
-                    .is_some_and(|t| t.line == first.line && t.kind != TokKind::Directive)
-                {
-                    j += 1;
-                }
-                m.items.push(Item { kind, toks: i..j });
-                i = j;
-                continue;
-            }
-            let (last, body) = m.item_end(i)?;
-            let kind = m.classify(i, last, body)?;
-            m.items.push(Item {
-                kind,
-                toks: i..last + 1,
+/// Full debug info (`-G`) has DWARF sections that point at labels inside the functions;
+/// removing an entry would leave them dangling.
+fn check_labels_unreferenced(m: &Module, entry: usize, kernel: &str) -> Result<(), SpliceError> {
+    let labels: HashSet<&str> = m.labels(entry).collect();
+    if labels.is_empty() {
+        return Ok(());
+    }
+    for (k, item) in m.items().iter().enumerate() {
+        if item.kind != ItemKind::Section {
+            continue;
+        }
+        if let Some(label) = m.idents(k).find(|i| labels.contains(i)) {
+            return Err(SpliceError::Unsupported {
+                kernel: kernel.to_string(),
+                problem: format!(
+                    "the host PTX's debug sections refer to `{label}` inside the kernel \
+                     (full device debug info cannot be spliced)"
+                ),
             });
-            i = last + 1;
-        }
-        m.check_unique()?;
-        Ok(m)
-    }
-
-    fn malformed(&self, line: usize, problem: String) -> SpliceError {
-        malformed(self.kernel, line, problem)
-    }
-
-    fn tok(&self, i: usize) -> Token {
-        self.toks[i]
-    }
-
-    fn text(&self, i: usize) -> &'t str {
-        let t = self.toks[i];
-        &self.text[t.start..t.end]
-    }
-
-    fn span(&self, item: usize) -> Range<usize> {
-        let toks = &self.items[item].toks;
-        self.toks[toks.start].start..self.toks[toks.end - 1].end
-    }
-
-    /// The last token of the item starting at token `i`, and where its body opens if it has one.
-    fn item_end(&self, i: usize) -> Result<(usize, Option<usize>), SpliceError> {
-        let mut open: Vec<(u8, usize)> = Vec::new();
-        let mut body = None;
-        for j in i..self.toks.len() {
-            let t = self.toks[j];
-            let TokKind::Punct(c) = t.kind else { continue };
-            match c {
-                b'(' | b'[' | b'{' => {
-                    // A `{` after `=` opens an initializer, which the `;` ends; any other
-                    // `{` at depth 0 opens a body, which its `}` ends.
-                    let initializer = j > i && self.toks[j - 1].kind == TokKind::Punct(b'=');
-                    if c == b'{' && open.is_empty() && !initializer {
-                        body = Some(j);
-                    }
-                    open.push((c, t.line));
-                }
-                b')' | b']' | b'}' => {
-                    let expected = match open.pop() {
-                        Some((b'(', _)) => b')',
-                        Some((b'[', _)) => b']',
-                        Some(_) => b'}',
-                        None => 0,
-                    };
-                    if c != expected {
-                        return Err(self.malformed(t.line, format!("unbalanced `{}`", c as char)));
-                    }
-                    if c == b'}' && open.is_empty() && body.is_some() {
-                        return Ok((j, body));
-                    }
-                }
-                b';' if open.is_empty() => return Ok((j, body)),
-                _ => {}
-            }
-        }
-        let line = open.last().map_or(self.toks[i].line, |&(_, line)| line);
-        Err(self.malformed(
-            line,
-            format!(
-                "the item starting at line {} never ends (a `;` or `}}` is missing)",
-                self.toks[i].line
-            ),
-        ))
-    }
-
-    fn classify(
-        &self,
-        first: usize,
-        last: usize,
-        body: Option<usize>,
-    ) -> Result<ItemKind, SpliceError> {
-        let line = self.toks[first].line;
-        let mut depth = 0usize;
-        let mut keyword = None;
-        let mut name = None;
-        // Names declared by the item: one, unless a `;` is missing and two items ran together.
-        let mut declared = Vec::new();
-        let mut initializer = false;
-        let (mut external, mut declaration) = (false, false);
-        for k in first..body.unwrap_or(last) {
-            match self.toks[k].kind {
-                TokKind::Punct(b'=') if depth == 0 => initializer = true,
-                TokKind::Punct(b'(' | b'[' | b'{') => depth += 1,
-                TokKind::Punct(b')' | b']' | b'}') => depth = depth.saturating_sub(1),
-                TokKind::Directive if depth == 0 && keyword.is_none() => match self.text(k) {
-                    ".entry" | ".func" | ".section" | ".alias" => keyword = Some(k),
-                    ".extern" => (external, declaration) = (true, true),
-                    ".visible" | ".weak" | ".common" => external = true,
-                    _ => {}
-                },
-                TokKind::Ident if depth == 0 => {
-                    if !initializer {
-                        declared.push(k);
-                    }
-                    if keyword.is_some() {
-                        name = name.or(Some(k));
-                    }
-                }
-                _ => {}
-            }
-        }
-        let is_alias = keyword.is_some_and(|k| self.text(k) == ".alias");
-        if let Some(&second) = declared.get(1) {
-            if !is_alias {
-                return Err(self.malformed(
-                    self.toks[second].line,
-                    format!(
-                        "`{}` follows `{}` in one declaration (is a `;` missing?)",
-                        self.text(second),
-                        self.text(declared[0])
-                    ),
-                ));
-            }
-        }
-        let Some(keyword) = keyword else {
-            return match (body, declared.first()) {
-                _ if self.text(first) == ".pragma" => Ok(ItemKind::Other),
-                (Some(_), _) => Err(self.malformed(
-                    line,
-                    "a `{` block that is not a `.entry`, `.func` or `.section`".to_string(),
-                )),
-                (None, None) => Err(self.malformed(
-                    line,
-                    "a module-scope declaration without a name".to_string(),
-                )),
-                (None, Some(&name)) => Ok(ItemKind::Var {
-                    name,
-                    external,
-                    declaration,
-                }),
-            };
-        };
-        match self.text(keyword) {
-            ".section" => Ok(ItemKind::Section),
-            ".alias" if body.is_some() => {
-                Err(self.malformed(line, "an `.alias` with a body".to_string()))
-            }
-            kw => {
-                let name =
-                    name.ok_or_else(|| self.malformed(line, format!("a `{kw}` without a name")))?;
-                Ok(ItemKind::Func {
-                    name,
-                    keyword,
-                    entry: kw == ".entry",
-                    body: body.is_some(),
-                    external: declaration,
-                })
-            }
         }
     }
+    Ok(())
+}
 
-    fn check_unique(&self) -> Result<(), SpliceError> {
-        let mut defined = HashSet::new();
-        for item in &self.items {
-            let name = match item.kind {
-                ItemKind::Func {
-                    name, body: true, ..
-                } => name,
-                ItemKind::Var {
-                    name,
-                    declaration: false,
-                    ..
-                } => name,
-                _ => continue,
-            };
-            if !defined.insert(self.text(name)) {
-                return Err(self.malformed(
-                    self.toks[name].line,
-                    format!("`{}` is defined twice", self.text(name)),
-                ));
+/// A label of `m`'s debug sections that the items `need` or `entry` use.
+fn debug_label_used<'t>(m: &Module<'t>, need: &[usize], entry: usize) -> Option<&'t str> {
+    let labels: HashSet<&str> = (0..m.items().len())
+        .filter(|&k| m.items()[k].kind == ItemKind::Section)
+        .flat_map(|k| m.labels(k))
+        .collect();
+    if labels.is_empty() {
+        return None;
+    }
+    need.iter()
+        .chain([&entry])
+        .flat_map(|&k| m.idents(k))
+        .find(|i| labels.contains(i))
+}
+
+/// The shape of variable `item` of `m`, with the names in `map` renamed.
+fn shape_of(m: &Module, item: usize, map: &HashMap<&str, String>) -> Shape {
+    let mut norm = Vec::new();
+    let mut bare = Vec::new();
+    let mut align = None;
+    let mut toks = m.items()[item].toks.clone().peekable();
+    while let Some(k) = toks.next() {
+        let text = map.get(m.text(k)).map_or(m.text(k), String::as_str);
+        norm.push(text);
+        if text == ".align" {
+            if let Some(&n) = toks.peek() {
+                align = m.text(n).parse().ok();
+                norm.push(m.text(n));
+                toks.next();
+                continue;
             }
         }
-        Ok(())
+        bare.push(text);
     }
-
-    fn header(&self) -> Result<Header, SpliceError> {
-        let find = |kind: ItemKind, directive: &str| {
-            let mut found = self.items.iter().filter(|i| i.kind == kind);
-            match (found.next(), found.next()) {
-                (_, Some(second)) => Err(self.malformed(
-                    self.toks[second.toks.start].line,
-                    format!("a second `{directive}`"),
-                )),
-                (item, None) => Ok(item),
-            }
-        };
-        let missing = |directive: &str| self.malformed(1, format!("no `{directive}` directive"));
-        let version = find(ItemKind::Version, ".version")?.ok_or_else(|| missing(".version"))?;
-        let target = find(ItemKind::Target, ".target")?.ok_or_else(|| missing(".target"))?;
-        let address_size = find(ItemKind::AddressSize, ".address_size")?;
-        let args = |item: &Item| (item.toks.start + 1..item.toks.end).map(|k| self.text(k));
-
-        let bad_version = || {
-            self.malformed(
-                self.toks[version.toks.start].line,
-                "a `.version` that is not `MAJOR.MINOR`".to_string(),
-            )
-        };
-        let [version_text] = args(version).collect::<Vec<_>>()[..] else {
-            return Err(bad_version());
-        };
-        let (major, minor) = version_text.split_once('.').ok_or_else(bad_version)?;
-        let major = major.parse().map_err(|_| bad_version())?;
-        let minor = minor.parse().map_err(|_| bad_version())?;
-
-        let target_text = args(target)
-            .filter(|&a| a != ",")
+    let span = m.span(item);
+    Shape {
+        display: m.source()[span]
+            .split_whitespace()
             .collect::<Vec<_>>()
-            .join(", ");
-        if target_text.is_empty() {
-            return Err(self.malformed(
-                self.toks[target.toks.start].line,
-                "a `.target` without an architecture".to_string(),
-            ));
-        }
-        // PTX's default when `.address_size` is absent.
-        let address_size = address_size.map_or_else(
-            || "32".to_string(),
-            |item| args(item).collect::<Vec<_>>().join(" "),
-        );
-        let end = self
-            .items
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| {
-                matches!(
-                    i.kind,
-                    ItemKind::Version | ItemKind::Target | ItemKind::AddressSize
-                )
-            })
-            .map(|(k, _)| self.span(k).end)
-            .max()
-            .unwrap_or(0);
-        Ok(Header {
-            version: (major, minor),
-            version_text: version_text.to_string(),
-            version_tok: version.toks.start + 1,
-            target: target_text,
-            address_size,
-            end,
-        })
+            .join(" "),
+        norm: norm.join(" "),
+        bare: bare.join(" "),
+        align,
     }
+}
 
-    /// The item defining kernel `name`, and its `.entry` token.
-    fn entry(&self, name: &str) -> Option<(usize, usize)> {
-        self.items
-            .iter()
-            .enumerate()
-            .find_map(|(k, i)| match i.kind {
-                ItemKind::Func {
-                    name: n,
-                    keyword,
-                    entry: true,
-                    body: true,
-                    ..
-                } if self.text(n) == name => Some((k, keyword)),
-                _ => None,
-            })
-    }
+/// The token of the `N` of item's `.align N`.
+fn align_tok(m: &Module, item: usize) -> Option<usize> {
+    let toks = m.items()[item].toks.clone();
+    toks.clone()
+        .find(|&k| m.text(k) == ".align" && toks.contains(&(k + 1)))
+        .map(|k| k + 1)
+}
 
-    /// The module-scope functions and variables `root` uses, directly or not, in module order.
-    fn closure(&self, root: usize) -> Vec<usize> {
-        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (k, item) in self.items.iter().enumerate() {
-            match item.kind {
-                ItemKind::Func {
-                    name, entry: false, ..
-                }
-                | ItemKind::Var { name, .. } => by_name.entry(self.text(name)).or_default().push(k),
-                _ => {}
+/// The item's text from token `from` (default: its first), with names renamed, `.loc` file
+/// indices renumbered and, for functions, `.visible`/`.weak` dropped.
+fn render(
+    m: &Module,
+    item: usize,
+    from: Option<usize>,
+    map: &HashMap<&str, String>,
+    files: &HashMap<&str, String>,
+) -> String {
+    let it = &m.items()[item];
+    let keyword = match it.kind {
+        ItemKind::Func { keyword, .. } => keyword,
+        _ => 0,
+    };
+    let text = m.source();
+    let from = from.unwrap_or(it.toks.start);
+    let mut out = String::new();
+    let mut pos = m.tok(from).start;
+    for k in from..it.toks.end {
+        let t = m.tok(k);
+        let word = m.text(k);
+        let replacement = match t.kind {
+            TokKind::Ident => map.get(word).map(String::as_str),
+            TokKind::Directive if k < keyword && matches!(word, ".visible" | ".weak") => Some(""),
+            TokKind::Number if k > 0 && m.text(k - 1) == ".loc" => {
+                files.get(word).map(String::as_str)
             }
-        }
-        let mut need = vec![false; self.items.len()];
-        let mut work = vec![root];
-        while let Some(k) = work.pop() {
-            for t in self.items[k].toks.clone() {
-                if self.toks[t].kind != TokKind::Ident {
-                    continue;
-                }
-                for &d in by_name.get(self.text(t)).into_iter().flatten() {
-                    if !need[d] && d != root {
-                        need[d] = true;
-                        work.push(d);
-                    }
-                }
-            }
-        }
-        (0..self.items.len()).filter(|&k| need[k]).collect()
-    }
-
-    /// Labels defined in `item` (`name:`).
-    fn labels(&self, item: usize) -> impl Iterator<Item = &'t str> + '_ {
-        let toks = self.items[item].toks.clone();
-        toks.filter(move |&k| {
-            self.toks[k].kind == TokKind::Ident
-                && self.toks.get(k + 1).map(|t| t.kind) == Some(TokKind::Punct(b':'))
-        })
-        .map(|k| self.text(k))
-    }
-
-    fn idents(&self, item: usize) -> impl Iterator<Item = &'t str> + '_ {
-        let toks = self.items[item].toks.clone();
-        toks.filter(move |&k| self.toks[k].kind == TokKind::Ident)
-            .map(|k| self.text(k))
-    }
-
-    /// Full debug info (`-G`) has DWARF sections that point at labels inside the functions;
-    /// removing an entry would leave them dangling.
-    fn check_labels_unreferenced(&self, entry: usize, kernel: &str) -> Result<(), SpliceError> {
-        let labels: HashSet<&str> = self.labels(entry).collect();
-        if labels.is_empty() {
-            return Ok(());
-        }
-        for (k, item) in self.items.iter().enumerate() {
-            if item.kind != ItemKind::Section {
-                continue;
-            }
-            if let Some(label) = self.idents(k).find(|i| labels.contains(i)) {
-                return Err(SpliceError::Unsupported {
-                    kernel: kernel.to_string(),
-                    problem: format!(
-                        "the host PTX's debug sections refer to `{label}` inside the kernel \
-                         (full device debug info cannot be spliced)"
-                    ),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// A label of this module's debug sections that the items `need` or `entry` use.
-    fn debug_label_used(&self, need: &[usize], entry: usize) -> Option<&'t str> {
-        let labels: HashSet<&str> = (0..self.items.len())
-            .filter(|&k| self.items[k].kind == ItemKind::Section)
-            .flat_map(|k| self.labels(k))
-            .collect();
-        if labels.is_empty() {
-            return None;
-        }
-        need.iter()
-            .chain([&entry])
-            .flat_map(|&k| self.idents(k))
-            .find(|i| labels.contains(i))
-    }
-
-    fn files(&self) -> HashMap<String, u64> {
-        (0..self.items.len())
-            .filter_map(|k| self.file_at(k))
-            .filter_map(|(index, f)| Some((self.text(f.name).to_string(), index.parse().ok()?)))
-            .collect()
-    }
-
-    fn file_at(&self, item: usize) -> Option<(&'t str, FileDirective)> {
-        let toks = &self.items[item].toks;
-        if self.items[item].kind != ItemKind::File || toks.len() < 3 {
-            return None;
-        }
-        let (index, name) = (toks.start + 1, toks.start + 2);
-        (self.toks[index].kind == TokKind::Number && self.toks[name].kind == TokKind::Str)
-            .then(|| (self.text(index), FileDirective { item, name }))
-    }
-
-    fn file(&self, index: &str) -> Option<FileDirective> {
-        (0..self.items.len())
-            .filter_map(|k| self.file_at(k))
-            .find(|(i, _)| *i == index)
-            .map(|(_, f)| f)
-    }
-
-    /// The file indices `.loc` directives use in `items`.
-    fn loc_files(&self, items: impl Iterator<Item = usize>) -> Vec<&'t str> {
-        let mut seen = Vec::new();
-        for k in items {
-            for t in self.items[k].toks.clone().skip(1) {
-                if self.toks[t].kind == TokKind::Number && self.text(t - 1) == ".loc" {
-                    let index = self.text(t);
-                    if !seen.contains(&index) {
-                        seen.push(index);
-                    }
-                }
-            }
-        }
-        seen
-    }
-
-    fn shape(&self, item: usize, map: &HashMap<&str, String>) -> Shape {
-        let mut norm = Vec::new();
-        let mut bare = Vec::new();
-        let mut align = None;
-        let mut toks = self.items[item].toks.clone().peekable();
-        while let Some(k) = toks.next() {
-            let text = map.get(self.text(k)).map_or(self.text(k), String::as_str);
-            norm.push(text);
-            if text == ".align" {
-                if let Some(&n) = toks.peek() {
-                    align = self.text(n).parse().ok();
-                    norm.push(self.text(n));
-                    toks.next();
-                    continue;
-                }
-            }
-            bare.push(text);
-        }
-        let span = self.span(item);
-        Shape {
-            display: self.text[span]
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" "),
-            norm: norm.join(" "),
-            bare: bare.join(" "),
-            align,
-        }
-    }
-
-    fn align_tok(&self, item: usize) -> Option<usize> {
-        let toks = self.items[item].toks.clone();
-        toks.clone()
-            .find(|&k| self.text(k) == ".align" && toks.contains(&(k + 1)))
-            .map(|k| k + 1)
-    }
-
-    /// The item's text from token `from` (default: its first), with names renamed, `.loc` file
-    /// indices renumbered and, for functions, `.visible`/`.weak` dropped.
-    fn render(
-        &self,
-        item: usize,
-        from: Option<usize>,
-        map: &HashMap<&str, String>,
-        files: &HashMap<&str, String>,
-    ) -> String {
-        let it = &self.items[item];
-        let keyword = match it.kind {
-            ItemKind::Func { keyword, .. } => keyword,
-            _ => 0,
+            _ => None,
         };
-        let from = from.unwrap_or(it.toks.start);
-        let mut out = String::new();
-        let mut pos = self.toks[from].start;
-        for k in from..it.toks.end {
-            let t = self.toks[k];
-            let text = self.text(k);
-            let replacement = match t.kind {
-                TokKind::Ident => map.get(text).map(String::as_str),
-                TokKind::Directive if k < keyword && matches!(text, ".visible" | ".weak") => {
-                    Some("")
-                }
-                TokKind::Number if k > 0 && self.text(k - 1) == ".loc" => {
-                    files.get(text).map(String::as_str)
-                }
-                _ => None,
-            };
-            let Some(replacement) = replacement else {
-                continue;
-            };
-            out.push_str(&self.text[pos..t.start]);
-            out.push_str(replacement);
-            pos = t.end;
-            if replacement.is_empty() {
-                while matches!(self.text.as_bytes().get(pos), Some(b' ' | b'\t')) {
-                    pos += 1;
-                }
+        let Some(replacement) = replacement else {
+            continue;
+        };
+        out.push_str(&text[pos..t.start]);
+        out.push_str(replacement);
+        pos = t.end;
+        if replacement.is_empty() {
+            while matches!(text.as_bytes().get(pos), Some(b' ' | b'\t')) {
+                pos += 1;
             }
         }
-        out.push_str(&self.text[pos..self.span(item).end]);
-        out
     }
+    out.push_str(&text[pos..m.span(item).end]);
+    out
 }
 
 /// The module-scope names of the host, and of what splicing has added to it so far.
@@ -1082,11 +641,11 @@ impl Scope {
             names: HashMap::new(),
         };
         let none = HashMap::new();
-        for (k, item) in h.items.iter().enumerate() {
+        for (k, item) in h.items().iter().enumerate() {
             let (name, var) = match item.kind {
                 ItemKind::Func { name, .. } => (name, None),
-                ItemKind::Var { name, .. } => {
-                    let shape = h.shape(k, &none);
+                ItemKind::Var { name } => {
+                    let shape = shape_of(h, k, &none);
                     let host_item = Some(k);
                     (name, Some(KnownVar { shape, host_item }))
                 }
@@ -1759,8 +1318,8 @@ mod tests {
     /// Checks what the splice promises: replaced entries are the tuned text with only the tuned
     /// module's function names (and renamed variables) changed, other entries are the host's.
     fn check_real(host: &str, out: &str, tuned: &[(String, String)], replaced: &[usize]) {
-        let m = Module::parse(host, None).unwrap();
-        for item in &m.items {
+        let m = Module::parse(host).unwrap();
+        for item in m.items() {
             let ItemKind::Func {
                 name, entry: true, ..
             } = item.kind

@@ -1,5 +1,6 @@
-//! The control flow of a PTX text, enough for the traits recipes name: function bodies as
-//! instruction and label lines, basic blocks with their successors, and the loops among them.
+//! The control flow of a PTX text, enough for the traits recipes name: function bodies (as
+//! `module` finds them) as instruction and label lines, basic blocks with their successors,
+//! and the loops among them.
 
 /// Shapes of the code a recipe's preconditions name (`passes/recipes.toml`, `when`), read off
 /// the `-O3` PTX of a kernel: cheap, and what the backend really emitted.
@@ -49,20 +50,18 @@ pub fn traits(ptx: &str) -> Vec<&'static str> {
 
 /// The instruction and label lines of each function body, trimmed, without comments.
 fn function_bodies(ptx: &str) -> Vec<Vec<&str>> {
-    let (mut bodies, mut cur, mut depth) = (Vec::new(), Vec::new(), 0i32);
-    for line in ptx.lines() {
-        let line = line.split("//").next().unwrap_or("").trim();
-        let opens = line.matches('{').count() as i32;
-        let closes = line.matches('}').count() as i32;
-        if depth > 0 && !line.is_empty() && !line.starts_with('.') && line != "{" && line != "}" {
-            cur.push(line);
-        }
-        depth += opens - closes;
-        if depth == 0 && !cur.is_empty() {
-            bodies.push(std::mem::take(&mut cur));
-        }
-    }
-    bodies
+    let code =
+        |line: &str| !line.is_empty() && !line.starts_with('.') && line != "{" && line != "}";
+    crate::module::bodies(ptx)
+        .into_iter()
+        .map(|lines| {
+            lines
+                .map(|line| line.split("//").next().unwrap_or("").trim())
+                .filter(|&line| code(line))
+                .collect::<Vec<_>>()
+        })
+        .filter(|body| !body.is_empty())
+        .collect()
 }
 
 struct Block<'a> {

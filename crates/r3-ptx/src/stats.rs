@@ -2,6 +2,7 @@
 //! instruction (a line ending in `;` inside a function body that is not a declaration),
 //! shared by the statistics and the instruction mix.
 
+use crate::module::{self, Module};
 use std::collections::BTreeMap;
 
 /// Counts of what matters in a PTX text, for reports and quick checks.
@@ -13,39 +14,49 @@ pub struct PtxStats {
     pub entries: Vec<String>,
 }
 
-/// The instruction lines of a PTX text, trimmed.
+/// The instruction lines of a PTX text, trimmed: the lines of its function bodies
+/// ([`Module::body_lines`]) that end in `;` and are not declarations (`.reg`, `.param`,
+/// `.shared`, …) or comments. A text that is not a PTX module has none.
 pub fn instructions(ptx: &str) -> impl Iterator<Item = &str> {
-    let mut depth = 0i32;
-    ptx.lines().map(str::trim).filter(move |line| {
-        depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
-        let is_decl = line.starts_with('.') || line.starts_with("//") || line.is_empty();
-        depth > 0 && line.ends_with(';') && !is_decl
-    })
+    module::bodies(ptx)
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .filter(|line| is_instruction(line))
 }
 
-/// The names of the PTX's entries (kernels), in order.
+/// Whether a trimmed line of a function body is an instruction.
+fn is_instruction(line: &str) -> bool {
+    let is_decl = line.starts_with('.') || line.starts_with("//") || line.is_empty();
+    line.ends_with(';') && !is_decl
+}
+
+/// The names of the PTX's entries (kernels: `.entry` definitions), in order.
 pub fn entries(ptx: &str) -> Vec<String> {
-    ptx.lines()
-        .map(str::trim)
-        .filter_map(|line| {
-            line.strip_prefix(".visible .entry ")
-                .or_else(|| line.strip_prefix(".entry "))
-        })
-        .map(|rest| {
-            rest.split(|c: char| c == '(' || c.is_whitespace())
-                .next()
-                .unwrap_or("")
-                .to_owned()
-        })
+    Module::parse(ptx).map_or_else(|_| Vec::new(), |m| entries_of(&m))
+}
+
+fn entries_of(m: &Module) -> Vec<String> {
+    m.entries()
+        .filter_map(|k| m.name(k))
+        .map(str::to_owned)
         .collect()
 }
 
 /// The size, instruction count and entries of a PTX text.
 pub fn stats(ptx: &str) -> PtxStats {
+    let (instructions, entries) = match Module::parse(ptx) {
+        Ok(m) => {
+            let lines = m.functions().filter_map(|k| m.body_lines(k)).flatten();
+            let n = lines.map(str::trim).filter(|l| is_instruction(l)).count();
+            (n, entries_of(&m))
+        }
+        Err(_) => (0, Vec::new()),
+    };
     PtxStats {
         bytes: ptx.len(),
-        instructions: instructions(ptx).count(),
-        entries: entries(ptx),
+        instructions,
+        entries,
     }
 }
 
