@@ -6,7 +6,6 @@
 
 pub mod args;
 pub mod doctor;
-pub mod record;
 pub mod selftest;
 pub mod shell;
 
@@ -19,6 +18,7 @@ pub use r3_kernel as kernel;
 pub use r3_passes as passes;
 pub use r3_passes::candidate;
 pub use r3_ptx as ptx;
+pub use r3_record as record;
 pub use r3_remix as remix;
 pub use r3_replay as replay;
 pub use r3_replay::device;
