@@ -1253,7 +1253,7 @@ fn egraph_cmd(
 }
 
 fn selftest(require_gpu: bool, sm: Option<&str>, json: bool) -> Result<i32> {
-    let outcome = r3::selftest::run(sm)?;
+    let outcome = r3::replay::selftest::run(sm)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {

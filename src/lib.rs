@@ -1,8 +1,7 @@
 //! r3: Record · Remix · Replay. The crates below this one are the stages of the data path
-//! (ARCHITECTURE.md has the map); this crate adds what runs them end to end (`record`,
-//! `doctor`, `selftest`) and the command line that runs them (`args`), and names each stage
-//! once, so the CLI and the integration tests say `r3::store`, `r3::remix`, … whichever crate
-//! holds it.
+//! (ARCHITECTURE.md has the map); this crate parses and prints: the command line (`args`),
+//! `doctor`'s report and `selftest`'s table. It names each stage once, so the CLI and the
+//! integration tests say `r3::store`, `r3::remix`, … whichever crate holds it.
 
 pub mod args;
 pub mod doctor;
