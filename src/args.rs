@@ -110,8 +110,8 @@ pub enum Cmd {
         #[arg(long)]
         full_snapshot: bool,
         /// Warm re-launches for the in-app time of each recorded launch.
-        #[arg(long, value_enum, default_value_t = crate::record::WarmRelaunch::Auto)]
-        warm: crate::record::WarmRelaunch,
+        #[arg(long, value_enum, default_value_t = WarmRelaunch::Auto)]
+        warm: WarmRelaunch,
         /// No progress lines while the program runs (the summary is still printed).
         #[arg(long)]
         quiet: bool,
@@ -445,6 +445,26 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--warm`: whether a recorded launch is re-run three times, warm, for the in-app time
+/// (`record::WarmRelaunch`, which knows no clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WarmRelaunch {
+    /// When they cost under 50 ms (estimated from the first launch and the bytes it changed).
+    Auto,
+    Always,
+    Never,
+}
+
+impl From<WarmRelaunch> for crate::record::WarmRelaunch {
+    fn from(w: WarmRelaunch) -> Self {
+        match w {
+            WarmRelaunch::Auto => crate::record::WarmRelaunch::Auto,
+            WarmRelaunch::Always => crate::record::WarmRelaunch::Always,
+            WarmRelaunch::Never => crate::record::WarmRelaunch::Never,
+        }
+    }
 }
 
 /// How candidates are measured: `r3 tune`'s and `r3 evolve`'s flags.

@@ -94,13 +94,8 @@ fn run(cli: Cli) -> Result<i32> {
         } => {
             if time_only {
                 let store = open_store(cli.store.as_deref(), &cwd, true)?;
-                let run = r3::record::time_only(&store, &command)?;
-                eprint!("{}", r3::record::time_only_summary(&run, &command[0]));
-                eprint!(
-                    "{}",
-                    r3::record::ended_text(&run.status).unwrap_or_default()
-                );
-                return Ok(run.status.code);
+                let ended = r3::record::time_only_session(&store, &command, &mut say_on_stderr)?;
+                return Ok(ended.code);
             }
             let opts = r3::record::RecordOptions {
                 launches,
@@ -110,7 +105,7 @@ fn run(cli: Cli) -> Result<i32> {
                 kernel_limit_mb: kernel_limit,
                 launch_limit_mb: launch_limit,
                 full_snapshot,
-                warm,
+                warm: warm.into(),
                 progress: !quiet,
                 sync: !no_sync,
             };
@@ -522,39 +517,13 @@ fn record(
     command: &[String],
 ) -> Result<i32> {
     let store = open_store(store, cwd, true)?;
-    let run = r3::record::run(&store, command, opts)?;
-    if !run.stale_removed.is_empty() {
-        eprintln!(
-            "r3: removed {} unfinished recording(s) that killed runs left in {}",
-            run.stale_removed.len(),
-            store.root().join("records").display()
-        );
-    }
-    if let Some(stats) = &run.stats {
-        eprint!("{}", r3::record::summary(stats, &run.span));
-    }
-    eprint!(
-        "{}",
-        r3::report::records::render(&run.recordings, store.root())
-    );
-    if let Some(census) = &run.census {
-        eprint!("{}", r3::record::census_summary(census));
-    }
-    if run.recordings.is_empty() {
-        eprintln!(
-            "{}",
-            r3::record::nothing_recorded(&command[0], run.stats.as_ref(), &run.status)
-        );
-    } else if verify {
-        let check = r3::record::check(&store, &run.recordings);
-        eprint!("{}", r3::record::check_summary(&check));
-    }
-    // Last, as a shell would say it after the program: a crash is not r3's exit status 1.
-    eprint!(
-        "{}",
-        r3::record::ended_text(&run.status).unwrap_or_default()
-    );
-    Ok(run.status.code)
+    let ended = r3::record::record_session(&store, command, opts, verify, &mut say_on_stderr)?;
+    Ok(ended.code)
+}
+
+/// Prints what `r3 record` says, on standard error (standard output is the program's).
+fn say_on_stderr(text: &str) {
+    eprint!("{text}");
 }
 
 struct ReplayHow {
@@ -1285,7 +1254,7 @@ fn egraph_cmd(
 }
 
 fn selftest(require_gpu: bool, sm: Option<&str>, json: bool) -> Result<i32> {
-    let outcome = r3::selftest::run(sm)?;
+    let outcome = r3::replay::selftest::run(sm)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {

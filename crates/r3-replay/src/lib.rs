@@ -23,6 +23,7 @@ pub mod gpu;
 pub mod l2;
 pub mod outputs;
 pub mod screen;
+pub mod selftest;
 pub mod session;
 pub mod stopping;
 pub mod turn;

@@ -21,7 +21,6 @@ pub mod export;
 pub mod gc;
 pub mod kernels;
 pub mod programs;
-pub mod records;
 pub mod render;
 pub mod replay;
 pub mod rewrites;

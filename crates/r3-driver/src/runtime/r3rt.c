@@ -32,7 +32,7 @@
  * R3_RECORD_MAX_S and R3_RECORD_KERNEL_MB cap the time spent recording and the bytes
  * written per kernel; R3_RECORD_PROGRESS=1 prints progress on stderr, and
  * R3_RECORD_STATS names a file that gets what the run recorded and where the time went
- * (`r3 record` sets both and prints the summary; src/record.rs reads the file); R3_RECORD_RUN
+ * (`r3 record` sets both and prints the summary; crates/r3-record reads the file); R3_RECORD_RUN
  * names the `r3 record` run, kept in each launch.json (`run`), by which it tells its own
  * recordings from those of other programs recording into the store at the same time.
  * While recording, every launch is also counted (the census, in the same file): per kernel,
@@ -3223,7 +3223,7 @@ static void write_timing(FILE *f) {
 }
 
 /* At exit: R3_RECORD_STATS gets what the run recorded and where its recording time went
-   (written whole: temp file, rename), read by `r3 record` (src/record.rs). */
+   (written whole: temp file, rename), read by `r3 record` (crates/r3-record). */
 static void write_stats(void) {
   if (!opt.stats_path[0]) return;
   char tmp[4200];

@@ -234,6 +234,19 @@ pub fn ptx_of_file(path: &Path, pipeline: &str, cg: &Codegen) -> Result<String, 
     to_ptx(&module, pipeline, cg)
 }
 
+/// The PTX of device IR held in memory (text or bitcode; `name` names it in errors) after
+/// `pipeline`, for `cg`: `r3 selftest`'s built-in kernel.
+pub fn ptx_of_bytes(
+    bytes: &[u8],
+    name: &str,
+    pipeline: &str,
+    cg: &Codegen,
+) -> Result<String, LowerError> {
+    let ctx = inkwell::context::Context::create();
+    let module = ir::load_bytes(&ctx, bytes, name)?;
+    to_ptx(&module, pipeline, cg)
+}
+
 pub fn to_ptx(module: &Module, pipeline: &str, cg: &Codegen) -> Result<String, LowerError> {
     Ok(lower_timed(module, pipeline, cg)?.ptx)
 }
