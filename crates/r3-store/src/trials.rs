@@ -301,6 +301,7 @@ impl Store {
             let gone = first
                 .kernel
                 .kernel_hash()
+                .filter(|h| h.len() == 16)
                 .is_some_and(|h| self.kernel(&h).is_err());
             if gone && !is_copy(&p, &recs) && !p.to_string_lossy().ends_with(ABLATIONS_SUFFIX) {
                 out.push((p, recs.len()));
