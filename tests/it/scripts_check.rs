@@ -293,3 +293,34 @@ fn bench_fleet_judges_the_winners_and_the_goals_of_its_arms() {
     // deadline goals met or not, each on made-up runs.
     self_test("bench-fleet");
 }
+
+/// A child process a test runs may write to the terminal between the harness's `test NAME ...`
+/// and the outcome (CI, 2026-11-29: clang's "loop not unrolled" warning): the audit still finds
+/// that test's outcome on the line after, and a listing that really misses one still fails.
+#[test]
+fn audit_tests_reads_an_outcome_pushed_to_the_next_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("test.log");
+    let write = |body: &str| {
+        std::fs::write(&log, body).unwrap();
+        std::fs::write(dir.path().join("test.log.skips"), "").unwrap();
+    };
+    let run = || script("audit-tests", &[log.to_str().unwrap()], &[]);
+    let head = "     Running tests/it/main.rs (target/release/deps/it-0123456789abcdef)\n\nrunning 2 tests\n";
+    let tail = "\ntest result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.00s\n";
+    write(&format!(
+        "{head}test a::one ... warning: <unknown>:0:0: loop not unrolled\nok\ntest a::two ... ok\n{tail}"
+    ));
+    let out = run();
+    assert!(out.status.success(), "{}", text(&out));
+    write(&format!(
+        "{head}test a::one ... warning: <unknown>:0:0: loop not unrolled\ntest a::two ... ok\n{tail}"
+    ));
+    let out = run();
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("cargo counts 2 tests, the output lists 1"),
+        "{}",
+        text(&out)
+    );
+}
