@@ -59,7 +59,7 @@ pub fn targets(
     }
     if !propose {
         let evolved = store.evolved()?;
-        out.retain(|k| evolved.iter().any(|e| k.hash == *e));
+        out.retain(|k| evolved.contains(&k.hash));
     }
     if out.is_empty() {
         return Err(TargetError::NoneFound {

@@ -38,7 +38,7 @@ pub fn winners(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError>
                 Some(&b.gpu),
             )?;
             Some(Rewrite {
-                hash: r.kernel.into(),
+                hash: r.kernel,
                 variant: variant.into(),
                 demangled: r.name,
                 gpu: b.gpu,
