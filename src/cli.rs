@@ -220,17 +220,14 @@ fn run(cli: Cli) -> Result<i32> {
                 fleet: all,
                 deadline_id,
             };
-            match deadline {
-                Some(d) => tune_deadline(
-                    cli.store.as_deref(),
-                    &cwd,
-                    program.as_deref(),
-                    d,
-                    opts,
-                    &how,
-                ),
-                None => tune_gpu(cli.store.as_deref(), &cwd, &sel, opts, &how),
-            }
+            let what = match deadline {
+                Some(deadline) => OnGpu::Deadline {
+                    program: program.as_deref(),
+                    deadline,
+                },
+                None => OnGpu::Kernels(&sel),
+            };
+            tune_gpu(cli.store.as_deref(), &cwd, what, opts, &how)
         }
         Cmd::Evolve {
             kernels,
@@ -788,62 +785,53 @@ fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     stop
 }
 
-/// Tunes kernels on the GPU, each against its first replayable recording.
+/// What `r3 tune` spends this machine's GPU on: the kernels selected, each searched against
+/// its first replayable recording, or one deadline over the store's (or a program's) kernels.
+enum OnGpu<'a> {
+    Kernels(&'a r3::store::identity::Selection),
+    Deadline {
+        program: Option<&'a str>,
+        deadline: std::time::Duration,
+    },
+}
+
+/// Tunes on the GPU (`r3 tune`, `r3 tune --deadline`).
 fn tune_gpu(
     store: Option<&Path>,
     cwd: &Path,
-    sel: &r3::store::identity::Selection,
+    what: OnGpu,
     base: r3::remix::tune::TuneOptions,
     how: &r3::remix::session::GpuTune,
 ) -> Result<i32> {
     let Some((driver, gpu)) = r3::device::probe().first() else {
-        anyhow::bail!("no GPU on this machine: tune measures candidates on one (try `r3 tune --simulate TABLE.json`)");
+        match what {
+            OnGpu::Kernels(_) => anyhow::bail!("no GPU on this machine: tune measures candidates on one (try `r3 tune --simulate TABLE.json`)"),
+            OnGpu::Deadline { .. } => anyhow::bail!("no GPU on this machine: --deadline is spent measuring candidates on one (`r3 tune --all --dry-run` checks them without)"),
+        }
     };
     let store = open_store(store, cwd, false)?;
-    let recs = store.select_recordings(sel)?;
     let stop = stop_flag();
-    let tally =
-        r3::remix::session::tune_on_gpu(&store, recs, driver, &gpu, &base, how, &stop, &mut say)?;
-    say_what_ships(&store, &tally);
-    // A kernel named on its own and not searched is a failed command; in --all, the others'
-    // searches are what was asked for, and the session said what was not done.
-    let failed = tally.failed + tally.errors > 0 || (tally.irreproducible > 0 && !sel.all);
+    let (tally, all) = match what {
+        OnGpu::Kernels(sel) => {
+            let recs = store.select_recordings(sel)?;
+            let tally = r3::remix::session::tune_on_gpu(
+                &store, recs, driver, &gpu, &base, how, &stop, &mut say,
+            )?;
+            say_what_ships(&store, &tally);
+            (tally, sel.all)
+        }
+        OnGpu::Deadline { program, deadline } => {
+            let tally = r3::remix::program::tune_deadline_on_gpu(
+                &store, program, driver, &gpu, &base, how, deadline, &stop, &mut say,
+            )?;
+            (tally, true)
+        }
+    };
+    // A kernel named on its own and not searched is a failed command; in --all (and a
+    // deadline's store or program), the others' searches are what was asked for, and the
+    // session said what was not done.
+    let failed = tally.failed + tally.errors > 0 || (tally.irreproducible > 0 && !all);
     Ok(match (tally.interrupted, failed) {
-        (true, _) => 130,
-        (false, true) => 1,
-        (false, false) => 0,
-    })
-}
-
-/// `r3 tune --deadline`: the store's (or one program's) kernels under one allocation.
-fn tune_deadline(
-    store: Option<&Path>,
-    cwd: &Path,
-    program: Option<&str>,
-    deadline: std::time::Duration,
-    base: r3::remix::tune::TuneOptions,
-    how: &r3::remix::session::GpuTune,
-) -> Result<i32> {
-    use r3::remix::program::Scope;
-    let Some((driver, gpu)) = r3::device::probe().first() else {
-        anyhow::bail!("no GPU on this machine: --deadline is spent measuring candidates on one (`r3 tune --all --dry-run` checks them without)");
-    };
-    let store = open_store(store, cwd, false)?;
-    let scope = match program {
-        None => Scope::All,
-        Some(spec) => Scope::program(&store, spec).map_err(anyhow::Error::msg)?,
-    };
-    let sel = r3::store::identity::Selection {
-        kernel: None,
-        all: true,
-        record: None,
-    };
-    let recs = store.select_recordings(&sel)?;
-    let stop = stop_flag();
-    let tally = r3::remix::program::tune_deadline_on_gpu(
-        &store, &scope, recs, driver, &gpu, &base, how, deadline, &stop, &mut say,
-    )?;
-    Ok(match (tally.interrupted, tally.failed + tally.errors > 0) {
         (true, _) => 130,
         (false, true) => 1,
         (false, false) => 0,

@@ -277,6 +277,9 @@ pub enum SessionError {
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Space(#[from] crate::space::SpaceError),
+    /// `--program` names no workload the store has a census of (`program::Scope::program`).
+    #[error("{0}")]
+    Program(String),
 }
 
 /// The space a kernel's search explores on the launch its evaluator replays.
