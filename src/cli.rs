@@ -650,7 +650,8 @@ fn tune_simulated(
     }
     // Before anything is written: a word that names nothing would start a search of nothing.
     if let Some(Named::Stored(word)) = &kernel {
-        simulated_kernel_is_stored(store, cwd, word)?;
+        let loc = r3::store::locate(store, cwd)?;
+        r3::remix::session::simulated_kernel_is_stored(&loc.path, word)?;
     }
     let kernel = kernel.map(|k| match k {
         Named::Stored(w) | Named::Landscape(w) => w,
@@ -661,56 +662,6 @@ fn tune_simulated(
         r3::remix::session::tune_simulated(&store, tables, kernel, &opts, resume, &stop, &mut say)?;
     say_what_ships(&store, &tally);
     Ok(if tally.interrupted { 130 } else { 0 })
-}
-
-/// A kernel named for `tune --simulate` must be one the store holds (or the prefix of an
-/// orphaned search's hash, which the session continues): anything else would key a search of no
-/// kernel, which `status` and the report would then show as one. A name of its own is given with
-/// `--landscape-name`.
-fn simulated_kernel_is_stored(store: Option<&Path>, cwd: &Path, word: &str) -> Result<()> {
-    let fix = format!(
-        "fix: name a stored kernel (`r3 kernels` lists them: a name, a hash or a prefix of one), or key the search by a name of its own: --landscape-name '{word}' in place of the kernel"
-    );
-    let loc = r3::store::locate(store, cwd)?;
-    let Ok(st) = r3::store::Store::open(&loc.path) else {
-        anyhow::bail!(
-            "`{word}` names no stored kernel (there is no store at {} yet); {fix}",
-            loc.path.display()
-        );
-    };
-    let index = st.index()?;
-    let found = index.select(word);
-    if r3::store::identity::distinct(&found) > 1 {
-        return Err(index.ambiguity(word, &found).into());
-    }
-    if !found.is_empty() {
-        return Ok(());
-    }
-    if let Some(e) = index.only_old(word) {
-        return Err(e.into());
-    }
-    // A source rewrite `r3 evolve` stored (its own compiler search, by hash), or a search whose
-    // kernel directory is gone (which the session continues), by its hash or a prefix of it.
-    let hex = word.len() >= 4 && word.bytes().all(|b| b.is_ascii_hexdigit());
-    let lower = word.to_ascii_lowercase();
-    let rewrite = st.variants()?.iter().any(|v| v.hash.starts_with(&lower));
-    let orphan = st.orphaned_trials()?.iter().any(|(p, _)| {
-        p.parent()
-            .and_then(Path::file_name)
-            .is_some_and(|h| h.to_string_lossy().starts_with(&lower))
-    });
-    if hex && (rewrite || orphan) {
-        return Ok(());
-    }
-    // Where the word's kernel may be one whose directory is gone: those searches, named.
-    if let Some(e) = st.orphaned_error(word)? {
-        return Err(e.into());
-    }
-    anyhow::bail!(
-        "`{word}` names no stored kernel in {}: a simulated search under it would be a search of no kernel (trials/{}/); {fix}",
-        st.root().display(),
-        r3::store::trials::slug(word)
-    )
 }
 
 /// Tune's last lines: what apply ships of each search it ran, and why where that is clang's
@@ -864,25 +815,7 @@ fn tune_dry_run(
     }
     let store = open_store(store, cwd, false)?;
     let index = store.index()?;
-    let kernels: Vec<_> = match kernel {
-        // The current builds' kernels: an old version ships nothing.
-        None => index.current(),
-        Some(word) => {
-            let found = index.select(word);
-            if r3::store::identity::distinct(&found) > 1 {
-                return Err(index.ambiguity(word, &found).into());
-            }
-            if found.is_empty() {
-                if let Some(e) = index.only_old(word) {
-                    return Err(e.into());
-                }
-            }
-            found
-        }
-    };
-    if kernels.is_empty() {
-        anyhow::bail!("no stored kernel matches; see `r3 kernels`");
-    }
+    let kernels = r3::remix::dry_run::kernels(&index, kernel)?;
     let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions {
         r3_passes: egraph,
         grid,

@@ -346,6 +346,20 @@ impl Index {
         n.old
     }
 
+    /// Every build of the one kernel a word names ([`Index::select`]: one per arch it was
+    /// compiled for), for commands that act on them all: an error where the word names several
+    /// kernels, or old versions only; empty where it names nothing.
+    pub fn select_kernel(&self, word: &str) -> Result<Vec<&KernelRecord>, StoreError> {
+        let found = self.select(word);
+        if distinct(&found) > 1 {
+            return Err(self.ambiguity(word, &found));
+        }
+        if let Some(e) = found.is_empty().then(|| self.only_old(word)).flatten() {
+            return Err(e);
+        }
+        Ok(found)
+    }
+
     /// The one kernel a word names, or an error that lists the candidates (the old versions
     /// apart). Builds of one source for several archs give one kernel per arch; `arch` picks
     /// among those.
@@ -964,6 +978,37 @@ mod tests {
             idx.select_one("kernel1", Some("sm_90")).unwrap().hash,
             "aaaa111122223333"
         );
+    }
+
+    #[test]
+    fn a_word_selects_every_build_of_one_kernel_and_refuses_several_or_old_ones() {
+        let mut u = unit("/a/prog.cu", &["aaaa111122223333"], "fa");
+        u.kernels
+            .insert("sm_80".into(), vec!["cccc111122223333".into()]);
+        let builds = Index::new(
+            vec![
+                kernel("aaaa111122223333", "_Z7kernel1", "/a/prog.cu", "sm_90"),
+                kernel("cccc111122223333", "_Z7kernel1", "/a/prog.cu", "sm_80"),
+            ],
+            vec![u],
+            true,
+        );
+        assert_eq!(builds.select_kernel("kernel1").unwrap().len(), 2);
+        assert!(builds.select_kernel("nothing").unwrap().is_empty());
+        assert!(matches!(
+            two_programs().select_kernel("kernel1"),
+            Err(StoreError::Ambiguous { .. })
+        ));
+        // Renamed away, the current kernel's old name names only its old version.
+        let idx = edited_and_reverted();
+        let mut u = idx.units[0].clone();
+        u.kernels
+            .insert("sm_90".into(), vec!["cccc000000000003".into()]);
+        let gone = Index::new(idx.kernels().to_vec(), vec![u], true);
+        assert!(matches!(
+            gone.select_kernel("dot"),
+            Err(StoreError::OnlyOld { .. })
+        ));
     }
 
     /// A kernel edited, compiled, reverted and compiled again: two versions of one kernel at
