@@ -1014,47 +1014,21 @@ fn export(
     policy: &r3::store::winner::Policy,
     what: &ExportWhat,
 ) -> Result<i32> {
-    use r3::apply::formats;
+    use r3::report::export::Format;
     let store = open_store(store, cwd, false)?;
-    // Why searches of the store are not in the file, said after what it holds.
-    let mut left_out = Vec::new();
-    let (value, count) = match what.format {
-        "t4" => {
-            let word = what
-                .kernel
-                .context("--format t4 writes one kernel's trials: name it with --kernel")?;
-            let index = store.index()?;
-            let k = index.select_one(word, None)?;
-            let (_, trials) = r3::store::winner::chosen_search(&store, &k.hash, policy)?
-                .with_context(|| format!("{}: no trials in the store", k.signature.demangled))?;
-            (formats::t4(&trials), trials.len())
-        }
-        "proteus" => {
-            let file = r3::report::export::winners(&store, policy)?;
-            let (v, skipped) = formats::proteus(&file.kernels, &file.variants);
-            for s in &skipped {
-                eprintln!("r3 export: {s} left out: Proteus has no field for it");
-            }
-            let written = v.as_object().map_or(0, |o| o.len());
-            (v, written)
-        }
-        _ => {
-            let w = r3::report::export::winners(&store, policy)?;
-            left_out = r3::report::export::left_out(&store, &w, policy)?;
-            let n = w.kernels.len();
-            if w.kernels.iter().any(|k| k.candidate.max_threads.is_some()) {
-                eprintln!("r3 export: note: generic code with launch bounds is built from this file only under R3_APPLY_LAUNCH_BOUNDS=1 (the build's promise that no launch has more threads)");
-            }
-            (serde_json::to_value(&w)?, n)
-        }
-    };
-    let mut text = serde_json::to_vec_pretty(&value)?;
+    let format = Format::named(what.format);
+    let exported = r3::report::export::export(&store, policy, format, what.kernel)?;
+    for note in &exported.notes {
+        eprintln!("r3 export: {note}");
+    }
+    let mut text = serde_json::to_vec_pretty(&exported.value)?;
     text.push(b'\n');
+    let count = exported.count;
     match what.output {
         Some(path) => {
             r3::store::write_output(path, &text)
                 .with_context(|| format!("writing {}", path.display()))?;
-            let unit = match (what.format == "t4", count == 1) {
+            let unit = match (format == Format::T4, count == 1) {
                 (true, true) => "trial",
                 (true, false) => "trials",
                 (false, true) => "kernel",
@@ -1064,7 +1038,8 @@ fn export(
         }
         None => out!("{}", String::from_utf8_lossy(&text)),
     }
-    for why in left_out {
+    // Why searches of the store are not in the file, said after what it holds.
+    for why in &exported.left_out {
         eprintln!("r3 export: {why}");
     }
     Ok(0)
