@@ -1110,25 +1110,15 @@ fn egraph_cmd(
     cwd: &Path,
 ) -> Result<i32> {
     use r3::egraph::{show, Input};
-    let (stats, changes) = if Path::new(input).exists() {
-        show(
-            Input::File(Path::new(input)),
-            pipeline_before,
-            options,
-            input,
-        )?
+    // A file where the word names one, else the stored kernel it names.
+    let stored;
+    let source = if Path::new(input).exists() {
+        Input::File(Path::new(input))
     } else {
-        let loc = r3::store::locate(store, cwd)?;
-        let store = r3::store::Store::open(&loc.path)
-            .with_context(|| format!("'{input}' is no file, and the store cannot be opened"))?;
-        let index = store.index()?;
-        let k = index
-            .select_one(input, None)
-            .with_context(|| format!("'{input}' is no file; as a kernel"))?;
-        let bytes = store.kernel_bitcode(&k.hash)?;
-        let source = Input::Bitcode(&bytes, &k.signature.name);
-        show(source, pipeline_before, options, input)?
+        stored = r3::store::identity::module_named(store, cwd, input)?;
+        Input::Bitcode(&stored.bitcode, &stored.name)
     };
+    let (stats, changes) = show(source, pipeline_before, options, input)?;
     if json {
         let out = serde_json::json!({ "stats": stats, "functions": changes });
         outln!("{}", serde_json::to_string_pretty(&out)?);

@@ -408,6 +408,58 @@ impl Index {
     }
 }
 
+/// A stored kernel's module, and its (mangled) name: what a command that takes a device IR file
+/// or a kernel (`r3 egraph`) reads where its word is no file.
+#[derive(Debug)]
+pub struct NamedModule {
+    pub bitcode: Vec<u8>,
+    pub name: String,
+}
+
+/// Why a word that is no file gives no stored kernel's module.
+#[derive(Debug, thiserror::Error)]
+pub enum NamedModuleError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("'{word}' is no file, and the store cannot be opened")]
+    Open {
+        word: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error("'{word}' is no file; as a kernel")]
+    Select {
+        word: String,
+        #[source]
+        source: StoreError,
+    },
+}
+
+/// The module of the one kernel `word` names, in the store a command uses (`explicit`, else as
+/// [`super::locate`] finds it from `cwd`).
+pub fn module_named(
+    explicit: Option<&std::path::Path>,
+    cwd: &std::path::Path,
+    word: &str,
+) -> Result<NamedModule, NamedModuleError> {
+    let loc = super::locate(explicit, cwd)?;
+    let store = Store::open(&loc.path).map_err(|source| NamedModuleError::Open {
+        word: word.to_owned(),
+        source,
+    })?;
+    let index = store.index()?;
+    let k = index
+        .select_one(word, None)
+        .map_err(|source| NamedModuleError::Select {
+            word: word.to_owned(),
+            source,
+        })?;
+    Ok(NamedModule {
+        bitcode: store.kernel_bitcode(&k.hash)?,
+        name: k.signature.name.clone(),
+    })
+}
+
 /// The kernels a word names: those of the current builds, and old versions.
 #[derive(Debug, Default)]
 pub struct Named<'a> {
