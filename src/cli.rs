@@ -220,17 +220,14 @@ fn run(cli: Cli) -> Result<i32> {
                 fleet: all,
                 deadline_id,
             };
-            match deadline {
-                Some(d) => tune_deadline(
-                    cli.store.as_deref(),
-                    &cwd,
-                    program.as_deref(),
-                    d,
-                    opts,
-                    &how,
-                ),
-                None => tune_gpu(cli.store.as_deref(), &cwd, &sel, opts, &how),
-            }
+            let what = match deadline {
+                Some(deadline) => OnGpu::Deadline {
+                    program: program.as_deref(),
+                    deadline,
+                },
+                None => OnGpu::Kernels(&sel),
+            };
+            tune_gpu(cli.store.as_deref(), &cwd, what, opts, &how)
         }
         Cmd::Evolve {
             kernels,
@@ -653,7 +650,8 @@ fn tune_simulated(
     }
     // Before anything is written: a word that names nothing would start a search of nothing.
     if let Some(Named::Stored(word)) = &kernel {
-        simulated_kernel_is_stored(store, cwd, word)?;
+        let loc = r3::store::locate(store, cwd)?;
+        r3::remix::session::simulated_kernel_is_stored(&loc.path, word)?;
     }
     let kernel = kernel.map(|k| match k {
         Named::Stored(w) | Named::Landscape(w) => w,
@@ -664,56 +662,6 @@ fn tune_simulated(
         r3::remix::session::tune_simulated(&store, tables, kernel, &opts, resume, &stop, &mut say)?;
     say_what_ships(&store, &tally);
     Ok(if tally.interrupted { 130 } else { 0 })
-}
-
-/// A kernel named for `tune --simulate` must be one the store holds (or the prefix of an
-/// orphaned search's hash, which the session continues): anything else would key a search of no
-/// kernel, which `status` and the report would then show as one. A name of its own is given with
-/// `--landscape-name`.
-fn simulated_kernel_is_stored(store: Option<&Path>, cwd: &Path, word: &str) -> Result<()> {
-    let fix = format!(
-        "fix: name a stored kernel (`r3 kernels` lists them: a name, a hash or a prefix of one), or key the search by a name of its own: --landscape-name '{word}' in place of the kernel"
-    );
-    let loc = r3::store::locate(store, cwd)?;
-    let Ok(st) = r3::store::Store::open(&loc.path) else {
-        anyhow::bail!(
-            "`{word}` names no stored kernel (there is no store at {} yet); {fix}",
-            loc.path.display()
-        );
-    };
-    let index = st.index()?;
-    let found = index.select(word);
-    if r3::store::identity::distinct(&found) > 1 {
-        return Err(index.ambiguity(word, &found).into());
-    }
-    if !found.is_empty() {
-        return Ok(());
-    }
-    if let Some(e) = index.only_old(word) {
-        return Err(e.into());
-    }
-    // A source rewrite `r3 evolve` stored (its own compiler search, by hash), or a search whose
-    // kernel directory is gone (which the session continues), by its hash or a prefix of it.
-    let hex = word.len() >= 4 && word.bytes().all(|b| b.is_ascii_hexdigit());
-    let lower = word.to_ascii_lowercase();
-    let rewrite = st.variants()?.iter().any(|v| v.hash.starts_with(&lower));
-    let orphan = st.orphaned_trials()?.iter().any(|(p, _)| {
-        p.parent()
-            .and_then(Path::file_name)
-            .is_some_and(|h| h.to_string_lossy().starts_with(&lower))
-    });
-    if hex && (rewrite || orphan) {
-        return Ok(());
-    }
-    // Where the word's kernel may be one whose directory is gone: those searches, named.
-    if let Some(e) = st.orphaned_error(word)? {
-        return Err(e.into());
-    }
-    anyhow::bail!(
-        "`{word}` names no stored kernel in {}: a simulated search under it would be a search of no kernel (trials/{}/); {fix}",
-        st.root().display(),
-        r3::store::trials::slug(word)
-    )
 }
 
 /// Tune's last lines: what apply ships of each search it ran, and why where that is clang's
@@ -788,62 +736,53 @@ fn stop_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     stop
 }
 
-/// Tunes kernels on the GPU, each against its first replayable recording.
+/// What `r3 tune` spends this machine's GPU on: the kernels selected, each searched against
+/// its first replayable recording, or one deadline over the store's (or a program's) kernels.
+enum OnGpu<'a> {
+    Kernels(&'a r3::store::identity::Selection),
+    Deadline {
+        program: Option<&'a str>,
+        deadline: std::time::Duration,
+    },
+}
+
+/// Tunes on the GPU (`r3 tune`, `r3 tune --deadline`).
 fn tune_gpu(
     store: Option<&Path>,
     cwd: &Path,
-    sel: &r3::store::identity::Selection,
+    what: OnGpu,
     base: r3::remix::tune::TuneOptions,
     how: &r3::remix::session::GpuTune,
 ) -> Result<i32> {
     let Some((driver, gpu)) = r3::device::probe().first() else {
-        anyhow::bail!("no GPU on this machine: tune measures candidates on one (try `r3 tune --simulate TABLE.json`)");
+        match what {
+            OnGpu::Kernels(_) => anyhow::bail!("no GPU on this machine: tune measures candidates on one (try `r3 tune --simulate TABLE.json`)"),
+            OnGpu::Deadline { .. } => anyhow::bail!("no GPU on this machine: --deadline is spent measuring candidates on one (`r3 tune --all --dry-run` checks them without)"),
+        }
     };
     let store = open_store(store, cwd, false)?;
-    let recs = store.select_recordings(sel)?;
     let stop = stop_flag();
-    let tally =
-        r3::remix::session::tune_on_gpu(&store, recs, driver, &gpu, &base, how, &stop, &mut say)?;
-    say_what_ships(&store, &tally);
-    // A kernel named on its own and not searched is a failed command; in --all, the others'
-    // searches are what was asked for, and the session said what was not done.
-    let failed = tally.failed + tally.errors > 0 || (tally.irreproducible > 0 && !sel.all);
+    let (tally, all) = match what {
+        OnGpu::Kernels(sel) => {
+            let recs = store.select_recordings(sel)?;
+            let tally = r3::remix::session::tune_on_gpu(
+                &store, recs, driver, &gpu, &base, how, &stop, &mut say,
+            )?;
+            say_what_ships(&store, &tally);
+            (tally, sel.all)
+        }
+        OnGpu::Deadline { program, deadline } => {
+            let tally = r3::remix::program::tune_deadline_on_gpu(
+                &store, program, driver, &gpu, &base, how, deadline, &stop, &mut say,
+            )?;
+            (tally, true)
+        }
+    };
+    // A kernel named on its own and not searched is a failed command; in --all (and a
+    // deadline's store or program), the others' searches are what was asked for, and the
+    // session said what was not done.
+    let failed = tally.failed + tally.errors > 0 || (tally.irreproducible > 0 && !all);
     Ok(match (tally.interrupted, failed) {
-        (true, _) => 130,
-        (false, true) => 1,
-        (false, false) => 0,
-    })
-}
-
-/// `r3 tune --deadline`: the store's (or one program's) kernels under one allocation.
-fn tune_deadline(
-    store: Option<&Path>,
-    cwd: &Path,
-    program: Option<&str>,
-    deadline: std::time::Duration,
-    base: r3::remix::tune::TuneOptions,
-    how: &r3::remix::session::GpuTune,
-) -> Result<i32> {
-    use r3::remix::program::Scope;
-    let Some((driver, gpu)) = r3::device::probe().first() else {
-        anyhow::bail!("no GPU on this machine: --deadline is spent measuring candidates on one (`r3 tune --all --dry-run` checks them without)");
-    };
-    let store = open_store(store, cwd, false)?;
-    let scope = match program {
-        None => Scope::All,
-        Some(spec) => Scope::program(&store, spec).map_err(anyhow::Error::msg)?,
-    };
-    let sel = r3::store::identity::Selection {
-        kernel: None,
-        all: true,
-        record: None,
-    };
-    let recs = store.select_recordings(&sel)?;
-    let stop = stop_flag();
-    let tally = r3::remix::program::tune_deadline_on_gpu(
-        &store, &scope, recs, driver, &gpu, &base, how, deadline, &stop, &mut say,
-    )?;
-    Ok(match (tally.interrupted, tally.failed + tally.errors > 0) {
         (true, _) => 130,
         (false, true) => 1,
         (false, false) => 0,
@@ -876,25 +815,7 @@ fn tune_dry_run(
     }
     let store = open_store(store, cwd, false)?;
     let index = store.index()?;
-    let kernels: Vec<_> = match kernel {
-        // The current builds' kernels: an old version ships nothing.
-        None => index.current(),
-        Some(word) => {
-            let found = index.select(word);
-            if r3::store::identity::distinct(&found) > 1 {
-                return Err(index.ambiguity(word, &found).into());
-            }
-            if found.is_empty() {
-                if let Some(e) = index.only_old(word) {
-                    return Err(e.into());
-                }
-            }
-            found
-        }
-    };
-    if kernels.is_empty() {
-        anyhow::bail!("no stored kernel matches; see `r3 kernels`");
-    }
+    let kernels = r3::remix::dry_run::kernels(&index, kernel)?;
     let space = r3::remix::space::Space::builtin(r3::remix::space::SpaceOptions {
         r3_passes: egraph,
         grid,
@@ -1093,48 +1014,21 @@ fn export(
     policy: &r3::store::winner::Policy,
     what: &ExportWhat,
 ) -> Result<i32> {
-    use r3::apply::formats;
+    use r3::report::export::Format;
     let store = open_store(store, cwd, false)?;
-    // Why searches of the store are not in the file, said after what it holds.
-    let mut left_out = Vec::new();
-    let (value, count) = match what.format {
-        "t4" => {
-            let word = what
-                .kernel
-                .context("--format t4 writes one kernel's trials: name it with --kernel")?;
-            let index = store.index()?;
-            let k = index.select_one(word, None)?;
-            let key = r3::kernel::TrialsKey::of_kernel(&k.hash);
-            let (_, trials) = r3::store::winner::chosen_search(&store, &key, policy)?
-                .with_context(|| format!("{}: no trials in the store", k.signature.demangled))?;
-            (formats::t4(&trials), trials.len())
-        }
-        "proteus" => {
-            let file = r3::report::export::winners(&store, policy)?;
-            let (v, skipped) = formats::proteus(&file.kernels, &file.variants);
-            for s in &skipped {
-                eprintln!("r3 export: {s} left out: Proteus has no field for it");
-            }
-            let written = v.as_object().map_or(0, |o| o.len());
-            (v, written)
-        }
-        _ => {
-            let w = r3::report::export::winners(&store, policy)?;
-            left_out = r3::report::export::left_out(&store, &w, policy)?;
-            let n = w.kernels.len();
-            if w.kernels.iter().any(|k| k.candidate.max_threads.is_some()) {
-                eprintln!("r3 export: note: generic code with launch bounds is built from this file only under R3_APPLY_LAUNCH_BOUNDS=1 (the build's promise that no launch has more threads)");
-            }
-            (serde_json::to_value(&w)?, n)
-        }
-    };
-    let mut text = serde_json::to_vec_pretty(&value)?;
+    let format = Format::named(what.format);
+    let exported = r3::report::export::export(&store, policy, format, what.kernel)?;
+    for note in &exported.notes {
+        eprintln!("r3 export: {note}");
+    }
+    let mut text = serde_json::to_vec_pretty(&exported.value)?;
     text.push(b'\n');
+    let count = exported.count;
     match what.output {
         Some(path) => {
             r3::store::write_output(path, &text)
                 .with_context(|| format!("writing {}", path.display()))?;
-            let unit = match (what.format == "t4", count == 1) {
+            let unit = match (format == Format::T4, count == 1) {
                 (true, true) => "trial",
                 (true, false) => "trials",
                 (false, true) => "kernel",
@@ -1144,7 +1038,8 @@ fn export(
         }
         None => out!("{}", String::from_utf8_lossy(&text)),
     }
-    for why in left_out {
+    // Why searches of the store are not in the file, said after what it holds.
+    for why in &exported.left_out {
         eprintln!("r3 export: {why}");
     }
     Ok(0)
@@ -1215,25 +1110,15 @@ fn egraph_cmd(
     cwd: &Path,
 ) -> Result<i32> {
     use r3::egraph::{show, Input};
-    let (stats, changes) = if Path::new(input).exists() {
-        show(
-            Input::File(Path::new(input)),
-            pipeline_before,
-            options,
-            input,
-        )?
+    // A file where the word names one, else the stored kernel it names.
+    let stored;
+    let source = if Path::new(input).exists() {
+        Input::File(Path::new(input))
     } else {
-        let loc = r3::store::locate(store, cwd)?;
-        let store = r3::store::Store::open(&loc.path)
-            .with_context(|| format!("'{input}' is no file, and the store cannot be opened"))?;
-        let index = store.index()?;
-        let k = index
-            .select_one(input, None)
-            .with_context(|| format!("'{input}' is no file; as a kernel"))?;
-        let bytes = store.kernel_bitcode(&k.hash)?;
-        let source = Input::Bitcode(&bytes, &k.signature.name);
-        show(source, pipeline_before, options, input)?
+        stored = r3::store::identity::module_named(store, cwd, input)?;
+        Input::Bitcode(&stored.bitcode, &stored.name)
     };
+    let (stats, changes) = show(source, pipeline_before, options, input)?;
     if json {
         let out = serde_json::json!({ "stats": stats, "functions": changes });
         outln!("{}", serde_json::to_string_pretty(&out)?);

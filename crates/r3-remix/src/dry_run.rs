@@ -31,6 +31,30 @@ pub struct DryRun {
     pub unoptimized: bool,
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum DryRunError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("no stored kernel matches; see `r3 kernels`")]
+    NoKernel,
+}
+
+/// The stored kernels a dry run compiles: every kernel of the current builds (`word` None; an
+/// old version ships nothing), or every build of the one kernel `word` names.
+pub fn kernels<'a>(
+    index: &'a crate::store::identity::Index,
+    word: Option<&str>,
+) -> Result<Vec<&'a crate::store::KernelRecord>, DryRunError> {
+    let kernels = match word {
+        None => index.current(),
+        Some(word) => index.select_kernel(word)?,
+    };
+    if kernels.is_empty() {
+        return Err(DryRunError::NoKernel);
+    }
+    Ok(kernels)
+}
+
 /// The dry run of each stored kernel, for the architecture it was compiled for, with ptxas
 /// where the CUDA SDK has one; `done` hears of each kernel as it finishes.
 pub fn dry_run_kernels(

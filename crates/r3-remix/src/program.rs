@@ -55,6 +55,14 @@ impl Scope {
         }
     }
 
+    /// What `--program` names (`program`), or with none the whole store.
+    pub fn of(store: &Store, program: Option<&str>) -> Result<Scope, String> {
+        match program {
+            None => Ok(Scope::All),
+            Some(spec) => Scope::program(store, spec),
+        }
+    }
+
     /// `--program SPEC`: an executable (every workload of it the store has a census of, each
     /// weighed alike), or an executable and its arguments as shell words (`'./app -k 1'`: that
     /// workload alone).
@@ -692,13 +700,12 @@ fn in_weight_order(entrants: &[Entrant], groups: &[(TrialsKey, Vec<Recording>)])
         .collect()
 }
 
-/// `r3 tune --deadline` on this GPU: the scope's kernels (`recs`, grouped by kernel) under
-/// one allocation of `deadline`.
+/// `r3 tune --deadline` on this GPU: the kernels recorded of `program` (`--program`; None:
+/// every recorded kernel in the store) under one allocation of `deadline`.
 #[allow(clippy::too_many_arguments)]
 pub fn tune_deadline_on_gpu(
     store: &Store,
-    scope: &Scope,
-    recs: Vec<Recording>,
+    program: Option<&str>,
     driver: (i32, i32),
     gpu: &GpuInfo,
     base: &TuneOptions,
@@ -707,6 +714,12 @@ pub fn tune_deadline_on_gpu(
     stop: &AtomicBool,
     say: Say,
 ) -> Result<Tally, SessionError> {
+    let scope = &Scope::of(store, program).map_err(SessionError::Program)?;
+    let recs = store.select_recordings(&crate::store::identity::Selection {
+        kernel: None,
+        all: true,
+        record: None,
+    })?;
     let shared = crate::replay::worker::SharedSnapshots::start();
     let groups = session::by_kernel(store, recs, say)?;
     // Trials are keyed by the device as they name it, not by its CUDA name: keyed by the name,

@@ -284,6 +284,9 @@ pub enum SessionError {
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Space(#[from] crate::space::SpaceError),
+    /// `--program` names no workload the store has a census of (`program::Scope::program`).
+    #[error("{0}")]
+    Program(String),
 }
 
 /// The space a kernel's search explores on the launch its evaluator replays.
@@ -680,6 +683,69 @@ pub enum SimulateError {
     Space(#[from] crate::space::SpaceError),
     #[error(transparent)]
     Tune(#[from] tune::TuneError),
+}
+
+/// Why a kernel named for `r3 tune --simulate` is refused, before anything is written.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulatedKernelError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("`{word}` names no stored kernel (there is no store at {} yet); {}", .root.display(), landscape_fix(.word))]
+    NoStore {
+        word: String,
+        root: std::path::PathBuf,
+    },
+    #[error("`{word}` names no stored kernel in {}: a simulated search under it would be a search of no kernel (trials/{}/); {}", .root.display(), crate::store::trials::slug(.word), landscape_fix(.word))]
+    NoKernel {
+        word: String,
+        root: std::path::PathBuf,
+    },
+}
+
+fn landscape_fix(word: &str) -> String {
+    format!(
+        "fix: name a stored kernel (`r3 kernels` lists them: a name, a hash or a prefix of one), or key the search by a name of its own: --landscape-name '{word}' in place of the kernel"
+    )
+}
+
+/// A kernel named for `tune --simulate` must be one the store at `root` holds (or the prefix of
+/// an orphaned search's hash, which the session continues): anything else would key a search
+/// of no kernel, which `status` and the report would then show as one. A name of its own is
+/// given with `--landscape-name`.
+pub fn simulated_kernel_is_stored(
+    root: &std::path::Path,
+    word: &str,
+) -> Result<(), SimulatedKernelError> {
+    let Ok(st) = Store::open(root) else {
+        return Err(SimulatedKernelError::NoStore {
+            word: word.to_owned(),
+            root: root.to_owned(),
+        });
+    };
+    if !st.index()?.select_kernel(word)?.is_empty() {
+        return Ok(());
+    }
+    // A source rewrite `r3 evolve` stored (its own compiler search, by hash), or a search whose
+    // kernel directory is gone (which the session continues), by its hash or a prefix of it.
+    let hex = word.len() >= 4 && word.bytes().all(|b| b.is_ascii_hexdigit());
+    let lower = word.to_ascii_lowercase();
+    let rewrite = st.variants()?.iter().any(|v| v.hash.starts_with(&lower));
+    let orphan = st.orphaned_trials()?.iter().any(|(p, _)| {
+        p.parent()
+            .and_then(std::path::Path::file_name)
+            .is_some_and(|h| h.to_string_lossy().starts_with(&lower))
+    });
+    if hex && (rewrite || orphan) {
+        return Ok(());
+    }
+    // Where the word's kernel may be one whose directory is gone: those searches, named.
+    if let Some(e) = st.orphaned_error(word)? {
+        return Err(e.into());
+    }
+    Err(SimulatedKernelError::NoKernel {
+        word: word.to_owned(),
+        root: st.root().to_owned(),
+    })
 }
 
 /// The key of a word that names no stored kernel: an orphaned search's hash (its kernel's

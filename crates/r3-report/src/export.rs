@@ -113,3 +113,99 @@ pub fn left_out(
     }
     Ok(out)
 }
+
+/// A format `r3 export` writes (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The winners file `--r3-apply` reads (`r3`).
+    Winners,
+    /// One kernel's trials in the auto-tuning community's T4 results schema (`t4`).
+    T4,
+    /// The PROTEUS_TUNED_KERNELS JSON (`proteus`).
+    Proteus,
+}
+
+impl Format {
+    /// The format `--format` names; anything but `t4` and `proteus` is the winners file.
+    pub fn named(word: &str) -> Format {
+        match word {
+            "t4" => Format::T4,
+            "proteus" => Format::Proteus,
+            _ => Format::Winners,
+        }
+    }
+}
+
+/// What `r3 export` writes, and what it says of it.
+#[derive(Debug)]
+pub struct Exported {
+    pub value: serde_json::Value,
+    /// The trials (T4) or kernels it holds.
+    pub count: usize,
+    /// Notes on what it holds, said before it: what a format has no field for, launch bounds.
+    pub notes: Vec<String>,
+    /// Why searches of the store are not in it ([`left_out`]), said after it.
+    pub left_out: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("--format t4 writes one kernel's trials: name it with --kernel")]
+    NoKernel,
+    #[error("{0}: no trials in the store")]
+    NoTrials(String),
+}
+
+/// `r3 export`: the store's winners in `format` under `policy`; `kernel` names the kernel
+/// whose trials T4 writes.
+pub fn export(
+    store: &Store,
+    policy: &Policy,
+    format: Format,
+    kernel: Option<&str>,
+) -> Result<Exported, ExportError> {
+    use crate::apply::formats;
+    let mut out = Exported {
+        value: serde_json::Value::Null,
+        count: 0,
+        notes: Vec::new(),
+        left_out: Vec::new(),
+    };
+    match format {
+        Format::T4 => {
+            let word = kernel.ok_or(ExportError::NoKernel)?;
+            let index = store.index()?;
+            let k = index.select_one(word, None)?;
+            let key = crate::kernel::TrialsKey::of_kernel(&k.hash);
+            let (_, trials) = crate::store::winner::chosen_search(store, &key, policy)?
+                .ok_or_else(|| ExportError::NoTrials(k.signature.demangled.clone()))?;
+            (out.value, out.count) = (formats::t4(&trials), trials.len());
+        }
+        Format::Proteus => {
+            let file = winners(store, policy)?;
+            let (v, skipped) = formats::proteus(&file.kernels, &file.variants);
+            out.notes = skipped
+                .iter()
+                .map(|s| format!("{s} left out: Proteus has no field for it"))
+                .collect();
+            out.count = v.as_object().map_or(0, |o| o.len());
+            out.value = v;
+        }
+        Format::Winners => {
+            let w = winners(store, policy)?;
+            out.left_out = left_out(store, &w, policy)?;
+            out.count = w.kernels.len();
+            if w.kernels.iter().any(|k| k.candidate.max_threads.is_some()) {
+                out.notes.push("note: generic code with launch bounds is built from this file only under R3_APPLY_LAUNCH_BOUNDS=1 (the build's promise that no launch has more threads)".into());
+            }
+            out.value = serde_json::to_value(&w)?;
+        }
+    }
+    Ok(out)
+}

@@ -349,6 +349,20 @@ impl Index {
         n.old
     }
 
+    /// Every build of the one kernel a word names ([`Index::select`]: one per arch it was
+    /// compiled for), for commands that act on them all: an error where the word names several
+    /// kernels, or old versions only; empty where it names nothing.
+    pub fn select_kernel(&self, word: &str) -> Result<Vec<&KernelRecord>, StoreError> {
+        let found = self.select(word);
+        if distinct(&found) > 1 {
+            return Err(self.ambiguity(word, &found));
+        }
+        if let Some(e) = found.is_empty().then(|| self.only_old(word)).flatten() {
+            return Err(e);
+        }
+        Ok(found)
+    }
+
     /// The one kernel a word names, or an error that lists the candidates (the old versions
     /// apart). Builds of one source for several archs give one kernel per arch; `arch` picks
     /// among those.
@@ -395,6 +409,58 @@ impl Index {
             candidates: listing(&old),
         })
     }
+}
+
+/// A stored kernel's module, and its (mangled) name: what a command that takes a device IR file
+/// or a kernel (`r3 egraph`) reads where its word is no file.
+#[derive(Debug)]
+pub struct NamedModule {
+    pub bitcode: Vec<u8>,
+    pub name: String,
+}
+
+/// Why a word that is no file gives no stored kernel's module.
+#[derive(Debug, thiserror::Error)]
+pub enum NamedModuleError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("'{word}' is no file, and the store cannot be opened")]
+    Open {
+        word: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error("'{word}' is no file; as a kernel")]
+    Select {
+        word: String,
+        #[source]
+        source: StoreError,
+    },
+}
+
+/// The module of the one kernel `word` names, in the store a command uses (`explicit`, else as
+/// [`super::locate`] finds it from `cwd`).
+pub fn module_named(
+    explicit: Option<&std::path::Path>,
+    cwd: &std::path::Path,
+    word: &str,
+) -> Result<NamedModule, NamedModuleError> {
+    let loc = super::locate(explicit, cwd)?;
+    let store = Store::open(&loc.path).map_err(|source| NamedModuleError::Open {
+        word: word.to_owned(),
+        source,
+    })?;
+    let index = store.index()?;
+    let k = index
+        .select_one(word, None)
+        .map_err(|source| NamedModuleError::Select {
+            word: word.to_owned(),
+            source,
+        })?;
+    Ok(NamedModule {
+        bitcode: store.kernel_bitcode(&k.hash)?,
+        name: k.signature.name.clone(),
+    })
 }
 
 /// The kernels a word names: those of the current builds, and old versions.
@@ -973,6 +1039,37 @@ mod tests {
             idx.select_one("kernel1", Some("sm_90")).unwrap().hash,
             "aaaa111122223333"
         );
+    }
+
+    #[test]
+    fn a_word_selects_every_build_of_one_kernel_and_refuses_several_or_old_ones() {
+        let mut u = unit("/a/prog.cu", &["aaaa111122223333"], "fa");
+        u.kernels
+            .insert("sm_80".into(), vec!["cccc111122223333".into()]);
+        let builds = Index::new(
+            vec![
+                kernel("aaaa111122223333", "_Z7kernel1", "/a/prog.cu", "sm_90"),
+                kernel("cccc111122223333", "_Z7kernel1", "/a/prog.cu", "sm_80"),
+            ],
+            vec![u],
+            true,
+        );
+        assert_eq!(builds.select_kernel("kernel1").unwrap().len(), 2);
+        assert!(builds.select_kernel("nothing").unwrap().is_empty());
+        assert!(matches!(
+            two_programs().select_kernel("kernel1"),
+            Err(StoreError::Ambiguous { .. })
+        ));
+        // Renamed away, the current kernel's old name names only its old version.
+        let idx = edited_and_reverted();
+        let mut u = idx.units[0].clone();
+        u.kernels
+            .insert("sm_90".into(), vec!["cccc000000000003".into()]);
+        let gone = Index::new(idx.kernels().to_vec(), vec![u], true);
+        assert!(matches!(
+            gone.select_kernel("dot"),
+            Err(StoreError::OnlyOld { .. })
+        ));
     }
 
     /// A kernel edited, compiled, reverted and compiled again: two versions of one kernel at
