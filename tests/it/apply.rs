@@ -68,7 +68,7 @@ fn lower_stored(
         ptx,
         opt_level: 3,
     };
-    r3::lower::isolated::lower_in_process(&bitcode, hash, c, &target, None).unwrap()
+    r3::lower::isolated::lower_in_process(&bitcode, &hash.into(), c, &target, None).unwrap()
 }
 
 /// scan.cu in `d`, built plain (`plain/`) and recorded into `d/store` (`record/`), its

@@ -458,7 +458,7 @@ impl<'a> Run<'a> {
                 .put_variant(km, &self.kernel.compile, &self.kernel.hash)?;
             builds.push(Build {
                 values: values.clone(),
-                variant: km.hash.to_string(),
+                variant: km.hash.clone(),
                 diff: diff.clone(),
             });
         }
@@ -466,7 +466,7 @@ impl<'a> Run<'a> {
         if first.values.is_empty() {
             builds.clear();
         }
-        let cell = self.cell_of(&KernelHash::from(first.variant.as_str()));
+        let cell = self.cell_of(&first.variant);
         self.append(
             id,
             What::Compiled {
@@ -493,7 +493,7 @@ impl<'a> Run<'a> {
                 message,
             },
             None if a.builds.is_empty() => {
-                let record = self.store.kernel(&KernelHash::from(variant.as_str()))?;
+                let record = self.store.kernel(variant)?;
                 judge.judge(self.store, &record, &a.rewrite)
             }
             None => {
@@ -501,7 +501,7 @@ impl<'a> Run<'a> {
                 for b in &a.builds {
                     builds.push(judge::BuildToJudge {
                         values: b.values.clone(),
-                        record: self.store.kernel(&KernelHash::from(b.variant.as_str()))?,
+                        record: self.store.kernel(&b.variant)?,
                         code: format!("{}{}", params::defines(&b.values), a.rewrite),
                     });
                 }
@@ -555,7 +555,7 @@ impl<'a> Run<'a> {
     fn stats_of(&self, parent: &Elite) -> String {
         let hash = match parent.attempt {
             None => Some(self.kernel.hash.clone()),
-            Some(id) => self.attempt(id).compiled.map(|c| KernelHash::from(c.0)),
+            Some(id) => self.attempt(id).compiled.map(|c| c.0),
         };
         match hash.and_then(|h| self.o3_ptx(&h)) {
             Some(ptx) => ptx_words(&ptx),

@@ -39,7 +39,7 @@ pub fn winners(store: &Store, policy: &Policy) -> Result<WinnersFile, PlanError>
             )?;
             Some(Rewrite {
                 hash: r.kernel,
-                variant: variant.into(),
+                variant,
                 demangled: r.name,
                 gpu: b.gpu,
                 speedup: b.speedup,

@@ -70,7 +70,7 @@ pub enum What {
     /// with knobs (`params`) compiles once per value combination: `builds`, whose first is
     /// `variant` and `diff`.
     Compiled {
-        variant: String,
+        variant: KernelHash,
         diff: String,
         cell: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -98,7 +98,7 @@ pub fn words(v: &Values) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Build {
     pub values: Values,
-    pub variant: String,
+    pub variant: KernelHash,
     pub diff: String,
 }
 
@@ -151,7 +151,7 @@ pub struct Attempt {
     pub refused: Option<String>,
     pub diagnostics: Option<String>,
     /// (variant hash, diff, cell)
-    pub compiled: Option<(String, String, String)>,
+    pub compiled: Option<(KernelHash, String, String)>,
     /// A rewrite with knobs: every build (the first is `compiled`'s).
     pub builds: Vec<Build>,
     pub judged: Vec<(String, Verdict)>,
@@ -199,7 +199,7 @@ impl Attempt {
 
     /// The variant and diff that ship: for a rewrite with knobs, the build whose values won
     /// on `gpu` (the first build until one has).
-    pub fn shipped_build(&self, gpu: Option<&str>) -> Option<(String, String)> {
+    pub fn shipped_build(&self, gpu: Option<&str>) -> Option<(KernelHash, String)> {
         let (variant, diff, _) = self.compiled.as_ref()?;
         let won = match self.verdict(gpu) {
             Some(Verdict::Valid { values, .. }) if !values.is_empty() => {
@@ -298,7 +298,7 @@ pub fn variant_of_attempt(
     kernel: &KernelHash,
     id: u32,
     gpu: Option<&str>,
-) -> Option<String> {
+) -> Option<KernelHash> {
     let events = store.attempts(kernel).ok()?;
     let (_, attempts) = fold(&events);
     attempts

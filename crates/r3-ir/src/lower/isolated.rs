@@ -11,7 +11,7 @@ use std::time::Duration;
 /// `lower_isolated`, since some pass orders crash LLVM.
 pub fn lower_in_process(
     bitcode: &[u8],
-    kernel_hash: &str,
+    kernel_hash: &crate::kernel::KernelHash,
     c: &Candidate,
     target: &Codegen,
     mutation: Option<(crate::mutate::Mutation, crate::mutate::Facts)>,
