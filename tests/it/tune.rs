@@ -48,11 +48,11 @@ fn run_summarized(
     let mut sim = Simulator::new(l);
     let gpu = "simulated: synthetic";
     let prior = if resume {
-        store.trials(&TrialsKey::from("k"), gpu).unwrap()
+        store.trials(&the_key(), gpu).unwrap()
     } else {
         Vec::new()
     };
-    let mut log = store.open_trials(&TrialsKey::from("k"), gpu).unwrap();
+    let mut log = store.open_trials(&the_key(), gpu).unwrap();
     let never = AtomicBool::new(false);
     let summary = tune(
         &mut sim,
@@ -64,7 +64,7 @@ fn run_summarized(
         |_| {},
     )
     .unwrap();
-    (store.trials(&TrialsKey::from("k"), gpu).unwrap(), summary)
+    (store.trials(&the_key(), gpu).unwrap(), summary)
 }
 
 type Essence = (
@@ -104,7 +104,7 @@ fn a_stopped_tune_resumes_with_no_lost_or_repeated_trial() {
         // Stopped after 14 trials (mid-round), with a torn record left by the "kill".
         let first = run(&sb, strategy, 14, false);
         assert_eq!(first.len(), 14);
-        let path = sb.trials_path(&TrialsKey::from("k"), "simulated: synthetic");
+        let path = sb.trials_path(&the_key(), "simulated: synthetic");
         let mut bytes = std::fs::read(&path).unwrap();
         bytes.extend_from_slice(b"{\"format\":1,\"trial\":14,\"kern");
         std::fs::write(&path, bytes).unwrap();
@@ -140,7 +140,7 @@ fn a_resume_starts_from_the_checkpoint_and_goes_on_as_the_whole_search() {
             assert_eq!(s.from_checkpoint, 29, "{at}");
         }
         // An edited record: the digest no longer matches, so everything is replayed.
-        let path = sa.trials_path(&TrialsKey::from("k"), gpu);
+        let path = sa.trials_path(&the_key(), gpu);
         let text = std::fs::read_to_string(&path).unwrap();
         let edited = text.replacen("\"finished_unix_ms\":", "\"finished_unix_ms\":1", 1);
         std::fs::write(&path, edited).unwrap();
@@ -163,7 +163,7 @@ fn a_resume_starts_from_the_checkpoint_and_goes_on_as_the_whole_search() {
 /// Tunes kernel "k" on a simulator into `store` (GPU "sim").
 fn tune_sim(store: &Store, sim: &mut Simulator, o: &TuneOptions) -> Summary {
     let space = Space::builtin(sim.landscape.space.clone()).unwrap();
-    let mut log = store.open_trials(&TrialsKey::from("k"), "sim").unwrap();
+    let mut log = store.open_trials(&the_key(), "sim").unwrap();
     let never = AtomicBool::new(false);
     tune(sim, &space, o, Vec::new(), Some(&mut log), &never, |_| {}).unwrap()
 }
@@ -177,7 +177,7 @@ fn identical_ptx_is_measured_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
     let s = tune_sim(&store, &mut sim, &o);
-    let recs = store.trials(&TrialsKey::from("k"), "sim").unwrap();
+    let recs = store.trials(&the_key(), "sim").unwrap();
     let mut hashes: Vec<&str> = recs
         .iter()
         .filter(|r| r.duplicate_of.is_none())
@@ -196,10 +196,7 @@ fn identical_ptx_is_measured_once() {
         let orig = &recs[r.duplicate_of.unwrap() as usize];
         assert_eq!((&orig.ptx_hash, &orig.outcome), (&r.ptx_hash, &r.outcome));
     }
-    let best = store
-        .best_trial(&TrialsKey::from("k"), "sim")
-        .unwrap()
-        .unwrap();
+    let best = store.best_trial(&the_key(), "sim").unwrap().unwrap();
     assert!(best.ratio().unwrap() < 1.0);
 }
 
@@ -261,7 +258,7 @@ fn the_same_ptx_at_another_block_size_is_measured_again() {
     let mut ev = OneCode::default();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
-    let mut log = store.open_trials(&TrialsKey::from("k"), "one").unwrap();
+    let mut log = store.open_trials(&the_key(), "one").unwrap();
     let never = AtomicBool::new(false);
     tune(
         &mut ev,
@@ -273,7 +270,7 @@ fn the_same_ptx_at_another_block_size_is_measured_again() {
         |_| {},
     )
     .unwrap();
-    let recs = store.trials(&TrialsKey::from("k"), "one").unwrap();
+    let recs = store.trials(&the_key(), "one").unwrap();
     let mut measured = ev.measured.into_inner().unwrap();
     let n = measured.len();
     measured.sort();
@@ -346,11 +343,11 @@ impl Staged {
     fn tune(&mut self, space: &Space) -> (Vec<TrialRecord>, Summary) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut log = store.open_trials(&TrialsKey::from("k"), "staged").unwrap();
+        let mut log = store.open_trials(&the_key(), "staged").unwrap();
         let o = opts("random", 5);
         let never = AtomicBool::new(false);
         let s = tune(self, space, &o, Vec::new(), Some(&mut log), &never, |_| {}).unwrap();
-        (store.trials(&TrialsKey::from("k"), "staged").unwrap(), s)
+        (store.trials(&the_key(), "staged").unwrap(), s)
     }
 }
 
@@ -671,10 +668,7 @@ fn bo_learns_from_an_earlier_search_and_resumes_with_what_it_learned_from() {
         tune_stored(&sc, "k", "bo", 31, true, false).unwrap()
     };
     let whole = tune_stored(&sa, "k", "bo", 31, true, false).unwrap();
-    let refs = sa
-        .transfer_sources(&TrialsKey::from("k"), gpu)
-        .unwrap()
-        .unwrap();
+    let refs = sa.transfer_sources(&the_key(), gpu).unwrap().unwrap();
     assert_eq!(refs.sources.len(), 1);
     assert_eq!(
         (refs.sources[0].kernel.as_str(), refs.sources[0].trials),
@@ -704,7 +698,7 @@ fn bo_learns_from_an_earlier_search_and_resumes_with_what_it_learned_from() {
     assert_eq!(essence(&longer[..31]), essence(&whole));
     // Without the checkpoint the replay cannot be the search it was: an error names the file
     // and the likely cause.
-    let k = sb.trials_path(&TrialsKey::from("k"), gpu);
+    let k = sb.trials_path(&the_key(), gpu);
     std::fs::remove_file(k.with_extension("checkpoint.json")).unwrap();
     let err = tune_stored(&sb, "k", "bo", 44, true, true)
         .unwrap_err()
@@ -733,7 +727,7 @@ fn no_transfer_means_the_cold_search() {
     .unwrap();
     assert_eq!(essence(&off), essence(&alone));
     let refs = s
-        .transfer_sources(&TrialsKey::from("k"), "simulated: synthetic")
+        .transfer_sources(&the_key(), "simulated: synthetic")
         .unwrap()
         .unwrap();
     assert!(refs.sources.is_empty());
@@ -746,7 +740,7 @@ fn candidates_outside_the_search_reuse_measured_ptx() {
     let store = Store::create(dir.path()).unwrap();
     let o = opts("random", 12);
     tune_sim(&store, &mut sim, &o);
-    let known = store.trials(&TrialsKey::from("k"), "sim").unwrap();
+    let known = store.trials(&the_key(), "sim").unwrap();
     let before = sim.measured().len();
     // Two trials already measured, and one new candidate asked twice.
     let fresh = Candidate {
@@ -962,7 +956,7 @@ fn a_gap_or_a_repeat_in_trial_numbers_is_explained_and_keeping_the_lines_resumes
     let store = Store::create(dir.path()).unwrap();
     run(&store, "random", 10, false);
     let gpu = "simulated: synthetic";
-    let path = store.trials_path(&TrialsKey::from("k"), gpu);
+    let path = store.trials_path(&the_key(), gpu);
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let l = synthetic(Family::Sparse, 1);
@@ -978,12 +972,12 @@ fn a_gap_or_a_repeat_in_trial_numbers_is_explained_and_keeping_the_lines_resumes
         ),
     ] {
         std::fs::write(&path, edited.join("\n") + "\n").unwrap();
-        let mut log = store.open_trials(&TrialsKey::from("k"), gpu).unwrap();
+        let mut log = store.open_trials(&the_key(), gpu).unwrap();
         let err = tune(
             &mut Simulator::new(l.clone()),
             &space,
             &opts("random", 10),
-            store.trials(&TrialsKey::from("k"), gpu).unwrap(),
+            store.trials(&the_key(), gpu).unwrap(),
             Some(&mut log),
             &AtomicBool::new(false),
             |_| {},
@@ -1170,7 +1164,7 @@ fn a_candidate_the_screen_dropped_is_kept_as_such_and_never_becomes_the_best() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::create(dir.path()).unwrap();
     // The evaluator names no GPU: its trials are "unknown"'s.
-    let mut log = store.open_trials(&TrialsKey::from("k"), "unknown").unwrap();
+    let mut log = store.open_trials(&the_key(), "unknown").unwrap();
     let never = AtomicBool::new(false);
     let s = tune(
         &mut ev,
@@ -1182,7 +1176,7 @@ fn a_candidate_the_screen_dropped_is_kept_as_such_and_never_becomes_the_best() {
         |_| {},
     )
     .unwrap();
-    let recs = store.trials(&TrialsKey::from("k"), "unknown").unwrap();
+    let recs = store.trials(&the_key(), "unknown").unwrap();
     let screened = recs
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Screened { .. }))
@@ -1193,10 +1187,7 @@ fn a_candidate_the_screen_dropped_is_kept_as_such_and_never_becomes_the_best() {
     );
     // The search's best and the store's are valid on the whole launch, at 0.9.
     assert_eq!(s.best.as_ref().and_then(|b| b.ratio()), Some(0.9));
-    let best = store
-        .best_trial(&TrialsKey::from("k"), "unknown")
-        .unwrap()
-        .unwrap();
+    let best = store.best_trial(&the_key(), "unknown").unwrap().unwrap();
     assert_eq!(best.ratio(), Some(0.9));
     // The report counts them apart.
     let report = r3::report::tuning::build(&store, &Default::default()).unwrap();
@@ -1253,5 +1244,10 @@ fn bo_on_landscape(landscape: &r3::remix::sim::Landscape, budgets: &[u32]) -> Ve
         );
     }
     let gpu = Simulator::new(landscape.clone()).device().gpu;
-    store.trials(&TrialsKey::from("k"), &gpu).unwrap()
+    store.trials(&the_key(), &gpu).unwrap()
+}
+
+/// The trials key these tests search under.
+fn the_key() -> TrialsKey {
+    TrialsKey::from("k")
 }

@@ -463,6 +463,11 @@ mod tests {
     use crate::store::fixtures;
     use crate::store::outcome::TimeStats;
 
+    /// The trials key these tests search under.
+    fn the_key() -> TrialsKey {
+        TrialsKey::from("k")
+    }
+
     /// A launch where each candidate's time over -O3 is fixed, and where the candidates whose
     /// pipeline is in `wrong` give wrong output.
     struct Launch {
@@ -545,9 +550,7 @@ mod tests {
     fn searched_store_with(best: serde_json::Value) -> (tempfile::TempDir, Store, TrialRecord) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut log = store
-            .open_trials(&TrialsKey::from("k"), "GPU (sm_90)")
-            .unwrap();
+        let mut log = store.open_trials(&the_key(), "GPU (sm_90)").unwrap();
         let mut best_rec = None;
         let o3 = serde_json::json!({ "pipeline": "default<O3>" });
         for (trial, candidate, ratio) in [(0, o3, 1.0), (1, best, 0.5)] {
@@ -586,7 +589,7 @@ mod tests {
                 }),
             ),
         ];
-        let lines = confirm_best(&store, &searched, &others, &TrialsKey::from("k")).unwrap();
+        let lines = confirm_best(&store, &searched, &others, &the_key()).unwrap();
         assert!(
             lines[0]
                 .starts_with("not confirmed: trial 1 gives wrong output on recorded launch k/3"),
@@ -595,7 +598,7 @@ mod tests {
         assert!(lines[0].contains("region 1 differs"), "{lines:?}");
         assert_eq!(
             store
-                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .best_trial(&the_key(), "GPU (sm_90)")
                 .unwrap()
                 .unwrap()
                 .trial,
@@ -619,17 +622,12 @@ mod tests {
             ("k/x".to_owned(), values, Ok(ev))
         };
         // Another n: the guard sends that launch to the generic code, so it does not count.
-        let lines = confirm_best(
-            &store,
-            &searched,
-            &[wrong(Some(n(7).launch()))],
-            &TrialsKey::from("k"),
-        )
-        .unwrap();
+        let lines =
+            confirm_best(&store, &searched, &[wrong(Some(n(7).launch()))], &the_key()).unwrap();
         assert!(lines[0].starts_with("confirmed"), "{lines:?}");
         assert_eq!(
             store
-                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .best_trial(&the_key(), "GPU (sm_90)")
                 .unwrap()
                 .unwrap()
                 .trial,
@@ -640,20 +638,15 @@ mod tests {
             "pipeline": "function(licm)",
             "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
         }));
-        let lines = confirm_best(
-            &store,
-            &searched,
-            &[wrong(Some(n(5).launch()))],
-            &TrialsKey::from("k"),
-        )
-        .unwrap();
+        let lines =
+            confirm_best(&store, &searched, &[wrong(Some(n(5).launch()))], &the_key()).unwrap();
         assert!(lines[0].starts_with("not confirmed"), "{lines:?}");
         // A launch whose values are unknown cannot be admitted either.
         let (_dir, store, _) = searched_store_with(serde_json::json!({
             "pipeline": "function(licm)",
             "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
         }));
-        let lines = confirm_best(&store, &searched, &[wrong(None)], &TrialsKey::from("k")).unwrap();
+        let lines = confirm_best(&store, &searched, &[wrong(None)], &the_key()).unwrap();
         assert!(lines[0].starts_with("confirmed"), "{lines:?}");
     }
 
@@ -705,9 +698,7 @@ mod tests {
     fn variant_and_generic_store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut log = store
-            .open_trials(&TrialsKey::from("k"), "GPU (sm_90)")
-            .unwrap();
+        let mut log = store.open_trials(&the_key(), "GPU (sm_90)").unwrap();
         let specialized = serde_json::json!({
             "pipeline": "function(licm)",
             "specialize": {"args": [{"index": 0, "hex": "05000000"}]}
@@ -739,11 +730,11 @@ mod tests {
                 opened: opened.clone(),
                 at_once,
             };
-            let lines = confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
+            let lines = confirm_best(&store, &ev, &[], &the_key()).unwrap();
             assert_eq!(lines.len(), 2, "{lines:?}");
             assert!(lines[0].starts_with("confirmed"), "{lines:?}");
             assert!(lines[1].starts_with("for apply"), "{lines:?}");
-            let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
+            let path = store.trials_path(&the_key(), "GPU (sm_90)");
             let confirmed = store.confirmations(&path).unwrap();
             assert_eq!(confirmed.len(), 2);
             for c in &confirmed {
@@ -769,9 +760,9 @@ mod tests {
             opened: opened.clone(),
             at_once: 1,
         };
-        confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
+        confirm_best(&store, &ev, &[], &the_key()).unwrap();
         let confirmed = store
-            .confirmations(&store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)"))
+            .confirmations(&store.trials_path(&the_key(), "GPU (sm_90)"))
             .unwrap();
         let generic = confirmed.iter().find(|c| c.trial == 2).unwrap();
         assert_eq!(generic.context_ratios.len(), CONTEXTS);
@@ -787,17 +778,17 @@ mod tests {
             opened: opened.clone(),
             at_once: 4,
         };
-        confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
-        let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
+        confirm_best(&store, &ev, &[], &the_key()).unwrap();
+        let path = store.trials_path(&the_key(), "GPU (sm_90)");
         let c = store.confirmations(&path).unwrap();
         // Opened side by side, a clear winner's three contexts cost about one; one after the
         // other, the first would have settled it.
         assert_eq!(c[0].context_ratios, [Some(0.5); CONTEXTS]);
         let ev = Counted { at_once: 1, ..ev };
         let (_dir, store, _) = searched_store("function(licm)");
-        confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
+        confirm_best(&store, &ev, &[], &the_key()).unwrap();
         let c = store
-            .confirmations(&store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)"))
+            .confirmations(&store.trials_path(&the_key(), "GPU (sm_90)"))
             .unwrap();
         assert_eq!(c[0].context_ratios, [Some(0.5)]);
     }
@@ -830,7 +821,7 @@ mod tests {
                 wrong: vec![],
             }),
         )];
-        let lines = confirm_best(&store, &searched, &others, &TrialsKey::from("k")).unwrap();
+        let lines = confirm_best(&store, &searched, &others, &the_key()).unwrap();
         assert!(
             lines[0].starts_with("confirmed: 1.667× faster than -O3"),
             "{lines:?}"
@@ -839,12 +830,12 @@ mod tests {
             lines[0].contains("outputs right on 2 recorded launches (there: 1.429×)"),
             "{lines:?}"
         );
-        let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
+        let path = store.trials_path(&the_key(), "GPU (sm_90)");
         let c = store.confirmations(&path).unwrap();
         assert_eq!(c[0].launches.len(), 1);
         assert_eq!(
             store
-                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .best_trial(&the_key(), "GPU (sm_90)")
                 .unwrap()
                 .unwrap()
                 .trial,
@@ -864,8 +855,8 @@ mod tests {
                 searched,
                 fresh: std::sync::Mutex::new(fresh.to_vec()),
             };
-            confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
-            let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
+            confirm_best(&store, &ev, &[], &the_key()).unwrap();
+            let path = store.trials_path(&the_key(), "GPU (sm_90)");
             store.confirmations(&path).unwrap()
         };
         // The search measured its winner at 0.5 of -O3's time (2×).
@@ -891,13 +882,13 @@ mod tests {
                 searched,
                 fresh: std::sync::Mutex::new(fresh.to_vec()),
             };
-            let lines = confirm_best(&store, &ev, &[], &TrialsKey::from("k")).unwrap();
+            let lines = confirm_best(&store, &ev, &[], &the_key()).unwrap();
             let best = store
-                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .best_trial(&the_key(), "GPU (sm_90)")
                 .unwrap()
                 .unwrap()
                 .trial;
-            let path = store.trials_path(&TrialsKey::from("k"), "GPU (sm_90)");
+            let path = store.trials_path(&the_key(), "GPU (sm_90)");
             (lines, best, store.confirmations(&path).unwrap())
         };
         // Fast in the search's context and in two fresh contexts, slow in the third: -O3 stays.
@@ -969,7 +960,7 @@ mod tests {
             None,
             Err("prologue.bin: damaged".to_owned()),
         )];
-        let lines = confirm_best(&store, &searched, &others, &TrialsKey::from("k")).unwrap();
+        let lines = confirm_best(&store, &searched, &others, &the_key()).unwrap();
         assert!(
             lines[0].contains("crashed on recorded launch k/9"),
             "{lines:?}"
@@ -977,7 +968,7 @@ mod tests {
         assert!(lines[0].contains("prologue.bin: damaged"), "{lines:?}");
         assert_eq!(
             store
-                .best_trial(&TrialsKey::from("k"), "GPU (sm_90)")
+                .best_trial(&the_key(), "GPU (sm_90)")
                 .unwrap()
                 .unwrap()
                 .trial,

@@ -933,6 +933,11 @@ mod tests {
     use super::*;
     use crate::kernel::KernelHash;
 
+    /// The trials key these tests search under.
+    fn the_key() -> TrialsKey {
+        TrialsKey::from("k")
+    }
+
     fn rec(i: u32) -> TrialRecord {
         TrialRecord {
             format: FORMAT,
@@ -963,27 +968,23 @@ mod tests {
     fn a_second_writer_of_one_trials_file_is_refused_until_the_first_closes() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut first = store
-            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
-            .unwrap();
+        let mut first = store.open_trials(&the_key(), "NVIDIA H200").unwrap();
         first.append(&rec(0)).unwrap();
-        let Err(e) = store.open_trials(&TrialsKey::from("k"), "NVIDIA H200") else {
+        let Err(e) = store.open_trials(&the_key(), "NVIDIA H200") else {
             panic!("two logs of one trials file were open at once");
         };
         assert!(matches!(e, StoreError::Busy { .. }), "{e}");
         assert!(e.to_string().contains("nvidia-h200.jsonl"), "{e}");
         // Another GPU's search of the kernel is another file.
-        store
-            .open_trials(&TrialsKey::from("k"), "NVIDIA H100")
-            .unwrap();
+        store.open_trials(&the_key(), "NVIDIA H100").unwrap();
         first.append(&rec(1)).unwrap();
         drop(first);
         store
-            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
+            .open_trials(&the_key(), "NVIDIA H200")
             .unwrap()
             .append(&rec(2))
             .unwrap();
-        let trials = store.trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap();
+        let trials = store.trials(&the_key(), "NVIDIA H200").unwrap();
         assert_eq!(
             trials.iter().map(|r| r.trial).collect::<Vec<_>>(),
             [0, 1, 2]
@@ -1000,12 +1001,10 @@ mod tests {
             let s = all.iter().find(|s| s.gpu == gpu).unwrap().clone();
             (s.state, s.trials)
         };
-        let mut running = store
-            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
-            .unwrap();
+        let mut running = store.open_trials(&the_key(), "NVIDIA H200").unwrap();
         running.append(&rec(0)).unwrap();
         let lease = store
-            .trials_path(&TrialsKey::from("k"), "NVIDIA H200")
+            .trials_path(&the_key(), "NVIDIA H200")
             .with_extension("lease.json");
         assert!(lease.exists());
         let (SearchState::Running(Some(l)), 1) = state_of("NVIDIA H200") else {
@@ -1032,13 +1031,11 @@ mod tests {
             warm_start: 0,
         };
         store
-            .write_search_end(&TrialsKey::from("k"), "NVIDIA H200", &end)
+            .write_search_end(&the_key(), "NVIDIA H200", &end)
             .unwrap();
         assert_eq!(state_of("NVIDIA H200"), (SearchState::Finished(end), 1));
         // Another GPU's search of the kernel is another row; one with no trial yet is listed.
-        let _other = store
-            .open_trials(&TrialsKey::from("k"), "NVIDIA H100")
-            .unwrap();
+        let _other = store.open_trials(&the_key(), "NVIDIA H100").unwrap();
         assert!(matches!(
             state_of("NVIDIA H100"),
             (SearchState::Running(_), 0)
@@ -1050,13 +1047,11 @@ mod tests {
     fn torn_last_line_is_ignored_and_cut_before_appending() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut log = store
-            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
-            .unwrap();
+        let mut log = store.open_trials(&the_key(), "NVIDIA H200").unwrap();
         log.append(&rec(0)).unwrap();
         log.append(&rec(1)).unwrap();
         drop(log);
-        let path = store.trials_path(&TrialsKey::from("k"), "NVIDIA H200");
+        let path = store.trials_path(&the_key(), "NVIDIA H200");
         assert!(path.ends_with("trials/k/nvidia-h200.jsonl"));
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -1064,18 +1059,10 @@ mod tests {
             .unwrap();
         f.write_all(b"{\"format\":1,\"tri").unwrap();
         drop(f);
-        assert_eq!(
-            store
-                .trials(&TrialsKey::from("k"), "NVIDIA H200")
-                .unwrap()
-                .len(),
-            2
-        );
-        let mut log = store
-            .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
-            .unwrap();
+        assert_eq!(store.trials(&the_key(), "NVIDIA H200").unwrap().len(), 2);
+        let mut log = store.open_trials(&the_key(), "NVIDIA H200").unwrap();
         log.append(&rec(2)).unwrap();
-        let all = store.trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap();
+        let all = store.trials(&the_key(), "NVIDIA H200").unwrap();
         assert_eq!(all.iter().map(|r| r.trial).collect::<Vec<_>>(), [0, 1, 2]);
     }
 
@@ -1083,7 +1070,7 @@ mod tests {
     fn confirmations_accumulate_by_trial_and_old_single_ones_still_read() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let path = store.trials_path(&TrialsKey::from("k"), "g");
+        let path = store.trials_path(&the_key(), "g");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let c = |trial| Confirmation {
             launches: Vec::new(),
@@ -1100,12 +1087,8 @@ mod tests {
         // What r3 wrote before: one object.
         std::fs::write(confirmation_path(&path), serde_json::to_vec(&c(3)).unwrap()).unwrap();
         assert_eq!(store.confirmations(&path).unwrap(), [c(3)]);
-        store
-            .write_confirmation(&TrialsKey::from("k"), "g", &c(5))
-            .unwrap();
-        store
-            .write_confirmation(&TrialsKey::from("k"), "g", &c(3))
-            .unwrap();
+        store.write_confirmation(&the_key(), "g", &c(5)).unwrap();
+        store.write_confirmation(&the_key(), "g", &c(3)).unwrap();
         let got: Vec<u32> = store
             .confirmations(&path)
             .unwrap()
@@ -1119,13 +1102,10 @@ mod tests {
     fn a_damaged_middle_line_is_an_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let path = store.trials_path(&TrialsKey::from("k"), "g");
+        let path = store.trials_path(&the_key(), "g");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "garbage\n").unwrap();
-        let e = store
-            .trials(&TrialsKey::from("k"), "g")
-            .unwrap_err()
-            .to_string();
+        let e = store.trials(&the_key(), "g").unwrap_err().to_string();
         assert!(e.contains("g.jsonl") && e.contains("line 1"), "{e}");
     }
 
@@ -1138,13 +1118,11 @@ mod tests {
         fn log_with(n: u32) -> (tempfile::TempDir, Store, PathBuf) {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::create(dir.path()).unwrap();
-            let mut log = store
-                .open_trials(&TrialsKey::from("k"), "NVIDIA H200")
-                .unwrap();
+            let mut log = store.open_trials(&the_key(), "NVIDIA H200").unwrap();
             for i in 0..n {
                 log.append(&rec(i)).unwrap();
             }
-            let path = store.trials_path(&TrialsKey::from("k"), "NVIDIA H200");
+            let path = store.trials_path(&the_key(), "NVIDIA H200");
             (dir, store, path)
         }
 
@@ -1170,7 +1148,7 @@ mod tests {
                 let (_d, store, path) = log_with(0);
                 std::fs::create_dir_all(path.parent().unwrap()).unwrap();
                 std::fs::write(&path, &bytes).unwrap();
-                if let Err(e) = store.trials(&TrialsKey::from("k"), "NVIDIA H200") {
+                if let Err(e) = store.trials(&the_key(), "NVIDIA H200") {
                     let e = e.to_string();
                     prop_assert!(e.contains("nvidia-h200.jsonl") && e.contains("line "), "{}", e);
                     prop_assert!(e.contains("fix:"), "{}", e);
@@ -1188,11 +1166,11 @@ mod tests {
                 let mut f = std::fs::OpenOptions::new().append(true).create(true).open(&path).unwrap();
                 f.write_all(&tail).unwrap();
                 drop(f);
-                prop_assert_eq!(store.trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap().len() as u32, n);
-                let mut log = store.open_trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap();
+                prop_assert_eq!(store.trials(&the_key(), "NVIDIA H200").unwrap().len() as u32, n);
+                let mut log = store.open_trials(&the_key(), "NVIDIA H200").unwrap();
                 log.append(&rec(n)).unwrap();
                 let got: Vec<u32> =
-                    store.trials(&TrialsKey::from("k"), "NVIDIA H200").unwrap().iter().map(|r| r.trial).collect();
+                    store.trials(&the_key(), "NVIDIA H200").unwrap().iter().map(|r| r.trial).collect();
                 prop_assert_eq!(got, (0..=n).collect::<Vec<_>>());
             }
 
@@ -1201,7 +1179,7 @@ mod tests {
                 let (_d, store, path) = log_with(4);
                 let good = std::fs::read(&path).unwrap();
                 std::fs::write(&path, apply_damage(&apply_damage(&good, &d), &d2)).unwrap();
-                match store.trials(&TrialsKey::from("k"), "NVIDIA H200") {
+                match store.trials(&the_key(), "NVIDIA H200") {
                     Ok(recs) => prop_assert!(recs.len() <= 5),
                     Err(e) => {
                         let e = e.to_string();
@@ -1209,7 +1187,7 @@ mod tests {
                     }
                 }
                 // Opening for append (what --resume does) either works or names the file.
-                if let Err(e) = store.open_trials(&TrialsKey::from("k"), "NVIDIA H200") {
+                if let Err(e) = store.open_trials(&the_key(), "NVIDIA H200") {
                     prop_assert!(e.to_string().contains("nvidia-h200.jsonl"), "{}", e);
                 }
             }
