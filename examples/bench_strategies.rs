@@ -186,6 +186,7 @@ fn earlier_search(l: &Landscape) -> Vec<(r3::candidate::Candidate, Option<f64>)>
         seed: SOURCE_SEED,
         budget: SOURCE_BUDGET,
         time: None,
+        limit: None,
         batch: 1,
         transfer: false,
         recipes: false,

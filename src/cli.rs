@@ -175,6 +175,7 @@ fn run(cli: Cli) -> Result<i32> {
                 seed,
                 budget,
                 time,
+                limit: None,
                 batch,
                 transfer: !no_transfer,
                 recipes: !no_recipes,

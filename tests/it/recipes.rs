@@ -211,6 +211,7 @@ fn opts(kernel: &str, budget: u32) -> TuneOptions {
         seed: 7,
         budget,
         time: None,
+        limit: None,
         batch: 1,
         transfer: true,
         recipes: true,

@@ -455,6 +455,7 @@ fn reports_on_a_simulated_tuning_run() {
             seed: 1,
             budget: 40,
             time: None,
+            limit: None,
             batch: 4,
             transfer: false,
             recipes: false,

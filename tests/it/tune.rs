@@ -24,6 +24,7 @@ fn opts(strategy: &str, budget: u32) -> TuneOptions {
         seed: 7,
         budget,
         time: None,
+        limit: None,
         batch: 4,
         transfer: false,
         recipes: false,
@@ -198,6 +199,52 @@ fn identical_ptx_is_measured_once() {
     }
     let best = store.best_trial(&the_key(), "sim").unwrap().unwrap();
     assert!(best.ratio().unwrap() < 1.0);
+}
+
+/// A simulated landscape whose every measure call takes `each` of wall time.
+struct Slow {
+    sim: Simulator,
+    each: Duration,
+}
+
+impl Evaluator for Slow {
+    fn lower(&self, c: &Candidate) -> Result<Lowered, Outcome> {
+        self.sim.lower(c)
+    }
+
+    fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
+        std::thread::sleep(self.each * batch.len() as u32);
+        self.sim.measure(batch)
+    }
+}
+
+#[test]
+fn a_hard_limit_stops_before_a_round_that_would_pass_it() {
+    // Trials of 40 ms under a limit of 100 ms: the baseline and the first round always run;
+    // after that no round starts that the last one says would end past the limit. (`time`
+    // stops after the round that passes it, and never inside a warm start: the deadline's
+    // slices need the limit.)
+    let each = Duration::from_millis(40);
+    let sim = Simulator::new(synthetic(Family::Knobs, 2));
+    let space = Space::builtin(sim.landscape.space.clone()).unwrap();
+    let mut slow = Slow { sim, each };
+    let mut o = opts("bo", 30);
+    o.batch = 1;
+    let never = AtomicBool::new(false);
+    let whole = tune(&mut slow, &space, &o, Vec::new(), None, &never, |_| {}).unwrap();
+    o.limit = Some(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let cut = tune(&mut slow, &space, &o, Vec::new(), None, &never, |_| {}).unwrap();
+    let took = started.elapsed();
+    assert_eq!(whole.trials, 30, "{whole:?}");
+    // A slower machine only makes each round dearer, so fewer rounds fit: at least the
+    // baseline and one candidate, at most what 100 ms holds after the baseline's 40.
+    assert!(
+        (2..=3).contains(&cut.trials),
+        "{} trials in {took:?}",
+        cut.trials
+    );
+    assert_eq!(cut.stop, r3::remix::tune::Stop::Time);
 }
 
 /// `c` lowered to a PTX text of its own whose hash is `h`.

@@ -539,6 +539,9 @@ impl<'a> GpuRunner<'a> {
             } else {
                 Duration::from_secs_f64(limit_s.max(0.0))
             }),
+            // Never past the slice's limit, the warm start included: its rounds are priced
+            // before they start, and a kernel dearer than priced must not take the deadline.
+            limit: Some(Duration::from_secs_f64(limit_s.max(0.0))),
             ..self.base.clone()
         };
         let gpu = ev.device().gpu;

@@ -611,6 +611,7 @@ pub fn judge_parts(
         seed: 0,
         budget: inner.0,
         time: inner.1,
+        limit: None,
         batch: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
         transfer: true,
         recipes: true,
