@@ -382,13 +382,26 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     let open = |k: &&Arm| k.done.is_none() && !busy(&k.kernel);
     let batch = batch.max(1);
     // Every kernel that matters gets its warm start first (where it fits), the most gain per
-    // second first.
-    let warm_first = a
+    // second first; each keeps back the least warm start of every other one not reached yet,
+    // where they all fit, so that breadth comes before depth: whole warm starts of short
+    // kernels had left a kernel at 99.8% of its program "not reached" (H200, 2026-11-29).
+    let unreached: Vec<&Arm> = a
         .arms
         .iter()
         .filter(open)
         .filter(|k| !k.warm && k.share >= SMALL_SHARE)
-        .filter_map(|k| offer(a, k, left, batch, held, &mine))
+        .collect();
+    let owed: f64 = unreached.iter().map(|k| least_warm_s(a, k, held)).sum();
+    let warm_first = unreached
+        .iter()
+        .filter_map(|k| {
+            let least = least_warm_s(a, k, held);
+            let room = left - (owed - least);
+            // Where they do not all fit any more (a kernel dearer than priced), none gets
+            // more than its least until every one is reached.
+            let room = room.max(least).min(left);
+            offer(a, k, room, batch, held, &mine)
+        })
         .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
             Some((w, _)) if w >= v => acc,
             _ => Some((v, d)),
@@ -421,6 +434,17 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
             too_short(a, left).unwrap_or_else(|| "nothing left worth the time".into()),
         ),
     }
+}
+
+/// Seconds the least warm start of `k` worth starting takes: its evaluator where none is
+/// alive, the baseline and one candidate ([`PARTIAL_WARM_TRIALS`]), and its confirmation.
+fn least_warm_s(a: &Allocation, k: &Arm, held: &Held) -> f64 {
+    let setup = if (held.alive)(&k.kernel) {
+        0.0
+    } else {
+        setup_of(a, k)
+    };
+    f64::from(PARTIAL_WARM_TRIALS) * trial_of(a, k) + setup + planned_confirm_s(a, k)
 }
 
 /// Where a kernel that matters was never warm-started because its warm start and
@@ -1305,7 +1329,7 @@ mod tests {
             kernel: &TrialsKey,
             _warm: bool,
             trials: u32,
-            _limit_s: f64,
+            limit_s: f64,
         ) -> SliceOutcome {
             self.sliced_at.push(self.clock);
             let fresh = match &mut self.live {
@@ -1320,6 +1344,10 @@ mod tests {
             let k = self.world.get_mut(kernel.as_str()).unwrap();
             let to = trials.max(k.trials);
             let setup_s = if fresh || k.trials == 0 { k.setup } else { 0.0 };
+            // As `tune` under its hard limit: the baseline and a candidate always, then no
+            // trial that would end past the limit.
+            let fit = ((limit_s - setup_s) / k.cost).floor().max(2.0) as u32;
+            let to = to.min(k.trials + fit);
             self.clock += f64::from(to - k.trials) * k.cost + setup_s;
             k.trials = to;
             self.slices.push((kernel.to_string(), to));
@@ -2228,6 +2256,53 @@ mod tests {
         };
         let text = summary(&a, &ended);
         assert!(text.contains("not reached: corr"), "{text}");
+    }
+
+    /// Twenty short kernels, each all of its program, and a long one at 99.8% of its own:
+    /// whole warm starts of the short ones, the most gain per second, would take the deadline
+    /// and leave the long kernel "not reached" (kt_concordance, H200, 2026-11-29). Each keeps
+    /// back the least warm start of those not reached yet, so every one is reached.
+    #[test]
+    fn every_kernel_that_matters_is_reached_before_any_gets_its_whole_warm_start() {
+        let names: Vec<String> = (0..20).map(|i| format!("s{i:02}")).collect();
+        let mut kernels: Vec<(&str, f64, f64, f64)> =
+            names.iter().map(|n| (n.as_str(), 0.3, 1.1, 4.0)).collect();
+        kernels.push(("long", 2.0, 2.0, 10.0));
+        let mut w = world(&kernels);
+        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 1.0)).collect();
+        shares.push(("long", 0.998));
+        let mut people = entrants(&shares, &w);
+        for e in &mut people {
+            e.weight = e.share / 21.0;
+            e.launch_ms = if e.kernel == "long" { 900.0 } else { 0.05 };
+        }
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim::new(&mut w, &stop);
+        let deadline_s = 120.0;
+        let ended = run(
+            &Store::create(tempfile::tempdir().unwrap().path()).unwrap(),
+            "prog",
+            "GPU",
+            deadline_s,
+            || people,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        let reached: std::collections::BTreeSet<&str> =
+            sim.slices.iter().map(|(k, _)| k.as_str()).collect();
+        assert!(
+            reached.contains("long"),
+            "{:?} at {:?}, confirmed at {:?} ({})",
+            sim.slices,
+            sim.sliced_at,
+            sim.confirmed_at,
+            ended.why
+        );
+        assert_eq!(reached.len(), 21, "{:?}", sim.slices);
+        assert!(sim.clock <= deadline_s + 1e-9, "{} s", sim.clock);
     }
 
     /// A 1 s kernel alone under 60 s, nothing learned yet: its warm start is planned on a clear
