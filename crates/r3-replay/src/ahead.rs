@@ -1,10 +1,10 @@
 //! A job's candidates loaded ahead of their turn. Loading PTX makes the driver compile it
 //! (ptxas, on the CPU), and on an H200 that was 18 ms of a short kernel's 26 ms measurement
 //! (`R3_TIMELINE`, 2026-11-29). The worker measures one candidate at a time, so while it
-//! measures one, threads of its own load the next ones into its context (`cuModuleLoadData`,
-//! the very call `Session::load` makes): the load then finds the module ready.
+//! measures one, threads of its own assemble and load the next ones into its context
+//! (`assemble::load`, as `Session::load` does): the load then finds the module ready.
 //!
-//! It is the same call on purpose. Compiling through the driver's linker instead (`cuLink*`)
+//! It is the same code path on purpose. Compiling through the driver's linker instead (`cuLink*`)
 //! compiles PTX as relocatable code, which keeps calls that a module load inlines: on an H200
 //! the same PTX of a kernel with device functions (codegen level 0) ran 0.84× of -O3 linked
 //! and 1.22× loaded, and another 0.39× against 0.76× (2026-11-29). Where loading ahead fails,
@@ -12,7 +12,6 @@
 
 use cudarc::driver::sys::{self, CUresult};
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Threads loading at once, at most: the driver's compiler is single-threaded, and the
@@ -142,10 +141,7 @@ fn give_up(inner: &Inner, queue: &Mutex<Vec<(blake3::Hash, String)>>) {
 
 /// `ptx` loaded into the current context, as `Session::load` loads it.
 unsafe fn load(ptx: &str) -> Option<usize> {
-    let text = CString::new(ptx).ok()?;
-    let mut module = std::ptr::null_mut();
-    (sys::cuModuleLoadData(&mut module, text.as_ptr() as *const _) == CUresult::CUDA_SUCCESS)
-        .then_some(module as usize)
+    crate::assemble::load(ptx).ok().map(|m| m as usize)
 }
 
 #[cfg(test)]

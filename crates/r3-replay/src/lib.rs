@@ -15,6 +15,7 @@ use r3_ptx as ptx;
 use r3_store as store;
 
 mod ahead;
+mod assemble;
 pub mod device;
 
 pub mod determinism;

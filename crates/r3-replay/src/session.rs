@@ -278,8 +278,9 @@ impl Session {
     }
 
     pub fn load(&self, ptx: &str) -> Result<Loaded, ReplayError> {
-        let text =
-            CString::new(ptx).map_err(|_| ReplayError::Other("PTX holds a NUL byte".into()))?;
+        if ptx.contains('\0') {
+            return Err(ReplayError::Other("PTX holds a NUL byte".into()));
+        }
         let name = CString::new(self.launch.kernel.as_str())
             .map_err(|_| ReplayError::Other("kernel name".into()))?;
         // SAFETY: the module and function handles come from the driver and are checked.
@@ -289,10 +290,8 @@ impl Session {
                 None => std::ptr::null_mut(),
             };
             if module.is_null() {
-                ck(
-                    sys::cuModuleLoadData(&mut module, text.as_ptr() as *const _),
-                    "loading the PTX",
-                )?;
+                module = crate::assemble::load(ptx)
+                    .or_else(|e| ck(e, "loading the PTX").map(|()| std::ptr::null_mut()))?;
             }
             let mut func = std::ptr::null_mut();
             ck(
