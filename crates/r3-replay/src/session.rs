@@ -137,6 +137,80 @@ impl Drop for Session {
 /// What a checked run left: the regions that differ from the recording (the others equal it).
 pub struct Output(Snapshot);
 
+/// Bytes of dynamic shared memory a launch must be allowed before it can run with `bytes`: a
+/// launch of more than 48 KiB fails (CUDA_ERROR_INVALID_VALUE) unless its function opted in, as
+/// the program did with `cudaFuncSetAttribute` (cuda-samples' tensor-core GEMMs: 72 KiB, their
+/// baselines "not checked", H200, 2026-11-29). None: no opt-in needed.
+fn dynamic_shared_opt_in(bytes: u64) -> Option<i32> {
+    const DEFAULT_LIMIT: u64 = 48 << 10;
+    (bytes > DEFAULT_LIMIT).then(|| i32::try_from(bytes).unwrap_or(i32::MAX))
+}
+
+/// The recording's snapshots, decompressed: the state before the launch, the state after it,
+/// the regions the launch writes, and the launch's argument bytes.
+#[allow(clippy::type_complexity)]
+fn read_recording(
+    rec: &Recording,
+) -> Result<(Snapshot, Snapshot, Vec<usize>, Vec<u8>), ReplayError> {
+    let bad = |e: crate::store::StoreError| ReplayError::Recording(rec.id.clone(), e.to_string());
+    let _reading = crate::timeline::span("open.read", || rec.id.clone());
+    // Both decompressed at once: each is one zstd frame, read by one core.
+    let (prologue, epilogue) = std::thread::scope(|s| {
+        let epilogue = s.spawn(|| rec.epilogue());
+        let prologue = rec.prologue();
+        (prologue, epilogue.join())
+    });
+    let prologue = prologue.map_err(bad)?;
+    let epilogue = epilogue
+        .map_err(|_| ReplayError::Recording(rec.id.clone(), "reading it panicked".into()))?
+        .map_err(bad)?;
+    let expected = crate::store::records::apply(&prologue, &epilogue)
+        .map_err(|e| ReplayError::Recording(rec.id.clone(), e))?;
+    let written: Vec<usize> = epilogue
+        .regions
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.data != RegionData::Unchanged)
+        .map(|(i, _)| i)
+        .collect();
+    let args = rec
+        .launch
+        .args()
+        .map_err(|e| ReplayError::Recording(rec.id.clone(), e))?;
+    Ok((prologue, expected, written, args))
+}
+
+/// GPU `ordinal`'s primary context, made current on the calling thread: the device, the
+/// context and the GPU's UUID (hex).
+///
+/// # Safety
+/// Plain driver calls; the context is retained for the process's life.
+unsafe fn open_context(
+    ordinal: i32,
+) -> Result<(sys::CUdevice, sys::CUcontext, String), ReplayError> {
+    let _context = crate::timeline::span("open.context", String::new);
+    ck(sys::cuInit(0), "cuInit")?;
+    let mut dev = 0;
+    ck(sys::cuDeviceGet(&mut dev, ordinal), "cuDeviceGet")?;
+    let mut ctx = std::ptr::null_mut();
+    ck(
+        sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+        "retaining the primary context",
+    )?;
+    ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
+    let mut id: sys::CUuuid = std::mem::zeroed();
+    ck(
+        sys::cuDeviceGetUuid_v2(&mut id, dev),
+        "reading the GPU's UUID",
+    )?;
+    let uuid = id
+        .bytes
+        .iter()
+        .map(|b| format!("{:02x}", *b as u8))
+        .collect();
+    Ok((dev, ctx, uuid))
+}
+
 /// Where every later run of one code must leave the allocations the launch writes: the bytes of
 /// its checked run, on the device, with one result word per allocation (see `determinism`).
 pub struct Reference {
@@ -162,56 +236,19 @@ struct Guard {
 impl Session {
     /// Sets up a recording on GPU `ordinal`.
     pub fn open(rec: &Recording, ordinal: i32) -> Result<Session, ReplayError> {
-        let bad =
-            |e: crate::store::StoreError| ReplayError::Recording(rec.id.clone(), e.to_string());
-        let reading = crate::timeline::span("open.read", || rec.id.clone());
-        // Both decompressed at once: each is one zstd frame, read by one core.
-        let (prologue, epilogue) = std::thread::scope(|s| {
-            let epilogue = s.spawn(|| rec.epilogue());
-            let prologue = rec.prologue();
-            (prologue, epilogue.join())
+        // The recording is read while the context is made: each takes a few hundred ms of a
+        // short kernel's evaluator (H200, 2026-11-29: 274 and 333 ms, one after the other).
+        let (read, context) = std::thread::scope(|s| {
+            let read = s.spawn(|| read_recording(rec));
+            // SAFETY: plain driver calls; every result is checked.
+            let context = unsafe { open_context(ordinal) };
+            (read.join(), context)
         });
-        let prologue = prologue.map_err(bad)?;
-        let epilogue = epilogue
-            .map_err(|_| ReplayError::Recording(rec.id.clone(), "reading it panicked".into()))?
-            .map_err(bad)?;
-        let expected = crate::store::records::apply(&prologue, &epilogue)
-            .map_err(|e| ReplayError::Recording(rec.id.clone(), e))?;
-        let written: Vec<usize> = epilogue
-            .regions
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.data != RegionData::Unchanged)
-            .map(|(i, _)| i)
-            .collect();
-        let args = rec
-            .launch
-            .args()
-            .map_err(|e| ReplayError::Recording(rec.id.clone(), e))?;
-        drop(reading);
+        let (prologue, expected, written, args) = read
+            .map_err(|_| ReplayError::Recording(rec.id.clone(), "reading it panicked".into()))??;
+        let (dev, ctx, uuid) = context?;
         // SAFETY: plain driver calls; every result is checked.
         unsafe {
-            let context = crate::timeline::span("open.context", String::new);
-            ck(sys::cuInit(0), "cuInit")?;
-            let mut dev = 0;
-            ck(sys::cuDeviceGet(&mut dev, ordinal), "cuDeviceGet")?;
-            let mut ctx = std::ptr::null_mut();
-            ck(
-                sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
-                "retaining the primary context",
-            )?;
-            ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
-            let mut id: sys::CUuuid = std::mem::zeroed();
-            ck(
-                sys::cuDeviceGetUuid_v2(&mut id, dev),
-                "reading the GPU's UUID",
-            )?;
-            let uuid: String = id
-                .bytes
-                .iter()
-                .map(|b| format!("{:02x}", *b as u8))
-                .collect();
-            drop(context);
             let mapping = crate::timeline::span("open.map", String::new);
             let (guards, mappings) = map_range(&rec.launch, &prologue, dev)?;
             drop(mapping);
@@ -298,6 +335,16 @@ impl Session {
                 sys::cuModuleGetFunction(&mut func, module, name.as_ptr()),
                 "finding the kernel in the PTX",
             )?;
+            if let Some(bytes) = dynamic_shared_opt_in(self.launch.shared_bytes) {
+                ck(
+                    sys::cuFuncSetAttribute(
+                        func,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        bytes,
+                    ),
+                    "allowing the recorded launch's dynamic shared memory",
+                )?;
+            }
             let mut vars = Vec::new();
             for (i, r) in self.prologue.regions.iter().enumerate() {
                 if r.kind != RegionKind::Variable {
@@ -1406,6 +1453,14 @@ fn guard_of(i: usize, r: &Region, mapped: u64) -> Option<Guard> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_launch_of_more_than_48_kib_of_dynamic_shared_memory_opts_in_to_it() {
+        assert_eq!(dynamic_shared_opt_in(0), None);
+        assert_eq!(dynamic_shared_opt_in(48 << 10), None);
+        assert_eq!(dynamic_shared_opt_in(72 << 10), Some(72 << 10));
+        assert_eq!(dynamic_shared_opt_in(u64::MAX), Some(i32::MAX));
+    }
 
     #[test]
     fn guards_cover_the_slack_after_each_allocation_up_to_a_cap() {
