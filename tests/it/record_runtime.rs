@@ -221,6 +221,26 @@ fn a_launch_into_pinned_host_memory_is_recorded_as_not_replayable_with_the_reaso
 }
 
 #[test]
+fn a_capture_into_a_graph_is_left_alone_and_only_the_launch_after_it_is_recorded() {
+    // The fake GPU breaks a capture on any synchronizing call while it lasts, as CUDA's global
+    // capture mode does: recording a launch inside it (or beside it, on another stream) made
+    // the program's cudaStreamEndCapture fail, and `run` asserts the scenario's success.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store_dir = dir.path().join("store");
+    let out = run(&exe, "capture", &store_dir, &[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("capture: ok"));
+    let recs = Store::open(&store_dir).unwrap().recordings(None).unwrap();
+    assert_eq!(recs.len(), 1, "only the launch after the capture");
+    assert!(
+        recs[0].launch.replayable,
+        "{:?}",
+        recs[0].launch.not_replayable
+    );
+    assert_no_temporaries(&store_dir);
+}
+
+#[test]
 fn warm_relaunches_only_when_cheap() {
     let dir = tempfile::tempdir().unwrap();
     let exe = harness(dir.path());

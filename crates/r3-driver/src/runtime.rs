@@ -26,6 +26,9 @@ pub const WRAPPED: &[&str] = &[
     "cudaFree",
     "cudaFreeAsync",
     "cudaGraphLaunch",
+    // A capture into a graph in progress: nothing is recorded meanwhile.
+    "cudaStreamBeginCapture",
+    "cudaStreamEndCapture",
     "cudaDeviceEnablePeerAccess",
     "cudaCreateTextureObject",
     "cudaCreateSurfaceObject",
@@ -43,6 +46,8 @@ pub const WRAPPED: &[&str] = &[
     "cudaMallocAsync_ptsz",
     "cudaFreeAsync_ptsz",
     "cudaGraphLaunch_ptsz",
+    "cudaStreamBeginCapture_ptsz",
+    "cudaStreamEndCapture_ptsz",
     "cudaLaunchKernelExC_ptsz",
 ];
 

@@ -113,6 +113,8 @@ cudaError_t __real_cudaHostUnregister(void *);
 cudaError_t __real_cudaFree(void *);
 cudaError_t __real_cudaFreeAsync(void *, cudaStream_t);
 cudaError_t __real_cudaGraphLaunch(cudaGraphExec_t, cudaStream_t);
+cudaError_t __real_cudaStreamBeginCapture(cudaStream_t, enum cudaStreamCaptureMode);
+cudaError_t __real_cudaStreamEndCapture(cudaStream_t, cudaGraph_t *);
 cudaError_t __real_cudaDeviceEnablePeerAccess(int, unsigned int);
 cudaError_t __real_cudaCreateTextureObject(cudaTextureObject_t *, const struct cudaResourceDesc *,
                                            const struct cudaTextureDesc *, const struct cudaResourceViewDesc *);
@@ -1323,8 +1325,52 @@ cudaError_t __wrap_cudaMalloc(void **ptr, size_t size) {
   return recorded_malloc(ptr, size, __real_cudaMalloc);
 }
 
+/* Captures into a CUDA graph in progress (cudaStreamBeginCapture to cudaStreamEndCapture). While
+   one is, nothing is recorded: a recording synchronizes the device, copies its memory and maps
+   new memory, calls a capture in its default (global) mode forbids from any thread, which
+   invalidate it, and the program's cudaStreamEndCapture then fails (cuda-samples'
+   simpleCudaGraphs, graphMemoryNodes and graphConditionalNodes exited 1 under `r3 record`, H200,
+   2026-11-29). A launch captured runs later, inside the graph. */
+static int captures_open;
+
+static void capture_began(cudaError_t e) {
+  if (e == cudaSuccess) __atomic_add_fetch(&captures_open, 1, __ATOMIC_SEQ_CST);
+}
+
+/* The capture ends with cudaStreamEndCapture whether it succeeds or reports the capture
+   invalidated; any other error ended none. */
+static void capture_ended(cudaError_t e) {
+  if (e != cudaSuccess && e != cudaErrorStreamCaptureInvalidated) return;
+  int n = __atomic_load_n(&captures_open, __ATOMIC_SEQ_CST);
+  while (n > 0 && !__atomic_compare_exchange_n(&captures_open, &n, n - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+}
+
+/* Whether work on stream s now would be captured into a graph, or break a capture: any capture
+   begun through the wrappers below, or s capturing (one begun another way, e.g. to a graph);
+   a stream whose state cannot be read counts as capturing (the legacy stream answers with an
+   error while a blocking stream captures). */
+static int capturing(cudaStream_t s) {
+  if (__atomic_load_n(&captures_open, __ATOMIC_SEQ_CST) > 0) return 1;
+  enum cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &c) != cudaSuccess || c != cudaStreamCaptureStatusNone;
+}
+
+cudaError_t __wrap_cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+  cudaError_t e = __real_cudaStreamBeginCapture(s, mode);
+  capture_began(e);
+  return e;
+}
+
+cudaError_t __wrap_cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
+  cudaError_t e = __real_cudaStreamEndCapture(s, graph);
+  capture_ended(e);
+  return e;
+}
+
 cudaError_t __wrap_cudaMallocAsync(void **ptr, size_t size, cudaStream_t s) {
-  if (!recording()) return dispatch_after(__real_cudaMallocAsync(ptr, size, s), "cudaMallocAsync");
+  /* Inside a capture it is the graph's allocation, made when the graph runs. */
+  if (!recording() || capturing(s)) return dispatch_after(__real_cudaMallocAsync(ptr, size, s), "cudaMallocAsync");
   return recorded_malloc(ptr, size, __real_cudaMalloc);
 }
 
@@ -2860,6 +2906,7 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
                                  size_t shmem, cudaStream_t stream) {
   if (!k->launched++) st.kernels_seen++;
   k->census_launches++;
+  if (capturing(stream)) return other_launch(k, stub, grid, block, args, shmem, stream);
   int can_record = may_record(k);
   const struct layout *lay = can_record || k->nseen ? layout_of(k, stub) : NULL;
   if (!lay) return other_launch(k, stub, grid, block, args, shmem, stream);
@@ -3125,6 +3172,20 @@ cudaError_t __real_cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
 cudaError_t __real_cudaFreeAsync_ptsz(void *, cudaStream_t);
 cudaError_t __real_cudaGraphLaunch_ptsz(cudaGraphExec_t, cudaStream_t);
 cudaError_t __real_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *, const void *, void **);
+cudaError_t __real_cudaStreamBeginCapture_ptsz(cudaStream_t, enum cudaStreamCaptureMode);
+cudaError_t __real_cudaStreamEndCapture_ptsz(cudaStream_t, cudaGraph_t *);
+
+cudaError_t __wrap_cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+  cudaError_t e = __real_cudaStreamBeginCapture_ptsz(s, mode);
+  capture_began(e);
+  return e;
+}
+
+cudaError_t __wrap_cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *graph) {
+  cudaError_t e = __real_cudaStreamEndCapture_ptsz(s, graph);
+  capture_ended(e);
+  return e;
+}
 
 cudaError_t __wrap_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args) {
   return launch_ex(__real_cudaLaunchKernelExC_ptsz, 1, config, func, args);
@@ -3156,7 +3217,8 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel_ptsz(const void *stub, dim3 grid,
 }
 
 cudaError_t __wrap_cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t s) {
-  if (!recording()) return dispatch_after(__real_cudaMallocAsync_ptsz(ptr, size, s), "cudaMallocAsync");
+  if (!recording() || capturing(per_thread(s)))
+    return dispatch_after(__real_cudaMallocAsync_ptsz(ptr, size, s), "cudaMallocAsync");
   return recorded_malloc(ptr, size, __real_cudaMalloc);
 }
 
