@@ -524,13 +524,12 @@ impl<'a> GpuRunner<'a> {
         let cap = session::finite_budget(self.base.budget.max(2), space);
         let opts = TuneOptions {
             kernel: kernel.to_owned(),
-            // A long kernel's trials are measured one after another whatever the batch: rounds
-            // of the warm start's portfolio.
-            batch: if long {
-                deadline::WARM_PORTFOLIO
-            } else {
-                self.base.batch
-            },
+            // A long kernel's trials are measured one after another whatever the batch, so its
+            // rounds are of one trial: the slice's limit then holds to the trial. In rounds of the
+            // warm start's portfolio, a 1.07 s kernel's baseline and first round (nine trials,
+            // 82 s) ran past a limit that kept 30 s for three kernels not reached yet (H200,
+            // 2026-11-29); its compiles overlapped nothing worth that.
+            batch: if long { 1 } else { self.base.batch },
             budget: trials.min(cap),
             // The warm start: a time limit of nothing stops the search right after it (the
             // budget stops it at the warm start's largest size first).
