@@ -154,3 +154,33 @@ fn a_store_path_that_cannot_hold_a_store_says_so_and_how_to_fix_it() {
         "{err}"
     );
 }
+
+#[test]
+fn a_kernel_recorded_only_where_it_cannot_be_replayed_is_named_with_its_class_not_as_unrecorded() {
+    // Issue 61: cuda-samples' kernels that read texture objects or run in CUDA graphs were
+    // recorded as not replayable, and `r3 status` listed them as compiled and not recorded
+    // yet, with `r3 record` as the next step.
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("store");
+    two_kernel_store(&store);
+    let path = store.join(REC_A).join("launch.json");
+    let mut launch: LaunchRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    launch.not_replayable = Some("texture objects in use".into());
+    std::fs::write(&path, serde_json::to_vec(&launch).unwrap()).unwrap();
+    let text = stdout(&r3(&["status"], home.path()));
+    assert!(
+        text.contains("not searched: saxpy")
+            && text.contains("not replayable: texture objects in use")
+            && text.contains("kernels that cannot be searched, by class: 1 texture objects in use"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&r3(&["status", "--json"], home.path()).stdout).unwrap();
+    assert_eq!(json["not_replayable"][0]["hash"], A, "{json}");
+    assert_eq!(json["exceptions"]["texture objects in use"], 1, "{json}");
+    let unrecorded = json["unrecorded"].as_array().unwrap();
+    assert!(
+        !unrecorded.iter().any(|k| k["hash"] == A),
+        "listed as not recorded yet: {json}"
+    );
+}

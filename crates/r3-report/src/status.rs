@@ -27,6 +27,14 @@ pub struct Fleet {
     pub waiting: Vec<Waiting>,
     /// Recorded kernels with no search, none of whose replayable recordings reproduces.
     pub irreproducible: Vec<Irreproducible>,
+    /// Recorded kernels with no search, none of whose recordings can be replayed (texture
+    /// objects, CUDA graphs, pinned host memory, ...): the reason of one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_replayable: Vec<Irreproducible>,
+    /// Kernels that cannot be searched, counted by class of reason (`exception_class`): what a
+    /// user of unseen code needs to see at a glance.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub exceptions: std::collections::BTreeMap<String, usize>,
     /// Kernels the store compiled but no recording has launched yet: `r3 record` comes next.
     pub unrecorded: Vec<Compiled>,
     /// Kernels compiled without optimization (-O0), which r3 cannot tune, recorded or not.
@@ -151,10 +159,23 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         .collect();
     waiting.retain(|w| !unoptimized.iter().any(|u| u.hash == w.hash));
     let searched = |k: &&crate::store::KernelRecord| statuses.iter().any(|s| k.hash == s.kernel);
+    let unreplayable = store.unreplayable_by_kernel()?;
+    let not_replayable: Vec<Irreproducible> = unreplayable
+        .iter()
+        .filter(|(hash, _)| !recorded.contains_key(*hash) && !index.is_old_hash(hash))
+        .filter(|(hash, _)| !statuses.iter().any(|s| **hash == s.kernel))
+        .map(|(hash, (n, why))| Irreproducible {
+            name: name_of(hash),
+            hash: hash.clone(),
+            recordings: *n,
+            reason: why.clone(),
+        })
+        .collect();
     let unrecorded = index
         .current()
         .into_iter()
         .filter(|k| !k.signature.unoptimized && !recorded.contains_key(&k.hash))
+        .filter(|k| !unreplayable.contains_key(&k.hash))
         .filter(|k| !searched(k))
         .map(compiled)
         .collect();
@@ -198,16 +219,58 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             }
         })
         .collect();
+    let exceptions = exceptions(&irreproducible, &not_replayable);
     Ok(Fleet {
         format: JSON_FORMAT,
         searches,
         waiting,
         irreproducible,
+        not_replayable,
+        exceptions,
         unrecorded,
         unoptimized,
         old,
         programs,
     })
+}
+
+/// The class of why a kernel cannot be searched, from the reason its recording gave: for a
+/// launch that cannot be replayed, the reason's words before any detail ("texture objects in
+/// use", "CUDA graphs in use"); for a baseline that does not reproduce, "not deterministic"
+/// where its own runs differ, else "does not reproduce".
+pub fn exception_class(reason: &str, replayable: bool) -> String {
+    if replayable {
+        return if reason.contains("not deterministic") {
+            "not deterministic".into()
+        } else {
+            "does not reproduce".into()
+        };
+    }
+    let end = [" (", ";", ": ", ","]
+        .iter()
+        .filter_map(|s| reason.find(s))
+        .min()
+        .unwrap_or(reason.len());
+    reason[..end].trim().to_owned()
+}
+
+fn exceptions(
+    irreproducible: &[Irreproducible],
+    not_replayable: &[Irreproducible],
+) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    let classes = irreproducible
+        .iter()
+        .map(|k| exception_class(&k.reason, true))
+        .chain(
+            not_replayable
+                .iter()
+                .map(|k| exception_class(&k.reason, false)),
+        );
+    for class in classes {
+        *out.entry(class).or_insert(0) += 1;
+    }
+    out
 }
 
 /// The best trial's configuration, as the winner rule picks it (None: no valid trial, or
@@ -455,6 +518,24 @@ pub fn render(f: &Fleet, now_ms: u64, full_names: bool) -> String {
             irreproducible_text(&k.reason)
         );
     }
+    for k in &f.not_replayable {
+        out += &format!(
+            "not searched: {} [{}] ({} recorded launch(es)): not replayable: {}\n",
+            name(&k.name),
+            short(&k.hash),
+            k.recordings,
+            k.reason
+        );
+    }
+    if !f.exceptions.is_empty() {
+        let mut by: Vec<(&String, &usize)> = f.exceptions.iter().collect();
+        by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let listed: Vec<String> = by.iter().map(|(c, n)| format!("{n} {c}")).collect();
+        out += &format!(
+            "kernels that cannot be searched, by class: {}\n",
+            listed.join(", ")
+        );
+    }
     out += &compiled_lines(&f.unrecorded, &f.unoptimized, &f.old, &name);
     for p in &f.programs {
         out += &program_line(p, &name);
@@ -567,6 +648,37 @@ mod tests {
     use super::*;
     use crate::store::trials::{Lease, SearchEnd};
 
+    #[test]
+    fn exceptions_are_classed_by_the_words_before_their_detail() {
+        let class = |r, replayable| exception_class(r, replayable);
+        assert_eq!(
+            class("texture objects in use", false),
+            "texture objects in use"
+        );
+        assert_eq!(
+            class(
+                "reachable working set over the limit (6 GiB of 4 GiB; R3_RECORD_LIMIT_MB)",
+                false
+            ),
+            "reachable working set over the limit"
+        );
+        assert_eq!(
+            class(
+                "an argument points to pinned host memory: argument 2",
+                false
+            ),
+            "an argument points to pinned host memory"
+        );
+        assert_eq!(
+            class("allocation 0x6: differs at byte 0 (exact check); the kernel is not deterministic (its own runs differ)", true),
+            "not deterministic"
+        );
+        assert_eq!(
+            class("allocation 0x6: differs at byte 6 (exact check)", true),
+            "does not reproduce"
+        );
+    }
+
     fn search(name: &str, gpu: &str, trials: u32, best: Option<f64>, state: SearchState) -> Search {
         Search {
             name: name.into(),
@@ -654,6 +766,17 @@ mod tests {
                 recordings: 2,
                 reason: "allocation 0x600000200000: written at byte 6, which the original launch left alone".into(),
             }],
+            // Issue 61: recorded kernels that cannot be replayed are named, not counted as
+            // unrecorded, and every exception is counted by class.
+            not_replayable: vec![Irreproducible {
+                name: "sample_tex(float*, unsigned long long)".into(),
+                hash: "7e7e7e7e00112233".into(),
+                recordings: 1,
+                reason: "texture objects in use (r3 cannot copy what a texture object reads)".into(),
+            }],
+            exceptions: [("does not reproduce".to_owned(), 1), ("texture objects in use".to_owned(), 1)]
+                .into_iter()
+                .collect(),
             unrecorded: ["scale(float*, int)", "blur(float const*, float*)", "reduce(float*)", "copy(int*)"]
                 .iter()
                 .map(|n| Compiled {

@@ -191,6 +191,27 @@ impl super::Store {
         }
         Ok(out)
     }
+
+    /// Each kernel's recorded launches that cannot be replayed (texture objects, CUDA graphs,
+    /// pinned host memory, ...), by content hash: how many, and why the first cannot.
+    pub fn unreplayable_by_kernel(
+        &self,
+    ) -> Result<std::collections::BTreeMap<KernelHash, (usize, String)>, StoreError> {
+        let index = self.index()?;
+        let mut out: std::collections::BTreeMap<KernelHash, (usize, String)> = Default::default();
+        for r in self.recordings(None)? {
+            let Some(why) = r.launch.not_replayable.as_deref() else {
+                continue;
+            };
+            if let Resolution::Kernel(k) = index.of_recording(&r) {
+                let e = out
+                    .entry(k.hash.clone())
+                    .or_insert_with(|| (0, why.to_owned()));
+                e.0 += 1;
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl Store {
