@@ -433,3 +433,83 @@ fn a_run_with_other_arguments_is_another_workload_and_hides_no_earlier_one() {
         "{missing}"
     );
 }
+
+/// A variant ships only where its program runs the kernel long enough for the variant's saving
+/// to pay its first load (issue 57): `big` behind a launch-bounds guard at 50 against the
+/// generic code's 80 saves 3/8 of its time, which its census says is 256 ms a run with the fake
+/// GPU's default speed, and a few nanoseconds at a speed ten million times higher.
+#[test]
+fn a_variant_its_program_runs_too_briefly_to_pay_its_first_load_is_not_shipped() {
+    use r3::store::fixtures::{trial as hand_built, valid};
+    // A content hash, as the census ties a kernel by: the rule reads the kernel's time by it.
+    const BIG: &str = "00000000000000bb";
+    for (ms_per_thread, ships) in [("0.0009765625", true), ("0.0000000001", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store_dir = dir.path().join("store");
+        let exe = fake_gpu_program(dir.path(), "record_fake_gpu", &[]);
+        r3_record(
+            &store_dir,
+            &["--launches", "1", "--quiet"],
+            &exe,
+            &[("FAKE_MS_PER_THREAD", ms_per_thread)],
+        );
+        tie_census_to(&store_dir, "big", BIG);
+        let store = Store::open(&store_dir).unwrap();
+        let gpu = "NVIDIA H100 (sm_90)";
+        let plain = serde_json::json!({"pipeline": "default<O2>"});
+        let bounds = serde_json::json!({"pipeline": "default<O2>", "max_threads": 256});
+        let mut log = store.open_trials(&TrialsKey::from(BIG), gpu).unwrap();
+        for (trial, candidate, us) in [
+            (0, plain.clone(), 100.0),
+            (1, plain, 80.0),
+            (2, bounds, 50.0),
+        ] {
+            let mut t = hand_built(BIG, gpu, trial, candidate, valid(us, 100.0));
+            t.ptx_hash = Some(format!("p{trial}").as_str().into());
+            log.append(&t).unwrap();
+        }
+        drop(log);
+        // What apply would ship, as the report and the programs' predictions see it: the
+        // variant on the searched launch (2×), or the generic code (1.25×).
+        let speedups = r3::report::programs::speedups(&store).unwrap();
+        let shipped = speedups[&(gpu.to_owned(), TrialsKey::from(BIG))].shipped;
+        let want = if ships { 2.0 } else { 1.25 };
+        assert!((shipped - want).abs() < 1e-9, "{ms_per_thread}: {shipped}");
+    }
+}
+
+/// Ties the census' kernel `name` to the stored kernel `hash`, as a census resolves a kernel the
+/// store compiled (the fake GPU's kernels were never compiled into the store).
+fn tie_census_to(store: &Path, name: &str, hash: &str) {
+    fn tie(v: &mut serde_json::Value, name: &str, hash: &str) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if m.get("name").and_then(|n| n.as_str()) == Some(name)
+                    && m.contains_key("launches")
+                {
+                    m.insert("kernel".into(), hash.into());
+                }
+                m.values_mut().for_each(|x| tie(x, name, hash));
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| tie(x, name, hash)),
+            _ => {}
+        }
+    }
+    let mut tied = 0;
+    for dir in std::fs::read_dir(store.join("programs")).unwrap().flatten() {
+        for f in std::fs::read_dir(dir.path()).unwrap().flatten() {
+            let Ok(mut v) =
+                serde_json::from_slice::<serde_json::Value>(&std::fs::read(f.path()).unwrap())
+            else {
+                continue;
+            };
+            let before = v.clone();
+            tie(&mut v, name, hash);
+            if v != before {
+                std::fs::write(f.path(), serde_json::to_vec(&v).unwrap()).unwrap();
+                tied += 1;
+            }
+        }
+    }
+    assert!(tied > 0, "no census names {name}");
+}

@@ -242,7 +242,8 @@ fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Pla
         return Ok(Planned::default());
     };
     let confirmed = store.confirmations(&path)?;
-    let ships = winner::shipment(&recs, &confirmed, &policy.for_record(k));
+    let policy = policy.for_record(k).with_run_ms(store.run_ms(&k.hash));
+    let ships = winner::shipment(&recs, &confirmed, &policy);
     let winner = |t: &TrialRecord| winner_of(k, t, &confirmed);
     Ok(Planned {
         generic: ships.generic.map(winner),

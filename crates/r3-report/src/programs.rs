@@ -112,7 +112,8 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
         let policy = match hash.as_ref().and_then(|h| stored.get(h)) {
             Some(k) => Policy::from_env().for_record(k),
             None => Policy::from_env(),
-        };
+        }
+        .with_run_ms(hash.as_ref().and_then(|h| store.run_ms(h)));
         let searched = hash.and_then(|h| searched.get(&h).cloned().flatten());
         let ship = super::shipped::shipment(&recs, &confirmed, &policy);
         let shipped = super::shipped::on_searched(&ship, &confirmed, searched.as_ref()).speedup;

@@ -574,6 +574,7 @@ pub fn apply_of_search(
         best.as_ref(),
         &launches_of(recorded, stored.as_ref()),
         stored.as_ref(),
+        key.kernel_hash().and_then(|h| store.run_ms(&h)),
     ))
 }
 
@@ -591,12 +592,14 @@ fn apply_report(
     best: Option<&Best>,
     launches: &Launches,
     stored: Option<&crate::store::KernelRecord>,
+    run_ms: Option<f64>,
 ) -> ApplyReport {
     use crate::store::winner::Policy;
     let policy = match stored {
         Some(k) => Policy::from_env().for_record(k),
         None => Policy::from_env(),
-    };
+    }
+    .with_run_ms(run_ms);
     let ship = super::shipped::shipment(recs, confirmed, &policy);
     let all = &launches.all;
     let variants: Vec<VariantReport> = ship
@@ -646,18 +649,26 @@ fn guard_words(c: &Candidate) -> String {
 }
 
 /// Why apply does not ship the best as the generic code.
-fn why_not_best(c: &Candidate, policy: &crate::store::winner::Policy) -> &'static str {
+fn why_not_best(c: &Candidate, policy: &crate::store::winner::Policy) -> String {
     if policy.ships_guarded(c) {
         // It would ship as a variant (the caller names the best when it does): it does not
-        // beat what ships by enough.
-        "needs a guard, and as a variant is not faster than the code that ships by R3_APPLY_MIN_SPEEDUP"
-    } else if c.block_x.is_some() && policy.dispatch {
+        // beat what ships by enough, or its program runs it too briefly to pay for its load.
+        return match policy.run_ms {
+            Some(ms) => format!(
+                "needs a guard, and as a variant does not save the program that runs the kernel longest ({ms:.3} ms a run) more than its first load costs ({:.0} µs), or is not faster than the code that ships by R3_APPLY_MIN_SPEEDUP",
+                crate::store::winner::VARIANT_FIRST_LOAD_MS * 1e3
+            ),
+            None => "needs a guard, and as a variant is not faster than the code that ships by R3_APPLY_MIN_SPEEDUP".into(),
+        };
+    }
+    if c.block_x.is_some() && policy.dispatch {
         "changes the block size, which this build withholds (R3_APPLY_BLOCK_SIZE)"
     } else if c.specialize.is_some() || c.block_x.is_some() {
         "folds launch values or changes the block size, which ship only as a variant behind a guard (R3_APPLY_DISPATCH=0 is set)"
     } else {
         "sets launch bounds, which ship as a variant behind a guard, or unguarded with R3_APPLY_LAUNCH_BOUNDS=1 (R3_APPLY_DISPATCH=0 is set)"
     }
+    .into()
 }
 
 /// An ApplyReport that keeps clang's code, for this reason.
@@ -800,6 +811,7 @@ fn kernel_report(
         best.as_ref(),
         &launches_of(recorded, stored),
         stored,
+        first.kernel.kernel_hash().and_then(|h| store.run_ms(&h)),
     );
     let search = search_note(store, path)?;
     let name = stored

@@ -649,6 +649,19 @@ impl Store {
 
     /// Each kernel's share of each program's estimated time, by the kernel's content hash,
     /// the largest share first: what a kernel is worth to the programs that run it.
+    /// Milliseconds kernel `hash` runs in one run of the program that runs it longest, by the
+    /// launch census; None where no census counts it (or none can be read: a hint, as the
+    /// shares are). What a variant must save more than its first load costs
+    /// (`winner::pays_its_load`).
+    pub fn run_ms(&self, hash: &KernelHash) -> Option<f64> {
+        let shares = self.kernel_shares().ok()?;
+        shares
+            .get(hash)?
+            .iter()
+            .map(|s| s.estimated_ms)
+            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+    }
+
     pub fn kernel_shares(&self) -> Result<BTreeMap<KernelHash, Vec<Share>>, StoreError> {
         let mut out: BTreeMap<KernelHash, Vec<Share>> = BTreeMap::new();
         for p in self.programs()? {

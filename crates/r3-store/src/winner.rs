@@ -72,7 +72,18 @@ pub struct Policy {
     /// The least speedup worth shipping (the confirmed one where there is one): a gain within
     /// replay's noise changes the code for nothing.
     pub min_speedup: f64,
+    /// Milliseconds the kernel runs in one run of the program that runs it longest, by the
+    /// launch census (None: no census; every variant that gains ships): a variant ships only
+    /// where it saves more than its first load costs ([`VARIANT_FIRST_LOAD_MS`]).
+    pub run_ms: Option<f64>,
 }
+
+/// What a variant's first load adds to a program: measured on an H200 under CUDA's default
+/// lazy loading (bench/RESULTS.md, 2026-11-28, `scripts/bench-dispatch`): the allocation that
+/// loads it took 353 µs against 138 µs, the first launch 40 µs against 194 µs, 61 µs more in
+/// all. A one-launch convolution whose variant gained 3 µs in replay ran 16-18 µs slower in its
+/// program.
+pub const VARIANT_FIRST_LOAD_MS: f64 = 0.061;
 
 impl Default for Policy {
     fn default() -> Policy {
@@ -83,6 +94,7 @@ impl Default for Policy {
             gpu: None,
             simulated: false,
             min_speedup: DEFAULT_MIN_SPEEDUP,
+            run_ms: None,
         }
     }
 }
@@ -110,6 +122,7 @@ impl Policy {
                 .and_then(|v| v.parse().ok())
                 .filter(|v: &f64| v.is_finite())
                 .unwrap_or(DEFAULT_MIN_SPEEDUP),
+            run_ms: None,
         }
     }
 
@@ -125,6 +138,12 @@ impl Policy {
         self.dispatch
             && c.guarded()
             && (c.block_x.is_none() || self.block_size == BlockSizeOptIn::All)
+    }
+
+    /// The policy with the kernel's time in a program run (`Store::run_ms`), for
+    /// [`pays_its_load`].
+    pub fn with_run_ms(self, run_ms: Option<f64>) -> Policy {
+        Policy { run_ms, ..self }
     }
 
     /// The policy for a stored kernel: a block-size opt-in that names it holds for it alone.
@@ -235,7 +254,23 @@ pub fn shipment<'a>(
             variants.extend(best_of(&bounds_only));
         }
     }
+    variants.retain(|v| pays_its_load(v, floor, confirmed, policy.run_ms));
     Shipment { generic, variants }
+}
+
+/// Whether variant `v`, `floor` times faster than -O3 being what runs where it does not, saves
+/// a program run more than its first load costs: its kernel's time in a run (`run_ms`, where
+/// the census knows it) times the part of it the variant saves.
+pub fn pays_its_load(
+    v: &TrialRecord,
+    floor: f64,
+    confirmed: &[Confirmation],
+    run_ms: Option<f64>,
+) -> bool {
+    let (Some(ms), Some(g)) = (run_ms, gain(v, confirmed)) else {
+        return true;
+    };
+    ms * (1.0 - floor / g) > VARIANT_FIRST_LOAD_MS
 }
 
 /// The trial apply would ship from a search: `pick_best` among the trials the policy ships.
@@ -368,6 +403,39 @@ pub(crate) mod tests {
             s.generic.map(|t| t.trial),
             s.variants.iter().map(|t| t.trial).collect(),
         )
+    }
+
+    #[test]
+    fn a_variant_ships_only_where_its_program_runs_it_long_enough_to_pay_its_first_load() {
+        use serde_json::json;
+        let recs = vec![
+            timed(0, json!({"pipeline": "default<O3>"}), 100.0),
+            timed(1, json!({"pipeline": "default<O2>"}), 80.0),
+            timed(
+                2,
+                json!({"pipeline": "default<O2>", "max_threads": 256}),
+                50.0,
+            ),
+        ];
+        let with = |run_ms| Policy {
+            run_ms,
+            ..Policy::default()
+        };
+        // The variant runs 50 against the generic 80: it saves 3/8 of the kernel's time. A
+        // program that runs the kernel 0.1 ms a run saves 37.5 µs, less than the 61 µs its
+        // load costs; one that runs it 1 ms saves 375 µs. Without a census, it ships.
+        assert_eq!(
+            shipped(&shipment(&recs, &[], &with(Some(0.1)))),
+            (Some(1), vec![])
+        );
+        assert_eq!(
+            shipped(&shipment(&recs, &[], &with(Some(1.0)))),
+            (Some(1), vec![2])
+        );
+        assert_eq!(
+            shipped(&shipment(&recs, &[], &with(None))),
+            (Some(1), vec![2])
+        );
     }
 
     #[test]
