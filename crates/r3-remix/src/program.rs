@@ -540,7 +540,8 @@ impl<'a> GpuRunner<'a> {
             }),
             // Never past the slice's limit, the warm start included: its rounds are priced
             // before they start, and a kernel dearer than priced must not take the deadline.
-            limit: Some(Duration::from_secs_f64(limit_s.max(0.0))),
+            // The limit counts from the slice's start, its evaluator's setup included.
+            limit: Some(Duration::from_secs_f64((limit_s - setup_s).max(0.0))),
             ..self.base.clone()
         };
         let gpu = ev.device().gpu;
