@@ -241,6 +241,30 @@ fn a_capture_into_a_graph_is_left_alone_and_only_the_launch_after_it_is_recorded
 }
 
 #[test]
+fn a_program_that_calls_cuda_ipc_is_not_recorded_and_runs_as_built() {
+    // r3's link defines the symbol where the program's objects call CUDA IPC (runtime.rs:
+    // IPC_SYMBOL): memory another process opens must be cudaMalloc's own, and cuda-samples'
+    // simpleIPC exited 1 under `r3 record` when r3 mapped it.
+    let dir = tempfile::tempdir().unwrap();
+    let defsym = format!("-Wl,--defsym={}=1", r3::driver::runtime::IPC_SYMBOL);
+    let exe = fake_gpu_program(
+        dir.path(),
+        "record_fake_gpu",
+        &["-fno-math-errno".to_owned(), defsym],
+    );
+    let store_dir = dir.path().join("store");
+    // The fake program insists on recording or timing: timed, it runs as built.
+    let out = run(&exe, "pinned", &store_dir, &[("R3_TIME_ONLY", "1")]);
+    assert!(
+        stderr(&out).contains("calls CUDA IPC") && stderr(&out).contains("nothing is recorded"),
+        "{}",
+        stderr(&out)
+    );
+    let recs = Store::open(&store_dir).unwrap().recordings(None).unwrap();
+    assert!(recs.is_empty(), "{} recorded", recs.len());
+}
+
+#[test]
 fn warm_relaunches_only_when_cheap() {
     let dir = tempfile::tempdir().unwrap();
     let exe = harness(dir.path());

@@ -405,7 +405,7 @@ fn runtime_args(clang_args: &[OsString]) -> Vec<OsString> {
         return Vec::new();
     }
     match runtime::archive(args::cuda_path_flag(clang_args).as_deref()) {
-        Ok(lib) => runtime::link_args(&lib, &cudart),
+        Ok(lib) => runtime::link_args(&lib, &cudart, runtime::uses_cuda_ipc(clang_args)),
         Err(e) => {
             warn(&format!("recording support not linked: {e}"));
             Vec::new()

@@ -92,9 +92,51 @@ pub fn stays_out(args: &[OsString]) -> bool {
     cmake_check || args.iter().any(|a| a == "-shared")
 }
 
-/// Extra link arguments for recording support, appended after the user's own.
-pub fn link_args(archive: &Path, cudart: &str) -> Vec<OsString> {
+/// The symbol that tells the runtime the program calls CUDA IPC (defined by the link, read
+/// weakly by r3rt.c): memory another process opens must be cudaMalloc's own, and a recording
+/// maps the program's memory itself, so such a program is not recorded. cuda-samples'
+/// simpleIPC exited 1 under `r3 record` (`cudaIpcGetMemHandle` refused r3's memory; H200,
+/// 2026-11-29).
+pub const IPC_SYMBOL: &str = "r3_program_uses_cuda_ipc";
+
+/// The CUDA IPC calls that need cudaMalloc's memory.
+const IPC_CALLS: [&str; 2] = ["cudaIpcGetMemHandle", "cudaIpcOpenMemHandle"];
+
+/// Whether an object or archive the link names calls CUDA IPC: its bytes name one of the calls
+/// (an undefined symbol's name is in its string table). CUDA's own runtime libraries name them
+/// whether the program calls them or not, and are left out.
+pub fn uses_cuda_ipc(clang_args: &[OsString]) -> bool {
+    let finders: Vec<memchr::memmem::Finder> = IPC_CALLS
+        .iter()
+        .map(|c| memchr::memmem::Finder::new(c.as_bytes()))
+        .collect();
+    clang_args
+        .iter()
+        .map(Path::new)
+        .filter(|p| is_linked_file(p))
+        .any(|p| {
+            std::fs::read(p).is_ok_and(|bytes| finders.iter().any(|f| f.find(&bytes).is_some()))
+        })
+}
+
+/// An input file of a link that may hold the program's code: an object or a static archive,
+/// not one of CUDA's runtime libraries.
+fn is_linked_file(p: &Path) -> bool {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let ours = [".o", ".obj", ".a", ".lo"]
+        .iter()
+        .any(|e| name.ends_with(e));
+    ours && !name.starts_with("libcuda") && !name.starts_with('-') && p.is_file()
+}
+
+/// Extra link arguments for recording support, appended after the user's own; `ipc`: the
+/// program calls CUDA IPC ([`IPC_SYMBOL`]).
+pub fn link_args(archive: &Path, cudart: &str, ipc: bool) -> Vec<OsString> {
     let wraps: Vec<String> = WRAPPED.iter().map(|f| format!("--wrap={f}")).collect();
+    let ipc = ipc.then(|| format!("-Wl,--defsym={IPC_SYMBOL}=1"));
     [
         // An earlier `-x cuda` would make clang read the archive as CUDA source.
         "-x".into(),
@@ -108,6 +150,7 @@ pub fn link_args(archive: &Path, cudart: &str) -> Vec<OsString> {
         "-lpthread".into(),
     ]
     .into_iter()
+    .chain(ipc)
     .map(OsString::from)
     .collect()
 }
@@ -211,8 +254,29 @@ mod tests {
     }
 
     #[test]
+    fn a_link_whose_objects_call_cuda_ipc_defines_the_symbol_and_cudas_libraries_do_not_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            OsString::from(p)
+        };
+        let plain = file("main.o", b"\x7fELF...cudaMalloc\0cudaLaunchKernel\0");
+        let ipc = file("ipc.o", b"\x7fELF...cudaIpcGetMemHandle\0");
+        let cudart = file("libcudart_static.a", b"!<arch>...cudaIpcOpenMemHandle\0");
+        let flag = |o: &OsString| OsString::from(format!("-L{}", o.to_string_lossy()));
+        assert!(!uses_cuda_ipc(&[plain.clone(), cudart.clone(), flag(&ipc)]));
+        assert!(uses_cuda_ipc(&[plain, ipc, cudart]));
+        let defsym = format!("-Wl,--defsym={IPC_SYMBOL}=1");
+        let with = link_args(Path::new("/c/libr3rt.a"), "-lcudart_static", true);
+        assert!(with.iter().any(|a| *a == *defsym), "{with:?}");
+        let without = link_args(Path::new("/c/libr3rt.a"), "-lcudart_static", false);
+        assert!(!without.iter().any(|a| *a == *defsym));
+    }
+
+    #[test]
     fn link_args_wrap_every_function_then_repeat_cudart() {
-        let args = link_args(Path::new("/c/libr3rt.a"), "-lcudart_static");
+        let args = link_args(Path::new("/c/libr3rt.a"), "-lcudart_static", false);
         let text: Vec<String> = args
             .iter()
             .map(|a| a.to_string_lossy().into_owned())

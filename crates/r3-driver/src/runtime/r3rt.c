@@ -248,10 +248,19 @@ static long long env_ll(const char *name, long long fallback) {
 static void at_exit(void);
 static void time_only_start(void);
 
+/* Defined by r3's link where the program calls CUDA IPC (runtime.rs: IPC_SYMBOL): memory another
+   process opens must be cudaMalloc's own, and a recording maps the program's memory itself. */
+extern const char r3_program_uses_cuda_ipc __attribute__((weak));
+
 static int recording(void) {
   if (mode >= 0) return mode;
   const char *r = getenv("R3_RECORD");
   mode = r && *r && strcmp(r, "0") != 0;
+  if (mode && &r3_program_uses_cuda_ipc) {
+    mode = 0;
+    fprintf(stderr, "r3: this program calls CUDA IPC (cudaIpcGetMemHandle), whose memory must be cudaMalloc's own: "
+                    "nothing is recorded, and the program runs as built\n");
+  }
   if (!mode) {
     time_only_start();
     return 0;
