@@ -102,6 +102,8 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
         }
     }
     let mut out = BTreeMap::new();
+    // Read once: each search's policy needs its kernel's time in a program run.
+    let shares = store.kernel_shares().unwrap_or_default();
     for (path, recs) in store.trial_sets()? {
         let (kernel, gpu) = (recs[0].kernel.clone(), recs[0].gpu.clone());
         let confirmed = store.confirmations(&path).unwrap_or_default();
@@ -113,7 +115,10 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
             Some(k) => Policy::from_env().for_record(k),
             None => Policy::from_env(),
         }
-        .with_run_ms(hash.as_ref().and_then(|h| store.run_ms(h)));
+        .with_run_ms(
+            hash.as_ref()
+                .and_then(|h| crate::store::programs::longest_run_ms(&shares, h)),
+        );
         let searched = hash.and_then(|h| searched.get(&h).cloned().flatten());
         let ship = super::shipped::shipment(&recs, &confirmed, &policy);
         let shipped = super::shipped::on_searched(&ship, &confirmed, searched.as_ref()).speedup;

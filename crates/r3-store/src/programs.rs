@@ -516,6 +516,16 @@ fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// Milliseconds kernel `hash` runs in one run of the program that runs it longest, from
+/// [`Store::kernel_shares`] read once for many kernels.
+pub fn longest_run_ms(shares: &BTreeMap<KernelHash, Vec<Share>>, hash: &KernelHash) -> Option<f64> {
+    shares
+        .get(hash)?
+        .iter()
+        .map(|s| s.estimated_ms)
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+}
+
 impl Store {
     fn program_dir(&self, path: &str, args: &[String]) -> PathBuf {
         self.root()
@@ -654,12 +664,7 @@ impl Store {
     /// shares are). What a variant must save more than its first load costs
     /// (`winner::pays_its_load`).
     pub fn run_ms(&self, hash: &KernelHash) -> Option<f64> {
-        let shares = self.kernel_shares().ok()?;
-        shares
-            .get(hash)?
-            .iter()
-            .map(|s| s.estimated_ms)
-            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+        longest_run_ms(&self.kernel_shares().ok()?, hash)
     }
 
     pub fn kernel_shares(&self) -> Result<BTreeMap<KernelHash, Vec<Share>>, StoreError> {
