@@ -68,6 +68,10 @@ pub const WARM_EXPECTED: u32 = 1 + WARM_PORTFOLIO + 2;
 /// The least of a warm start worth starting where the whole does not fit: the baseline and the
 /// first transferred candidate.
 pub const PARTIAL_WARM_TRIALS: u32 = 2;
+
+/// A kernel of 1% or more of a program not reached yet whose least warm start takes this share
+/// of the time left goes next, whatever its gain per second.
+pub const URGENT_SHARE_OF_LEFT: f64 = 0.5;
 /// Runs of the winner a confirmation costs, in trials (its fresh workers, other launches).
 pub const CONFIRM_TRIALS: f64 = 4.0;
 /// Codes a confirmation re-measures on the searched launch: the best, and the best that every
@@ -392,24 +396,44 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         .filter(|k| !k.warm && k.share >= SMALL_SHARE)
         .collect();
     let owed: f64 = unreached.iter().map(|k| least_warm_s(a, k, held)).sum();
+    let most = |offers: Vec<(f64, Decision)>| {
+        offers
+            .into_iter()
+            .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
+                Some((w, _)) if w >= v => acc,
+                _ => Some((v, d)),
+            })
+    };
+    // A kernel whose least warm start takes half the time left or more goes now, before the
+    // time for it is gone: by gain per second alone, 40 short kernels' whole warm starts had
+    // taken the deadline and left a kernel at 99.8% of its program, 37 s to reach, not reached
+    // with 2 s left (H200, 2026-11-29).
+    let room = |k: &Arm| {
+        let least = least_warm_s(a, k, held);
+        let room = left - (owed - least);
+        // Where they do not all fit, the most gain per second goes first with all the time
+        // left. Holding every kernel to its least until all fit gave the first half of a 300 s
+        // deadline to warm starts of two trials, priced at twice what they took: 86.6% of the
+        // best known gain against 98% (H200, 2026-11-29).
+        if room >= least {
+            room
+        } else {
+            left
+        }
+    };
+    let urgent = unreached
+        .iter()
+        .filter(|k| least_warm_s(a, k, held) >= URGENT_SHARE_OF_LEFT * left)
+        .filter_map(|k| offer(a, k, room(k), batch, held, &mine))
+        .collect();
+    if let Some((_, d)) = most(urgent) {
+        return d;
+    }
     let warm_first = unreached
         .iter()
-        .filter_map(|k| {
-            let least = least_warm_s(a, k, held);
-            let room = left - (owed - least);
-            // Where they do not all fit (yet: prices fall as they are measured), the most gain
-            // per second goes first with all the time left. Holding every kernel to its least
-            // until all fit gave the first half of a 300 s deadline to warm starts of two
-            // trials, priced at twice what they took: 86.6% of the best known gain against 98%
-            // (H200, 2026-11-29).
-            let room = if room >= least { room } else { left };
-            offer(a, k, room, batch, held, &mine)
-        })
-        .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
-            Some((w, _)) if w >= v => acc,
-            _ => Some((v, d)),
-        });
-    if let Some((_, d)) = warm_first {
+        .filter_map(|k| offer(a, k, room(k), batch, held, &mine))
+        .collect();
+    if let Some((_, d)) = most(warm_first) {
         return d;
     }
     let all_warm = a
@@ -2305,6 +2329,62 @@ mod tests {
             ended.why
         );
         assert_eq!(reached.len(), 21, "{:?}", sim.slices);
+        assert!(sim.clock <= deadline_s + 1e-9, "{} s", sim.clock);
+    }
+
+    /// Where the least warm starts of all do not fit, a kernel expensive to reach still is,
+    /// before its time is gone: 40 short kernels' warm starts, priced above what fits, had taken
+    /// the whole deadline, leaving a kernel at 99.8% of its program "not reached" with 2 s left
+    /// (H200, 2026-11-29, run E). The short kernels still get whole warm starts.
+    #[test]
+    fn an_expensive_kernel_is_reached_where_not_every_least_warm_start_fits() {
+        let names: Vec<String> = (0..40).map(|i| format!("s{i:02}")).collect();
+        let mut kernels: Vec<(&str, f64, f64, f64)> =
+            names.iter().map(|n| (n.as_str(), 0.3, 1.3, 4.0)).collect();
+        kernels.push(("long", 8.0, 1.05, 10.0));
+        let mut w = world(&kernels);
+        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 0.9)).collect();
+        shares.push(("long", 0.998));
+        let mut people = entrants(&shares, &w);
+        for e in &mut people {
+            e.weight = e.share / 41.0;
+            e.launch_ms = if e.kernel == "long" { 900.0 } else { 0.05 };
+        }
+        let deadline_s = 120.0;
+        let a = start("prog", "GPU", deadline_s, people.clone());
+        let owed: f64 = a
+            .arms
+            .iter()
+            .map(|k| least_warm_s(&a, k, &Held::none()))
+            .sum();
+        assert!(
+            owed > deadline_s,
+            "the least warm starts of all must not fit: {owed} s"
+        );
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim::new(&mut w, &stop);
+        let ended = run(
+            &Store::create(tempfile::tempdir().unwrap().path()).unwrap(),
+            "prog",
+            "GPU",
+            deadline_s,
+            || people,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        let reached: Vec<&str> = sim.slices.iter().map(|(k, _)| k.as_str()).collect();
+        assert!(
+            reached.contains(&"long"),
+            "{:?} at {:?} ({})",
+            sim.slices,
+            sim.sliced_at,
+            ended.why
+        );
+        let first_short = sim.slices.iter().find(|(k, _)| k != "long").unwrap();
+        assert!(first_short.1 > PARTIAL_WARM_TRIALS + 2, "{:?}", sim.slices);
         assert!(sim.clock <= deadline_s + 1e-9, "{} s", sim.clock);
     }
 
