@@ -173,6 +173,11 @@ pub enum Cmd {
         /// each, measured so that `r3 report` can show which passes matter).
         #[arg(long)]
         no_ablate: bool,
+        /// Do not measure nvcc's build of each kernel (by default, where nvcc is found, its
+        /// -O3 code of the kernel's source is one more candidate, measured beside clang's -O3,
+        /// and apply ships it where it wins).
+        #[arg(long)]
+        no_nvcc: bool,
         /// Evaluate against a landscape table (JSON) instead of the GPU; repeated, one kernel
         /// per table (searched as `--all` searches: each table a worker has not claimed).
         #[arg(long, value_name = "TABLE.json")]

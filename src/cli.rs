@@ -124,6 +124,7 @@ fn run(cli: Cli) -> Result<i32> {
             no_transfer,
             no_recipes,
             no_ablate,
+            no_nvcc,
             simulate,
             landscape_name,
             full_names,
@@ -202,6 +203,7 @@ fn run(cli: Cli) -> Result<i32> {
                         egraph,
                         grid,
                         full_names,
+                        nvcc: !no_nvcc,
                     },
                 );
             }
@@ -213,6 +215,7 @@ fn run(cli: Cli) -> Result<i32> {
             let how = r3::remix::session::GpuTune {
                 measure: measure.measure(),
                 ablate: !no_ablate,
+                nvcc: !no_nvcc,
                 resume,
                 block_size_agnostic,
                 egraph,
@@ -796,6 +799,8 @@ struct DryRunHow {
     egraph: bool,
     grid: bool,
     full_names: bool,
+    /// Build and check nvcc's code of each kernel too (`--no-nvcc`: not).
+    nvcc: bool,
 }
 
 fn tune_dry_run(
@@ -810,6 +815,7 @@ fn tune_dry_run(
         egraph,
         grid,
         full_names,
+        nvcc,
     } = how;
     if kernel.is_none() && !all {
         anyhow::bail!("name a kernel, or --all");
@@ -847,6 +853,7 @@ fn tune_dry_run(
         &space,
         opts.budget as usize,
         opts.seed,
+        nvcc,
         |row| {
             let label = labels.get(done).map_or(row.kernel.as_str(), String::as_str);
             eprintln!("{label}: {} candidates lowered", row.compiled);

@@ -642,3 +642,108 @@ fn apply_finds_the_ptx_and_the_sources_whatever_the_flags() {
     );
     carries_winner("rsp", "a", &lowered[0]);
 }
+
+/// nvcc's build of a kernel, where a search measured it fastest, is what the applied build
+/// carries for that kernel: its entry as nvcc wrote it, spliced into clang's PTX beside clang's
+/// code of the other kernels (issue 57). `r3 tune --dry-run` makes it, as a search would.
+#[test]
+fn nvcc_code_that_won_its_search_is_what_the_applied_build_carries() {
+    if let Err(e) = r3::toolchain::real_nvcc() {
+        skip("cuda-sdk", &format!("nvcc's code needs nvcc: {e}"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = d.join("store");
+    let src = d.join("scan.cu");
+    std::fs::copy(repo().join("llvm-ir-corpus/programs/scan.cu"), &src).unwrap();
+    build(&d.join("plain"), &src, &["--r3-off"], &[], &store);
+    build(&d.join("record"), &src, &[], &[], &store);
+    let s = store.to_str().unwrap();
+    let dry = r3(
+        &[
+            "tune",
+            "--all",
+            "--dry-run",
+            "--budget",
+            "1",
+            "--r3-store",
+            s,
+        ],
+        d,
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert_eq!(
+        stdout(&dry).matches("nvcc -O3: ").count(),
+        3,
+        "{}",
+        stdout(&dry)
+    );
+    assert!(!stdout(&dry).contains("not built"), "{}", stdout(&dry));
+
+    let st = r3::store::Store::open(&store).unwrap();
+    let k = st
+        .kernels()
+        .unwrap()
+        .into_iter()
+        .find(|k| k.signature.name == TUNED)
+        .unwrap();
+    let code = st
+        .nvcc_code(&k.hash, "sm_90")
+        .unwrap()
+        .unwrap()
+        .ptx
+        .unwrap();
+    let key = r3::kernel::TrialsKey::of_kernel(&k.hash);
+    let mut log = st.open_trials(&key, "NVIDIA H200").unwrap();
+    let baseline = serde_json::json!({"pipeline": "default<O3>"});
+    let nvcc = serde_json::json!({"pipeline": "default<O3>", "compiler": "nvcc"});
+    let target = r3::store::trials::Target {
+        sm: "sm_90".into(),
+        ptx: None,
+    };
+    for (t, c, us) in [(0, baseline, 10.0), (1, nvcc, 5.0)] {
+        let mut r = r3::store::fixtures::trial(k.hash.as_str(), "NVIDIA H200", t, c, {
+            r3::store::fixtures::valid(us, 10.0)
+        });
+        r.target = Some(target.clone());
+        if t == 1 {
+            r.ptx_hash = Some(r3::kernel::PtxHash::of_ptx(&code));
+        }
+        log.append(&r).unwrap();
+    }
+    drop(log);
+
+    let out = build(&d.join("applied"), &src, &["--r3-apply"], &[], &store);
+    let note = stderr(&out);
+    assert!(
+        note.contains("applied tuned code to scan_tile_totals_kernel"),
+        "{note}"
+    );
+    let plain = read(d.join("plain").join(PTX));
+    let applied = read(d.join("applied").join(PTX));
+    assert_eq!(entry(&applied, TUNED), entry(&code, TUNED));
+    assert_ne!(entry(&applied, TUNED), entry(&plain, TUNED));
+    for other in OTHERS {
+        assert_eq!(entry(&applied, other), entry(&plain, other), "{other}");
+    }
+    let cubin = std::fs::read(d.join("applied").join(CUBIN)).unwrap();
+    let exe = std::fs::read(d.join("applied/scan")).unwrap();
+    assert!(exe.windows(cubin.len()).any(|w| w == &cubin[..]));
+
+    // Exported, it carries the code; without it, apply refuses the entry and keeps clang's.
+    let winners = d.join("winners.json");
+    let exported = r3(
+        &["export", "-o", winners.to_str().unwrap(), "--r3-store", s],
+        d,
+    );
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let mut file: serde_json::Value = serde_json::from_str(&read(d.join("winners.json"))).unwrap();
+    assert_eq!(file["kernels"][0]["code"].as_str(), Some(code.as_str()));
+    file["kernels"][0]["code"] = serde_json::Value::Null;
+    std::fs::write(d.join("no-code.json"), file.to_string()).unwrap();
+    let arg = format!("--r3-apply={}", d.join("no-code.json").display());
+    let out = build(&d.join("no-code"), &src, &[&arg], &[], &d.join("no-store"));
+    assert!(stderr(&out).contains("carries none"), "{}", stderr(&out));
+    assert_eq!(read(d.join("no-code").join(PTX)), plain);
+}

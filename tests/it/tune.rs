@@ -638,6 +638,8 @@ fn dry_run_lowers_candidates_in_child_processes_and_survives_their_crashes() {
             "saxpy_kernel",
             "--budget",
             "6",
+            // The repository's store stays as it is: no nvcc code kept in it.
+            "--no-nvcc",
             "--r3-store",
             s,
         ],
@@ -659,6 +661,7 @@ fn dry_run_lowers_candidates_in_child_processes_and_survives_their_crashes() {
             "saxpy_kernel",
             "--budget",
             "3",
+            "--no-nvcc",
             "--r3-store",
             s,
         ])

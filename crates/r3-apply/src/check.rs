@@ -108,6 +108,9 @@ pub struct Refusal {
 /// Why the generic entry of a kernel cannot run at every launch, if it cannot.
 pub fn generic(w: &Winner, sig: Option<&KernelSignature>, policy: &Policy) -> Option<String> {
     let c = &w.candidate;
+    if let Some(why) = code(w) {
+        return Some(why);
+    }
     if c.specialize.is_some() {
         return Some(
             "it folds launch values (`candidate.specialize`), right only for the launches a guard \
@@ -134,6 +137,15 @@ pub fn generic(w: &Winner, sig: Option<&KernelSignature>, policy: &Policy) -> Op
 /// The guard a variant runs behind (derived from its candidate), or why it cannot ship.
 pub fn variant(v: &Variant, sig: Option<&KernelSignature>) -> Result<Guard, String> {
     let c = &v.winner.candidate;
+    if c.is_nvcc() {
+        return Err(
+            "it is nvcc's code, which folds and bounds nothing; fix: list it under `kernels`"
+                .into(),
+        );
+    }
+    if let Some(why) = code(&v.winner) {
+        return Err(why);
+    }
     if !c.guarded() {
         return Err(
             "its candidate neither folds values nor bounds launches, so it needs no guard; fix: \
@@ -152,6 +164,22 @@ pub fn variant(v: &Variant, sig: Option<&KernelSignature>) -> Result<Guard, Stri
     }
     folded(c, sig)?;
     Ok(derived)
+}
+
+/// Why an entry's code cannot be what it says: nvcc's code carried, or none but nvcc's.
+fn code(w: &Winner) -> Option<String> {
+    match (w.candidate.is_nvcc(), &w.code) {
+        (true, None) => Some(
+            "it is nvcc's code (`candidate.compiler`) but carries none (`code`); fix: `r3 export` \
+             it from a store whose search measured it"
+                .into(),
+        ),
+        (false, Some(_)) => Some(
+            "it carries code (`code`) but its candidate is lowered by LLVM; fix: remove `code`"
+                .into(),
+        ),
+        _ => None,
+    }
 }
 
 /// The guard fields whose value in the file is not the candidate's.
@@ -371,6 +399,34 @@ mod tests {
         assert!(variant(&plain, Some(&sig()))
             .unwrap_err()
             .contains("needs no guard"));
+    }
+
+    #[test]
+    fn nvcc_code_ships_as_generic_code_with_its_text_and_only_then() {
+        let policy = Policy::default();
+        let nvcc = Winner {
+            code: Some(".version 9.0".into()),
+            ..winner(Candidate::nvcc())
+        };
+        assert_eq!(generic(&nvcc, Some(&sig()), &policy), None);
+        let without = winner(Candidate::nvcc());
+        assert!(generic(&without, Some(&sig()), &policy)
+            .unwrap()
+            .contains("carries none"));
+        let llvm_with_code = Winner {
+            code: Some(".version 9.0".into()),
+            ..winner(Candidate::baseline())
+        };
+        assert!(generic(&llvm_with_code, Some(&sig()), &policy)
+            .unwrap()
+            .contains("lowered by LLVM"));
+        let as_variant = Variant {
+            winner: nvcc,
+            guard: Guard::of(&Candidate::nvcc()),
+        };
+        assert!(variant(&as_variant, Some(&sig()))
+            .unwrap_err()
+            .contains("list it under `kernels`"));
     }
 
     #[test]

@@ -59,6 +59,13 @@ pub fn proteus(winners: &[Winner], variants: &[Variant]) -> (Value, Vec<String>)
         .map(|v| format!("{} (a variant behind a guard)", v.winner.demangled))
         .collect();
     for w in winners {
+        if w.candidate.is_nvcc() {
+            skipped.push(format!(
+                "{} (nvcc's code, not an LLVM pipeline)",
+                w.demangled
+            ));
+            continue;
+        }
         if w.candidate.fast_math {
             skipped.push(format!("{} (needs fast-math)", w.demangled));
             continue;
@@ -175,6 +182,7 @@ mod tests {
             confirmed_speedup: None,
             simulated: false,
             r3_version: "0".into(),
+            code: None,
         };
         let bounded = Candidate {
             max_threads: Some(256),

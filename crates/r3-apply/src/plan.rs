@@ -244,7 +244,10 @@ fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Pla
     let confirmed = store.confirmations(&path)?;
     let policy = policy.for_record(k).with_run_ms(store.run_ms(&k.hash));
     let ships = winner::shipment(&recs, &confirmed, &policy);
-    let winner = |t: &TrialRecord| winner_of(k, t, &confirmed);
+    let winner = |t: &TrialRecord| Winner {
+        code: nvcc_code(store, k, t),
+        ..winner_of(k, t, &confirmed)
+    };
     Ok(Planned {
         generic: ships.generic.map(winner),
         variants: ships
@@ -258,6 +261,15 @@ fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Pla
         refused: Vec::new(),
         withheld: Vec::new(),
     })
+}
+
+/// nvcc's code of the kernel, for a trial that measured it: the store's, for the trial's target.
+fn nvcc_code(store: &Store, k: &KernelRecord, t: &TrialRecord) -> Option<String> {
+    let sm = t.target.as_ref().map_or(&k.signature.arch, |t| &t.sm);
+    t.candidate
+        .is_nvcc()
+        .then(|| store.nvcc_code(&k.hash, sm).ok().flatten()?.ptx)
+        .flatten()
 }
 
 fn winner_of(k: &KernelRecord, t: &TrialRecord, confirmed: &[Confirmation]) -> Winner {
@@ -281,6 +293,7 @@ fn winner_of(k: &KernelRecord, t: &TrialRecord, confirmed: &[Confirmation]) -> W
         confirmed_speedup,
         simulated,
         r3_version: t.r3_version.clone(),
+        code: None,
     }
 }
 

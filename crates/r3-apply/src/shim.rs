@@ -566,6 +566,11 @@ fn lower_winner_now(
     w: &Winner,
     dir: &Path,
 ) -> Result<(String, PtxHash), String> {
+    if w.candidate.is_nvcc() {
+        // Not lowered: nvcc's code as the search measured it, if its hash says so.
+        let code = w.code.as_ref().ok_or("nvcc's code is missing")?;
+        return Ok((code.clone(), PtxHash::of_ptx(code)));
+    }
     let bitcode = dir.join(format!("winner-{}.bitcode", km.hash));
     std::fs::write(&bitcode, &km.bitcode).map_err(|e| e.to_string())?;
     let job = LowerJob {

@@ -40,6 +40,11 @@ pub struct Winner {
     #[serde(default)]
     pub simulated: bool,
     pub r3_version: String,
+    /// The code itself where it is not lowered from the kernel's module: nvcc's
+    /// (`candidate.compiler` nvcc), as the search measured it; apply ships it only if its hash
+    /// is `ptx_hash`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 /// A winner shipped beside the generic code, taken only by launches its guard admits.

@@ -1238,49 +1238,9 @@ pub fn expand_options_files(args: Vec<OsString>, cwd: &Path) -> Vec<OsString> {
     out
 }
 
-/// Where the real nvcc is: `R3_NVCC` (used as given, or an error), else the SDK r3 knows, else
-/// `nvcc` on PATH that is not r3 itself.
+/// Where the real nvcc is (`toolchain::real_nvcc`).
 pub fn real_nvcc() -> Result<PathBuf, String> {
-    let me = std::env::current_exe()
-        .ok()
-        .and_then(|p| std::fs::canonicalize(p).ok());
-    let is_me = |p: &Path| std::fs::canonicalize(p).ok().is_some_and(|c| Some(c) == me);
-    if let Some(v) = std::env::var_os("R3_NVCC").filter(|v| !v.is_empty()) {
-        let p = PathBuf::from(&v);
-        if is_me(&p) {
-            return Err(format!(
-                "R3_NVCC={} is r3 itself; fix: point R3_NVCC at the CUDA SDK's bin/nvcc",
-                p.display()
-            ));
-        }
-        return if is_executable(&p) {
-            Ok(p)
-        } else {
-            Err(format!(
-                "R3_NVCC={} is no executable; fix: point R3_NVCC at the CUDA SDK's bin/nvcc, or unset it",
-                p.display()
-            ))
-        };
-    }
-    if let Ok(sdk) = toolchain::find_cuda(None) {
-        let p = sdk.path.join("bin/nvcc");
-        if is_executable(&p) && !is_me(&p) {
-            return Ok(p);
-        }
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join("nvcc"))
-        .find(|p| is_executable(p) && !is_me(p))
-        .ok_or_else(|| {
-            "no nvcc found (looked at R3_NVCC, the CUDA SDK r3 knows, nvcc on PATH); fix: set R3_NVCC to the SDK's bin/nvcc".into()
-        })
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    p.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    toolchain::real_nvcc()
 }
 
 /// Runs `r3-nvcc` for `args` (without argv[0]); returns the exit status.

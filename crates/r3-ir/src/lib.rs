@@ -7,6 +7,7 @@ use r3_ptx as ptx;
 
 pub mod egraph;
 pub mod lower;
+pub mod nvcc;
 pub mod shape;
 pub mod toolchain;
 

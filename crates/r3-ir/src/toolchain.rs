@@ -113,6 +113,45 @@ pub fn cuda_version(root: &Path) -> Option<String> {
     Some(format!("{}.{}", v / 1000, (v % 1000) / 10))
 }
 
+/// Where the real nvcc is: `R3_NVCC` (used as given, or an error), else the SDK r3 knows, else
+/// `nvcc` on PATH that is not r3 itself.
+pub fn real_nvcc() -> Result<PathBuf, String> {
+    let me = std::env::current_exe()
+        .ok()
+        .and_then(|p| std::fs::canonicalize(p).ok());
+    let is_me = |p: &Path| std::fs::canonicalize(p).ok().is_some_and(|c| Some(c) == me);
+    if let Some(v) = std::env::var_os("R3_NVCC").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(&v);
+        if is_me(&p) {
+            return Err(format!(
+                "R3_NVCC={} is r3 itself; fix: point R3_NVCC at the CUDA SDK's bin/nvcc",
+                p.display()
+            ));
+        }
+        return if is_executable(&p) {
+            Ok(p)
+        } else {
+            Err(format!(
+                "R3_NVCC={} is no executable; fix: point R3_NVCC at the CUDA SDK's bin/nvcc, or unset it",
+                p.display()
+            ))
+        };
+    }
+    if let Ok(sdk) = find_cuda(None) {
+        let p = sdk.path.join("bin/nvcc");
+        if is_executable(&p) && !is_me(&p) {
+            return Ok(p);
+        }
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("nvcc"))
+        .find(|p| is_executable(p) && !is_me(p))
+        .ok_or_else(|| {
+            "no nvcc found (looked at R3_NVCC, the CUDA SDK r3 knows, nvcc on PATH); fix: set R3_NVCC to the SDK's bin/nvcc".into()
+        })
+}
+
 /// Searches PATH for an executable.
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;

@@ -37,6 +37,31 @@ pub struct Candidate {
     /// only for launches with those values, so it ships behind a guard that checks them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub specialize: Option<Specialize>,
+    /// Which compiler made the code: r3's LLVM from the kernel's module (every field above
+    /// applies), or nvcc from the kernel's source, as `nvcc -O3` builds it (the fields above
+    /// are the baseline's and mean nothing).
+    #[serde(default, skip_serializing_if = "Compiler::is_llvm")]
+    pub compiler: Compiler,
+}
+
+/// The compiler of a candidate's code.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Compiler {
+    /// r3's LLVM, from the kernel's captured module: the search's candidates.
+    #[default]
+    Llvm,
+    /// NVIDIA's nvcc, from the kernel's translation unit, at `-O3` for the GPU measured: one
+    /// more candidate, so that what ships is never slower than nvcc's own code.
+    Nvcc,
+}
+
+impl Compiler {
+    pub fn is_llvm(&self) -> bool {
+        *self == Compiler::Llvm
+    }
 }
 
 /// What a specialized candidate folds: scalar arguments and launch dimensions of one recorded
@@ -133,6 +158,9 @@ impl Candidate {
     /// the codegen level included only when it is not clang's -O3 unless `codegen` asks.
     pub fn knob_words(&self, codegen: bool) -> Vec<String> {
         let mut k = Vec::new();
+        if self.is_nvcc() {
+            return vec!["nvcc -O3".into()];
+        }
         if codegen || self.codegen_opt != 3 {
             k.push(format!("llc -O{}", self.codegen_opt));
         }
@@ -204,7 +232,21 @@ impl Candidate {
             block_x: None,
             llvm_options: BTreeMap::new(),
             specialize: None,
+            compiler: Compiler::Llvm,
         }
+    }
+
+    /// The kernel as `nvcc -O3` builds it from its source.
+    pub fn nvcc() -> Candidate {
+        Candidate {
+            compiler: Compiler::Nvcc,
+            ..Candidate::baseline()
+        }
+    }
+
+    /// Whether nvcc made the code (no pipeline, no knobs).
+    pub fn is_nvcc(&self) -> bool {
+        self.compiler == Compiler::Nvcc
     }
 
     /// A stable short key (for caches and file names).

@@ -511,6 +511,9 @@ pub fn edits_of_o3(text: &str) -> Result<Vec<Edit>, PassesError> {
 /// `-O3 with 2 edits: simplifycfg: switch-to-lookup off → on (pass 40); instcombine removed
 /// (pass 12 of -O3)`. A pipeline r3 cannot read as edits is shown as [`brief`] shows it.
 pub fn candidate_brief(c: &Candidate, most: usize) -> String {
+    if c.is_nvcc() {
+        return "nvcc's code (nvcc -O3 of the kernel's source)".into();
+    }
     let pipeline = match edits_of_o3(&c.pipeline) {
         Ok(e) if e.is_empty() => "-O3's pipeline".to_owned(),
         Ok(e) => {

@@ -279,3 +279,55 @@ mod tests {
         assert_eq!(out, b"{\"b\":2}\n");
     }
 }
+
+/// Why [`run_limited`] has no exit to give.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot run {program}: {error}")]
+    Start { program: String, error: String },
+    #[error("{program} took longer than {} s and was stopped", .limit.as_secs())]
+    TimedOut { program: String, limit: Duration },
+}
+
+/// Runs a tool to its end (a compiler: no protocol, stdout unused) within `limit`, after which
+/// it is killed; its exit and its stderr.
+pub fn run_limited(mut command: Command, limit: Duration) -> Result<Exit, RunError> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| RunError::Start {
+            program: program.clone(),
+            error: e.to_string(),
+        })?;
+    let mut err = child.stderr.take().expect("stderr is piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if start.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(RunError::TimedOut { program, limit });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                return Err(RunError::Start {
+                    program,
+                    error: e.to_string(),
+                })
+            }
+        }
+    };
+    Ok(Exit {
+        status,
+        stderr: reader.join().unwrap_or_default(),
+    })
+}

@@ -202,6 +202,40 @@ impl<'t> Module<'t> {
         self.entries().find(|&k| self.name(k) == Some(name))
     }
 
+    /// Kernel `name` as a module of its own: the header (with `.file`, which `.loc` lines
+    /// name), then what it uses (functions and variables, their declarations included) and the
+    /// kernel, each as written and in this module's order; debug sections left out. None where the module has no such kernel, or
+    /// where the kernel uses a label of the debug sections (its code would not stand alone).
+    pub fn extract(&self, name: &str) -> Option<String> {
+        let entry = self.entry(name)?;
+        let mut keep = vec![false; self.items.len()];
+        for k in self.closure(entry).into_iter().chain([entry]) {
+            keep[k] = true;
+        }
+        let debug: HashSet<&str> = (0..self.items.len())
+            .filter(|&k| self.items[k].kind == ItemKind::Section)
+            .flat_map(|k| self.labels(k))
+            .collect();
+        let uses_debug = (0..self.items.len())
+            .filter(|&k| keep[k])
+            .any(|k| self.idents(k).any(|i| debug.contains(i)));
+        if uses_debug {
+            return None;
+        }
+        let mut out = String::new();
+        for (k, item) in self.items.iter().enumerate() {
+            let header = matches!(
+                item.kind,
+                ItemKind::Version | ItemKind::Target | ItemKind::AddressSize | ItemKind::File
+            );
+            if header || keep[k] {
+                out.push_str(&self.text[self.span(k)]);
+                out.push_str(if header { "\n" } else { "\n\n" });
+            }
+        }
+        Some(out)
+    }
+
     /// The lines of a function's body: those after the line of its `{` and before the line of
     /// its `}`, whole (LLVM and nvcc give each brace of a body a line of its own). None for an
     /// item that is not a defined function.
@@ -643,6 +677,34 @@ mod tests {
         let mut names: Vec<&str> = items.into_iter().filter_map(|k| m.name(k)).collect();
         names.dedup();
         names
+    }
+
+    #[test]
+    fn a_kernel_extracted_stands_alone_with_everything_it_uses_and_nothing_else() {
+        let mut extracted = 0;
+        for (name, text) in real_ptx() {
+            let m = parse(&name, &text);
+            for e in m.entries().collect::<Vec<_>>() {
+                let kernel = m.name(e).unwrap();
+                let Some(alone) = m.extract(kernel) else {
+                    // Only code that names the debug sections' labels stays where it is.
+                    assert!(
+                        m.items().iter().any(|i| i.kind == ItemKind::Section),
+                        "{name}"
+                    );
+                    continue;
+                };
+                extracted += 1;
+                let a = parse(&format!("{name}: {kernel} alone"), &alone);
+                assert_eq!(a.entries().count(), 1, "{name}: {kernel}");
+                assert_eq!(a.header().unwrap().target, m.header().unwrap().target);
+                let want = names(&m, m.closure(e));
+                let k = a.entry(kernel).unwrap();
+                assert_eq!(names(&a, a.closure(k)), want, "{name}: {kernel}");
+                assert_eq!(a.extract(kernel).unwrap(), alone, "{name}: {kernel}: again");
+            }
+        }
+        assert!(extracted >= 40, "{extracted} kernels extracted");
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub struct DryRun {
     /// Compiled without optimization (-O0): every candidate gives the baseline's code.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unoptimized: bool,
+    /// nvcc's build of the kernel, the search's one candidate not LLVM's: made (and kept in the
+    /// store) and checked by ptxas, or why not; None where not asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvcc: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,12 +61,14 @@ pub fn kernels<'a>(
 
 /// The dry run of each stored kernel, for the architecture it was compiled for, with ptxas
 /// where the CUDA SDK has one; `done` hears of each kernel as it finishes.
+#[allow(clippy::too_many_arguments)]
 pub fn dry_run_kernels(
     store: &crate::store::Store,
     kernels: &[&crate::store::KernelRecord],
     space: &Space,
     n: usize,
     seed: u64,
+    nvcc: bool,
     mut done: impl FnMut(&DryRun),
 ) -> Vec<DryRun> {
     let ptxas = crate::toolchain::find_cuda(None)
@@ -80,10 +86,32 @@ pub fn dry_run_kernels(
         let mut row = dry_run(&bitcode, &k.hash, &target, space, n, seed, ptxas.as_deref());
         row.kernel = k.signature.demangled.clone();
         row.unoptimized = k.signature.unoptimized;
+        if nvcc {
+            row.nvcc = Some(nvcc_checked(store, k, ptxas.as_deref()));
+        }
         done(&row);
         rows.push(row);
     }
     rows
+}
+
+/// nvcc's code of `k` for its architecture, made as a search makes it, in words: its size and
+/// ptxas's registers, or why there is none (or why ptxas refused it).
+fn nvcc_checked(
+    store: &crate::store::Store,
+    k: &crate::store::KernelRecord,
+    ptxas: Option<&Path>,
+) -> String {
+    let ptx = match crate::nvcc::code(store, k, &k.signature.arch) {
+        Ok(ptx) => ptx,
+        Err(why) => return format!("not built: {why}"),
+    };
+    let n = crate::ptx::stats::stats(&ptx).instructions;
+    match ptxas.map(|p| lower::ptxas_info(p, &ptx, &k.signature.arch)) {
+        Some(Ok(info)) => format!("{n} PTX instructions, {} registers", info.registers),
+        Some(Err(e)) => format!("{n} PTX instructions; ptxas refused it: {e}"),
+        None => format!("{n} PTX instructions"),
+    }
 }
 
 /// Whether a dry run found something wrong: a kernel of which nothing compiled, or PTX that
@@ -128,6 +156,7 @@ pub fn dry_run(
         registers: None,
         median_compile_ms: 0.0,
         unoptimized: false,
+        nvcc: None,
     };
     let mut times = Vec::new();
     for (i, r) in results.into_iter().enumerate() {
@@ -251,6 +280,9 @@ pub fn render(rows: &[DryRun]) -> String {
         }
         for e in r.compile_errors.iter().chain(&r.ptxas_errors).take(2) {
             out += &format!("    {}\n", e.lines().next().unwrap_or(""));
+        }
+        if let Some(n) = &r.nvcc {
+            out += &format!("    nvcc -O3: {}\n", n.lines().next().unwrap_or(""));
         }
     }
     out

@@ -8,7 +8,8 @@
 //! without a GPU; `transfer` gathers what earlier searches in the store (other kernels, other
 //! GPUs) say, for the `bo` strategy to start from; `recipes` (passes/recipes.toml) is r3's shipped
 //! prior, what every search starts from when the store knows nothing yet; `confirm` re-measures
-//! a search's winner and runs it on every other recorded launch before the store believes it.
+//! a search's winner and runs it on every other recorded launch before the store believes it;
+//! `nvcc` makes nvcc's build of a kernel, which every search on a GPU measures beside -O3.
 
 use r3_ir::lower;
 use r3_ir::toolchain;
@@ -24,6 +25,7 @@ pub mod deadline;
 pub mod dry_run;
 pub mod fleet;
 pub mod grid;
+pub mod nvcc;
 pub mod program;
 pub mod recipes;
 pub mod session;

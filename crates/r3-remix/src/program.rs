@@ -492,6 +492,7 @@ impl<'a> GpuRunner<'a> {
                 return Err(e);
             }
         };
+        session::offer_nvcc(self.store, &mut ev, &self.how, self.say);
         let space = session::space_for(&ev, &self.how).map_err(|e| e.to_string())?;
         let l2 = crate::replay::timeline::span("tune.l2", || kernel.to_string());
         session::choose_l2(self.store, &mut ev, kernel, self.how.measure.l2, self.say);

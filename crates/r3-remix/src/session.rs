@@ -57,6 +57,8 @@ pub struct GpuTune {
     pub fleet: bool,
     /// The deadline allocation this worker's fleet started (`--deadline-id`), if any.
     pub deadline_id: Option<String>,
+    /// Measure nvcc's code of each kernel beside -O3 (`nvcc`), where nvcc is found.
+    pub nvcc: bool,
 }
 
 /// What the sessions of one command came to; the CLI turns it into an exit status.
@@ -170,6 +172,24 @@ pub fn reproducing_evaluator(
     Searchable::Irreproducible(last)
 }
 
+/// Offers nvcc's code of the evaluator's kernel to its search, where `how` asks for it: made
+/// now if the store does not hold it. Its absence is said once per kernel, and its search then
+/// records why as a trial that did not compile.
+pub fn offer_nvcc(store: &Store, ev: &mut GpuEvaluator, how: &GpuTune, say: Say) {
+    if !how.nvcc {
+        return;
+    }
+    let _span = crate::replay::timeline::span("tune.nvcc", || ev.kernel().hash.to_string());
+    let code = crate::nvcc::code(store, ev.kernel(), &ev.target().sm);
+    if let Err(why) = &code {
+        say(Line::Note(format!(
+            "r3 tune: {}: nvcc's code is not measured: {why}",
+            ev.kernel().label()
+        )));
+    }
+    ev.offer_nvcc(code);
+}
+
 /// Sets the L2 state the search measures in, says so where it matters, and keeps the choice
 /// beside the trials for `r3 report`.
 pub fn choose_l2(
@@ -265,6 +285,7 @@ pub fn tune_on_gpu(
                 continue;
             }
         };
+        offer_nvcc(store, &mut ev, how, say);
         one_kernel_on_gpu(store, &mut ev, base, how, stop, &mut tally, say)?;
     }
     if tally.irreproducible > 0 {
@@ -542,6 +563,10 @@ pub fn ablate_best(
     let Some(best) = store.best_trial(&opts.kernel, &gpu)? else {
         return Ok(());
     };
+    if best.candidate.is_nvcc() {
+        // nvcc's code has no passes of r3's to take out.
+        return Ok(());
+    }
     let trials = store.trials(&opts.kernel, &gpu)?;
     let done = store.ablations(&store.trials_path(&opts.kernel, &gpu))?;
     let todo: Vec<Candidate> = crate::passes::diff::ablations(&best.candidate)?

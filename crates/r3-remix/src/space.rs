@@ -682,6 +682,8 @@ impl Space {
             } else {
                 b.specialize.clone()
             },
+            // The search's own candidates are LLVM's; nvcc's code is one fixed candidate.
+            compiler: Default::default(),
         };
         self.repair(&mut c);
         c

@@ -191,9 +191,16 @@ pub fn tune_from<E: Evaluator>(
     let restored = &prior[..trial as usize];
     remember_measured(&mut measured_by_hash, restored.iter());
     tell_round(&mut *strat, restored.to_vec(), &mut best, kernel)?;
+    // nvcc's code is measured beside the baseline, as trial 1, where the evaluator offers it;
+    // a search that began otherwise goes on as it began.
+    let nvcc = match prior.get(1) {
+        Some(r) => r.candidate.is_nvcc(),
+        None => eval.offers_nvcc(),
+    };
+    let extra = u32::from(nvcc);
     // After the restore: a restored warm start is the one the search had, whatever became of
     // what it learned from since. It grows once its first part is told (bo's launch sweep).
-    let mut warm_start = strat.warm_start_len(space) as u32;
+    let mut warm_start = strat.warm_start_len(space) as u32 + extra;
     let from_checkpoint = trial;
     let mut trial = trial;
     let (mut measured, mut resumed) = (0u32, trial);
@@ -205,7 +212,7 @@ pub fn tune_from<E: Evaluator>(
         // the warm start (so that what follows from it is asked next, and a time limit stops
         // right after it).
         let full = if trial == 0 {
-            1
+            1 + extra
         } else if trial <= warm_start {
             batch.min(warm_start + 1 - trial)
         } else {
@@ -220,7 +227,9 @@ pub fn tune_from<E: Evaluator>(
         }
         let round_start = Instant::now();
         let cands: Vec<Candidate> = if trial == 0 {
-            vec![Candidate::baseline()]
+            let mut first = vec![Candidate::baseline(), Candidate::nvcc()];
+            first.truncate(n as usize);
+            first
         } else {
             (0..n).map(|_| strat.ask(space)).collect()
         };
@@ -274,7 +283,7 @@ pub fn tune_from<E: Evaluator>(
             elapsed: start.elapsed(),
         });
         // What the round told may lengthen the warm start (bo's launch sweep).
-        warm_start = strat.warm_start_len(space) as u32;
+        warm_start = strat.warm_start_len(space) as u32 + extra;
         if let Some(s) = stop_after_round(trial, opts, stop, start, warm_start) {
             break s;
         }
@@ -439,7 +448,11 @@ fn tell_round(
         }
         // A candidate the screen dropped is known to be slow: its ratio on the prefix is
         // what the strategy learns of it (it never becomes the best: that takes a valid ratio).
-        strat.tell(&r.candidate, r.ratio().or(r.outcome.screened_ratio()));
+        // nvcc's code is no point of the strategy's space: it asked for none, and is told none,
+        // so its search goes as it would without it.
+        if !r.candidate.is_nvcc() {
+            strat.tell(&r.candidate, r.ratio().or(r.outcome.screened_ratio()));
+        }
         if r.ratio().is_some()
             && best
                 .as_ref()
@@ -1041,5 +1054,132 @@ mod tests {
             .collect();
         assert_eq!(lengths, [10, 20, 30]);
         assert!(stream.ready.is_empty());
+    }
+
+    /// Races, with nvcc's code offered: `Ok(us)` runs in that time, `Err` did not compile.
+    struct WithNvcc {
+        nvcc: Option<Result<f64, String>>,
+    }
+
+    impl Evaluator for WithNvcc {
+        fn device(&self) -> crate::replay::Device {
+            crate::testing::device()
+        }
+        fn offers_nvcc(&self) -> bool {
+            self.nvcc.is_some()
+        }
+        fn lower(&self, c: &Candidate) -> Result<Lowered, Outcome> {
+            if !c.is_nvcc() {
+                return Ok(crate::testing::lowered_by_pipeline(c));
+            }
+            let code = self
+                .nvcc
+                .as_ref()
+                .map(|n| n.as_ref().map(|_| "nvcc".to_owned()));
+            let code = code.map(|c| c.map_err(String::clone));
+            crate::replay::nvcc_lowered(c, code.as_ref())
+        }
+        fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
+            let ts = |us| crate::testing::exact(us, 3);
+            batch
+                .iter()
+                .map(|l| {
+                    let us = match (&self.nvcc, l.candidate.is_nvcc()) {
+                        (Some(Ok(us)), true) => *us,
+                        _ => 50.0 + (l.candidate.pipeline.as_str().len() % 40) as f64,
+                    };
+                    Outcome::Valid {
+                        time: ts(us),
+                        baseline: ts(100.0),
+                    }
+                })
+                .collect()
+        }
+    }
+
+    fn searched(nvcc: Option<Result<f64, String>>) -> (Vec<Candidate>, Option<TrialRecord>) {
+        let mut eval = WithNvcc { nvcc };
+        let space = Space::builtin(Default::default()).unwrap();
+        let opts = TuneOptions {
+            kernel: TrialsKey::from("k"),
+            strategy: "bo".into(),
+            seed: 3,
+            budget: 24,
+            time: None,
+            limit: None,
+            batch: 4,
+            transfer: false,
+            recipes: false,
+            race: false,
+        };
+        let stop = AtomicBool::new(false);
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::create(dir.path()).unwrap();
+        let gpu = eval.device().gpu;
+        let log = store.open_trials(&opts.kernel, &gpu).unwrap();
+        let (s, _) =
+            tune_in_log(&store, log, &mut eval, &space, &opts, false, &stop, |_| {}).unwrap();
+        let trials = store.trials(&opts.kernel, &gpu).unwrap();
+        (trials.into_iter().map(|r| r.candidate).collect(), s.best)
+    }
+
+    /// nvcc's code is trial 1, measured beside the baseline; the strategy is never told of it,
+    /// so the search asks what it asks without it, whether nvcc's code ran, won or did not
+    /// compile.
+    #[test]
+    fn nvcc_code_is_one_more_trial_that_leaves_the_search_as_it_was() {
+        let (plain, _) = searched(None);
+        let (failed, best_failed) = searched(Some(Err("nvcc could not compile k.cu".into())));
+        let (won, best_won) = searched(Some(Ok(10.0)));
+        assert!(plain.iter().all(|c| !c.is_nvcc()));
+        for run in [&failed, &won] {
+            assert!(run[1].is_nvcc(), "{:?}", run[1]);
+            let others: Vec<&Candidate> = run.iter().filter(|c| !c.is_nvcc()).collect();
+            let same = plain.iter().zip(&others).all(|(a, b)| a == *b);
+            assert!(same && others.len() + 1 == run.len(), "the search changed");
+        }
+        assert!(!best_failed.unwrap().candidate.is_nvcc());
+        assert!(best_won.unwrap().candidate.is_nvcc());
+    }
+
+    /// A search begun without nvcc's code resumes without it, and one begun with it resumes with
+    /// it where nothing offers it now: the trials recorded decide, and nothing diverges.
+    #[test]
+    fn a_resumed_search_keeps_to_how_it_began_with_or_without_nvcc() {
+        let space = Space::builtin(Default::default()).unwrap();
+        let opts = |budget| TuneOptions {
+            kernel: TrialsKey::from("k"),
+            strategy: "bo".into(),
+            seed: 3,
+            budget,
+            time: None,
+            limit: None,
+            batch: 4,
+            transfer: false,
+            recipes: false,
+            race: false,
+        };
+        for (first, then) in [(None, Some(Ok(10.0))), (Some(Ok(10.0)), None)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = crate::store::Store::create(dir.path()).unwrap();
+            let stop = AtomicBool::new(false);
+            let began_with = first.is_some();
+            for (nvcc, budget, resume) in [(first, 9, false), (then, 21, true)] {
+                let mut eval = WithNvcc { nvcc };
+                let log = store
+                    .open_trials(&TrialsKey::from("k"), "GPU (sm_90)")
+                    .unwrap();
+                let o = opts(budget);
+                tune_in_log(&store, log, &mut eval, &space, &o, resume, &stop, |_| {}).unwrap();
+            }
+            let trials = store.trials(&TrialsKey::from("k"), "GPU (sm_90)").unwrap();
+            assert_eq!(trials.len(), 21);
+            let nvcc: Vec<u32> = trials
+                .iter()
+                .filter(|r| r.candidate.is_nvcc())
+                .map(|r| r.trial)
+                .collect();
+            assert_eq!(nvcc, if began_with { vec![1] } else { vec![] });
+        }
     }
 }

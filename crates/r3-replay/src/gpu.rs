@@ -68,6 +68,9 @@ pub struct GpuEvaluator {
     outputs: std::sync::Mutex<Option<super::outputs::Masks>>,
     /// The screen of this recording's launch, and how it has agreed with the whole launch.
     screen: std::sync::Mutex<Screening>,
+    /// nvcc's code of the kernel, measured as one more candidate (`Candidate::nvcc`), or why
+    /// there is none; None: not offered.
+    nvcc: Option<Result<String, String>>,
 }
 
 /// A long kernel's screen (`screen`): the prefix its candidates are timed on first (None: the
@@ -214,6 +217,7 @@ impl GpuEvaluator {
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
             screen,
+            nvcc: None,
         })
     }
 
@@ -237,6 +241,8 @@ impl GpuEvaluator {
             outputs_from: self.outputs_from.clone(),
             outputs: std::sync::Mutex::new(self.known_outputs()),
             screen: Screening::of(&self.recording, &self.opts),
+            // The other code's search: nvcc's build of this kernel is not its.
+            nvcc: None,
         }
     }
 
@@ -268,7 +274,14 @@ impl GpuEvaluator {
             screen: Screening::of(&recording, &self.opts),
             recording,
             outputs_from: self.outputs_from.clone(),
+            nvcc: self.nvcc.clone(),
         })
+    }
+
+    /// Offers nvcc's code of the kernel (`Candidate::nvcc`) to the search, or why there is none
+    /// (the search's nvcc trial then fails to compile with that reason).
+    pub fn offer_nvcc(&mut self, code: Result<String, String>) {
+        self.nvcc = Some(code);
     }
 
     /// The output masks learned for this recording so far.
@@ -714,7 +727,14 @@ impl Evaluator for GpuEvaluator {
         }
     }
 
+    fn offers_nvcc(&self) -> bool {
+        self.nvcc.is_some()
+    }
+
     fn lower(&self, candidate: &Candidate) -> Result<Lowered, Outcome> {
+        if candidate.is_nvcc() {
+            return crate::nvcc_lowered(candidate, self.nvcc.as_ref());
+        }
         lower_isolated(&LowerJob {
             bitcode: self.bitcode_path.clone(),
             kernel_hash: self.kernel.hash.clone(),

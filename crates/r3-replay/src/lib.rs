@@ -44,6 +44,30 @@ pub fn compile_error(f: CompileFailure) -> Outcome {
     Outcome::CompileError { message: f.message }
 }
 
+/// nvcc's code as a lowered candidate, its PTX as nvcc wrote it; where there is none, a compile
+/// error that says why (`code`: None where nothing offered it).
+pub fn nvcc_lowered(
+    candidate: &Candidate,
+    code: Option<&Result<String, String>>,
+) -> Result<Lowered, Outcome> {
+    let failed = |why: &str| Outcome::CompileError {
+        message: format!("nvcc: {why}"),
+    };
+    match code {
+        Some(Ok(ptx)) => Ok(Lowered {
+            candidate: candidate.clone(),
+            ptx_hash: kernel::PtxHash::of_ptx(ptx),
+            stats: ptx::stats::stats(ptx),
+            ptx: ptx.clone(),
+            passes_ms: 0.0,
+            codegen_ms: 0.0,
+            ir_instructions: 0,
+        }),
+        Some(Err(why)) => Err(failed(why)),
+        None => Err(failed("its code is not offered to this search")),
+    }
+}
+
 /// The GPU and driver an evaluator measures on (recorded with every trial).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Device {
@@ -91,6 +115,12 @@ pub trait Evaluator: Sync {
     /// 1, one after the other, by default.
     fn contexts_at_once(&self) -> usize {
         1
+    }
+
+    /// Whether the search measures nvcc's code of the kernel (`Candidate::nvcc`) beside its
+    /// own candidates. No by default.
+    fn offers_nvcc(&self) -> bool {
+        false
     }
 
     /// Compiles a candidate for a kernel (CPU only; safe to call from many threads).

@@ -325,7 +325,7 @@ fn what_was_searched(r: &Report) -> String {
 /// What ships leads, because the best trial may be one apply does not build with.
 fn headline(s: &super::tuning::Summary) -> Option<Block> {
     let (shipped, best) = (s.geomean_shipped?, s.geomean_speedup?);
-    Some(Block::Para(vec![
+    let mut line = vec![
         t("Ships: "),
         b(crate::speed::faster(shipped)),
         t(format!(
@@ -334,7 +334,32 @@ fn headline(s: &super::tuning::Summary) -> Option<Block> {
             s.shipped,
             x(best)
         )),
-    ]))
+    ];
+    if let Some(v) = &s.vs_nvcc {
+        line.extend([
+            t(" Against nvcc -O3: "),
+            b(format!("{} its speed", x(v.geomean_shipped))),
+            t(format!(
+                " (over the {} pair(s) whose nvcc build was measured; nvcc's code beat clang's on {} of them).",
+                v.kernels, v.nvcc_faster
+            )),
+        ]);
+    }
+    Some(Block::Para(line))
+}
+
+/// A kernel's second baseline: nvcc's build of it, and what ships against it.
+fn nvcc_line(n: &super::tuning::NvccBaseline) -> String {
+    match (n.speedup, n.shipped_over_nvcc, &n.why_not) {
+        (Some(s), Some(o), _) => format!(
+            "nvcc -O3 (trial {}): {} the speed of clang -O3; what ships runs at {} the speed of nvcc's code.",
+            n.trial,
+            x(s),
+            x(o)
+        ),
+        (_, _, Some(why)) => format!("nvcc -O3 (trial {}): not measured: {why}.", n.trial),
+        _ => format!("nvcc -O3 (trial {}): not measured.", n.trial),
+    }
 }
 
 fn summary_section(r: &Report, names: &Names) -> Section {
@@ -601,6 +626,9 @@ fn kernel_sections(k: &KernelReport, names: &Names) -> Vec<Section> {
     if let Some(best) = &k.best {
         head.blocks
             .push(Block::Para(ships_and_best(&k.apply, best)));
+    }
+    if let Some(n) = &k.nvcc {
+        head.blocks.push(Block::Para(vec![t(nvcc_line(n))]));
     }
     let mut fields = vec![("kernel", k.kernel.to_string(), true)];
     if !label.starts_with(&k.name) {

@@ -82,6 +82,10 @@ pub struct Search {
     /// The best trial's configuration, whole (the text shows its pipeline as edits of -O3).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub best_candidate: Option<crate::candidate::Candidate>,
+    /// nvcc's code, the second baseline, where the search measured it: its speed over -O3's
+    /// and what ships against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvcc: Option<super::tuning::NvccBaseline>,
 }
 
 #[derive(Debug, Serialize)]
@@ -205,10 +209,12 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         .map(|status| {
             let speeds = ships.get(&(status.gpu.clone(), status.kernel.clone()));
             let best = status.best_time_ratio.filter(|r| *r > 0.0).map(|r| 1.0 / r);
+            let (best_candidate, trials) = best_candidate(store, &status);
             Search {
                 name: name_of(&status.kernel),
                 old: (status.kernel.kernel_hash()).is_some_and(|h| index.is_old_hash(&h)),
-                best_candidate: best_candidate(store, &status),
+                nvcc: super::tuning::nvcc_baseline(&trials, speeds.map_or(1.0, |s| s.shipped)),
+                best_candidate,
                 irreproducible: blocked(&status.kernel),
                 share: share_of(&status.kernel),
                 shipped: speeds.map(|s| s.shipped),
@@ -274,12 +280,23 @@ fn exceptions(
 }
 
 /// The best trial's configuration, as the winner rule picks it (None: no valid trial, or
-/// trials that cannot be read, which the search's row says otherwise).
-fn best_candidate(store: &Store, s: &SearchStatus) -> Option<crate::candidate::Candidate> {
-    s.best_time_ratio?;
-    let recs = store.trials(&s.kernel, &s.gpu).ok()?;
+/// trials that cannot be read, which the search's row says otherwise), and the trials.
+fn best_candidate(
+    store: &Store,
+    s: &SearchStatus,
+) -> (
+    Option<crate::candidate::Candidate>,
+    Vec<crate::store::trials::TrialRecord>,
+) {
+    let Ok(recs) = store.trials(&s.kernel, &s.gpu) else {
+        return (None, Vec::new());
+    };
     let confirmed = store.confirmations(&s.trials_file).unwrap_or_default();
-    crate::store::winner::pick_best(&recs, &confirmed).map(|t| t.candidate.clone())
+    let best = s
+        .best_time_ratio
+        .and(crate::store::winner::pick_best(&recs, &confirmed))
+        .map(|t| t.candidate.clone());
+    (best, recs)
 }
 
 /// Why a search ships clang's code, or less than its best (as shown, to the 1/1000), in the
@@ -487,6 +504,24 @@ pub fn render(f: &Fleet, now_ms: u64, full_names: bool) -> String {
         }
     }
     for s in &f.searches {
+        if let Some(n) = &s.nvcc {
+            let against = match (n.speedup, n.shipped_over_nvcc, &n.why_not) {
+                (Some(v), Some(o), _) => format!(
+                    "nvcc -O3 runs it at {} of clang -O3's speed; what ships, at {} of nvcc's",
+                    crate::speed::times(v),
+                    crate::speed::times(o)
+                ),
+                (_, _, Some(why)) => format!("nvcc's code not measured: {why}"),
+                _ => "nvcc's code not measured".into(),
+            };
+            out += &format!(
+                "nvcc: {} [{}]: {against}\n",
+                name(&s.name),
+                short(&s.status.kernel)
+            );
+        }
+    }
+    for s in &f.searches {
         if let Some(x) = s.withheld {
             out += &format!(
                 "withheld: {} [{}] on {}: its fastest code ran {} in a program (r3 record --time-only of an applied build), so -O3 ships (r3 report says where)\n",
@@ -690,6 +725,7 @@ mod tests {
             best: best.map(|r| 1.0 / r),
             reason: None,
             withheld: None,
+            nvcc: None,
             status: SearchStatus {
                 trials_file: format!("trials/{name}/{gpu}.jsonl").into(),
                 kernel: format!("{name}0123456789abcdef").into(),
@@ -726,20 +762,37 @@ mod tests {
                     Some(0.8237),
                     SearchState::Running(Some(lease)),
                 ),
-                search(
-                    "gemv",
-                    "NVIDIA H100",
-                    100,
-                    Some(0.0741),
-                    SearchState::Finished(end("budget", 100)),
-                ),
-                search(
-                    "stencil",
-                    "NVIDIA H200",
-                    12,
-                    None,
-                    SearchState::Finished(end("time", 12)),
-                ),
+                Search {
+                    // nvcc's code beats clang's; what ships beats nvcc's.
+                    nvcc: Some(super::super::tuning::NvccBaseline {
+                        trial: 1,
+                        speedup: Some(1.07),
+                        shipped_over_nvcc: Some(12.61),
+                        why_not: None,
+                    }),
+                    ..search(
+                        "gemv",
+                        "NVIDIA H100",
+                        100,
+                        Some(0.0741),
+                        SearchState::Finished(end("budget", 100)),
+                    )
+                },
+                Search {
+                    nvcc: Some(super::super::tuning::NvccBaseline {
+                        trial: 1,
+                        speedup: None,
+                        shipped_over_nvcc: None,
+                        why_not: Some("nvcc could not compile stencil.cu: error".into()),
+                    }),
+                    ..search(
+                        "stencil",
+                        "NVIDIA H200",
+                        12,
+                        None,
+                        SearchState::Finished(end("time", 12)),
+                    )
+                },
                 search(
                     "bfs_step",
                     "NVIDIA H100",

@@ -93,6 +93,19 @@ pub struct Summary {
     /// The simulated searches, summarized alike (absent when there are none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub simulated: Option<Box<Summary>>,
+    /// Against nvcc's code, over the pairs whose search measured it (absent where none did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_nvcc: Option<VsNvcc>,
+}
+
+/// What ships against nvcc -O3, over the tuned pairs whose nvcc build ran right.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VsNvcc {
+    pub kernels: usize,
+    /// Geometric mean of what ships over nvcc's code.
+    pub geomean_shipped: f64,
+    /// Pairs where nvcc's code beat clang -O3's.
+    pub nvcc_faster: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -140,6 +153,9 @@ pub struct KernelReport {
     /// clang -O3, timed interleaved with the best candidate (the best's reference).
     pub baseline: Option<TimeStats>,
     pub best: Option<Best>,
+    /// nvcc's code, the second baseline: absent where the search did not measure it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvcc: Option<NvccBaseline>,
     pub pipeline: Option<PipelineReport>,
     pub importance: Importance,
     pub convergence: Vec<ConvergencePoint>,
@@ -229,6 +245,40 @@ pub struct Best {
     pub ratio: f64,
     /// Baseline median over candidate median (higher is better).
     pub speedup: f64,
+}
+
+/// nvcc's build of the kernel as the search measured it (`Candidate::nvcc`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NvccBaseline {
+    pub trial: u32,
+    /// nvcc's code over clang -O3's time (higher: nvcc is faster); None where it did not run
+    /// right.
+    pub speedup: Option<f64>,
+    /// What ships over nvcc's code: how much faster than nvcc -O3 the program runs the kernel.
+    pub shipped_over_nvcc: Option<f64>,
+    /// Why nvcc's code has no speed: it did not compile (nvcc's or r3's reason), or its
+    /// outputs were wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why_not: Option<String>,
+}
+
+/// The nvcc baseline of a search's trials, what ships being `shipped` times as fast as -O3.
+pub fn nvcc_baseline(recs: &[TrialRecord], shipped: f64) -> Option<NvccBaseline> {
+    let r = recs.iter().find(|r| r.candidate.is_nvcc())?;
+    let speedup = r.ratio().map(|x| 1.0 / x);
+    let why_not = match &r.outcome {
+        Outcome::CompileError { message } => {
+            Some(message.strip_prefix("nvcc: ").unwrap_or(message).to_owned())
+        }
+        Outcome::Valid { .. } => None,
+        other => Some(other.to_string()),
+    };
+    Some(NvccBaseline {
+        trial: r.trial,
+        speedup,
+        shipped_over_nvcc: speedup.map(|s| shipped / s),
+        why_not,
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -509,7 +559,26 @@ fn summarize_part(kernels: &[&KernelReport]) -> Summary {
         total_tuning_s: kernels.iter().map(|k| k.tuning_s).sum(),
         rows,
         simulated: None,
+        vs_nvcc: vs_nvcc(&tuned),
     }
+}
+
+fn vs_nvcc(tuned: &[&KernelReport]) -> Option<VsNvcc> {
+    let measured: Vec<&NvccBaseline> = tuned
+        .iter()
+        .filter_map(|k| k.nvcc.as_ref())
+        .filter(|n| n.shipped_over_nvcc.is_some())
+        .collect();
+    Some(VsNvcc {
+        kernels: measured.len(),
+        geomean_shipped: super::shipped::geomean(
+            measured.iter().filter_map(|n| n.shipped_over_nvcc),
+        )?,
+        nvcc_faster: measured
+            .iter()
+            .filter(|n| n.speedup.is_some_and(|s| s > 1.0))
+            .count(),
+    })
 }
 
 /// The best trial, as `Store::best_trial` picks it (lowest ratio, unless its confirmation
@@ -837,8 +906,9 @@ fn kernel_report(
         }
     };
 
+    let nvcc = nvcc_baseline(recs, apply.shipped_speedup);
     let pipeline = match &best {
-        Some(b) => {
+        Some(b) if !b.candidate.is_nvcc() => {
             let p =
                 passes::expand(&b.candidate.pipeline).map_err(|e| pipeline_err(e.to_string()))?;
             let diff = passes::diff(&o3, &p);
@@ -855,10 +925,16 @@ fn kernel_report(
                 edits,
             })
         }
-        None => None,
+        _ => None,
     };
 
     let importance = match &best {
+        Some(b) if b.candidate.is_nvcc() => Importance {
+            status: "unavailable".into(),
+            measured: 0,
+            total: 0,
+            passes: Vec::new(),
+        },
         None => Importance {
             status: "unavailable".into(),
             measured: 0,
@@ -946,6 +1022,7 @@ fn kernel_report(
         outcomes,
         baseline,
         best,
+        nvcc,
         pipeline,
         importance,
         convergence,
@@ -1071,4 +1148,43 @@ fn code_report(
         out.ptxas_unavailable = ptxas_note;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fixtures;
+
+    fn trial(t: u32, nvcc: bool, outcome: Outcome) -> TrialRecord {
+        let c = if nvcc {
+            serde_json::json!({"pipeline": "default<O3>", "compiler": "nvcc"})
+        } else {
+            serde_json::json!({"pipeline": "default<O3>"})
+        };
+        fixtures::trial("0123456789abcdef", "GPU", t, c, outcome)
+    }
+
+    /// The second baseline: nvcc's trial's speed over -O3's, and what ships over nvcc's; or
+    /// why it has none, in nvcc's or r3's words; nothing where no trial measured it.
+    #[test]
+    fn nvcc_baseline_is_nvccs_trial_against_clang_and_what_ships_against_it() {
+        let base = trial(0, false, fixtures::valid(10.0, 10.0));
+        let faster = trial(1, true, fixtures::valid(8.0, 10.0));
+        let n = nvcc_baseline(&[base.clone(), faster], 1.6).unwrap();
+        assert_eq!(n.trial, 1);
+        assert!((n.speedup.unwrap() - 1.25).abs() < 1e-9);
+        assert!((n.shipped_over_nvcc.unwrap() - 1.28).abs() < 1e-9);
+        assert_eq!(n.why_not, None);
+        let failed = trial(
+            1,
+            true,
+            Outcome::CompileError {
+                message: "nvcc: its source /x.cu is gone".into(),
+            },
+        );
+        let n = nvcc_baseline(&[base.clone(), failed], 1.0).unwrap();
+        assert_eq!(n.speedup, None);
+        assert_eq!(n.why_not.as_deref(), Some("its source /x.cu is gone"));
+        assert_eq!(nvcc_baseline(&[base], 1.0), None);
+    }
 }

@@ -13,6 +13,7 @@ pub mod identity;
 pub mod in_program;
 pub mod l2;
 mod migrate;
+pub mod nvcc;
 pub mod outcome;
 pub mod programs;
 pub mod records;
