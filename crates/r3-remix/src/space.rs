@@ -295,8 +295,11 @@ impl Space {
     /// point of this space: knobs this space does not offer are turned off and launch bounds
     /// are fitted to this kernel's block size (`.maxntid` of the source's own block becomes
     /// this kernel's); in a grid, None unless the result is a grid point, in the free space
-    /// None unless the pipeline parses.
+    /// None unless the pipeline parses. nvcc's code is no point of any space: None.
     pub fn adopt(&self, c: &Candidate) -> Option<Candidate> {
+        if c.is_nvcc() {
+            return None;
+        }
         let mut c = c.clone();
         self.repair(&mut c);
         match &self.grid {

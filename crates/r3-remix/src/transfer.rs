@@ -366,6 +366,32 @@ mod tests {
         Source::new(name, &t, space).unwrap()
     }
 
+    /// nvcc's code won an earlier search (or tied -O3 in it): it is no candidate of another
+    /// search's space, so no warm start proposes it. Proposed, it had taken one of the warm
+    /// start's eight places in 69 of 71 searches and been measured as a repeat of trial 1
+    /// (H200, 2026-11-29, run F).
+    #[test]
+    fn nvcc_code_is_never_learned_from_an_earlier_search() {
+        let s = Space::builtin(Default::default()).unwrap();
+        let o2 = Candidate::with_pipeline("default<O2>");
+        let trials = [
+            (Candidate::baseline(), 1.0),
+            (Candidate::nvcc(), 0.5),
+            (o2.clone(), 0.6),
+            (with_cg(0), 0.95),
+            (with_cg(1), 0.99),
+            (with_cg(2), 0.995),
+        ];
+        let src = source("k", &trials, &s);
+        assert!(src.trials.iter().all(|(c, _)| !c.is_nvcc()));
+        let tr = Transfer {
+            sources: vec![src.of_same_kernel(true)],
+            ..Default::default()
+        };
+        assert_eq!(tr.warm_start(5).first(), Some(&o2));
+        assert!(tr.warm_start(5).iter().all(|c| !c.is_nvcc()));
+    }
+
     #[test]
     fn the_portfolio_covers_every_source_with_the_fewest_picks() {
         let s = Space::test_grid();

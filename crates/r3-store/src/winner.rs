@@ -440,6 +440,40 @@ pub(crate) mod tests {
         );
     }
 
+    /// The program-level veto for one variant: a time-only run of an applied build measured the
+    /// variant's code slower than the recorded build, so the next build leaves that variant out
+    /// and keeps the generic code, which the program did not find slower.
+    #[test]
+    fn a_variant_a_program_ran_slower_is_withheld_and_the_generic_code_still_ships() {
+        use crate::trials::{Against, InProgram};
+        use serde_json::json;
+        let recs = vec![
+            timed(0, json!({"pipeline": "default<O3>"}), 100.0),
+            timed(1, json!({"pipeline": "default<O2>"}), 80.0),
+            timed(
+                2,
+                json!({"pipeline": "default<O2>", "max_threads": 256}),
+                50.0,
+            ),
+        ];
+        let policy = Policy::default();
+        assert_eq!(shipped(&shipment(&recs, &[], &policy)), (Some(1), vec![2]));
+        let mut slower = crate::fixtures::confirmation(2, crate::fixtures::valid(50.0, 100.0));
+        slower.in_program.push(InProgram {
+            program: "app".into(),
+            binary: "app".into(),
+            against: Against::TimeOnly,
+            recorded_ms: 1.0,
+            applied_ms: 1.2,
+            launches: 3,
+            unix_s: 0.0,
+        });
+        assert_eq!(
+            shipped(&shipment(&recs, &[slower], &policy)),
+            (Some(1), vec![])
+        );
+    }
+
     #[test]
     fn the_generic_code_runs_everywhere_and_variants_ship_behind_their_guards() {
         use serde_json::json;
