@@ -340,7 +340,7 @@ fn headline(s: &super::tuning::Summary) -> Option<Block> {
             t(" Against nvcc -O3: "),
             b(format!("{} its speed", x(v.geomean_shipped))),
             t(format!(
-                " (over the {} pair(s) whose nvcc build was measured; nvcc's code beat clang's on {} of them).",
+                " (over the {} pair(s) whose nvcc build was measured; nvcc's code beat clang's by more than 2% on {} of them).",
                 v.kernels, v.nvcc_faster
             )),
         ]);

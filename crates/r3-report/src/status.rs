@@ -503,8 +503,13 @@ pub fn render(f: &Fleet, now_ms: u64, full_names: bool) -> String {
             );
         }
     }
+    // nvcc's code where it matters: faster than clang's, or not measured (the JSON has all).
     for s in &f.searches {
-        if let Some(n) = &s.nvcc {
+        if let Some(n) = s
+            .nvcc
+            .as_ref()
+            .filter(|n| n.nvcc_faster() || n.why_not.is_some())
+        {
             let against = match (n.speedup, n.shipped_over_nvcc, &n.why_not) {
                 (Some(v), Some(o), _) => format!(
                     "nvcc -O3 runs it at {} of clang -O3's speed; what ships, at {} of nvcc's",
