@@ -747,3 +747,140 @@ fn nvcc_code_that_won_its_search_is_what_the_applied_build_carries() {
     assert!(stderr(&out).contains("carries none"), "{}", stderr(&out));
     assert_eq!(read(d.join("no-code").join(PTX)), plain);
 }
+
+/// A source rewrite that `r3 evolve` validated ships without the user's edit where the build
+/// asks for it (`R3_APPLY_REWRITES=1`, issue 58): the kernel's entry is the rewrite's code as its
+/// judge measured it, the note says it is not the source's, and a winners file carries it; a
+/// build that does not ask keeps the kernel's own code.
+#[test]
+fn a_validated_rewrite_ships_without_editing_the_source_only_when_asked() {
+    use r3::store::attempts::{Event, Verdict, What};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = d.join("store");
+    let src = d.join("scan.cu");
+    std::fs::copy(repo().join("llvm-ir-corpus/programs/scan.cu"), &src).unwrap();
+    build(&d.join("plain"), &src, &["--r3-off"], &[], &store);
+    build(&d.join("record"), &src, &[], &[], &store);
+    // The rewrite: the same kernel computed another way, compiled into a store of its own.
+    let text = read(src.clone());
+    let rewritten = text.replacen("chunk_total = ", "chunk_total = 0 + ", 1);
+    assert_ne!(rewritten, text, "scan.cu changed: the edit must apply");
+    let rsrc = d.join("rewrite").join("scan.cu");
+    std::fs::create_dir_all(rsrc.parent().unwrap()).unwrap();
+    std::fs::write(&rsrc, rewritten).unwrap();
+    let other = d.join("rewrite-store");
+    build(&d.join("rewrite/build"), &rsrc, &[], &[], &other);
+
+    let st = r3::store::Store::open(&store).unwrap();
+    let find = |s: &r3::store::Store| {
+        s.kernels()
+            .unwrap()
+            .into_iter()
+            .find(|k| k.signature.name == TUNED)
+            .unwrap()
+    };
+    let original = find(&st);
+    let os = r3::store::Store::open(&other).unwrap();
+    let r = find(&os);
+    assert_ne!(r.hash, original.hash);
+    let km = r3::kernel::KernelModule {
+        hash: r.hash.clone(),
+        bitcode: os.kernel_bitcode(&r.hash).unwrap(),
+        signature: r.signature.clone(),
+    };
+    st.put_variant(&km, &r.compile, &original.hash).unwrap();
+
+    // Its judge's search: -O3 of the rewrite, measured; the verdict: 1.5x over the original.
+    let c = r3::candidate::Candidate::baseline();
+    let lowered = lower_stored(&store, r.hash.as_str(), &c, None);
+    let gpu = "NVIDIA H200";
+    let key = r3::kernel::TrialsKey::of_kernel(&r.hash);
+    let mut log = st.open_trials(&key, gpu).unwrap();
+    let mut t = r3::store::fixtures::trial(
+        r.hash.as_str(),
+        gpu,
+        0,
+        serde_json::to_value(&c).unwrap(),
+        r3::store::fixtures::valid(10.0, 10.0),
+    );
+    t.target = Some(r3::store::trials::Target {
+        sm: "sm_90".into(),
+        ptx: None,
+    });
+    t.ptx_hash = Some(lowered.ptx_hash.clone());
+    log.append(&t).unwrap();
+    drop(log);
+    let mut attempts = st.open_attempts(&original.hash).unwrap();
+    let event = |what| Event {
+        format: 1,
+        attempt: 1,
+        unix_ms: 0,
+        what,
+    };
+    for what in [
+        What::Compiled {
+            variant: r.hash.clone(),
+            diff: "-  chunk_total = x;\n+  chunk_total = 0 + x;\n".into(),
+            cell: String::new(),
+            builds: Vec::new(),
+        },
+        What::Judged {
+            gpu: gpu.into(),
+            verdict: Verdict::Valid {
+                speedup: 1.5,
+                time_us: 10.0,
+                reference_us: 15.0,
+                pipeline: "-O3".into(),
+                candidate: Some(c.clone()),
+                trials: 1,
+                simulated: false,
+                values: Default::default(),
+            },
+        },
+    ] {
+        attempts.append(&event(what)).unwrap();
+    }
+    drop(attempts);
+
+    let plain = read(d.join("plain").join(PTX));
+    let asked = [("R3_APPLY_REWRITES", "1")];
+    let out = build(&d.join("applied"), &src, &["--r3-apply"], &asked, &store);
+    let note = stderr(&out);
+    assert!(
+        note.contains("applied tuned code to scan_tile_totals_kernel")
+            && note.contains("source rewrite 1 of `r3 evolve`, not in your source"),
+        "{note}"
+    );
+    let applied = read(d.join("applied").join(PTX));
+    assert_eq!(entry(&applied, TUNED), entry(&lowered.ptx, TUNED));
+    assert_ne!(entry(&applied, TUNED), entry(&plain, TUNED));
+    for other in OTHERS {
+        assert_eq!(entry(&applied, other), entry(&plain, other), "{other}");
+    }
+    // Not asked: the kernel's own code (it has no search of its own here: clang's).
+    let out = build(&d.join("unasked"), &src, &["--r3-apply"], &[], &store);
+    assert!(!stderr(&out).contains("rewrite"), "{}", stderr(&out));
+    assert_eq!(read(d.join("unasked").join(PTX)), plain);
+
+    // Exported when asked, the file carries the rewrite's code and builds it with no store.
+    let winners = d.join("winners.json");
+    let exported = std::process::Command::new(r3_bin())
+        .args(["export", "-o", winners.to_str().unwrap(), "--r3-store"])
+        .arg(&store)
+        .env("R3_APPLY_REWRITES", "1")
+        .output()
+        .unwrap();
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let file: serde_json::Value = serde_json::from_str(&read(winners.clone())).unwrap();
+    assert_eq!(file["kernels"][0]["rewrite"]["attempt"], 1);
+    let arg = format!("--r3-apply={}", winners.display());
+    build(
+        &d.join("from-file"),
+        &src,
+        &[&arg],
+        &[],
+        &d.join("no-store"),
+    );
+    assert_eq!(read(d.join("from-file").join(PTX)), applied);
+}

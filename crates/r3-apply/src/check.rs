@@ -137,9 +137,10 @@ pub fn generic(w: &Winner, sig: Option<&KernelSignature>, policy: &Policy) -> Op
 /// The guard a variant runs behind (derived from its candidate), or why it cannot ship.
 pub fn variant(v: &Variant, sig: Option<&KernelSignature>) -> Result<Guard, String> {
     let c = &v.winner.candidate;
-    if c.is_nvcc() {
+    if c.is_nvcc() || v.winner.rewrite.is_some() {
         return Err(
-            "it is nvcc's code, which folds and bounds nothing; fix: list it under `kernels`"
+            "it is nvcc's or a rewrite's code, which ships as the generic code only; fix: list \
+             it under `kernels`"
                 .into(),
         );
     }
@@ -168,14 +169,21 @@ pub fn variant(v: &Variant, sig: Option<&KernelSignature>) -> Result<Guard, Stri
 
 /// Why an entry's code cannot be what it says: nvcc's code carried, or none but nvcc's.
 fn code(w: &Winner) -> Option<String> {
-    match (w.candidate.is_nvcc(), &w.code) {
-        (true, None) => Some(
+    let carried = w.candidate.is_nvcc() || w.rewrite.is_some();
+    match (carried, &w.code) {
+        (true, None) if w.candidate.is_nvcc() => Some(
             "it is nvcc's code (`candidate.compiler`) but carries none (`code`); fix: `r3 export` \
              it from a store whose search measured it"
                 .into(),
         ),
+        (true, None) => Some(
+            "it is a source rewrite's code (`rewrite`) but carries none (`code`); fix: `r3 \
+             export` it from the store with R3_APPLY_REWRITES=1"
+                .into(),
+        ),
         (false, Some(_)) => Some(
-            "it carries code (`code`) but its candidate is lowered by LLVM; fix: remove `code`"
+            "it carries code (`code`) but its candidate is lowered by LLVM from this kernel; fix: \
+             remove `code`"
                 .into(),
         ),
         _ => None,
@@ -427,6 +435,27 @@ mod tests {
         assert!(variant(&as_variant, Some(&sig()))
             .unwrap_err()
             .contains("list it under `kernels`"));
+        // A rewrite's code likewise: carried, generic only.
+        let rewrite = Winner {
+            rewrite: Some(crate::winners::RewriteOf {
+                variant: "fedcba9876543210".into(),
+                attempt: 3,
+            }),
+            ..winner(Candidate::baseline())
+        };
+        assert!(generic(&rewrite, Some(&sig()), &policy)
+            .unwrap()
+            .contains("a source rewrite's code"));
+        let carried = Winner {
+            code: Some(".version 9.0".into()),
+            ..rewrite
+        };
+        assert_eq!(generic(&carried, Some(&sig()), &policy), None);
+        let as_variant = Variant {
+            winner: carried,
+            guard: Guard::of(&Candidate::baseline()),
+        };
+        assert!(variant(&as_variant, Some(&sig())).is_err());
     }
 
     #[test]

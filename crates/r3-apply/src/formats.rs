@@ -59,9 +59,9 @@ pub fn proteus(winners: &[Winner], variants: &[Variant]) -> (Value, Vec<String>)
         .map(|v| format!("{} (a variant behind a guard)", v.winner.demangled))
         .collect();
     for w in winners {
-        if w.candidate.is_nvcc() {
+        if w.candidate.is_nvcc() || w.rewrite.is_some() {
             skipped.push(format!(
-                "{} (nvcc's code, not an LLVM pipeline)",
+                "{} (nvcc's or a rewrite's code, not an LLVM pipeline of the kernel)",
                 w.demangled
             ));
             continue;
@@ -183,6 +183,7 @@ mod tests {
             simulated: false,
             r3_version: "0".into(),
             code: None,
+            rewrite: None,
         };
         let bounded = Candidate {
             max_threads: Some(256),

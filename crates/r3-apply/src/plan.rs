@@ -238,6 +238,73 @@ fn checked(plan: Planned, sig: &crate::kernel::KernelSignature, policy: &Policy)
 }
 
 fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Planned, StoreError> {
+    let own = plan_own_search(store, k, policy)?;
+    if !policy.rewrites {
+        return Ok(own);
+    }
+    Ok(with_rewrite(store, k, policy, own))
+}
+
+/// `own` (the kernel's plan from its own search), or its best source rewrite in place of it
+/// where the rewrite beat the kernel's best compiler-only configuration by the least speedup
+/// worth shipping and lowers to the PTX its judge measured. The rewrite ships as the generic
+/// code alone: the variants were the original code's.
+fn with_rewrite(store: &Store, k: &KernelRecord, policy: &Policy, own: Planned) -> Planned {
+    let Some(r) = crate::store::attempts::shippable_rewrite(store, &k.hash, policy.simulated)
+    else {
+        return own;
+    };
+    if r.speedup < policy.min_speedup.max(1.0) {
+        return own;
+    }
+    let own_best = chosen_search(store, &TrialsKey::of_kernel(&k.hash), policy)
+        .ok()
+        .flatten()
+        .and_then(|(_, recs)| winner::pick_best(&recs, &[]).and_then(TrialRecord::ratio))
+        .map_or(1.0, |ratio| 1.0 / ratio);
+    let Some(code) = lower_rewrite(store, &r) else {
+        return own;
+    };
+    Planned {
+        generic: Some(Winner {
+            speedup: own_best * r.speedup,
+            confirmed_speedup: None,
+            code: Some(code),
+            rewrite: Some(crate::winners::RewriteOf {
+                variant: r.variant.clone(),
+                attempt: r.attempt,
+            }),
+            ..winner_of(k, &r.trial, &[])
+        }),
+        variants: Vec::new(),
+        refused: own.refused,
+        withheld: own.withheld,
+    }
+}
+
+/// The rewrite's kernel lowered as its judge's search lowered the winning configuration, if
+/// that gives the PTX it measured.
+fn lower_rewrite(store: &Store, r: &crate::store::attempts::ShippableRewrite) -> Option<String> {
+    let job = crate::lower::isolated::LowerJob {
+        bitcode: store.kernel_dir(&r.variant).join("module.bc"),
+        kernel_hash: r.variant.clone(),
+        candidate: r.trial.candidate.clone(),
+        target: crate::lower::Codegen {
+            sm: r.trial.target.as_ref()?.sm.clone(),
+            ptx: ptx_isa(&r.trial),
+            opt_level: 3,
+        },
+        mutation: None,
+    };
+    let lowered = crate::lower::isolated::lower_isolated(&job).ok()?;
+    (Some(&lowered.ptx_hash) == r.trial.ptx_hash.as_ref()).then_some(lowered.ptx)
+}
+
+fn plan_own_search(
+    store: &Store,
+    k: &KernelRecord,
+    policy: &Policy,
+) -> Result<Planned, StoreError> {
     let Some((path, recs)) = chosen_search(store, &TrialsKey::of_kernel(&k.hash), policy)? else {
         return Ok(Planned::default());
     };
@@ -294,6 +361,7 @@ fn winner_of(k: &KernelRecord, t: &TrialRecord, confirmed: &[Confirmation]) -> W
         simulated,
         r3_version: t.r3_version.clone(),
         code: None,
+        rewrite: None,
     }
 }
 

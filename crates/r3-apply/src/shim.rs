@@ -393,6 +393,12 @@ fn lower_plan(
                 o.status = Status::Applied;
                 o.speedup = Some(w.confirmed_speedup.unwrap_or(w.speedup));
                 o.gpu = Some(w.gpu.clone());
+                o.detail = w.rewrite.as_ref().map(|r| {
+                    format!(
+                        "source rewrite {} of `r3 evolve`, not in your source: `r3 report` shows its diff to adopt",
+                        r.attempt
+                    )
+                });
                 lowered.push(Lowered {
                     kernel: name.clone(),
                     ptx: text,
@@ -522,7 +528,9 @@ fn lower_winner(
     dir: &Path,
 ) -> Result<(String, PtxHash), (Status, String)> {
     let failed = |m: String| (Status::Failed, m);
-    let job_key = serde_json::json!([km.hash, w.candidate, w.arch, w.ptx_isa]).to_string();
+    // Carried code (nvcc's, a rewrite's) is part of what is lowered.
+    let carried = w.code.as_deref().map(PtxHash::of_ptx);
+    let job_key = serde_json::json!([km.hash, w.candidate, w.arch, w.ptx_isa, carried]).to_string();
     let cached = dir.join(format!(
         "lowered-{}.json",
         crate::kernel::short_hash(job_key.as_bytes())
@@ -566,9 +574,10 @@ fn lower_winner_now(
     w: &Winner,
     dir: &Path,
 ) -> Result<(String, PtxHash), String> {
-    if w.candidate.is_nvcc() {
-        // Not lowered: nvcc's code as the search measured it, if its hash says so.
-        let code = w.code.as_ref().ok_or("nvcc's code is missing")?;
+    if w.candidate.is_nvcc() || w.rewrite.is_some() {
+        // Not lowered from this kernel: nvcc's code, or a rewrite's, as carried; shipped only
+        // where its hash is the measured one.
+        let code = w.code.as_ref().ok_or("the winner's code is missing")?;
         return Ok((code.clone(), PtxHash::of_ptx(code)));
     }
     let bitcode = dir.join(format!("winner-{}.bitcode", km.hash));

@@ -45,6 +45,18 @@ pub struct Winner {
     /// is `ptx_hash`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// Where `code` is a source rewrite's (`r3 evolve`, shipped under `R3_APPLY_REWRITES=1`):
+    /// the rewrite's kernel and attempt. The code that runs is then not the user's source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<RewriteOf>,
+}
+
+/// The source rewrite a winner's code was lowered from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RewriteOf {
+    /// The rewrite's kernel (stored as a variant of this one) and its evolve attempt.
+    pub variant: crate::kernel::KernelHash,
+    pub attempt: u32,
 }
 
 /// A winner shipped beside the generic code, taken only by launches its guard admits.

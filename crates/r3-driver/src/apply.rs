@@ -272,7 +272,12 @@ fn describe(o: &KernelOutcome) -> String {
         .as_deref()
         .map(|g| format!(" on {g}"))
         .unwrap_or_default();
-    format!("{}{}{speed}{gpu}", o.demangled, tag(&o.hash))
+    let rewrite = o
+        .detail
+        .as_deref()
+        .map(|d| format!(" ({d})"))
+        .unwrap_or_default();
+    format!("{}{}{speed}{gpu}{rewrite}", o.demangled, tag(&o.hash))
 }
 
 /// ` [<8 hex digits>]`, a kernel hash's short form (nothing where there is none).

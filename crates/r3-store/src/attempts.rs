@@ -308,6 +308,62 @@ pub fn variant_of_attempt(
         .map(|b| b.0)
 }
 
+/// The best source rewrite of a kernel as apply may ship it without the user's edit
+/// (`R3_APPLY_REWRITES=1`): its variant kernel, the configuration it was judged with and the
+/// trial of the variant's own search that measured that configuration (its PTX hash and
+/// target), valid on every recorded launch of the original.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShippableRewrite {
+    pub attempt: u32,
+    pub label: String,
+    pub variant: KernelHash,
+    pub gpu: String,
+    /// Over the original kernel's best compiler-only configuration.
+    pub speedup: f64,
+    pub diff: String,
+    pub trial: crate::trials::TrialRecord,
+}
+
+/// The fastest valid rewrite of `kernel` that a GPU judged with a configuration its own search
+/// measured; simulated verdicts only with `simulated`.
+pub fn shippable_rewrite(
+    store: &Store,
+    kernel: &KernelHash,
+    simulated: bool,
+) -> Option<ShippableRewrite> {
+    let (_, attempts) = fold(&store.attempts(kernel).ok()?);
+    let a = best_of(&attempts, None)?;
+    let (gpu, verdict) = a.judged.iter().rev().find(|(_, v)| v.speedup().is_some())?;
+    let Verdict::Valid {
+        speedup,
+        candidate: Some(candidate),
+        simulated: judged_in_simulation,
+        ..
+    } = verdict
+    else {
+        return None;
+    };
+    if *judged_in_simulation && !simulated {
+        return None;
+    }
+    let (variant, diff) = a.shipped_build(Some(gpu))?;
+    let key = crate::kernel::TrialsKey::of_kernel(&variant);
+    let trial = store
+        .trials(&key, gpu)
+        .ok()?
+        .into_iter()
+        .find(|t| t.candidate == *candidate && t.ratio().is_some() && t.ptx_hash.is_some())?;
+    Some(ShippableRewrite {
+        attempt: a.id,
+        label: a.title(),
+        variant,
+        gpu: gpu.clone(),
+        speedup: *speedup,
+        diff,
+        trial,
+    })
+}
+
 impl Store {
     pub fn attempts_path(&self, kernel: &KernelHash) -> PathBuf {
         self.root()

@@ -76,6 +76,10 @@ pub struct Policy {
     /// launch census (None: no census; every variant that gains ships): a variant ships only
     /// where it saves more than its first load costs ([`VARIANT_FIRST_LOAD_MS`]).
     pub run_ms: Option<f64>,
+    /// Ship a kernel's best source rewrite (`r3 evolve`) where it beats the kernel's own
+    /// winner, without the user's edit (`R3_APPLY_REWRITES=1`): opt-in, since the code that
+    /// runs is then not the source's.
+    pub rewrites: bool,
 }
 
 /// What a variant's first load adds to a program: measured on an H200 under CUDA's default
@@ -95,6 +99,7 @@ impl Default for Policy {
             simulated: false,
             min_speedup: DEFAULT_MIN_SPEEDUP,
             run_ms: None,
+            rewrites: false,
         }
     }
 }
@@ -106,7 +111,7 @@ pub const DEFAULT_MIN_SPEEDUP: f64 = 1.02;
 impl Policy {
     /// The policy build systems set through the environment (`R3_APPLY_LAUNCH_BOUNDS=1`,
     /// `R3_APPLY_DISPATCH=0`, `R3_APPLY_GPU=h100`, `R3_APPLY_SIMULATED=1`,
-    /// `R3_APPLY_MIN_SPEEDUP=1.05`).
+    /// `R3_APPLY_MIN_SPEEDUP=1.05`, `R3_APPLY_REWRITES=1`).
     pub fn from_env() -> Policy {
         let on = |k: &str| std::env::var_os(k).is_some_and(|v| v == "1");
         Policy {
@@ -123,6 +128,7 @@ impl Policy {
                 .filter(|v: &f64| v.is_finite())
                 .unwrap_or(DEFAULT_MIN_SPEEDUP),
             run_ms: None,
+            rewrites: on("R3_APPLY_REWRITES"),
         }
     }
 
