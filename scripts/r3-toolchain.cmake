@@ -22,6 +22,10 @@
 #                 to <build>/.r3/config, which every CUDA object depends on: switching it
 #                 rebuilds them. (R3_APPLY=1 in the environment of one build does the same for
 #                 that build only.)
+#   R3_APPLY_REWRITES (cache variable, ON/OFF) apply ships validated source rewrites of
+#                 `r3 evolve` too, though they are not in your source (implies R3_APPLY); also
+#                 written to <build>/.r3/config. (R3_APPLY_REWRITES=1 in the environment of one
+#                 build does the same for that build only.)
 #
 # Also:
 #   CMAKE_BUILD_TYPE  Release when none is given (single-configuration generators): r3 tunes
@@ -231,6 +235,9 @@ if(_r3_top)
   endif()
   if(R3_APPLY)
     string(APPEND _r3_config "apply = true\n")
+  endif()
+  if(R3_APPLY_REWRITES)
+    string(APPEND _r3_config "apply_rewrites = true\n")
   endif()
   file(CONFIGURE OUTPUT "${CMAKE_BINARY_DIR}/.r3/config"
     CONTENT "# r3's settings for this build tree, written by r3-toolchain.cmake on configure\n${_r3_config}"

@@ -178,6 +178,11 @@ pub enum Cmd {
         /// and apply ships it where it wins).
         #[arg(long)]
         no_nvcc: bool,
+        /// With --deadline: try no source rewrites (by default, a kernel that matters gets
+        /// rewrite attempts of `r3 evolve`'s proposer once warm, where they are worth more a
+        /// second than more compiler trials: the rules proposer, or the model R3_LLM_URL names).
+        #[arg(long)]
+        no_rewrites: bool,
         /// Evaluate against a landscape table (JSON) instead of the GPU; repeated, one kernel
         /// per table (searched as `--all` searches: each table a worker has not claimed).
         #[arg(long, value_name = "TABLE.json")]

@@ -125,6 +125,7 @@ fn run(cli: Cli) -> Result<i32> {
             no_recipes,
             no_ablate,
             no_nvcc,
+            no_rewrites,
             simulate,
             landscape_name,
             full_names,
@@ -149,6 +150,9 @@ fn run(cli: Cli) -> Result<i32> {
                 .transpose()?;
             if let Some(spec) = gpus {
                 return tune_per_gpu(&spec);
+            }
+            if deadline.is_none() && no_rewrites {
+                anyhow::bail!("--no-rewrites turns off the rewrite arm of a --deadline: add --deadline T, or leave it out");
             }
             if deadline.is_none() && program.is_some() {
                 anyhow::bail!("--program chooses what --deadline is spent on: add --deadline T");
@@ -228,6 +232,7 @@ fn run(cli: Cli) -> Result<i32> {
                 Some(deadline) => OnGpu::Deadline {
                     program: program.as_deref(),
                     deadline,
+                    rewrites: !no_rewrites,
                 },
                 None => OnGpu::Kernels(&sel),
             };
@@ -747,6 +752,8 @@ enum OnGpu<'a> {
     Deadline {
         program: Option<&'a str>,
         deadline: std::time::Duration,
+        /// The rewrite arm is on (no `--no-rewrites`).
+        rewrites: bool,
     },
 }
 
@@ -775,9 +782,29 @@ fn tune_gpu(
             say_what_ships(&store, &tally);
             (tally, sel.all)
         }
-        OnGpu::Deadline { program, deadline } => {
+        OnGpu::Deadline {
+            program,
+            deadline,
+            rewrites,
+        } => {
+            let mut rewriter = if rewrites {
+                Some(deadline_rewriter(&store, driver, &gpu, how, &stop)?)
+            } else {
+                None
+            };
             let tally = r3::remix::program::tune_deadline_on_gpu(
-                &store, program, driver, &gpu, &base, how, deadline, &stop, &mut say,
+                &store,
+                program,
+                driver,
+                &gpu,
+                &base,
+                how,
+                deadline,
+                rewriter
+                    .as_mut()
+                    .map(|r| r as &mut dyn r3::remix::rewrites::Rewriter),
+                &stop,
+                &mut say,
             )?;
             (tally, true)
         }
@@ -792,6 +819,40 @@ fn tune_gpu(
         (false, false) => 0,
     })
 }
+
+/// The deadline's rewrite arm: `r3 evolve`'s loop with the model where R3_LLM_URL names one,
+/// else the rules proposer, each variant judged on this GPU.
+fn deadline_rewriter<'a>(
+    store: &'a r3::store::Store,
+    driver: (i32, i32),
+    gpu: &r3::replay::device::GpuInfo,
+    how: &r3::remix::session::GpuTune,
+    stop: &'a std::sync::atomic::AtomicBool,
+) -> Result<r3::evolve::arm::EvolveRewriter<'a>> {
+    use r3::evolve::llm;
+    let proposer: Box<dyn r3::evolve::Proposer> = match llm::Endpoint::from_env()? {
+        Some(e) => Box::new(llm::ModelProposer::new(e, DEADLINE_MODEL_TOKENS)),
+        None => Box::new(r3::evolve::RuleProposer),
+    };
+    let judging = r3::evolve::each::Judging::Gpu {
+        driver,
+        gpu: gpu.clone(),
+        measure: how.measure.clone(),
+        inner_budget: r3::remix::rewrites::INNER_TRIALS,
+        inner_time: None,
+    };
+    Ok(r3::evolve::arm::EvolveRewriter::new(
+        store,
+        proposer,
+        judging,
+        stop,
+        std::time::Duration::from_secs(120),
+    ))
+}
+
+/// Tokens the model may use over a deadline's rewrite attempts (`r3 evolve --max-tokens`'s
+/// default).
+const DEADLINE_MODEL_TOKENS: u64 = 200_000;
 
 /// The compile half of tuning, for every stored kernel that matches.
 /// `tune --dry-run`'s space (`--egraph`, `--space grid`) and how its table names kernels.

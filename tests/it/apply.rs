@@ -858,6 +858,23 @@ fn a_validated_rewrite_ships_without_editing_the_source_only_when_asked() {
     for other in OTHERS {
         assert_eq!(entry(&applied, other), entry(&plain, other), "{other}");
     }
+    // Asked by the flag alone (it applies the store's winners), or by the build tree's
+    // settings (`-DR3_APPLY_REWRITES=ON` writes them): the same code.
+    build(
+        &d.join("flagged"),
+        &src,
+        &["--r3-apply-rewrites"],
+        &[],
+        &store,
+    );
+    let configured = d.join("configured");
+    std::fs::create_dir_all(configured.join(".r3")).unwrap();
+    std::fs::write(configured.join(".r3/config"), "apply_rewrites = true\n").unwrap();
+    build(&configured, &src, &[], &[], &store);
+    for by in ["flagged", "configured"] {
+        let ptx = read(d.join(by).join(PTX));
+        assert_eq!(entry(&ptx, TUNED), entry(&lowered.ptx, TUNED), "{by}");
+    }
     // Not asked: the kernel's own code (it has no search of its own here: clang's).
     let out = build(&d.join("unasked"), &src, &["--r3-apply"], &[], &store);
     assert!(!stderr(&out).contains("rewrite"), "{}", stderr(&out));

@@ -219,6 +219,22 @@ fn cmake_project_builds_with_r3_and_records_every_kernel() {
         .unwrap();
     assert!(rerun.status.success(), "{}", stderr(&rerun));
     assert!(dir.join(output).exists());
+
+    // Rewrites ship by the build's settings too (and with them, apply).
+    let rewrites = cmake(
+        &["-DR3_APPLY_REWRITES=ON", build.to_str().unwrap()],
+        tmp.path(),
+    );
+    assert!(rewrites.status.success(), "{}", stderr(&rewrites));
+    let asked = std::fs::read_to_string(build.join(".r3/config")).unwrap();
+    assert!(asked.contains("apply_rewrites = true"), "{asked}");
+    let off = cmake(
+        &["-DR3_APPLY_REWRITES=OFF", build.to_str().unwrap()],
+        tmp.path(),
+    );
+    assert!(off.status.success(), "{}", stderr(&off));
+    let config = std::fs::read_to_string(build.join(".r3/config")).unwrap();
+    assert!(!config.contains("apply_rewrites"), "{config}");
 }
 
 #[test]

@@ -259,3 +259,100 @@ fn every_hack_only_the_gpu_can_catch_passes_the_guard_and_compiles() {
         );
     });
 }
+
+/// A proposer that answers with the hacks' code in turn, as the model does above.
+struct Scripted(std::collections::VecDeque<Hack>);
+
+impl r3::evolve::Proposer for Scripted {
+    fn name(&self) -> String {
+        "llm:red-team".into()
+    }
+
+    fn propose(
+        &mut self,
+        _: &r3::evolve::Request,
+    ) -> Result<Option<r3::evolve::Proposal>, r3::evolve::ProposeError> {
+        Ok(self.0.pop_front().map(|h| r3::evolve::Proposal {
+            label: format!("redteam hack {}", h.name),
+            rewrite: h.text,
+            requires: Vec::new(),
+            prompt_sha: None,
+            answer: None,
+            tokens: 0,
+        }))
+    }
+}
+
+/// The deadline's rewrite arm (`r3 tune --deadline`) makes its attempts through the same
+/// guard: every hack the text shows is refused there too, with its reason in the attempts log,
+/// and none counts as found, though the judge here calls whatever reaches it valid at 2x; the
+/// honest rewrite after them is found.
+#[test]
+fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
+    use r3::remix::rewrites::Rewriter;
+    let dir = tempfile::tempdir().unwrap();
+    let store = r3::store::Store::open(&target_store(dir.path())).unwrap();
+    let all = hacks();
+    let k = store
+        .kernels()
+        .unwrap()
+        .into_iter()
+        .find(|k| k.signature.demangled.starts_with("axpy"))
+        .unwrap();
+    let caught: Vec<Hack> = all
+        .iter()
+        .filter(|h| h.kernel == "axpy" && h.catch == "guard")
+        .cloned()
+        .collect();
+    assert!(caught.len() >= 5, "{}", caught.len());
+    let honest = all
+        .iter()
+        .find(|h| h.kernel == "axpy" && h.catch == "none")
+        .unwrap()
+        .clone();
+    let mut script: std::collections::VecDeque<Hack> = caught.iter().cloned().collect();
+    script.push_back(honest.clone());
+    let judge: r3::evolve::judge::SimJudge =
+        serde_json::from_str(r#"{"default_speedup": 2.0}"#).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut arm = r3::evolve::arm::EvolveRewriter::new(
+        &store,
+        Box::new(Scripted(script)),
+        r3::evolve::each::Judging::Script(judge),
+        &stop,
+        std::time::Duration::from_secs(120),
+    );
+    assert_eq!(arm.cannot(&k.hash), None);
+    for h in &caught {
+        let out = arm.attempt(&k.hash, 120.0);
+        assert_eq!(
+            (out.attempts, out.found, out.best, out.done.clone()),
+            (1, 0, 1.0, None),
+            "{}: {:?}",
+            h.name,
+            out.said
+        );
+    }
+    let out = arm.attempt(&k.hash, 120.0);
+    assert_eq!(
+        (out.attempts, out.found, out.best),
+        (1, 1, 2.0),
+        "{}: {:?}",
+        honest.name,
+        out.said
+    );
+    let out = arm.attempt(&k.hash, 120.0);
+    assert_eq!(out.attempts, 0);
+    assert!(
+        out.done
+            .as_deref()
+            .is_some_and(|d| d.contains("nothing more")),
+        "{:?}",
+        out.done
+    );
+    let attempts = r3::store::attempts::fold(&store.attempts(&k.hash).unwrap()).1;
+    for (a, h) in attempts.iter().zip(&caught) {
+        let reason = a.refused.as_deref().unwrap_or_default();
+        assert!(reason.contains(&h.expect), "{}: {reason}", h.name);
+    }
+}

@@ -51,6 +51,7 @@ pub fn prepare(
     clang: &Path,
     clang_args: &[OsString],
     store: &Path,
+    rewrites: bool,
 ) -> Result<Option<Setup>, String> {
     let Some(real) = real_ptxas(clang, clang_args)? else {
         return Ok(None);
@@ -64,11 +65,14 @@ pub fn prepare(
             format!("file:{}", copy.display())
         }
     };
-    let env = vec![
+    let mut env = vec![
         (shim::DIR_ENV, dir.as_os_str().to_owned()),
         (shim::FROM_ENV, from.into()),
         (shim::PTXAS_ENV, real.into_os_string()),
     ];
+    if rewrites {
+        env.push(("R3_APPLY_REWRITES", "1".into()));
+    }
     let mut setup = Setup {
         args: Vec::new(),
         env,

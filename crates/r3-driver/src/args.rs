@@ -14,6 +14,10 @@ pub struct R3Options {
     /// `--r3-apply` (Some(None): winners from the store) or `--r3-apply=FILE` (an exported
     /// winners file).
     pub apply: Option<Option<PathBuf>>,
+    /// `--r3-apply-rewrites`: apply ships validated source rewrites of `r3 evolve` too (as
+    /// `R3_APPLY_REWRITES=1`), and applies the store's winners where no `--r3-apply=FILE` says
+    /// otherwise.
+    pub apply_rewrites: bool,
     /// `--r3-*` options this r3 does not know (warned about, then ignored).
     pub unknown: Vec<String>,
 }
@@ -188,6 +192,7 @@ pub fn split_r3_options(args: Vec<OsString>) -> (R3Options, Vec<OsString>) {
             None if s == "--r3-store" => opts.store = it.next().map(PathBuf::from),
             None if s == "--r3-off" => opts.off = true,
             None if s == "--r3-apply" => opts.apply = Some(None),
+            None if s == "--r3-apply-rewrites" => opts.apply_rewrites = true,
             Some(("--r3-apply", file)) => opts.apply = Some(Some(PathBuf::from(file))),
             _ => opts.unknown.push(s.to_owned()),
         }
@@ -513,8 +518,10 @@ mod tests {
         assert!(o.off);
         assert_eq!(o.apply, Some(None));
         assert_eq!(o.unknown, ["--r3-bogus"]);
-        let (o, _) = split_r3_options(os(&["--r3-apply=w.json"]));
+        assert!(!o.apply_rewrites);
+        let (o, _) = split_r3_options(os(&["--r3-apply=w.json", "--r3-apply-rewrites"]));
         assert_eq!(o.apply, Some(Some(PathBuf::from("w.json"))));
+        assert!(o.apply_rewrites);
     }
 
     #[test]

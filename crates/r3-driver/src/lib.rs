@@ -84,7 +84,7 @@ pub fn run(compiler: &Compiler, args: Vec<OsString>) -> i32 {
     let (opts, mut clang_args) = args::split_r3_options(args);
     if !opts.unknown.is_empty() {
         warn(&format!(
-            "unknown r3 option {} ignored (known: --r3-store=DIR, --r3-apply[=FILE], --r3-off)",
+            "unknown r3 option {} ignored (known: --r3-store=DIR, --r3-apply[=FILE], --r3-apply-rewrites, --r3-off)",
             opts.unknown.join(", ")
         ));
     }
@@ -132,6 +132,8 @@ pub fn run(compiler: &Compiler, args: Vec<OsString>) -> i32 {
         runtime: &runtime,
         store: &store,
         apply: apply.as_ref(),
+        // The shim reads the build tree's own setting too; the flag reaches it only this way.
+        apply_rewrites: opts.apply_rewrites,
     };
     if apply.is_some() {
         let sources = args::cuda_sources(&clang_args, &cwd);
@@ -195,26 +197,30 @@ struct How<'a> {
     /// The store this compile's kernels go to.
     store: &'a Path,
     apply: Option<&'a apply::WinnersFrom>,
+    /// `--r3-apply-rewrites`: the shim ships validated source rewrites.
+    apply_rewrites: bool,
 }
 
-/// Where apply takes winners from: `--r3-apply[=FILE]`, else `R3_APPLY` (`1` for the store, or
-/// a winners file), else the build tree's `.r3/config` (`apply = true`); None when apply is
-/// off. Err for a winners file that cannot be read: asked for by name, it must be there.
+/// Where apply takes winners from: `--r3-apply[=FILE]` (or `--r3-apply-rewrites`), else
+/// `R3_APPLY` (`1` for the store, or a winners file), else the build tree's `.r3/config`
+/// (`apply = true`, or `apply_rewrites = true`); None when apply is off. Err for a winners file that cannot be read: asked for by name, it must be there.
 fn winners_from(
     opts: &args::R3Options,
     config: Option<&store::config::Found>,
     locate: &dyn Fn() -> Result<store::Location, store::StoreError>,
     cwd: &Path,
 ) -> Result<Option<apply::WinnersFrom>, String> {
-    let file = match &opts.apply {
-        Some(f) => f.clone(),
+    // Asking for rewrites asks for apply: `--r3-apply-rewrites` is `--r3-apply` and more.
+    let flag = opts.apply.clone().or(opts.apply_rewrites.then_some(None));
+    let file = match flag {
+        Some(f) => f,
         None => match std::env::var_os("R3_APPLY").filter(|v| !v.is_empty()) {
             Some(v) => match switch_word(&v) {
                 Some(false) => return Ok(None),
                 Some(true) => None,
                 None => Some(PathBuf::from(v)),
             },
-            None if config.is_some_and(|c| c.config.apply) => None,
+            None if config.is_some_and(|c| c.config.apply || c.config.apply_rewrites) => None,
             None => return Ok(None),
         },
     };
@@ -281,7 +287,15 @@ fn name_what_decides(how: &How, config: Option<&store::config::Found>) {
 /// when apply cannot run.
 fn apply_setup(how: &How, dir: &Path) -> Option<apply::Setup> {
     let from = how.apply?;
-    match apply::prepare(dir, from, &how.compiler.clang, how.clang_args, how.store) {
+    let rewrites = how.apply_rewrites;
+    match apply::prepare(
+        dir,
+        from,
+        &how.compiler.clang,
+        how.clang_args,
+        how.store,
+        rewrites,
+    ) {
         Ok(setup) => setup,
         Err(e) => {
             warn(&format!("tuned kernels not applied: {e}"));

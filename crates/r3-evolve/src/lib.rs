@@ -13,7 +13,8 @@
 //! Modules by concern: `propose` (what a proposer is asked and gives; `rules` and `llm` are
 //! the proposers), `rewrite` (a proposal made into variant kernels: `guard`, `source`,
 //! `compile`, `params`), `judge` (the `Judge` trait and the judges), `archive` (MAP-Elites),
-//! `run` (the loop on one kernel) and `each` (the loop over several). The attempt log's format
+//! `run` (the loop on one kernel), `each` (the loop over several) and `arm` (the loop as the
+//! deadline's rewrite arm, `remix::rewrites`). The attempt log's format
 //! is the store's (`r3_store::attempts`).
 
 use r3_driver as driver;
@@ -28,6 +29,7 @@ use r3_replay as replay;
 use r3_store as store;
 
 pub mod archive;
+pub mod arm;
 pub mod compile;
 pub mod each;
 pub mod error;

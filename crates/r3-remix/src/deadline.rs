@@ -18,6 +18,10 @@
 //! under [`SETTLED`] of the program's time (the predicted gain has stopped moving), at the
 //! deadline less the time kept to confirm the winners, or when nothing is left to search.
 //!
+//! A kernel that matters has a second arm once warm: source rewrites (`rewrites`), an attempt
+//! priced by the store's evolve history and worth `weight × (1/s − 1/(s × gain)) × chance`
+//! over its price in seconds, against the same measure of its next compiler slice.
+//!
 //! The state is the store's ([`Allocation`]), read and written under its lock around every
 //! decision, so a resume or another worker of a fleet continues exactly where it stood. The
 //! decisions here are pure functions of that state; a [`Runner`] runs the slices (the GPU's,
@@ -112,6 +116,8 @@ pub struct Entrant {
     pub confirm_setup_s: f64,
     /// The recorded launch's time (ms; 0 where unknown).
     pub launch_ms: f64,
+    /// Its rewrite arm, priced (`rewrites::price`); None where rewrites are off or impossible.
+    pub rewrite: Option<crate::store::deadline::RewriteArm>,
 }
 
 /// Seconds the confirmation of `k`'s winner is expected to take, before any is measured: four
@@ -196,6 +202,7 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
                 done: None,
                 searcher: None,
                 confirmed: false,
+                rewrite: e.rewrite,
             })
             .collect(),
         slices: Vec::new(),
@@ -268,9 +275,14 @@ pub fn hope(a: &Arm) -> f64 {
     a.best * (1.0 + g.floor + g.per_ln * a.best.max(1.0).ln())
 }
 
-/// The predicted speedup of the scope's programs (their mean time) with every arm's best.
+/// The predicted speedup of the scope's programs (their mean time) with every arm's best, its
+/// best rewrite's included.
 pub fn predicted(a: &Allocation) -> f64 {
-    let saved: f64 = a.arms.iter().map(|k| k.weight * (1.0 - 1.0 / k.best)).sum();
+    let saved: f64 = a
+        .arms
+        .iter()
+        .map(|k| k.weight * (1.0 - 1.0 / crate::rewrites::effective(k)))
+        .sum();
     1.0 / (1.0 - saved).max(1e-9)
 }
 
@@ -285,6 +297,8 @@ pub enum Decision {
         trials: u32,
         limit_s: f64,
     },
+    /// A source rewrite attempt on `kernel` (`rewrites`), ending within `limit_s` seconds.
+    Rewrite { kernel: TrialsKey, limit_s: f64 },
     /// Nothing worth the time that is left: why.
     Stop(String),
 }
@@ -459,21 +473,30 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         .arms
         .iter()
         .all(|k| k.warm || k.share < SMALL_SHARE || k.done.is_some());
-    if all_warm && a.arms.iter().map(potential).sum::<f64>() < SETTLED {
+    let left_over = |k: &Arm| potential(k) + crate::rewrites::potential(k);
+    if all_warm && a.arms.iter().map(left_over).sum::<f64>() < SETTLED {
         return Decision::Stop("settled".into());
     }
+    // The rewrite arm competes on the same measure, gain per second, with the time that
+    // confirmations keep back left out of it (a rewrite's judge checks it on every launch).
+    let rewrites = a
+        .arms
+        .iter()
+        .filter(|k| !busy(&k.kernel))
+        .filter_map(|k| crate::rewrites::offer(k, left));
     let best = a
         .arms
         .iter()
         .filter(open)
         .filter_map(|k| offer(a, k, left, batch, held, &mine))
+        .chain(rewrites)
         .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
             Some((w, _)) if w >= v => acc,
             _ => Some((v, d)),
         });
     match best {
         Some((v, d)) if v > 0.0 => d,
-        _ if a.arms.iter().any(|k| k.done.is_none() && busy(&k.kernel)) => {
+        _ if a.arms.iter().any(|k| left_over(k) > 0.0 && busy(&k.kernel)) => {
             Decision::Stop(WAITING.into())
         }
         _ => Decision::Stop(
@@ -717,6 +740,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
         best_after: k.best,
         at_s,
         warm,
+        rewrite: false,
     });
 }
 
@@ -751,6 +775,11 @@ pub trait Runner {
     }
     /// Says a line (progress, the allocation as it changes).
     fn say(&mut self, line: String);
+    /// A source rewrite attempt on `kernel` within `limit_s` seconds (`rewrites::Rewriter`);
+    /// a runner without one makes none.
+    fn rewrite(&mut self, _kernel: &TrialsKey, _limit_s: f64) -> crate::rewrites::RewriteOutcome {
+        crate::rewrites::RewriteOutcome::none("no rewriter in this run")
+    }
     /// Waits `seconds` for another worker: every kernel left is searched by one (`WAITING`).
     fn idle(&mut self, seconds: f64) {
         std::thread::sleep(std::time::Duration::from_secs_f64(seconds.max(0.0)));
@@ -913,7 +942,7 @@ pub fn run(
             };
             // Decided and taken under one lock: another worker's decision sees it busy, and
             // its winner is this worker's to confirm.
-            if let Decision::Slice { kernel, .. } = &d {
+            if let Decision::Slice { kernel, .. } | Decision::Rewrite { kernel, .. } = &d {
                 if !runner.hold(kernel) {
                     store.put_allocation(&a)?;
                     continue;
@@ -955,6 +984,19 @@ pub fn run(
                     end_allocation(store, scope, gpu, base, runner, &why)?;
                 }
                 break (why, false);
+            }
+            Decision::Rewrite { kernel, limit_s } => {
+                let t0 = runner.now_s();
+                let mut out = runner.rewrite(&kernel, limit_s);
+                out.seconds = runner.now_s() - t0;
+                let _lock = store.lock_allocation(scope, gpu)?;
+                let mut a = current(store, scope, gpu, base, runner)?;
+                crate::rewrites::record(&mut a, &kernel, &out);
+                store.put_allocation(&a)?;
+                slices += 1;
+                runner.say(crate::rewrites::line(&a, &kernel, &out));
+                last_kernel = kernel;
+                continue;
             }
             Decision::Slice {
                 kernel,
@@ -1161,6 +1203,10 @@ pub fn summary(a: &Allocation, ended: &Ended) -> String {
     if arms.len() > 12 {
         out += &format!("  ... and {} more\n", arms.len() - 12);
     }
+    for line in crate::rewrites::summary_lines(a) {
+        out += &line;
+        out.push('\n');
+    }
     let unreached = a.arms.iter().filter(|k| !k.warm && k.done.is_none());
     for k in unreached.filter(|k| k.share >= SMALL_SHARE) {
         out += &format!(
@@ -1201,6 +1247,9 @@ pub fn allocation_table(a: &Allocation) -> String {
     }
     if let Some(k) = a.arms.first() {
         out += &format!("  {}\n", growth_words(k.growth));
+    }
+    if let Some(line) = crate::rewrites::table_line(a) {
+        out += &format!("  {line}\n");
     }
     if small > 0 {
         out += &format!(
@@ -1286,7 +1335,12 @@ fn potentials_line(a: &Allocation) -> String {
         .collect();
     format!(
         "r3 tune --deadline:   gain still expected: {} in all; {}",
-        percent(a.arms.iter().map(potential).sum()),
+        percent(
+            a.arms
+                .iter()
+                .map(|k| potential(k) + crate::rewrites::potential(k))
+                .sum()
+        ),
         if top.is_empty() {
             "none".to_owned()
         } else {
@@ -1475,6 +1529,7 @@ mod tests {
                 best: 1.0,
                 confirm_setup_s: 0.0,
                 launch_ms: 0.0,
+                rewrite: None,
             })
             .collect()
     }
@@ -2110,6 +2165,7 @@ mod tests {
             best: 1.0,
             confirm_setup_s: 0.0,
             launch_ms: 0.0,
+            rewrite: None,
         }];
         let mut sim = Sim::new(&mut w, &stop);
         let ended = run(
@@ -2511,6 +2567,7 @@ mod tests {
             best: 1.0,
             confirm_setup_s: 3.0,
             launch_ms: 1100.0,
+            rewrite: None,
         };
         let before = entrant(0.3 + 9.0 * 1.1, 0.0, 1.0);
         let a = start("all", "GPU", 125.0, vec![before]);

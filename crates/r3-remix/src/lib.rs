@@ -9,7 +9,9 @@
 //! GPUs) say, for the `bo` strategy to start from; `recipes` (passes/recipes.toml) is r3's shipped
 //! prior, what every search starts from when the store knows nothing yet; `confirm` re-measures
 //! a search's winner and runs it on every other recorded launch before the store believes it;
-//! `nvcc` makes nvcc's build of a kernel, which every search on a GPU measures beside -O3.
+//! `nvcc` makes nvcc's build of a kernel, which every search on a GPU measures beside -O3;
+//! `rewrites` prices source rewrites as the deadline's other arm, and names the `Rewriter`
+//! that r3-evolve implements.
 
 use r3_ir::lower;
 use r3_ir::toolchain;
@@ -28,6 +30,7 @@ pub mod grid;
 pub mod nvcc;
 pub mod program;
 pub mod recipes;
+pub mod rewrites;
 pub mod session;
 pub mod sim;
 pub mod space;

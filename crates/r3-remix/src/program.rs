@@ -8,6 +8,7 @@ use crate::kernel::TrialsKey;
 use crate::replay::device::GpuInfo;
 use crate::replay::gpu::GpuEvaluator;
 use crate::replay::Evaluator;
+use crate::rewrites::{RewriteOutcome, Rewriter};
 use crate::session::{self, GpuTune, Line, Say, Searchable, SessionError, Tally};
 use crate::space::Space;
 use crate::store::deadline::Growth;
@@ -184,6 +185,7 @@ pub fn entrants(
             best,
             confirm_setup_s: confirm_setup_estimate(recs),
             launch_ms: ms,
+            rewrite: None,
         });
     }
     let note = if programs.is_empty() {
@@ -435,6 +437,8 @@ pub struct GpuRunner<'a> {
     /// The trials file of the kernel this worker decided to search next, taken under the
     /// allocation's lock (`hold`) for the slice that follows.
     held: Option<(TrialsKey, crate::store::trials::TrialLog)>,
+    /// What makes the rewrite arm's attempts (r3-evolve's), where rewrites are on.
+    rewriter: Option<&'a mut dyn Rewriter>,
 }
 
 impl<'a> GpuRunner<'a> {
@@ -462,6 +466,7 @@ impl<'a> GpuRunner<'a> {
             start: Instant::now(),
             live: deadline::Live::new(LIVE_EVALUATORS),
             held: None,
+            rewriter: None,
         }
     }
 
@@ -493,7 +498,8 @@ impl<'a> GpuRunner<'a> {
             }
         };
         session::offer_nvcc(self.store, &mut ev, &self.how, self.say);
-        let space = session::space_for(&ev, &self.how).map_err(|e| e.to_string())?;
+        let space =
+            session::space_for(self.store, &ev, &self.how, self.say).map_err(|e| e.to_string())?;
         let l2 = crate::replay::timeline::span("tune.l2", || kernel.to_string());
         session::choose_l2(self.store, &mut ev, kernel, self.how.measure.l2, self.say);
         drop(l2);
@@ -684,6 +690,57 @@ impl deadline::Runner for GpuRunner<'_> {
     fn say(&mut self, line: String) {
         (self.say)(Line::Note(line));
     }
+
+    fn rewrite(&mut self, kernel: &TrialsKey, limit_s: f64) -> RewriteOutcome {
+        let _span = crate::replay::timeline::span("tune.rewrite", || kernel.to_string());
+        let out = match (kernel.kernel_hash(), self.rewriter.as_deref_mut()) {
+            (Some(hash), Some(r)) => r.attempt(&hash, limit_s),
+            _ => RewriteOutcome::none("no rewriter in this run"),
+        };
+        // Held for the attempt (other workers see the kernel busy), not past it.
+        self.held = None;
+        for line in &out.said {
+            (self.say)(Line::Note(line.clone()));
+        }
+        out
+    }
+}
+
+/// Prices the rewrite arm of each entrant that `rewriter` can rewrite (`rewrites::price`), from
+/// the store's evolve history on `gpu`; says once why the others get none.
+fn price_rewrites(
+    store: &Store,
+    entrants: &mut [Entrant],
+    gpu: &str,
+    rewriter: &mut dyn Rewriter,
+    say: Say,
+) {
+    let history = crate::rewrites::history(store, gpu);
+    let mut cannot = Vec::new();
+    for e in entrants
+        .iter_mut()
+        .filter(|e| e.share >= deadline::SMALL_SHARE)
+    {
+        let Some(hash) = e.kernel.kernel_hash() else {
+            continue;
+        };
+        match rewriter.cannot(&hash) {
+            Some(why) => cannot.push(format!("{} ({why})", e.label)),
+            None => {
+                let trial_s = e.per_trial_s;
+                e.rewrite = Some(crate::rewrites::price(
+                    store, &hash, trial_s, e.setup_s, &history,
+                ));
+            }
+        }
+    }
+    if !cannot.is_empty() {
+        say(Line::Note(format!(
+            "r3 tune --deadline: no source rewrites of {} kernel(s): {}",
+            cannot.len(),
+            cannot.join("; ")
+        )));
+    }
 }
 
 /// The recording each entrant is searched on (its group's first), the heaviest first: the
@@ -707,16 +764,17 @@ fn in_weight_order(entrants: &[Entrant], groups: &[(TrialsKey, Vec<Recording>)])
 /// `r3 tune --deadline` on this GPU: the kernels recorded of `program` (`--program`; None:
 /// every recorded kernel in the store) under one allocation of `deadline`.
 #[allow(clippy::too_many_arguments)]
-pub fn tune_deadline_on_gpu(
-    store: &Store,
+pub fn tune_deadline_on_gpu<'a>(
+    store: &'a Store,
     program: Option<&str>,
     driver: (i32, i32),
-    gpu: &GpuInfo,
+    gpu: &'a GpuInfo,
     base: &TuneOptions,
     how: &GpuTune,
     deadline: Duration,
-    stop: &AtomicBool,
-    say: Say,
+    rewriter: Option<&'a mut dyn Rewriter>,
+    stop: &'a AtomicBool,
+    say: Say<'a>,
 ) -> Result<Tally, SessionError> {
     let scope = &Scope::of(store, program).map_err(SessionError::Program)?;
     let recs = store.select_recordings(&crate::store::identity::Selection {
@@ -729,7 +787,11 @@ pub fn tune_deadline_on_gpu(
     // Trials are keyed by the device as they name it, not by its CUDA name: keyed by the name,
     // no earlier search was found (every kernel priced as never searched, the store's history
     // unseen) and another worker's search never seemed held.
-    let (entrants, note) = entrants(store, scope, &groups, &gpu.trials_name())?;
+    let (mut entrants, note) = entrants(store, scope, &groups, &gpu.trials_name())?;
+    let mut rewriter = rewriter;
+    if let Some(r) = rewriter.as_deref_mut() {
+        price_rewrites(store, &mut entrants, &gpu.trials_name(), r, say);
+    }
     shared.read_ahead(in_weight_order(&entrants, &groups));
     if let Some(note) = note {
         say(Line::Note(note));
@@ -752,6 +814,7 @@ pub fn tune_deadline_on_gpu(
         stop,
         say,
     );
+    runner.rewriter = rewriter;
     runner
         .live
         .weigh(entrants.iter().map(|e| (e.kernel.clone(), e.weight)));

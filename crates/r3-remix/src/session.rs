@@ -310,22 +310,61 @@ pub enum SessionError {
     Program(String),
 }
 
-/// The space a kernel's search explores on the launch its evaluator replays.
-pub fn space_for(ev: &GpuEvaluator, how: &GpuTune) -> Result<Space, crate::space::SpaceError> {
-    let b = ev.recording().launch.block;
-    Space::builtin(SpaceOptions {
-        launch_threads: Some(b[0] * b[1] * b[2]),
-        block_size_agnostic: how.block_size_agnostic && b[1] == 1 && b[2] == 1,
+/// The space a kernel's search explores on the launch its evaluator replays; a note says where
+/// variants are left out of it ([`space_options`]).
+pub fn space_for(
+    store: &Store,
+    ev: &GpuEvaluator,
+    how: &GpuTune,
+    say: Say,
+) -> Result<Space, crate::space::SpaceError> {
+    let (k, rec) = (ev.kernel(), ev.recording());
+    let offered = if how.specialize {
+        specializations_of(k, rec)
+    } else {
+        Vec::new()
+    };
+    let run_ms = store.run_ms(&k.hash);
+    let (opts, note) = space_options(&k.label(), offered, rec.launch.block, how, run_ms);
+    if let Some(note) = note {
+        say(Line::Note(note));
+    }
+    Space::builtin(opts)
+}
+
+/// The space's options for the kernel `label` searched on a launch of `block` whose values
+/// offer the specializations `offered`. Specializations and block sizes ship as variants, each
+/// loaded at its first launch; a kernel that runs too briefly in a program run (`run_ms`, by
+/// the census) for any to save that load is searched without them, said in the note: a variant
+/// that won in replay would be withheld by apply (issue 57: a one-launch convolution's variant
+/// gained 3 µs in replay and cost its program 16-18 µs).
+pub fn space_options(
+    label: &str,
+    offered: Vec<crate::candidate::Specialize>,
+    block: [u32; 3],
+    how: &GpuTune,
+    run_ms: Option<f64>,
+) -> (SpaceOptions, Option<String>) {
+    let pays = crate::store::winner::variants_may_pay(run_ms);
+    let block_sizes = how.block_size_agnostic && block[1] == 1 && block[2] == 1;
+    let left_out = !offered.is_empty() || block_sizes;
+    let note = (!pays && left_out).then(|| {
+        format!(
+            "r3 tune: {label}: searched without variants (specialized values, block sizes): it runs {:.3} ms in a program run, too little to repay a variant's first load ({} ms)",
+            run_ms.unwrap_or(0.0),
+            crate::store::winner::VARIANT_FIRST_LOAD_MS
+        )
+    });
+    let opts = SpaceOptions {
+        launch_threads: Some(block[0] * block[1] * block[2]),
+        block_size_agnostic: block_sizes && pays,
         fast_math: how.measure.tolerance.is_some(),
         r3_passes: how.egraph,
         grid: how.grid,
-        specialize: if how.specialize {
-            specializations_of(ev.kernel(), ev.recording())
-        } else {
-            Vec::new()
-        },
+        specialize: if pays { offered } else { Vec::new() },
         ..Default::default()
-    })
+    };
+    (opts, note)
 }
 
 /// The search of one kernel whose evaluator is ready, and what follows it.
@@ -338,7 +377,7 @@ fn one_kernel_on_gpu(
     tally: &mut Tally,
     say: Say,
 ) -> Result<(), SessionError> {
-    let space = space_for(ev, how)?;
+    let space = space_for(store, ev, how, say)?;
     let opts = TuneOptions {
         kernel: TrialsKey::of_kernel(&ev.kernel().hash),
         budget: finite_budget(base.budget, &space),
@@ -799,4 +838,63 @@ fn orphan_or_word(
         }
     }
     Ok(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn how() -> GpuTune {
+        GpuTune {
+            measure: Measure {
+                repeat: 1,
+                l2: Default::default(),
+                tolerance: None,
+                screen: false,
+            },
+            ablate: false,
+            resume: false,
+            block_size_agnostic: true,
+            egraph: false,
+            grid: false,
+            specialize: true,
+            fleet: false,
+            deadline_id: None,
+            nvcc: false,
+        }
+    }
+
+    #[test]
+    fn a_kernel_too_brief_to_repay_a_variants_load_is_searched_without_variants() {
+        let offered = vec![crate::candidate::Specialize {
+            block: Some([256, 1, 1]),
+            ..Default::default()
+        }];
+        let options =
+            |how: &GpuTune, run_ms| space_options("k", offered.clone(), [256, 1, 1], how, run_ms);
+        let (long, note) = options(&how(), Some(5.0));
+        assert!(!long.specialize.is_empty() && long.block_size_agnostic && note.is_none());
+        let (unknown, note) = options(&how(), None);
+        assert_eq!(unknown.specialize, long.specialize);
+        assert!(note.is_none());
+        let (brief, note) = options(&how(), Some(0.05));
+        assert!(brief.specialize.is_empty() && !brief.block_size_agnostic);
+        let note = note.expect("the search says why");
+        assert!(
+            note.contains("0.050 ms") && note.contains("first load"),
+            "{note}"
+        );
+        // What ships as the generic code is still searched.
+        assert_eq!(brief.launch_threads, long.launch_threads);
+        // Nothing left out (no values to fold, no block sizes asked for): nothing to say.
+        let plain = GpuTune {
+            block_size_agnostic: false,
+            ..how()
+        };
+        assert!(
+            space_options("k", Vec::new(), [256, 1, 1], &plain, Some(0.05))
+                .1
+                .is_none()
+        );
+    }
 }

@@ -6,6 +6,7 @@
 //! ```toml
 //! store = "/home/me/proj/build/r3-store"   # where the build's kernels go
 //! apply = true                              # compiles ship tuned winners (as R3_APPLY=1)
+//! apply_rewrites = true                     # and validated source rewrites (R3_APPLY_REWRITES=1)
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,10 @@ pub struct BuildConfig {
     /// Compiles apply the store's winners, as `R3_APPLY=1` does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub apply: bool,
+    /// Apply ships validated source rewrites of `r3 evolve` too, as `R3_APPLY_REWRITES=1`
+    /// does (`-DR3_APPLY_REWRITES=ON`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub apply_rewrites: bool,
 }
 
 /// A build configuration and the file it came from.
@@ -33,7 +38,7 @@ pub struct Found {
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{path}: {msg}; fix: correct it (it holds `store = \"DIR\"` and `apply = true|false`; the CMake toolchain writes it on configure), or remove it")]
+#[error("{path}: {msg}; fix: correct it (it holds `store = \"DIR\"`, `apply = true|false` and `apply_rewrites = true|false`; the CMake toolchain writes it on configure), or remove it")]
 pub struct ConfigError {
     pub path: PathBuf,
     pub msg: String,
@@ -102,6 +107,7 @@ mod tests {
         let config = BuildConfig {
             store: Some("r3-store".into()),
             apply: true,
+            apply_rewrites: true,
         };
         let path = write(dir.path(), &config).unwrap();
         let sub = dir.path().join("CMakeFiles/app.dir");
@@ -109,7 +115,7 @@ mod tests {
         let found = find(&sub).unwrap().unwrap();
         assert_eq!(found.path, path);
         assert_eq!(found.config.store, Some(dir.path().join("r3-store")));
-        assert!(found.config.apply);
+        assert!(found.config.apply && found.config.apply_rewrites);
         assert!(find(Path::new("/")).unwrap().is_none() || Path::new("/.r3/config").exists());
     }
 
@@ -119,6 +125,7 @@ mod tests {
         let config = BuildConfig {
             store: Some("/s".into()),
             apply: false,
+            apply_rewrites: false,
         };
         let path = write(dir.path(), &config).unwrap();
         let before = std::fs::metadata(&path).unwrap().modified().unwrap();

@@ -97,6 +97,35 @@ pub struct Arm {
     /// this GPU; None: r3's own fit (`remix::deadline::R3_GROWTH`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub growth: Option<Growth>,
+    /// Its rewrite arm: source rewrites (`r3 evolve`) tried on it within the deadline; None
+    /// where none can be (`--no-rewrites`, no source to rewrite, an allocation of an earlier r3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<RewriteArm>,
+}
+
+/// What is known of source rewrites of one kernel: their price (`remix::rewrites::price`), and
+/// what the attempts made under this allocation came to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RewriteArm {
+    /// The chance that an attempt finds a valid rewrite faster than the kernel's best
+    /// compiler-only build (`remix::rewrites::FOUND`), before this allocation's attempts.
+    pub p: f64,
+    /// What a rewrite found brings over that build (a speedup).
+    pub gain: f64,
+    /// Seconds an attempt takes: priced, then as measured.
+    pub attempt_s: f64,
+    /// Where the price comes from: the store's evolve history, or r3's stated prior.
+    pub from: String,
+    /// Attempts made under this allocation, and those of them that found a faster rewrite.
+    pub attempts: u32,
+    pub found: u32,
+    /// The best valid rewrite's speedup over the original's best compiler-only build, this
+    /// allocation's or earlier (1: none).
+    pub best: f64,
+    pub spent_s: f64,
+    /// Why it gets no more attempts (the proposer has nothing more, no source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<String>,
 }
 
 /// What a search is hoped to find after its warm start, by the speedup `s` that reached:
@@ -121,6 +150,9 @@ pub struct Slice {
     pub at_s: f64,
     /// Baseline and warm start (`true`), or a search slice.
     pub warm: bool,
+    /// Source rewrite attempts (`trials_*` count attempts), not a search slice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rewrite: bool,
 }
 
 /// The allocation's lock, held while a worker reads, decides and writes; released on drop.
@@ -323,8 +355,28 @@ mod tests {
                     per_ln: 0.05,
                     searches: 9,
                 }),
+                rewrite: Some(RewriteArm {
+                    p: 0.15,
+                    gain: 1.3,
+                    attempt_s: 20.0,
+                    from: "prior".into(),
+                    attempts: 2,
+                    found: 1,
+                    best: 1.4,
+                    spent_s: 41.0,
+                    done: None,
+                }),
             }],
-            slices: Vec::new(),
+            slices: vec![Slice {
+                kernel: "0123456789abcdef".into(),
+                trials_before: 0,
+                trials_after: 2,
+                seconds: 41.0,
+                best_after: 1.4,
+                at_s: 50.0,
+                warm: false,
+                rewrite: true,
+            }],
             ended: None,
             id: Some("5e1f".into()),
             confirm_spent_s: 14.0,

@@ -1044,7 +1044,7 @@ mod tests {
         std::fs::create_dir_all(&sub).unwrap();
         let config = config::BuildConfig {
             store: Some("../r3-store".into()),
-            apply: false,
+            ..Default::default()
         };
         config::write(&build, &config).unwrap();
         let loc = locate_unset(&sub).unwrap();

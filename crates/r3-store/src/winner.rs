@@ -104,6 +104,32 @@ impl Default for Policy {
     }
 }
 
+/// Whether apply ships source rewrites: `R3_APPLY_REWRITES` where it is set (`0` turns off what
+/// the build tree asks for), else the build tree's `apply_rewrites` (`-DR3_APPLY_REWRITES=ON`).
+/// Every reader of the policy agrees on it: the shim in the build tree, and the stamp, report
+/// and export of `r3` commands run there.
+pub fn rewrites_asked(
+    env: Option<&std::ffi::OsStr>,
+    config: Option<&crate::config::BuildConfig>,
+) -> bool {
+    match env.filter(|v| !v.is_empty()) {
+        Some(v) => v == "1",
+        None => config.is_some_and(|c| c.apply_rewrites),
+    }
+}
+
+/// The build tree's settings at the working directory, read once a process.
+fn build_config() -> Option<crate::config::BuildConfig> {
+    static CONFIG: std::sync::OnceLock<Option<crate::config::BuildConfig>> =
+        std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let cwd = std::env::current_dir().ok()?;
+            crate::config::find(&cwd).ok().flatten().map(|f| f.config)
+        })
+        .clone()
+}
+
 /// Replay tells apart differences of about 1% (medians within 1% at 95% confidence); twice
 /// that is a gain worth a change of code.
 pub const DEFAULT_MIN_SPEEDUP: f64 = 1.02;
@@ -128,7 +154,10 @@ impl Policy {
                 .filter(|v: &f64| v.is_finite())
                 .unwrap_or(DEFAULT_MIN_SPEEDUP),
             run_ms: None,
-            rewrites: on("R3_APPLY_REWRITES"),
+            rewrites: rewrites_asked(
+                std::env::var_os("R3_APPLY_REWRITES").as_deref(),
+                build_config().as_ref(),
+            ),
         }
     }
 
@@ -264,6 +293,19 @@ pub fn shipment<'a>(
     Shipment { generic, variants }
 }
 
+/// The most a search is hoped to gain by a variant over the code beside it, in deciding whether
+/// variants are worth searching at all ([`variants_may_pay`]).
+pub const VARIANT_HOPE: f64 = 2.0;
+
+/// Whether a kernel that runs `run_ms` in a program run (the census's longest; None where no
+/// census counts it) may gain by a variant what its first load costs: a variant twice as fast as
+/// -O3 would have to save more than [`VARIANT_FIRST_LOAD_MS`]. Where it may not, apply would
+/// withhold any variant a search finds ([`pays_its_load`]), and the search's trials of them, and
+/// the deadline's prediction from them, would be for nothing.
+pub fn variants_may_pay(run_ms: Option<f64>) -> bool {
+    run_ms.is_none_or(|ms| ms * (1.0 - 1.0 / VARIANT_HOPE) > VARIANT_FIRST_LOAD_MS)
+}
+
 /// Whether variant `v`, `floor` times faster than -O3 being what runs where it does not, saves
 /// a program run more than its first load costs: the kernel's time in a run as the code beside
 /// the variant runs it (`run_ms`, -O3's time by the census where it knows it, over `floor`)
@@ -329,6 +371,31 @@ pub(crate) mod tests {
     use super::*;
     use crate::fixtures;
     use crate::outcome::Outcome;
+
+    #[test]
+    fn variants_are_searched_only_where_one_could_save_its_first_load() {
+        assert!(variants_may_pay(None));
+        assert!(variants_may_pay(Some(5.0)));
+        // Half of 0.1 ms is under the 0.061 ms a first load costs.
+        assert!(!variants_may_pay(Some(0.1)));
+        assert!(variants_may_pay(Some(0.13)));
+        assert!(!variants_may_pay(Some(0.0)));
+    }
+
+    #[test]
+    fn rewrites_ship_where_the_environment_or_else_the_build_tree_asks() {
+        use std::ffi::OsStr;
+        let tree = crate::config::BuildConfig {
+            apply_rewrites: true,
+            ..Default::default()
+        };
+        assert!(!rewrites_asked(None, None));
+        assert!(rewrites_asked(None, Some(&tree)));
+        assert!(!rewrites_asked(None, Some(&Default::default())));
+        assert!(rewrites_asked(Some(OsStr::new("1")), None));
+        assert!(!rewrites_asked(Some(OsStr::new("0")), Some(&tree)));
+        assert!(rewrites_asked(Some(OsStr::new("")), Some(&tree)));
+    }
 
     #[test]
     fn a_best_that_does_not_hold_up_gives_way_to_the_baseline() {

@@ -1,0 +1,717 @@
+//! The deadline's rewrite arm: source rewrites (`r3 evolve`) of a kernel as one more way to
+//! spend the deadline's time, beside more compiler trials. An attempt is priced by what the
+//! store's own attempt logs say rewrites of kernels like it found on this GPU (r3's stated prior
+//! where they say too little), and by what this allocation's attempts found since: each attempt
+//! that finds nothing lowers the chance of the next. The attempts themselves are made by a
+//! [`Rewriter`]: r3-evolve's (its proposer, guard, compile and judge), which depends on this
+//! crate; a test's is scripted.
+
+use crate::kernel::{KernelHash, TrialsKey};
+use crate::store::attempts::fold;
+use crate::store::deadline::{Allocation, Arm, RewriteArm, Slice};
+use crate::store::Store;
+
+/// A rewrite counts as found where it runs this much faster than the original's best
+/// compiler-only build (replay tells 1% apart; a rewrite changes the user's code, so it must
+/// clear more than a compiler knob).
+pub const FOUND: f64 = 1.05;
+
+/// The chance an attempt finds a rewrite, where the store's history says too little: r3's
+/// prior, not a measurement of this store. The rules proposer found 1.05x or more on 11 of 28
+/// corpus kernels over about a dozen attempts each (H100/H200, `r3 evolve`), about one attempt
+/// in seven or eight where it finds any.
+pub const PRIOR_P: f64 = 0.12;
+
+/// What a rewrite found brings over the kernel's best compiler-only build, where the history
+/// has none: a prior. Found rewrites of the corpus ran 1.05x to 19x (tiling with register
+/// blocking); the median of such a spread is kept low, so that the arm does not take time from
+/// searches that are known to pay.
+pub const PRIOR_GAIN: f64 = 1.3;
+
+/// Attempts the price counts as, against this allocation's own: after four attempts that found
+/// nothing, the chance is half what it was priced at.
+pub const PRIOR_WEIGHT: f64 = 4.0;
+
+/// Attempts judged on this GPU the history needs before it replaces the prior.
+pub const MIN_HISTORY: usize = 4;
+
+/// Seconds a rewrite's compile takes before its judge measures it (its translation unit with
+/// the recorded command, one device compile and one host compile): a price until measured.
+pub const COMPILE_S: f64 = 4.0;
+
+/// Compiler trials the judge searches each variant with under a deadline (`r3 evolve`'s own
+/// default is 16): enough for -O3 and the store's transferred winners.
+pub const INNER_TRIALS: u32 = 8;
+
+/// What one rewrite slice came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewriteOutcome {
+    /// New attempts made (repairs included).
+    pub attempts: u32,
+    /// Of them, those valid and faster than the kernel's best compiler-only build by [`FOUND`].
+    pub found: u32,
+    /// The best valid rewrite's speedup over that build, of every attempt on this GPU (1:
+    /// none).
+    pub best: f64,
+    /// Why the kernel gets no more attempts (its proposer has nothing more, its source is
+    /// gone), if so.
+    pub done: Option<String>,
+    pub seconds: f64,
+    /// What the attempt said on its way (its proposal, compile and verdict), for tune's
+    /// progress.
+    pub said: Vec<String>,
+}
+
+impl RewriteOutcome {
+    /// An outcome of no attempt, for `why`.
+    pub fn none(why: impl Into<String>) -> RewriteOutcome {
+        RewriteOutcome {
+            attempts: 0,
+            found: 0,
+            best: 1.0,
+            done: Some(why.into()),
+            seconds: 0.0,
+            said: Vec::new(),
+        }
+    }
+}
+
+/// What makes rewrite attempts for the deadline.
+pub trait Rewriter {
+    /// Why `kernel` cannot be rewritten here (its source is not on this machine); None where
+    /// it can.
+    fn cannot(&mut self, kernel: &KernelHash) -> Option<String>;
+    /// One attempt on `kernel` (and its repairs), judged on every recorded launch of the
+    /// kernel, ending within about `limit_s` seconds (a judge cut short records no verdict).
+    fn attempt(&mut self, kernel: &KernelHash, limit_s: f64) -> RewriteOutcome;
+}
+
+/// One attempt of the store's history: the loop shape of its kernel, and what it found (None:
+/// refused, failed to compile or judged wrong).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Past {
+    pub kernel: KernelHash,
+    pub shape: Option<String>,
+    pub speedup: Option<f64>,
+}
+
+/// Every attempt of the store's evolve logs that came to an outcome on `gpu`: judged there, or
+/// refused or not compiled (which happen on any GPU).
+pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
+    let Ok(kernels) = store.evolved() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for kernel in kernels {
+        let Ok(events) = store.attempts(&kernel) else {
+            continue;
+        };
+        let shape = crate::transfer::shape_of(store, &TrialsKey::of_kernel(&kernel));
+        for a in fold(&events).1 {
+            let speedup = match a.verdict(Some(gpu)) {
+                Some(v) => v.speedup(),
+                None if a.refused.is_some() || a.diagnostics.is_some() => None,
+                None => continue,
+            };
+            out.push(Past {
+                kernel: kernel.clone(),
+                shape: shape.clone(),
+                speedup,
+            });
+        }
+    }
+    out
+}
+
+/// The rewrite arm of `kernel` as an allocation starts: its price, from the history of kernels
+/// of its loop shape where that has [`MIN_HISTORY`] attempts, else of every kernel, else r3's
+/// prior; its attempts priced at a compile, the judge's evaluator (`setup_s`) and
+/// [`INNER_TRIALS`] of the kernel's trials (`trial_s`), until one is measured; its best the
+/// best of its own earlier attempts.
+pub fn price(
+    store: &Store,
+    kernel: &KernelHash,
+    trial_s: f64,
+    setup_s: f64,
+    history: &[Past],
+) -> RewriteArm {
+    let shape = crate::transfer::shape_of(store, &TrialsKey::of_kernel(kernel));
+    let alike: Vec<&Past> = history
+        .iter()
+        .filter(|p| shape.is_some() && p.shape == shape)
+        .collect();
+    let (pool, from) = if alike.len() >= MIN_HISTORY {
+        (alike, "kernels of its loop shape")
+    } else {
+        (history.iter().collect(), "this store's kernels")
+    };
+    let found: Vec<f64> = pool
+        .iter()
+        .filter_map(|p| p.speedup)
+        .filter(|s| *s >= FOUND)
+        .collect();
+    let (p, gain, from) = if pool.len() >= MIN_HISTORY {
+        let gain = if found.is_empty() {
+            PRIOR_GAIN
+        } else {
+            median(found.clone()).clamp(FOUND, 4.0)
+        };
+        (
+            (found.len() as f64 / pool.len() as f64).clamp(0.02, 0.9),
+            gain,
+            format!(
+                "{} of {} attempts on {from} found {}+ on this GPU",
+                found.len(),
+                pool.len(),
+                FOUND
+            ),
+        )
+    } else {
+        (
+            PRIOR_P,
+            PRIOR_GAIN,
+            "r3's prior (too few attempts in this store)".to_owned(),
+        )
+    };
+    let own = history
+        .iter()
+        .filter(|p| p.kernel == *kernel)
+        .filter_map(|p| p.speedup)
+        .fold(1.0, f64::max);
+    RewriteArm {
+        p,
+        gain,
+        attempt_s: COMPILE_S + setup_s + f64::from(INNER_TRIALS) * trial_s,
+        from,
+        attempts: 0,
+        found: 0,
+        best: own,
+        spent_s: 0.0,
+        done: None,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The chance the next attempt finds a rewrite: the price, counted as [`PRIOR_WEIGHT`]
+/// attempts, with this allocation's attempts and finds.
+pub fn chance(r: &RewriteArm) -> f64 {
+    (r.p * PRIOR_WEIGHT + f64::from(r.found)) / (PRIOR_WEIGHT + f64::from(r.attempts))
+}
+
+/// The kernel's speedup with its best rewrite: the compiler's best, times the rewrite's over
+/// the original's best compiler-only build.
+pub fn effective(k: &Arm) -> f64 {
+    k.best * k.rewrite.as_ref().map_or(1.0, |r| r.best.max(1.0))
+}
+
+/// The whole-program gain the next attempt on `k` is expected to bring (a fraction of the
+/// programs' time): its weight, what a rewrite found saves at its current speedup, and the
+/// chance of one. Nothing before its warm start (a rewrite is judged against its best
+/// compiler-only build, which the warm start finds first), where the warm start measured no
+/// trial (its recordings do not reproduce: no judge could check a rewrite either), or once its
+/// arm is done.
+pub fn potential(k: &Arm) -> f64 {
+    let searched = k.warm && k.trials > 0;
+    let Some(r) = k.rewrite.as_ref().filter(|r| r.done.is_none() && searched) else {
+        return 0.0;
+    };
+    let now = effective(k);
+    k.weight * (1.0 / now - 1.0 / (now * r.gain)) * chance(r)
+}
+
+/// An attempt on `k`, and what it is worth per second, where it fits in `left` and `k` is a
+/// kernel that matters (its share of a program at least `deadline::SMALL_SHARE`).
+pub fn offer(k: &Arm, left: f64) -> Option<(f64, crate::deadline::Decision)> {
+    let r = k.rewrite.as_ref()?;
+    let worth = potential(k);
+    if worth <= 0.0 || k.share < crate::deadline::SMALL_SHARE || r.attempt_s > left {
+        return None;
+    }
+    Some((
+        worth / r.attempt_s,
+        crate::deadline::Decision::Rewrite {
+            kernel: k.kernel.clone(),
+            // Twice its price, and never past the time left.
+            limit_s: (2.0 * r.attempt_s).min(left),
+        },
+    ))
+}
+
+/// Takes a rewrite slice's outcome into the allocation.
+pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
+    let at_s = a.elapsed_s;
+    let Some(k) = a.arms.iter_mut().find(|k| k.kernel == *kernel) else {
+        return;
+    };
+    let Some(r) = k.rewrite.as_mut() else {
+        return;
+    };
+    let before = r.attempts;
+    r.attempts += out.attempts;
+    r.found += out.found;
+    r.best = r.best.max(out.best);
+    r.spent_s += out.seconds;
+    if out.attempts > 0 && out.seconds > 0.0 {
+        r.attempt_s = out.seconds / f64::from(out.attempts);
+    }
+    if out.done.is_some() {
+        r.done.clone_from(&out.done);
+    } else if out.attempts == 0 {
+        // Asked for an attempt and given none: asking again would give none again.
+        r.done = Some("its attempt made no progress".into());
+    }
+    k.spent_s += out.seconds;
+    let after = r.attempts;
+    let best_after = effective(k);
+    a.slices.push(Slice {
+        kernel: kernel.clone(),
+        trials_before: before,
+        trials_after: after,
+        seconds: out.seconds,
+        best_after,
+        at_s,
+        warm: false,
+        rewrite: true,
+    });
+}
+
+/// A rewrite slice in words, for tune's progress.
+pub fn line(a: &Allocation, kernel: &TrialsKey, out: &RewriteOutcome) -> String {
+    let Some(k) = a.arms.iter().find(|k| k.kernel == *kernel) else {
+        return format!("r3 tune --deadline: {kernel}: rewrite attempt");
+    };
+    let r = k.rewrite.as_ref();
+    let mut line = format!(
+        "r3 tune --deadline: {:.0}/{:.0} s: {}: rewrite attempt ({} in all, {} found) in {:.1} s, best rewrite {}, chance of the next {:.0}%; predicted program speedup {}",
+        a.elapsed_s,
+        a.deadline_s,
+        k.label,
+        r.map_or(0, |r| r.attempts),
+        r.map_or(0, |r| r.found),
+        out.seconds,
+        crate::store::speed::times(r.map_or(1.0, |r| r.best)),
+        100.0 * r.map_or(0.0, chance),
+        crate::store::speed::times(crate::deadline::predicted(a))
+    );
+    if let Some(why) = &out.done {
+        line += &format!(" (its rewrites done: {why})");
+    }
+    line
+}
+
+/// What the allocation's table says of the rewrite arm: how it is priced, or that it is off.
+pub fn table_line(a: &Allocation) -> Option<String> {
+    let priced: Vec<&RewriteArm> = a.arms.iter().filter_map(|k| k.rewrite.as_ref()).collect();
+    let r = priced.first()?;
+    Some(format!(
+        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% and brings {} ({}); --no-rewrites turns them off",
+        std::env::var("R3_LLM_URL")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map_or("rules proposer", |_| "model"),
+        priced.len(),
+        FOUND,
+        100.0 * r.p,
+        crate::store::speed::times(r.gain),
+        r.from
+    ))
+}
+
+/// The kernels whose best rewrite the summary names: each found rewrite, and how it reaches the
+/// program (it is not in the source).
+pub fn summary_lines(a: &Allocation) -> Vec<String> {
+    a.arms
+        .iter()
+        .filter_map(|k| Some((k, k.rewrite.as_ref().filter(|r| r.best >= FOUND)?)))
+        .map(|(k, r)| {
+            format!(
+                "  rewrite found: {} runs {} its best compiler-only build ({} attempt(s) here); it ships with R3_APPLY_REWRITES=1, or adopt its diff (`r3 report`)",
+                k.label,
+                crate::store::speed::times(r.best),
+                r.attempts
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deadline::{self, Continue, Decision, Entrant, Runner, SliceOutcome};
+    use std::collections::BTreeMap;
+    use std::sync::atomic::AtomicBool;
+
+    /// A kernel of the simulated GPU: compiler trials of `cost` s whose best nears `top`; rewrite
+    /// attempts of `attempt_s` s, the `finds_at`-th of which (if any) finds `found` over its
+    /// best compiler-only build, after which the proposer has `more` attempts left.
+    #[derive(Clone)]
+    struct Kernel {
+        cost: f64,
+        top: f64,
+        trials: u32,
+        attempt_s: f64,
+        finds_at: Option<u32>,
+        found: f64,
+        made: u32,
+        more: u32,
+    }
+
+    struct Gpu {
+        world: BTreeMap<String, Kernel>,
+        clock: f64,
+        attempts: Vec<String>,
+    }
+
+    impl Runner for Gpu {
+        fn now_s(&self) -> f64 {
+            self.clock
+        }
+        fn slice(
+            &mut self,
+            kernel: &TrialsKey,
+            _: bool,
+            trials: u32,
+            limit_s: f64,
+        ) -> SliceOutcome {
+            let k = self.world.get_mut(kernel.as_str()).unwrap();
+            let fit = (limit_s / k.cost).floor().max(2.0) as u32;
+            let to = trials.max(k.trials).min(k.trials + fit);
+            self.clock += f64::from(to - k.trials) * k.cost;
+            k.trials = to;
+            let n = f64::from(to.saturating_sub(1));
+            SliceOutcome {
+                trials: to,
+                best: Some(1.0 + (k.top - 1.0) * (1.0 - (-n / 3.0).exp())),
+                done: None,
+                seconds: 0.0,
+                setup_s: 0.0,
+                trial_s: None,
+            }
+        }
+        fn busy(&self, _: &TrialsKey) -> bool {
+            false
+        }
+        fn confirm(&mut self, _: &TrialsKey) {
+            self.clock += 1.0;
+        }
+        fn withhold(&mut self, _: &TrialsKey, _: &str) {}
+        fn say(&mut self, _: String) {}
+        fn rewrite(&mut self, kernel: &TrialsKey, _limit_s: f64) -> RewriteOutcome {
+            self.attempts.push(kernel.to_string());
+            let k = self.world.get_mut(kernel.as_str()).unwrap();
+            self.clock += k.attempt_s;
+            k.made += 1;
+            let found = k.finds_at == Some(k.made);
+            RewriteOutcome {
+                attempts: 1,
+                found: u32::from(found),
+                best: if k.finds_at.is_some_and(|n| k.made >= n) {
+                    k.found
+                } else {
+                    1.0
+                },
+                done: (k.made >= k.finds_at.unwrap_or(0) + k.more)
+                    .then(|| "rules has nothing more to propose".to_owned()),
+                seconds: 0.0,
+                said: Vec::new(),
+            }
+        }
+    }
+
+    fn kernel(cost: f64, top: f64, finds_at: Option<u32>, found: f64) -> Kernel {
+        Kernel {
+            cost,
+            top,
+            trials: 0,
+            attempt_s: 10.0,
+            finds_at,
+            found,
+            made: 0,
+            more: 6,
+        }
+    }
+
+    fn priced() -> RewriteArm {
+        RewriteArm {
+            p: PRIOR_P,
+            gain: PRIOR_GAIN,
+            attempt_s: 10.0,
+            from: "r3's prior".into(),
+            attempts: 0,
+            found: 0,
+            best: 1.0,
+            spent_s: 0.0,
+            done: None,
+        }
+    }
+
+    fn entrant(name: &str, share: f64, rewrites: bool) -> Entrant {
+        Entrant {
+            kernel: name.into(),
+            label: name.into(),
+            weight: share,
+            share,
+            prior: deadline::DEFAULT_PRIOR,
+            growth: None,
+            per_trial_s: 1.0,
+            setup_s: 0.0,
+            expected: 1.0,
+            trials: 0,
+            best: 1.0,
+            confirm_setup_s: 0.0,
+            launch_ms: 0.0,
+            rewrite: rewrites.then(priced),
+        }
+    }
+
+    /// A gemm at 90% of its program whose compiler search gives 4% (a rewrite finds 3x on its
+    /// second attempt), beside a kernel at 10% that the compiler takes to 1.5x.
+    fn run(rewrites: bool, deadline_s: f64) -> (Allocation, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut gpu = Gpu {
+            world: [
+                ("gemm".to_owned(), kernel(1.0, 1.04, Some(2), 3.0)),
+                ("scale".to_owned(), kernel(1.0, 1.5, Some(1), 2.0)),
+                ("tiny".to_owned(), kernel(1.0, 1.2, Some(1), 2.0)),
+            ]
+            .into(),
+            clock: 0.0,
+            attempts: Vec::new(),
+        };
+        let entrants = vec![
+            entrant("gemm", 0.895, rewrites),
+            entrant("scale", 0.1, rewrites),
+            entrant("tiny", 0.005, rewrites),
+        ];
+        let stop = AtomicBool::new(false);
+        deadline::run(
+            &store,
+            "prog",
+            "GPU",
+            deadline_s,
+            || entrants,
+            Continue::Fresh,
+            4,
+            &mut gpu,
+            &stop,
+        )
+        .unwrap();
+        (
+            store.allocation("prog", "GPU").unwrap().unwrap(),
+            gpu.attempts,
+        )
+    }
+
+    fn arm<'a>(a: &'a Allocation, name: &str) -> &'a Arm {
+        a.arms.iter().find(|k| k.kernel == name).unwrap()
+    }
+
+    #[test]
+    fn a_dominant_kernel_whose_search_plateaus_gets_rewrite_attempts_and_its_find_counts() {
+        let (a, attempts) = run(true, 300.0);
+        let gemm = arm(&a, "gemm");
+        assert!(
+            gemm.warm && gemm.best < 1.05,
+            "its compiler search plateaued"
+        );
+        let tries = attempts.iter().filter(|k| *k == "gemm").count();
+        assert!(tries >= 2, "{attempts:?}");
+        assert_eq!(gemm.rewrite.as_ref().unwrap().best, 3.0);
+        assert!(a
+            .slices
+            .iter()
+            .any(|s| s.rewrite && s.kernel == "gemm" && s.best_after > 3.0));
+        // Under 1% of its program: a warm start at most, never a rewrite.
+        assert!(!attempts.iter().any(|k| k == "tiny"), "{attempts:?}");
+        // Every attempt came after the kernel's warm start.
+        let warm_at = a
+            .slices
+            .iter()
+            .position(|s| s.kernel == "gemm" && s.warm)
+            .unwrap();
+        let first = a.slices.iter().position(|s| s.rewrite).unwrap();
+        assert!(first > warm_at);
+        // The prediction counts the rewrite: 89.5% of the program at 3x.
+        let (without, none) = run(false, 300.0);
+        assert!(none.is_empty(), "--no-rewrites: {none:?}");
+        assert!(
+            deadline::predicted(&a) > 2.0 && deadline::predicted(&without) < 1.2,
+            "{} against {}",
+            deadline::predicted(&a),
+            deadline::predicted(&without)
+        );
+        let summary = deadline::summary(&a, &deadline_ended());
+        assert!(summary.contains("rewrite found: gemm runs 3"), "{summary}");
+        assert!(deadline::allocation_table(&a).contains("source rewrites"));
+    }
+
+    fn deadline_ended() -> deadline::Ended {
+        deadline::Ended {
+            why: "deadline".into(),
+            slices: 0,
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn a_proposer_with_nothing_more_ends_the_arm_and_the_time_goes_back_to_searches() {
+        let (a, attempts) = run(true, 600.0);
+        let r = arm(&a, "gemm").rewrite.clone().unwrap();
+        assert_eq!(r.done.as_deref(), Some("rules has nothing more to propose"));
+        // Found on the second, then six more until the proposer had nothing.
+        assert_eq!(attempts.iter().filter(|k| *k == "gemm").count(), 8);
+        assert!(arm(&a, "scale").trials > deadline::WARM_TRIALS);
+    }
+
+    #[test]
+    fn each_attempt_that_finds_nothing_lowers_the_chance_of_the_next() {
+        let mut r = priced();
+        let first = chance(&r);
+        assert_eq!(first, PRIOR_P);
+        r.attempts = 4;
+        assert!((chance(&r) - PRIOR_P / 2.0).abs() < 1e-12);
+        r.found = 1;
+        assert!(chance(&r) > first);
+        let mut k = Arm {
+            warm: true,
+            trials: 12,
+            rewrite: Some(priced()),
+            ..test_arm()
+        };
+        let fresh = potential(&k);
+        k.rewrite.as_mut().unwrap().attempts = 8;
+        assert!(potential(&k) < fresh / 2.0);
+        // Nothing before the warm start, or after one that measured nothing, or once done,
+        // or where it does not fit.
+        k.warm = false;
+        assert_eq!(potential(&k), 0.0);
+        k.warm = true;
+        k.trials = 0;
+        assert_eq!(potential(&k), 0.0);
+        k.trials = 12;
+        assert!(offer(&k, 5.0).is_none(), "an attempt of 10 s in 5 s");
+        assert!(
+            matches!(offer(&k, 60.0), Some((_, Decision::Rewrite { limit_s, .. })) if limit_s == 20.0)
+        );
+        k.rewrite.as_mut().unwrap().done = Some("no source".into());
+        assert!(offer(&k, 60.0).is_none());
+    }
+
+    fn test_arm() -> Arm {
+        deadline::start("s", "GPU", 100.0, vec![entrant("k", 0.5, true)])
+            .arms
+            .remove(0)
+    }
+
+    fn past(kernel: &str, shape: Option<&str>, speedup: Option<f64>) -> Past {
+        Past {
+            kernel: kernel.into(),
+            shape: shape.map(str::to_owned),
+            speedup,
+        }
+    }
+
+    #[test]
+    fn the_price_is_the_historys_where_it_has_enough_and_the_stated_prior_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let me: KernelHash = "00112233aabbccdd".into();
+        let few = [past("aa", None, Some(2.0))];
+        let r = price(&store, &me, 0.5, 2.0, &few);
+        assert_eq!((r.p, r.gain), (PRIOR_P, PRIOR_GAIN));
+        assert!(r.from.contains("prior"), "{}", r.from);
+        assert_eq!(r.attempt_s, COMPILE_S + 2.0 + f64::from(INNER_TRIALS) * 0.5);
+        let history = [
+            past("aa", None, Some(2.0)),
+            past("aa", None, None),
+            past("bb", None, Some(1.5)),
+            past("bb", None, Some(1.01)),
+            past("00112233aabbccdd", None, Some(1.2)),
+            past("cc", None, None),
+            past("cc", None, None),
+            past("cc", None, None),
+        ];
+        let r = price(&store, &me, 0.5, 2.0, &history);
+        // Three of eight found 1.05x or more: 1.2, 1.5 and 2.0, whose median is 1.5.
+        assert_eq!((r.p, r.gain), (3.0 / 8.0, 1.5));
+        assert!(r.from.contains("3 of 8 attempts"), "{}", r.from);
+        // Its own earlier best counts in its arm from the start.
+        assert_eq!(r.best, 1.2);
+    }
+
+    #[test]
+    fn the_history_is_every_attempt_that_came_to_an_outcome_on_this_gpu() {
+        use crate::store::attempts::{Event, Verdict, What};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let hash: KernelHash = "00112233aabbccdd".into();
+        let mut log = store.open_attempts(&hash).unwrap();
+        let event = |attempt, what| Event {
+            format: 1,
+            attempt,
+            unix_ms: 0,
+            what,
+        };
+        let valid = |speedup| Verdict::Valid {
+            speedup,
+            time_us: 1.0,
+            reference_us: speedup,
+            pipeline: "-O3".into(),
+            candidate: None,
+            trials: 1,
+            simulated: false,
+            values: Default::default(),
+        };
+        for e in [
+            event(
+                1,
+                What::Refused {
+                    reason: "reads out of bounds".into(),
+                },
+            ),
+            event(
+                2,
+                What::Judged {
+                    gpu: "H200".into(),
+                    verdict: valid(1.5),
+                },
+            ),
+            event(
+                3,
+                What::Judged {
+                    gpu: "H100".into(),
+                    verdict: valid(2.0),
+                },
+            ),
+            event(
+                4,
+                What::CompileFailed {
+                    diagnostics: "error".into(),
+                },
+            ),
+            event(
+                5,
+                What::Judged {
+                    gpu: "H200".into(),
+                    verdict: Verdict::Failed {
+                        why: "wrong output".into(),
+                        message: String::new(),
+                    },
+                },
+            ),
+        ] {
+            log.append(&e).unwrap();
+        }
+        drop(log);
+        let h = history(&store, "H200");
+        let speedups: Vec<Option<f64>> = h.iter().map(|p| p.speedup).collect();
+        // Attempt 3 was judged on another GPU only.
+        assert_eq!(speedups, [None, Some(1.5), None, None]);
+        assert!(h.iter().all(|p| p.kernel == hash));
+    }
+}
