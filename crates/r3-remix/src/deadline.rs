@@ -479,11 +479,11 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     }
     // The rewrite arm competes on the same measure, gain per second, with the time that
     // confirmations keep back left out of it (a rewrite's judge checks it on every launch).
-    let rewrites = a
-        .arms
-        .iter()
-        .filter(|k| !busy(&k.kernel))
-        .filter_map(|k| crate::rewrites::offer(k, left));
+    let rewrites = a.arms.iter().filter(|k| !busy(&k.kernel)).filter_map(|k| {
+        let (value, limit_s) = crate::rewrites::offer(k, left, SMALL_SHARE)?;
+        let kernel = k.kernel.clone();
+        Some((value, Decision::Rewrite { kernel, limit_s }))
+    });
     let best = a
         .arms
         .iter()
@@ -994,7 +994,7 @@ pub fn run(
                 crate::rewrites::record(&mut a, &kernel, &out);
                 store.put_allocation(&a)?;
                 slices += 1;
-                runner.say(crate::rewrites::line(&a, &kernel, &out));
+                runner.say(crate::rewrites::line(&a, &kernel, &out, predicted(&a)));
                 last_kernel = kernel;
                 continue;
             }
@@ -2737,5 +2737,222 @@ mod tests {
         assert!(!gone.exists(), "a worker gone is counted no more");
         drop(other);
         assert_eq!(confirm(&mut w), ["corr", "norm"]);
+    }
+
+    /// The rewrite arm (`rewrites`) decided beside compiler slices, on a simulated GPU.
+    mod rewrite_arm {
+        use super::super::*;
+        use crate::rewrites::RewriteOutcome;
+        use crate::store::deadline::Arm;
+        use std::collections::BTreeMap;
+
+        /// A kernel of the simulated GPU: compiler trials of `cost` s whose best nears `top`; rewrite
+        /// attempts of `attempt_s` s, the `finds_at`-th of which (if any) finds `found` over its
+        /// best compiler-only build, after which the proposer has `more` attempts left.
+        #[derive(Clone)]
+        struct Kernel {
+            cost: f64,
+            top: f64,
+            trials: u32,
+            attempt_s: f64,
+            finds_at: Option<u32>,
+            found: f64,
+            made: u32,
+            more: u32,
+        }
+
+        struct Gpu {
+            world: BTreeMap<String, Kernel>,
+            clock: f64,
+            attempts: Vec<String>,
+        }
+
+        impl Runner for Gpu {
+            fn now_s(&self) -> f64 {
+                self.clock
+            }
+            fn slice(
+                &mut self,
+                kernel: &TrialsKey,
+                _: bool,
+                trials: u32,
+                limit_s: f64,
+            ) -> SliceOutcome {
+                let k = self.world.get_mut(kernel.as_str()).unwrap();
+                let fit = (limit_s / k.cost).floor().max(2.0) as u32;
+                let to = trials.max(k.trials).min(k.trials + fit);
+                self.clock += f64::from(to - k.trials) * k.cost;
+                k.trials = to;
+                let n = f64::from(to.saturating_sub(1));
+                SliceOutcome {
+                    trials: to,
+                    best: Some(1.0 + (k.top - 1.0) * (1.0 - (-n / 3.0).exp())),
+                    done: None,
+                    seconds: 0.0,
+                    setup_s: 0.0,
+                    trial_s: None,
+                }
+            }
+            fn busy(&self, _: &TrialsKey) -> bool {
+                false
+            }
+            fn confirm(&mut self, _: &TrialsKey) {
+                self.clock += 1.0;
+            }
+            fn withhold(&mut self, _: &TrialsKey, _: &str) {}
+            fn say(&mut self, _: String) {}
+            fn rewrite(&mut self, kernel: &TrialsKey, _limit_s: f64) -> RewriteOutcome {
+                self.attempts.push(kernel.to_string());
+                let k = self.world.get_mut(kernel.as_str()).unwrap();
+                self.clock += k.attempt_s;
+                k.made += 1;
+                let found = k.finds_at == Some(k.made);
+                RewriteOutcome {
+                    attempts: 1,
+                    found: u32::from(found),
+                    best: if k.finds_at.is_some_and(|n| k.made >= n) {
+                        k.found
+                    } else {
+                        1.0
+                    },
+                    done: (k.made >= k.finds_at.unwrap_or(0) + k.more)
+                        .then(|| "rules has nothing more to propose".to_owned()),
+                    seconds: 0.0,
+                    said: Vec::new(),
+                }
+            }
+        }
+
+        fn kernel(cost: f64, top: f64, finds_at: Option<u32>, found: f64) -> Kernel {
+            Kernel {
+                cost,
+                top,
+                trials: 0,
+                attempt_s: 10.0,
+                finds_at,
+                found,
+                made: 0,
+                more: 6,
+            }
+        }
+
+        fn entrant(name: &str, share: f64, rewrites: bool) -> Entrant {
+            Entrant {
+                kernel: name.into(),
+                label: name.into(),
+                weight: share,
+                share,
+                prior: DEFAULT_PRIOR,
+                growth: None,
+                per_trial_s: 1.0,
+                setup_s: 0.0,
+                expected: 1.0,
+                trials: 0,
+                best: 1.0,
+                confirm_setup_s: 0.0,
+                launch_ms: 0.0,
+                rewrite: rewrites.then(crate::rewrites::tests::priced),
+            }
+        }
+
+        /// A gemm at 90% of its program whose compiler search gives 4% (a rewrite finds 3x on its
+        /// second attempt), beside a kernel at 10% that the compiler takes to 1.5x.
+        fn run(rewrites: bool, deadline_s: f64) -> (Allocation, Vec<String>) {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::create(dir.path()).unwrap();
+            let mut gpu = Gpu {
+                world: [
+                    ("gemm".to_owned(), kernel(1.0, 1.04, Some(2), 3.0)),
+                    ("scale".to_owned(), kernel(1.0, 1.5, Some(1), 2.0)),
+                    ("tiny".to_owned(), kernel(1.0, 1.2, Some(1), 2.0)),
+                ]
+                .into(),
+                clock: 0.0,
+                attempts: Vec::new(),
+            };
+            let entrants = vec![
+                entrant("gemm", 0.895, rewrites),
+                entrant("scale", 0.1, rewrites),
+                entrant("tiny", 0.005, rewrites),
+            ];
+            let stop = AtomicBool::new(false);
+            super::super::run(
+                &store,
+                "prog",
+                "GPU",
+                deadline_s,
+                || entrants,
+                Continue::Fresh,
+                4,
+                &mut gpu,
+                &stop,
+            )
+            .unwrap();
+            (
+                store.allocation("prog", "GPU").unwrap().unwrap(),
+                gpu.attempts,
+            )
+        }
+
+        fn arm<'a>(a: &'a Allocation, name: &str) -> &'a Arm {
+            a.arms.iter().find(|k| k.kernel == name).unwrap()
+        }
+
+        #[test]
+        fn a_dominant_kernel_whose_search_plateaus_gets_rewrite_attempts_and_its_find_counts() {
+            let (a, attempts) = run(true, 300.0);
+            let gemm = arm(&a, "gemm");
+            assert!(
+                gemm.warm && gemm.best < 1.05,
+                "its compiler search plateaued"
+            );
+            let tries = attempts.iter().filter(|k| *k == "gemm").count();
+            assert!(tries >= 2, "{attempts:?}");
+            assert_eq!(gemm.rewrite.as_ref().unwrap().best, 3.0);
+            assert!(a
+                .slices
+                .iter()
+                .any(|s| s.rewrite && s.kernel == "gemm" && s.best_after > 3.0));
+            // Under 1% of its program: a warm start at most, never a rewrite.
+            assert!(!attempts.iter().any(|k| k == "tiny"), "{attempts:?}");
+            // Every attempt came after the kernel's warm start.
+            let warm_at = a
+                .slices
+                .iter()
+                .position(|s| s.kernel == "gemm" && s.warm)
+                .unwrap();
+            let first = a.slices.iter().position(|s| s.rewrite).unwrap();
+            assert!(first > warm_at);
+            // The prediction counts the rewrite: 89.5% of the program at 3x.
+            let (without, none) = run(false, 300.0);
+            assert!(none.is_empty(), "--no-rewrites: {none:?}");
+            assert!(
+                predicted(&a) > 2.0 && predicted(&without) < 1.2,
+                "{} against {}",
+                predicted(&a),
+                predicted(&without)
+            );
+            let summary = summary(&a, &deadline_ended());
+            assert!(summary.contains("rewrite found: gemm runs 3"), "{summary}");
+            assert!(allocation_table(&a).contains("source rewrites"));
+        }
+
+        fn deadline_ended() -> Ended {
+            Ended {
+                why: "deadline".into(),
+                slices: 0,
+                interrupted: false,
+            }
+        }
+
+        #[test]
+        fn a_proposer_with_nothing_more_ends_the_arm_and_the_time_goes_back_to_searches() {
+            let (a, attempts) = run(true, 600.0);
+            let r = arm(&a, "gemm").rewrite.clone().unwrap();
+            assert_eq!(r.done.as_deref(), Some("rules has nothing more to propose"));
+            // Found on the second, then six more until the proposer had nothing.
+            assert_eq!(attempts.iter().filter(|k| *k == "gemm").count(), 8);
+            assert!(arm(&a, "scale").trials > WARM_TRIALS);
+        }
     }
 }

@@ -223,22 +223,16 @@ pub fn potential(k: &Arm) -> f64 {
     k.weight * (1.0 / now - 1.0 / (now * r.gain)) * chance(r)
 }
 
-/// An attempt on `k`, and what it is worth per second, where it fits in `left` and `k` is a
-/// kernel that matters (its share of a program at least `deadline::SMALL_SHARE`).
-pub fn offer(k: &Arm, left: f64) -> Option<(f64, crate::deadline::Decision)> {
+/// An attempt on `k`: what it is worth per second, and the seconds it may take (twice its
+/// price, never past `left`); None where it does not fit in `left`, or `k` is a kernel under
+/// `min_share` of every program.
+pub fn offer(k: &Arm, left: f64, min_share: f64) -> Option<(f64, f64)> {
     let r = k.rewrite.as_ref()?;
     let worth = potential(k);
-    if worth <= 0.0 || k.share < crate::deadline::SMALL_SHARE || r.attempt_s > left {
+    if worth <= 0.0 || k.share < min_share || r.attempt_s > left {
         return None;
     }
-    Some((
-        worth / r.attempt_s,
-        crate::deadline::Decision::Rewrite {
-            kernel: k.kernel.clone(),
-            // Twice its price, and never past the time left.
-            limit_s: (2.0 * r.attempt_s).min(left),
-        },
-    ))
+    Some((worth / r.attempt_s, (2.0 * r.attempt_s).min(left)))
 }
 
 /// Takes a rewrite slice's outcome into the allocation.
@@ -279,8 +273,9 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     });
 }
 
-/// A rewrite slice in words, for tune's progress.
-pub fn line(a: &Allocation, kernel: &TrialsKey, out: &RewriteOutcome) -> String {
+/// A rewrite slice in words, for tune's progress, with the allocation's `predicted` program
+/// speedup after it.
+pub fn line(a: &Allocation, kernel: &TrialsKey, out: &RewriteOutcome, predicted: f64) -> String {
     let Some(k) = a.arms.iter().find(|k| k.kernel == *kernel) else {
         return format!("r3 tune --deadline: {kernel}: rewrite attempt");
     };
@@ -295,7 +290,7 @@ pub fn line(a: &Allocation, kernel: &TrialsKey, out: &RewriteOutcome) -> String 
         out.seconds,
         crate::store::speed::times(r.map_or(1.0, |r| r.best)),
         100.0 * r.map_or(0.0, chance),
-        crate::store::speed::times(crate::deadline::predicted(a))
+        crate::store::speed::times(predicted)
     );
     if let Some(why) = &out.done {
         line += &format!(" (its rewrites done: {why})");
@@ -339,103 +334,10 @@ pub fn summary_lines(a: &Allocation) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::deadline::{self, Continue, Decision, Entrant, Runner, SliceOutcome};
-    use std::collections::BTreeMap;
-    use std::sync::atomic::AtomicBool;
 
-    /// A kernel of the simulated GPU: compiler trials of `cost` s whose best nears `top`; rewrite
-    /// attempts of `attempt_s` s, the `finds_at`-th of which (if any) finds `found` over its
-    /// best compiler-only build, after which the proposer has `more` attempts left.
-    #[derive(Clone)]
-    struct Kernel {
-        cost: f64,
-        top: f64,
-        trials: u32,
-        attempt_s: f64,
-        finds_at: Option<u32>,
-        found: f64,
-        made: u32,
-        more: u32,
-    }
-
-    struct Gpu {
-        world: BTreeMap<String, Kernel>,
-        clock: f64,
-        attempts: Vec<String>,
-    }
-
-    impl Runner for Gpu {
-        fn now_s(&self) -> f64 {
-            self.clock
-        }
-        fn slice(
-            &mut self,
-            kernel: &TrialsKey,
-            _: bool,
-            trials: u32,
-            limit_s: f64,
-        ) -> SliceOutcome {
-            let k = self.world.get_mut(kernel.as_str()).unwrap();
-            let fit = (limit_s / k.cost).floor().max(2.0) as u32;
-            let to = trials.max(k.trials).min(k.trials + fit);
-            self.clock += f64::from(to - k.trials) * k.cost;
-            k.trials = to;
-            let n = f64::from(to.saturating_sub(1));
-            SliceOutcome {
-                trials: to,
-                best: Some(1.0 + (k.top - 1.0) * (1.0 - (-n / 3.0).exp())),
-                done: None,
-                seconds: 0.0,
-                setup_s: 0.0,
-                trial_s: None,
-            }
-        }
-        fn busy(&self, _: &TrialsKey) -> bool {
-            false
-        }
-        fn confirm(&mut self, _: &TrialsKey) {
-            self.clock += 1.0;
-        }
-        fn withhold(&mut self, _: &TrialsKey, _: &str) {}
-        fn say(&mut self, _: String) {}
-        fn rewrite(&mut self, kernel: &TrialsKey, _limit_s: f64) -> RewriteOutcome {
-            self.attempts.push(kernel.to_string());
-            let k = self.world.get_mut(kernel.as_str()).unwrap();
-            self.clock += k.attempt_s;
-            k.made += 1;
-            let found = k.finds_at == Some(k.made);
-            RewriteOutcome {
-                attempts: 1,
-                found: u32::from(found),
-                best: if k.finds_at.is_some_and(|n| k.made >= n) {
-                    k.found
-                } else {
-                    1.0
-                },
-                done: (k.made >= k.finds_at.unwrap_or(0) + k.more)
-                    .then(|| "rules has nothing more to propose".to_owned()),
-                seconds: 0.0,
-                said: Vec::new(),
-            }
-        }
-    }
-
-    fn kernel(cost: f64, top: f64, finds_at: Option<u32>, found: f64) -> Kernel {
-        Kernel {
-            cost,
-            top,
-            trials: 0,
-            attempt_s: 10.0,
-            finds_at,
-            found,
-            made: 0,
-            more: 6,
-        }
-    }
-
-    fn priced() -> RewriteArm {
+    pub(crate) fn priced() -> RewriteArm {
         RewriteArm {
             p: PRIOR_P,
             gain: PRIOR_GAIN,
@@ -449,123 +351,30 @@ mod tests {
         }
     }
 
-    fn entrant(name: &str, share: f64, rewrites: bool) -> Entrant {
-        Entrant {
-            kernel: name.into(),
-            label: name.into(),
-            weight: share,
-            share,
-            prior: deadline::DEFAULT_PRIOR,
-            growth: None,
+    /// A kernel at half its program, warm after 12 trials at 1.1x, its rewrites priced.
+    fn warm_arm() -> Arm {
+        Arm {
+            kernel: "k".into(),
+            label: "k".into(),
+            weight: 0.5,
+            share: 0.5,
+            prior: 1.25,
+            best: 1.1,
+            trials: 12,
+            improved_at: 12,
+            spent_s: 12.0,
             per_trial_s: 1.0,
             setup_s: 0.0,
             expected: 1.0,
-            trials: 0,
-            best: 1.0,
             confirm_setup_s: 0.0,
             launch_ms: 0.0,
-            rewrite: rewrites.then(priced),
+            warm: true,
+            done: None,
+            searcher: None,
+            confirmed: false,
+            growth: None,
+            rewrite: Some(priced()),
         }
-    }
-
-    /// A gemm at 90% of its program whose compiler search gives 4% (a rewrite finds 3x on its
-    /// second attempt), beside a kernel at 10% that the compiler takes to 1.5x.
-    fn run(rewrites: bool, deadline_s: f64) -> (Allocation, Vec<String>) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path()).unwrap();
-        let mut gpu = Gpu {
-            world: [
-                ("gemm".to_owned(), kernel(1.0, 1.04, Some(2), 3.0)),
-                ("scale".to_owned(), kernel(1.0, 1.5, Some(1), 2.0)),
-                ("tiny".to_owned(), kernel(1.0, 1.2, Some(1), 2.0)),
-            ]
-            .into(),
-            clock: 0.0,
-            attempts: Vec::new(),
-        };
-        let entrants = vec![
-            entrant("gemm", 0.895, rewrites),
-            entrant("scale", 0.1, rewrites),
-            entrant("tiny", 0.005, rewrites),
-        ];
-        let stop = AtomicBool::new(false);
-        deadline::run(
-            &store,
-            "prog",
-            "GPU",
-            deadline_s,
-            || entrants,
-            Continue::Fresh,
-            4,
-            &mut gpu,
-            &stop,
-        )
-        .unwrap();
-        (
-            store.allocation("prog", "GPU").unwrap().unwrap(),
-            gpu.attempts,
-        )
-    }
-
-    fn arm<'a>(a: &'a Allocation, name: &str) -> &'a Arm {
-        a.arms.iter().find(|k| k.kernel == name).unwrap()
-    }
-
-    #[test]
-    fn a_dominant_kernel_whose_search_plateaus_gets_rewrite_attempts_and_its_find_counts() {
-        let (a, attempts) = run(true, 300.0);
-        let gemm = arm(&a, "gemm");
-        assert!(
-            gemm.warm && gemm.best < 1.05,
-            "its compiler search plateaued"
-        );
-        let tries = attempts.iter().filter(|k| *k == "gemm").count();
-        assert!(tries >= 2, "{attempts:?}");
-        assert_eq!(gemm.rewrite.as_ref().unwrap().best, 3.0);
-        assert!(a
-            .slices
-            .iter()
-            .any(|s| s.rewrite && s.kernel == "gemm" && s.best_after > 3.0));
-        // Under 1% of its program: a warm start at most, never a rewrite.
-        assert!(!attempts.iter().any(|k| k == "tiny"), "{attempts:?}");
-        // Every attempt came after the kernel's warm start.
-        let warm_at = a
-            .slices
-            .iter()
-            .position(|s| s.kernel == "gemm" && s.warm)
-            .unwrap();
-        let first = a.slices.iter().position(|s| s.rewrite).unwrap();
-        assert!(first > warm_at);
-        // The prediction counts the rewrite: 89.5% of the program at 3x.
-        let (without, none) = run(false, 300.0);
-        assert!(none.is_empty(), "--no-rewrites: {none:?}");
-        assert!(
-            deadline::predicted(&a) > 2.0 && deadline::predicted(&without) < 1.2,
-            "{} against {}",
-            deadline::predicted(&a),
-            deadline::predicted(&without)
-        );
-        let summary = deadline::summary(&a, &deadline_ended());
-        assert!(summary.contains("rewrite found: gemm runs 3"), "{summary}");
-        assert!(deadline::allocation_table(&a).contains("source rewrites"));
-    }
-
-    fn deadline_ended() -> deadline::Ended {
-        deadline::Ended {
-            why: "deadline".into(),
-            slices: 0,
-            interrupted: false,
-        }
-    }
-
-    #[test]
-    fn a_proposer_with_nothing_more_ends_the_arm_and_the_time_goes_back_to_searches() {
-        let (a, attempts) = run(true, 600.0);
-        let r = arm(&a, "gemm").rewrite.clone().unwrap();
-        assert_eq!(r.done.as_deref(), Some("rules has nothing more to propose"));
-        // Found on the second, then six more until the proposer had nothing.
-        assert_eq!(attempts.iter().filter(|k| *k == "gemm").count(), 8);
-        assert!(arm(&a, "scale").trials > deadline::WARM_TRIALS);
     }
 
     #[test]
@@ -577,35 +386,33 @@ mod tests {
         assert!((chance(&r) - PRIOR_P / 2.0).abs() < 1e-12);
         r.found = 1;
         assert!(chance(&r) > first);
-        let mut k = Arm {
-            warm: true,
-            trials: 12,
-            rewrite: Some(priced()),
-            ..test_arm()
-        };
+        let mut k = warm_arm();
         let fresh = potential(&k);
+        assert!(fresh > 0.0);
         k.rewrite.as_mut().unwrap().attempts = 8;
         assert!(potential(&k) < fresh / 2.0);
         // Nothing before the warm start, or after one that measured nothing, or once done,
-        // or where it does not fit.
+        // or where it does not fit, or for a kernel under the share that matters.
         k.warm = false;
         assert_eq!(potential(&k), 0.0);
         k.warm = true;
         k.trials = 0;
         assert_eq!(potential(&k), 0.0);
         k.trials = 12;
-        assert!(offer(&k, 5.0).is_none(), "an attempt of 10 s in 5 s");
+        assert!(offer(&k, 5.0, 0.01).is_none(), "an attempt of 10 s in 5 s");
         assert!(
-            matches!(offer(&k, 60.0), Some((_, Decision::Rewrite { limit_s, .. })) if limit_s == 20.0)
+            offer(&k, 60.0, 0.6).is_none(),
+            "a kernel at 50% where 60% matters"
+        );
+        let (_, limit_s) = offer(&k, 60.0, 0.01).unwrap();
+        assert_eq!(limit_s, 20.0, "twice its price");
+        assert_eq!(
+            offer(&k, 15.0, 0.01).unwrap().1,
+            15.0,
+            "never past the time left"
         );
         k.rewrite.as_mut().unwrap().done = Some("no source".into());
-        assert!(offer(&k, 60.0).is_none());
-    }
-
-    fn test_arm() -> Arm {
-        deadline::start("s", "GPU", 100.0, vec![entrant("k", 0.5, true)])
-            .arms
-            .remove(0)
+        assert!(offer(&k, 60.0, 0.01).is_none());
     }
 
     fn past(kernel: &str, shape: Option<&str>, speedup: Option<f64>) -> Past {
