@@ -842,6 +842,21 @@ fn a_validated_rewrite_ships_without_editing_the_source_only_when_asked() {
         attempts.append(&event(what)).unwrap();
     }
     drop(attempts);
+    // Its judge checked it on the original's recorded launches: of two shapes here.
+    recorded(
+        &store,
+        &original.hash,
+        "0000000000000001",
+        [64, 1, 1],
+        1 << 14,
+    );
+    recorded(
+        &store,
+        &original.hash,
+        "0000000000000002",
+        [8, 1, 1],
+        1 << 11,
+    );
 
     let plain = read(d.join("plain").join(PTX));
     let asked = [("R3_APPLY_REWRITES", "1")];
@@ -900,4 +915,62 @@ fn a_validated_rewrite_ships_without_editing_the_source_only_when_asked() {
         &d.join("no-store"),
     );
     assert_eq!(read(d.join("from-file").join(PTX)), applied);
+
+    // Checked on one launch shape only: behind a guard of that launch, clang's code for every
+    // other launch.
+    std::fs::remove_dir_all(store.join("records/aaaaaaaaaaaaaaaa/0000000000000002")).unwrap();
+    let out = build(&d.join("guarded"), &src, &["--r3-apply"], &asked, &store);
+    let note = stderr(&out);
+    assert!(note.contains("behind a guard"), "{note}");
+    let guarded = read(d.join("guarded").join(PTX));
+    assert_eq!(entry(&guarded, TUNED), entry(&plain, TUNED));
+    let name = r3::apply::dispatch::entry_name(TUNED, &original.hash[..8], 1);
+    assert_eq!(
+        entry(&guarded, &name).replacen(&name, TUNED, 1),
+        entry(&lowered.ptx, TUNED)
+    );
+    // The table holds the launch's shape and its scalar argument (n = 16384).
+    let exe = std::fs::read(d.join("guarded/scan")).unwrap();
+    let row = format!("v {TUNED} sm_90 {name} ");
+    let at = exe
+        .windows(row.len())
+        .position(|w| w == row.as_bytes())
+        .expect("the rewrite's row in the dispatch table");
+    let line: String = exe[at..]
+        .iter()
+        .take_while(|b| **b != b'\n')
+        .map(|b| *b as char)
+        .collect();
+    assert!(
+        line.contains("00400000") && line.contains("64,1,1"),
+        "{line}"
+    );
+}
+
+/// A launch of the tuned kernel recorded by hand into `store` as `r3 record` leaves one (its
+/// memory left out: apply reads its values only), resolved to `kernel`: `grid`, blocks of 256
+/// and its first parameter, the int `n`.
+fn recorded(store: &Path, kernel: &r3::kernel::KernelHash, id: &str, grid: [u32; 3], n: i32) {
+    use r3::store::records::{LaunchRecord, ParamSlot};
+    let slot = |offset, size| ParamSlot { offset, size };
+    let mut args = n.to_le_bytes().to_vec();
+    args.resize(24, 0);
+    let mut launch = LaunchRecord::by_hand(TUNED, vec![slot(0, 4), slot(8, 8), slot(16, 8)], &args);
+    launch.grid = grid;
+    launch.block = [256, 1, 1];
+    let dir = store.join("records/aaaaaaaaaaaaaaaa").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("launch.json"),
+        serde_json::to_vec(&launch).unwrap(),
+    )
+    .unwrap();
+    let st = r3::store::Store::open(store).unwrap();
+    let rec = st
+        .recordings(None)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.dir == dir)
+        .expect("the recording reads back");
+    st.set_kernel_ref(&rec, kernel).unwrap();
 }

@@ -134,18 +134,22 @@ pub fn generic(w: &Winner, sig: Option<&KernelSignature>, policy: &Policy) -> Op
     folded(c, sig).err()
 }
 
-/// The guard a variant runs behind (derived from its candidate), or why it cannot ship.
+/// The guard a variant runs behind (derived from its candidate; a rewrite's may admit fewer
+/// launches), or why it cannot ship.
 pub fn variant(v: &Variant, sig: Option<&KernelSignature>) -> Result<Guard, String> {
     let c = &v.winner.candidate;
-    if c.is_nvcc() || v.winner.rewrite.is_some() {
+    if c.is_nvcc() {
         return Err(
-            "it is nvcc's or a rewrite's code, which ships as the generic code only; fix: list \
-             it under `kernels`"
+            "it is nvcc's code, which ships as the generic code only; fix: list it under \
+             `kernels`"
                 .into(),
         );
     }
     if let Some(why) = code(&v.winner) {
         return Err(why);
+    }
+    if v.winner.rewrite.is_some() {
+        return rewrite_variant(v, sig);
     }
     if !c.guarded() {
         return Err(
@@ -165,6 +169,39 @@ pub fn variant(v: &Variant, sig: Option<&KernelSignature>) -> Result<Guard, Stri
     }
     folded(c, sig)?;
     Ok(derived)
+}
+
+/// A source rewrite's guard: what its code folds and bounds, as any variant's, and it may
+/// admit fewer launches than that (the launches its judge checked it on: `plan::rewrite_guard`),
+/// never more.
+fn rewrite_variant(v: &Variant, sig: Option<&KernelSignature>) -> Result<Guard, String> {
+    let c = &v.winner.candidate;
+    let derived = Guard::of(c);
+    let narrower = match (&v.guard.values, &derived.values) {
+        (_, None) => true,
+        (Some(g), Some(d)) => g == d,
+        (None, Some(_)) => false,
+    };
+    if v.guard.max_threads != derived.max_threads || v.guard.block_x != derived.block_x || !narrower
+    {
+        return Err(
+            "its guard admits launches its code was not built for (it must state what the code \
+             folds and bounds); fix: `r3 export` the winners again"
+                .into(),
+        );
+    }
+    if v.guard.values.is_none() && !c.guarded() {
+        return Err(
+            "a rewrite with no guard runs at every launch; fix: list it under `kernels`".into(),
+        );
+    }
+    // Its guard's values are checked as folded values are: each a scalar parameter's bytes.
+    let guarded_as = crate::candidate::Candidate {
+        specialize: v.guard.values.clone(),
+        ..c.clone()
+    };
+    folded(&guarded_as, sig)?;
+    Ok(v.guard.clone())
 }
 
 /// Why an entry's code cannot be what it says: nvcc's code carried, or none but nvcc's.
@@ -435,7 +472,7 @@ mod tests {
         assert!(variant(&as_variant, Some(&sig()))
             .unwrap_err()
             .contains("list it under `kernels`"));
-        // A rewrite's code likewise: carried, generic only.
+        // A rewrite's code likewise carried; as a variant, behind a guard (below).
         let rewrite = Winner {
             rewrite: Some(crate::winners::RewriteOf {
                 variant: "fedcba9876543210".into(),
@@ -455,7 +492,50 @@ mod tests {
             winner: carried,
             guard: Guard::of(&Candidate::baseline()),
         };
-        assert!(variant(&as_variant, Some(&sig())).is_err());
+        assert!(variant(&as_variant, Some(&sig()))
+            .unwrap_err()
+            .contains("runs at every launch"));
+    }
+
+    /// A rewrite checked on one launch shape runs behind a guard of that launch's values,
+    /// though its code folds none: it may admit fewer launches than its code was built for,
+    /// never more, and its values are checked as folded values are.
+    #[test]
+    fn a_rewrites_guard_may_admit_fewer_launches_than_its_code_never_more() {
+        let rewrite = |c: Candidate, guard: Guard| Variant {
+            winner: Winner {
+                code: Some(".version 9.0".into()),
+                rewrite: Some(crate::winners::RewriteOf {
+                    variant: "fedcba9876543210".into(),
+                    attempt: 3,
+                }),
+                ..winner(c)
+            },
+            guard,
+        };
+        let one_launch = Guard {
+            values: specialized(vec![arg(2, "00020000")]).specialize,
+            ..Guard::of(&Candidate::baseline())
+        };
+        let plain = rewrite(Candidate::baseline(), one_launch.clone());
+        assert_eq!(variant(&plain, Some(&sig())), Ok(one_launch.clone()));
+        // Its code folds values: its guard states them.
+        let folding = specialized(vec![arg(2, "00020000")]);
+        let same = rewrite(folding.clone(), Guard::of(&folding));
+        assert_eq!(variant(&same, Some(&sig())), Ok(Guard::of(&folding)));
+        let wider = rewrite(folding.clone(), Guard::of(&Candidate::baseline()));
+        assert!(variant(&wider, Some(&sig()))
+            .unwrap_err()
+            .contains("not built for"));
+        let other = specialized(vec![arg(2, "00040000")]);
+        let elsewhere = rewrite(folding, Guard::of(&other));
+        assert!(variant(&elsewhere, Some(&sig())).is_err());
+        // A value of a pointer parameter is no scalar's.
+        let pointer = Guard {
+            values: specialized(vec![arg(1, "0000000000000000")]).specialize,
+            ..Guard::of(&Candidate::baseline())
+        };
+        assert!(variant(&rewrite(Candidate::baseline(), pointer), Some(&sig())).is_err());
     }
 
     #[test]

@@ -245,10 +245,11 @@ fn plan_in_store(store: &Store, k: &KernelRecord, policy: &Policy) -> Result<Pla
     Ok(with_rewrite(store, k, policy, own))
 }
 
-/// `own` (the kernel's plan from its own search), or its best source rewrite in place of it
-/// where the rewrite beat the kernel's best compiler-only configuration by the least speedup
-/// worth shipping and lowers to the PTX its judge measured. The rewrite ships as the generic
-/// code alone: the variants were the original code's.
+/// `own` (the kernel's plan from its own search), or its best source rewrite where the rewrite
+/// beat the kernel's best compiler-only configuration by the least speedup worth shipping and
+/// lowers to the PTX its judge measured. A rewrite checked on launches of two shapes or more,
+/// whose code folds nothing, ships as the generic code alone (the variants were the original
+/// code's); any other ships behind a guard ([`rewrite_guard`]) in front of `own`.
 fn with_rewrite(store: &Store, k: &KernelRecord, policy: &Policy, own: Planned) -> Planned {
     let Some(r) = crate::store::attempts::shippable_rewrite(store, &k.hash, policy.simulated)
     else {
@@ -265,21 +266,117 @@ fn with_rewrite(store: &Store, k: &KernelRecord, policy: &Policy, own: Planned) 
     let Some(code) = lower_rewrite(store, &r) else {
         return own;
     };
-    Planned {
-        generic: Some(Winner {
-            speedup: own_best * r.speedup,
-            confirmed_speedup: None,
-            code: Some(code),
-            rewrite: Some(crate::winners::RewriteOf {
-                variant: r.variant.clone(),
-                attempt: r.attempt,
-            }),
-            ..winner_of(k, &r.trial, &[])
+    let winner = Winner {
+        speedup: own_best * r.speedup,
+        confirmed_speedup: None,
+        code: Some(code),
+        rewrite: Some(crate::winners::RewriteOf {
+            variant: r.variant.clone(),
+            attempt: r.attempt,
         }),
-        variants: Vec::new(),
-        refused: own.refused,
-        withheld: own.withheld,
+        ..winner_of(k, &r.trial, &[])
+    };
+    let withheld = |mut own: Planned, why: String| {
+        own.withheld
+            .push(format!("its source rewrite {}: {why}", r.attempt));
+        own
+    };
+    match rewrite_guard(store, k, &r.trial.candidate) {
+        Guarding::Every => Planned {
+            generic: Some(winner),
+            variants: Vec::new(),
+            refused: own.refused,
+            withheld: own.withheld,
+        },
+        Guarding::Behind(_) if !policy.dispatch => withheld(
+            own,
+            "it runs only behind a guard, which R3_APPLY_DISPATCH=0 leaves out".into(),
+        ),
+        Guarding::Behind(guard) => {
+            let floor = own
+                .generic
+                .as_ref()
+                .map_or(1.0, |w| w.confirmed_speedup.unwrap_or(w.speedup));
+            if !variant_pays(store.run_ms(&k.hash), floor, winner.speedup) {
+                return withheld(
+                    own,
+                    "behind its guard it would save less than its first load costs".into(),
+                );
+            }
+            // First: a launch it was checked on runs it; any other, the kernel's own code.
+            let mut variants = vec![Variant { winner, guard }];
+            variants.extend(own.variants);
+            Planned { variants, ..own }
+        }
+        Guarding::Unchecked(why) => withheld(own, why),
     }
+}
+
+/// Where a source rewrite may run.
+#[derive(Debug, Clone, PartialEq)]
+enum Guarding {
+    /// At every launch.
+    Every,
+    /// Only at launches this guard admits.
+    Behind(Guard),
+    /// Nowhere: why.
+    Unchecked(String),
+}
+
+/// Where a rewrite judged with candidate `c` may run. Its judge checked it on every recorded
+/// launch of the original: where those have two shapes (grid and block) or more and its code
+/// folds and bounds nothing, every launch may run it; otherwise it runs behind the guard a
+/// specialized variant of it would have: what its code folds and bounds and, where the
+/// recordings show one shape only, that shape and the scalar arguments every recorded launch
+/// passed alike (a rewrite may assume a size, a tile that divides it, a block of that shape,
+/// which nothing but those launches showed true).
+fn rewrite_guard(store: &Store, k: &KernelRecord, c: &crate::candidate::Candidate) -> Guarding {
+    let launches: Vec<crate::candidate::LaunchValues> = store
+        .launches_of(&k.hash)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| r.launch.values())
+        .collect();
+    let Some(first) = launches.first() else {
+        return Guarding::Unchecked(
+            "no recorded launch of the kernel shows where it was checked".into(),
+        );
+    };
+    let mut shapes: Vec<([u32; 3], [u32; 3])> =
+        launches.iter().map(|l| (l.grid, l.block)).collect();
+    shapes.sort_unstable();
+    shapes.dedup();
+    let mut guard = Guard::of(c);
+    if shapes.len() >= 2 || guard.values.is_some() {
+        return if c.guarded() {
+            Guarding::Behind(guard)
+        } else {
+            Guarding::Every
+        };
+    }
+    let alike = |i: u32| {
+        let b = first.args.get(i as usize)?;
+        launches
+            .iter()
+            .all(|l| l.args.get(i as usize) == Some(b))
+            .then(|| crate::candidate::FoldedArg::of_bytes(i, b))
+    };
+    guard.values = Some(crate::candidate::Specialize {
+        args: crate::lower::specialize::foldable(&k.signature)
+            .into_iter()
+            .filter_map(alike)
+            .collect(),
+        block: Some(first.block),
+        grid: Some(first.grid),
+    });
+    Guarding::Behind(guard)
+}
+
+/// Whether a variant at `speedup` over -O3, beside code at `floor`, saves a program run more
+/// than its first load costs, for a kernel that runs `run_ms` a run (None: not known, and so
+/// shipped, as `winner::pays_its_load` does).
+fn variant_pays(run_ms: Option<f64>, floor: f64, speedup: f64) -> bool {
+    run_ms.is_none_or(|ms| ms / floor * (1.0 - floor / speedup) > winner::VARIANT_FIRST_LOAD_MS)
 }
 
 /// The rewrite's kernel lowered as its judge's search lowered the winning configuration, if

@@ -427,6 +427,12 @@ fn lower_plan(
             entry: entry.clone(),
             guard: v.guard.clone(),
         });
+        if let Some(r) = &v.winner.rewrite {
+            o.detail = Some(format!(
+                "source rewrite {} of `r3 evolve`, not in your source, behind a guard of the launches it was checked on: `r3 report` shows its diff to adopt",
+                r.attempt
+            ));
+        }
         o.variants.push(AppliedVariant {
             entry: entry.clone(),
             guard: v.guard.clone(),

@@ -528,7 +528,7 @@ fn programs_section(programs: &[super::programs::ProgramReport], names: &Names) 
 fn rewrite_sections(rewrites: &[super::rewrites::RewriteReport], names: &Names) -> Vec<Section> {
     let mut top = section(2, "Source rewrites", "rewrites");
     top.blocks.push(Block::Para(vec![t(
-        "Rewrites of kernels' code proposed by `r3 evolve`, each compiled with the kernel's own compile command, tuned, and checked against every recorded launch. r3 never edits sources: apply a diff yourself (`patch -p1`) and rebuild; or build with R3_APPLY_REWRITES=1, and apply ships each kernel's best rewrite as its judge measured it, though your source does not hold it (the build's note says which).",
+        "Rewrites of kernels' code proposed by `r3 evolve`, each compiled with the kernel's own compile command, tuned, and checked against every recorded launch. r3 never edits sources: apply a diff yourself (`patch -p1`) and rebuild; or build with R3_APPLY_REWRITES=1, and apply ships each kernel's best rewrite as its judge measured it, though your source does not hold it (the build's note says which): for every launch where the recorded launches it was checked on had two shapes or more, else behind a guard of those launches' values.",
     )]));
     let mut out = vec![top];
     for r in rewrites {
