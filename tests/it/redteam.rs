@@ -355,4 +355,54 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
         let reason = a.refused.as_deref().unwrap_or_default();
         assert!(reason.contains(&h.expect), "{}: {reason}", h.name);
     }
+    drop(arm);
+
+    // A rewrite compiled elsewhere and not judged (`r3 evolve --no-measure` on a machine with
+    // clang) is what the arm measures where the kernel's clang is not (a GPU machine with the
+    // recordings alone); once it is judged, nothing is left to attempt there.
+    let second = all
+        .iter()
+        .find(|h| h.kernel == "axpy" && h.catch == "none" && h.name != honest.name)
+        .unwrap()
+        .clone();
+    let mut elsewhere = r3::evolve::arm::EvolveRewriter::new(
+        &store,
+        Box::new(Scripted([second].into())),
+        r3::evolve::each::Judging::Not,
+        &stop,
+        std::time::Duration::from_secs(120),
+    );
+    let out = elsewhere.attempt(&k.hash, 120.0);
+    assert_eq!((out.attempts, out.found), (1, 0), "{:?}", out.said);
+    let path = store.kernel_dir(&k.hash).join("kernel.json");
+    let mut kernel: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    kernel["compile"]["clang"] = "/nonexistent/clang++".into();
+    std::fs::write(&path, serde_json::to_vec(&kernel).unwrap()).unwrap();
+    let judge: r3::evolve::judge::SimJudge =
+        serde_json::from_str(r#"{"default_speedup": 3.0}"#).unwrap();
+    let mut here = r3::evolve::arm::EvolveRewriter::new(
+        &store,
+        Box::new(Scripted(Default::default())),
+        r3::evolve::each::Judging::Script(judge),
+        &stop,
+        std::time::Duration::from_secs(120),
+    );
+    assert_eq!(here.cannot(&k.hash), None, "one rewrite waits to be judged");
+    let out = here.attempt(&k.hash, 120.0);
+    assert_eq!(
+        (out.attempts, out.found, out.best),
+        (1, 1, 3.0),
+        "{:?}",
+        out.said
+    );
+    assert!(
+        out.done
+            .as_deref()
+            .is_some_and(|d| d.contains("not on this machine")),
+        "{:?}",
+        out.done
+    );
+    let why = here.cannot(&k.hash).expect("no clang and nothing to judge");
+    assert!(why.contains("not on this machine"), "{why}");
 }

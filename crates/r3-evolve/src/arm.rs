@@ -48,22 +48,24 @@ impl<'a> EvolveRewriter<'a> {
         }
     }
 
-    /// One attempt's run of the loop, `local` stopping it at its time limit; what it said.
+    /// One slice's run of the loop (one new attempt where `propose`, else the rewrites compiled
+    /// elsewhere judged), `local` stopping it at its time limit; what it said into `said`.
     fn run(
         &mut self,
         k: &KernelRecord,
+        propose: bool,
         local: &AtomicBool,
         limit: Duration,
         said: &mut Vec<String>,
-    ) -> Result<(crate::run::Summary, String), String> {
+    ) -> Result<crate::run::Summary, String> {
         let before = fold(&self.store.attempts(&k.hash).map_err(|e| e.to_string())?).1;
         let opts = Options {
-            budget: before.len() as u32 + 1,
+            budget: before.len() as u32 + u32::from(propose),
             repairs: REPAIRS,
             seed: 0,
             resume: true,
             compile_timeout: self.compile_timeout,
-            propose: true,
+            propose,
         };
         let mut gpu_judge = match &self.judging {
             Judging::Gpu {
@@ -94,10 +96,9 @@ impl<'a> EvolveRewriter<'a> {
             (_, Some(j)) => Some(j),
             _ => None,
         };
-        let gpu = judge.as_ref().map_or_else(String::new, |j| j.gpu());
         let label = k.label();
         let progress = |l: &str| said.push(format!("r3 tune --deadline: {label}: {l}"));
-        let summary = evolve(
+        evolve(
             self.store,
             k,
             self.proposer.as_mut(),
@@ -106,8 +107,7 @@ impl<'a> EvolveRewriter<'a> {
             local,
             progress,
         )
-        .map_err(|e| e.to_string())?;
-        Ok((summary, gpu))
+        .map_err(|e| e.to_string())
     }
 }
 
@@ -117,13 +117,19 @@ fn line_text(l: Line) -> String {
     }
 }
 
-impl Rewriter for EvolveRewriter<'_> {
-    fn cannot(&mut self, kernel: &KernelHash) -> Option<String> {
-        let k = match self.store.kernel(kernel) {
-            Ok(k) => k,
-            Err(e) => return Some(e.to_string()),
-        };
-        match crate::compile::Compiler::for_kernel(&k, self.compile_timeout) {
+impl EvolveRewriter<'_> {
+    /// Why new rewrites of `k` cannot be proposed and compiled here, if they cannot: they are
+    /// compiled by the clang that compiled the kernel, from its source (a GPU machine may have
+    /// the recordings and neither).
+    fn cannot_propose(&self, k: &KernelRecord) -> Option<String> {
+        let clang = &k.compile.clang;
+        if clang.is_absolute() && !clang.is_file() {
+            return Some(format!(
+                "the clang that compiled it ({}) is not on this machine",
+                clang.display()
+            ));
+        }
+        match crate::compile::Compiler::for_kernel(k, self.compile_timeout) {
             Ok(c) if c.source().is_file() => None,
             Ok(c) => Some(format!(
                 "its source {} is not on this machine",
@@ -133,12 +139,53 @@ impl Rewriter for EvolveRewriter<'_> {
         }
     }
 
+    /// The GPU (or "simulated") the judge keeps its verdicts under; None where nothing judges.
+    fn judge_gpu(&self) -> Option<String> {
+        match &self.judging {
+            Judging::Gpu { gpu, .. } => Some(gpu.trials_name()),
+            Judging::Script(_) => Some(crate::store::trials::simulated_gpu(None)),
+            Judging::Not => None,
+        }
+    }
+}
+
+/// Rewrites of the kernel compiled (by `r3 evolve --no-measure` elsewhere) and not judged on
+/// `gpu` yet.
+fn unjudged(attempts: &[Attempt], gpu: &str) -> usize {
+    attempts
+        .iter()
+        .filter(|a| a.compiled.is_some() && a.verdict(Some(gpu)).is_none())
+        .count()
+}
+
+impl Rewriter for EvolveRewriter<'_> {
+    /// None where new rewrites can be proposed here, or where rewrites compiled elsewhere wait
+    /// to be judged (the arm then measures those alone).
+    fn cannot(&mut self, kernel: &KernelHash) -> Option<String> {
+        let k = match self.store.kernel(kernel) {
+            Ok(k) => k,
+            Err(e) => return Some(e.to_string()),
+        };
+        let why = self.cannot_propose(&k)?;
+        let waiting = self
+            .judge_gpu()
+            .is_some_and(|gpu| unjudged(&attempts(self.store, kernel), &gpu) > 0);
+        (!waiting).then_some(why)
+    }
+
     fn attempt(&mut self, kernel: &KernelHash, limit_s: f64) -> RewriteOutcome {
         let k = match self.store.kernel(kernel) {
             Ok(k) => k,
             Err(e) => return RewriteOutcome::none(e.to_string()),
         };
-        let before: Vec<u32> = attempts(self.store, kernel).iter().map(|a| a.id).collect();
+        let propose = self.cannot_propose(&k).is_none();
+        let gpu = self.judge_gpu().unwrap_or_default();
+        // What each attempt had before: a new attempt, or one judged here for the first time,
+        // is what this slice made.
+        let before: Vec<(u32, bool)> = attempts(self.store, kernel)
+            .iter()
+            .map(|a| (a.id, a.verdict(Some(&gpu)).is_some()))
+            .collect();
         let limit = Duration::from_secs_f64(limit_s.max(0.0));
         let local = AtomicBool::new(false);
         let finished = AtomicBool::new(false);
@@ -156,12 +203,12 @@ impl Rewriter for EvolveRewriter<'_> {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             });
-            let r = self.run(&k, &local, limit, &mut said);
+            let r = self.run(&k, propose, &local, limit, &mut said);
             finished.store(true, Ordering::SeqCst);
             r
         });
-        let (summary, gpu) = match result {
-            Ok(x) => x,
+        let summary = match result {
+            Ok(summary) => summary,
             Err(why) => {
                 let mut out = RewriteOutcome::none(why);
                 out.said = said;
@@ -169,20 +216,29 @@ impl Rewriter for EvolveRewriter<'_> {
             }
         };
         let after = attempts(self.store, kernel);
-        let new: Vec<&Attempt> = after.iter().filter(|a| !before.contains(&a.id)).collect();
+        let made: Vec<&Attempt> = after
+            .iter()
+            .filter(|a| !before.contains(&(a.id, true)))
+            .filter(|a| !before.iter().any(|b| b.0 == a.id) || a.verdict(Some(&gpu)).is_some())
+            .collect();
         let speedup = |a: &Attempt| a.verdict(Some(&gpu)).and_then(|v| v.speedup());
         let best = best_of(&after, Some(&gpu))
             .and_then(speedup)
             .unwrap_or(1.0)
             .max(1.0);
+        let cut = local.load(Ordering::SeqCst);
         let done = match summary.stop.as_str() {
-            _ if new.is_empty() && !local.load(Ordering::SeqCst) => Some(summary.stop.clone()),
+            _ if !propose && unjudged(&after, &gpu) == 0 => Some(format!(
+                "every rewrite compiled for it is judged ({}, so none is proposed here)",
+                self.cannot_propose(&k).unwrap_or_default()
+            )),
+            _ if made.is_empty() && !cut => Some(summary.stop.clone()),
             "budget" | "interrupted" => None,
             why => Some(why.to_owned()),
         };
         RewriteOutcome {
-            attempts: new.len() as u32,
-            found: new
+            attempts: made.len() as u32,
+            found: made
                 .iter()
                 .filter(|a| speedup(a).is_some_and(|s| s >= FOUND))
                 .count() as u32,
