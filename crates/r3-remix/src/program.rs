@@ -735,10 +735,14 @@ fn price_rewrites(
         }
     }
     if !cannot.is_empty() {
+        let more = cannot.len().saturating_sub(3);
+        let mut named = cannot[..cannot.len().min(3)].join("; ");
+        if more > 0 {
+            named += &format!("; and {more} more");
+        }
         say(Line::Note(format!(
-            "r3 tune --deadline: no source rewrites of {} kernel(s): {}",
-            cannot.len(),
-            cannot.join("; ")
+            "r3 tune --deadline: no source rewrites of {} kernel(s): {named}",
+            cannot.len()
         )));
     }
 }
