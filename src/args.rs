@@ -181,7 +181,7 @@ pub enum Cmd {
         /// With --deadline: try no source rewrites (by default, a kernel that matters gets
         /// rewrite attempts of `r3 evolve`'s proposer once warm, where they are worth more a
         /// second than more compiler trials: the rules proposer, or the model R3_LLM_URL names).
-        #[arg(long)]
+        #[arg(long, requires = "deadline")]
         no_rewrites: bool,
         /// Evaluate against a landscape table (JSON) instead of the GPU; repeated, one kernel
         /// per table (searched as `--all` searches: each table a worker has not claimed).

@@ -151,9 +151,6 @@ fn run(cli: Cli) -> Result<i32> {
             if let Some(spec) = gpus {
                 return tune_per_gpu(&spec);
             }
-            if deadline.is_none() && no_rewrites {
-                anyhow::bail!("--no-rewrites turns off the rewrite arm of a --deadline: add --deadline T, or leave it out");
-            }
             if deadline.is_none() && program.is_some() {
                 anyhow::bail!("--program chooses what --deadline is spent on: add --deadline T");
             }

@@ -35,3 +35,15 @@ fn a_job_array_of_no_tasks_is_refused() {
         "0 is not in 1..",
     );
 }
+
+#[test]
+fn no_rewrites_is_refused_without_the_deadline_whose_arm_it_turns_off() {
+    let home = tempfile::tempdir().unwrap();
+    let out = r3(&["tune", "--all", "--no-rewrites"], home.path());
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--deadline <T>") && !err.contains("no GPU"),
+        "{err}"
+    );
+}
