@@ -297,7 +297,7 @@ fn with_rewrite(store: &Store, k: &KernelRecord, policy: &Policy, own: Planned) 
                 .generic
                 .as_ref()
                 .map_or(1.0, |w| w.confirmed_speedup.unwrap_or(w.speedup));
-            if !variant_pays(store.run_ms(&k.hash), floor, winner.speedup) {
+            if !winner::saves_its_load(store.run_ms(&k.hash), floor, winner.speedup) {
                 return withheld(
                     own,
                     "behind its guard it would save less than its first load costs".into(),
@@ -370,13 +370,6 @@ fn rewrite_guard(store: &Store, k: &KernelRecord, c: &crate::candidate::Candidat
         grid: Some(first.grid),
     });
     Guarding::Behind(guard)
-}
-
-/// Whether a variant at `speedup` over -O3, beside code at `floor`, saves a program run more
-/// than its first load costs, for a kernel that runs `run_ms` a run (None: not known, and so
-/// shipped, as `winner::pays_its_load` does).
-fn variant_pays(run_ms: Option<f64>, floor: f64, speedup: f64) -> bool {
-    run_ms.is_none_or(|ms| ms / floor * (1.0 - floor / speedup) > winner::VARIANT_FIRST_LOAD_MS)
 }
 
 /// The rewrite's kernel lowered as its judge's search lowered the winning configuration, if

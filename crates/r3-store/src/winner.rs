@@ -303,23 +303,26 @@ pub const VARIANT_HOPE: f64 = 2.0;
 /// withhold any variant a search finds ([`pays_its_load`]), and the search's trials of them, and
 /// the deadline's prediction from them, would be for nothing.
 pub fn variants_may_pay(run_ms: Option<f64>) -> bool {
-    run_ms.is_none_or(|ms| ms * (1.0 - 1.0 / VARIANT_HOPE) > VARIANT_FIRST_LOAD_MS)
+    saves_its_load(run_ms, 1.0, VARIANT_HOPE)
+}
+
+/// Whether a variant at `speedup` over -O3, beside code at `floor` times -O3's speed, saves a
+/// program run more than its first load costs ([`VARIANT_FIRST_LOAD_MS`]): the kernel's time in
+/// a run as the code beside it runs it (`run_ms`, -O3's, over `floor`) times the part of it the
+/// variant saves. Where the run's time is not known (no census), it may.
+pub fn saves_its_load(run_ms: Option<f64>, floor: f64, speedup: f64) -> bool {
+    run_ms.is_none_or(|ms| ms / floor * (1.0 - floor / speedup) > VARIANT_FIRST_LOAD_MS)
 }
 
 /// Whether variant `v`, `floor` times faster than -O3 being what runs where it does not, saves
-/// a program run more than its first load costs: the kernel's time in a run as the code beside
-/// the variant runs it (`run_ms`, -O3's time by the census where it knows it, over `floor`)
-/// times the part of it the variant saves.
+/// a program run more than its first load costs ([`saves_its_load`], at its gain).
 pub fn pays_its_load(
     v: &TrialRecord,
     floor: f64,
     confirmed: &[Confirmation],
     run_ms: Option<f64>,
 ) -> bool {
-    let (Some(ms), Some(g)) = (run_ms, gain(v, confirmed)) else {
-        return true;
-    };
-    ms / floor * (1.0 - floor / g) > VARIANT_FIRST_LOAD_MS
+    gain(v, confirmed).is_none_or(|g| saves_its_load(run_ms, floor, g))
 }
 
 /// The trial apply would ship from a search: `pick_best` among the trials the policy ships.
