@@ -324,3 +324,35 @@ fn audit_tests_reads_an_outcome_pushed_to_the_next_line() {
         text(&out)
     );
 }
+
+/// CI, 2026-11-29: with more than a pipe's worth of test names, the audit's lookup of a skipped
+/// test stopped reading at its match, its writer died of SIGPIPE, and pipefail made the whole
+/// audit exit 141 after a green run. A large listing with a skip at its top must pass.
+#[test]
+fn audit_tests_reads_a_skip_in_a_listing_larger_than_a_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("test.log");
+    let n = 4000;
+    let mut body = format!(
+        "     Running tests/it/main.rs (target/release/deps/it-0123456789abcdef)\n\nrunning {n} tests\n"
+    );
+    body.push_str("test replay::replay_without_a_gpu_says_so ... ok\n");
+    for i in 1..n {
+        body.push_str(&format!(
+            "test padding::a_test_with_a_name_long_enough_to_fill_a_pipe_quickly_{i} ... ok\n"
+        ));
+    }
+    body.push_str(&format!(
+        "\ntest result: ok. {n} passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.00s\n"
+    ));
+    assert!(body.len() > 4 * 65536, "the listing must outgrow a pipe");
+    std::fs::write(&log, body).unwrap();
+    std::fs::write(
+        dir.path().join("test.log.skips"),
+        "replay::replay_without_a_gpu_says_so: skipped: no-gpu: a GPU is present\n",
+    )
+    .unwrap();
+    let out = script("audit-tests", &[log.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{:?}\n{}", out.status, text(&out));
+    assert!(text(&out).contains("allowed:"), "{}", text(&out));
+}
