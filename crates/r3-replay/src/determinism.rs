@@ -47,6 +47,10 @@ pub fn verdict(baseline: Option<&str>, candidate: Option<&str>) -> Result<(), St
 
 /// Why the original's own runs differ, where its code has float atomics.
 pub const FLOAT_ATOMICS: &str = "float atomics: outputs depend on order";
+/// Why, where its code reads a clock of the GPU's (`clock()`, `clock64()`, `%globaltimer`):
+/// a kernel that spins for a number of cycles and stores what it measured (simpleHyperQ's
+/// kernels do) writes a different value on each run, however often two replays agree.
+pub const READS_CLOCK: &str = "it reads the GPU's clock: outputs may depend on time";
 /// Why, otherwise.
 pub const RUNS_DIFFER: &str =
     "its own runs differ (a data race, or results that depend on the order its threads run in)";
@@ -84,8 +88,31 @@ pub fn float_atomics(ptx: &str) -> (bool, bool) {
     (narrow, wide)
 }
 
+/// Whether `ptx` reads one of the GPU's clocks (the special registers `%clock`, `%clock_hi`,
+/// `%clock64`, `%globaltimer`, `%globaltimer_lo`, `%globaltimer_hi`).
+pub fn reads_clock(ptx: &str) -> bool {
+    ptx.lines().any(|line| {
+        let code = line.split("//").next().unwrap_or("");
+        code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '%'))
+            .any(|w| {
+                matches!(
+                    w,
+                    "%clock"
+                        | "%clock_hi"
+                        | "%clock64"
+                        | "%globaltimer"
+                        | "%globaltimer_lo"
+                        | "%globaltimer_hi"
+                )
+            })
+    })
+}
+
 /// Why the original's runs differ, in the words the verdict and the report use.
 pub fn reason(ptx: &str) -> &'static str {
+    if reads_clock(ptx) {
+        return READS_CLOCK;
+    }
     match float_atomics(ptx) {
         (false, false) => RUNS_DIFFER,
         _ => FLOAT_ATOMICS,
@@ -491,6 +518,22 @@ mod tests {
         let ints = "  atom.global.add.u32 %r1, [%rd1], 1;\n  st.global.f32 [%rd2], %f1;";
         assert_eq!(reason(ints), RUNS_DIFFER);
         assert_eq!(float_atomics(ints), (false, false));
+    }
+
+    #[test]
+    fn a_kernel_that_reads_the_clock_is_named_whatever_else_it_does() {
+        let spin =
+            "  mov.u32 %r1, %clock;\n  mov.u64 %rd2, %clock64;\n  st.global.u64 [%rd1], %rd3;";
+        assert!(reads_clock(spin));
+        assert_eq!(reason(spin), READS_CLOCK);
+        assert_eq!(
+            reason(&format!("{PTX}\n  mov.u64 %rd9, %globaltimer;")),
+            READS_CLOCK
+        );
+        // Names that only contain the word, and comments, are no clock.
+        let not = "  mov.u32 %r_clock, 1; // %clock64 in a comment\n  .reg .b32 %clockwise;";
+        assert!(!reads_clock(not));
+        assert_eq!(reason(not), RUNS_DIFFER);
     }
 
     #[test]
