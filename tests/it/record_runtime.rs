@@ -205,6 +205,108 @@ fn caps_stop_recording_and_the_program_runs_on() {
     assert!(why.contains("R3_RECORD_LIMIT_MB"), "{why}");
 }
 
+/// The peak memory the pool scenario printed, in MiB.
+fn pool_peak_mib(out: &Output) -> u64 {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let peak = text.split("peak ").nth(1).and_then(|t| t.split(' ').next());
+    peak.and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no peak in {text}"))
+}
+
+/// Issue 61, item 3: a pool allocator reserves more than the recording limit up front and uses
+/// little of it. The launch is recorded, its pool by the pages that hold data (every page
+/// read, the others zeros), and replays from the recording exactly: the prologue reads back in
+/// full, the expected state is the program's. The recording never holds the pool in memory.
+#[test]
+fn a_pool_reserved_over_the_limit_and_little_used_is_recorded_by_its_pages_that_hold_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let store_dir = dir.path().join("store");
+    // 5 GiB under the default limit of 4 GiB, as the B-tree program reserved it.
+    let out = run(&exe, "pool 5120", &store_dir, &[("FAKE_VA_MB", "8192")]);
+    assert!(pool_peak_mib(&out) < 1024, "{}", stderr(&out));
+    let recs = Store::open(&store_dir).unwrap().recordings(None).unwrap();
+    assert_eq!(recs.len(), 1, "the second launch repeats the first");
+    let rec = &recs[0];
+    assert!(rec.launch.replayable, "{:?}", rec.launch.not_replayable);
+    let pool_bytes = 5u64 << 30;
+    assert_eq!(rec.launch.sparse_regions, 1);
+    assert_eq!(rec.launch.bytes_reachable, Some(pool_bytes));
+    // The header page and the 8 pages of the floats and their sums; the variable's 8 bytes.
+    assert_eq!(rec.launch.bytes_in, 9 * 4096 + 8);
+    let data_page = pool_bytes / 4 * 3 / 4096;
+    let raw = r3::store::records::read_snapshot(&rec.dir.join("prologue.r3snap")).unwrap();
+    let pool = raw.regions.iter().find(|r| r.size == pool_bytes).unwrap();
+    let RegionData::Pages(pages) = &pool.data else {
+        panic!("the pool is held by its pages")
+    };
+    let held: Vec<u64> = pages.iter().map(|(i, _)| *i).collect();
+    let want: Vec<u64> = std::iter::once(0).chain(data_page..data_page + 8).collect();
+    assert_eq!(held, want);
+    // Read back in full, zeros where no page was held; the launch's sums in the expected state.
+    let pro = rec.prologue().unwrap();
+    let pool = pro.regions.iter().find(|r| r.size == pool_bytes).unwrap();
+    let RegionData::Full(before) = &pool.data else {
+        panic!("a prologue reads back in full")
+    };
+    let float = |b: &[u8], i: u64| {
+        let at = (data_page * 4096 + 4 * i) as usize;
+        f32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+    };
+    assert_eq!((float(before, 0), float(before, 4096)), (1.0, 0.5));
+    assert!(before[4096..(data_page * 4096) as usize]
+        .iter()
+        .all(|&b| b == 0));
+    let epi = rec.epilogue().unwrap();
+    assert_eq!(changed_sizes(&epi), [pool_bytes]);
+    let expected = r3::store::records::apply(&pro, &epi).unwrap();
+    let pool = expected
+        .regions
+        .iter()
+        .find(|r| r.size == pool_bytes)
+        .unwrap();
+    let RegionData::Full(after) = &pool.data else {
+        unreachable!()
+    };
+    assert_eq!((float(after, 4096), float(after, 8191)), (1.5, 4096.5));
+    assert_eq!(float(after, 0), 1.0);
+}
+
+/// The pool's pages that hold data are what counts against the limit; where they pass it the
+/// launch is not replayable, and the reason says what was counted. Warm re-launches put a pool
+/// recorded by its pages back as they found it (the scenario checks the program's sums).
+#[test]
+fn a_pool_whose_data_passes_the_limit_is_refused_and_one_under_it_relaunches_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = harness(dir.path());
+    let limit = [("R3_RECORD_LIMIT_MB", "8"), ("R3_RECORD_WARM", "1")];
+    let small = dir.path().join("small");
+    run(&exe, "pool 64", &small, &limit);
+    let recs = Store::open(&small).unwrap().recordings(None).unwrap();
+    assert!(
+        recs[0].launch.replayable,
+        "{:?}",
+        recs[0].launch.not_replayable
+    );
+    assert_eq!(recs[0].launch.sparse_regions, 1);
+    assert_eq!(
+        stats(&small).relaunched,
+        1,
+        "the launch was re-launched in place"
+    );
+    let noisy = dir.path().join("noisy");
+    run(&exe, "pool 64 noisy", &noisy, &limit);
+    let recs = Store::open(&noisy).unwrap().recordings(None).unwrap();
+    let why = recs[0].launch.not_replayable.clone().unwrap();
+    assert!(
+        why.starts_with(
+            "reachable working set over the limit of 8 MiB, counting only the pages that hold data"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("R3_RECORD_LIMIT_MB"), "{why}");
+}
+
 #[test]
 fn a_launch_into_pinned_host_memory_is_recorded_as_not_replayable_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();

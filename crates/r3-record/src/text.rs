@@ -7,7 +7,7 @@ use crate::replay::gpu::Verdict;
 use crate::stats::{ProcessSpan, RunStats};
 use crate::store::in_program::{Judged, Kept};
 use crate::store::programs::Census;
-use crate::store::records::{irreproducible_text, Recording};
+use crate::store::records::{irreproducible_text, LaunchRecord, Recording};
 use crate::store::trials::Against;
 use crate::time_only::TimedRun;
 use std::path::{Path, PathBuf};
@@ -243,6 +243,19 @@ pub fn summary(s: &RunStats, span: &ProcessSpan) -> String {
     out
 }
 
+/// Where some allocations were recorded by their pages that hold data: what the launch
+/// reaches, of which `bytes_in` holds data.
+fn held_by_pages(l: &LaunchRecord) -> String {
+    match l.bytes_reachable {
+        Some(reached) if l.sparse_regions > 0 => format!(
+            " (of {:.1} MiB reached: {} allocation(s) held by their pages with data, the rest zeros)",
+            reached as f64 / 1048576.0,
+            l.sparse_regions
+        ),
+        _ => String::new(),
+    }
+}
+
 /// The recordings a run made, one line each.
 pub fn recordings(recs: &[Recording], store: &Path) -> String {
     let mut out = format!(
@@ -255,9 +268,10 @@ pub fn recordings(recs: &[Recording], store: &Path) -> String {
         let state = match &l.not_replayable {
             Some(why) => format!("not replayable: {why}"),
             None => format!(
-                "{} regions, {:.1} MiB in, {:.1} MiB changed, {:.3} ms in app",
+                "{} regions, {:.1} MiB in{}, {:.1} MiB changed, {:.3} ms in app",
                 l.regions,
                 l.bytes_in as f64 / 1048576.0,
+                held_by_pages(l),
                 l.bytes_changed as f64 / 1048576.0,
                 l.in_app_ms
             ),
@@ -336,6 +350,19 @@ mod tests {
         spawned_unix_s: 999.9375,
         ended_unix_s: 1013.0,
     };
+
+    #[test]
+    fn a_launch_held_by_its_pages_says_what_it_reaches() {
+        let mut l = LaunchRecord::by_hand("pool_step", vec![], &[]);
+        l.bytes_in = 36872;
+        assert_eq!(held_by_pages(&l), "");
+        l.sparse_regions = 1;
+        l.bytes_reachable = Some(5 << 30);
+        assert_eq!(
+            held_by_pages(&l),
+            " (of 5120.0 MiB reached: 1 allocation(s) held by their pages with data, the rest zeros)"
+        );
+    }
 
     #[test]
     fn the_check_says_how_many_recordings_reproduce_and_why_others_do_not() {

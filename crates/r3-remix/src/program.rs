@@ -416,7 +416,7 @@ pub fn setup_seconds(ms: f64) -> f64 {
 fn confirm_setup_estimate(recs: &[Recording]) -> f64 {
     const CONTEXT_S: f64 = 0.5;
     const LOAD_BYTES_PER_S: f64 = 0.5e9;
-    let bytes = recs.first().map_or(0, |r| r.launch.bytes_in) as f64;
+    let bytes = recs.first().map_or(0, |r| r.launch.bytes_replayed()) as f64;
     crate::confirm::CONTEXTS as f64 * (CONTEXT_S + bytes / LOAD_BYTES_PER_S)
 }
 

@@ -720,7 +720,7 @@ impl Evaluator for GpuEvaluator {
     /// would crowd the GPU.
     fn contexts_at_once(&self) -> usize {
         let short = self.recording.launch.in_app_ms * 1e3 < super::stopping::ONE_RUN_US;
-        if short && self.recording.launch.bytes_in <= CONTEXTS_AT_ONCE_BYTES {
+        if short && self.recording.launch.bytes_replayed() <= CONTEXTS_AT_ONCE_BYTES {
             CONTEXTS_AT_ONCE
         } else {
             1

@@ -9,7 +9,10 @@
 //! length, u32 page size, u64 device address, u64 size, the name, then the data: `size` bytes
 //! (full), nothing (unchanged), or u64 page count and per page u64 index + the page's bytes
 //! (the last page of a region may be short); and the trailer `"R3END\0\0\0"`.
-//! A prologue holds every region in full; an epilogue holds what the launch changed.
+//! A prologue holds every region in full, except a large allocation of a launch whose whole
+//! working set is over the recording limit: that one holds the pages that hold data (encoding
+//! 2), every other page being zeros (the runtime read them all), and
+//! [`Recording::prologue`] gives it back in full. An epilogue holds what the launch changed.
 //! The runtime cuts the stream into frames of 4 MiB, each compressed on its own (decoders
 //! read concatenated frames as one stream), and keeps each file's size and [`file_sum`] in
 //! launch.json (`files`), which every read checks: a frame lost, repeated or taken from
@@ -69,6 +72,58 @@ impl Region {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Snapshot {
     pub regions: Vec<Region>,
+}
+
+/// Regions from this size on are copied page by page where a page holds data, so that their
+/// zero pages, allocated zeroed, take no memory (a pool reserved up front and little used).
+const LARGE_REGION: usize = 64 << 20;
+
+/// A copy of `bytes` whose zero pages are never written.
+fn copy_leaving_zeros(bytes: &[u8], page: usize) -> Vec<u8> {
+    let mut out = vec![0u8; bytes.len()];
+    for (to, from) in out.chunks_mut(page).zip(bytes.chunks(page)) {
+        if from.iter().any(|&b| b != 0) {
+            to.copy_from_slice(from);
+        }
+    }
+    out
+}
+
+impl Snapshot {
+    /// Every region in full: a region held as pages (a prologue's large allocation recorded by
+    /// its pages that hold data) becomes its bytes, zeros where no page is held. The zeros are
+    /// allocated zeroed, and take no memory until written.
+    pub fn completed(mut self) -> Snapshot {
+        for r in &mut self.regions {
+            let RegionData::Pages(pages) = &r.data else {
+                continue;
+            };
+            let mut bytes = vec![0u8; r.size as usize];
+            for (index, page) in pages {
+                let at = (*index * r.page_size as u64) as usize;
+                bytes[at..at + page.len()].copy_from_slice(page);
+            }
+            r.data = RegionData::Full(bytes);
+        }
+        self
+    }
+
+    /// A copy whose large regions' zero pages are left unwritten (see [`LARGE_REGION`]).
+    fn copy_leaving_zeros(&self) -> Snapshot {
+        let regions = self
+            .regions
+            .iter()
+            .map(|r| match &r.data {
+                RegionData::Full(b) if b.len() >= LARGE_REGION => Region {
+                    data: RegionData::Full(copy_leaving_zeros(b, r.page_size as usize)),
+                    name: r.name.clone(),
+                    ..*r
+                },
+                _ => r.clone(),
+            })
+            .collect();
+        Snapshot { regions }
+    }
 }
 
 /// One kernel parameter's place in the argument buffer, as the driver reported it.
@@ -139,6 +194,13 @@ pub struct LaunchRecord {
     pub regions_skipped: u32,
     pub bytes_in: u64,
     pub bytes_changed: u64,
+    /// Allocations recorded by their pages that hold data, the rest zeros: a launch whose
+    /// whole working set is over the limit, as a pool reserved up front and little used. Then
+    /// `bytes_reachable` is what the launch reaches, and `bytes_in` the part that holds data.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sparse_regions: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_reachable: Option<u64>,
     /// Bytes of the snapshot files, and the time the program waited for this recording (the
     /// launch itself excluded; the files are written after, while the program runs on).
     #[serde(default)]
@@ -161,7 +223,18 @@ pub struct LaunchRecord {
     pub run: Option<String>,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 impl LaunchRecord {
+    /// The bytes a replay maps and copies in: what the launch reaches, zero pages included.
+    pub fn bytes_replayed(&self) -> u64 {
+        self.bytes_reachable
+            .unwrap_or(self.bytes_in)
+            .max(self.bytes_in)
+    }
+
     /// A replayable launch of `kernel` by one block of 32 threads on sm_90, with these
     /// parameter slots and argument bytes, allocations from 0x1000 and nothing measured: a
     /// launch made by hand (tests, tools), to be adjusted field by field.
@@ -188,6 +261,8 @@ impl LaunchRecord {
             regions_skipped: 0,
             bytes_in: 0,
             bytes_changed: 0,
+            sparse_regions: 0,
+            bytes_reachable: None,
             bytes_written: 0,
             record_ms: 0.0,
             files: vec![],
@@ -310,8 +385,9 @@ impl Recording {
         self.launch.not_replayable.is_none() && self.irreproducible().is_none()
     }
 
+    /// The memory before the launch, every region in full ([`Snapshot::completed`]).
     pub fn prologue(&self) -> Result<Snapshot, StoreError> {
-        self.snapshot("prologue.r3snap")
+        self.snapshot("prologue.r3snap").map(Snapshot::completed)
     }
 
     /// Whether the launch's memory is here (its launch description may travel alone, e.g. to
@@ -667,7 +743,7 @@ pub fn apply(prologue: &Snapshot, epilogue: &Snapshot) -> Result<Snapshot, Strin
             epilogue.regions.len()
         ));
     }
-    let mut out = prologue.clone();
+    let mut out = prologue.copy_leaving_zeros();
     for (before, after) in out.regions.iter_mut().zip(&epilogue.regions) {
         if (before.addr, before.size, &before.name) != (after.addr, after.size, &after.name) {
             return Err(format!(
@@ -1215,6 +1291,59 @@ pub(crate) mod tests {
         two[7] ^= 0x80;
         two[15] ^= 0x80;
         assert_ne!(file_sum(&two), base);
+    }
+
+    /// A prologue region held by its pages (a pool recorded by its pages that hold data) reads
+    /// back in full, zeros elsewhere; a large region's expected state is what a plain copy
+    /// would give, whatever its zero and data pages.
+    #[test]
+    fn a_region_held_by_its_pages_reads_back_in_full_and_applies_as_a_whole_one() {
+        let page = 4096usize;
+        let size = LARGE_REGION + 3 * page + 100; // a short last page
+        let mut whole = vec![0u8; size];
+        let data_pages = [0usize, 7, size / page - 1, size / page];
+        for &p in &data_pages {
+            let end = ((p + 1) * page).min(size);
+            for (i, b) in whole[p * page..end].iter_mut().enumerate() {
+                *b = (i % 251) as u8 + 1;
+            }
+        }
+        whole[5 * page + 17] = 0; // a zero byte inside no data page changes nothing
+        let pages: Vec<(u64, Vec<u8>)> = data_pages
+            .iter()
+            .map(|&p| {
+                (
+                    p as u64,
+                    whole[p * page..((p + 1) * page).min(size)].to_vec(),
+                )
+            })
+            .collect();
+        let mut held = Region::allocation(0x1000, Vec::new());
+        held.size = size as u64;
+        held.data = RegionData::Pages(pages);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("prologue.r3snap");
+        write_snapshot(
+            &path,
+            &Snapshot {
+                regions: vec![held],
+            },
+        )
+        .unwrap();
+        let pro = read_snapshot(&path).unwrap().completed();
+        assert_eq!(pro.regions[0].data, RegionData::Full(whole.clone()));
+        // The launch writes one zero page and zeroes a data page.
+        let mut after = whole.clone();
+        after[3 * page] = 9;
+        after[7 * page..8 * page].fill(0);
+        let after = Snapshot {
+            regions: vec![Region::allocation(0x1000, after)],
+        };
+        let epi = diff(&pro, &after, 4096);
+        assert_eq!(apply(&pro, &epi).unwrap(), after);
+        // Where no page changed, the expected state is the prologue, zero pages and all.
+        let unchanged = diff(&pro, &pro, 4096);
+        assert_eq!(apply(&pro, &unchanged).unwrap(), pro);
     }
 
     #[test]

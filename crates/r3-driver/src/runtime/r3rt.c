@@ -98,6 +98,8 @@
 #define R3_STAGE_MIN ((size_t)1 << 20)   /* a smaller device copy is a plain cudaMemcpy */
 #define R3_RESTORE_RUNS 64                 /* more runs of changed pages: restored in one copy */
 #define R3_FINISHER_NICE 10                /* nice value of the threads that write recordings */
+#define R3_SPARSE_MIN ((size_t)1 << 20)    /* an allocation this large may be recorded by its pages */
+#define R3_ARENA_MAPS 1024                 /* sparse regions' host mappings of one arena */
 
 cudaError_t __real_cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 cudaError_t __real_cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
@@ -1767,10 +1769,18 @@ static int w_close(struct writer *w) {
 enum { KIND_ALLOC = 0, KIND_GLOBAL = 1 };
 enum { ENC_FULL = 0, ENC_UNCHANGED = 1, ENC_PAGES = 2 };
 
+/* A sparse region (present != NULL) is one of a launch whose whole working set is over the
+   limit (snapshot_before): its before and after buffers are host mappings as large as the
+   region, of which only the pages holding data (present) and the changed pages (dirty) are
+   ever written, so the rest stay zero and take no memory. Its prologue holds those pages
+   alone; the reader fills the rest with zeros. Nothing is guessed: every page was read, and a
+   page left out is a page of zeros. */
 struct region {
   uint8_t kind; uint64_t addr; size_t size; const char *name; unsigned char *before, *after;
   unsigned char *dirty; /* per page: the launch changed it (after holds those pages only) */
   size_t changed;       /* bytes of the changed pages */
+  unsigned char *present; /* sparse only: per page, it holds data (a page not present is zeros) */
+  size_t kept;            /* sparse only: bytes of the present pages */
 };
 
 static size_t region_pages(const struct region *r) { return (r->size + R3_PAGE - 1) / R3_PAGE; }
@@ -1792,10 +1802,33 @@ static void w_region_head(struct writer *w, const struct region *r, uint8_t enc)
   if (nlen) w_bytes(w, r->name, nlen);
 }
 
+/* Writes the pages of r marked in `which` (ENC_PAGES): their count, then each one's index
+   and bytes. Returns their bytes. */
+static size_t write_pages(struct writer *w, const struct region *r, const unsigned char *which,
+                          const unsigned char *from) {
+  uint64_t pages = region_pages(r), count = 0;
+  size_t bytes = 0;
+  for (uint64_t p = 0; p < pages; p++) count += which[p];
+  w_u64(w, count);
+  for (uint64_t p = 0; p < pages; p++) {
+    if (!which[p]) continue;
+    size_t len = page_bytes(r, p);
+    w_u64(w, p);
+    w_bytes(w, from + p * R3_PAGE, len);
+    bytes += len;
+  }
+  return bytes;
+}
+
 static void write_prologue(struct writer *w, struct region *rs, int n) {
   w_u32(w, 1);
   w_u32(w, (uint32_t)n);
   for (int i = 0; i < n; i++) {
+    if (rs[i].present) {
+      w_region_head(w, &rs[i], ENC_PAGES);
+      write_pages(w, &rs[i], rs[i].present, rs[i].before);
+      continue;
+    }
     w_region_head(w, &rs[i], ENC_FULL);
     w_bytes(w, rs[i].before, rs[i].size);
   }
@@ -1811,15 +1844,7 @@ static size_t write_epilogue(struct writer *w, struct region *rs, int n) {
     uint64_t pages = region_pages(r), diff = 0;
     for (uint64_t p = 0; p < pages; p++) diff += r->dirty[p];
     w_region_head(w, r, diff ? ENC_PAGES : ENC_UNCHANGED);
-    if (!diff) continue;
-    w_u64(w, diff);
-    for (uint64_t p = 0; p < pages; p++) {
-      if (!r->dirty[p]) continue;
-      size_t off = p * R3_PAGE, len = page_bytes(r, p);
-      w_u64(w, p);
-      w_bytes(w, r->after + off, len);
-      changed += len;
-    }
+    if (diff) changed += write_pages(w, r, r->dirty, r->after);
   }
   return changed;
 }
@@ -1831,12 +1856,29 @@ static size_t write_epilogue(struct writer *w, struct region *rs, int n) {
    pair of the recording being taken. The after arena's buffers are as large as their regions,
    but only the pages the launch changed are written (copy_after), so only those are touched. */
 struct host_chunk { unsigned char *p; size_t cap, used; };
-struct arena { struct host_chunk c[R3_ARENA_CHUNKS]; int n; };
+struct host_map { void *p; size_t n; };
+struct arena {
+  struct host_chunk c[R3_ARENA_CHUNKS]; int n;
+  struct host_map maps[R3_ARENA_MAPS]; int nmaps; /* sparse regions' buffers, this recording's */
+};
 static struct arena *arenas;
 
 static void arenas_reset(void) {
-  for (int a = 0; a < 2; a++)
+  for (int a = 0; a < 2; a++) {
     for (int i = 0; i < arenas[a].n; i++) arenas[a].c[i].used = 0;
+    for (int i = 0; i < arenas[a].nmaps; i++) munmap(arenas[a].maps[i].p, arenas[a].maps[i].n);
+    arenas[a].nmaps = 0;
+  }
+}
+
+/* A sparse region's buffer: address space as large as the region, zero until written, and
+   memory only for the pages written (struct region). Unmapped by the next arenas_reset. */
+static unsigned char *map_take(struct arena *a, size_t n) {
+  if (a->nmaps == R3_ARENA_MAPS) return NULL;
+  void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  a->maps[a->nmaps++] = (struct host_map){p, n ? n : 1};
+  return p;
 }
 
 static void chunk_free(struct host_chunk *c) { free(c->p); }
@@ -1898,10 +1940,11 @@ static unsigned char *arena_take(struct arena *a, size_t n) {
 struct stager { unsigned char *buf; cudaEvent_t done; int state; /* 0 untried, 1 ready, -1 failed */ int device; };
 static struct stager stagers[R3_WORKERS];
 
-enum copy_kind { TO_HOST, TO_DEVICE, CHANGED_TO_HOST };
+enum copy_kind { TO_HOST, TO_DEVICE, CHANGED_TO_HOST, DATA_TO_HOST };
 struct staged_copy {
   unsigned char *host; uint64_t dev; size_t n, next; enum copy_kind kind; int failed;
-  struct region *r; /* CHANGED_TO_HOST: host is r->after, compared with r->before */
+  struct region *r; /* CHANGED_TO_HOST: host is r->after, compared with r->before;
+                       DATA_TO_HOST: host is a sparse r->before, which keeps the pages holding data */
   int device;        /* current on the launching thread; made current on each copy thread */
 };
 struct staged_job { struct staged_copy *c; struct stager *s; };
@@ -1941,6 +1984,39 @@ static size_t keep_changed(struct region *r, size_t off, const unsigned char *sr
   return kept;
 }
 
+static int all_zero(const unsigned char *p, size_t n) {
+  uint64_t acc = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    acc |= w;
+  }
+  for (; i < n; i++) acc |= p[i];
+  return acc == 0;
+}
+
+/* Keeps the pages of src (the sparse region's bytes at off) that hold data: copied to the
+   before buffer and marked present. Returns the bytes kept. */
+static size_t keep_data(struct region *r, size_t off, const unsigned char *src, size_t len) {
+  size_t kept = 0;
+  for (size_t at = 0; at < len; at += R3_PAGE) {
+    size_t n = len - at < R3_PAGE ? len - at : R3_PAGE;
+    if (all_zero(src + at, n)) continue;
+    memcpy(r->before + off + at, src + at, n);
+    r->present[(off + at) / R3_PAGE] = 1;
+    kept += n;
+  }
+  return kept;
+}
+
+/* What a piece of a copy to the host does with the bytes that crossed into buf. */
+static void land_piece(struct staged_copy *c, size_t off, const unsigned char *buf, size_t len) {
+  if (c->kind == TO_HOST) memcpy(c->host + off, buf, len);
+  if (c->kind == CHANGED_TO_HOST) __atomic_fetch_add(&c->r->changed, keep_changed(c->r, off, buf, len), __ATOMIC_RELAXED);
+  if (c->kind == DATA_TO_HOST) __atomic_fetch_add(&c->r->kept, keep_data(c->r, off, buf, len), __ATOMIC_RELAXED);
+}
+
 static void *staged_worker(void *p) {
   struct staged_job *j = p;
   struct staged_copy *c = j->c;
@@ -1960,8 +2036,7 @@ static void *staged_worker(void *p) {
       __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
       break;
     }
-    if (c->kind == TO_HOST) memcpy(c->host + off, buf, len);
-    if (c->kind == CHANGED_TO_HOST) __atomic_fetch_add(&c->r->changed, keep_changed(c->r, off, buf, len), __ATOMIC_RELAXED);
+    if (c->kind != TO_DEVICE) land_piece(c, off, buf, len);
   }
   return NULL;
 }
@@ -1980,9 +2055,26 @@ static void *staged_thread(void *p) {
 
 static int w_workers(void);
 
+/* A sparse region's copy to the host without staging buffers: piece by piece through a
+   plain buffer, so that its zero pages are never written (struct region). */
+static int sparse_copy_plain(struct staged_copy *c) {
+  size_t piece = c->n < R3_STAGE_BYTES ? c->n : R3_STAGE_BYTES;
+  unsigned char *buf = malloc(piece);
+  if (!buf) return 0;
+  int ok = 1;
+  for (size_t off = 0; ok && off < c->n; off += piece) {
+    size_t len = c->n - off < piece ? c->n - off : piece;
+    ok = cudaMemcpy(buf, (void *)(uintptr_t)(c->dev + off), len, cudaMemcpyDeviceToHost) == cudaSuccess;
+    if (ok) land_piece(c, off, buf, len);
+  }
+  free(buf);
+  return ok;
+}
+
 /* Copies n bytes between host memory and the device; returns 1 when every byte crossed. A
    small copy, or one with no staging buffer to be had, is a plain cudaMemcpy (for
-   CHANGED_TO_HOST into the whole after buffer, then compared in place). */
+   CHANGED_TO_HOST into the whole after buffer, then compared in place; for a sparse region
+   through a small buffer). */
 static int device_copy(struct staged_copy c) {
   if (!c.n) return 1;
   double t0 = now_s();
@@ -1991,7 +2083,9 @@ static int device_copy(struct staged_copy c) {
   if (want && cudaGetDevice(&c.device) != cudaSuccess) want = 0;
   while (t < want && stager_ready(&stagers[t], c.device)) t++;
   int ok;
-  if (!t) {
+  if (!t && c.kind != TO_DEVICE && c.r && c.r->present) {
+    ok = sparse_copy_plain(&c);
+  } else if (!t) {
     void *dev = (void *)(uintptr_t)c.dev;
     ok = (c.kind == TO_DEVICE ? cudaMemcpy(dev, c.host, c.n, cudaMemcpyHostToDevice)
                               : cudaMemcpy(c.host, dev, c.n, cudaMemcpyDeviceToHost)) == cudaSuccess;
@@ -2019,11 +2113,22 @@ static int copy_before(struct region *r) {
   return r->before && device_copy((struct staged_copy){r->before, r->addr, r->size, 0, TO_HOST, 0, r});
 }
 
+/* Copies one sparse region's pages that hold data out of the device (struct region). */
+static int copy_before_sparse(struct region *r) {
+  size_t pages = region_pages(r);
+  r->present = arena_take(&arenas[0], pages);
+  r->before = map_take(&arenas[0], r->size);
+  if (!r->present || !r->before) return 0;
+  memset(r->present, 0, pages);
+  r->kept = 0;
+  return device_copy((struct staged_copy){r->before, r->addr, r->size, 0, DATA_TO_HOST, 0, r});
+}
+
 /* Copies the pages of one region that the launch changed into its after buffer. */
 static int copy_after(struct region *r) {
   size_t pages = region_pages(r);
   r->dirty = arena_take(&arenas[1], pages);
-  r->after = arena_take(&arenas[1], r->size);
+  r->after = r->present ? map_take(&arenas[1], r->size) : arena_take(&arenas[1], r->size);
   if (!r->dirty || !r->after) return 0;
   memset(r->dirty, 0, pages);
   r->changed = 0;
@@ -2056,7 +2161,8 @@ struct outcome {
   double ms, first_ms, record_ms;
   const char *in_app_from;
   size_t bytes_in, bytes_changed, bytes_written;
-  int regions, regions_skipped;
+  size_t bytes_reached; /* the reachable allocations' bytes: more than bytes_in where some are sparse */
+  int regions, regions_skipped, sparse_regions;
   /* The snapshot files as written: name, bytes and r3sum64, checked when they are read. */
   int nfiles;
   struct { const char *name; size_t bytes; uint64_t sum; } files[2];
@@ -2132,6 +2238,10 @@ static int write_launch_json(const char *dir, const struct launch *l, const stru
           opt.full_snapshot ? "full" : "reachable", o->regions, o->regions_skipped);
   fprintf(f, "  \"bytes_in\": %zu,\n  \"bytes_changed\": %zu,\n  \"bytes_written\": %zu,\n  \"record_ms\": %.3f,\n",
           o->bytes_in, o->bytes_changed, o->bytes_written, o->record_ms);
+  /* Allocations recorded by their pages that hold data: what the launch reaches is more than
+     bytes_in, the rest zeros. */
+  if (o->sparse_regions)
+    fprintf(f, "  \"sparse_regions\": %d,\n  \"bytes_reachable\": %zu,\n", o->sparse_regions, o->bytes_reached);
   fprintf(f, "  \"files\": [");
   for (int i = 0; i < o->nfiles; i++)
     fprintf(f, "%s{\"name\": \"%s\", \"bytes\": %zu, \"sum\": \"%016llx\"}", i ? ", " : "", o->files[i].name,
@@ -2243,23 +2353,43 @@ static void scan_words(const unsigned char *p, size_t n, size_t step, unsigned c
 
 /* The regions' buffers go back to the arenas, for the next recording. */
 static void free_regions(struct region *rs, int n) {
-  for (int i = 0; i < n; i++) rs[i].before = rs[i].after = NULL;
+  for (int i = 0; i < n; i++) rs[i].before = rs[i].after = rs[i].present = NULL;
   arenas_reset();
+}
+
+/* scan_words over a region's copied bytes: for a sparse one, its runs of pages holding data
+   (zeros point nowhere). */
+static void scan_region(const struct region *r, unsigned char *marked, int *queue, int *nqueue) {
+  if (!r->present) {
+    scan_words(r->before, r->size, 8, marked, queue, nqueue);
+    return;
+  }
+  size_t pages = region_pages(r);
+  for (size_t p = 0; p < pages;) {
+    if (!r->present[p]) { p++; continue; }
+    size_t q = p;
+    while (q < pages && r->present[q]) q++;
+    size_t off = p * R3_PAGE, end = q * R3_PAGE < r->size ? q * R3_PAGE : r->size;
+    scan_words(r->before + off, end - off, 8, marked, queue, nqueue);
+    p = q;
+  }
 }
 
 /* The regions launch l can reach, each copied out (before): every registered variable, the
    live allocations its arguments point into and, transitively, those that copied regions hold
    pointers into (with R3_RECORD_SNAPSHOT=full, every live allocation). Allocations come first,
-   in address order. Returns the count, or -1 with the reason in why. */
-static int snapshot_before(struct region *rs, const struct launch *l, size_t *bytes, int *skipped, char *why,
-                           size_t whyn) {
+   in address order. With `sparse`, allocations of R3_SPARSE_MIN or more are copied as sparse
+   regions and count against the limit by their pages that hold data. Returns the count, -2
+   over the limit, or -1, each with the reason in why; *reached is the allocations' bytes. */
+static int snapshot_pass(struct region *rs, const struct launch *l, int sparse, size_t *bytes, size_t *reached,
+                         int *skipped, char *why, size_t whyn) {
   static unsigned char marked[R3_MAX_ALLOCS];
   static int queue[R3_MAX_ALLOCS];
   static struct region vs[R3_MAX_VARS];
   int nqueue = 0, nv = 0, n = 0;
   build_live();
   memset(marked, 0, (size_t)nlive);
-  *bytes = 0;
+  *bytes = *reached = 0;
   for (int i = 0; i < nvars; i++) {
     void *dev = NULL;
     size_t size = 0;
@@ -2289,17 +2419,29 @@ static int snapshot_before(struct region *rs, const struct launch *l, size_t *by
       free_regions(vs, nv);
       return -1;
     }
-    *bytes += a->size;
-    if (*bytes > opt.limit_bytes) {
-      snprintf(why, whyn, "reachable working set over the limit of %zu MiB (raise R3_RECORD_LIMIT_MB)",
-               opt.limit_bytes >> 20);
-      free_regions(found, q);
-      free_regions(vs, nv);
-      return -1;
-    }
     found[q] = (struct region){KIND_ALLOC, a->addr, a->size, NULL, NULL, NULL, NULL, 0};
-    if (!copy_before(&found[q])) { free_regions(found, q + 1); goto copy_failed; }
-    if (!opt.full_snapshot) scan_words(found[q].before, a->size, 8, marked, queue, &nqueue);
+    *reached += a->size;
+    int by_pages = sparse && a->size >= R3_SPARSE_MIN;
+    /* A whole region is counted before it is copied; a sparse one once its pages are read. */
+    if (!by_pages) *bytes += a->size;
+    if (*bytes <= opt.limit_bytes && !(by_pages ? copy_before_sparse(&found[q]) : copy_before(&found[q]))) {
+      free_regions(found, q + 1);
+      goto copy_failed;
+    }
+    if (by_pages) *bytes += found[q].kept;
+    if (*bytes > opt.limit_bytes) {
+      if (sparse)
+        snprintf(why, whyn, "reachable working set over the limit of %zu MiB, counting only the pages that hold data "
+                 "(%zu MiB of data in the %zu MiB read; raise R3_RECORD_LIMIT_MB)",
+                 opt.limit_bytes >> 20, *bytes >> 20, *reached >> 20);
+      else
+        snprintf(why, whyn, "reachable working set over the limit of %zu MiB (raise R3_RECORD_LIMIT_MB)",
+                 opt.limit_bytes >> 20);
+      free_regions(found, q + 1);
+      free_regions(vs, nv);
+      return -2;
+    }
+    if (!opt.full_snapshot) scan_region(&found[q], marked, queue, &nqueue);
   }
   /* Allocations in address order, the order of live[]. */
   static int found_at[R3_MAX_ALLOCS];
@@ -2314,6 +2456,19 @@ copy_failed:
   free_regions(vs, nv);
   snprintf(why, whyn, "snapshot failed (device copy or host memory)");
   return -1;
+}
+
+/* snapshot_pass, whole regions first; where those pass the limit, once more with the large
+   allocations by their pages that hold data (a pool reserved up front and little used). The
+   second pass decides by what the launch reaches, not by the order it was found in. Returns
+   the count, or -1 with the reason in why. */
+static int snapshot_before(struct region *rs, const struct launch *l, size_t *bytes, size_t *reached, int *sparse,
+                           int *skipped, char *why, size_t whyn) {
+  *sparse = 0;
+  int n = snapshot_pass(rs, l, 0, bytes, reached, skipped, why, whyn);
+  if (n == -2) n = snapshot_pass(rs, l, 1, bytes, reached, skipped, why, whyn);
+  for (int i = 0; i < n; i++) *sparse += rs[i].present != NULL;
+  return n < 0 ? -1 : n;
 }
 
 static int snapshot_after(struct region *rs, int n) {
@@ -2341,10 +2496,43 @@ static int dirty_runs(const struct region *r, int enough) {
   return runs;
 }
 
+/* Where page p of sparse region r comes from in a restore: 0 zeros, 1 its before buffer, 2
+   its after buffer (after: as the launch left it). */
+static int sparse_source(const struct region *r, size_t p, int after) {
+  return after && r->dirty[p] ? 2 : r->present[p] ? 1 : 0;
+}
+
+/* Copies n zero bytes to dev, from one zeroed buffer of R3_STAGE_BYTES. */
+static int zeros_to_device(uint64_t dev, size_t n) {
+  static unsigned char *zeros;
+  if (!zeros && !(zeros = calloc(1, R3_STAGE_BYTES))) return 0;
+  for (size_t off = 0; off < n; off += R3_STAGE_BYTES)
+    if (!copy_to_device(zeros, dev + off, n - off < R3_STAGE_BYTES ? n - off : R3_STAGE_BYTES)) return 0;
+  return 1;
+}
+
+/* Puts a sparse region back whole, before the launch or as it left it, in runs of pages of
+   one source: zeros, the before buffer or the after buffer (sparse_source). */
+static int restore_sparse(struct region *r, int after) {
+  size_t pages = region_pages(r);
+  for (size_t p = 0; p < pages;) {
+    int from = sparse_source(r, p, after);
+    size_t q = p;
+    while (q < pages && sparse_source(r, q, after) == from) q++;
+    size_t off = p * R3_PAGE, end = q * R3_PAGE < r->size ? q * R3_PAGE : r->size;
+    int ok = from == 0 ? zeros_to_device(r->addr + off, end - off)
+                       : copy_to_device((from == 1 ? r->before : r->after) + off, r->addr + off, end - off);
+    if (!ok) return 0;
+    p = q;
+  }
+  return 1;
+}
+
 /* Puts a changed region back as the launch left it: its prologue, then its changed pages from
    the after buffer; with many scattered runs of changed pages, the after buffer is completed
    from the prologue first and copied whole. */
 static int restore_after(struct region *r) {
+  if (r->present) return restore_sparse(r, 1);
   size_t pages = region_pages(r);
   if (dirty_runs(r, R3_RESTORE_RUNS + 1) > R3_RESTORE_RUNS) {
     for (size_t p = 0; p < pages; p++)
@@ -2367,7 +2555,10 @@ static int restore_after(struct region *r) {
 static int restore_changed(struct region *rs, int n, int after) {
   for (int i = 0; i < n; i++) {
     if (!rs[i].changed) continue;
-    if (!(after ? restore_after(&rs[i]) : copy_to_device(rs[i].before, rs[i].addr, rs[i].size))) return 0;
+    int ok = after ? restore_after(&rs[i])
+             : rs[i].present ? restore_sparse(&rs[i], 0)
+             : copy_to_device(rs[i].before, rs[i].addr, rs[i].size);
+    if (!ok) return 0;
   }
   return 1;
 }
@@ -2826,12 +3017,13 @@ static cudaError_t record_launch(struct slot *slot, struct kernel_fn *k, int see
   }
   double t0 = now_s();
   struct outcome *o = &f->o;
-  *o = (struct outcome){why_not, 0, 0, 0, "first launch", 0, 0, 0, 0, 0};
+  *o = (struct outcome){.not_replayable = why_not, .in_app_from = "first launch"};
   char why[256];
   cudaDeviceSynchronize();
   arenas_reset();
   int n = 0;
-  if (!o->not_replayable && (n = snapshot_before(rs, l, &o->bytes_in, &o->regions_skipped, why, sizeof why)) < 0) {
+  if (!o->not_replayable && (n = snapshot_before(rs, l, &o->bytes_in, &o->bytes_reached, &o->sparse_regions,
+                                                 &o->regions_skipped, why, sizeof why)) < 0) {
     o->not_replayable = why; /* copied below: why is this frame's */
     n = 0;
   }
@@ -3151,7 +3343,7 @@ cudaError_t __wrap_cudaLaunchCooperativeKernel(const void *stub, dim3 grid, dim3
     snprintf(dir, sizeof dir, "%s/records/%016llx/cooperative-%d", store_dir, (unsigned long long)kernel_dir_key(k),
              k->recorded);
     struct launch l = {k->name, grid, block, shmem, (const unsigned char *)"", NULL, 0, fatbin_hash(k)};
-    struct outcome o = {"cooperative launch", 0, 0, 0, "first launch", 0, 0, 0, 0, 0};
+    struct outcome o = {.not_replayable = "cooperative launch", .in_app_from = "first launch"};
     struct gpu_info g = gpu_info_now();
     if (mkdirs(dir)) write_launch_json(dir, &l, &o, &g);
   }
