@@ -86,13 +86,15 @@ pub trait Rewriter {
     fn attempt(&mut self, kernel: &KernelHash, limit_s: f64) -> RewriteOutcome;
 }
 
-/// One attempt of the store's history: the loop shape of its kernel, and what it found (None:
-/// refused, failed to compile or judged wrong).
+/// One attempt of the store's history: the loop shape of its kernel, what it found (None:
+/// refused, failed to compile or judged wrong), and the builds it compiled (a template's knob
+/// values each one; 0 where it was refused or did not compile).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Past {
     pub kernel: KernelHash,
     pub shape: Option<String>,
     pub speedup: Option<f64>,
+    pub builds: u32,
 }
 
 /// Every attempt of the store's evolve logs that came to an outcome on `gpu`: judged there, or
@@ -113,10 +115,15 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
                 None if a.refused.is_some() || a.diagnostics.is_some() => None,
                 None => continue,
             };
+            let builds = match (&a.compiled, a.builds.len()) {
+                (None, _) => 0,
+                (Some(_), n) => n.max(1) as u32,
+            };
             out.push(Past {
                 kernel: kernel.clone(),
                 shape: shape.clone(),
                 speedup,
+                builds,
             });
         }
     }
@@ -125,9 +132,9 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
 
 /// The rewrite arm of `kernel` as an allocation starts: its price, from the history of kernels
 /// of its loop shape where that has [`MIN_HISTORY`] attempts, else of every kernel, else r3's
-/// prior; its attempts priced at a compile, the judge's evaluator (`setup_s`) and
-/// [`INNER_TRIALS`] of the kernel's trials (`trial_s`), until one is measured; its best the
-/// best of its own earlier attempts.
+/// prior; its attempts priced as searches are, by what they are expected to cost
+/// ([`attempt_seconds`]), until one is measured; its best the best of its own earlier
+/// attempts.
 pub fn price(
     store: &Store,
     kernel: &KernelHash,
@@ -181,7 +188,7 @@ pub fn price(
     RewriteArm {
         p,
         gain,
-        attempt_s: COMPILE_S + setup_s + f64::from(INNER_TRIALS) * trial_s,
+        attempt_s: attempt_seconds(builds_expected(&pool), trial_s, setup_s),
         from,
         attempts: 0,
         found: 0,
@@ -189,6 +196,26 @@ pub fn price(
         spent_s: 0.0,
         done: None,
     }
+}
+
+/// The builds an attempt is expected to compile and judge: the mean of the compiled attempts
+/// in `pool` (a template's knob search judges several builds, the rules proposer's one), 1
+/// where none compiled.
+pub fn builds_expected(pool: &[&Past]) -> f64 {
+    let compiled: Vec<u32> = pool.iter().map(|p| p.builds).filter(|&b| b > 0).collect();
+    if compiled.is_empty() {
+        return 1.0;
+    }
+    f64::from(compiled.iter().sum::<u32>()) / compiled.len() as f64
+}
+
+/// Seconds an attempt of `builds` builds is expected to take: a compile and an evaluator
+/// (`setup_s`) for each build, and the judge's trials of `trial_s` each. The judge halves over
+/// a template's builds (`r3-evolve`'s `halving`): every build runs at least one trial, so an
+/// attempt runs [`INNER_TRIALS`] or one per build, whichever is more.
+pub fn attempt_seconds(builds: f64, trial_s: f64, setup_s: f64) -> f64 {
+    let builds = builds.max(1.0);
+    builds * (COMPILE_S + setup_s) + f64::from(INNER_TRIALS).max(builds) * trial_s
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -420,7 +447,43 @@ pub(crate) mod tests {
             kernel: kernel.into(),
             shape: shape.map(str::to_owned),
             speedup,
+            builds: u32::from(speedup.is_some()),
         }
+    }
+
+    /// A template's knob search judges several builds, each compiled and given an evaluator
+    /// and at least one trial: its attempts cost that, and the history says how many builds
+    /// an attempt on kernels like it had.
+    #[test]
+    fn an_attempt_is_priced_by_the_builds_attempts_like_it_judged() {
+        assert_eq!(
+            attempt_seconds(1.0, 0.5, 2.0),
+            COMPILE_S + 2.0 + f64::from(INNER_TRIALS) * 0.5
+        );
+        // Twelve builds: twelve compiles and evaluators, and one trial each at least.
+        assert_eq!(
+            attempt_seconds(12.0, 0.5, 2.0),
+            12.0 * (COMPILE_S + 2.0) + 12.0 * 0.5
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let me: KernelHash = "00112233aabbccdd".into();
+        let templated = |speedup, builds| Past {
+            builds,
+            ..past("aa", None, speedup)
+        };
+        // Refused attempts and failed compiles say nothing of builds.
+        let history = [
+            templated(Some(3.0), 8),
+            templated(None, 4),
+            templated(None, 0),
+            templated(Some(1.0), 1),
+        ];
+        let r = price(&store, &me, 0.5, 2.0, &history);
+        let pool: Vec<&Past> = history.iter().collect();
+        assert_eq!(builds_expected(&pool), 13.0 / 3.0);
+        assert_eq!(r.attempt_s, attempt_seconds(13.0 / 3.0, 0.5, 2.0));
+        assert_eq!(builds_expected(&[]), 1.0);
     }
 
     #[test]
