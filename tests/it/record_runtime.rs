@@ -294,6 +294,15 @@ fn a_pool_whose_data_passes_the_limit_is_refused_and_one_under_it_relaunches_in_
         1,
         "the launch was re-launched in place"
     );
+    // Without staging buffers the pool's pages cross in plain copies, piece by piece: the same
+    // recording.
+    let plain = dir.path().join("plain");
+    let no_pinned = [limit[0], limit[1], ("FAKE_NO_PINNED", "1")];
+    run(&exe, "pool 64", &plain, &no_pinned);
+    let again = Store::open(&plain).unwrap().recordings(None).unwrap();
+    let snapshots =
+        |r: &r3::store::records::Recording| (r.prologue().unwrap(), r.epilogue().unwrap());
+    assert_eq!(snapshots(&again[0]), snapshots(&recs[0]));
     let noisy = dir.path().join("noisy");
     run(&exe, "pool 64 noisy", &noisy, &limit);
     let recs = Store::open(&noisy).unwrap().recordings(None).unwrap();

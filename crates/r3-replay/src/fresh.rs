@@ -59,7 +59,7 @@ fn float_buffers(launch: &LaunchRecord, prologue: &Snapshot) -> Vec<(usize, Dtyp
 /// The recorded inputs with every float buffer changed by the seed's `f`; None where the
 /// kernel reads no float buffer (nothing to change that is safe to change).
 pub fn perturb(launch: &LaunchRecord, prologue: &Snapshot, seed: u64) -> Option<Perturbed> {
-    let mut inputs = prologue.clone();
+    let mut inputs = prologue.copy_leaving_zeros();
     let mut changed = Vec::new();
     for (r, dtype) in float_buffers(launch, prologue) {
         let RegionData::Full(bytes) = &mut inputs.regions[r].data else {

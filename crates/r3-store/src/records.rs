@@ -108,8 +108,9 @@ impl Snapshot {
         self
     }
 
-    /// A copy whose large regions' zero pages are left unwritten (see [`LARGE_REGION`]).
-    fn copy_leaving_zeros(&self) -> Snapshot {
+    /// A copy whose large regions' zero pages are left unwritten (see [`LARGE_REGION`]): a
+    /// clone that takes no memory for a reservation's zeros.
+    pub fn copy_leaving_zeros(&self) -> Snapshot {
         let regions = self
             .regions
             .iter()
