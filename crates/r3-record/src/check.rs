@@ -20,8 +20,10 @@ pub struct Check {
 /// where its runs differ: `replay::determinism`) and keeps each verdict with the recording
 /// (`Store::set_verification`): a recording that does not
 /// reproduce is then shown with its reason, and never searched. Runs after the program, so it
-/// costs the program nothing; a verdict that could not be had is said, never stored.
-pub fn check(store: &Store, recordings: &[Recording]) -> Check {
+/// costs the program nothing; a verdict that could not be had is said, never stored. Where it
+/// replays, it first says so through `say` ([`checking_line`]): a check of a large recording
+/// takes a while, which the user should not take for a hang.
+pub fn check(store: &Store, recordings: &[Recording], say: &mut dyn FnMut(&str)) -> Check {
     let start = std::time::Instant::now();
     let recs: Vec<Recording> = recordings.iter().filter(|r| r.usable()).cloned().collect();
     let Some((driver, gpu)) = crate::device::probe().first() else {
@@ -34,6 +36,9 @@ pub fn check(store: &Store, recordings: &[Recording]) -> Check {
             ),
         };
     };
+    if !recs.is_empty() {
+        say(&checking_line(&recs, &gpu.name));
+    }
     let target = crate::lower::Codegen {
         sm: gpu.sm(),
         ptx: Some(crate::lower::ptx_for_driver(driver).into()),
@@ -54,5 +59,43 @@ pub fn check(store: &Store, recordings: &[Recording]) -> Check {
         verdicts: out,
         seconds: start.elapsed().as_secs_f64(),
         skipped: None,
+    }
+}
+
+/// What the check is about to do: how many recordings, how many bytes they bring to `gpu`.
+pub fn checking_line(recs: &[Recording], gpu: &str) -> String {
+    let bytes: u64 = recs.iter().map(|r| r.launch.bytes_replayed()).sum();
+    format!(
+        "r3: checking {} recording(s) ({:.1} MiB) on {gpu}: each -O3 baseline replayed and compared with what the program's launch left (`r3 record --no-verify` skips this)\n",
+        recs.len(),
+        bytes as f64 / 1048576.0
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::records::LaunchRecord;
+
+    #[test]
+    fn the_check_says_what_it_replays_before_it_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = |bytes_in, reachable| {
+            let mut l = LaunchRecord::by_hand("k", vec![], &[]);
+            l.bytes_in = bytes_in;
+            l.bytes_reachable = reachable;
+            Recording {
+                dir: dir.path().to_owned(),
+                id: "k/1".into(),
+                launch: l,
+                verification: None,
+                kernel: None,
+            }
+        };
+        let recs = [rec(3 << 20, None), rec(1 << 20, Some(6 << 30))];
+        assert_eq!(
+            checking_line(&recs, "NVIDIA H200"),
+            "r3: checking 2 recording(s) (6147.0 MiB) on NVIDIA H200: each -O3 baseline replayed and compared with what the program's launch left (`r3 record --no-verify` skips this)\n"
+        );
     }
 }

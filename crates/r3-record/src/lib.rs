@@ -262,7 +262,8 @@ pub fn record_session(
         let why = text::nothing_recorded(&command[0], run.stats.as_ref(), &run.status);
         say(&format!("{why}\n"));
     } else if verify {
-        say(&text::check_summary(&check(store, &run.recordings)));
+        let checked = check(store, &run.recordings, say);
+        say(&text::check_summary(&checked));
     }
     // Last, as a shell would say it after the program: a crash is not r3's exit status 1.
     say(&ended_text(&run.status).unwrap_or_default());
