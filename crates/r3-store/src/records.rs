@@ -78,6 +78,22 @@ pub struct Snapshot {
 /// zero pages, allocated zeroed, take no memory (a pool reserved up front and little used).
 const LARGE_REGION: usize = 64 << 20;
 
+/// `n` zero bytes, allocated zeroed (untouched pages take no memory), or None where the
+/// allocator refuses them: `vec![0; n]` would abort the process instead.
+fn zeroed(n: usize) -> Option<Vec<u8>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
+    // SAFETY: `layout` is of non-zero size. A non-null result is a fresh allocation of `n`
+    // zeroed bytes by the global allocator with that layout, which the Vec owns from here, with
+    // length and capacity `n`, as `Vec::from_raw_parts` requires.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout);
+        (!p.is_null()).then(|| Vec::from_raw_parts(p, n, n))
+    }
+}
+
 /// A copy of `bytes` whose zero pages are never written.
 fn copy_leaving_zeros(bytes: &[u8], page: usize) -> Vec<u8> {
     let mut out = vec![0u8; bytes.len()];
@@ -92,20 +108,29 @@ fn copy_leaving_zeros(bytes: &[u8], page: usize) -> Vec<u8> {
 impl Snapshot {
     /// Every region in full: a region held as pages (a prologue's large allocation recorded by
     /// its pages that hold data) becomes its bytes, zeros where no page is held. The zeros are
-    /// allocated zeroed, and take no memory until written.
-    pub fn completed(mut self) -> Snapshot {
+    /// allocated zeroed, and take no memory until written. A region this machine cannot hold
+    /// is an error that says so (its size comes from the file: never an abort).
+    pub fn completed(mut self) -> Result<Snapshot, String> {
         for r in &mut self.regions {
             let RegionData::Pages(pages) = &r.data else {
                 continue;
             };
-            let mut bytes = vec![0u8; r.size as usize];
+            let mut bytes = usize::try_from(r.size)
+                .ok()
+                .and_then(zeroed)
+                .ok_or_else(|| {
+                    format!(
+                    "its allocation at {:#x} of {} bytes cannot be held in this machine's memory",
+                    r.addr, r.size
+                )
+                })?;
             for (index, page) in pages {
                 let at = (*index * r.page_size as u64) as usize;
                 bytes[at..at + page.len()].copy_from_slice(page);
             }
             r.data = RegionData::Full(bytes);
         }
-        self
+        Ok(self)
     }
 
     /// A copy whose large regions' zero pages are left unwritten (see [`LARGE_REGION`]): a
@@ -388,7 +413,13 @@ impl Recording {
 
     /// The memory before the launch, every region in full ([`Snapshot::completed`]).
     pub fn prologue(&self) -> Result<Snapshot, StoreError> {
-        self.snapshot("prologue.r3snap").map(Snapshot::completed)
+        let name = "prologue.r3snap";
+        self.snapshot(name)?
+            .completed()
+            .map_err(|msg| StoreError::Io {
+                path: self.dir.join(name),
+                msg,
+            })
     }
 
     /// Whether the launch's memory is here (its launch description may travel alone, e.g. to
@@ -1331,7 +1362,15 @@ pub(crate) mod tests {
             },
         )
         .unwrap();
-        let pro = read_snapshot(&path).unwrap().completed();
+        let pro = read_snapshot(&path).unwrap().completed().unwrap();
+        // A size no machine holds (a damaged file's, say) is an error, not an abort.
+        let mut huge = Snapshot {
+            regions: vec![Region::allocation(0x1000, Vec::new())],
+        };
+        huge.regions[0].size = u64::MAX / 2;
+        huge.regions[0].data = RegionData::Pages(Vec::new());
+        let err = huge.completed().unwrap_err();
+        assert!(err.contains("cannot be held"), "{err}");
         assert_eq!(pro.regions[0].data, RegionData::Full(whole.clone()));
         // The launch writes one zero page and zeroes a data page.
         let mut after = whole.clone();
