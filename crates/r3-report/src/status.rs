@@ -243,10 +243,13 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
 /// The class of why a kernel cannot be searched, from the reason its recording gave: for a
 /// launch that cannot be replayed, the reason's words before any detail ("texture objects in
 /// use", "CUDA graphs in use"); for a baseline that does not reproduce, "not deterministic"
-/// where its own runs differ, else "does not reproduce".
+/// where its own runs differ (with why, where its code reads the GPU's clock), else "does not
+/// reproduce".
 pub fn exception_class(reason: &str, replayable: bool) -> String {
     if replayable {
-        return if reason.contains("not deterministic") {
+        return if reason.contains(r3_replay::determinism::READS_CLOCK) {
+            "not deterministic (it reads the GPU's clock)".into()
+        } else if reason.contains("not deterministic") {
             "not deterministic".into()
         } else {
             "does not reproduce".into()
@@ -716,6 +719,14 @@ mod tests {
         assert_eq!(
             class("allocation 0x6: differs at byte 6 (exact check)", true),
             "does not reproduce"
+        );
+        let clock = format!(
+            "allocation 0x6: differs at byte 24 (exact check); the kernel is not deterministic ({}): two replays agreed, the program's run did not",
+            r3_replay::determinism::READS_CLOCK
+        );
+        assert_eq!(
+            class(&clock, true),
+            "not deterministic (it reads the GPU's clock)"
         );
     }
 
