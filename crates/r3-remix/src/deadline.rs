@@ -1512,25 +1512,31 @@ mod tests {
             .collect()
     }
 
+    /// A kernel at `share` of its program (its weight too), `per_trial_s` a trial, nothing
+    /// searched or measured yet.
+    fn entrant_at(name: &str, share: f64, per_trial_s: f64) -> Entrant {
+        Entrant {
+            kernel: name.into(),
+            label: name.into(),
+            weight: share,
+            share,
+            prior: DEFAULT_PRIOR,
+            growth: None,
+            per_trial_s,
+            setup_s: 0.0,
+            expected: 1.0,
+            trials: 0,
+            best: 1.0,
+            confirm_setup_s: 0.0,
+            launch_ms: 0.0,
+            rewrite: None,
+        }
+    }
+
     fn entrants(shares: &[(&str, f64)], world: &BTreeMap<String, Kernel>) -> Vec<Entrant> {
         shares
             .iter()
-            .map(|&(name, share)| Entrant {
-                kernel: name.into(),
-                label: name.into(),
-                weight: share,
-                share,
-                prior: DEFAULT_PRIOR,
-                growth: None,
-                per_trial_s: world[name].cost,
-                setup_s: 0.0,
-                expected: 1.0,
-                trials: 0,
-                best: 1.0,
-                confirm_setup_s: 0.0,
-                launch_ms: 0.0,
-                rewrite: None,
-            })
+            .map(|&(name, share)| entrant_at(name, share, world[name].cost))
             .collect()
     }
 
@@ -2151,22 +2157,7 @@ mod tests {
         // before the deadline.
         let mut w = world(&[("flat", 1.0, 1.0, 10.0)]);
         let stop = AtomicBool::new(false);
-        let e = vec![Entrant {
-            kernel: "flat".into(),
-            label: "flat".into(),
-            weight: 1.0,
-            share: 1.0,
-            prior: DEFAULT_PRIOR,
-            growth: None,
-            per_trial_s: 1.0,
-            setup_s: 0.0,
-            expected: 1.0,
-            trials: 0,
-            best: 1.0,
-            confirm_setup_s: 0.0,
-            launch_ms: 0.0,
-            rewrite: None,
-        }];
+        let e = vec![entrant_at("flat", 1.0, 1.0)];
         let mut sim = Sim::new(&mut w, &stop);
         let ended = run(
             &store,
@@ -2838,20 +2829,8 @@ mod tests {
 
         fn entrant(name: &str, share: f64, rewrites: bool) -> Entrant {
             Entrant {
-                kernel: name.into(),
-                label: name.into(),
-                weight: share,
-                share,
-                prior: DEFAULT_PRIOR,
-                growth: None,
-                per_trial_s: 1.0,
-                setup_s: 0.0,
-                expected: 1.0,
-                trials: 0,
-                best: 1.0,
-                confirm_setup_s: 0.0,
-                launch_ms: 0.0,
                 rewrite: rewrites.then(crate::rewrites::tests::priced),
+                ..super::entrant_at(name, share, 1.0)
             }
         }
 
