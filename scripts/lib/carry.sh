@@ -9,6 +9,7 @@
 #                   static cudart above all, so one archive is a fraction of the files: carry it
 #                   instead of the directory to stay under the 64 MiB a call takes)
 #   unpack_dir NAME on the GPU machine: .carry/NAME from its archive, if only that was carried
+#   gpu_count       on the GPU machine: how many GPUs this process sees (CUDA_VISIBLE_DEVICES)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 carry="$here/.carry"
 cuda="${R3_CUDA_PATH:-${XDG_CACHE_HOME:-$HOME/.cache}/r3/cuda-13.0}"
@@ -45,4 +46,13 @@ unpack_dir() {
     xz -d -c "$carry/$1.tar.xz" | tar -C "$carry" -xf -
   fi
   [ -d "$carry/$1" ] || { echo "$carry/$1 missing: carry .carry/$1.tar.xz (or the directory)" >&2; return 2; }
+}
+
+gpu_count() {
+  local n; n=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+    local seen; seen=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .)
+    [ "$seen" -lt "$n" ] && n=$seen
+  fi
+  echo "$n"
 }
