@@ -91,6 +91,18 @@ pub const CONFIRMED_CODES: f64 = 2.0;
 /// An improvement this large counts (a search that finds only less is going stale).
 pub const IMPROVED: f64 = 1.01;
 
+/// The least speedup over -O3 a winner must have for apply to ship it
+/// (`winner::Policy::min_speedup`, `R3_APPLY_MIN_SPEEDUP`): a best under it is withheld
+/// without a confirmation, which could decide nothing. Confirming bests of 1.009–1.019× in
+/// fresh contexts took a sixth of the short kernels' confirmations of a 300 s deadline, and
+/// a 1.04× near-tie of a 1 s kernel could not be confirmed for lack of the time (H200,
+/// 2026-11-29).
+pub fn ships_from() -> f64 {
+    crate::store::winner::Policy::from_env()
+        .min_speedup
+        .max(IMPROVED)
+}
+
 /// What the allocation knows of a kernel before it is searched.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entrant {
@@ -328,7 +340,8 @@ pub fn reserve_for(a: &Allocation, me: &str, workers: &[String]) -> (f64, Vec<Tr
     let mut load = vec![0.0; live.len()];
     let mut mine = Vec::new();
     let mut shared: Vec<(f64, &TrialsKey)> = Vec::new();
-    for k in a.arms.iter().filter(|k| k.best >= IMPROVED && !k.confirmed) {
+    let ships = ships_from();
+    for k in a.arms.iter().filter(|k| k.best >= ships && !k.confirmed) {
         let c = confirm_s(a, k);
         match k
             .searcher
@@ -1119,7 +1132,7 @@ fn confirm_arm(
         let (expected, runs) = (confirm_estimate_s(k, trial_of(&a, k)), confirm_runs_s(k));
         a.arms[i].confirmed = true;
         let kernel = a.arms[i].kernel.clone();
-        let unaffordable = unaffordable(&a, &a.arms[i]);
+        let unaffordable = under_the_line(&a.arms[i]).or_else(|| unaffordable(&a, &a.arms[i]));
         store.put_allocation(&a)?;
         if let Some(why) = unaffordable {
             runner.withhold(&kernel, &why);
@@ -1151,6 +1164,19 @@ fn unaffordable(a: &Allocation, k: &Arm) -> Option<String> {
         format!(
             "a near-tie's confirmation takes about {need:.0} s, more than the {left:.0} s left of the deadline (fix: a longer --deadline, or `r3 tune {}` alone)",
             k.label
+        )
+    })
+}
+
+/// Why `k`'s winner is withheld unconfirmed because it could not ship if confirmed: its
+/// search's speedup is under [`ships_from`] (a confirmation takes the least favourable of its
+/// fresh contexts, and a search's best is biased high, so it would only come out lower).
+fn under_the_line(k: &Arm) -> Option<String> {
+    let line = ships_from();
+    (k.best < line).then(|| {
+        format!(
+            "under the {line:.2}× apply needs to ship a change of code (R3_APPLY_MIN_SPEEDUP), \
+             so no confirmation is spent on it"
         )
     })
 }
@@ -1396,8 +1422,9 @@ mod tests {
         confirmed_at: Vec<f64>,
         /// The clock as each slice began.
         sliced_at: Vec<f64>,
-        /// Kernels whose winner was withheld unconfirmed.
+        /// Kernels whose winner was withheld unconfirmed, and why.
         withheld: Vec<String>,
+        withheld_why: Vec<String>,
     }
 
     impl<'a> Sim<'a> {
@@ -1416,6 +1443,7 @@ mod tests {
                 confirmed_at: Vec::new(),
                 sliced_at: Vec::new(),
                 withheld: Vec::new(),
+                withheld_why: Vec::new(),
             }
         }
     }
@@ -1486,8 +1514,9 @@ mod tests {
         fn lets_go(&self, kernel: &TrialsKey) -> Option<String> {
             self.live.as_ref()?.lets_go(kernel).map(str::to_owned)
         }
-        fn withhold(&mut self, kernel: &TrialsKey, _why: &str) {
+        fn withhold(&mut self, kernel: &TrialsKey, why: &str) {
             self.withheld.push(kernel.to_string());
+            self.withheld_why.push(why.to_owned());
         }
         fn say(&mut self, _line: String) {}
         fn idle(&mut self, seconds: f64) {
@@ -2481,6 +2510,39 @@ mod tests {
             }
             d => panic!("{d:?}"),
         }
+    }
+
+    /// A best under the shipping line (1.02×, `ships_from`) is withheld without a
+    /// confirmation, which could not make it ship; a best over it is confirmed. Before, every
+    /// best of 1.01× or more was confirmed in fresh contexts (H200, 2026-11-29: 1.009–1.019×
+    /// bests, a sixth of a 300 s deadline's short kernels' confirmations).
+    #[test]
+    fn a_best_under_the_shipping_line_is_withheld_without_a_confirmation() {
+        let mut w = world(&[("near", 0.3, 1.015, 1.0), ("clear", 0.3, 1.5, 1.0)]);
+        let e = entrants(&[("near", 0.5), ("clear", 0.5)], &w);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim::new(&mut w, &stop);
+        run(
+            &store,
+            "p",
+            "GPU",
+            60.0,
+            || e,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        assert_eq!(sim.confirmed, ["clear"]);
+        assert_eq!(sim.withheld, ["near"]);
+        assert!(
+            sim.withheld_why[0].contains("under the 1.02×"),
+            "{:?}",
+            sim.withheld_why
+        );
     }
 
     /// A 1 s kernel alone under 60 s, nothing learned yet: its warm start is planned on a clear
