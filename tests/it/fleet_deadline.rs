@@ -96,6 +96,7 @@ impl Runner for Worker<'_> {
         warm: bool,
         trials: u32,
         limit_s: f64,
+        _ships_from: f64,
     ) -> SliceOutcome {
         // As the GPU's runner: the evaluator first (where none is alive), then the claim.
         let setup_s = if self.alive.insert(kernel.to_string()) {

@@ -762,8 +762,17 @@ pub trait Runner {
     /// Seconds on this run's clock.
     fn now_s(&self) -> f64;
     /// Searches `kernel` to `trials` trials in all, or (`warm`) through its baseline and warm
-    /// start, stopping after the round that passes `limit_s`.
-    fn slice(&mut self, kernel: &TrialsKey, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome;
+    /// start, stopping after the round that passes `limit_s`. A winner it finds could ship from
+    /// `ships_from` (a speedup over -O3, [`slice_ships_from`]): a new best under that is worth no
+    /// more timing than the search needs.
+    fn slice(
+        &mut self,
+        kernel: &TrialsKey,
+        warm: bool,
+        trials: u32,
+        limit_s: f64,
+        ships_from: f64,
+    ) -> SliceOutcome;
     /// Whether another worker is searching `kernel` now.
     fn busy(&self, kernel: &TrialsKey) -> bool;
     /// Takes `kernel`'s search for this worker (its trials file's lock, which [`Runner::busy`]
@@ -936,7 +945,7 @@ pub fn run(
         if stop.load(Ordering::SeqCst) {
             break ("interrupted".to_owned(), true);
         }
-        let (decision, idle_s, alone, ended) = {
+        let (decision, idle_s, alone, ended, line) = {
             let _lock = store.lock_allocation(scope, gpu)?;
             let mut a = current(store, scope, gpu, base, runner)?;
             let workers = store.allocation_workers(scope, gpu, Some(me))?;
@@ -964,9 +973,28 @@ pub fn run(
                     k.searcher = Some(me.to_owned());
                 }
             }
+            let line = match &d {
+                Decision::Slice {
+                    kernel,
+                    trials,
+                    limit_s,
+                    ..
+                } => a
+                    .arms
+                    .iter()
+                    .find(|k| k.kernel == *kernel)
+                    .map_or_else(ships_from, |k| slice_ships_from(&a, k, *trials, *limit_s)),
+                _ => ships_from(),
+            };
             store.put_allocation(&a)?;
             let alone = workers.len() <= 1;
-            (d, idle_seconds(a.deadline_s), alone, a.ended.is_some())
+            (
+                d,
+                idle_seconds(a.deadline_s),
+                alone,
+                a.ended.is_some(),
+                line,
+            )
         };
         let (kernel, warm, trials, limit_s) = match decision {
             // Every kernel left is another worker's for now: a winner nobody searches is
@@ -1027,7 +1055,7 @@ pub fn run(
             }
         }
         let t0 = runner.now_s();
-        let mut out = runner.slice(&kernel, warm, trials, limit_s);
+        let mut out = runner.slice(&kernel, warm, trials, limit_s, line);
         out.seconds = runner.now_s() - t0;
         let _lock = store.lock_allocation(scope, gpu)?;
         let mut a = current(store, scope, gpu, base, runner)?;
@@ -1179,6 +1207,31 @@ fn under_the_line(k: &Arm) -> Option<String> {
              so no confirmation is spent on it"
         )
     })
+}
+
+/// The least speedup over -O3 a winner of a slice of `k` (to `trials`, within `limit_s`) could
+/// ship at: apply's
+/// line ([`ships_from`]) where a near-tie's confirmation (priced at every context,
+/// `confirm::CONTEXTS`) would still fit in what the slice leaves of the deadline, else a clear
+/// winner's (`confirm::clear_winner`): [`unaffordable`] withholds a near-tie then, so its
+/// search need not time one beside -O3. kt_concordance's nvcc near-tie, 1.049×, took 24 s of
+/// its 53 s warm start so, and was withheld for its 155 s confirmation with 95 s left (H200,
+/// 2026-11-29).
+fn slice_ships_from(a: &Allocation, k: &Arm, trials: u32, limit_s: f64) -> f64 {
+    let near_tie = Arm {
+        best: ships_from(),
+        expected: 1.0,
+        ..k.clone()
+    };
+    // What the slice is expected to take (its limit is a bound: a warm start's is all the
+    // time there is).
+    let slice_s = (f64::from(trials.saturating_sub(k.trials)) * trial_of(a, k)).min(limit_s);
+    let after = (a.deadline_s - a.elapsed_s - slice_s).max(0.0);
+    if confirm_s(a, &near_tie) > after + CONFIRM_GRACE * a.deadline_s {
+        crate::confirm::clear_winner()
+    } else {
+        ships_from()
+    }
 }
 
 /// The share of a deadline a confirmation may run past it (see [`unaffordable`]).
@@ -1425,6 +1478,8 @@ mod tests {
         /// Kernels whose winner was withheld unconfirmed, and why.
         withheld: Vec<String>,
         withheld_why: Vec<String>,
+        /// Each slice's kernel and the speedup a winner of it could ship from.
+        ship_lines: Vec<(String, f64)>,
     }
 
     impl<'a> Sim<'a> {
@@ -1444,6 +1499,7 @@ mod tests {
                 sliced_at: Vec::new(),
                 withheld: Vec::new(),
                 withheld_why: Vec::new(),
+                ship_lines: Vec::new(),
             }
         }
     }
@@ -1458,8 +1514,10 @@ mod tests {
             _warm: bool,
             trials: u32,
             limit_s: f64,
+            ships_from: f64,
         ) -> SliceOutcome {
             self.sliced_at.push(self.clock);
+            self.ship_lines.push((kernel.to_string(), ships_from));
             let fresh = match &mut self.live {
                 Some(live) => live.touch(kernel).is_none(),
                 None => false,
@@ -2599,6 +2657,42 @@ mod tests {
         assert!(clock <= 60.0 * (1.0 + CONFIRM_GRACE), "{clock}");
     }
 
+    /// A slice's winner could ship from apply's line where a near-tie's confirmation still
+    /// fits after it, from a clear winner's where not: a 1 s kernel under 60 s (its near-tie's
+    /// confirmation, three contexts of pairs of 1 s, does not fit) and under 1000 s (it does).
+    #[test]
+    fn a_slice_whose_near_tie_could_not_be_confirmed_ships_only_a_clear_winner() {
+        let lines = |deadline_s: f64| {
+            let per_trial = crate::program::trial_seconds(1000.0, 1.0);
+            let mut w = world(&[("long", per_trial, 1.05, 1.0)]);
+            let mut e = entrants(&[("long", 1.0)], &w);
+            e[0].launch_ms = 1000.0;
+            e[0].setup_s = crate::program::setup_seconds(1000.0);
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::create(dir.path()).unwrap();
+            let stop = AtomicBool::new(false);
+            let mut sim = Sim::new(&mut w, &stop);
+            run(
+                &store,
+                "p",
+                "GPU",
+                deadline_s,
+                || e,
+                Continue::Fresh,
+                4,
+                &mut sim,
+                &stop,
+            )
+            .unwrap();
+            sim.ship_lines
+        };
+        let short = lines(60.0);
+        assert!(!short.is_empty());
+        assert_eq!(short[0].1, crate::confirm::clear_winner(), "{short:?}");
+        let long = lines(1000.0);
+        assert_eq!(long[0].1, ships_from(), "{long:?}");
+    }
+
     /// The 273 s pricing of issue 55: a 1.1 s kernel whose twin (the same loop shape) reached
     /// 15×, with 125 s of the deadline left. Priced at -O3 with every candidate timed in full
     /// (9 runs a trial, as before one-run judging and shape transfer) its warm start and
@@ -2830,6 +2924,7 @@ mod tests {
                 _: bool,
                 trials: u32,
                 limit_s: f64,
+                _: f64,
             ) -> SliceOutcome {
                 let k = self.world.get_mut(kernel.as_str()).unwrap();
                 let fit = (limit_s / k.cost).floor().max(2.0) as u32;

@@ -511,7 +511,7 @@ impl<'a> GpuRunner<'a> {
         kernel: &TrialsKey,
         warm: bool,
         trials: u32,
-        limit_s: f64,
+        (limit_s, ships_from): (f64, f64),
     ) -> Result<SliceOutcome, String> {
         let long = self
             .groups
@@ -528,6 +528,7 @@ impl<'a> GpuRunner<'a> {
             made.elapsed().as_secs_f64()
         };
         let (ev, space) = self.live.get_mut(i);
+        ev.ships_from(Some(ships_from));
         let cap = session::finite_budget(self.base.budget.max(2), space);
         let opts = TuneOptions {
             kernel: kernel.to_owned(),
@@ -612,12 +613,19 @@ impl deadline::Runner for GpuRunner<'_> {
         self.start.elapsed().as_secs_f64()
     }
 
-    fn slice(&mut self, kernel: &TrialsKey, warm: bool, trials: u32, limit_s: f64) -> SliceOutcome {
+    fn slice(
+        &mut self,
+        kernel: &TrialsKey,
+        warm: bool,
+        trials: u32,
+        limit_s: f64,
+        ships_from: f64,
+    ) -> SliceOutcome {
         let _span =
             crate::replay::timeline::span(if warm { "tune.warm" } else { "tune.search" }, || {
                 kernel.to_string()
             });
-        match self.run_slice(kernel, warm, trials, limit_s) {
+        match self.run_slice(kernel, warm, trials, (limit_s, ships_from)) {
             Ok(out) => out,
             Err(why) => {
                 let label = session::kernel_label(self.store, kernel);

@@ -58,6 +58,9 @@ pub struct GpuEvaluator {
     /// The search's best ratio to the baseline (f64 bits; 0: none): candidates clearly slower
     /// are raced out (`Evaluator::race_against`). A confirmation's evaluator starts with none.
     race: std::sync::atomic::AtomicU64,
+    /// The least speedup that could still ship (f64 bits; 0: apply's own line), set by a
+    /// deadline for its slices (`Evaluator::ships_from`).
+    ships_from: std::sync::atomic::AtomicU64,
     /// For a rewrite (a kernel stored as a variant of another): the original kernel's -O3 PTX,
     /// whose writes say which bytes are outputs (`outputs`); the rewrite's own code could
     /// leave them unwritten and be taken at its word.
@@ -216,6 +219,7 @@ impl GpuEvaluator {
             pool: std::sync::Mutex::new(Pool::new(limit)),
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
+            ships_from: Default::default(),
             screen,
             nvcc: None,
         })
@@ -237,6 +241,7 @@ impl GpuEvaluator {
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
+            ships_from: Default::default(),
             recording: self.recording.clone(),
             outputs_from: self.outputs_from.clone(),
             outputs: std::sync::Mutex::new(self.known_outputs()),
@@ -267,6 +272,7 @@ impl GpuEvaluator {
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
+            ships_from: Default::default(),
             outputs: std::sync::Mutex::new(
                 self.known_outputs()
                     .filter(|_| recording.id == self.recording.id),
@@ -475,6 +481,7 @@ impl GpuEvaluator {
             l2: self.opts.l2,
             baseline_alone: false,
             race: None,
+            ships_from: None,
             outputs_from: None,
             outputs: Some(Vec::new()),
             fresh: Some(seed),
@@ -525,6 +532,7 @@ fn baseline_job(
         l2,
         baseline_alone: true,
         race: None,
+        ships_from: None,
         outputs_from: None,
         outputs: None,
         fresh: None,
@@ -709,6 +717,12 @@ impl Evaluator for GpuEvaluator {
         self.race.store(bits, std::sync::atomic::Ordering::Relaxed);
     }
 
+    fn ships_from(&self, speedup: Option<f64>) {
+        let bits = speedup.filter(|s| *s > 0.0).map_or(0, f64::to_bits);
+        self.ships_from
+            .store(bits, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn renewed(&self) -> Option<Self> {
         self.for_recording(self.recording.clone()).ok()
     }
@@ -769,6 +783,10 @@ impl Evaluator for GpuEvaluator {
             l2: self.opts.l2,
             baseline_alone: false,
             race,
+            ships_from: Some(f64::from_bits(
+                self.ships_from.load(std::sync::atomic::Ordering::Relaxed),
+            ))
+            .filter(|s| *s > 0.0),
             outputs_from: self.outputs_from.clone(),
             outputs: self.known_outputs(),
             fresh: None,

@@ -135,6 +135,12 @@ pub trait Evaluator: Sync {
     /// `raced`). None: every candidate is timed in full. Ignored by default.
     fn race_against(&self, _best_ratio: Option<f64>) {}
 
+    /// The least speedup over -O3 a winner of the next `measure`s could still ship at (a
+    /// deadline's, where a near-tie's confirmation no longer fits: a clear winner's): a long
+    /// kernel's new best under it is not timed again beside the baseline. None: apply's own
+    /// line (`winner::Policy::min_speedup`). Ignored by default.
+    fn ships_from(&self, _speedup: Option<f64>) {}
+
     /// What the screen did (`screen`): its prefix, its drops and its agreement with the whole
     /// launch; None where the kernel was not screened. None by default.
     fn screen_summary(&self) -> Option<String> {

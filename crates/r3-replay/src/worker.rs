@@ -36,6 +36,10 @@ pub struct Job {
     /// timed no further (`stopping::beaten`).
     #[serde(default)]
     pub race: Option<f64>,
+    /// The least speedup over -O3 that could still ship (`Evaluator::ships_from`): a long
+    /// kernel's new best under it keeps its own timing. None: apply's (`ships_from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ships_from: Option<f64>,
     /// The code whose writes say which bytes are outputs, poisoned before every checked run
     /// (`outputs`): the original kernel's where the candidates are a rewrite's, whose own -O3
     /// is the baseline; None: the baseline's.
@@ -425,7 +429,7 @@ fn run_job(
             (base, base_out, base_timed),
             c,
             (job.max_reps, race.or(own)),
-            job.l2,
+            (job.l2, job.ships_from.unwrap_or_else(ships_from)),
             screens,
         );
         race = super::stopping::tightened(race, result.outcome.ratio());
@@ -711,7 +715,7 @@ fn evaluate(
     (base, base_out, base_timed): (&session::Loaded, &session::Output, &mut Option<TimeStats>),
     c: &JobCandidate,
     reps: (u32, Option<f64>),
-    l2: Regime,
+    (l2, ships): (Regime, f64),
     screens: (&str, &mut BaseScreen),
 ) -> (Measured, bool) {
     let loading = super::timeline::span("worker.load", String::new);
@@ -779,7 +783,7 @@ fn evaluate(
                 // what ships rest on interleaved measurements, and the baseline's time is
                 // renewed. So is a candidate whose own runs disagreed: whether that is its
                 // fault depends on whether the baseline's runs agree (`determinism::verdict`).
-                Ok(alone) if retimed_beside_baseline(alone.as_ref(), reps.1, ships_from()) => {
+                Ok(alone) if retimed_beside_baseline(alone.as_ref(), reps.1, ships) => {
                     match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
                         Ok(outcome) => {
                             if let Outcome::Valid { baseline, .. } = &outcome {
@@ -832,7 +836,8 @@ fn retimed_beside_baseline(alone: Option<&Outcome>, race: Option<f64>, ships: f6
     })
 }
 
-/// The least speedup over -O3 apply ships (`winner::Policy::min_speedup`).
+/// The least speedup over -O3 apply ships (`winner::Policy::min_speedup`), where the job
+/// names none.
 fn ships_from() -> f64 {
     crate::store::winner::Policy::from_env()
         .min_speedup
@@ -1337,6 +1342,7 @@ mod tests {
             l2: Regime::Cold,
             baseline_alone: false,
             race: None,
+            ships_from: None,
             outputs_from: None,
             outputs: None,
             fresh: None,
