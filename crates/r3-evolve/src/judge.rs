@@ -283,11 +283,8 @@ impl Judge for GpuJudge<'_> {
             time,
             |b, trials, time| {
                 let mut j = this.borrow_mut();
-                if j.stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    return Err(Box::new(Verdict::Failed {
-                        why: "was not measured".into(),
-                        message: "interrupted".into(),
-                    }));
+                if let Some(v) = j.stopped() {
+                    return Err(Box::new(v));
                 }
                 j.search(store, &b.record, trials, time)
                     .map(|f| (f.time_us, f))
@@ -447,6 +444,20 @@ impl GpuJudge<'_> {
         })
     }
 
+    /// Where the run was stopped (Ctrl-C, or a deadline's limit on the attempt): the verdict of
+    /// a rewrite not measured to the end, which the caller does not record (`--resume`, or the
+    /// deadline's next attempt, judges it again). Each step of a confirmation opens a worker
+    /// of its own: a deadline's rewrite attempt went on through two of them after its limit,
+    /// 8 s past a 90 s deadline (H200, 2026-11-29).
+    fn stopped(&self) -> Option<Verdict> {
+        self.stop
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| Verdict::Failed {
+                why: "was not measured".into(),
+                message: "interrupted".into(),
+            })
+    }
+
     /// The best configuration checked on every other recorded launch, then timed interleaved
     /// against the original's best compiler-only build.
     fn confirm(&mut self, found: Found) -> Verdict {
@@ -458,6 +469,9 @@ impl GpuJudge<'_> {
             Err(o) => return Self::failed(&o, "lowering its best configuration again: "),
         };
         for other in &self.others {
+            if let Some(v) = self.stopped() {
+                return v;
+            }
             let check = match ev.for_recording(other.clone()) {
                 Ok(e) => e.measure(std::slice::from_ref(&lowered)),
                 Err(e) => {
@@ -476,10 +490,16 @@ impl GpuJudge<'_> {
         }
         // Reproducing every recording is not enough: code with the recorded output baked in
         // does. It must also give what the original gives on other inputs.
+        if let Some(v) = self.stopped() {
+            return v;
+        }
         let fresh = ev
             .with_baseline(self.reference.clone())
             .check_fresh(&lowered, crate::replay::fresh::SEED);
         if let Some(v) = on_fresh_inputs(fresh) {
+            return v;
+        }
+        if let Some(v) = self.stopped() {
             return v;
         }
         let duel = ev.with_baseline(self.reference.clone());

@@ -43,6 +43,13 @@ pub const COMPILE_S: f64 = 4.0;
 /// default is 16): enough for -O3 and the store's transferred winners.
 pub const INNER_TRIALS: u32 = 8;
 
+/// What the judge's confirmation of an attempt's best costs, in the kernel's trials: it opens
+/// a worker of its own for each step (the other recorded launches, other inputs, the duel
+/// against the original's best), each loading the recording and learning its outputs again.
+/// An attempt on a 0.5 s kernel priced without it ran 42 s, 8 s past a 90 s deadline (H200,
+/// 2026-11-29): about its search's time again.
+pub const JUDGE_TRIALS: u32 = 4;
+
 /// What one rewrite slice came to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RewriteOutcome {
@@ -210,12 +217,14 @@ pub fn builds_expected(pool: &[&Past]) -> f64 {
 }
 
 /// Seconds an attempt of `builds` builds is expected to take: a compile and an evaluator
-/// (`setup_s`) for each build, and the judge's trials of `trial_s` each. The judge halves over
-/// a template's builds (`r3-evolve`'s `halving`): every build runs at least one trial, so an
-/// attempt runs [`INNER_TRIALS`] or one per build, whichever is more.
+/// (`setup_s`) for each build, the judge's trials of `trial_s` each, and the confirmation of
+/// its best (another evaluator and [`JUDGE_TRIALS`]). The judge halves over a template's
+/// builds (`r3-evolve`'s `halving`): every build runs at least one trial, so an attempt runs
+/// [`INNER_TRIALS`] or one per build, whichever is more.
 pub fn attempt_seconds(builds: f64, trial_s: f64, setup_s: f64) -> f64 {
     let builds = builds.max(1.0);
-    builds * (COMPILE_S + setup_s) + f64::from(INNER_TRIALS).max(builds) * trial_s
+    let search = builds * (COMPILE_S + setup_s) + f64::from(INNER_TRIALS).max(builds) * trial_s;
+    search + setup_s + f64::from(JUDGE_TRIALS) * trial_s
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -456,14 +465,16 @@ pub(crate) mod tests {
     /// an attempt on kernels like it had.
     #[test]
     fn an_attempt_is_priced_by_the_builds_attempts_like_it_judged() {
+        // Its confirmation: another evaluator and JUDGE_TRIALS of the kernel's trials.
+        let judge = 2.0 + f64::from(JUDGE_TRIALS) * 0.5;
         assert_eq!(
             attempt_seconds(1.0, 0.5, 2.0),
-            COMPILE_S + 2.0 + f64::from(INNER_TRIALS) * 0.5
+            COMPILE_S + 2.0 + f64::from(INNER_TRIALS) * 0.5 + judge
         );
         // Twelve builds: twelve compiles and evaluators, and one trial each at least.
         assert_eq!(
             attempt_seconds(12.0, 0.5, 2.0),
-            12.0 * (COMPILE_S + 2.0) + 12.0 * 0.5
+            12.0 * (COMPILE_S + 2.0) + 12.0 * 0.5 + judge
         );
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
@@ -495,7 +506,7 @@ pub(crate) mod tests {
         let r = price(&store, &me, 0.5, 2.0, &few);
         assert_eq!((r.p, r.gain), (PRIOR_P, PRIOR_GAIN));
         assert!(r.from.contains("prior"), "{}", r.from);
-        assert_eq!(r.attempt_s, COMPILE_S + 2.0 + f64::from(INNER_TRIALS) * 0.5);
+        assert_eq!(r.attempt_s, attempt_seconds(1.0, 0.5, 2.0));
         let history = [
             past("aa", None, Some(2.0)),
             past("aa", None, None),
