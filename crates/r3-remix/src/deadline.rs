@@ -1582,6 +1582,33 @@ mod tests {
         }
     }
 
+    /// `e` run by one worker on a fresh store under `deadline_s`, on a simulated GPU of `w`;
+    /// what `look` reads off the simulation after.
+    fn run_alone<R>(
+        w: &mut BTreeMap<String, Kernel>,
+        e: Vec<Entrant>,
+        deadline_s: f64,
+        look: impl FnOnce(&Sim) -> R,
+    ) -> R {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim::new(w, &stop);
+        let ended = run(
+            &store,
+            "p",
+            "GPU",
+            deadline_s,
+            || e,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        );
+        ended.unwrap();
+        look(&sim)
+    }
+
     fn world(kernels: &[(&str, f64, f64, f64)]) -> BTreeMap<String, Kernel> {
         kernels
             .iter()
@@ -2578,29 +2605,13 @@ mod tests {
     fn a_best_under_the_shipping_line_is_withheld_without_a_confirmation() {
         let mut w = world(&[("near", 0.3, 1.015, 1.0), ("clear", 0.3, 1.5, 1.0)]);
         let e = entrants(&[("near", 0.5), ("clear", 0.5)], &w);
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path()).unwrap();
-        let stop = AtomicBool::new(false);
-        let mut sim = Sim::new(&mut w, &stop);
-        run(
-            &store,
-            "p",
-            "GPU",
-            60.0,
-            || e,
-            Continue::Fresh,
-            4,
-            &mut sim,
-            &stop,
-        )
-        .unwrap();
-        assert_eq!(sim.confirmed, ["clear"]);
-        assert_eq!(sim.withheld, ["near"]);
-        assert!(
-            sim.withheld_why[0].contains("under the 1.02×"),
-            "{:?}",
-            sim.withheld_why
-        );
+        let (confirmed, withheld, why) = run_alone(&mut w, e, 60.0, |sim| {
+            let (c, w) = (sim.confirmed.clone(), sim.withheld.clone());
+            (c, w, sim.withheld_why.clone())
+        });
+        assert_eq!(confirmed, ["clear"]);
+        assert_eq!(withheld, ["near"]);
+        assert!(why[0].contains("under the 1.02×"), "{why:?}");
     }
 
     /// A 1 s kernel alone under 60 s, nothing learned yet: its warm start is planned on a clear
@@ -2618,28 +2629,10 @@ mod tests {
             let mut e = entrants(&[("long", 1.0)], &w);
             e[0].launch_ms = 1000.0;
             e[0].setup_s = crate::program::setup_seconds(1000.0);
-            let dir = tempfile::tempdir().unwrap();
-            let store = Store::create(dir.path()).unwrap();
-            let stop = AtomicBool::new(false);
-            let mut sim = Sim::new(&mut w, &stop);
-            let ended = run(
-                &store,
-                "p",
-                "GPU",
-                60.0,
-                || e,
-                Continue::Fresh,
-                4,
-                &mut sim,
-                &stop,
-            );
-            ended.unwrap();
-            (
-                sim.clock,
-                sim.slices.len(),
-                sim.confirmed.len(),
-                sim.withheld.len(),
-            )
+            run_alone(&mut w, e, 60.0, |sim| {
+                let n = (sim.slices.len(), sim.confirmed.len(), sim.withheld.len());
+                (sim.clock, n.0, n.1, n.2)
+            })
         };
         // 10x: searched, confirmed in its one context and pair (2 x 6 runs of 1 s).
         let (clock, slices, confirmed, withheld) = go(10.0, 12.0);
@@ -2668,23 +2661,7 @@ mod tests {
             let mut e = entrants(&[("long", 1.0)], &w);
             e[0].launch_ms = 1000.0;
             e[0].setup_s = crate::program::setup_seconds(1000.0);
-            let dir = tempfile::tempdir().unwrap();
-            let store = Store::create(dir.path()).unwrap();
-            let stop = AtomicBool::new(false);
-            let mut sim = Sim::new(&mut w, &stop);
-            run(
-                &store,
-                "p",
-                "GPU",
-                deadline_s,
-                || e,
-                Continue::Fresh,
-                4,
-                &mut sim,
-                &stop,
-            )
-            .unwrap();
-            sim.ship_lines
+            run_alone(&mut w, e, deadline_s, |sim| sim.ship_lines.clone())
         };
         let short = lines(60.0);
         assert!(!short.is_empty());
