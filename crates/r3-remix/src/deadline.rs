@@ -98,9 +98,7 @@ pub const IMPROVED: f64 = 1.01;
 /// a 1.04× near-tie of a 1 s kernel could not be confirmed for lack of the time (H200,
 /// 2026-11-29).
 pub fn ships_from() -> f64 {
-    crate::store::winner::Policy::from_env()
-        .min_speedup
-        .max(IMPROVED)
+    crate::store::winner::min_speedup_from_env().max(IMPROVED)
 }
 
 /// What the allocation knows of a kernel before it is searched.
@@ -1210,8 +1208,7 @@ fn under_the_line(k: &Arm) -> Option<String> {
 }
 
 /// The least speedup over -O3 a winner of a slice of `k` (to `trials`, within `limit_s`) could
-/// ship at: apply's
-/// line ([`ships_from`]) where a near-tie's confirmation (priced at every context,
+/// ship at: apply's line ([`ships_from`]) where a near-tie's confirmation (priced at every context,
 /// `confirm::CONTEXTS`) would still fit in what the slice leaves of the deadline, else a clear
 /// winner's (`confirm::clear_winner`): [`unaffordable`] withholds a near-tie then, so its
 /// search need not time one beside -O3. kt_concordance's nvcc near-tie, 1.049×, took 24 s of

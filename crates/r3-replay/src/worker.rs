@@ -839,9 +839,7 @@ fn retimed_beside_baseline(alone: Option<&Outcome>, race: Option<f64>, ships: f6
 /// The least speedup over -O3 apply ships (`winner::Policy::min_speedup`), where the job
 /// names none.
 fn ships_from() -> f64 {
-    crate::store::winner::Policy::from_env()
-        .min_speedup
-        .max(1.0)
+    crate::store::winner::min_speedup_from_env().max(1.0)
 }
 
 /// A checked candidate timed alone until its median is known (`stopping::enough` on its own

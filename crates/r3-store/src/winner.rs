@@ -134,6 +134,17 @@ fn build_config() -> Option<crate::config::BuildConfig> {
 /// that is a gain worth a change of code.
 pub const DEFAULT_MIN_SPEEDUP: f64 = 1.02;
 
+/// The least gain over what a launch would run otherwise that apply ships:
+/// `R3_APPLY_MIN_SPEEDUP`, else [`DEFAULT_MIN_SPEEDUP`] (`Policy::min_speedup`). A search asks
+/// it of its winners before spending time to confirm them.
+pub fn min_speedup_from_env() -> f64 {
+    std::env::var("R3_APPLY_MIN_SPEEDUP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|v: &f64| v.is_finite())
+        .unwrap_or(DEFAULT_MIN_SPEEDUP)
+}
+
 impl Policy {
     /// The policy build systems set through the environment (`R3_APPLY_LAUNCH_BOUNDS=1`,
     /// `R3_APPLY_DISPATCH=0`, `R3_APPLY_GPU=h100`, `R3_APPLY_SIMULATED=1`,
@@ -148,11 +159,7 @@ impl Policy {
             ),
             gpu: std::env::var("R3_APPLY_GPU").ok().filter(|g| !g.is_empty()),
             simulated: on("R3_APPLY_SIMULATED"),
-            min_speedup: std::env::var("R3_APPLY_MIN_SPEEDUP")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .filter(|v: &f64| v.is_finite())
-                .unwrap_or(DEFAULT_MIN_SPEEDUP),
+            min_speedup: min_speedup_from_env(),
             run_ms: None,
             rewrites: rewrites_asked(
                 std::env::var_os("R3_APPLY_REWRITES").as_deref(),
