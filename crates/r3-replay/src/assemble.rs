@@ -10,6 +10,14 @@
 //! Every code of a session, the baseline's included, goes the same way, so that a candidate and
 //! -O3 are compared as the same compiler made them. Where there is no `ptxas` (`R3_PTXAS=off`,
 //! or none found) or it refuses a PTX, the driver compiles it, as before.
+//!
+//! Within one `r3 tune`, `ptxas`'s code is kept in the run's shared directory ([`kept_dir`])
+//! by the hash of the `ptxas`, the architecture and the PTX, and the search assembles each
+//! candidate there as it lowers it ([`assemble_ahead`]), on its lowering threads. A worker's load
+//! then finds it: a short kernel's candidate arrives one at a time, and its `ptxas` (28 ms
+//! median) had come after the lowering and before the measurement (10 ms), on the GPU's clock
+//! (H200, run H, 2026-11-29). Every fresh context of a confirmation, and every worker opened
+//! again on a kernel, finds the baseline's code there too.
 
 use cudarc::driver::sys::{self, CUresult};
 use std::ffi::CString;
@@ -69,6 +77,81 @@ pub fn cubin(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<u8>, String> {
     std::fs::read(&output).map_err(|e| format!("{}: {e}", output.display()))
 }
 
+/// The directory `ptxas`'s code is kept in for the other processes of this run: `cubins/` in the
+/// directory the run shares decompressed recordings in (`worker::SharedSnapshots`; a worker
+/// knows it by `R3_SNAPSHOT_CACHE`). None outside a run that shares one.
+fn kept_dir() -> Option<PathBuf> {
+    let run = crate::worker::shared_snapshots().or_else(|| {
+        std::env::var_os(crate::store::snapcache::ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })?;
+    let dir = run.join("cubins");
+    // Not create_dir_all: a run's directory that is gone is not made again.
+    match std::fs::create_dir(&dir) {
+        Ok(()) => Some(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(dir),
+        Err(_) => None,
+    }
+}
+
+/// The file `ptxas`'s code of `ptx` for `arch` is kept in, under `dir`.
+fn kept_file(dir: &Path, ptxas: &Path, ptx: &str, arch: &str) -> PathBuf {
+    let mut h = blake3::Hasher::new();
+    for part in [
+        ptxas.as_os_str().as_encoded_bytes(),
+        arch.as_bytes(),
+        ptx.as_bytes(),
+    ] {
+        h.update(&(part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    dir.join(format!("{}.cubin", h.finalize().to_hex()))
+}
+
+/// [`cubin`], kept in `dir` (where there is one) for the next process of the run that loads
+/// the same PTX. A kept file is written whole under a temporary name, then renamed: a reader
+/// finds all of it or none. A damaged one fails its load, and the driver compiles the PTX.
+pub fn cubin_kept(
+    dir: Option<&Path>,
+    ptxas: &Path,
+    ptx: &str,
+    arch: &str,
+) -> Result<Vec<u8>, String> {
+    let file = dir.map(|d| kept_file(d, ptxas, ptx, arch));
+    if let Some(code) = file.as_ref().and_then(|f| std::fs::read(f).ok()) {
+        return Ok(code);
+    }
+    let code = cubin(ptxas, ptx, arch)?;
+    if let Some(file) = file {
+        keep(&file, &code);
+    }
+    Ok(code)
+}
+
+/// Writes `code` to `file` through a temporary file beside it; nothing where it cannot (the
+/// next load assembles again). Not synced: the directory lasts one run.
+fn keep(file: &Path, code: &[u8]) {
+    use std::io::Write;
+    let Some(dir) = file.parent() else { return };
+    let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
+        return;
+    };
+    if tmp.write_all(code).is_ok() {
+        let _ = tmp.persist(file);
+    }
+}
+
+/// Assembles `ptx` for `arch` into the run's kept code, on the calling thread, where the run
+/// keeps code and a `ptxas` is found: the worker that loads it next finds it ready.
+pub fn assemble_ahead(ptx: &str, arch: &str) {
+    let (Some(ptxas), Some(dir)) = (ptxas(), kept_dir()) else {
+        return;
+    };
+    let _span = crate::timeline::span("lower.ptxas", String::new);
+    let _ = cubin_kept(Some(&dir), ptxas, ptx, arch);
+}
+
 /// The architecture of the current context's GPU, as `ptxas` names it (`sm_90`).
 ///
 /// # Safety
@@ -101,7 +184,7 @@ pub unsafe fn load(ptx: &str) -> Result<sys::CUmodule, CUresult> {
     let assembled = match (ptxas(), current_arch()) {
         (Some(ptxas), Some(arch)) => {
             let _span = crate::timeline::span("load.ptxas", String::new);
-            cubin(ptxas, ptx, &arch).ok()
+            cubin_kept(kept_dir().as_deref(), ptxas, ptx, &arch).ok()
         }
         _ => None,
     };
@@ -132,6 +215,54 @@ mod tests {
         );
         assert_eq!(chosen(Some(Path::new(""))), None);
         assert_eq!(chosen(None), None);
+    }
+
+    /// A stand-in `ptxas` that counts its runs in `runs` and writes `code` as its output.
+    fn counting_ptxas(dir: &Path, code: &str) -> (PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let (exe, runs) = (dir.join("ptxas"), dir.join("runs"));
+        let script = format!(
+            "#!/bin/sh\necho run >> {}\nwhile [ \"$1\" != -o ]; do shift; done\nprintf {code} > \"$2\"\n",
+            runs.display()
+        );
+        std::fs::write(&exe, script).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        (exe, runs)
+    }
+
+    #[test]
+    fn kept_code_is_assembled_once_per_ptxas_architecture_and_ptx() {
+        let (tools, kept) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (ptxas, runs) = counting_ptxas(tools.path(), "CODE");
+        let ran = || std::fs::read_to_string(&runs).map_or(0, |s| s.lines().count());
+        let ptx = ".visible .entry k() { ret; }";
+        for _ in 0..3 {
+            assert_eq!(
+                cubin_kept(Some(kept.path()), &ptxas, ptx, "sm_90").unwrap(),
+                b"CODE"
+            );
+        }
+        assert_eq!(ran(), 1, "the second and third loads read the kept code");
+        cubin_kept(Some(kept.path()), &ptxas, ptx, "sm_80").unwrap();
+        cubin_kept(Some(kept.path()), &ptxas, "// other\n", "sm_90").unwrap();
+        assert_eq!(ran(), 3, "another architecture or PTX is assembled anew");
+        // Without a directory nothing is kept.
+        cubin_kept(None, &ptxas, ptx, "sm_90").unwrap();
+        assert_eq!(ran(), 4);
+        let files = std::fs::read_dir(kept.path()).unwrap().count();
+        assert_eq!(files, 3, "one file per code, no temporary file left");
+    }
+
+    #[test]
+    fn a_refused_ptx_is_not_kept() {
+        let (tools, kept) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let exe = tools.path().join("ptxas");
+        std::fs::write(&exe, "#!/bin/sh\necho 'ptxas fatal: bad' >&2\nexit 255\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let why = cubin_kept(Some(kept.path()), &exe, "x", "sm_90").unwrap_err();
+        assert!(why.contains("ptxas fatal: bad"), "{why}");
+        assert_eq!(std::fs::read_dir(kept.path()).unwrap().count(), 0);
     }
 
     /// The SDK's ptxas, where this machine has one (scripts/setup installs it; CI runs it).

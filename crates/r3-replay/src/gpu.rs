@@ -745,18 +745,23 @@ impl Evaluator for GpuEvaluator {
         self.nvcc.is_some()
     }
 
+    /// Lowers the candidate, then assembles its PTX for the worker (`assemble::assemble_ahead`)
+    /// while still on the lowering thread, off the GPU's clock.
     fn lower(&self, candidate: &Candidate) -> Result<Lowered, Outcome> {
-        if candidate.is_nvcc() {
-            return crate::nvcc_lowered(candidate, self.nvcc.as_ref());
-        }
-        lower_isolated(&LowerJob {
-            bitcode: self.bitcode_path.clone(),
-            kernel_hash: self.kernel.hash.clone(),
-            candidate: candidate.clone(),
-            target: self.target.clone(),
-            mutation: None,
-        })
-        .map_err(crate::compile_error)
+        let lowered = if candidate.is_nvcc() {
+            crate::nvcc_lowered(candidate, self.nvcc.as_ref())
+        } else {
+            lower_isolated(&LowerJob {
+                bitcode: self.bitcode_path.clone(),
+                kernel_hash: self.kernel.hash.clone(),
+                candidate: candidate.clone(),
+                target: self.target.clone(),
+                mutation: None,
+            })
+            .map_err(crate::compile_error)
+        }?;
+        crate::assemble::assemble_ahead(&lowered.ptx, &self.target.sm);
+        Ok(lowered)
     }
 
     fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {

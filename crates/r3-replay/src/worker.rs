@@ -1074,7 +1074,7 @@ impl Drop for SharedSnapshots {
     }
 }
 
-fn shared_snapshots() -> Option<PathBuf> {
+pub(crate) fn shared_snapshots() -> Option<PathBuf> {
     let dir = SNAPSHOTS.lock().unwrap_or_else(|p| p.into_inner());
     dir.as_ref().map(|d| d.path().to_owned())
 }
