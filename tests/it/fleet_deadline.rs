@@ -197,6 +197,7 @@ fn entrants(fleet: &Fleet, shares: &[(&str, f64)]) -> Vec<Entrant> {
             best: 1.0,
             confirm_setup_s: 0.0,
             launch_ms: 0.0,
+            shape: None,
             rewrite: None,
         })
         .collect()

@@ -3,7 +3,7 @@
 //! expected to give (the store's history), and the GPU's [`deadline::Runner`]: each slice a
 //! resumed tuning session of the kernel, its evaluator kept between slices.
 
-use crate::deadline::{self, Entrant, SliceOutcome};
+use crate::deadline::{self, trial_seconds, Entrant, SliceOutcome};
 use crate::kernel::TrialsKey;
 use crate::replay::device::GpuInfo;
 use crate::replay::gpu::GpuEvaluator;
@@ -185,6 +185,7 @@ pub fn entrants(
             best,
             confirm_setup_s: confirm_setup_estimate(recs),
             launch_ms: ms,
+            shape: crate::transfer::shape_of(store, kernel),
             rewrite: None,
         });
     }
@@ -299,12 +300,6 @@ fn own_search(store: &Store, kernel: &TrialsKey, gpu: &str) -> (u32, f64) {
     (s.trials, s.best.unwrap_or(1.0))
 }
 
-/// Of a long kernel's candidates (`stopping::ONE_RUN_US` or more), the share expected to be
-/// timed in full: the near-ties and the new bests. The others are settled by their checked run
-/// alone (`stopping::one_run_beaten`). A stated prior (issue 55; bench/RESULTS.md has what the
-/// H200 measured); the deadline replaces the price by what the kernel's first slice measured.
-const FULL_TIMING_SHARE: f64 = 0.3;
-
 /// Valid trials a search needs before its best prices the kernels of its loop shape: as many
 /// as a transfer source needs (`transfer`); a 1 s kernel's search under a 60 s deadline makes
 /// about seven.
@@ -363,34 +358,6 @@ fn launch_ms(recs: &[Recording]) -> f64 {
         .find(|t| *t > 0.0)
         .unwrap_or(0.0)
 }
-
-/// Seconds a trial of a kernel of `ms` a launch (at -O3) is expected to cost before one is
-/// measured, its candidates running at `expected` times -O3's speed: compiling, the checked
-/// run, and the warm-up and pairs beside the baseline a near-tie takes to settle
-/// (`stopping::tie_pairs`: ten pairs for a median within 1%, three for a long kernel's 2%). A
-/// long kernel's candidate is timed so only where its checked run does not settle it
-/// ([`FULL_TIMING_SHARE`]). Measured on an H200 before one-run judging, with ten pairs for
-/// every kernel: 23.4 s a trial for a 1.07 s kernel (this estimate was 24.9 s), 0.1–0.3 s for
-/// kernels of under 1 ms.
-pub fn trial_seconds(ms: f64, expected: f64) -> f64 {
-    use crate::replay::stopping::{tie_pairs, warmups, ONE_RUN_US};
-    let t_us = ms * 1e3;
-    let candidate_ms = ms / expected.max(1.0);
-    let rounds = f64::from(warmups(t_us) + tie_pairs(t_us, true));
-    if t_us < ONE_RUN_US {
-        return 0.3 + (candidate_ms + rounds * (ms + candidate_ms)) / 1e3;
-    }
-    // A long kernel's: its checked run; a near-tie's own runs (timed alone against the
-    // baseline's time in the session); now and then a new best's pairs beside the baseline.
-    let near_tie = FULL_TIMING_SHARE * rounds * candidate_ms;
-    let new_best = NEW_BEST_SHARE * rounds * (ms + candidate_ms);
-    0.3 + (candidate_ms + near_tie + new_best) / 1e3
-}
-
-/// Of a long kernel's candidates, the share expected to be a new best, timed again beside the
-/// baseline (the others are timed alone, `replay::worker`). A stated prior: 3 of a 30-trial
-/// search's candidates found a new best of a 1 s kernel on the H200 (2026-11-29).
-const NEW_BEST_SHARE: f64 = 0.1;
 
 /// Seconds a fresh evaluator of a long kernel spends on -O3 before its candidates: the
 /// baseline's check, the runs that learn which bytes are outputs (two), and its first trial,
@@ -1061,6 +1028,7 @@ mod tests {
     /// 15× kernel "not reached: its warm start takes about 273 s".
     #[test]
     fn a_long_kernels_trial_is_priced_at_one_run_and_at_what_its_twin_reached() {
+        use crate::deadline::{FULL_TIMING_SHARE, NEW_BEST_SHARE};
         let alone = trial_seconds(1070.0, 1.0);
         let (near, new) = (4.0 * 1.07, 4.0 * 2.0 * 1.07);
         let want = 0.3 + 1.07 + FULL_TIMING_SHARE * near + NEW_BEST_SHARE * new;

@@ -402,6 +402,7 @@ pub(crate) mod tests {
             per_trial_s: 1.0,
             setup_s: 0.0,
             expected: 1.0,
+            shape: None,
             confirm_setup_s: 0.0,
             launch_ms: 0.0,
             warm: true,

@@ -72,6 +72,10 @@ pub struct Arm {
     /// searches of kernels of its loop shape (1 where none, and in earlier r3s' allocations).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub expected: f64,
+    /// Its loop shape: the kernels of one shape price each other's warm starts by what their
+    /// searches reached (None where unknown, and in earlier r3s' allocations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
     /// Seconds a confirmation of its winner costs beyond its runs (its fresh contexts each
     /// load the recording again), estimated from the recording's size.
     #[serde(default)]
@@ -343,6 +347,7 @@ mod tests {
                 spent_s: 12.0,
                 setup_s: 0.0,
                 expected: 1.0,
+                shape: Some("for1(for2)".into()),
                 per_trial_s: 1.25,
                 confirm_setup_s: 3.0,
                 launch_ms: 1070.0,
