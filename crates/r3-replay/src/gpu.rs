@@ -216,7 +216,8 @@ impl GpuEvaluator {
             recording,
             baseline,
             opts,
-            pool: std::sync::Mutex::new(Pool::new(limit)),
+            // A search's: it may take the worker another search's evaluator let go.
+            pool: std::sync::Mutex::new(Pool::reusing(limit)),
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
             ships_from: Default::default(),

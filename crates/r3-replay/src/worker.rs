@@ -192,6 +192,12 @@ pub fn serve() -> i32 {
     let mut said_no_turn = false;
     for line in stdin.lock().lines() {
         let Ok(line) = line else { return 0 };
+        if serde_json::from_str::<Close>(&line).is_ok_and(|c| c.close) {
+            // Kept for another evaluator of the parent's: the recording's memory goes back
+            // now, the context stays.
+            (session, baseline, outputs) = (None, None, None);
+            continue;
+        }
         let job: Job = match serde_json::from_str(&line) {
             Ok(j) => j,
             Err(e) => {
@@ -1079,9 +1085,59 @@ pub(crate) fn shared_snapshots() -> Option<PathBuf> {
     dir.as_ref().map(|d| d.path().to_owned())
 }
 
+/// A reusing pool's worker, alive and answering, is kept for the next search's evaluator:
+/// told to close its recording's session, then put with the others (while they are fewer than
+/// [`SPARES`]; else it goes).
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let Some(mut w) = self.worker.take().filter(|_| self.reuse) else {
+            return;
+        };
+        if w.send(&Close { close: true }).is_err() {
+            return;
+        }
+        let mut spare = SPARE.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() < SPARES {
+            spare.push((self.program.clone(), self.ordinal, w));
+        }
+    }
+}
+
+/// What a parent sends a worker it keeps for later (`Pool::reusing`): close the recording's
+/// session and wait for the next job. Answered with nothing.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Close {
+    close: bool,
+}
+
+/// Workers that a search's evaluator let go, each with its command and the GPU its context is
+/// on, kept for the next search's evaluator of this process (`Pool::reusing`): starting a
+/// worker (a process, its CUDA context) was about 0.4 s of a short kernel's 1 s evaluator, 70
+/// times in a 300 s deadline (H200, 2026-11-29, `R3_TIMELINE`). A kept worker has closed its
+/// recording's session; it exits when this process does (its stdin closes).
+static SPARE: std::sync::Mutex<Vec<(Vec<String>, i32, r3_process::Child)>> =
+    std::sync::Mutex::new(Vec::new());
+/// Workers kept at most: each holds a CUDA context on its GPU.
+const SPARES: usize = 2;
+
+/// A kept worker of `program` on GPU `ordinal`, if there is one.
+fn take_spare(program: &[String], ordinal: i32) -> Option<r3_process::Child> {
+    let mut spare = SPARE.lock().unwrap_or_else(|p| p.into_inner());
+    let i = spare
+        .iter()
+        .position(|(p, o, _)| p.as_slice() == program && *o == ordinal)?;
+    Some(spare.swap_remove(i).2)
+}
+
 /// The parent's side: a worker process, restarted whenever one dies or hangs.
 pub struct Pool {
     worker: Option<r3_process::Child>,
+    /// Its worker is kept for another search's evaluator when it goes, and it starts from one
+    /// so kept ([`Pool::reusing`]).
+    reuse: bool,
+    /// The GPU its last job ran on (a kept worker's context is there).
+    ordinal: i32,
     /// The worker command: `r3 __replay-worker`, or a stand-in in tests.
     program: Vec<String>,
     /// Time allowed for one candidate (set from the baseline's time).
@@ -1104,9 +1160,20 @@ impl Pool {
         Pool::with_program(vec![exe, "__replay-worker".into()], limit)
     }
 
+    /// A pool for a search's evaluator: it takes a worker another search's evaluator let go,
+    /// and leaves its own for the next. Not for a confirmation, whose fresh contexts must be
+    /// new processes (a new placement of the recording in memory, `confirm`).
+    pub fn reusing(limit: Duration) -> Pool {
+        let mut pool = Pool::new(limit);
+        pool.reuse = true;
+        pool
+    }
+
     pub fn with_program(program: Vec<String>, limit: Duration) -> Pool {
         Pool {
             worker: None,
+            reuse: false,
+            ordinal: 0,
             program,
             limit,
             setup_limit: Duration::from_secs(120),
@@ -1145,25 +1212,47 @@ impl Pool {
 
     /// One pass over a job with one worker. Candidates after a crash are left as None.
     fn run_once(&mut self, job: &Job) -> Result<Vec<Option<Measured>>, String> {
-        let mut out = vec![None; job.candidates.len()];
+        let out = vec![None; job.candidates.len()];
+        self.ordinal = job.ordinal;
+        if self.reuse && self.worker.is_none() {
+            // One that has exited since it was kept fails to take the job: a new one does.
+            self.worker = take_spare(&self.program, job.ordinal)
+                .and_then(|mut w| w.send(job).is_ok().then_some(w));
+            if self.worker.is_some() {
+                return self.answers(job, out);
+            }
+        }
         if self.worker.is_none() {
-            let args: Vec<&str> = self.program[1..].iter().map(String::as_str).collect();
-            let exe = std::path::Path::new(&self.program[0]);
-            let shared = shared_snapshots();
-            let env: Vec<(&str, &std::ffi::OsStr)> = shared
-                .iter()
-                .map(|d| (crate::store::snapcache::ENV, d.as_os_str()))
-                .collect();
-            self.worker = Some(
-                r3_process::Child::spawn_with_env(exe, &args, r3_process::Stderr::Inherit, &env)
-                    .map_err(|e| format!("cannot start a replay worker: {e}"))?,
-            );
+            self.worker = Some(self.spawn()?);
         }
         let w = self.worker.as_mut().unwrap();
         if w.send(job).is_err() {
             self.worker = None;
             return Err("the replay worker exited before taking the job".into());
         }
+        self.answers(job, out)
+    }
+
+    /// A new worker process, sharing the run's decompressed recordings.
+    fn spawn(&self) -> Result<r3_process::Child, String> {
+        let args: Vec<&str> = self.program[1..].iter().map(String::as_str).collect();
+        let exe = std::path::Path::new(&self.program[0]);
+        let shared = shared_snapshots();
+        let env: Vec<(&str, &std::ffi::OsStr)> = shared
+            .iter()
+            .map(|d| (crate::store::snapcache::ENV, d.as_os_str()))
+            .collect();
+        r3_process::Child::spawn_with_env(exe, &args, r3_process::Stderr::Inherit, &env)
+            .map_err(|e| format!("cannot start a replay worker: {e}"))
+    }
+
+    /// The worker's answers to `job`, sent to it: a result per candidate until it crashes or
+    /// hangs (those after are left as None).
+    fn answers(
+        &mut self,
+        job: &Job,
+        mut out: Vec<Option<Measured>>,
+    ) -> Result<Vec<Option<Measured>>, String> {
         let mut current: Option<usize> = None;
         let mut first = true;
         let mut waiting = false;
@@ -1383,6 +1472,70 @@ mod tests {
             "echo '{{\"msg\":\"start\",\"index\":{i}}}'; echo '{}';",
             VALID.replace("IDX", &i.to_string())
         )
+    }
+
+    /// A stand-in worker that answers every job, each candidate's registers its process id,
+    /// and notes each close it is sent in `closes`.
+    fn reusable_worker(closes: &std::path::Path) -> String {
+        let valid = VALID
+            .replace("IDX", "0")
+            .replace("\"registers\":8", "\"registers\":$$");
+        format!(
+            "while read line; do case \"$line\" in *close*) echo closed >> {}; continue;; esac; echo '{{\"msg\":\"start\",\"index\":0}}'; echo \"{}\"; done",
+            closes.display(),
+            valid.replace('"', "\\\"")
+        )
+    }
+
+    /// A search's evaluator leaves its worker, its session closed, to the next one's; a
+    /// confirmation's pool (not reusing) starts its own process, and so does a search on
+    /// another GPU.
+    #[test]
+    fn a_search_takes_the_worker_the_last_search_let_go_and_a_confirmation_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let closes = dir.path().join("closes");
+        let script = reusable_worker(&closes);
+        let reusing = || {
+            let mut p = pool(&script);
+            p.reuse = true;
+            p
+        };
+        let pid = |p: &mut Pool, job: &Job| p.run(job).unwrap()[0].registers;
+        let mut first = reusing();
+        let one = pid(&mut first, &job(1));
+        drop(first);
+        // The kept worker reads its close while this goes on.
+        let closed = || std::fs::read_to_string(&closes).unwrap_or_default();
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while closed().is_empty() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(closed(), "closed\n");
+        let mut second = reusing();
+        assert_eq!(pid(&mut second, &job(1)), one, "the same process");
+        let mut fresh = pool(&script);
+        assert_ne!(
+            pid(&mut fresh, &job(1)),
+            one,
+            "a confirmation's own process"
+        );
+        drop(second);
+        let elsewhere = Job {
+            ordinal: 1,
+            ..job(1)
+        };
+        let mut other = reusing();
+        assert_ne!(pid(&mut other, &elsewhere), one, "another GPU's");
+    }
+
+    /// The worker tells a close from a job by its one field.
+    #[test]
+    fn a_close_is_no_job_and_a_job_is_no_close() {
+        let close = serde_json::to_string(&Close { close: true }).unwrap();
+        assert!(serde_json::from_str::<Close>(&close).is_ok_and(|c| c.close));
+        assert!(serde_json::from_str::<Job>(&close).is_err());
+        let job = serde_json::to_string(&job(1)).unwrap();
+        assert!(serde_json::from_str::<Close>(&job).is_err());
     }
 
     #[test]
