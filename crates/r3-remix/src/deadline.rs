@@ -929,12 +929,19 @@ impl<V> Live<V> {
         Some(self.items.len() - 1)
     }
 
-    /// Keeps `value` for `kernel` as the most recently used, letting [`Live::victim`] go where
-    /// all places are taken; its index.
-    pub fn insert(&mut self, kernel: &TrialsKey, value: V) -> usize {
+    /// Lets [`Live::victim`] go where all places are taken, before the value of a new kernel
+    /// is made: an evaluator let go leaves its worker to the next one made (`Pool::reusing`),
+    /// which it could not while it lived on until the insert.
+    pub fn make_room(&mut self) {
         if self.items.len() >= self.cap {
             self.items.remove(self.victim());
         }
+    }
+
+    /// Keeps `value` for `kernel` as the most recently used, letting [`Live::victim`] go where
+    /// all places are taken; its index.
+    pub fn insert(&mut self, kernel: &TrialsKey, value: V) -> usize {
+        self.make_room();
         self.items.push((kernel.clone(), value));
         self.items.len() - 1
     }
@@ -2094,6 +2101,16 @@ mod tests {
         // Used again, b is kept over c.
         live.touch(&TrialsKey::from("b"));
         assert_eq!(live.lets_go(&TrialsKey::from("d")), Some("c"));
+        // Room is made before d's value is: c goes first, then d fills its place.
+        live.make_room();
+        assert_eq!(live.find(&TrialsKey::from("c")), None);
+        live.make_room();
+        assert!(
+            live.find(&TrialsKey::from("b")).is_some(),
+            "not full: nothing goes"
+        );
+        live.insert(&TrialsKey::from("d"), 4);
+        assert!(live.find(&TrialsKey::from("b")).is_some());
     }
 
     /// A winner confirmed when its evaluator was let go, then beaten by a later slice, is

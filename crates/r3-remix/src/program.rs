@@ -443,6 +443,7 @@ impl<'a> GpuRunner<'a> {
         if let Some(i) = self.live.touch(kernel) {
             return Ok(i);
         }
+        self.live.make_room();
         let _span = crate::replay::timeline::span("tune.evaluator", || kernel.to_string());
         let recs = self.groups.get(kernel).cloned().unwrap_or_default();
         let opts = session::measure_options(self.gpu, &self.how.measure);
