@@ -310,3 +310,28 @@ fn every_fault_lowers_on_every_corpus_kernel() {
         );
     }
 }
+
+/// A worker started ahead is told to make its context, and one kept for later to close its
+/// session: lines it answers with nothing, whether or not the machine has a GPU, and after
+/// which it still takes jobs (here a bad one, answered as ever).
+#[test]
+fn the_replay_worker_answers_a_warm_up_and_a_close_with_nothing() {
+    use std::io::Write;
+    let mut child = std::process::Command::new(r3_bin())
+        .arg("__replay-worker")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"warm\":0}\n{\"close\":true}\n{\"not\":\"a job\"}\n")
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 1, "{said}");
+    assert!(lines[0].contains("bad job"), "{said}");
+}

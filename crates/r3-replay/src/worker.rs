@@ -192,6 +192,10 @@ pub fn serve() -> i32 {
     let mut said_no_turn = false;
     for line in stdin.lock().lines() {
         let Ok(line) = line else { return 0 };
+        if let Ok(Warm { warm }) = serde_json::from_str(&line) {
+            super::session::warm_context(warm);
+            continue;
+        }
         if serde_json::from_str::<Close>(&line).is_ok_and(|c| c.close) {
             // Kept for another evaluator of the parent's: the recording's memory goes back
             // now, the context stays.
@@ -1111,6 +1115,81 @@ struct Close {
     close: bool,
 }
 
+/// What a parent sends a worker it starts ahead of its first job: make GPU `warm`'s context
+/// now, while nothing waits for it (`session::warm_context`). Answered with nothing.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Warm {
+    warm: i32,
+}
+
+/// Workers started ahead, each with its command and GPU, its context made or being made, never
+/// given a recording: a pool that needs a new worker takes one and another is started in its
+/// place ([`Pool::reusing`], [`Pool::fresh`]). It is a new process all the same, so a
+/// confirmation's fresh context is as fresh (its own placement of the recording). Starting a
+/// worker and its context was 0.4–0.55 s of each of a 300 s deadline's 120 confirmation contexts
+/// (H200, run P, `confirm.context`).
+static STARTED: std::sync::Mutex<Vec<(Vec<String>, i32, r3_process::Child)>> =
+    std::sync::Mutex::new(Vec::new());
+/// Workers kept started at most: a short kernel's confirmation opens three contexts at once.
+const STARTED_AHEAD: usize = 3;
+
+/// A worker started ahead for `program` on GPU `ordinal`, if there is one.
+fn take_started(program: &[String], ordinal: i32) -> Option<r3_process::Child> {
+    let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
+    let i = started
+        .iter()
+        .position(|(p, o, _)| p.as_slice() == program && *o == ordinal)?;
+    Some(started.remove(i).2)
+}
+
+/// Until when a worker started ahead may hold the GPU's turn to make its context: a wait for
+/// the turn till then may be for this process's own worker, and is not said to be another r3's.
+static WARMING_UNTIL: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+/// What making a context takes at most, for [`WARMING_UNTIL`] (0.15–0.42 s on an H200).
+const WARMING: Duration = Duration::from_secs(3);
+
+/// Whether a worker this process started ahead may be making its context now.
+fn warming() -> bool {
+    let until = WARMING_UNTIL.lock().unwrap_or_else(|p| p.into_inner());
+    until.is_some_and(|t| std::time::Instant::now() < t)
+}
+
+/// Starts workers of `program` on GPU `ordinal` until [`STARTED_AHEAD`] wait, each told to
+/// make its context; none where one cannot start (a pool starts its own then).
+fn start_ahead(program: &[String], ordinal: i32) {
+    let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
+    let have = started
+        .iter()
+        .filter(|(p, o, _)| p.as_slice() == program && *o == ordinal)
+        .count();
+    if have < STARTED_AHEAD {
+        *WARMING_UNTIL.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(std::time::Instant::now() + WARMING);
+    }
+    for _ in have..STARTED_AHEAD {
+        let Ok(mut w) = spawn_worker(program) else {
+            return;
+        };
+        if w.send(&Warm { warm: ordinal }).is_ok() {
+            started.push((program.to_vec(), ordinal, w));
+        }
+    }
+}
+
+/// A new worker process of `program`, sharing the run's decompressed recordings.
+fn spawn_worker(program: &[String]) -> Result<r3_process::Child, String> {
+    let args: Vec<&str> = program[1..].iter().map(String::as_str).collect();
+    let exe = std::path::Path::new(&program[0]);
+    let shared = shared_snapshots();
+    let env: Vec<(&str, &std::ffi::OsStr)> = shared
+        .iter()
+        .map(|d| (crate::store::snapcache::ENV, d.as_os_str()))
+        .collect();
+    r3_process::Child::spawn_with_env(exe, &args, r3_process::Stderr::Inherit, &env)
+        .map_err(|e| format!("cannot start a replay worker: {e}"))
+}
+
 /// Workers that a search's evaluator let go, each with its command and the GPU its context is
 /// on, kept for the next search's evaluator of this process (`Pool::reusing`): starting a
 /// worker (a process, its CUDA context) was about 0.4 s of a short kernel's 1 s evaluator, 70
@@ -1136,6 +1215,8 @@ pub struct Pool {
     /// Its worker is kept for another search's evaluator when it goes, and it starts from one
     /// so kept ([`Pool::reusing`]).
     reuse: bool,
+    /// A new worker it needs is one started ahead, and it starts the next ([`STARTED`]).
+    ahead: bool,
     /// The GPU its last job ran on (a kept worker's context is there).
     ordinal: i32,
     /// The worker command: `r3 __replay-worker`, or a stand-in in tests.
@@ -1164,8 +1245,16 @@ impl Pool {
     /// and leaves its own for the next. Not for a confirmation, whose fresh contexts must be
     /// new processes (a new placement of the recording in memory, `confirm`).
     pub fn reusing(limit: Duration) -> Pool {
-        let mut pool = Pool::new(limit);
+        let mut pool = Pool::fresh(limit);
         pool.reuse = true;
+        pool
+    }
+
+    /// A pool whose workers are new processes, started ahead of their turn ([`STARTED`]): a
+    /// confirmation's fresh contexts.
+    pub fn fresh(limit: Duration) -> Pool {
+        let mut pool = Pool::new(limit);
+        pool.ahead = true;
         pool
     }
 
@@ -1173,6 +1262,7 @@ impl Pool {
         Pool {
             worker: None,
             reuse: false,
+            ahead: false,
             ordinal: 0,
             program,
             limit,
@@ -1222,8 +1312,17 @@ impl Pool {
                 return self.answers(job, out);
             }
         }
+        if self.worker.is_none() && self.ahead {
+            // One that has exited since it was started fails to take the job: a new one does.
+            self.worker = take_started(&self.program, job.ordinal)
+                .and_then(|mut w| w.send(job).is_ok().then_some(w));
+            start_ahead(&self.program, job.ordinal);
+            if self.worker.is_some() {
+                return self.answers(job, out);
+            }
+        }
         if self.worker.is_none() {
-            self.worker = Some(self.spawn()?);
+            self.worker = Some(spawn_worker(&self.program)?);
         }
         let w = self.worker.as_mut().unwrap();
         if w.send(job).is_err() {
@@ -1231,19 +1330,6 @@ impl Pool {
             return Err("the replay worker exited before taking the job".into());
         }
         self.answers(job, out)
-    }
-
-    /// A new worker process, sharing the run's decompressed recordings.
-    fn spawn(&self) -> Result<r3_process::Child, String> {
-        let args: Vec<&str> = self.program[1..].iter().map(String::as_str).collect();
-        let exe = std::path::Path::new(&self.program[0]);
-        let shared = shared_snapshots();
-        let env: Vec<(&str, &std::ffi::OsStr)> = shared
-            .iter()
-            .map(|d| (crate::store::snapcache::ENV, d.as_os_str()))
-            .collect();
-        r3_process::Child::spawn_with_env(exe, &args, r3_process::Stderr::Inherit, &env)
-            .map_err(|e| format!("cannot start a replay worker: {e}"))
     }
 
     /// The worker's answers to `job`, sent to it: a result per candidate until it crashes or
@@ -1272,7 +1358,8 @@ impl Pool {
                     match msg {
                         Msg::Waiting => {
                             waiting = true;
-                            let ours = SIBLINGS.load(std::sync::atomic::Ordering::SeqCst) > 0;
+                            let ours =
+                                SIBLINGS.load(std::sync::atomic::Ordering::SeqCst) > 0 || warming();
                             if !ours
                                 && !SAID_WAITING.swap(true, std::sync::atomic::Ordering::Relaxed)
                             {
@@ -1528,7 +1615,56 @@ mod tests {
         assert_ne!(pid(&mut other, &elsewhere), one, "another GPU's");
     }
 
-    /// The worker tells a close from a job by its one field.
+    /// A pool that starts its workers ahead takes one already told to make its context (a new
+    /// process, never given a recording), and starts another in its place.
+    #[test]
+    fn a_fresh_pool_takes_a_worker_started_ahead_and_starts_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let warmed = dir.path().join("warmed");
+        let valid = VALID
+            .replace("IDX", "0")
+            .replace("\"registers\":8", "\"registers\":$$");
+        let script = format!(
+            "while read line; do case \"$line\" in *warm*) echo $$ >> {}; continue;; esac; echo '{{\"msg\":\"start\",\"index\":0}}'; echo \"{}\"; done",
+            warmed.display(),
+            valid.replace('"', "\\\"")
+        );
+        let fresh = || {
+            let mut p = pool(&script);
+            p.ahead = true;
+            p
+        };
+        let program = fresh().program.clone();
+        let waiting = || {
+            let started = STARTED.lock().unwrap();
+            started.iter().filter(|(p, _, _)| *p == program).count()
+        };
+        let pid = |p: &mut Pool| p.run(&job(1)).unwrap()[0].registers.unwrap();
+        let first = pid(&mut fresh());
+        assert_eq!(waiting(), STARTED_AHEAD, "started after the first");
+        let warmed_pids = || -> Vec<i32> {
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let pids: Vec<i32> = std::fs::read_to_string(&warmed)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.parse().ok())
+                    .collect();
+                if pids.len() >= STARTED_AHEAD || std::time::Instant::now() > until {
+                    return pids;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let ahead = warmed_pids();
+        assert_eq!(ahead.len(), STARTED_AHEAD, "each told to make its context");
+        assert!(!ahead.contains(&first));
+        let second = pid(&mut fresh());
+        assert!(ahead.contains(&second), "{second} not among {ahead:?}");
+        assert_eq!(waiting(), STARTED_AHEAD, "another started in its place");
+    }
+
+    /// The worker tells a close and a warm-up from a job by their one field.
     #[test]
     fn a_close_is_no_job_and_a_job_is_no_close() {
         let close = serde_json::to_string(&Close { close: true }).unwrap();
@@ -1536,6 +1672,10 @@ mod tests {
         assert!(serde_json::from_str::<Job>(&close).is_err());
         let job = serde_json::to_string(&job(1)).unwrap();
         assert!(serde_json::from_str::<Close>(&job).is_err());
+        assert!(serde_json::from_str::<Warm>(&job).is_err());
+        let warm = serde_json::to_string(&Warm { warm: 1 }).unwrap();
+        assert!(serde_json::from_str::<Warm>(&warm).is_ok_and(|w| w.warm == 1));
+        assert!(serde_json::from_str::<Close>(&warm).is_err());
     }
 
     #[test]
