@@ -1123,24 +1123,26 @@ struct Warm {
     warm: i32,
 }
 
-/// Workers started ahead, each with its command and GPU, its context made or being made, never
+/// Workers started ahead, their contexts made or being made, never
 /// given a recording: a pool that needs a new worker takes one and another is started in its
 /// place ([`Pool::reusing`], [`Pool::fresh`]). It is a new process all the same, so a
 /// confirmation's fresh context is as fresh (its own placement of the recording). Starting a
 /// worker and its context was 0.4–0.55 s of each of a 300 s deadline's 120 confirmation contexts
 /// (H200, run P, `confirm.context`).
-static STARTED: std::sync::Mutex<Vec<(Vec<String>, i32, r3_process::Child)>> =
-    std::sync::Mutex::new(Vec::new());
+static STARTED: Idle = std::sync::Mutex::new(Vec::new());
 /// Workers kept started at most: a short kernel's confirmation opens three contexts at once.
 const STARTED_AHEAD: usize = 3;
 
-/// A worker started ahead for `program` on GPU `ordinal`, if there is one.
-fn take_started(program: &[String], ordinal: i32) -> Option<r3_process::Child> {
-    let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
-    let i = started
+/// Idle worker processes, each with its command and the GPU its context is on.
+type Idle = std::sync::Mutex<Vec<(Vec<String>, i32, r3_process::Child)>>;
+
+/// An idle worker of `program` on GPU `ordinal` taken from `idle`, if there is one.
+fn take_idle(idle: &Idle, program: &[String], ordinal: i32) -> Option<r3_process::Child> {
+    let mut idle = idle.lock().unwrap_or_else(|p| p.into_inner());
+    let i = idle
         .iter()
         .position(|(p, o, _)| p.as_slice() == program && *o == ordinal)?;
-    Some(started.remove(i).2)
+    Some(idle.remove(i).2)
 }
 
 /// Until when a worker started ahead may hold the GPU's turn to make its context: a wait for
@@ -1190,24 +1192,13 @@ fn spawn_worker(program: &[String]) -> Result<r3_process::Child, String> {
         .map_err(|e| format!("cannot start a replay worker: {e}"))
 }
 
-/// Workers that a search's evaluator let go, each with its command and the GPU its context is
-/// on, kept for the next search's evaluator of this process (`Pool::reusing`): starting a
+/// Workers that a search's evaluator let go, kept for the next search's evaluator of this process (`Pool::reusing`): starting a
 /// worker (a process, its CUDA context) was about 0.4 s of a short kernel's 1 s evaluator, 70
 /// times in a 300 s deadline (H200, 2026-11-29, `R3_TIMELINE`). A kept worker has closed its
 /// recording's session; it exits when this process does (its stdin closes).
-static SPARE: std::sync::Mutex<Vec<(Vec<String>, i32, r3_process::Child)>> =
-    std::sync::Mutex::new(Vec::new());
+static SPARE: Idle = std::sync::Mutex::new(Vec::new());
 /// Workers kept at most: each holds a CUDA context on its GPU.
 const SPARES: usize = 2;
-
-/// A kept worker of `program` on GPU `ordinal`, if there is one.
-fn take_spare(program: &[String], ordinal: i32) -> Option<r3_process::Child> {
-    let mut spare = SPARE.lock().unwrap_or_else(|p| p.into_inner());
-    let i = spare
-        .iter()
-        .position(|(p, o, _)| p.as_slice() == program && *o == ordinal)?;
-    Some(spare.swap_remove(i).2)
-}
 
 /// The parent's side: a worker process, restarted whenever one dies or hangs.
 pub struct Pool {
@@ -1306,7 +1297,7 @@ impl Pool {
         self.ordinal = job.ordinal;
         if self.reuse && self.worker.is_none() {
             // One that has exited since it was kept fails to take the job: a new one does.
-            self.worker = take_spare(&self.program, job.ordinal)
+            self.worker = take_idle(&SPARE, &self.program, job.ordinal)
                 .and_then(|mut w| w.send(job).is_ok().then_some(w));
             if self.worker.is_some() {
                 return self.answers(job, out);
@@ -1314,7 +1305,7 @@ impl Pool {
         }
         if self.worker.is_none() && self.ahead {
             // One that has exited since it was started fails to take the job: a new one does.
-            self.worker = take_started(&self.program, job.ordinal)
+            self.worker = take_idle(&STARTED, &self.program, job.ordinal)
                 .and_then(|mut w| w.send(job).is_ok().then_some(w));
             start_ahead(&self.program, job.ordinal);
             if self.worker.is_some() {
