@@ -78,15 +78,9 @@ pub fn cubin(ptxas: &Path, ptx: &str, arch: &str) -> Result<Vec<u8>, String> {
 }
 
 /// The directory `ptxas`'s code is kept in for the other processes of this run: `cubins/` in the
-/// directory the run shares decompressed recordings in (`worker::SharedSnapshots`; a worker
-/// knows it by `R3_SNAPSHOT_CACHE`). None outside a run that shares one.
+/// run's shared directory (`shared`). None outside a run that shares one.
 fn kept_dir() -> Option<PathBuf> {
-    let run = crate::worker::shared_snapshots().or_else(|| {
-        std::env::var_os(crate::store::snapcache::ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    })?;
-    let dir = run.join("cubins");
+    let dir = crate::shared::named()?.join("cubins");
     // Not create_dir_all: a run's directory that is gone is not made again.
     match std::fs::create_dir(&dir) {
         Ok(()) => Some(dir),

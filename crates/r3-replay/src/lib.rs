@@ -26,6 +26,7 @@ pub mod outputs;
 pub mod screen;
 pub mod selftest;
 pub mod session;
+mod shared;
 pub mod stopping;
 pub mod turn;
 pub mod validate;

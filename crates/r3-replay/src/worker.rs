@@ -1006,10 +1006,6 @@ fn crashed(
     (m, session::is_sticky(e))
 }
 
-/// The directory this process's workers keep decompressed snapshots in (`store::snapcache`),
-/// while a [`SharedSnapshots`] lives.
-static SNAPSHOTS: std::sync::Mutex<Option<tempfile::TempDir>> = std::sync::Mutex::new(None);
-
 /// While it lives, the workers this process starts share decompressed recordings
 /// (`store::snapcache`) in a temporary directory of its own, removed when it goes: a search
 /// opens one recording in many workers (its own, its confirmation's fresh contexts, again when
@@ -1021,13 +1017,7 @@ pub struct SharedSnapshots {
 impl SharedSnapshots {
     /// Starts sharing; where no temporary directory can be made, each worker decompresses.
     pub fn start() -> SharedSnapshots {
-        let mut dir = SNAPSHOTS.lock().unwrap_or_else(|p| p.into_inner());
-        if dir.is_none() {
-            *dir = tempfile::Builder::new()
-                .prefix("r3-snapshots-")
-                .tempdir()
-                .ok();
-        }
+        super::shared::make();
         SharedSnapshots {
             stop: Default::default(),
         }
@@ -1039,7 +1029,7 @@ impl SharedSnapshots {
     /// where the directory is full (it never pushes out what a worker kept), and when sharing
     /// ends.
     pub fn read_ahead(&self, recordings: Vec<crate::store::records::Recording>) {
-        let Some(dir) = shared_snapshots() else {
+        let Some(dir) = super::shared::made() else {
             return;
         };
         if !crate::store::snapcache::use_dir(&dir) {
@@ -1080,13 +1070,8 @@ impl SharedSnapshots {
 impl Drop for SharedSnapshots {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        SNAPSHOTS.lock().unwrap_or_else(|p| p.into_inner()).take();
+        super::shared::remove();
     }
-}
-
-pub(crate) fn shared_snapshots() -> Option<PathBuf> {
-    let dir = SNAPSHOTS.lock().unwrap_or_else(|p| p.into_inner());
-    dir.as_ref().map(|d| d.path().to_owned())
 }
 
 /// A reusing pool's worker, alive and answering, is kept for the next search's evaluator:
@@ -1183,7 +1168,7 @@ fn start_ahead(program: &[String], ordinal: i32) {
 fn spawn_worker(program: &[String]) -> Result<r3_process::Child, String> {
     let args: Vec<&str> = program[1..].iter().map(String::as_str).collect();
     let exe = std::path::Path::new(&program[0]);
-    let shared = shared_snapshots();
+    let shared = super::shared::made();
     let env: Vec<(&str, &std::ffi::OsStr)> = shared
         .iter()
         .map(|d| (crate::store::snapcache::ENV, d.as_os_str()))
