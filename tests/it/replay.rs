@@ -311,11 +311,11 @@ fn every_fault_lowers_on_every_corpus_kernel() {
     }
 }
 
-/// A worker started ahead is told to make its context, and one kept for later to close its
-/// session: lines it answers with nothing, whether or not the machine has a GPU, and after
-/// which it still takes jobs (here a bad one, answered as ever).
+/// A worker kept for another evaluator is told to close its session: a line it answers with
+/// nothing, whether or not the machine has a GPU, and after which it still takes jobs (here a
+/// bad one, answered as ever).
 #[test]
-fn the_replay_worker_answers_a_warm_up_and_a_close_with_nothing() {
+fn the_replay_worker_answers_a_close_with_nothing() {
     use std::io::Write;
     let mut child = std::process::Command::new(r3_bin())
         .arg("__replay-worker")
@@ -326,7 +326,7 @@ fn the_replay_worker_answers_a_warm_up_and_a_close_with_nothing() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin
-        .write_all(b"{\"warm\":0}\n{\"close\":true}\n{\"not\":\"a job\"}\n")
+        .write_all(b"{\"close\":true}\n{\"not\":\"a job\"}\n")
         .unwrap();
     drop(stdin);
     let out = child.wait_with_output().unwrap();

@@ -268,8 +268,7 @@ impl GpuEvaluator {
             target: self.target.clone(),
             baseline: self.baseline.clone(),
             opts: self.opts.clone(),
-            // A confirmation's fresh context (or another launch's check): a new process.
-            pool: std::sync::Mutex::new(Pool::fresh(watchdog(&recording, &self.opts))),
+            pool: std::sync::Mutex::new(Pool::new(watchdog(&recording, &self.opts))),
             device: self.device.clone(),
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),

@@ -198,47 +198,17 @@ unsafe fn open_context(
         "retaining the primary context",
     )?;
     ck(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
-    Ok((dev, ctx, uuid_of(dev)?))
-}
-
-/// The GPU's UUID (hex), which names its turn (`turn`).
-///
-/// # Safety
-/// A plain driver call; the driver is initialized.
-unsafe fn uuid_of(dev: sys::CUdevice) -> Result<String, ReplayError> {
     let mut id: sys::CUuuid = std::mem::zeroed();
     ck(
         sys::cuDeviceGetUuid_v2(&mut id, dev),
         "reading the GPU's UUID",
     )?;
-    Ok(id
+    let uuid = id
         .bytes
         .iter()
         .map(|b| format!("{:02x}", *b as u8))
-        .collect())
-}
-
-/// Makes GPU `ordinal`'s primary context before a worker's first job (`worker::Warm`), in the
-/// GPU's turn: a context made beside another worker's timed runs could move them. Nothing where
-/// there is no driver or a call fails: the first job's session says why.
-pub fn warm_context(ordinal: i32) {
-    if !crate::device::driver_present() {
-        return;
-    }
-    let _span = crate::timeline::span("warm.context", String::new);
-    // SAFETY: plain driver calls; the context is retained for the process's life.
-    unsafe {
-        let mut dev = 0;
-        if sys::cuInit(0) != CUresult::CUDA_SUCCESS
-            || sys::cuDeviceGet(&mut dev, ordinal) != CUresult::CUDA_SUCCESS
-        {
-            return;
-        }
-        let Ok(uuid) = uuid_of(dev) else { return };
-        let _turn = crate::turn::take(&uuid, || {});
-        let mut ctx = std::ptr::null_mut();
-        sys::cuDevicePrimaryCtxRetain(&mut ctx, dev);
-    }
+        .collect();
+    Ok((dev, ctx, uuid))
 }
 
 /// Where every later run of one code must leave the allocations the launch writes: the bytes of

@@ -192,10 +192,6 @@ pub fn serve() -> i32 {
     let mut said_no_turn = false;
     for line in stdin.lock().lines() {
         let Ok(line) = line else { return 0 };
-        if let Ok(Warm { warm }) = serde_json::from_str(&line) {
-            super::session::warm_context(warm);
-            continue;
-        }
         if serde_json::from_str::<Close>(&line).is_ok_and(|c| c.close) {
             // Kept for another evaluator of the parent's: the recording's memory goes back
             // now, the context stays.
@@ -1100,24 +1096,6 @@ struct Close {
     close: bool,
 }
 
-/// What a parent sends a worker it starts ahead of its first job: make GPU `warm`'s context
-/// now, while nothing waits for it (`session::warm_context`). Answered with nothing.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Warm {
-    warm: i32,
-}
-
-/// Workers started ahead, their contexts made or being made, never
-/// given a recording: a pool that needs a new worker takes one and another is started in its
-/// place ([`Pool::reusing`], [`Pool::fresh`]). It is a new process all the same, so a
-/// confirmation's fresh context is as fresh (its own placement of the recording). Starting a
-/// worker and its context was 0.4–0.55 s of each of a 300 s deadline's 120 confirmation contexts
-/// (H200, run P, `confirm.context`).
-static STARTED: Idle = std::sync::Mutex::new(Vec::new());
-/// Workers kept started at most: a short kernel's confirmation opens three contexts at once.
-const STARTED_AHEAD: usize = 3;
-
 /// Idle worker processes, each with its command and the GPU its context is on.
 type Idle = std::sync::Mutex<Vec<(Vec<String>, i32, r3_process::Child)>>;
 
@@ -1128,40 +1106,6 @@ fn take_idle(idle: &Idle, program: &[String], ordinal: i32) -> Option<r3_process
         .iter()
         .position(|(p, o, _)| p.as_slice() == program && *o == ordinal)?;
     Some(idle.remove(i).2)
-}
-
-/// Until when a worker started ahead may hold the GPU's turn to make its context: a wait for
-/// the turn till then may be for this process's own worker, and is not said to be another r3's.
-static WARMING_UNTIL: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
-/// What making a context takes at most, for [`WARMING_UNTIL`] (0.15–0.42 s on an H200).
-const WARMING: Duration = Duration::from_secs(3);
-
-/// Whether a worker this process started ahead may be making its context now.
-fn warming() -> bool {
-    let until = WARMING_UNTIL.lock().unwrap_or_else(|p| p.into_inner());
-    until.is_some_and(|t| std::time::Instant::now() < t)
-}
-
-/// Starts workers of `program` on GPU `ordinal` until [`STARTED_AHEAD`] wait, each told to
-/// make its context; none where one cannot start (a pool starts its own then).
-fn start_ahead(program: &[String], ordinal: i32) {
-    let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
-    let have = started
-        .iter()
-        .filter(|(p, o, _)| p.as_slice() == program && *o == ordinal)
-        .count();
-    if have < STARTED_AHEAD {
-        *WARMING_UNTIL.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(std::time::Instant::now() + WARMING);
-    }
-    for _ in have..STARTED_AHEAD {
-        let Ok(mut w) = spawn_worker(program) else {
-            return;
-        };
-        if w.send(&Warm { warm: ordinal }).is_ok() {
-            started.push((program.to_vec(), ordinal, w));
-        }
-    }
 }
 
 /// A new worker process of `program`, sharing the run's decompressed recordings.
@@ -1191,8 +1135,6 @@ pub struct Pool {
     /// Its worker is kept for another search's evaluator when it goes, and it starts from one
     /// so kept ([`Pool::reusing`]).
     reuse: bool,
-    /// A new worker it needs is one started ahead, and it starts the next ([`STARTED`]).
-    ahead: bool,
     /// The GPU its last job ran on (a kept worker's context is there).
     ordinal: i32,
     /// The worker command: `r3 __replay-worker`, or a stand-in in tests.
@@ -1221,16 +1163,8 @@ impl Pool {
     /// and leaves its own for the next. Not for a confirmation, whose fresh contexts must be
     /// new processes (a new placement of the recording in memory, `confirm`).
     pub fn reusing(limit: Duration) -> Pool {
-        let mut pool = Pool::fresh(limit);
-        pool.reuse = true;
-        pool
-    }
-
-    /// A pool whose workers are new processes, started ahead of their turn ([`STARTED`]): a
-    /// confirmation's fresh contexts.
-    pub fn fresh(limit: Duration) -> Pool {
         let mut pool = Pool::new(limit);
-        pool.ahead = true;
+        pool.reuse = true;
         pool
     }
 
@@ -1238,7 +1172,6 @@ impl Pool {
         Pool {
             worker: None,
             reuse: false,
-            ahead: false,
             ordinal: 0,
             program,
             limit,
@@ -1288,15 +1221,6 @@ impl Pool {
                 return self.answers(job, out);
             }
         }
-        if self.worker.is_none() && self.ahead {
-            // One that has exited since it was started fails to take the job: a new one does.
-            self.worker = take_idle(&STARTED, &self.program, job.ordinal)
-                .and_then(|mut w| w.send(job).is_ok().then_some(w));
-            start_ahead(&self.program, job.ordinal);
-            if self.worker.is_some() {
-                return self.answers(job, out);
-            }
-        }
         if self.worker.is_none() {
             self.worker = Some(spawn_worker(&self.program)?);
         }
@@ -1334,8 +1258,7 @@ impl Pool {
                     match msg {
                         Msg::Waiting => {
                             waiting = true;
-                            let ours =
-                                SIBLINGS.load(std::sync::atomic::Ordering::SeqCst) > 0 || warming();
+                            let ours = SIBLINGS.load(std::sync::atomic::Ordering::SeqCst) > 0;
                             if !ours
                                 && !SAID_WAITING.swap(true, std::sync::atomic::Ordering::Relaxed)
                             {
@@ -1591,56 +1514,7 @@ mod tests {
         assert_ne!(pid(&mut other, &elsewhere), one, "another GPU's");
     }
 
-    /// A pool that starts its workers ahead takes one already told to make its context (a new
-    /// process, never given a recording), and starts another in its place.
-    #[test]
-    fn a_fresh_pool_takes_a_worker_started_ahead_and_starts_the_next() {
-        let dir = tempfile::tempdir().unwrap();
-        let warmed = dir.path().join("warmed");
-        let valid = VALID
-            .replace("IDX", "0")
-            .replace("\"registers\":8", "\"registers\":$$");
-        let script = format!(
-            "while read line; do case \"$line\" in *warm*) echo $$ >> {}; continue;; esac; echo '{{\"msg\":\"start\",\"index\":0}}'; echo \"{}\"; done",
-            warmed.display(),
-            valid.replace('"', "\\\"")
-        );
-        let fresh = || {
-            let mut p = pool(&script);
-            p.ahead = true;
-            p
-        };
-        let program = fresh().program.clone();
-        let waiting = || {
-            let started = STARTED.lock().unwrap();
-            started.iter().filter(|(p, _, _)| *p == program).count()
-        };
-        let pid = |p: &mut Pool| p.run(&job(1)).unwrap()[0].registers.unwrap();
-        let first = pid(&mut fresh());
-        assert_eq!(waiting(), STARTED_AHEAD, "started after the first");
-        let warmed_pids = || -> Vec<i32> {
-            let until = std::time::Instant::now() + Duration::from_secs(5);
-            loop {
-                let pids: Vec<i32> = std::fs::read_to_string(&warmed)
-                    .unwrap_or_default()
-                    .lines()
-                    .filter_map(|l| l.parse().ok())
-                    .collect();
-                if pids.len() >= STARTED_AHEAD || std::time::Instant::now() > until {
-                    return pids;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        };
-        let ahead = warmed_pids();
-        assert_eq!(ahead.len(), STARTED_AHEAD, "each told to make its context");
-        assert!(!ahead.contains(&first));
-        let second = pid(&mut fresh());
-        assert!(ahead.contains(&second), "{second} not among {ahead:?}");
-        assert_eq!(waiting(), STARTED_AHEAD, "another started in its place");
-    }
-
-    /// The worker tells a close and a warm-up from a job by their one field.
+    /// The worker tells a close from a job by its one field.
     #[test]
     fn a_close_is_no_job_and_a_job_is_no_close() {
         let close = serde_json::to_string(&Close { close: true }).unwrap();
@@ -1648,10 +1522,6 @@ mod tests {
         assert!(serde_json::from_str::<Job>(&close).is_err());
         let job = serde_json::to_string(&job(1)).unwrap();
         assert!(serde_json::from_str::<Close>(&job).is_err());
-        assert!(serde_json::from_str::<Warm>(&job).is_err());
-        let warm = serde_json::to_string(&Warm { warm: 1 }).unwrap();
-        assert!(serde_json::from_str::<Warm>(&warm).is_ok_and(|w| w.warm == 1));
-        assert!(serde_json::from_str::<Close>(&warm).is_err());
     }
 
     #[test]
