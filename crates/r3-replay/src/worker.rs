@@ -1121,10 +1121,11 @@ fn spawn_worker(program: &[String]) -> Result<r3_process::Child, String> {
         .map_err(|e| format!("cannot start a replay worker: {e}"))
 }
 
-/// Workers that a search's evaluator let go, kept for the next search's evaluator of this process (`Pool::reusing`): starting a
-/// worker (a process, its CUDA context) was about 0.4 s of a short kernel's 1 s evaluator, 70
-/// times in a 300 s deadline (H200, 2026-11-29, `R3_TIMELINE`). A kept worker has closed its
-/// recording's session; it exits when this process does (its stdin closes).
+/// Workers that a search's evaluator let go, kept for the next search's evaluator of this
+/// process (`Pool::reusing`): starting a worker (a process, its CUDA context) was about 0.4 s of
+/// a short kernel's 1 s evaluator, 70 times in a 300 s deadline (H200, 2026-11-29,
+/// `R3_TIMELINE`). A kept worker has closed its recording's session; it exits when this process
+/// does (its stdin closes).
 static SPARE: Idle = std::sync::Mutex::new(Vec::new());
 /// Workers kept at most: each holds a CUDA context on its GPU.
 const SPARES: usize = 2;
