@@ -1670,10 +1670,22 @@ mod tests {
         deadline_s: f64,
         look: impl FnOnce(&Sim) -> R,
     ) -> R {
+        run_alone_with(w, e, deadline_s, |_| {}, look)
+    }
+
+    /// [`run_alone`] on a simulated GPU that `setup` sets up first.
+    fn run_alone_with<R>(
+        w: &mut BTreeMap<String, Kernel>,
+        e: Vec<Entrant>,
+        deadline_s: f64,
+        setup: impl FnOnce(&mut Sim),
+        look: impl FnOnce(&Sim) -> R,
+    ) -> R {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let stop = AtomicBool::new(false);
         let mut sim = Sim::new(w, &stop);
+        setup(&mut sim);
         let ended = run(
             &store,
             "p",
@@ -2022,34 +2034,18 @@ mod tests {
         deadline_s: f64,
         confirm_setup: f64,
     ) -> Ran {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path()).unwrap();
-        let stop = AtomicBool::new(false);
         let mut live = Live::new(2);
         live.weigh(e.iter().map(|x| (x.kernel.clone(), x.weight)));
-        let mut sim = Sim {
-            live: Some(live),
-            confirm_setup,
-            ..Sim::new(world, &stop)
+        let setup = |sim: &mut Sim| {
+            sim.live = Some(live);
+            sim.confirm_setup = confirm_setup;
         };
-        let ended = run(
-            &store,
-            "prog",
-            "GPU",
-            deadline_s,
-            || e,
-            Continue::Fresh,
-            4,
-            &mut sim,
-            &stop,
-        );
-        ended.unwrap();
-        Ran {
+        run_alone_with(world, e, deadline_s, setup, |sim| Ran {
             clock: sim.clock,
-            slices: sim.slices,
-            sliced_at: sim.sliced_at,
-            confirmed_at: sim.confirmed_at,
-        }
+            slices: sim.slices.clone(),
+            sliced_at: sim.sliced_at.clone(),
+            confirmed_at: sim.confirmed_at.clone(),
+        })
     }
 
     /// two_mm's case on an H100 (2026-11-27): a 0.65 s kernel that its warm start takes to 3×,
