@@ -55,12 +55,12 @@ pub struct GpuEvaluator {
     /// Registers and local memory of the last batch, by position (the trait returns outcomes
     /// only); behind a lock since `measure` takes `&self`.
     last: std::sync::Mutex<Vec<Measured>>,
-    /// The search's best ratio to the baseline (f64 bits; 0: none): candidates clearly slower
+    /// The search's best ratio to the baseline: candidates clearly slower
     /// are raced out (`Evaluator::race_against`). A confirmation's evaluator starts with none.
-    race: std::sync::atomic::AtomicU64,
-    /// The least speedup that could still ship (f64 bits; 0: apply's own line), set by a
+    race: PositiveCell,
+    /// The least speedup that could still ship (none: apply's own line), set by a
     /// deadline for its slices (`Evaluator::ships_from`).
-    ships_from: std::sync::atomic::AtomicU64,
+    ships_from: PositiveCell,
     /// For a rewrite (a kernel stored as a variant of another): the original kernel's -O3 PTX,
     /// whose writes say which bytes are outputs (`outputs`); the rewrite's own code could
     /// leave them unwritten and be taken at its word.
@@ -74,6 +74,25 @@ pub struct GpuEvaluator {
     /// nvcc's code of the kernel, measured as one more candidate (`Candidate::nvcc`), or why
     /// there is none; None: not offered.
     nvcc: Option<Result<String, String>>,
+}
+
+/// A positive number or none, set and read by the threads that share an evaluator (the search's
+/// race, a deadline's shipping line); none is kept as 0.
+#[derive(Debug, Default)]
+struct PositiveCell(std::sync::atomic::AtomicU64);
+
+impl PositiveCell {
+    fn set(&self, v: Option<f64>) {
+        let bits = v.filter(|v| *v > 0.0).map_or(0, f64::to_bits);
+        self.0.store(bits, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<f64> {
+        Some(f64::from_bits(
+            self.0.load(std::sync::atomic::Ordering::Relaxed),
+        ))
+        .filter(|v| *v > 0.0)
+    }
 }
 
 /// A long kernel's screen (`screen`): the prefix its candidates are timed on first (None: the
@@ -714,14 +733,11 @@ impl Evaluator for GpuEvaluator {
     }
 
     fn race_against(&self, best_ratio: Option<f64>) {
-        let bits = best_ratio.filter(|r| *r > 0.0).map_or(0, f64::to_bits);
-        self.race.store(bits, std::sync::atomic::Ordering::Relaxed);
+        self.race.set(best_ratio);
     }
 
     fn ships_from(&self, speedup: Option<f64>) {
-        let bits = speedup.filter(|s| *s > 0.0).map_or(0, f64::to_bits);
-        self.ships_from
-            .store(bits, std::sync::atomic::Ordering::Relaxed);
+        self.ships_from.set(speedup);
     }
 
     fn renewed(&self) -> Option<Self> {
@@ -766,10 +782,7 @@ impl Evaluator for GpuEvaluator {
     }
 
     fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
-        let race = Some(f64::from_bits(
-            self.race.load(std::sync::atomic::Ordering::Relaxed),
-        ))
-        .filter(|r| *r > 0.0);
+        let race = self.race.get();
         let mut screening = self.screen.lock().unwrap_or_else(|p| p.into_inner());
         let job = Job {
             recording_dir: self.recording.dir.clone(),
@@ -789,10 +802,7 @@ impl Evaluator for GpuEvaluator {
             l2: self.opts.l2,
             baseline_alone: false,
             race,
-            ships_from: Some(f64::from_bits(
-                self.ships_from.load(std::sync::atomic::Ordering::Relaxed),
-            ))
-            .filter(|s| *s > 0.0),
+            ships_from: self.ships_from.get(),
             outputs_from: self.outputs_from.clone(),
             outputs: self.known_outputs(),
             fresh: None,
