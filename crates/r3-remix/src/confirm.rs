@@ -324,8 +324,12 @@ fn measure_in_fresh_contexts<E: Evaluator>(
         let _span = crate::replay::timeline::span("confirm.context", || kernel.to_string());
         ev.measure(codes)
     };
+    // Each context times a long kernel's codes until they are known to be on one side of the
+    // line apply ships from, not to 1%: that is all a confirmation decides.
+    let line = crate::store::winner::min_speedup_from_env().max(1.0);
+    let renewed = || searched.renewed().inspect(|e| e.decide_at(Some(line)));
     if searched.contexts_at_once() >= CONTEXTS {
-        let fresh: Vec<E> = (0..CONTEXTS).map_while(|_| searched.renewed()).collect();
+        let fresh: Vec<E> = (0..CONTEXTS).map_while(|_| renewed()).collect();
         if fresh.len() == CONTEXTS {
             let _turns = crate::replay::worker::Siblings::start();
             let contexts = std::thread::scope(|s| {
@@ -340,7 +344,7 @@ fn measure_in_fresh_contexts<E: Evaluator>(
     }
     let mut contexts = Vec::new();
     for _ in 0..CONTEXTS {
-        match searched.renewed() {
+        match renewed() {
             Some(fresh) => contexts.push(once(&fresh)),
             None => return (vec![once(searched)], false),
         }
@@ -477,9 +481,14 @@ mod tests {
 
     /// The searched launch, measured at `searched` in the search's context and at each of
     /// `fresh` in the fresh contexts it gives, one after the other.
+    #[derive(Default)]
     struct Contexts {
         searched: f64,
         fresh: std::sync::Mutex<Vec<f64>>,
+        /// The shipping line this context was told to decide at (`decide_at`).
+        line: std::sync::Mutex<Option<f64>>,
+        /// The line each measure was made under, in every context renewed from this one.
+        measured_at: std::sync::Arc<std::sync::Mutex<Vec<Option<f64>>>>,
     }
 
     impl Evaluator for Contexts {
@@ -490,14 +499,20 @@ mod tests {
             let mut fresh = self.fresh.lock().unwrap();
             (!fresh.is_empty()).then(|| Contexts {
                 searched: fresh.remove(0),
-                fresh: std::sync::Mutex::new(Vec::new()),
+                measured_at: self.measured_at.clone(),
+                ..Default::default()
             })
+        }
+        fn decide_at(&self, speedup: Option<f64>) {
+            *self.line.lock().unwrap() = speedup;
         }
         fn lower(&self, c: &Candidate) -> Result<Lowered, Outcome> {
             Launch::new(1.0).lower(c)
         }
         /// A negative ratio: the candidate crashes in that context.
         fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
+            let line = *self.line.lock().unwrap();
+            self.measured_at.lock().unwrap().push(line);
             if self.searched < 0.0 {
                 let crashed = Outcome::Crashed {
                     message: "illegal address".into(),
@@ -854,6 +869,7 @@ mod tests {
             let ev = Contexts {
                 searched,
                 fresh: std::sync::Mutex::new(fresh.to_vec()),
+                ..Default::default()
             };
             confirm_best(&store, &ev, &[], &the_key()).unwrap();
             let path = store.trials_path(&the_key(), "GPU (sm_90)");
@@ -874,6 +890,21 @@ mod tests {
         assert_eq!(contexts_expected(1.2), CONTEXTS);
     }
 
+    /// Every fresh context is told the line apply ships from, so that a long kernel's codes
+    /// are timed until known on one side of it (`stopping::sided`), not to 1%.
+    #[test]
+    fn each_fresh_context_decides_at_the_shipping_line() {
+        let (_dir, store, _) = searched_store("function(licm)");
+        let ev = Contexts {
+            searched: 0.8,
+            fresh: std::sync::Mutex::new(vec![0.8, 0.81, 0.82]),
+            ..Default::default()
+        };
+        confirm_best(&store, &ev, &[], &the_key()).unwrap();
+        let line = crate::store::winner::min_speedup_from_env().max(1.0);
+        assert_eq!(*ev.measured_at.lock().unwrap(), [Some(line); CONTEXTS]);
+    }
+
     #[test]
     fn a_winner_is_judged_by_its_slowest_fresh_context_never_by_the_search_s() {
         let confirm = |searched: f64, fresh: &[f64]| {
@@ -881,6 +912,7 @@ mod tests {
             let ev = Contexts {
                 searched,
                 fresh: std::sync::Mutex::new(fresh.to_vec()),
+                ..Default::default()
             };
             let lines = confirm_best(&store, &ev, &[], &the_key()).unwrap();
             let best = store

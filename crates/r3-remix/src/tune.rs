@@ -245,7 +245,11 @@ pub fn tune_from<E: Evaluator>(
 
         let todo: Vec<(u32, Candidate)> = (trial..).zip(cands).skip(records.len()).collect();
         if !todo.is_empty() {
-            let race = best.as_ref().filter(|_| opts.race).and_then(|b| b.ratio());
+            let race = opts.race.then(|| {
+                best.as_ref()
+                    .and_then(|b| b.ratio())
+                    .unwrap_or(crate::replay::stopping::NO_BEST_YET)
+            });
             eval.race_against(race);
             let (done, m) = evaluate_round(&*eval, kernel, &todo, &measured_by_hash, race);
             measured += m;
@@ -1057,8 +1061,22 @@ mod tests {
     }
 
     /// Races, with nvcc's code offered: `Ok(us)` runs in that time, `Err` did not compile.
+    /// Like the worker, a measure call tightens its race candidate by candidate; `nvcc_raced`
+    /// logs the race nvcc's code was measured under.
+    #[derive(Default)]
     struct WithNvcc {
         nvcc: Option<Result<f64, String>>,
+        race: Mutex<Option<f64>>,
+        nvcc_raced: Mutex<Vec<Option<f64>>>,
+    }
+
+    impl WithNvcc {
+        fn new(nvcc: Option<Result<f64, String>>) -> Self {
+            WithNvcc {
+                nvcc,
+                ..Default::default()
+            }
+        }
     }
 
     impl Evaluator for WithNvcc {
@@ -1081,24 +1099,64 @@ mod tests {
         }
         fn measure(&self, batch: &[Lowered]) -> Vec<Outcome> {
             let ts = |us| crate::testing::exact(us, 3);
+            let mut race = self.race.lock().unwrap();
             batch
                 .iter()
                 .map(|l| {
-                    let us = match (&self.nvcc, l.candidate.is_nvcc()) {
+                    let nvcc = l.candidate.is_nvcc();
+                    if nvcc {
+                        self.nvcc_raced.lock().unwrap().push(*race);
+                    }
+                    let us = match (&self.nvcc, nvcc) {
                         (Some(Ok(us)), true) => *us,
                         _ => 50.0 + (l.candidate.pipeline.as_str().len() % 40) as f64,
                     };
-                    Outcome::Valid {
+                    let o = Outcome::Valid {
                         time: ts(us),
                         baseline: ts(100.0),
-                    }
+                    };
+                    *race = crate::replay::stopping::tightened(*race, o.ratio());
+                    o
                 })
                 .collect()
         }
+        fn race_against(&self, best: Option<f64>) {
+            *self.race.lock().unwrap() = best;
+        }
+    }
+
+    /// With racing on, nvcc's code, measured right after the first trial (-O3), races the
+    /// first trial's ratio: it is searched, at a search's precision. It had raced nothing, and
+    /// was timed to 1% (ten pairs) on a 1 s kernel.
+    #[test]
+    fn nvcc_code_races_the_first_trial() {
+        let mut eval = WithNvcc::new(Some(Ok(80.0)));
+        let space = Space::builtin(Default::default()).unwrap();
+        let opts = TuneOptions {
+            kernel: TrialsKey::from("k"),
+            strategy: "bo".into(),
+            seed: 3,
+            budget: 2,
+            time: None,
+            limit: None,
+            batch: 4,
+            transfer: false,
+            recipes: false,
+            race: true,
+        };
+        let stop = AtomicBool::new(false);
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::create(dir.path()).unwrap();
+        let log = store.open_trials(&opts.kernel, &eval.device().gpu).unwrap();
+        tune_in_log(&store, log, &mut eval, &space, &opts, false, &stop, |_| {}).unwrap();
+        let trials = store.trials(&opts.kernel, &eval.device().gpu).unwrap();
+        let first = trials[0].outcome.ratio();
+        assert!(first.is_some() && trials[1].candidate.is_nvcc());
+        assert_eq!(*eval.nvcc_raced.lock().unwrap(), [first]);
     }
 
     fn searched(nvcc: Option<Result<f64, String>>) -> (Vec<Candidate>, Option<TrialRecord>) {
-        let mut eval = WithNvcc { nvcc };
+        let mut eval = WithNvcc::new(nvcc);
         let space = Space::builtin(Default::default()).unwrap();
         let opts = TuneOptions {
             kernel: TrialsKey::from("k"),
@@ -1165,7 +1223,7 @@ mod tests {
             let stop = AtomicBool::new(false);
             let began_with = first.is_some();
             for (nvcc, budget, resume) in [(first, 9, false), (then, 21, true)] {
-                let mut eval = WithNvcc { nvcc };
+                let mut eval = WithNvcc::new(nvcc);
                 let log = store
                     .open_trials(&TrialsKey::from("k"), "GPU (sm_90)")
                     .unwrap();

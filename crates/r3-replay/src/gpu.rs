@@ -61,6 +61,8 @@ pub struct GpuEvaluator {
     /// The least speedup that could still ship (none: apply's own line), set by a
     /// deadline for its slices (`Evaluator::ships_from`).
     ships_from: PositiveCell,
+    /// A confirmation's shipping line (`Evaluator::decide_at`); none in a search.
+    decide_at: PositiveCell,
     /// For a rewrite (a kernel stored as a variant of another): the original kernel's -O3 PTX,
     /// whose writes say which bytes are outputs (`outputs`); the rewrite's own code could
     /// leave them unwritten and be taken at its word.
@@ -106,6 +108,7 @@ struct Screening {
 impl Screening {
     /// How the next candidate meets the screen, the search's best ratio being `best`.
     fn next(&mut self, best: Option<f64>) -> Option<super::screen::Use> {
+        let best = best.filter(|b| *b < super::stopping::NO_BEST_YET);
         self.judge.next(self.cut?, best)
     }
 
@@ -240,6 +243,7 @@ impl GpuEvaluator {
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
             ships_from: Default::default(),
+            decide_at: Default::default(),
             screen,
             nvcc: None,
         })
@@ -262,6 +266,7 @@ impl GpuEvaluator {
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
             ships_from: Default::default(),
+            decide_at: Default::default(),
             recording: self.recording.clone(),
             outputs_from: self.outputs_from.clone(),
             outputs: std::sync::Mutex::new(self.known_outputs()),
@@ -293,6 +298,7 @@ impl GpuEvaluator {
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
             ships_from: Default::default(),
+            decide_at: Default::default(),
             outputs: std::sync::Mutex::new(
                 self.known_outputs()
                     .filter(|_| recording.id == self.recording.id),
@@ -502,6 +508,7 @@ impl GpuEvaluator {
             baseline_alone: false,
             race: None,
             ships_from: None,
+            decide_at: None,
             outputs_from: None,
             outputs: Some(Vec::new()),
             fresh: Some(seed),
@@ -553,6 +560,7 @@ fn baseline_job(
         baseline_alone: true,
         race: None,
         ships_from: None,
+        decide_at: None,
         outputs_from: None,
         outputs: None,
         fresh: None,
@@ -740,6 +748,10 @@ impl Evaluator for GpuEvaluator {
         self.ships_from.set(speedup);
     }
 
+    fn decide_at(&self, speedup: Option<f64>) {
+        self.decide_at.set(speedup);
+    }
+
     fn renewed(&self) -> Option<Self> {
         self.for_recording(self.recording.clone()).ok()
     }
@@ -803,6 +815,7 @@ impl Evaluator for GpuEvaluator {
             baseline_alone: false,
             race,
             ships_from: self.ships_from.get(),
+            decide_at: self.decide_at.get(),
             outputs_from: self.outputs_from.clone(),
             outputs: self.known_outputs(),
             fresh: None,

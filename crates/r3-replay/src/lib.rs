@@ -142,6 +142,11 @@ pub trait Evaluator: Sync {
     /// line (`winner::Policy::min_speedup`). Ignored by default.
     fn ships_from(&self, _speedup: Option<f64>) {}
 
+    /// A confirmation's shipping line (a speedup over -O3) for the next `measure`s: a long
+    /// kernel's candidate is timed until its speedup is known to lie on one side of it
+    /// (`stopping::sided`), not to 1%. None: to full precision. Ignored by default.
+    fn decide_at(&self, _speedup: Option<f64>) {}
+
     /// What the screen did (`screen`): its prefix, its drops and its agreement with the whole
     /// launch; None where the kernel was not screened. None by default.
     fn screen_summary(&self) -> Option<String> {

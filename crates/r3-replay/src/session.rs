@@ -891,18 +891,18 @@ impl Session {
     ///
     /// With `refs` (one per loaded code), runs are also compared with their code's checked run
     /// where [`determinism::compare_after`] allows; [`Session::differences`] tells the result.
-    /// With `race` (the search's best ratio to the baseline) a candidate timed against the
-    /// baseline alone stops as soon as it is clearly slower than that ([`stopping::beaten`]),
-    /// its stats marked `raced`.
+    /// With `until.race` (the search's best ratio to the baseline) a candidate timed against
+    /// the baseline alone stops as soon as it is clearly slower than that
+    /// ([`stopping::beaten`]), its stats marked `raced`; with `until.line`, as soon as a long
+    /// kernel's ratio is known to lie on one side of it ([`stopping::sided`]).
     pub fn time(
         &self,
         ls: &[(&Loaded, Option<u32>)],
         refs: &[&Reference],
-        max_reps: u32,
+        until: stopping::Until,
         l2: Regime,
-        race: Option<f64>,
     ) -> Result<Vec<TimeStats>, ReplayError> {
-        self.time_on(ls, refs, (max_reps, race), l2, None)
+        self.time_on(ls, refs, until, l2, None)
     }
 
     /// [`Session::time`] on the screen's prefix of the launch (`screen::Cut`; each code's
@@ -930,17 +930,23 @@ impl Session {
             self.restore(l, Some(&vars))?;
         }
         self.dirty.set(true);
-        self.time_on(ls, &[], (max_reps, drop_above), l2, Some(cut))
+        let until = stopping::Until::reps(max_reps).racing(drop_above);
+        self.time_on(ls, &[], until, l2, Some(cut))
     }
 
     fn time_on(
         &self,
         ls: &[(&Loaded, Option<u32>)],
         refs: &[&Reference],
-        (max_reps, race): (u32, Option<f64>),
+        until: stopping::Until,
         l2: Regime,
         cut: Option<crate::screen::Cut>,
     ) -> Result<Vec<TimeStats>, ReplayError> {
+        let stopping::Until {
+            max_reps,
+            race,
+            line,
+        } = until;
         let compare = |i: usize, next_is_sample: bool| -> Result<(), ReplayError> {
             match refs.get(i) {
                 Some(r) if determinism::compare_after(l2, next_is_sample) => {
@@ -976,7 +982,14 @@ impl Session {
                 (Some(best), [base, cand]) => stopping::beaten(base, cand, best),
                 _ => false,
             };
-            let done = rep + 1 == max_reps || beaten || stopping::enough(&samples, race.is_some());
+            let sided = match (line, &samples[..]) {
+                (Some(line), [base, cand]) => stopping::sided(base, cand, line),
+                _ => false,
+            };
+            let done = rep + 1 == max_reps
+                || beaten
+                || sided
+                || stopping::enough(&samples, race.is_some());
             compare(last, !done)?;
             if done {
                 let mut stats: Vec<TimeStats> = samples.iter().map(|s| TimeStats::of(s)).collect();

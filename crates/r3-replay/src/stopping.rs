@@ -16,7 +16,8 @@
 //! A search's near-tie on a long kernel settles at [`LONG_TIE`] instead of 1%
 //! ([`tie_precision`]): ten pairs of a 1 s kernel cost 21 s a candidate, and a search under a
 //! deadline learns more from three candidates known within 2% than from one known within 1%.
-//! What ships is confirmed at 1% all the same (a confirmation does not race).
+//! A confirmation does not race: it times what ships at 1%, but a long kernel's only until its
+//! ratio is known on one side of the shipping line ([`sided`]), all a confirmation decides.
 //!
 //! Racing ([`beaten`]): where the search already has a best, a candidate whose ratio to the
 //! baseline is, at 95% confidence, above the best's is stopped there. It cannot win, and a
@@ -41,6 +42,33 @@ pub const LONG_TIE: f64 = 0.02;
 pub const LONG_SEARCH_US: f64 = 100_000.0;
 /// A candidate's ratio to the baseline is decided once known within 1/DECIDED of its logarithm.
 const DECIDED: f64 = 10.0;
+
+/// What ends a timing besides [`enough`]: `max_reps` pairs; with `race` (the search's best
+/// ratio to the baseline) a candidate clearly slower than it ([`beaten`]); with `line` (a
+/// confirmation's shipping line, a ratio) a long kernel's ratio known to lie on one side of it
+/// ([`sided`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Until {
+    pub max_reps: u32,
+    pub race: Option<f64>,
+    pub line: Option<f64>,
+}
+
+impl Until {
+    /// At most `max_reps` pairs, with neither a race nor a line.
+    pub fn reps(max_reps: u32) -> Until {
+        Until {
+            max_reps,
+            race: None,
+            line: None,
+        }
+    }
+
+    /// The same, racing `race`.
+    pub fn racing(self, race: Option<f64>) -> Until {
+        Until { race, ..self }
+    }
+}
 
 /// Pairs to take before stopping, for a kernel of `t_us`.
 pub fn min_pairs(t_us: f64) -> u32 {
@@ -126,6 +154,50 @@ pub fn beaten(base: &[f64], cand: &[f64], best_ratio: f64) -> bool {
     }
     let u = relative_uncertainty(base).hypot(relative_uncertainty(cand));
     (b.median_us / a.median_us / best_ratio).ln() > u
+}
+
+/// A search's race before its first trial is measured: on, with nothing to beat yet, so that
+/// the first trial's ratio (-O3's, timed beside itself) sets it for the candidates after it.
+/// Without it the candidate measured next to the first trial (nvcc's code) raced nothing and was
+/// timed to 1%: ten pairs, 24 s of a 1 s kernel's 48 s warm start (H200, 2026-11-29). Finite,
+/// as it crosses the worker's JSON lines.
+pub const NO_BEST_YET: f64 = f64::MAX;
+
+/// Whether a measurement of a long kernel (the baseline `base` of [`LONG_KERNEL_US`] or more a
+/// run; `cand` interleaved) has decided which side of `line` its ratio to the baseline lies on:
+/// `line` being the ratio at which a code ships (1/1.02 for apply's 1.02×), its 95% interval
+/// lies wholly above or below it. A confirmation asks only that: timed to 1% instead, a 1 s
+/// kernel's 1.045× took ten pairs a context, three contexts, two codes: 155 s, more than its
+/// deadline had left (H200, 2026-11-29; four pairs decide it). Never before [`min_pairs`].
+pub fn sided(base: &[f64], cand: &[f64], line: f64) -> bool {
+    let (Some(a), Some(b)) = (TimeStats::of_or_none(base), TimeStats::of_or_none(cand)) else {
+        return false;
+    };
+    if !(a.median_us >= LONG_KERNEL_US && b.median_us > 0.0 && line > 0.0)
+        || base.len() != cand.len()
+        || (base.len() as u32) < min_pairs(a.median_us)
+    {
+        return false;
+    }
+    let u = relative_uncertainty(base).hypot(relative_uncertainty(cand));
+    (b.median_us / a.median_us / line).ln().abs() > u
+}
+
+/// Pairs a timing of a kernel of `t_us` at `ratio` to the baseline takes before [`sided`]
+/// decides it against `line` (or at a speedup, against a line that is one), at best (the spread under [`FEW_SAMPLES_FLOOR`]); at most
+/// [`pairs_at`]'s, which it stops at anyway. A short kernel's is [`pairs_at`]'s.
+pub fn pairs_to_decide(t_us: f64, ratio: f64, line: f64) -> u32 {
+    let full = pairs_at(t_us, ratio, false);
+    let gap = (ratio / line).ln().abs();
+    if t_us < LONG_KERNEL_US || !(gap.is_finite() && gap > 0.0) {
+        return full;
+    }
+    // Both series at the floor: FEW_SAMPLES_FLOOR / √n each, so √2·floor/√n < gap.
+    let n = (std::f64::consts::SQRT_2 * FEW_SAMPLES_FLOOR / gap)
+        .powi(2)
+        .floor()
+        + 1.0;
+    min_pairs(t_us).max((n as u32).min(full))
 }
 
 /// Kernels this long a launch or more have a raced candidate judged on its checked run alone
@@ -328,6 +400,54 @@ mod tests {
         // Nothing to race against, or nothing measured: no decision.
         assert!(!beaten(&base, &[0.9e6], 0.0));
         assert!(!beaten(&[], &[], 0.8));
+    }
+
+    /// Interleaved samples as [`pairs_needed`], until `enough` or `sided` against `line`.
+    fn pairs_to_side(t: f64, ratio: f64, noise: f64, seed: u64, line: f64) -> u32 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut s = vec![Vec::new(), Vec::new()];
+        for n in 1..=50 {
+            for (i, mean) in [t, t * ratio].into_iter().enumerate() {
+                s[i].push(mean * (1.0 + noise * rng.random_range(-1.0..1.0)));
+            }
+            if enough(&s, false) || sided(&s[0], &s[1], line) {
+                return n;
+            }
+        }
+        50
+    }
+
+    /// A long kernel's confirmation stops once its ratio is on one side of the shipping line:
+    /// a 1 s kernel at 1.045x (ratio 0.957) against apply's 1.02x in four pairs, not ten; one at
+    /// 0.95x as soon as it is clearly under the line. Near the line it keeps the full
+    /// precision, and a short kernel keeps its ten samples.
+    #[test]
+    fn a_confirmation_stops_once_its_ratio_is_on_one_side_of_the_line() {
+        let line = 1.0 / 1.02;
+        assert_eq!(pairs_to_side(1.07e6, 1.0 / 1.045, 0.002, 9, line), 4);
+        assert_eq!(pairs_to_decide(1.07e6, 1.0 / 1.045, line), 4);
+        assert!(pairs_to_side(1.07e6, 1.0 / 0.95, 0.002, 10, line) <= 2);
+        assert_eq!(pairs_to_side(1.07e6, 1.0 / 1.021, 0.002, 11, line), 10);
+        assert_eq!(pairs_to_side(50.0, 1.0 / 1.3, 0.002, 12, line), 10);
+        assert_eq!(
+            pairs_to_decide(50.0, 1.0 / 1.3, line),
+            pairs_at(50.0, 1.0 / 1.3, false)
+        );
+        // With the noise of a long kernel's runs (1%), it stops on the right side, every time.
+        for seed in 0..50 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let (mut base, mut cand) = (Vec::new(), Vec::new());
+            while !sided(&base, &cand, line) && !enough(&[base.clone(), cand.clone()], false) {
+                base.push(1e6 * (1.0 + 0.01 * rng.random_range(-1.0..1.0)));
+                cand.push(0.95e6 * (1.0 + 0.01 * rng.random_range(-1.0..1.0)));
+            }
+            let ratio = TimeStats::of(&cand).median_us / TimeStats::of(&base).median_us;
+            assert!(
+                ratio < line,
+                "seed {seed}: {ratio} after {} pairs",
+                base.len()
+            );
+        }
     }
 
     #[test]

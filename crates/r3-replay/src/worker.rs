@@ -8,6 +8,7 @@
 use super::determinism;
 use super::fresh;
 use super::session::{self, Session};
+use super::stopping::Until;
 use super::validate::{Tolerance, Unordered};
 use crate::store::l2::Regime;
 use crate::store::outcome::{Outcome, TimeStats};
@@ -40,6 +41,11 @@ pub struct Job {
     /// kernel's new best under it keeps its own timing. None: apply's (`ships_from`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ships_from: Option<f64>,
+    /// A confirmation's shipping line (a speedup over -O3): a long kernel's candidate is timed
+    /// until its ratio is known to lie on one side of it (`stopping::sided`), not to 1%.
+    /// None: to the precision `stopping::enough` asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decide_at: Option<f64>,
     /// The code whose writes say which bytes are outputs, poisoned before every checked run
     /// (`outputs`): the original kernel's where the candidates are a rewrite's, whose own -O3
     /// is the baseline; None: the baseline's.
@@ -394,21 +400,22 @@ fn run_job(
     }
     if job.baseline_alone {
         send(out, &Msg::Start { index: 0 }).map_err(|_| 1)?;
-        let (outcome, sticky) = match s.time(&[(base, None)], &[], job.max_reps, job.l2, None) {
-            Ok(t) => (
-                Outcome::Valid {
-                    baseline: t[0].clone(),
-                    time: t[0].clone(),
-                },
-                false,
-            ),
-            Err(e) => (
-                Outcome::Crashed {
-                    message: e.to_string(),
-                },
-                session::is_sticky(&e),
-            ),
-        };
+        let (outcome, sticky) =
+            match s.time(&[(base, None)], &[], Until::reps(job.max_reps), job.l2) {
+                Ok(t) => (
+                    Outcome::Valid {
+                        baseline: t[0].clone(),
+                        time: t[0].clone(),
+                    },
+                    false,
+                ),
+                Err(e) => (
+                    Outcome::Crashed {
+                        message: e.to_string(),
+                    },
+                    session::is_sticky(&e),
+                ),
+            };
         let result = Measured::only(outcome);
         send(out, &Msg::Done { index: 0, result }).map_err(|_| 1)?;
         return if sticky { Err(3) } else { Ok(()) };
@@ -434,7 +441,11 @@ fn run_job(
             s,
             (base, base_out, base_timed),
             c,
-            (job.max_reps, race.or(own)),
+            Until {
+                max_reps: job.max_reps,
+                race: race.or(own),
+                line: job.decide_at.map(|speedup| 1.0 / speedup),
+            },
             (job.l2, job.ships_from.unwrap_or_else(ships_from)),
             screens,
         );
@@ -720,7 +731,7 @@ fn evaluate(
     s: &Session,
     (base, base_out, base_timed): (&session::Loaded, &session::Output, &mut Option<TimeStats>),
     c: &JobCandidate,
-    reps: (u32, Option<f64>),
+    reps: Until,
     (l2, ships): (Regime, f64),
     screens: (&str, &mut BaseScreen),
 ) -> (Measured, bool) {
@@ -745,7 +756,7 @@ fn evaluate(
     };
     let mut screened = None;
     if let Some(u) = c.screen {
-        match screen_one(s, (base, screens), (&l, c), u, (reps.0, l2)) {
+        match screen_one(s, (base, screens), (&l, c), u, (reps.max_reps, l2)) {
             Err(e) => {
                 if !session::is_sticky(&e) {
                     s.unload(l);
@@ -775,21 +786,23 @@ fn evaluate(
     let outcome = match checked {
         Err(e) => return crashed(&e, registers, local_bytes),
         Ok((Err(diff), _)) => Outcome::WrongOutput { message: diff },
-        Ok((Ok(_), us)) if settled_by_one_run(base_timed.as_ref(), us, reps.1) => Outcome::Valid {
-            baseline: base_timed.clone().expect("checked by settled_by_one_run"),
-            time: TimeStats {
-                raced: true,
-                ..TimeStats::of(&[us])
-            },
-        },
-        Ok((Ok(checked), _)) if alone_in_session(base_timed.as_ref(), reps.1) => {
+        Ok((Ok(_), us)) if settled_by_one_run(base_timed.as_ref(), us, reps.race) => {
+            Outcome::Valid {
+                baseline: base_timed.clone().expect("checked by settled_by_one_run"),
+                time: TimeStats {
+                    raced: true,
+                    ..TimeStats::of(&[us])
+                },
+            }
+        }
+        Ok((Ok(checked), _)) if alone_in_session(base_timed.as_ref(), reps.race) => {
             let base_t = base_timed.clone().expect("checked by alone_in_session");
             match timed_alone(s, (&l, &checked), c, reps, l2, base_t) {
                 // A new best that could ship is timed again beside the baseline: the race and
                 // what ships rest on interleaved measurements, and the baseline's time is
                 // renewed. So is a candidate whose own runs disagreed: whether that is its
                 // fault depends on whether the baseline's runs agree (`determinism::verdict`).
-                Ok(alone) if retimed_beside_baseline(alone.as_ref(), reps.1, ships) => {
+                Ok(alone) if retimed_beside_baseline(alone.as_ref(), reps.race, ships) => {
                     match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
                         Ok(outcome) => {
                             if let Outcome::Valid { baseline, .. } = &outcome {
@@ -858,13 +871,13 @@ fn timed_alone(
     s: &Session,
     (l, checked): (&session::Loaded, &session::Output),
     c: &JobCandidate,
-    (max_reps, race): (u32, Option<f64>),
+    reps: Until,
     l2: Regime,
     base: TimeStats,
 ) -> Result<Option<Outcome>, session::ReplayError> {
     let reference = s.reference(checked)?;
     // With the race, its one series settles at a search's precision (2% for a long kernel).
-    let timed = s.time(&[(l, c.block_x)], &[&reference], max_reps, l2, race);
+    let timed = s.time(&[(l, c.block_x)], &[&reference], reps, l2);
     let diff = s.differences(reference);
     let t = timed?;
     Ok(diff?.is_none().then(|| Outcome::Valid {
@@ -957,16 +970,15 @@ fn timed_and_stable(
     (base, base_out): (&session::Loaded, &session::Output),
     (l, checked): (&session::Loaded, &session::Output),
     c: &JobCandidate,
-    (max_reps, race): (u32, Option<f64>),
+    reps: Until,
     l2: Regime,
 ) -> Result<Outcome, session::ReplayError> {
     let refs = [s.reference(base_out)?, s.reference(checked)?];
     let timed = s.time(
         &[(base, None), (l, c.block_x)],
         &[&refs[0], &refs[1]],
-        max_reps,
+        reps,
         l2,
-        race,
     );
     let [base_ref, cand_ref] = refs;
     let (base_diff, cand_diff) = (s.differences(base_ref), s.differences(cand_ref));
@@ -1417,6 +1429,7 @@ mod tests {
             baseline_alone: false,
             race: None,
             ships_from: None,
+            decide_at: None,
             outputs_from: None,
             outputs: None,
             fresh: None,
