@@ -535,9 +535,25 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     if let Some((_, d)) = most(urgent) {
         return d;
     }
+    // Where every least warm start fits, the cheapest to reach goes first: the order then
+    // changes nothing the prices foresaw, and what they did not foresee falls on the dear ones
+    // left last, which the urgent rule above still reaches, in part. By gain a second, a 1 s
+    // kernel's whole warm start (54 s, 11 trials for 1.058×) and confirmation came before five
+    // kernels of 2–11% of their programs, 24 s to reach, that were then not (H200, 2026-11-29).
+    let all_fit = owed <= left;
     let warm_first = unreached
         .iter()
-        .filter_map(|k| offer(a, k, room(k), batch, held, &mine))
+        .filter_map(|k| {
+            let (value, d) = offer(a, k, room(k), batch, held, &mine)?;
+            Some((
+                if all_fit {
+                    -least_warm_s(a, k, held)
+                } else {
+                    value
+                },
+                d,
+            ))
+        })
         .collect();
     if let Some((_, d)) = most(warm_first) {
         return d;
@@ -2713,6 +2729,73 @@ mod tests {
             ended.why
         );
         assert!(sim.clock <= deadline_s + 1e-9, "{} s", sim.clock);
+    }
+
+    /// Where every least warm start fits by its price, the cheap ones go first: long kernels'
+    /// whole warm starts and confirmations, dearer than priced (2 s a trial priced at 1 s),
+    /// then take what they take from the time left, not from kernels that cost seconds to
+    /// reach. Taken by gain a second, the three long kernels first, the six short ones were
+    /// not reached and the deadline overran by a quarter (as kt_concordance's 54 s warm start
+    /// left five short kernels not reached, H200, 2026-11-29).
+    #[test]
+    fn where_every_least_warm_start_fits_the_cheapest_are_reached_first() {
+        let shorts: Vec<String> = (0..6).map(|i| format!("s{i}")).collect();
+        let mut kernels: Vec<(&str, f64, f64, f64)> =
+            shorts.iter().map(|n| (n.as_str(), 0.3, 1.3, 4.0)).collect();
+        let longs = ["l1", "l2", "l3"];
+        kernels.extend(longs.iter().map(|n| (*n, 2.0, 2.0, 5.0)));
+        let mut w = world(&kernels);
+        let mut shares: Vec<(&str, f64)> = shorts.iter().map(|n| (n.as_str(), 0.05)).collect();
+        shares.extend(longs.iter().map(|n| (*n, 1.0)));
+        let mut people = entrants(&shares, &w);
+        for e in &mut people {
+            e.weight = e.share / 9.0;
+            if e.kernel.as_str().starts_with('l') {
+                // Priced at 1 s a trial where each takes 2 s.
+                (e.per_trial_s, e.launch_ms) = (1.0, 100.0);
+            } else {
+                e.launch_ms = 0.05;
+            }
+        }
+        let deadline_s = 90.0;
+        let a = start("prog", "GPU", deadline_s, people.clone());
+        let owed: f64 = a
+            .arms
+            .iter()
+            .map(|k| least_warm_s(&a, k, &Held::none()))
+            .sum();
+        assert!(owed < deadline_s, "every least warm start fits: {owed} s");
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim::new(&mut w, &stop);
+        let ended = run(
+            &Store::create(tempfile::tempdir().unwrap().path()).unwrap(),
+            "prog",
+            "GPU",
+            deadline_s,
+            || people,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        let reached: std::collections::BTreeSet<&str> =
+            sim.slices.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            reached.len(),
+            9,
+            "{:?} at {:?}, confirmed {:?} at {:?} ({})",
+            sim.slices,
+            sim.sliced_at,
+            sim.confirmed,
+            sim.confirmed_at,
+            ended.why
+        );
+        assert!(
+            sim.clock <= deadline_s * (1.0 + CONFIRM_GRACE),
+            "{} s",
+            sim.clock
+        );
     }
 
     /// Where the least warm starts of all do not fit, a kernel expensive to reach still is,
