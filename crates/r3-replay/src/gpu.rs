@@ -223,6 +223,8 @@ impl GpuEvaluator {
             msg: o.to_string(),
         })?;
         let limit = watchdog(&recording, &opts);
+        // A search's: it may take the worker another search's evaluator let go.
+        let pool = pool_for(&recording, limit, true);
         let (device, gpu_name) = device_name(&target, opts.ordinal);
         let outputs_from = original_ptx(store, &kernel, &target);
         let screen = Screening::of(&recording, &opts);
@@ -238,8 +240,7 @@ impl GpuEvaluator {
             recording,
             baseline,
             opts,
-            // A search's: it may take the worker another search's evaluator let go.
-            pool: std::sync::Mutex::new(Pool::reusing(limit)),
+            pool: std::sync::Mutex::new(pool),
             last: std::sync::Mutex::new(Vec::new()),
             race: Default::default(),
             ships_from: Default::default(),
@@ -260,7 +261,11 @@ impl GpuEvaluator {
             target: self.target.clone(),
             baseline,
             opts: self.opts.clone(),
-            pool: std::sync::Mutex::new(Pool::new(watchdog(&self.recording, &self.opts))),
+            pool: std::sync::Mutex::new(pool_for(
+                &self.recording,
+                watchdog(&self.recording, &self.opts),
+                false,
+            )),
             device: self.device.clone(),
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),
@@ -292,7 +297,11 @@ impl GpuEvaluator {
             target: self.target.clone(),
             baseline: self.baseline.clone(),
             opts: self.opts.clone(),
-            pool: std::sync::Mutex::new(Pool::new(watchdog(&recording, &self.opts))),
+            pool: std::sync::Mutex::new(pool_for(
+                &recording,
+                watchdog(&recording, &self.opts),
+                false,
+            )),
             device: self.device.clone(),
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),
@@ -702,6 +711,27 @@ pub fn verify_recordings(
 fn watchdog(recording: &Recording, opts: &MeasureOptions) -> Duration {
     let per_run = Duration::from_secs_f64(recording.launch.in_app_ms.max(0.01) / 1e3);
     Duration::from_secs(10) + per_run * 50 * (opts.max_reps + 10)
+}
+
+/// The time a worker may take to learn a recording's outputs (`Pool::learning_limit`): a
+/// hundred of its runs, its memory moved at 100 MB/s, and 2 s. Its runs (two per output
+/// allocation, and a check) each restore the inputs and read the outputs back.
+fn learning_watchdog(recording: &Recording) -> Duration {
+    let per_run = Duration::from_secs_f64(recording.launch.in_app_ms.max(0.01) / 1e3);
+    let bytes = recording.launch.bytes_replayed() as f64;
+    Duration::from_secs(2) + per_run * 100 + Duration::from_secs_f64(bytes / 100e6)
+}
+
+/// A worker pool for an evaluator of `recording`, under `limit`; kept for the next search's
+/// where `reusing`.
+fn pool_for(recording: &Recording, limit: Duration, reusing: bool) -> Pool {
+    let mut pool = if reusing {
+        Pool::reusing(limit)
+    } else {
+        Pool::new(limit)
+    };
+    pool.learning_limit = Some(learning_watchdog(recording));
+    pool
 }
 
 /// The device as trials name it, and its CUDA name.

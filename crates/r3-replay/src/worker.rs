@@ -747,6 +747,7 @@ fn evaluate(
     };
     drop(loading);
     let _measuring = super::timeline::span("worker.measure", String::new);
+    let own_baseline = c.ptx == screens.0;
     let (registers, local_bytes) = (Some(l.registers), Some(l.local_bytes));
     let measured = |outcome, screen| Measured {
         outcome,
@@ -793,6 +794,29 @@ fn evaluate(
                     raced: true,
                     ..TimeStats::of(&[us])
                 },
+            }
+        }
+        Ok((Ok(checked), us)) if first_trial_alone(own_baseline, us, reps.race) => {
+            match baseline_alone(s, (&l, &checked), c, reps, l2) {
+                Ok(Some(t)) => {
+                    *base_timed = Some(t.clone());
+                    Outcome::Valid {
+                        baseline: t.clone(),
+                        time: t,
+                    }
+                }
+                Ok(None) => {
+                    match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
+                        Ok(outcome) => {
+                            if let Outcome::Valid { baseline, .. } = &outcome {
+                                *base_timed = Some(baseline.clone());
+                            }
+                            outcome
+                        }
+                        Err(e) => return crashed(&e, registers, local_bytes),
+                    }
+                }
+                Err(e) => return crashed(&e, registers, local_bytes),
             }
         }
         Ok((Ok(checked), _)) if alone_in_session(base_timed.as_ref(), reps.race) => {
@@ -884,6 +908,33 @@ fn timed_alone(
         baseline: base,
         time: t[0].clone(),
     }))
+}
+
+/// Whether a checked candidate is the baseline's own code (`own_baseline`) in a search's race
+/// on a long kernel (its checked run `us`): a search's first trial, timed alone
+/// ([`baseline_alone`]).
+fn first_trial_alone(own_baseline: bool, us: f64, race: Option<f64>) -> bool {
+    own_baseline && alone_in_session(Some(&TimeStats::of(&[us])), race)
+}
+
+/// A search's first trial on a long kernel (`first_trial_alone`): the baseline's own code timed
+/// alone, its one series both the baseline's and the trial's (its ratio 1). Timed beside itself,
+/// a 1 s kernel's trial 0 took a warm-up and three pairs, 8.6 s where four runs say as much.
+/// None where its runs differ from its checked run (the caller times it beside the baseline,
+/// whose runs decide: `determinism::verdict`).
+fn baseline_alone(
+    s: &Session,
+    (l, checked): (&session::Loaded, &session::Output),
+    c: &JobCandidate,
+    reps: Until,
+    l2: Regime,
+) -> Result<Option<TimeStats>, session::ReplayError> {
+    let placeholder = TimeStats::of(&[1.0]);
+    let alone = timed_alone(s, (l, checked), c, reps, l2, placeholder)?;
+    Ok(match alone {
+        Some(Outcome::Valid { time, .. }) => Some(time),
+        _ => None,
+    })
 }
 
 /// Whether a checked candidate's one run (`us`) settles it as slower than the race's best, the
@@ -1156,6 +1207,11 @@ pub struct Pool {
     pub limit: Duration,
     /// Time allowed for a worker to set up a recording (copying its memory in).
     pub setup_limit: Duration,
+    /// Time allowed for learning the outputs (`Msg::Learning` to `Msg::Learned`), where it is
+    /// shorter than `limit`: the -O3 code run with its outputs poisoned may not end (a hash
+    /// table's probing finds no empty slot), and at `limit` a 0.6 ms kernel's learning had
+    /// hung for 11.3 s before it failed (H200, 2026-11-29).
+    pub learning_limit: Option<Duration>,
     /// The output masks a worker learned in the last job (`Msg::Learned`), taken by the
     /// evaluator.
     pub learned: Option<super::outputs::Masks>,
@@ -1189,6 +1245,7 @@ impl Pool {
             program,
             limit,
             setup_limit: Duration::from_secs(120),
+            learning_limit: None,
             learned: None,
             not_deterministic: None,
         }
@@ -1259,6 +1316,9 @@ impl Pool {
         loop {
             let wait = if waiting {
                 TURN_LIMIT
+            } else if learning {
+                self.learning_limit
+                    .map_or(self.limit, |l| l.min(self.limit))
             } else if first {
                 self.setup_limit + self.limit
             } else {
@@ -1536,6 +1596,31 @@ mod tests {
         assert!(serde_json::from_str::<Job>(&close).is_err());
         let job = serde_json::to_string(&job(1)).unwrap();
         assert!(serde_json::from_str::<Close>(&job).is_err());
+    }
+
+    /// The baseline's own code as a search's trial on a long kernel is timed alone; not on a
+    /// short kernel, not another code, and not without a race (a confirmation, `--no-race`).
+    #[test]
+    fn a_long_kernels_first_trial_is_timed_alone_only_in_a_search() {
+        let race = Some(crate::stopping::NO_BEST_YET);
+        assert!(first_trial_alone(true, 1.07e6, race));
+        assert!(!first_trial_alone(true, 500.0, race));
+        assert!(!first_trial_alone(false, 1.07e6, race));
+        assert!(!first_trial_alone(true, 1.07e6, None));
+    }
+
+    /// A worker that hangs while it learns the outputs is given up at the learning's limit,
+    /// not a candidate's, and the job says the learning failed.
+    #[test]
+    fn a_hung_learning_is_given_up_at_its_own_limit() {
+        let script = "read job; echo '{\"msg\":\"learning\"}'; sleep 30";
+        let mut p = pool(script);
+        p.limit = Duration::from_secs(20);
+        p.learning_limit = Some(Duration::from_millis(300));
+        let t0 = std::time::Instant::now();
+        let err = p.run(&job(1)).unwrap_err();
+        assert!(err.starts_with(LEARNING_FAILED), "{err}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     }
 
     #[test]
