@@ -1815,6 +1815,16 @@ mod tests {
         look(&sim)
     }
 
+    /// Seconds the least warm starts of all of `people` take, as an allocation of
+    /// `deadline_s` prices them up front.
+    fn least_warm_starts(deadline_s: f64, people: &[Entrant]) -> f64 {
+        let a = start("prog", "GPU", deadline_s, people.to_vec());
+        a.arms
+            .iter()
+            .map(|k| least_warm_s(&a, k, &Held::none()))
+            .sum()
+    }
+
     fn world(kernels: &[(&str, f64, f64, f64)]) -> BTreeMap<String, Kernel> {
         kernels
             .iter()
@@ -2758,43 +2768,21 @@ mod tests {
             }
         }
         let deadline_s = 90.0;
-        let a = start("prog", "GPU", deadline_s, people.clone());
-        let owed: f64 = a
-            .arms
-            .iter()
-            .map(|k| least_warm_s(&a, k, &Held::none()))
-            .sum();
+        let owed = least_warm_starts(deadline_s, &people);
         assert!(owed < deadline_s, "every least warm start fits: {owed} s");
-        let stop = AtomicBool::new(false);
-        let mut sim = Sim::new(&mut w, &stop);
-        let ended = run(
-            &Store::create(tempfile::tempdir().unwrap().path()).unwrap(),
-            "prog",
-            "GPU",
-            deadline_s,
-            || people,
-            Continue::Fresh,
-            4,
-            &mut sim,
-            &stop,
-        )
-        .unwrap();
-        let reached: std::collections::BTreeSet<&str> =
-            sim.slices.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(
-            reached.len(),
-            9,
-            "{:?} at {:?}, confirmed {:?} at {:?} ({})",
-            sim.slices,
-            sim.sliced_at,
-            sim.confirmed,
-            sim.confirmed_at,
-            ended.why
-        );
+        let (reached, clock, told) = run_alone(&mut w, people, deadline_s, |sim| {
+            let reached: std::collections::BTreeSet<String> =
+                sim.slices.iter().map(|(k, _)| k.clone()).collect();
+            let told = format!(
+                "{:?} at {:?}, confirmed {:?} at {:?}",
+                sim.slices, sim.sliced_at, sim.confirmed, sim.confirmed_at
+            );
+            (reached, sim.clock, told)
+        });
+        assert_eq!(reached.len(), 9, "{told}");
         assert!(
-            sim.clock <= deadline_s * (1.0 + CONFIRM_GRACE),
-            "{} s",
-            sim.clock
+            clock <= deadline_s * (1.0 + CONFIRM_GRACE),
+            "{clock} s: {told}"
         );
     }
 
@@ -2826,12 +2814,7 @@ mod tests {
         w.get_mut("long").unwrap().launch_ms = 900.0;
         w.get_mut("mid").unwrap().launch_ms = 300.0;
         let deadline_s = 120.0;
-        let a = start("prog", "GPU", deadline_s, people.clone());
-        let owed: f64 = a
-            .arms
-            .iter()
-            .map(|k| least_warm_s(&a, k, &Held::none()))
-            .sum();
+        let owed = least_warm_starts(deadline_s, &people);
         assert!(
             owed > deadline_s,
             "the least warm starts of all must not fit: {owed} s"

@@ -1131,54 +1131,44 @@ mod tests {
     #[test]
     fn nvcc_code_races_the_first_trial() {
         let mut eval = WithNvcc::new(Some(Ok(80.0)));
-        let space = Space::builtin(Default::default()).unwrap();
-        let opts = TuneOptions {
-            kernel: TrialsKey::from("k"),
-            strategy: "bo".into(),
-            seed: 3,
-            budget: 2,
-            time: None,
-            limit: None,
-            batch: 4,
-            transfer: false,
-            recipes: false,
-            race: true,
-        };
-        let stop = AtomicBool::new(false);
-        let dir = tempfile::tempdir().unwrap();
-        let store = crate::store::Store::create(dir.path()).unwrap();
-        let log = store.open_trials(&opts.kernel, &eval.device().gpu).unwrap();
-        tune_in_log(&store, log, &mut eval, &space, &opts, false, &stop, |_| {}).unwrap();
-        let trials = store.trials(&opts.kernel, &eval.device().gpu).unwrap();
+        let (trials, _) = search(&mut eval, 2, true);
         let first = trials[0].outcome.ratio();
         assert!(first.is_some() && trials[1].candidate.is_nvcc());
         assert_eq!(*eval.nvcc_raced.lock().unwrap(), [first]);
     }
 
-    fn searched(nvcc: Option<Result<f64, String>>) -> (Vec<Candidate>, Option<TrialRecord>) {
-        let mut eval = WithNvcc::new(nvcc);
+    /// `eval`'s search of kernel "k" to `budget` trials, racing or not, on a fresh store: its
+    /// trials and its best.
+    fn search(
+        eval: &mut WithNvcc,
+        budget: u32,
+        race: bool,
+    ) -> (Vec<TrialRecord>, Option<TrialRecord>) {
         let space = Space::builtin(Default::default()).unwrap();
         let opts = TuneOptions {
             kernel: TrialsKey::from("k"),
             strategy: "bo".into(),
             seed: 3,
-            budget: 24,
+            budget,
             time: None,
             limit: None,
             batch: 4,
             transfer: false,
             recipes: false,
-            race: false,
+            race,
         };
         let stop = AtomicBool::new(false);
         let dir = tempfile::tempdir().unwrap();
         let store = crate::store::Store::create(dir.path()).unwrap();
         let gpu = eval.device().gpu;
         let log = store.open_trials(&opts.kernel, &gpu).unwrap();
-        let (s, _) =
-            tune_in_log(&store, log, &mut eval, &space, &opts, false, &stop, |_| {}).unwrap();
-        let trials = store.trials(&opts.kernel, &gpu).unwrap();
-        (trials.into_iter().map(|r| r.candidate).collect(), s.best)
+        let (s, _) = tune_in_log(&store, log, eval, &space, &opts, false, &stop, |_| {}).unwrap();
+        (store.trials(&opts.kernel, &gpu).unwrap(), s.best)
+    }
+
+    fn searched(nvcc: Option<Result<f64, String>>) -> (Vec<Candidate>, Option<TrialRecord>) {
+        let (trials, best) = search(&mut WithNvcc::new(nvcc), 24, false);
+        (trials.into_iter().map(|r| r.candidate).collect(), best)
     }
 
     /// nvcc's code is trial 1, measured beside the baseline; the strategy is never told of it,

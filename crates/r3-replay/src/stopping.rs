@@ -281,13 +281,24 @@ mod tests {
 
     /// [`pairs_needed`], in a search (`searching`) or not.
     fn pairs_needed_by(t: f64, ratio: f64, noise: f64, seed: u64, searching: bool) -> u32 {
+        pairs_until(t, ratio, noise, seed, |s| enough(s, searching))
+    }
+
+    /// Interleaved samples as [`pairs_needed`], until `done` says so (or 50 pairs).
+    fn pairs_until(
+        t: f64,
+        ratio: f64,
+        noise: f64,
+        seed: u64,
+        done: impl Fn(&[Vec<f64>]) -> bool,
+    ) -> u32 {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut s = vec![Vec::new(), Vec::new()];
         for n in 1..=50 {
             for (i, mean) in [t, t * ratio].into_iter().enumerate() {
                 s[i].push(mean * (1.0 + noise * rng.random_range(-1.0..1.0)));
             }
-            if enough(&s, searching) {
+            if done(&s) {
                 return n;
             }
         }
@@ -404,17 +415,9 @@ mod tests {
 
     /// Interleaved samples as [`pairs_needed`], until `enough` or `sided` against `line`.
     fn pairs_to_side(t: f64, ratio: f64, noise: f64, seed: u64, line: f64) -> u32 {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let mut s = vec![Vec::new(), Vec::new()];
-        for n in 1..=50 {
-            for (i, mean) in [t, t * ratio].into_iter().enumerate() {
-                s[i].push(mean * (1.0 + noise * rng.random_range(-1.0..1.0)));
-            }
-            if enough(&s, false) || sided(&s[0], &s[1], line) {
-                return n;
-            }
-        }
-        50
+        pairs_until(t, ratio, noise, seed, |s| {
+            enough(s, false) || sided(&s[0], &s[1], line)
+        })
     }
 
     /// A long kernel's confirmation stops once its ratio is on one side of the shipping line:
