@@ -703,9 +703,10 @@ fn price_rewrites(
         match rewriter.cannot(&hash) {
             Some(why) => cannot.push(format!("{} ({why})", e.label)),
             None => {
-                let trial_s = e.per_trial_s;
+                let pending = crate::rewrites::pending_builds(store, &hash, gpu);
+                let costs = (e.per_trial_s, e.setup_s);
                 e.rewrite = Some(crate::rewrites::price(
-                    store, &hash, trial_s, e.setup_s, &history,
+                    store, &hash, costs, &history, pending,
                 ));
             }
         }

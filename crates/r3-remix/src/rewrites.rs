@@ -145,9 +145,9 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
 pub fn price(
     store: &Store,
     kernel: &KernelHash,
-    trial_s: f64,
-    setup_s: f64,
+    (trial_s, setup_s): (f64, f64),
     history: &[Past],
+    pending: Vec<u32>,
 ) -> RewriteArm {
     let shape = crate::transfer::shape_of(store, &TrialsKey::of_kernel(kernel));
     let alike: Vec<&Past> = history
@@ -192,17 +192,41 @@ pub fn price(
         .filter(|p| p.kernel == *kernel)
         .filter_map(|p| p.speedup)
         .fold(1.0, f64::max);
+    let attempt_s = match pending.first() {
+        Some(&builds) => compiled_attempt_seconds(f64::from(builds), trial_s, setup_s),
+        None => attempt_seconds(builds_expected(&pool), trial_s, setup_s),
+    };
     RewriteArm {
         p,
         gain,
-        attempt_s: attempt_seconds(builds_expected(&pool), trial_s, setup_s),
+        attempt_s,
         from,
         attempts: 0,
         found: 0,
         best: own,
         spent_s: 0.0,
         done: None,
+        pending,
+        setup_s,
+        trial_s,
     }
+}
+
+/// The builds of each attempt on `kernel` compiled and not judged on `gpu` yet, in the order a
+/// judge takes them (the attempts' order): a template's knob search judges one build for each
+/// of its knobs' value combinations. Priced at the mean of the attempts judged before, a
+/// template's 36 builds after two plain rewrites were given 20 s slices, and none ended
+/// (H200, 2026-11-29).
+pub fn pending_builds(store: &Store, kernel: &KernelHash, gpu: &str) -> Vec<u32> {
+    let Ok(events) = store.attempts(kernel) else {
+        return Vec::new();
+    };
+    fold(&events)
+        .1
+        .iter()
+        .filter(|a| a.compiled.is_some() && a.verdict(Some(gpu)).is_none())
+        .map(|a| a.builds.len().max(1) as u32)
+        .collect()
 }
 
 /// The builds an attempt is expected to compile and judge: the mean of the compiled attempts
@@ -225,6 +249,12 @@ pub fn attempt_seconds(builds: f64, trial_s: f64, setup_s: f64) -> f64 {
     let builds = builds.max(1.0);
     let search = builds * (COMPILE_S + setup_s) + f64::from(INNER_TRIALS).max(builds) * trial_s;
     search + setup_s + f64::from(JUDGE_TRIALS) * trial_s
+}
+
+/// Seconds an attempt compiled already (here, ahead of the GPU: `r3 evolve --no-measure`)
+/// of `builds` builds is expected to take: [`attempt_seconds`] without the compiles.
+pub fn compiled_attempt_seconds(builds: f64, trial_s: f64, setup_s: f64) -> f64 {
+    attempt_seconds(builds, trial_s, setup_s) - builds.max(1.0) * COMPILE_S
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -285,7 +315,11 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     r.found += out.found;
     r.best = r.best.max(out.best);
     r.spent_s += out.seconds;
-    if out.attempts > 0 && out.seconds > 0.0 {
+    let judged = (out.attempts as usize).min(r.pending.len());
+    r.pending.drain(..judged);
+    if let Some(&builds) = r.pending.first() {
+        r.attempt_s = compiled_attempt_seconds(f64::from(builds), r.trial_s, r.setup_s);
+    } else if out.attempts > 0 && out.seconds > 0.0 {
         r.attempt_s = out.seconds / f64::from(out.attempts);
     }
     if out.done.is_some() {
@@ -384,6 +418,9 @@ pub(crate) mod tests {
             best: 1.0,
             spent_s: 0.0,
             done: None,
+            pending: Vec::new(),
+            setup_s: 0.0,
+            trial_s: 0.0,
         }
     }
 
@@ -491,11 +528,64 @@ pub(crate) mod tests {
             templated(None, 0),
             templated(Some(1.0), 1),
         ];
-        let r = price(&store, &me, 0.5, 2.0, &history);
+        let r = price(&store, &me, (0.5, 2.0), &history, Vec::new());
         let pool: Vec<&Past> = history.iter().collect();
         assert_eq!(builds_expected(&pool), 13.0 / 3.0);
         assert_eq!(r.attempt_s, attempt_seconds(13.0 / 3.0, 0.5, 2.0));
         assert_eq!(builds_expected(&[]), 1.0);
+    }
+
+    /// The next attempt is priced at its own builds where it is compiled and waits for its
+    /// judge: a template of 36 builds after two plain rewrites costs its 36 evaluators, not the
+    /// mean of what was judged before; once it is judged, the next is priced at its own.
+    #[test]
+    fn a_compiled_attempt_waiting_for_its_judge_is_priced_at_its_own_builds() {
+        use crate::store::attempts::{Build, Event, What};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let hash: KernelHash = "00112233aabbccdd".into();
+        let mut log = store.open_attempts(&hash).unwrap();
+        let compiled = |attempt, builds: usize| Event {
+            format: 1,
+            attempt,
+            unix_ms: 0,
+            what: What::Compiled {
+                variant: "0000000000000001".into(),
+                diff: String::new(),
+                cell: String::new(),
+                builds: (0..builds)
+                    .map(|_| Build {
+                        values: Default::default(),
+                        variant: "0000000000000001".into(),
+                        diff: String::new(),
+                    })
+                    .collect(),
+            },
+        };
+        for e in [compiled(1, 0), compiled(2, 36), compiled(3, 0)] {
+            log.append(&e).unwrap();
+        }
+        drop(log);
+        let pending = pending_builds(&store, &hash, "H200");
+        assert_eq!(pending, [1, 36, 1]);
+        let r = price(&store, &hash, (0.4, 1.0), &[], pending);
+        assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, 0.4, 1.0));
+        let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
+        a.arms.push(Arm {
+            rewrite: Some(r),
+            ..warm_arm()
+        });
+        let judged_one = RewriteOutcome {
+            attempts: 1,
+            done: None,
+            seconds: 9.0,
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"k".into(), &judged_one);
+        let r = a.arms[0].rewrite.as_ref().unwrap();
+        assert_eq!(r.pending, [36, 1]);
+        assert_eq!(r.attempt_s, compiled_attempt_seconds(36.0, 0.4, 1.0));
+        assert!(r.attempt_s > 36.0 * 1.0, "{}", r.attempt_s);
     }
 
     #[test]
@@ -504,7 +594,7 @@ pub(crate) mod tests {
         let store = Store::create(dir.path()).unwrap();
         let me: KernelHash = "00112233aabbccdd".into();
         let few = [past("aa", None, Some(2.0))];
-        let r = price(&store, &me, 0.5, 2.0, &few);
+        let r = price(&store, &me, (0.5, 2.0), &few, Vec::new());
         assert_eq!((r.p, r.gain), (PRIOR_P, PRIOR_GAIN));
         assert!(r.from.contains("prior"), "{}", r.from);
         assert_eq!(r.attempt_s, attempt_seconds(1.0, 0.5, 2.0));
@@ -518,7 +608,7 @@ pub(crate) mod tests {
             past("cc", None, None),
             past("cc", None, None),
         ];
-        let r = price(&store, &me, 0.5, 2.0, &history);
+        let r = price(&store, &me, (0.5, 2.0), &history, Vec::new());
         // Three of eight found 1.05x or more: 1.2, 1.5 and 2.0, whose median is 1.5.
         assert_eq!((r.p, r.gain), (3.0 / 8.0, 1.5));
         assert!(r.from.contains("3 of 8 attempts"), "{}", r.from);

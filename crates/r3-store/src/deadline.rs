@@ -130,6 +130,16 @@ pub struct RewriteArm {
     /// Why it gets no more attempts (the proposer has nothing more, no source).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done: Option<String>,
+    /// The builds of each attempt compiled and not judged on this GPU yet, in the order they
+    /// are judged (`remix::rewrites::pending_builds`): the next attempt is priced at its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<u32>,
+    /// What a build's evaluator and a trial of the kernel cost, as priced: the next pending
+    /// attempt's price is made of them (`remix::rewrites::attempt_seconds`).
+    #[serde(default)]
+    pub setup_s: f64,
+    #[serde(default)]
+    pub trial_s: f64,
 }
 
 /// What a search is hoped to find after its warm start, by the speedup `s` that reached:
@@ -370,6 +380,9 @@ mod tests {
                     best: 1.4,
                     spent_s: 41.0,
                     done: None,
+                    pending: vec![36],
+                    setup_s: 1.0,
+                    trial_s: 0.5,
                 }),
             }],
             slices: vec![Slice {
