@@ -436,6 +436,9 @@ impl GpuJudge<'_> {
             Outcome::Valid { time, .. } => time.median_us,
             _ => f64::INFINITY,
         };
+        // Its confirmation lowers on it and measures on evaluators of their own: the next
+        // build's search may take its worker.
+        ev.let_worker_go();
         Ok(Found {
             ev,
             best,

@@ -250,6 +250,12 @@ impl GpuEvaluator {
         })
     }
 
+    /// Lets this evaluator's worker go (`Pool::let_go`): what it knows of its kernel stays,
+    /// and a later `measure` takes a worker again.
+    pub fn let_worker_go(&self) {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner()).let_go();
+    }
+
     /// The same evaluator timing candidates against `baseline` instead of the kernel's -O3:
     /// how `r3 evolve` compares a rewrite with the original kernel's best configuration, both
     /// run interleaved on the same recorded launch.

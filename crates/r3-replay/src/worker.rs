@@ -1138,6 +1138,16 @@ impl Drop for SharedSnapshots {
 /// [`SPARES`]; else it goes).
 impl Drop for Pool {
     fn drop(&mut self) {
+        self.let_go();
+    }
+}
+
+impl Pool {
+    /// Lets its worker go now (kept for another evaluator where the pool reuses workers,
+    /// ended otherwise); a later job starts or takes one again. For an evaluator kept only
+    /// for what it knows: a template's builds each had one alive through the knob search,
+    /// and 36 builds opened 36 workers and contexts (H200, 2026-11-29).
+    pub fn let_go(&mut self) {
         let Some(mut w) = self.worker.take().filter(|_| self.reuse) else {
             return;
         };
@@ -1563,7 +1573,7 @@ mod tests {
         let pid = |p: &mut Pool, job: &Job| p.run(job).unwrap()[0].registers;
         let mut first = reusing();
         let one = pid(&mut first, &job(1));
-        drop(first);
+        first.let_go();
         // The kept worker reads its close while this goes on.
         let closed = || std::fs::read_to_string(&closes).unwrap_or_default();
         let until = std::time::Instant::now() + Duration::from_secs(5);
@@ -1573,6 +1583,9 @@ mod tests {
         assert_eq!(closed(), "closed\n");
         let mut second = reusing();
         assert_eq!(pid(&mut second, &job(1)), one, "the same process");
+        // The pool that let it go still runs jobs, on another worker.
+        assert_ne!(pid(&mut first, &job(1)), one, "let go");
+        drop(first);
         let mut fresh = pool(&script);
         assert_ne!(
             pid(&mut fresh, &job(1)),
