@@ -645,9 +645,7 @@ fn deferred_confirmations(
 
 /// The median best of the kernels warm-started so far in `a`; None before the first.
 fn median_warm_best(a: &Allocation) -> Option<f64> {
-    let mut bests: Vec<f64> = a.arms.iter().filter(|k| k.warm).map(|k| k.best).collect();
-    bests.sort_by(f64::total_cmp);
-    bests.get(bests.len() / 2).copied()
+    median(a.arms.iter().filter(|k| k.warm).map(|k| k.best))
 }
 
 /// The speedup reaching `k` is expected to bring, by what the search already knows: what its
@@ -759,14 +757,19 @@ fn setup_of(a: &Allocation, k: &Arm) -> f64 {
     if k.setup_s > 0.0 {
         return k.setup_s;
     }
-    let mut seen: Vec<f64> = a
+    let seen = a
         .arms
         .iter()
         .filter(|o| o.spent_s > 0.0 && o.setup_s > 0.0)
-        .map(|o| o.setup_s)
-        .collect();
-    seen.sort_by(f64::total_cmp);
-    seen.get(seen.len() / 2).copied().unwrap_or(0.0)
+        .map(|o| o.setup_s);
+    median(seen).unwrap_or(0.0)
+}
+
+/// The (upper) median of `values`; None where there are none.
+fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }
 
 /// Seconds a trial of `k` is expected to take: its own price, as last measured; for a short
@@ -779,15 +782,12 @@ fn trial_of(a: &Allocation, k: &Arm) -> f64 {
     if k.spent_s > 0.0 || k.launch_ms >= ONE_RUN_MS {
         return k.per_trial_s;
     }
-    let mut seen: Vec<f64> = a
+    let seen = a
         .arms
         .iter()
         .filter(|o| o.spent_s > 0.0 && o.launch_ms < ONE_RUN_MS && o.per_trial_s > 0.0)
-        .map(|o| o.per_trial_s)
-        .collect();
-    seen.sort_by(f64::total_cmp);
-    seen.get(seen.len() / 2)
-        .map_or(k.per_trial_s, |m| m.min(k.per_trial_s))
+        .map(|o| o.per_trial_s);
+    median(seen).map_or(k.per_trial_s, |m| m.min(k.per_trial_s))
 }
 
 /// The confirmation a warm start of `k` keeps time for: a clear winner's (see
@@ -918,17 +918,14 @@ fn learn_from_twins(a: &mut Allocation, kernel: &TrialsKey) {
     else {
         return;
     };
-    let mut bests: Vec<f64> = a
+    let twins = a
         .arms
         .iter()
         .filter(|k| k.warm && k.shape.as_ref() == Some(&shape))
-        .map(|k| k.best)
-        .collect();
-    if bests.is_empty() {
+        .map(|k| k.best);
+    let Some(reached) = median(twins) else {
         return;
-    }
-    bests.sort_by(f64::total_cmp);
-    let reached = bests[bests.len() / 2];
+    };
     let unpriced = |k: &Arm| !k.warm && k.spent_s == 0.0 && k.shape.as_ref() == Some(&shape);
     for k in a.arms.iter_mut().filter(|k| unpriced(k)) {
         if reached > k.expected {
