@@ -806,13 +806,15 @@ fn evaluate(
                     }
                 }
                 Ok(None) => {
-                    match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
-                        Ok(outcome) => {
-                            if let Outcome::Valid { baseline, .. } = &outcome {
-                                *base_timed = Some(baseline.clone());
-                            }
-                            outcome
-                        }
+                    match timed_renewing(
+                        s,
+                        (base, base_out),
+                        (&l, &checked),
+                        c,
+                        (reps, l2),
+                        base_timed,
+                    ) {
+                        Ok(outcome) => outcome,
                         Err(e) => return crashed(&e, registers, local_bytes),
                     }
                 }
@@ -827,13 +829,15 @@ fn evaluate(
                 // renewed. So is a candidate whose own runs disagreed: whether that is its
                 // fault depends on whether the baseline's runs agree (`determinism::verdict`).
                 Ok(alone) if retimed_beside_baseline(alone.as_ref(), reps.race, ships) => {
-                    match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
-                        Ok(outcome) => {
-                            if let Outcome::Valid { baseline, .. } = &outcome {
-                                *base_timed = Some(baseline.clone());
-                            }
-                            outcome
-                        }
+                    match timed_renewing(
+                        s,
+                        (base, base_out),
+                        (&l, &checked),
+                        c,
+                        (reps, l2),
+                        base_timed,
+                    ) {
+                        Ok(outcome) => outcome,
                         Err(e) => return crashed(&e, registers, local_bytes),
                     }
                 }
@@ -842,13 +846,15 @@ fn evaluate(
             }
         }
         Ok((Ok(checked), _)) => {
-            match timed_and_stable(s, (base, base_out), (&l, &checked), c, reps, l2) {
-                Ok(outcome) => {
-                    if let Outcome::Valid { baseline, .. } = &outcome {
-                        *base_timed = Some(baseline.clone());
-                    }
-                    outcome
-                }
+            match timed_renewing(
+                s,
+                (base, base_out),
+                (&l, &checked),
+                c,
+                (reps, l2),
+                base_timed,
+            ) {
+                Ok(outcome) => outcome,
                 Err(e) => return crashed(&e, registers, local_bytes),
             }
         }
@@ -1012,6 +1018,23 @@ fn prefix_code(
             Err(e) => Err(e.to_string()),
         },
     })
+}
+
+/// [`timed_and_stable`], the session's time of the baseline (`base_timed`) renewed by it
+/// where valid: what later candidates timed alone are held against.
+fn timed_renewing(
+    s: &Session,
+    base: (&session::Loaded, &session::Output),
+    cand: (&session::Loaded, &session::Output),
+    c: &JobCandidate,
+    (reps, l2): (Until, Regime),
+    base_timed: &mut Option<TimeStats>,
+) -> Result<Outcome, session::ReplayError> {
+    let outcome = timed_and_stable(s, base, cand, c, reps, l2)?;
+    if let Outcome::Valid { baseline, .. } = &outcome {
+        *base_timed = Some(baseline.clone());
+    }
+    Ok(outcome)
 }
 
 /// Times a checked candidate against the baseline; valid unless its runs disagree with its
