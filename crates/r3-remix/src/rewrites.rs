@@ -23,10 +23,13 @@ pub const FOUND: f64 = 1.05;
 pub const PRIOR_P: f64 = 0.12;
 
 /// What a rewrite found brings over the kernel's best compiler-only build, where the history
-/// has none: a prior. The finds of that run ran 2.6x to 10.7x over the tuned build; the prior is
-/// kept far under them, so that before a store has its own history the arm does not take time
-/// from searches that are known to pay.
-pub const PRIOR_GAIN: f64 = 1.3;
+/// has none: a prior. The 11 finds of that run ran 2.6x to 10.7x over the tuned build (median
+/// 3.7x), and the tiling template's 2.6x to 9.3x on the H100 (2026-11-26); the prior is the
+/// least of them. At 1.3x, kept under every find, no attempt ever outbid a warm start or a
+/// search slice in the corpus under 300 s (H200, 2026-11-29, run R): a prior under what was
+/// ever measured keeps the arm from the kernels where it pays, and the chance already falls
+/// with each attempt that finds nothing.
+pub const PRIOR_GAIN: f64 = 2.6;
 
 /// Attempts the price counts as, against this allocation's own: after four attempts that found
 /// nothing, the chance is half what it was priced at.

@@ -742,7 +742,7 @@ fn pool_for(recording: &Recording, limit: Duration, reusing: bool) -> Pool {
 
 /// The device as trials name it, and its CUDA name.
 fn device_name(target: &Codegen, ordinal: i32) -> (super::Device, Option<String>) {
-    match crate::device::probe() {
+    match crate::device::probed() {
         crate::device::GpuStatus::Present { driver, gpus } => {
             let g = usize::try_from(ordinal)
                 .ok()
