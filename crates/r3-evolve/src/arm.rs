@@ -8,7 +8,7 @@ use crate::each::Judging;
 use crate::judge::{GpuJudge, Judge};
 use crate::kernel::KernelHash;
 use crate::propose::Proposer;
-use crate::remix::rewrites::{RewriteOutcome, Rewriter, FOUND, INNER_TRIALS};
+use crate::remix::rewrites::{pending_builds, RewriteOutcome, Rewriter, FOUND, INNER_TRIALS};
 use crate::remix::session::{self, Line};
 use crate::run::{evolve, Options};
 use crate::store::attempts::{best_of, fold, Attempt};
@@ -242,9 +242,18 @@ impl Rewriter for EvolveRewriter<'_> {
                 .iter()
                 .filter(|a| speedup(a).is_some_and(|s| s >= FOUND))
                 .count() as u32,
+            knobs: {
+                let with: Vec<&&Attempt> = made.iter().filter(|a| a.builds.len() > 1).collect();
+                let found = with
+                    .iter()
+                    .filter(|a| speedup(a).is_some_and(|s| s >= FOUND));
+                (with.len() as u32, found.count() as u32)
+            },
             best,
             done,
             seconds: 0.0,
+            cut: cut && !stop.load(Ordering::SeqCst),
+            pending: Some(pending_builds(self.store, kernel, &gpu)),
             said,
         }
     }

@@ -10,7 +10,9 @@ use crate::params;
 use crate::propose::{Example, LaunchInfo, Proposal, ProposeError, Proposer, Request};
 use crate::rewrite::{Compiled, Source};
 use crate::rules;
-use crate::store::attempts::{best_of, fold, Attempt, Build, Event, Verdict, What, FORMAT};
+use crate::store::attempts::{
+    best_of, builds_to_judge, fold, Attempt, Build, Event, Verdict, What, FORMAT,
+};
 use crate::store::{KernelRecord, Store, StoreError};
 use rand::SeedableRng;
 
@@ -497,20 +499,29 @@ impl<'a> Run<'a> {
                 judge.judge(self.store, &record, &a.rewrite)
             }
             None => {
+                let attempts = self.attempts();
+                let chosen = builds_to_judge(a, &attempts, &judge.gpu());
                 let mut builds = Vec::new();
-                for b in &a.builds {
+                for b in chosen {
                     builds.push(judge::BuildToJudge {
                         values: b.values.clone(),
                         record: self.store.kernel(&b.variant)?,
                         code: format!("{}{}", params::defines(&b.values), a.rewrite),
                     });
                 }
-                progress(&format!(
-                    "attempt {}: measuring its {} builds ({})",
-                    a.id,
-                    builds.len(),
-                    knob_ranges(&a.builds)
-                ));
+                progress(&match builds.len() {
+                    n if n < a.builds.len() => format!(
+                        "attempt {}: measuring {n} of its {} builds: those at the knobs its parent won with ({})",
+                        a.id,
+                        a.builds.len(),
+                        crate::store::attempts::words(&builds[0].values)
+                    ),
+                    n => format!(
+                        "attempt {}: measuring its {n} builds ({})",
+                        a.id,
+                        knob_ranges(&a.builds)
+                    ),
+                });
                 judge.judge_builds(self.store, &builds)
             }
         };

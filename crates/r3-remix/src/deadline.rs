@@ -3249,6 +3249,7 @@ mod tests {
                 RewriteOutcome {
                     attempts: 1,
                     found: u32::from(found),
+                    knobs: (0, 0),
                     best: if k.finds_at.is_some_and(|n| k.made >= n) {
                         k.found
                     } else {
@@ -3257,6 +3258,8 @@ mod tests {
                     done: (k.made >= k.finds_at.unwrap_or(0) + k.more)
                         .then(|| "rules has nothing more to propose".to_owned()),
                     seconds: 0.0,
+                    cut: false,
+                    pending: None,
                     said: Vec::new(),
                 }
             }

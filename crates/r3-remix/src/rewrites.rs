@@ -31,6 +31,13 @@ pub const PRIOR_P: f64 = 0.12;
 /// with each attempt that finds nothing.
 pub const PRIOR_GAIN: f64 = 2.6;
 
+/// The chance an attempt with knobs (the tiling template's knob search) finds a rewrite, where
+/// the store's history holds too few of them: r3's prior. Of the seven judged on an H100 and
+/// an H200 (bench/RESULTS.md, 2026-11-26 and 2026-11-30), six found 1.18x to 9.3x; five of
+/// those were the matrix products the template is made for, and the one judged on a
+/// matrix-vector kernel, where it is offered too, ran 0.61x. Kept at half.
+pub const PRIOR_KNOBS_P: f64 = 0.5;
+
 /// Attempts the price counts as, against this allocation's own: after four attempts that found
 /// nothing, the chance is half what it was priced at.
 pub const PRIOR_WEIGHT: f64 = 4.0;
@@ -60,6 +67,8 @@ pub struct RewriteOutcome {
     pub attempts: u32,
     /// Of them, those valid and faster than the kernel's best compiler-only build by [`FOUND`].
     pub found: u32,
+    /// Of `attempts` and `found`, the attempts with knobs (priced apart: `RewriteArm::knobs_p`).
+    pub knobs: (u32, u32),
     /// The best valid rewrite's speedup over that build, of every attempt on this GPU (1:
     /// none).
     pub best: f64,
@@ -67,6 +76,13 @@ pub struct RewriteOutcome {
     /// gone), if so.
     pub done: Option<String>,
     pub seconds: f64,
+    /// The slice's own limit ended an attempt partway (not the run's Ctrl-C or deadline): the
+    /// builds it judged keep their trials, and the next slice resumes it.
+    pub cut: bool,
+    /// The builds of each attempt left to judge after the slice, where the rewriter read them
+    /// again (a template's child falls from its every knob combination to one once its parent
+    /// is judged); None: the allocation's own list less the attempts judged.
+    pub pending: Option<Vec<u32>>,
     /// What the attempt said on its way (its proposal, compile and verdict), for tune's
     /// progress.
     pub said: Vec<String>,
@@ -78,9 +94,12 @@ impl RewriteOutcome {
         RewriteOutcome {
             attempts: 0,
             found: 0,
+            knobs: (0, 0),
             best: 1.0,
             done: Some(why.into()),
             seconds: 0.0,
+            cut: false,
+            pending: None,
             said: Vec::new(),
         }
     }
@@ -190,6 +209,7 @@ pub fn price(
             "r3's prior (too few attempts in this store)".to_owned(),
         )
     };
+    let knobs_p = knobs_chance(&pool);
     let own = history
         .iter()
         .filter(|p| p.kernel == *kernel)
@@ -212,7 +232,24 @@ pub fn price(
         pending,
         setup_s,
         trial_s,
+        knobs_p: Some(knobs_p),
+        knobs_attempts: 0,
+        knobs_found: 0,
     }
+}
+
+/// The chance an attempt with knobs finds a rewrite: the share of `pool`'s attempts with knobs
+/// that found one, where it holds [`MIN_HISTORY`] of them, else [`PRIOR_KNOBS_P`].
+fn knobs_chance(pool: &[&Past]) -> f64 {
+    let with: Vec<&&Past> = pool.iter().filter(|p| p.builds > 1).collect();
+    if with.len() < MIN_HISTORY {
+        return PRIOR_KNOBS_P;
+    }
+    let found = with
+        .iter()
+        .filter(|p| p.speedup.is_some_and(|s| s >= FOUND))
+        .count();
+    (found as f64 / with.len() as f64).clamp(0.02, 0.9)
 }
 
 /// The builds of each attempt on `kernel` compiled and not judged on `gpu` yet, in the order a
@@ -224,11 +261,15 @@ pub fn pending_builds(store: &Store, kernel: &KernelHash, gpu: &str) -> Vec<u32>
     let Ok(events) = store.attempts(kernel) else {
         return Vec::new();
     };
-    fold(&events)
-        .1
+    let attempts = fold(&events).1;
+    attempts
         .iter()
         .filter(|a| a.compiled.is_some() && a.verdict(Some(gpu)).is_none())
-        .map(|a| a.builds.len().max(1) as u32)
+        .map(|a| {
+            crate::store::attempts::builds_to_judge(a, &attempts, gpu)
+                .len()
+                .max(1) as u32
+        })
         .collect()
 }
 
@@ -266,9 +307,20 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// The chance the next attempt finds a rewrite: the price, counted as [`PRIOR_WEIGHT`]
-/// attempts, with this allocation's attempts and finds.
+/// attempts, with this allocation's attempts and finds, of the next pending attempt's kind
+/// (with knobs or without) where the arm prices them apart.
 pub fn chance(r: &RewriteArm) -> f64 {
-    (r.p * PRIOR_WEIGHT + f64::from(r.found)) / (PRIOR_WEIGHT + f64::from(r.attempts))
+    let next_has_knobs = r.pending.first().is_some_and(|&builds| builds > 1);
+    let (p, attempts, found) = match r.knobs_p {
+        Some(p) if next_has_knobs => (p, r.knobs_attempts, r.knobs_found),
+        Some(_) => (
+            r.p,
+            r.attempts.saturating_sub(r.knobs_attempts),
+            r.found.saturating_sub(r.knobs_found),
+        ),
+        None => (r.p, r.attempts, r.found),
+    };
+    (p * PRIOR_WEIGHT + f64::from(found)) / (PRIOR_WEIGHT + f64::from(attempts))
 }
 
 /// The kernel's speedup with its best rewrite: the compiler's best, times the rewrite's over
@@ -316,18 +368,32 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     let before = r.attempts;
     r.attempts += out.attempts;
     r.found += out.found;
+    r.knobs_attempts += out.knobs.0;
+    r.knobs_found += out.knobs.1;
     r.best = r.best.max(out.best);
     r.spent_s += out.seconds;
-    let judged = (out.attempts as usize).min(r.pending.len());
-    r.pending.drain(..judged);
+    match &out.pending {
+        Some(left) => r.pending.clone_from(left),
+        None => {
+            let judged = (out.attempts as usize).min(r.pending.len());
+            r.pending.drain(..judged);
+        }
+    }
     if let Some(&builds) = r.pending.first() {
         r.attempt_s = compiled_attempt_seconds(f64::from(builds), r.trial_s, r.setup_s);
     } else if out.attempts > 0 && out.seconds > 0.0 {
         r.attempt_s = out.seconds / f64::from(out.attempts);
     }
+    if out.cut {
+        // The slice was too short for the attempt it ended in. Priced again at its build
+        // count, the next slice would end it again at the same point: templates of 3-36
+        // builds were cut two and three times in 10-26 s slices (H200, 2026-11-30). Priced at
+        // no less than this slice, the next (twice the price) is at least twice as long.
+        r.attempt_s = r.attempt_s.max(out.seconds);
+    }
     if out.done.is_some() {
         r.done.clone_from(&out.done);
-    } else if out.attempts == 0 {
+    } else if out.attempts == 0 && !out.cut {
         // Asked for an attempt and given none: asking again would give none again.
         r.done = Some("its attempt made no progress".into());
     }
@@ -376,7 +442,7 @@ pub fn table_line(a: &Allocation) -> Option<String> {
     let priced: Vec<&RewriteArm> = a.arms.iter().filter_map(|k| k.rewrite.as_ref()).collect();
     let r = priced.first()?;
     Some(format!(
-        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% and brings {} ({}); --no-rewrites turns them off",
+        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% ({:.0}% with knobs) and brings {} ({}); --no-rewrites turns them off",
         std::env::var("R3_LLM_URL")
             .ok()
             .filter(|v| !v.is_empty())
@@ -384,6 +450,7 @@ pub fn table_line(a: &Allocation) -> Option<String> {
         priced.len(),
         FOUND,
         100.0 * r.p,
+        100.0 * r.knobs_p.unwrap_or(r.p),
         crate::store::speed::times(r.gain),
         r.from
     ))
@@ -424,6 +491,9 @@ pub(crate) mod tests {
             pending: Vec::new(),
             setup_s: 0.0,
             trial_s: 0.0,
+            knobs_p: None,
+            knobs_attempts: 0,
+            knobs_found: 0,
         }
     }
 
@@ -589,6 +659,98 @@ pub(crate) mod tests {
         assert_eq!(r.pending, [36, 1]);
         assert_eq!(r.attempt_s, compiled_attempt_seconds(36.0, 0.4, 1.0));
         assert!(r.attempt_s > 36.0 * 1.0, "{}", r.attempt_s);
+    }
+
+    #[test]
+    fn an_attempt_its_slice_cut_short_is_priced_at_that_slice_or_more_and_stays_open() {
+        let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
+        let mut r = priced();
+        r.pending = vec![36];
+        r.attempt_s = 5.0;
+        a.arms.push(Arm {
+            rewrite: Some(r),
+            ..warm_arm()
+        });
+        let cut = RewriteOutcome {
+            done: None,
+            seconds: 10.0,
+            cut: true,
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"k".into(), &cut);
+        let r = a.arms[0].rewrite.as_ref().unwrap();
+        assert_eq!(r.done, None);
+        assert_eq!(r.pending, [36]);
+        assert!(r.attempt_s >= 10.0, "{}", r.attempt_s);
+        let (_, slice_s) = offer(&a.arms[0], 600.0, 0.0).unwrap();
+        assert!(slice_s >= 20.0, "{slice_s}");
+        // A slice that made nothing and was not cut would make nothing again.
+        let nothing = RewriteOutcome {
+            done: None,
+            seconds: 1.0,
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"k".into(), &nothing);
+        let r = a.arms[0].rewrite.as_ref().unwrap();
+        assert_eq!(r.done.as_deref(), Some("its attempt made no progress"));
+    }
+
+    #[test]
+    fn attempts_with_knobs_are_priced_apart_from_those_without() {
+        let mut r = priced();
+        (r.attempts, r.found) = (2, 0);
+        r.knobs_p = Some(PRIOR_KNOBS_P);
+        // Two rules that found nothing leave the template's chance where it was.
+        r.pending = vec![36, 1];
+        assert_eq!(chance(&r), PRIOR_KNOBS_P);
+        r.pending = vec![1];
+        assert!((chance(&r) - PRIOR_P * 4.0 / 6.0).abs() < 1e-12);
+        // A template that found counts for templates, and not for the rules.
+        (r.attempts, r.found, r.knobs_attempts, r.knobs_found) = (3, 1, 1, 1);
+        assert!((chance(&r) - PRIOR_P * 4.0 / 6.0).abs() < 1e-12);
+        r.pending = vec![36];
+        assert!((chance(&r) - (PRIOR_KNOBS_P * 4.0 + 1.0) / 5.0).abs() < 1e-12);
+        // Files of earlier r3s price every attempt alike.
+        r.knobs_p = None;
+        assert!((chance(&r) - (PRIOR_P * 4.0 + 1.0) / 7.0).abs() < 1e-12);
+        // The history's attempts with knobs, where it holds enough of them.
+        let with = |s| Past {
+            builds: 36,
+            ..past("aa", None, s)
+        };
+        let pool = [
+            with(Some(3.0)),
+            with(Some(2.0)),
+            with(Some(1.5)),
+            with(None),
+        ];
+        let refs: Vec<&Past> = pool.iter().collect();
+        assert_eq!(knobs_chance(&refs), 0.75);
+        assert_eq!(knobs_chance(&refs[..3]), PRIOR_KNOBS_P);
+    }
+
+    #[test]
+    fn the_builds_left_as_the_rewriter_reads_them_again_price_the_next_attempt() {
+        let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
+        let mut r = priced();
+        (r.trial_s, r.setup_s) = (0.4, 1.0);
+        r.pending = vec![36, 36];
+        a.arms.push(Arm {
+            rewrite: Some(r),
+            ..warm_arm()
+        });
+        // The template judged; its child, read again, is one build at the knobs it won with.
+        let judged = RewriteOutcome {
+            attempts: 1,
+            done: None,
+            seconds: 20.0,
+            pending: Some(vec![1]),
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"k".into(), &judged);
+        let r = a.arms[0].rewrite.as_ref().unwrap();
+        assert_eq!(r.pending, [1]);
+        assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, 0.4, 1.0));
     }
 
     #[test]

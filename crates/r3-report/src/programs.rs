@@ -121,7 +121,9 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
             hash.as_ref()
                 .and_then(|h| crate::store::programs::longest_run_ms(&shares, h)),
         );
-        let searched = hash.and_then(|h| searched.get(&h).cloned().flatten());
+        let searched = hash
+            .as_ref()
+            .and_then(|h| searched.get(h).cloned().flatten());
         let ship = super::shipped::shipment(&recs, &confirmed, &policy);
         let on = super::shipped::on_searched(&ship, &confirmed, searched.as_ref());
         let by_variant = on
@@ -131,6 +133,12 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
             on.speedup,
             net_of_first_load(on.speedup, by_variant, policy.run_ms),
         );
+        let (shipped, in_run) = match hash.as_ref().and_then(|h| with_rewrite(store, h, &policy)) {
+            Some(r) if best * r > shipped => {
+                (best * r, net_of_first_load(best * r, true, policy.run_ms))
+            }
+            _ => (shipped, in_run),
+        };
         // The code a program measured slower: a confirmed trial's, whichever trial is the
         // fastest now (a faster one may never have been confirmed, so never shipped).
         let withheld = confirmed
@@ -148,6 +156,19 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
         );
     }
     Ok(out)
+}
+
+/// What a kernel's best source rewrite brings over its best compiler-only build, where `policy`
+/// ships rewrites (`R3_APPLY_REWRITES=1`) and it clears the least speedup worth shipping: the
+/// gain apply ships with it (`plan::with_rewrite`), so that a program's predicted time is that
+/// of the build it makes.
+fn with_rewrite(store: &Store, kernel: &KernelHash, policy: &Policy) -> Option<f64> {
+    if !policy.rewrites {
+        return None;
+    }
+    crate::store::attempts::shippable_rewrite(store, kernel, policy.simulated)
+        .map(|r| r.speedup)
+        .filter(|s| *s >= policy.min_speedup.max(1.0))
 }
 
 /// A kernel's speedup in a program run: `speedup` on its launches, less what a variant's first
@@ -265,6 +286,64 @@ mod tests {
         assert_eq!(net_of_first_load(2.0, true, None), 2.0);
         // A variant that saves less than its load is a loss in the program.
         assert!(net_of_first_load(1.5, true, Some(0.1)) < 1.0);
+    }
+
+    #[test]
+    fn a_rewrite_counts_in_what_ships_where_rewrites_are_asked_and_it_clears_the_line() {
+        use crate::store::attempts::{Event, Verdict, What};
+        use crate::store::fixtures;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let (original, variant): (KernelHash, KernelHash) =
+            ("00112233aabbccdd".into(), "aabbccdd00112233".into());
+        let gpu = "NVIDIA H200";
+        let c = crate::candidate::Candidate::baseline();
+        let value = serde_json::to_value(&c).unwrap();
+        let mut t = fixtures::trial(variant.as_str(), gpu, 0, value, fixtures::valid(10.0, 10.0));
+        t.ptx_hash = Some("0123".into());
+        let key = TrialsKey::of_kernel(&variant);
+        store.open_trials(&key, gpu).unwrap().append(&t).unwrap();
+        let mut log = store.open_attempts(&original).unwrap();
+        let compiled = What::Compiled {
+            variant: variant.clone(),
+            diff: String::new(),
+            cell: String::new(),
+            builds: Vec::new(),
+        };
+        let judged = What::Judged {
+            gpu: gpu.into(),
+            verdict: Verdict::Valid {
+                speedup: 1.5,
+                time_us: 10.0,
+                reference_us: 15.0,
+                pipeline: "-O3".into(),
+                candidate: Some(c),
+                trials: 1,
+                simulated: false,
+                values: Default::default(),
+            },
+        };
+        for what in [compiled, judged] {
+            let e = Event {
+                format: 1,
+                attempt: 1,
+                unix_ms: 0,
+                what,
+            };
+            log.append(&e).unwrap();
+        }
+        drop(log);
+        let asked = Policy {
+            rewrites: true,
+            ..Policy::default()
+        };
+        assert_eq!(with_rewrite(&store, &original, &asked), Some(1.5));
+        assert_eq!(with_rewrite(&store, &original, &Policy::default()), None);
+        let higher = Policy {
+            min_speedup: 1.6,
+            ..asked
+        };
+        assert_eq!(with_rewrite(&store, &original, &higher), None);
     }
 
     #[test]

@@ -308,6 +308,34 @@ pub fn variant_of_attempt(
         .map(|b| b.0)
 }
 
+/// The builds of `attempt` that a judge on `gpu` measures: where its parent's judge there chose
+/// knob values, the builds at those values, else every build. A child is its parent's code
+/// with one more edit; judging its every knob combination again took a 36-build template's
+/// children 25 s each of a deadline for 1% (H200, 2026-11-30).
+pub fn builds_to_judge<'a>(
+    attempt: &'a Attempt,
+    attempts: &[Attempt],
+    gpu: &str,
+) -> Vec<&'a Build> {
+    let chosen = attempt
+        .parent
+        .and_then(|p| attempts.iter().find(|a| a.id == p))
+        .and_then(|p| match p.verdict(Some(gpu)) {
+            Some(Verdict::Valid { values, .. }) if !values.is_empty() => Some(values),
+            _ => None,
+        });
+    let at: Vec<&Build> = attempt
+        .builds
+        .iter()
+        .filter(|b| chosen.is_some_and(|v| b.values == *v))
+        .collect();
+    if at.is_empty() {
+        attempt.builds.iter().collect()
+    } else {
+        at
+    }
+}
+
 /// The best source rewrite of a kernel as apply may ship it without the user's edit
 /// (`R3_APPLY_REWRITES=1`): its variant kernel, the configuration it was judged with and the
 /// trial of the variant's own search that measured that configuration (its PTX hash and
@@ -401,6 +429,48 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_templates_child_is_judged_at_the_knobs_its_parent_won_with() {
+        let builds = |first: u8| -> Vec<Build> {
+            (1..=3)
+                .map(|k| Build {
+                    values: Values::from([("R3_TK".to_owned(), k)]),
+                    variant: format!("{first:x}00000000000000{k}").into(),
+                    diff: String::new(),
+                })
+                .collect()
+        };
+        let won = Verdict::Valid {
+            speedup: 2.0,
+            time_us: 1.0,
+            reference_us: 2.0,
+            pipeline: "-O3".into(),
+            candidate: None,
+            trials: 3,
+            simulated: false,
+            values: Values::from([("R3_TK".to_owned(), 2)]),
+        };
+        let parent = Attempt {
+            id: 1,
+            builds: builds(1),
+            judged: vec![("H200".into(), won)],
+            ..Attempt::default()
+        };
+        let child = Attempt {
+            id: 2,
+            parent: Some(1),
+            builds: builds(2),
+            ..Attempt::default()
+        };
+        let all = [parent.clone(), child.clone()];
+        let at = builds_to_judge(&child, &all, "H200");
+        assert_eq!(at.len(), 1);
+        assert_eq!(at[0].values["R3_TK"], 2);
+        // Its parent, and the child where the parent was judged on another GPU only: every one.
+        assert_eq!(builds_to_judge(&parent, &all, "H200").len(), 3);
+        assert_eq!(builds_to_judge(&child, &all, "H100").len(), 3);
+    }
 
     /// Lines as r3 wrote them before the format moved here from `r3-evolve` (every event, a
     /// build with knobs, a verdict with and without its candidate and values).

@@ -140,6 +140,16 @@ pub struct RewriteArm {
     pub setup_s: f64,
     #[serde(default)]
     pub trial_s: f64,
+    /// Attempts with knobs (a template's knob search) priced apart: a template restructures
+    /// the kernel's loops where a rule edits a line, and they find at different rates. Their
+    /// chance before this allocation's attempts (None, in files of earlier r3s: as `p`),
+    /// and of `attempts` and `found`, those with knobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knobs_p: Option<f64>,
+    #[serde(default)]
+    pub knobs_attempts: u32,
+    #[serde(default)]
+    pub knobs_found: u32,
 }
 
 /// What a search is hoped to find after its warm start, by the speedup `s` that reached:
@@ -383,6 +393,9 @@ mod tests {
                     pending: vec![36],
                     setup_s: 1.0,
                     trial_s: 0.5,
+                    knobs_p: Some(0.5),
+                    knobs_attempts: 1,
+                    knobs_found: 1,
                 }),
             }],
             slices: vec![Slice {
