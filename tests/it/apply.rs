@@ -836,6 +836,7 @@ fn a_validated_rewrite_ships_without_editing_the_source_only_when_asked() {
                 trials: 1,
                 simulated: false,
                 values: Default::default(),
+                reference_speedup: Some(1.0),
             },
         },
     ] {

@@ -255,19 +255,19 @@ fn with_rewrite(store: &Store, k: &KernelRecord, policy: &Policy, own: Planned) 
     else {
         return own;
     };
-    if r.speedup < policy.min_speedup.max(1.0) {
-        return own;
-    }
     let own_best = chosen_search(store, &TrialsKey::of_kernel(&k.hash), policy)
         .ok()
         .flatten()
         .and_then(|(_, recs)| winner::pick_best(&recs, &[]).and_then(TrialRecord::ratio))
         .map_or(1.0, |ratio| 1.0 / ratio);
+    if !r.beats(own_best, policy.min_speedup) {
+        return own;
+    }
     let Some(code) = lower_rewrite(store, &r) else {
         return own;
     };
     let winner = Winner {
-        speedup: own_best * r.speedup,
+        speedup: r.over_o3(own_best),
         confirmed_speedup: None,
         code: Some(code),
         rewrite: Some(crate::winners::RewriteOf {

@@ -139,6 +139,8 @@ impl Judge for SimJudge {
             trials: 1,
             simulated: true,
             values: Default::default(),
+            // Nothing measured its reference: shipped over the kernel's best as it is then.
+            reference_speedup: None,
         }
     }
 }
@@ -203,6 +205,9 @@ pub struct GpuJudge<'a> {
     /// The original kernel's best configuration on this GPU (or -O3), lowered from its module.
     reference: Lowered,
     reference_words: String,
+    /// The reference's speedup over the original's -O3 (its best trial's, or 1 where it is
+    /// -O3): what a verdict's speedup is a speedup over.
+    reference_speedup: f64,
     /// The parent's other recorded launches: a variant must reproduce each.
     others: Vec<Recording>,
     space: Space,
@@ -224,12 +229,16 @@ impl<'a> GpuJudge<'a> {
         let gpu = parent.device().gpu;
         let best = store
             .best_trial(&TrialsKey::of_kernel(&hash), &gpu)
-            .map_err(|e| e.to_string())?
-            .map_or_else(Candidate::baseline, |t| t.candidate);
-        let reference = parent
-            .lower(&best)
-            .or_else(|_| parent.lower(&Candidate::baseline()))
-            .map_err(|o| format!("the original kernel does not lower: {o}"))?;
+            .map_err(|e| e.to_string())?;
+        let (reference, reference_speedup) = match &best {
+            Some(t) => match parent.lower(&t.candidate) {
+                Ok(l) => (Ok(l), t.ratio().map_or(1.0, |r| 1.0 / r)),
+                Err(_) => (parent.lower(&Candidate::baseline()), 1.0),
+            },
+            None => (parent.lower(&Candidate::baseline()), 1.0),
+        };
+        let reference =
+            reference.map_err(|o| format!("the original kernel does not lower: {o}"))?;
         let others = store
             .launches_of(&hash)
             .map_err(|e| e.to_string())?
@@ -238,6 +247,7 @@ impl<'a> GpuJudge<'a> {
             .collect();
         Ok(GpuJudge {
             reference_words: describe(&reference.candidate),
+            reference_speedup,
             parent,
             reference,
             others,
@@ -516,6 +526,7 @@ impl GpuJudge<'_> {
                 trials,
                 simulated: false,
                 values: Default::default(),
+                reference_speedup: Some(self.reference_speedup),
             },
             Some(o) => Self::failed(o, "against the original: "),
             None => Verdict::Failed {
@@ -603,6 +614,7 @@ mod tests {
             trials: 1,
             simulated: true,
             values: Default::default(),
+            reference_speedup: None,
         }
     }
 

@@ -133,10 +133,11 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
             on.speedup,
             net_of_first_load(on.speedup, by_variant, policy.run_ms),
         );
-        let (shipped, in_run) = match hash.as_ref().and_then(|h| with_rewrite(store, h, &policy)) {
-            Some(r) if best * r > shipped => {
-                (best * r, net_of_first_load(best * r, true, policy.run_ms))
-            }
+        let (shipped, in_run) = match hash
+            .as_ref()
+            .and_then(|h| with_rewrite(store, h, &policy, best))
+        {
+            Some(r) if r > shipped => (r, net_of_first_load(r, true, policy.run_ms)),
             _ => (shipped, in_run),
         };
         // The code a program measured slower: a confirmed trial's, whichever trial is the
@@ -158,17 +159,17 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
     Ok(out)
 }
 
-/// What a kernel's best source rewrite brings over its best compiler-only build, where `policy`
-/// ships rewrites (`R3_APPLY_REWRITES=1`) and it clears the least speedup worth shipping: the
-/// gain apply ships with it (`plan::with_rewrite`), so that a program's predicted time is that
-/// of the build it makes.
-fn with_rewrite(store: &Store, kernel: &KernelHash, policy: &Policy) -> Option<f64> {
+/// A kernel's speedup over -O3 with its best source rewrite, where `policy` ships rewrites
+/// (`R3_APPLY_REWRITES=1`) and the rewrite beats its best compiler-only build (`own_best`) by
+/// the least speedup worth shipping: the gain apply ships with it (`plan::with_rewrite`), so
+/// that a program's predicted time is that of the build it makes.
+fn with_rewrite(store: &Store, kernel: &KernelHash, policy: &Policy, own_best: f64) -> Option<f64> {
     if !policy.rewrites {
         return None;
     }
     crate::store::attempts::shippable_rewrite(store, kernel, policy.simulated)
-        .map(|r| r.speedup)
-        .filter(|s| *s >= policy.min_speedup.max(1.0))
+        .filter(|r| r.beats(own_best, policy.min_speedup))
+        .map(|r| r.over_o3(own_best))
 }
 
 /// A kernel's speedup in a program run: `speedup` on its launches, less what a variant's first
@@ -289,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rewrite_counts_in_what_ships_where_rewrites_are_asked_and_it_clears_the_line() {
+    fn a_rewrite_counts_in_what_ships_where_asked_and_it_beats_the_kernels_best_now() {
         use crate::store::attempts::{Event, Verdict, What};
         use crate::store::fixtures;
         let dir = tempfile::tempdir().unwrap();
@@ -321,6 +322,7 @@ mod tests {
                 trials: 1,
                 simulated: false,
                 values: Default::default(),
+                reference_speedup: Some(2.0),
             },
         };
         for what in [compiled, judged] {
@@ -337,13 +339,20 @@ mod tests {
             rewrites: true,
             ..Policy::default()
         };
-        assert_eq!(with_rewrite(&store, &original, &asked), Some(1.5));
-        assert_eq!(with_rewrite(&store, &original, &Policy::default()), None);
+        assert_eq!(with_rewrite(&store, &original, &asked, 2.0), Some(3.0));
+        // Judged against a 2x build (1.5x over it: 3x over -O3), shipped over a 2.5x one.
+        assert_eq!(with_rewrite(&store, &original, &asked, 2.5), Some(3.0));
+        // A search after the judge found 3.1x: the rewrite's 3x does not ship over it.
+        assert_eq!(with_rewrite(&store, &original, &asked, 3.1), None);
+        assert_eq!(
+            with_rewrite(&store, &original, &Policy::default(), 2.0),
+            None
+        );
         let higher = Policy {
             min_speedup: 1.6,
             ..asked
         };
-        assert_eq!(with_rewrite(&store, &original, &higher), None);
+        assert_eq!(with_rewrite(&store, &original, &higher, 2.0), None);
     }
 
     #[test]

@@ -122,6 +122,11 @@ pub enum Verdict {
         /// For a rewrite with knobs: the values of the build that won (its `Build`).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         values: Values,
+        /// The reference's own speedup over the original's -O3 when it was judged (None in
+        /// logs of earlier r3s). A later compiler search may find a faster reference; the
+        /// rewrite's gain over -O3 stays this times `speedup`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reference_speedup: Option<f64>,
     },
     /// Wrong output, crash, timeout or no configuration that compiles.
     Failed { why: String, message: String },
@@ -346,8 +351,10 @@ pub struct ShippableRewrite {
     pub label: String,
     pub variant: KernelHash,
     pub gpu: String,
-    /// Over the original kernel's best compiler-only configuration.
+    /// Over the original kernel's best compiler-only configuration when it was judged.
     pub speedup: f64,
+    /// That configuration's speedup over the original's -O3 then (`Verdict::Valid`).
+    pub reference_speedup: Option<f64>,
     pub diff: String,
     pub trial: crate::trials::TrialRecord,
 }
@@ -366,6 +373,7 @@ pub fn shippable_rewrite(
         speedup,
         candidate: Some(candidate),
         simulated: judged_in_simulation,
+        reference_speedup,
         ..
     } = verdict
     else {
@@ -387,9 +395,27 @@ pub fn shippable_rewrite(
         variant,
         gpu: gpu.clone(),
         speedup: *speedup,
+        reference_speedup: *reference_speedup,
         diff,
         trial,
     })
+}
+
+impl ShippableRewrite {
+    /// Its speedup over the original's -O3: `speedup` times the reference it was judged
+    /// against, or, in logs of earlier r3s that did not keep it, the kernel's best
+    /// compiler-only speedup now (`own_best`).
+    pub fn over_o3(&self, own_best: f64) -> f64 {
+        self.reference_speedup.unwrap_or(own_best) * self.speedup
+    }
+
+    /// Whether it beats the kernel's best compiler-only build now (`own_best` over -O3) by
+    /// `min_speedup`: a search after the judge may have found a build faster than the rewrite
+    /// (trmm: a rewrite judged 1.36x over a 2.16x build, and a search reaching 3.31x, H200,
+    /// 2026-11-30).
+    pub fn beats(&self, own_best: f64, min_speedup: f64) -> bool {
+        self.over_o3(own_best) >= own_best * min_speedup.max(1.0)
+    }
 }
 
 impl Store {
@@ -450,6 +476,7 @@ mod tests {
             trials: 3,
             simulated: false,
             values: Values::from([("R3_TK".to_owned(), 2)]),
+            reference_speedup: None,
         };
         let parent = Attempt {
             id: 1,
@@ -601,6 +628,7 @@ mod tests {
                         trials: 4,
                         simulated: false,
                         values: Default::default(),
+                        reference_speedup: None,
                     },
                 },
             ),
