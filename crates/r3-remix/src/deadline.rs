@@ -37,8 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// A kernel under this share of every program it runs in gets its baseline and warm start
 /// only, and only when nothing larger is worth more.
 pub const SMALL_SHARE: f64 = 0.01;
-/// Trials without a 1% improvement over which a search's potential decays by e.
-pub const STALE_TRIALS: f64 = 16.0;
+pub use crate::store::deadline::STALE_TRIALS;
 /// Trials over which a search is expected to reach 63% of what it can still give.
 pub const REACH_TRIALS: f64 = 24.0;
 /// The potential left, as a fraction of the programs' time, under which tuning stops.

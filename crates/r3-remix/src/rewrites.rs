@@ -8,7 +8,7 @@
 
 use crate::kernel::{KernelHash, TrialsKey};
 use crate::store::attempts::fold;
-use crate::store::deadline::{Allocation, Arm, RewriteArm, Slice};
+use crate::store::deadline::{Allocation, Arm, RewriteArm, Slice, STALE_TRIALS};
 use crate::store::Store;
 
 /// A rewrite counts as found where it runs this much faster than the original's best
@@ -350,8 +350,7 @@ pub fn potential(k: &Arm) -> f64 {
 /// (H200, 2026-11-30).
 pub fn plateaued(k: &Arm) -> bool {
     k.warm
-        && (k.done.is_some()
-            || f64::from(k.trials.saturating_sub(k.improved_at)) >= crate::deadline::STALE_TRIALS)
+        && (k.done.is_some() || f64::from(k.trials.saturating_sub(k.improved_at)) >= STALE_TRIALS)
 }
 
 /// An attempt on `k`: what it is worth per second, and the seconds it may take (twice its

@@ -41,6 +41,10 @@ pub struct Allocation {
     pub confirm_expected_s: f64,
 }
 
+/// Trials without a 1% improvement over which a search's potential decays by e, and past
+/// which its search has plateaued (the deadline's rewrite arm waits for that).
+pub const STALE_TRIALS: f64 = 16.0;
+
 /// One kernel of the allocation: what is known of it, and what it has had.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Arm {
