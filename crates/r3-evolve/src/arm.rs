@@ -11,7 +11,7 @@ use crate::propose::Proposer;
 use crate::remix::rewrites::{pending_builds, RewriteOutcome, Rewriter, FOUND, INNER_TRIALS};
 use crate::remix::session::{self, Line};
 use crate::run::{evolve, Options};
-use crate::store::attempts::{best_of, fold, Attempt};
+use crate::store::attempts::{best_of, builds_to_judge, fold, Attempt};
 use crate::store::{KernelRecord, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -242,8 +242,13 @@ impl Rewriter for EvolveRewriter<'_> {
                 .iter()
                 .filter(|a| speedup(a).is_some_and(|s| s >= FOUND))
                 .count() as u32,
+            // As the arm prices them (`pending_builds`): a template's child judged at its
+            // parent's knobs is one build, a rule's edit.
             knobs: {
-                let with: Vec<&&Attempt> = made.iter().filter(|a| a.builds.len() > 1).collect();
+                let with: Vec<&&Attempt> = made
+                    .iter()
+                    .filter(|a| builds_to_judge(a, &after, &gpu).len() > 1)
+                    .collect();
                 let found = with
                     .iter()
                     .filter(|a| speedup(a).is_some_and(|s| s >= FOUND));

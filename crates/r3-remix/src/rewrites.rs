@@ -7,7 +7,7 @@
 //! crate; a test's is scripted.
 
 use crate::kernel::{KernelHash, TrialsKey};
-use crate::store::attempts::fold;
+use crate::store::attempts::{builds_to_judge, fold};
 use crate::store::deadline::{Allocation, Arm, RewriteArm, Slice, STALE_TRIALS};
 use crate::store::Store;
 
@@ -138,15 +138,16 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
             continue;
         };
         let shape = crate::transfer::shape_of(store, &TrialsKey::of_kernel(&kernel));
-        for a in fold(&events).1 {
+        let attempts = fold(&events).1;
+        for a in &attempts {
             let speedup = match a.verdict(Some(gpu)) {
                 Some(v) => v.speedup(),
                 None if a.refused.is_some() || a.diagnostics.is_some() => None,
                 None => continue,
             };
-            let builds = match (&a.compiled, a.builds.len()) {
-                (None, _) => 0,
-                (Some(_), n) => n.max(1) as u32,
+            let builds = match &a.compiled {
+                None => 0,
+                Some(_) => builds_to_judge(a, &attempts, gpu).len().max(1) as u32,
             };
             out.push(Past {
                 kernel: kernel.clone(),
@@ -181,24 +182,22 @@ pub fn price(
     } else {
         (history.iter().collect(), "this store's kernels")
     };
-    let found: Vec<f64> = pool
-        .iter()
-        .filter_map(|p| p.speedup)
-        .filter(|s| *s >= FOUND)
-        .collect();
-    let (p, gain, from) = if pool.len() >= MIN_HISTORY {
+    // The chance of attempts without knobs, from theirs alone (`knobs_chance` prices the
+    // others); what a find brings, from every find.
+    let plain: Vec<&Past> = pool.iter().copied().filter(|p| p.builds <= 1).collect();
+    let (found, found_plain) = (finds(&pool), finds(&plain).len());
+    let (p, gain, from) = if plain.len() >= MIN_HISTORY {
         let gain = if found.is_empty() {
             PRIOR_GAIN
         } else {
-            median(found.clone()).clamp(FOUND, 4.0)
+            median(found).clamp(FOUND, 4.0)
         };
         (
-            (found.len() as f64 / pool.len() as f64).clamp(0.02, 0.9),
+            (found_plain as f64 / plain.len() as f64).clamp(0.02, 0.9),
             gain,
             format!(
-                "{} of {} attempts on {from} found {}+ on this GPU",
-                found.len(),
-                pool.len(),
+                "{found_plain} of {} attempts without knobs on {from} found {}+ on this GPU",
+                plain.len(),
                 FOUND
             ),
         )
@@ -238,18 +237,22 @@ pub fn price(
     }
 }
 
+/// The speedups of `pool`'s attempts that found a rewrite ([`FOUND`] or more).
+fn finds(pool: &[&Past]) -> Vec<f64> {
+    pool.iter()
+        .filter_map(|p| p.speedup)
+        .filter(|s| *s >= FOUND)
+        .collect()
+}
+
 /// The chance an attempt with knobs finds a rewrite: the share of `pool`'s attempts with knobs
 /// that found one, where it holds [`MIN_HISTORY`] of them, else [`PRIOR_KNOBS_P`].
 fn knobs_chance(pool: &[&Past]) -> f64 {
-    let with: Vec<&&Past> = pool.iter().filter(|p| p.builds > 1).collect();
+    let with: Vec<&Past> = pool.iter().copied().filter(|p| p.builds > 1).collect();
     if with.len() < MIN_HISTORY {
         return PRIOR_KNOBS_P;
     }
-    let found = with
-        .iter()
-        .filter(|p| p.speedup.is_some_and(|s| s >= FOUND))
-        .count();
-    (found as f64 / with.len() as f64).clamp(0.02, 0.9)
+    (finds(&with).len() as f64 / with.len() as f64).clamp(0.02, 0.9)
 }
 
 /// The builds of each attempt on `kernel` compiled and not judged on `gpu` yet, in the order a
@@ -265,11 +268,7 @@ pub fn pending_builds(store: &Store, kernel: &KernelHash, gpu: &str) -> Vec<u32>
     attempts
         .iter()
         .filter(|a| a.compiled.is_some() && a.verdict(Some(gpu)).is_none())
-        .map(|a| {
-            crate::store::attempts::builds_to_judge(a, &attempts, gpu)
-                .len()
-                .max(1) as u32
-        })
+        .map(|a| builds_to_judge(a, &attempts, gpu).len().max(1) as u32)
         .collect()
 }
 
@@ -753,6 +752,20 @@ pub(crate) mod tests {
         let refs: Vec<&Past> = pool.iter().collect();
         assert_eq!(knobs_chance(&refs), 0.75);
         assert_eq!(knobs_chance(&refs[..3]), PRIOR_KNOBS_P);
+        // Each kind's chance from its own attempts: four rules (one found), four templates.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut history = vec![past("aa", None, Some(2.0))];
+        history.extend((0..3).map(|_| past("aa", None, None)));
+        history.extend(pool);
+        let r = price(
+            &store,
+            &"00112233aabbccdd".into(),
+            (0.5, 2.0),
+            &history,
+            Vec::new(),
+        );
+        assert_eq!((r.p, r.knobs_p), (0.25, Some(0.75)));
     }
 
     #[test]
