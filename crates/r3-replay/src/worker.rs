@@ -796,64 +796,47 @@ fn evaluate(
                 },
             }
         }
-        Ok((Ok(checked), us)) if first_trial_alone(own_baseline, us, reps.race) => {
-            match baseline_alone(s, (&l, &checked), c, reps, l2) {
-                Ok(Some(t)) => {
-                    *base_timed = Some(t.clone());
-                    Outcome::Valid {
-                        baseline: t.clone(),
-                        time: t,
-                    }
-                }
-                Ok(None) => {
-                    match timed_renewing(
-                        s,
-                        (base, base_out),
-                        (&l, &checked),
-                        c,
-                        (reps, l2),
-                        base_timed,
-                    ) {
-                        Ok(outcome) => outcome,
-                        Err(e) => return crashed(&e, registers, local_bytes),
-                    }
-                }
-                Err(e) => return crashed(&e, registers, local_bytes),
-            }
-        }
-        Ok((Ok(checked), _)) if alone_in_session(base_timed.as_ref(), reps.race) => {
-            let base_t = base_timed.clone().expect("checked by alone_in_session");
-            match timed_alone(s, (&l, &checked), c, reps, l2, base_t) {
+        Ok((Ok(checked), us)) => {
+            // A long kernel's candidate is timed alone where that settles it; every other
+            // (`None`) is timed beside the baseline, whose time it renews.
+            let alone = if first_trial_alone(own_baseline, us, reps.race) {
+                baseline_alone(s, (&l, &checked), c, reps, l2).map(|t| {
+                    t.map(|t| {
+                        *base_timed = Some(t.clone());
+                        Outcome::Valid {
+                            baseline: t.clone(),
+                            time: t,
+                        }
+                    })
+                })
+            } else if alone_in_session(base_timed.as_ref(), reps.race) {
+                let base_t = base_timed.clone().expect("checked by alone_in_session");
                 // A new best that could ship is timed again beside the baseline: the race and
                 // what ships rest on interleaved measurements, and the baseline's time is
                 // renewed. So is a candidate whose own runs disagreed: whether that is its
                 // fault depends on whether the baseline's runs agree (`determinism::verdict`).
-                Ok(alone) if retimed_beside_baseline(alone.as_ref(), reps.race, ships) => {
-                    match timed_renewing(
-                        s,
-                        (base, base_out),
-                        (&l, &checked),
-                        c,
-                        (reps, l2),
-                        base_timed,
-                    ) {
-                        Ok(outcome) => outcome,
-                        Err(e) => return crashed(&e, registers, local_bytes),
+                timed_alone(s, (&l, &checked), c, reps, l2, base_t).map(|alone| {
+                    if retimed_beside_baseline(alone.as_ref(), reps.race, ships) {
+                        None
+                    } else {
+                        alone
                     }
-                }
-                Ok(alone) => alone.expect("a None is timed beside the baseline above"),
-                Err(e) => return crashed(&e, registers, local_bytes),
-            }
-        }
-        Ok((Ok(checked), _)) => {
-            match timed_renewing(
-                s,
-                (base, base_out),
-                (&l, &checked),
-                c,
-                (reps, l2),
-                base_timed,
-            ) {
+                })
+            } else {
+                Ok(None)
+            };
+            let timed = alone.and_then(|alone| match alone {
+                Some(outcome) => Ok(outcome),
+                None => timed_renewing(
+                    s,
+                    (base, base_out),
+                    (&l, &checked),
+                    c,
+                    (reps, l2),
+                    base_timed,
+                ),
+            });
+            match timed {
                 Ok(outcome) => outcome,
                 Err(e) => return crashed(&e, registers, local_bytes),
             }
