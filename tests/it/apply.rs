@@ -754,7 +754,7 @@ fn nvcc_code_that_won_its_search_is_what_the_applied_build_carries() {
 /// build that does not ask keeps the kernel's own code.
 #[test]
 fn a_validated_rewrite_ships_without_editing_the_source_only_when_asked() {
-    use r3::store::attempts::{Event, Verdict, What};
+    use r3::store::attempts::{Event, What};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let store = d.join("store");
@@ -827,17 +827,7 @@ fn a_validated_rewrite_ships_without_editing_the_source_only_when_asked() {
         },
         What::Judged {
             gpu: gpu.into(),
-            verdict: Verdict::Valid {
-                speedup: 1.5,
-                time_us: 10.0,
-                reference_us: 15.0,
-                pipeline: "-O3".into(),
-                candidate: Some(c.clone()),
-                trials: 1,
-                simulated: false,
-                values: Default::default(),
-                reference_speedup: Some(1.0),
-            },
+            verdict: r3::store::fixtures::judged_valid(1.5, c.clone(), 1.0),
         },
     ] {
         attempts.append(&event(what)).unwrap();

@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn a_rewrite_counts_in_what_ships_where_asked_and_it_beats_the_kernels_best_now() {
-        use crate::store::attempts::{Event, Verdict, What};
+        use crate::store::attempts::{Event, What};
         use crate::store::fixtures;
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
@@ -313,17 +313,7 @@ mod tests {
         };
         let judged = What::Judged {
             gpu: gpu.into(),
-            verdict: Verdict::Valid {
-                speedup: 1.5,
-                time_us: 10.0,
-                reference_us: 15.0,
-                pipeline: "-O3".into(),
-                candidate: Some(c),
-                trials: 1,
-                simulated: false,
-                values: Default::default(),
-                reference_speedup: Some(2.0),
-            },
+            verdict: fixtures::judged_valid(1.5, c, 2.0),
         };
         for what in [compiled, judged] {
             let e = Event {

@@ -57,3 +57,24 @@ pub fn confirmation(trial: u32, outcome: Outcome) -> Confirmation {
         unconfirmed: None,
     }
 }
+
+/// A judge's valid verdict on a rewrite: `speedup` over the reference it was judged against
+/// (10 µs against 10 × `speedup`), measured with `candidate`, that reference itself
+/// `reference_speedup` over -O3.
+pub fn judged_valid(
+    speedup: f64,
+    candidate: crate::candidate::Candidate,
+    reference_speedup: f64,
+) -> crate::attempts::Verdict {
+    crate::attempts::Verdict::Valid {
+        speedup,
+        time_us: 10.0,
+        reference_us: 10.0 * speedup,
+        pipeline: "-O3".into(),
+        candidate: Some(candidate),
+        trials: 1,
+        simulated: false,
+        values: Default::default(),
+        reference_speedup: Some(reference_speedup),
+    }
+}
