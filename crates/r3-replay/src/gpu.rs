@@ -222,9 +222,8 @@ impl GpuEvaluator {
             kernel: kernel.signature.demangled.clone(),
             msg: o.to_string(),
         })?;
-        let limit = watchdog(&recording, &opts);
         // A search's: it may take the worker another search's evaluator let go.
-        let pool = pool_for(&recording, limit, true);
+        let pool = pool_for(&recording, &opts, true);
         let (device, gpu_name) = device_name(&target, opts.ordinal);
         let outputs_from = original_ptx(store, &kernel, &target);
         let screen = Screening::of(&recording, &opts);
@@ -267,11 +266,7 @@ impl GpuEvaluator {
             target: self.target.clone(),
             baseline,
             opts: self.opts.clone(),
-            pool: std::sync::Mutex::new(pool_for(
-                &self.recording,
-                watchdog(&self.recording, &self.opts),
-                false,
-            )),
+            pool: std::sync::Mutex::new(pool_for(&self.recording, &self.opts, false)),
             device: self.device.clone(),
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),
@@ -303,11 +298,7 @@ impl GpuEvaluator {
             target: self.target.clone(),
             baseline: self.baseline.clone(),
             opts: self.opts.clone(),
-            pool: std::sync::Mutex::new(pool_for(
-                &recording,
-                watchdog(&recording, &self.opts),
-                false,
-            )),
+            pool: std::sync::Mutex::new(pool_for(&recording, &self.opts, false)),
             device: self.device.clone(),
             gpu_name: self.gpu_name.clone(),
             last: std::sync::Mutex::new(Vec::new()),
@@ -728,9 +719,10 @@ fn learning_watchdog(recording: &Recording) -> Duration {
     Duration::from_secs(2) + per_run * 100 + Duration::from_secs_f64(bytes / 100e6)
 }
 
-/// A worker pool for an evaluator of `recording`, under `limit`; kept for the next search's
-/// where `reusing`.
-fn pool_for(recording: &Recording, limit: Duration, reusing: bool) -> Pool {
+/// A worker pool for an evaluator of `recording` under `opts` (its watchdog, and its own limit
+/// on learning the outputs); kept for the next search's where `reusing`.
+fn pool_for(recording: &Recording, opts: &MeasureOptions, reusing: bool) -> Pool {
+    let limit = watchdog(recording, opts);
     let mut pool = if reusing {
         Pool::reusing(limit)
     } else {
