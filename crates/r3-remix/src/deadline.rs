@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// A kernel under this share of every program it runs in gets its baseline and warm start
 /// only, and only when nothing larger is worth more.
 pub const SMALL_SHARE: f64 = 0.01;
+use crate::store::deadline::median;
 pub use crate::store::deadline::STALE_TRIALS;
 /// Trials over which a search is expected to reach 63% of what it can still give.
 pub const REACH_TRIALS: f64 = 24.0;
@@ -762,13 +763,6 @@ fn setup_of(a: &Allocation, k: &Arm) -> f64 {
         .filter(|o| o.spent_s > 0.0 && o.setup_s > 0.0)
         .map(|o| o.setup_s);
     median(seen).unwrap_or(0.0)
-}
-
-/// The (upper) median of `values`; None where there are none.
-fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let mut v: Vec<f64> = values.collect();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
 }
 
 /// Seconds a trial of `k` is expected to take: its own price, as last measured; for a short

@@ -8,7 +8,7 @@
 
 use crate::kernel::{KernelHash, TrialsKey};
 use crate::store::attempts::{builds_to_judge, fold};
-use crate::store::deadline::{Allocation, Arm, RewriteArm, Slice, STALE_TRIALS};
+use crate::store::deadline::{median, Allocation, Arm, RewriteArm, Slice, STALE_TRIALS};
 use crate::store::Store;
 
 /// A rewrite counts as found where it runs this much faster than the original's best
@@ -187,11 +187,7 @@ pub fn price(
     let plain: Vec<&Past> = pool.iter().copied().filter(|p| p.builds <= 1).collect();
     let (found, found_plain) = (finds(&pool), finds(&plain).len());
     let (p, gain, from) = if plain.len() >= MIN_HISTORY {
-        let gain = if found.is_empty() {
-            PRIOR_GAIN
-        } else {
-            median(found).clamp(FOUND, 4.0)
-        };
+        let gain = median(found).map_or(PRIOR_GAIN, |m| m.clamp(FOUND, 4.0));
         (
             (found_plain as f64 / plain.len() as f64).clamp(0.02, 0.9),
             gain,
@@ -298,11 +294,6 @@ pub fn attempt_seconds(builds: f64, trial_s: f64, setup_s: f64) -> f64 {
 /// of `builds` builds is expected to take: [`attempt_seconds`] without the compiles.
 pub fn compiled_attempt_seconds(builds: f64, trial_s: f64, setup_s: f64) -> f64 {
     attempt_seconds(builds, trial_s, setup_s) - builds.max(1.0) * COMPILE_S
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// The chance the next attempt finds a rewrite: the price, counted as [`PRIOR_WEIGHT`]

@@ -184,8 +184,9 @@ pub fn sided(base: &[f64], cand: &[f64], line: f64) -> bool {
 }
 
 /// Pairs a timing of a kernel of `t_us` at `ratio` to the baseline takes before [`sided`]
-/// decides it against `line` (or at a speedup, against a line that is one), at best (the spread under [`FEW_SAMPLES_FLOOR`]); at most
-/// [`pairs_at`]'s, which it stops at anyway. A short kernel's is [`pairs_at`]'s.
+/// decides it against `line` (or at a speedup, against a line that is one), at best (the
+/// spread under [`FEW_SAMPLES_FLOOR`]); at most [`pairs_at`]'s, which it stops at anyway. A
+/// short kernel's is [`pairs_at`]'s.
 pub fn pairs_to_decide(t_us: f64, ratio: f64, line: f64) -> u32 {
     let full = pairs_at(t_us, ratio, false);
     let gap = (ratio / line).ln().abs();

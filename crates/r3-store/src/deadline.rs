@@ -41,6 +41,14 @@ pub struct Allocation {
     pub confirm_expected_s: f64,
 }
 
+/// The (upper) median of what an allocation measured (its kernels' setups, trials, bests, a
+/// rewrite arm's finds); None where there is nothing.
+pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
 /// Trials without a 1% improvement over which a search's potential decays by e, and past
 /// which its search has plateaued (the deadline's rewrite arm waits for that).
 pub const STALE_TRIALS: f64 = 16.0;
