@@ -173,7 +173,11 @@ fn measure_together<E: Evaluator>(
     }
     let codes: Vec<Lowered> = lowered.iter().map(|(_, _, l)| l.clone()).collect();
     let ratios: Vec<Option<f64>> = lowered.iter().map(|(_, r, _)| *r).collect();
-    let (contexts, fresh) = measure_in_fresh_contexts(searched, kernel, &codes, &ratios);
+    let line = std::iter::once(best)
+        .chain(together.iter().copied())
+        .map(|t| shipping_line(&t.candidate))
+        .fold(f64::INFINITY, f64::min);
+    let (contexts, fresh) = measure_in_fresh_contexts(searched, kernel, &codes, &ratios, line);
     lowered
         .into_iter()
         .enumerate()
@@ -254,6 +258,7 @@ fn confirm_trial_with<E: Evaluator>(
                 kernel,
                 std::slice::from_ref(&lowered),
                 &[trial.outcome.ratio()],
+                shipping_line(&trial.candidate),
             );
             let outcomes = contexts.iter_mut().filter_map(Vec::pop).collect();
             (lowered, outcomes, fresh)
@@ -319,14 +324,15 @@ fn measure_in_fresh_contexts<E: Evaluator>(
     kernel: &TrialsKey,
     codes: &[Lowered],
     searched_ratios: &[Option<f64>],
+    line: f64,
 ) -> (Vec<Vec<Outcome>>, bool) {
     let once = |ev: &E| {
         let _span = crate::replay::timeline::span("confirm.context", || kernel.to_string());
         ev.measure(codes)
     };
     // Each context times a long kernel's codes until they are known to be on one side of the
-    // line apply ships from, not to 1%: that is all a confirmation decides.
-    let line = crate::store::winner::min_speedup_from_env().max(1.0);
+    // line apply ships them from (`line`, the lowest of theirs), not to 1%: that is all a
+    // confirmation decides.
     let renewed = || searched.renewed().inspect(|e| e.decide_at(Some(line)));
     if searched.contexts_at_once() >= CONTEXTS {
         let fresh: Vec<E> = (0..CONTEXTS).map_while(|_| renewed()).collect();
@@ -358,6 +364,11 @@ fn measure_in_fresh_contexts<E: Evaluator>(
         }
     }
     (contexts, true)
+}
+
+/// What `candidate` must gain over -O3 to ship (`winner::line_of`, at `R3_APPLY_MIN_SPEEDUP`).
+fn shipping_line(candidate: &crate::candidate::Candidate) -> f64 {
+    winner::line_of(candidate, crate::store::winner::min_speedup_from_env())
 }
 
 /// The outcome to judge a trial by: one that is not valid (wrong, crashed, timed out) if any

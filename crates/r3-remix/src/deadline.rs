@@ -963,6 +963,10 @@ pub trait Runner {
     fn confirm(&mut self, kernel: &TrialsKey);
     /// Withholds `kernel`'s best from apply unconfirmed, for `why` (`confirm::withhold_best`).
     fn withhold(&mut self, kernel: &TrialsKey, why: &str);
+    /// What `kernel`'s best must gain over -O3 to ship ([`line_of_best`]).
+    fn line(&self, _kernel: &TrialsKey) -> f64 {
+        ships_from()
+    }
     /// The kernel whose evaluator a slice of `kernel` would let go, if any: its winner is
     /// confirmed first, while the evaluator lives and on the allocation's clock.
     fn lets_go(&self, _kernel: &TrialsKey) -> Option<String> {
@@ -1340,7 +1344,9 @@ fn confirm_arm(
         let (expected, runs) = (confirm_estimate_s(k, trial_of(&a, k)), confirm_runs_s(k));
         a.arms[i].confirmed = true;
         let kernel = a.arms[i].kernel.clone();
-        let unaffordable = under_the_line(&a.arms[i]).or_else(|| unaffordable(&a, &a.arms[i]));
+        let line = runner.line(&kernel);
+        let unaffordable =
+            under_the_line(&a.arms[i], line).or_else(|| unaffordable(&a, &a.arms[i]));
         store.put_allocation(&a)?;
         if let Some(why) = unaffordable {
             runner.withhold(&kernel, &why);
@@ -1376,11 +1382,20 @@ fn unaffordable(a: &Allocation, k: &Arm) -> Option<String> {
     })
 }
 
+/// What the best of `kernel`'s search on `gpu` (its trials' name for the GPU) must gain over
+/// -O3 to ship: [`ships_from`], or nvcc's code's line where nvcc made it (`winner::line_of`).
+pub fn line_of_best(store: &Store, kernel: &TrialsKey, gpu: &str) -> f64 {
+    match store.best_trial(kernel, gpu) {
+        Ok(Some(t)) => crate::store::winner::line_of(&t.candidate, ships_from()),
+        _ => ships_from(),
+    }
+}
+
 /// Why `k`'s winner is withheld unconfirmed because it could not ship if confirmed: its
-/// search's speedup is under [`ships_from`] (a confirmation takes the least favourable of its
-/// fresh contexts, and a search's best is biased high, so it would only come out lower).
-fn under_the_line(k: &Arm) -> Option<String> {
-    let line = ships_from();
+/// search's speedup is under `line`, what its best must gain to ship ([`ships_from`], or
+/// nvcc's code's, `winner::line_of`): a confirmation takes the least favourable of its fresh
+/// contexts, and a search's best is biased high, so it would only come out lower.
+fn under_the_line(k: &Arm, line: f64) -> Option<String> {
     (k.best < line).then(|| {
         format!(
             "under the {line:.2}× apply needs to ship a change of code (R3_APPLY_MIN_SPEEDUP), \
@@ -1662,6 +1677,9 @@ mod tests {
         withheld_why: Vec<String>,
         /// Each slice's kernel and the speedup a winner of it could ship from.
         ship_lines: Vec<(String, f64)>,
+        /// The store whose searches on "GPU" say what each best must gain to ship (None: the
+        /// default line for every kernel).
+        lines_from: Option<&'a Store>,
     }
 
     impl<'a> Sim<'a> {
@@ -1682,6 +1700,7 @@ mod tests {
                 withheld: Vec::new(),
                 withheld_why: Vec::new(),
                 ship_lines: Vec::new(),
+                lines_from: None,
             }
         }
     }
@@ -1756,6 +1775,11 @@ mod tests {
         fn lets_go(&self, kernel: &TrialsKey) -> Option<String> {
             self.live.as_ref()?.lets_go(kernel).map(str::to_owned)
         }
+        fn line(&self, kernel: &TrialsKey) -> f64 {
+            self.lines_from
+                .map_or_else(ships_from, |store| line_of_best(store, kernel, "GPU"))
+        }
+
         fn withhold(&mut self, kernel: &TrialsKey, why: &str) {
             self.withheld.push(kernel.to_string());
             self.withheld_why.push(why.to_owned());
@@ -2873,6 +2897,52 @@ mod tests {
         assert_eq!(confirmed, ["clear"]);
         assert_eq!(withheld, ["near"]);
         assert!(why[0].contains("under the 1.02×"), "{why:?}");
+    }
+
+    /// nvcc's code ships wherever it is faster than clang's at all (`winner::line_of`): a best
+    /// under apply's line that is nvcc's is confirmed, not withheld.
+    #[test]
+    fn nvccs_best_under_the_shipping_line_is_confirmed() {
+        use crate::store::fixtures;
+        let mut w = world(&[("near", 0.3, 1.015, 1.0), ("nvcc", 0.3, 1.015, 1.0)]);
+        let e = entrants(&[("near", 0.5), ("nvcc", 0.5)], &w);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut log = store.open_trials(&"nvcc".into(), "GPU").unwrap();
+        let o3 = serde_json::json!({"pipeline": "default<O3>"});
+        let nvcc = serde_json::to_value(crate::candidate::Candidate::nvcc()).unwrap();
+        for (trial, c, us) in [(0, o3, 100.0), (1, nvcc, 98.5)] {
+            log.append(&fixtures::trial(
+                "nvcc",
+                "GPU",
+                trial,
+                c,
+                fixtures::valid(us, 100.0),
+            ))
+            .unwrap();
+        }
+        drop(log);
+        // The search's name for the GPU, not the allocation's, finds its trials.
+        assert_eq!(line_of_best(&store, &"nvcc".into(), "GPU"), 1.0);
+        assert_eq!(line_of_best(&store, &"nvcc".into(), "G"), ships_from());
+        assert_eq!(line_of_best(&store, &"near".into(), "GPU"), ships_from());
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim::new(&mut w, &stop);
+        sim.lines_from = Some(&store);
+        run(
+            &store,
+            "p",
+            "G",
+            60.0,
+            || e,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        assert_eq!(sim.confirmed, ["nvcc"]);
+        assert_eq!(sim.withheld, ["near"]);
     }
 
     /// Run H of issue 55 (H200, 2026-11-29): two column walks of one loop shape, each a whole

@@ -663,6 +663,10 @@ impl deadline::Runner for GpuRunner<'_> {
         }
     }
 
+    fn line(&self, kernel: &TrialsKey) -> f64 {
+        deadline::line_of_best(self.store, kernel, &self.gpu.trials_name())
+    }
+
     fn say(&mut self, line: String) {
         (self.say)(Line::Note(line));
     }
