@@ -569,7 +569,11 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     // The rewrite arm competes on the same measure, gain per second, with the time that
     // confirmations keep back left out of it (a rewrite's judge checks it on every launch).
     let rewrites = a.arms.iter().filter(|k| !busy(&k.kernel)).filter_map(|k| {
-        let (value, limit_s) = crate::rewrites::offer(k, left, SMALL_SHARE)?;
+        let compiler = open(&k)
+            .then(|| offer(a, k, left, batch, held, &mine))
+            .flatten()
+            .map(|(v, _)| v);
+        let (value, limit_s) = crate::rewrites::offer(k, left, SMALL_SHARE, compiler)?;
         let kernel = k.kernel.clone();
         Some((value, Decision::Rewrite { kernel, limit_s }))
     });

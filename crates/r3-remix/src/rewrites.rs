@@ -325,8 +325,20 @@ pub fn effective(k: &Arm) -> f64 {
 /// warm start measured no trial (its recordings do not reproduce: no judge could check a
 /// rewrite either), or once its arm is done.
 pub fn potential(k: &Arm) -> f64 {
-    let searched = plateaued(k) && k.trials > 0;
-    let Some(r) = k.rewrite.as_ref().filter(|r| r.done.is_none() && searched) else {
+    if plateaued(k) {
+        worth(k)
+    } else {
+        0.0
+    }
+}
+
+/// [`potential`], whether or not the compiler search has plateaued.
+fn worth(k: &Arm) -> f64 {
+    let Some(r) = k
+        .rewrite
+        .as_ref()
+        .filter(|r| r.done.is_none() && k.trials > 0)
+    else {
         return 0.0;
     };
     let now = effective(k);
@@ -345,14 +357,23 @@ pub fn plateaued(k: &Arm) -> bool {
 
 /// An attempt on `k`: what it is worth per second, and the seconds it may take (twice its
 /// price, never past `left`); None where it does not fit in `left`, or `k` is a kernel under
-/// `min_share` of every program.
-pub fn offer(k: &Arm, left: f64, min_share: f64) -> Option<(f64, f64)> {
+/// `min_share` of every program. Before its compiler search has plateaued, only where the
+/// attempt is worth more a second than the kernel's next compiler slice (`compiler`, its
+/// worth a second; None: none fits): a long kernel's trials are dear, so its search may
+/// never run 16 stale trials inside a deadline. two_mm's 0.57 s kernel, 89% of its program,
+/// had 11 trials at 262 s of 600 and no more, and its tiling templates were never offered
+/// (H200, 2026-11-30).
+pub fn offer(k: &Arm, left: f64, min_share: f64, compiler: Option<f64>) -> Option<(f64, f64)> {
     let r = k.rewrite.as_ref()?;
-    let worth = potential(k);
+    let worth = worth(k);
     if worth <= 0.0 || k.share < min_share || r.attempt_s > left {
         return None;
     }
-    Some((worth / r.attempt_s, (2.0 * r.attempt_s).min(left)))
+    let value = worth / r.attempt_s;
+    if !plateaued(k) && (!k.warm || compiler.is_some_and(|c| c >= value)) {
+        return None;
+    }
+    Some((value, (2.0 * r.attempt_s).min(left)))
 }
 
 /// Takes a rewrite slice's outcome into the allocation.
@@ -531,7 +552,13 @@ pub(crate) mod tests {
         // Still improving: its search first (a rewrite is judged against its best so far).
         k.improved_at = k.trials - 4;
         assert_eq!(potential(&k), 0.0);
-        assert!(offer(&k, 600.0, 0.0).is_none());
+        assert!(offer(&k, 600.0, 0.0, Some(1.0)).is_none());
+        // Unless the attempt is worth more a second than the kernel's next compiler slice (a
+        // long kernel's dear trials), or no compiler slice fits.
+        let value = offer(&k, 600.0, 0.0, None).unwrap().0;
+        assert!(value > 0.0);
+        assert!(offer(&k, 600.0, 0.0, Some(value / 2.0)).is_some());
+        assert!(offer(&k, 600.0, 0.0, Some(value)).is_none());
         // Its search is done (its trial budget reached): plateaued whatever its last trials.
         k.done = Some("100 trials".into());
         assert!(potential(&k) > 0.0);
@@ -562,20 +589,23 @@ pub(crate) mod tests {
         k.trials = 0;
         assert_eq!(potential(&k), 0.0);
         k.trials = 28;
-        assert!(offer(&k, 5.0, 0.01).is_none(), "an attempt of 10 s in 5 s");
         assert!(
-            offer(&k, 60.0, 0.6).is_none(),
+            offer(&k, 5.0, 0.01, None).is_none(),
+            "an attempt of 10 s in 5 s"
+        );
+        assert!(
+            offer(&k, 60.0, 0.6, None).is_none(),
             "a kernel at 50% where 60% matters"
         );
-        let (_, limit_s) = offer(&k, 60.0, 0.01).unwrap();
+        let (_, limit_s) = offer(&k, 60.0, 0.01, None).unwrap();
         assert_eq!(limit_s, 20.0, "twice its price");
         assert_eq!(
-            offer(&k, 15.0, 0.01).unwrap().1,
+            offer(&k, 15.0, 0.01, None).unwrap().1,
             15.0,
             "never past the time left"
         );
         k.rewrite.as_mut().unwrap().done = Some("no source".into());
-        assert!(offer(&k, 60.0, 0.01).is_none());
+        assert!(offer(&k, 60.0, 0.01, None).is_none());
     }
 
     fn past(kernel: &str, shape: Option<&str>, speedup: Option<f64>) -> Past {
@@ -698,7 +728,7 @@ pub(crate) mod tests {
         assert_eq!(r.done, None);
         assert_eq!(r.pending, [36]);
         assert!(r.attempt_s >= 10.0, "{}", r.attempt_s);
-        let (_, slice_s) = offer(&a.arms[0], 600.0, 0.0).unwrap();
+        let (_, slice_s) = offer(&a.arms[0], 600.0, 0.0, None).unwrap();
         assert!(slice_s >= 20.0, "{slice_s}");
         // A slice that made nothing and was not cut would make nothing again.
         let nothing = RewriteOutcome {
