@@ -394,8 +394,9 @@ mod tests {
                             "allocation 0x600000400000".into(),
                             crate::replay::determinism::Learned {
                                 region: 1,
-                                tolerance: "f32:rel=3.2e-6,abs=1.5e-6".parse().unwrap(),
+                                tolerance: Some("f32:rel=3.2e-6,abs=1.5e-6".parse().unwrap()),
                                 spread: 8e-7,
+                                words: Vec::new(),
                             },
                         )],
                         user: None,

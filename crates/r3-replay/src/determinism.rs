@@ -21,7 +21,7 @@
 
 use crate::store::l2::Regime;
 use crate::store::records::{RegionData, Snapshot};
-use crate::validate::{describe, Dtype, Tolerance};
+use crate::validate::{describe, Dtype, Held, Tolerance, Word};
 use serde::{Deserialize, Serialize};
 
 /// Whether a run's outputs are compared with its reference right after it. In the cold regime
@@ -129,14 +129,55 @@ pub fn type_hint(ptx: &str) -> Option<Dtype> {
     }
 }
 
-/// A tolerance learned for one region (by index in the recording) from the baseline's runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// The most of a region's words whose values the original's runs may leave different, where
+/// they are not times, for a range to be learned for each: an order of atomics changes a few
+/// results (a last writer, a compare-and-swap's winner); a race that changes most of an
+/// output is for the user to judge (`--tolerance`).
+pub const MAX_WORD_SHARE: f64 = 0.5;
+
+/// How one region (by index in the recording) is held, as learned from the baseline's runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Learned {
     pub region: usize,
-    pub tolerance: Tolerance,
+    /// Floats within a tolerance; None where the region is held by `words`.
+    pub tolerance: Option<Tolerance>,
     /// The largest difference between two of the runs at one element, relative to the
-    /// element's magnitude (or the region's mean magnitude, where larger).
+    /// element's magnitude (or the region's mean magnitude, where larger); 0 for words.
     pub spread: f64,
+    /// Integers (or times) that the runs leave different, each held to the range of values
+    /// they showed, widened by [`MARGIN`] times its width, or free where they are times:
+    /// every other byte of the region exact.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub words: Vec<Word>,
+}
+
+impl Learned {
+    /// How a check holds the region.
+    pub fn held(&self) -> Held {
+        match self.tolerance {
+            Some(t) if self.words.is_empty() => Held::Floats(t),
+            _ => Held::Words(self.words.clone()),
+        }
+    }
+
+    /// How a candidate is held, in words.
+    pub fn text(&self) -> String {
+        if let Some(t) = self.tolerance.filter(|_| self.words.is_empty()) {
+            return tolerance_text(&t);
+        }
+        let free = self.words.iter().filter(|w| w.is_free()).count();
+        let ranged = self.words.len() - free;
+        let mut parts = Vec::new();
+        if free > 0 {
+            parts.push(format!("{free} word(s) of times not compared"));
+        }
+        if ranged > 0 {
+            parts.push(format!(
+                "{ranged} word(s) within {MARGIN}× the range its runs left there"
+            ));
+        }
+        format!("{}, every other byte exact", parts.join(", "))
+    }
 }
 
 /// How a kernel whose original is not deterministic is validated (the verdict on its
@@ -159,13 +200,20 @@ impl Decision {
     pub fn text(&self) -> String {
         let how = match &self.user {
             Some(t) => format!("candidates are held to the tolerance given ({})", tolerance_text(t)),
+            // Its first run differed and every later one gave the recording's bytes: a kernel
+            // that spins on the clock runs long on its first launch in a context (simpleHyperQ,
+            // H200, 2026-11-30).
+            None if self.learned.is_empty() => format!(
+                "{} later runs of the -O3 baseline reproduced the recording, and candidates are held to it exactly",
+                self.runs
+            ),
             None => format!(
                 "candidates are held to {}× the spread of {} runs of the -O3 baseline and the recording, per output allocation: {}",
                 MARGIN,
                 self.runs,
                 self.learned
                     .iter()
-                    .map(|(name, l)| format!("{name} {}", tolerance_text(&l.tolerance)))
+                    .map(|(name, l)| format!("{name} {}", l.text()))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -197,19 +245,21 @@ fn bytes_of<'a>(run: &'a Snapshot, expected: &'a Snapshot, i: usize) -> Option<&
     full(run).or_else(|| full(expected))
 }
 
-/// Learns a tolerance for each region in which the baseline's `runs` (read back from the
-/// recorded inputs) and the recording's `expected` bytes differ: the largest spread of an
+/// Learns how to hold each region in which the baseline's `runs` (read back from the recorded
+/// inputs) and the recording's `expected` bytes differ. Floats: the largest spread of an
 /// element relative to its magnitude (or the region's mean magnitude, where larger), times
 /// [`MARGIN`], at least [`FLOOR_EPS`] epsilons; in the element type `hint` names, else the
-/// first of f32 and f64 in which every element that varies is a normal float. Err, in words,
-/// where the runs cannot be told apart by a tolerance: they differ where the recorded launch
-/// wrote nothing, in words that are not floats (integers, pointers), or by more than
-/// [`MAX_SPREAD`].
+/// first of f32 and f64 in which every element that varies is a normal float. Otherwise
+/// 4-byte words ([`words`]): where the code reads a clock (`clock`), the words that vary hold
+/// times and are not compared; else each is held to the range its runs showed. Err, in words,
+/// where neither tells the runs apart: they differ where the recorded launch wrote nothing, or
+/// in floats by more than [`MAX_SPREAD`] and in more than [`MAX_WORD_SHARE`] of the words.
 pub fn learn(
     expected: &Snapshot,
     runs: &[Snapshot],
     written: &[usize],
     hint: Option<Dtype>,
+    clock: bool,
 ) -> Result<Vec<Learned>, String> {
     let mut out = Vec::new();
     for (i, region) in expected.regions.iter().enumerate() {
@@ -228,46 +278,151 @@ pub fn learn(
                 "{what} differs from run to run, where the recorded launch left it unchanged"
             ));
         }
-        let types = match hint {
-            Some(t) => vec![t],
-            None => vec![Dtype::F32, Dtype::F64],
-        };
-        let mut first_err = None;
-        let mut found = None;
-        for t in types {
-            match spread(&samples, t) {
-                Ok(s) => {
-                    found = Some((t, s));
-                    break;
+        let learned = if clock {
+            words(&samples, true).map(|w| as_words(i, w))
+        } else {
+            as_floats(i, &samples, hint).or_else(|floats| {
+                if !integers_vary(&samples) {
+                    return Err(floats);
                 }
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        let Some((dtype, (spread, scale))) = found else {
-            return Err(format!(
-                "{what}: {}",
-                first_err.unwrap_or_else(|| "no element type fits".into())
-            ));
+                words(&samples, false)
+                    .map(|w| as_words(i, w))
+                    .map_err(|ints| format!("{floats}; as integers, {ints}"))
+            })
         };
-        let eps = match dtype {
-            Dtype::F32 => f32::EPSILON as f64,
-            Dtype::F64 => f64::EPSILON,
-        };
-        let rel = (MARGIN * spread).max(FLOOR_EPS * eps);
-        out.push(Learned {
-            region: i,
-            tolerance: Tolerance {
-                dtype,
-                rel,
-                abs: rel * scale,
-                ulp: 0,
-            },
-            spread,
-        });
+        out.push(learned.map_err(|why| format!("{what}: {why}"))?);
     }
     Ok(out)
+}
+
+/// Whether a 4-byte word that varies between `samples` holds, in one of them, what no computed
+/// f32 is (a subnormal or NaN: a small integer, a negative one): the region holds integers, to
+/// be held word by word. Floats that vary by more than a tolerance is learned for are the
+/// user's to judge.
+fn integers_vary(samples: &[&[u8]]) -> bool {
+    let len = samples.iter().map(|b| b.len()).min().unwrap_or(0);
+    (0..len / 4).any(|k| {
+        let word = |b: &[u8]| -> [u8; 4] { b[k * 4..k * 4 + 4].try_into().expect("4 bytes") };
+        let first = word(samples[0]);
+        samples.iter().any(|b| word(b) != first)
+            && samples
+                .iter()
+                .any(|b| !plain(f64::from(f32::from_le_bytes(word(b))), Dtype::F32))
+    })
+}
+
+fn as_words(region: usize, words: Vec<Word>) -> Learned {
+    Learned {
+        region,
+        tolerance: None,
+        spread: 0.0,
+        words,
+    }
+}
+
+/// A float tolerance for region `region` from its `samples`, or why its elements are not floats
+/// that vary a little.
+fn as_floats(region: usize, samples: &[&[u8]], hint: Option<Dtype>) -> Result<Learned, String> {
+    let types = match hint {
+        Some(t) => vec![t],
+        None => vec![Dtype::F32, Dtype::F64],
+    };
+    let mut first_err = None;
+    for dtype in types {
+        match spread(samples, dtype) {
+            Ok((spread, scale)) => {
+                let eps = match dtype {
+                    Dtype::F32 => f32::EPSILON as f64,
+                    Dtype::F64 => f64::EPSILON,
+                };
+                let rel = (MARGIN * spread).max(FLOOR_EPS * eps);
+                return Ok(Learned {
+                    region,
+                    tolerance: Some(Tolerance {
+                        dtype,
+                        rel,
+                        abs: rel * scale,
+                        ulp: 0,
+                    }),
+                    spread,
+                    words: Vec::new(),
+                });
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_err.unwrap_or_else(|| "no element type fits".into()))
+}
+
+/// The 4-byte words in which `samples` (the recording's bytes, then each run's) differ, each
+/// with the values it may hold: any, for `times`; else the range the samples showed, read as
+/// i32 or u32 (whichever is narrower), widened by [`MARGIN`] times its width on each side. Err
+/// where the region is not whole words, or more than [`MAX_WORD_SHARE`] of them vary (of
+/// times too, where the runs agree with each other: a recording that differs from all of them
+/// in most words is more likely wrong than late).
+pub fn words(samples: &[&[u8]], times: bool) -> Result<Vec<Word>, String> {
+    let len = samples[0].len();
+    if !len.is_multiple_of(4) || samples.iter().any(|b| b.len() != len) {
+        return Err("not a whole number of 4-byte words".into());
+    }
+    let mut out = Vec::new();
+    for at in (0..len).step_by(4) {
+        let values: Vec<[u8; 4]> = samples
+            .iter()
+            .map(|b| b[at..at + 4].try_into().expect("a 4-byte word"))
+            .collect();
+        if values.iter().all(|v| *v == values[0]) {
+            continue;
+        }
+        out.push(if times {
+            Word::free(at)
+        } else {
+            ranged(at, &values)
+        });
+    }
+    let share = out.len() as f64 / (len / 4).max(1) as f64;
+    let runs_agree = samples[1..].windows(2).all(|w| w[0] == w[1]);
+    if (!times || runs_agree) && share > MAX_WORD_SHARE {
+        return Err(format!(
+            "{} of its {} words differ from run to run, more than an order of atomics explains; give a tolerance (--tolerance)",
+            out.len(),
+            len / 4
+        ));
+    }
+    Ok(out)
+}
+
+/// Word `at` held to the range of `values`, widened by [`MARGIN`] times its width each side.
+fn ranged(at: usize, values: &[[u8; 4]]) -> Word {
+    let range = |signed: bool| {
+        let read = |b: &[u8; 4]| {
+            if signed {
+                i64::from(i32::from_le_bytes(*b))
+            } else {
+                i64::from(u32::from_le_bytes(*b))
+            }
+        };
+        let lo = values.iter().map(read).min().unwrap_or(0);
+        let hi = values.iter().map(read).max().unwrap_or(0);
+        (lo, hi)
+    };
+    let ((ulo, uhi), (slo, shi)) = (range(false), range(true));
+    let signed = shi - slo < uhi - ulo;
+    let (lo, hi) = if signed { (slo, shi) } else { (ulo, uhi) };
+    let widen = (MARGIN * (hi - lo) as f64) as i64;
+    let (min, max) = if signed {
+        (i64::from(i32::MIN), i64::from(i32::MAX))
+    } else {
+        (0, i64::from(u32::MAX))
+    };
+    Word {
+        at,
+        lo: (lo - widen).max(min),
+        hi: (hi + widen).min(max),
+        signed,
+    }
 }
 
 /// The floats of `bytes` as f64 (`dtype`'s size each); None where the length is not a whole
@@ -488,7 +643,7 @@ mod tests {
         let runs: Vec<Snapshot> = (0..RUNS as u64)
             .map(|i| read_back(&expected, &state(&k.run(&k.order(100 + i)), k)))
             .collect();
-        let learned = learn(&expected, &runs, &[0], type_hint(PTX)).unwrap();
+        let learned = learn(&expected, &runs, &[0], type_hint(PTX), false).unwrap();
         (expected, learned)
     }
 
@@ -500,7 +655,7 @@ mod tests {
     ) -> Result<(), String> {
         let got = state(out, k);
         compare_by_region(expected, &got, &[0], &[], |i| {
-            learned.iter().find(|l| l.region == i).map(|l| l.tolerance)
+            learned.iter().find(|l| l.region == i).map(|l| l.held())
         })
     }
 
@@ -541,14 +696,14 @@ mod tests {
         let k = ScatterAdd::new(20_000);
         let (expected, learned) = learned(&k);
         assert_eq!(learned.len(), 1, "{learned:?}");
-        let l = learned[0];
-        assert_eq!((l.region, l.tolerance.dtype), (0, Dtype::F32));
+        let l = learned[0].clone();
+        assert_eq!((l.region, l.tolerance.unwrap().dtype), (0, Dtype::F32));
         assert!(
-            l.spread > 0.0 && l.tolerance.rel >= FLOOR_EPS * f32::EPSILON as f64,
+            l.spread > 0.0 && l.tolerance.unwrap().rel >= FLOOR_EPS * f32::EPSILON as f64,
             "{l:?}"
         );
         assert!(
-            l.tolerance.rel < 1e-3,
+            l.tolerance.unwrap().rel < 1e-3,
             "a tolerance of the last bits: {l:?}"
         );
         for seed in 1000..1020 {
@@ -587,7 +742,7 @@ mod tests {
             w[0] ^= 1;
         }
         assert!(compare_by_region(&expected, &got, &[0], &[], |i| {
-            learned.iter().find(|l| l.region == i).map(|l| l.tolerance)
+            learned.iter().find(|l| l.region == i).map(|l| l.held())
         })
         .is_err());
     }
@@ -603,6 +758,7 @@ mod tests {
             std::slice::from_ref(&other),
             &[],
             Some(Dtype::F32),
+            false,
         )
         .unwrap_err();
         assert!(e.contains("left it unchanged"), "{e}");
@@ -613,16 +769,24 @@ mod tests {
                 v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             )],
         };
-        let (a, b) = (ints(&[3, 7, 9, 0]), ints(&[3, 9, 7, 0]));
-        let e = learn(&a, &[b], &[0], None).unwrap_err();
+        let (a, b) = (ints(&[3, 7, 9, 0]), ints(&[7, 9, 3, 0]));
+        let e = learn(&a, &[b], &[0], None, false).unwrap_err();
         assert!(e.contains("not a normal"), "{e}");
+        assert!(e.contains("3 of its 4 words differ"), "{e}");
         // Floats that differ by far more than the order of a sum.
         let (a, b) = (state(&[1.0, 2.0], &k), state(&[1.0, 2.5], &k));
-        let e = learn(&a, &[read_back(&a, &b)], &[0], Some(Dtype::F32)).unwrap_err();
+        let e = learn(&a, &[read_back(&a, &b)], &[0], Some(Dtype::F32), false).unwrap_err();
         assert!(e.contains("more than the order of a sum"), "{e}");
         // Runs that all agree with the recording: nothing to learn.
         assert_eq!(
-            learn(&expected, std::slice::from_ref(&expected), &[0], None).unwrap(),
+            learn(
+                &expected,
+                std::slice::from_ref(&expected),
+                &[0],
+                None,
+                false
+            )
+            .unwrap(),
             []
         );
     }
@@ -640,9 +804,13 @@ mod tests {
                 v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             )],
         };
-        let learned = learn(&f64s(&sums), &[f64s(&bumped)], &[0], None).unwrap();
-        assert_eq!(learned[0].tolerance.dtype, Dtype::F64, "{learned:?}");
-        assert!(learned[0].tolerance.rel < 1e-12, "{learned:?}");
+        let learned = learn(&f64s(&sums), &[f64s(&bumped)], &[0], None, false).unwrap();
+        assert_eq!(
+            learned[0].tolerance.unwrap().dtype,
+            Dtype::F64,
+            "{learned:?}"
+        );
+        assert!(learned[0].tolerance.unwrap().rel < 1e-12, "{learned:?}");
     }
 
     #[test]
@@ -653,7 +821,7 @@ mod tests {
             reason: FLOAT_ATOMICS.into(),
             learned: learned
                 .iter()
-                .map(|l| ("allocation 0x70000000".into(), *l))
+                .map(|l| ("allocation 0x70000000".into(), l.clone()))
                 .collect(),
             user: None,
             runs: RUNS,
@@ -675,6 +843,18 @@ mod tests {
             "{}",
             user.text()
         );
+        let exact = Decision {
+            reason: READS_CLOCK.into(),
+            user: None,
+            ..user
+        };
+        assert!(
+            exact.text().ends_with(
+                "8 later runs of the -O3 baseline reproduced the recording, and candidates are held to it exactly"
+            ),
+            "{}",
+            exact.text()
+        );
     }
 
     #[test]
@@ -683,5 +863,126 @@ mod tests {
         assert!(compare_after(Regime::Cold, false));
         assert!(!compare_after(Regime::Warm, true));
         assert!(compare_after(Regime::Warm, false));
+    }
+
+    /// The words of one allocation, as a snapshot.
+    fn words_state(v: &[u32]) -> Snapshot {
+        Snapshot {
+            regions: vec![Region::allocation(
+                0x7000_0000,
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            )],
+        }
+    }
+
+    fn check_words(expected: &Snapshot, learned: &[Learned], got: &[u32]) -> Result<(), String> {
+        compare_by_region(expected, &words_state(got), &[0], &[], |i| {
+            learned.iter().find(|l| l.region == i).map(|l| l.held())
+        })
+    }
+
+    /// simpleAtomicIntrinsics' shape: eleven counters updated by atomics from every thread,
+    /// of which the exchange's (the last writer's id) and the compare-and-swap's depend on the
+    /// order the threads run in; the others (sums, min, max, and, or) do not.
+    #[test]
+    fn integer_results_of_atomics_are_held_to_the_range_their_runs_showed() {
+        let run =
+            |exch: u32, cas: u32| words_state(&[2560, exch, 255, 0, 17, 137, cas, 7, 0xffff, 0, 0]);
+        let expected = run(251, 12);
+        let runs: Vec<Snapshot> = [(247, 9), (255, 14), (249, 11)]
+            .iter()
+            .map(|&(e, c)| read_back(&expected, &run(e, c)))
+            .collect();
+        let learned = learn(&expected, &runs, &[0], None, false).unwrap();
+        assert_eq!(learned.len(), 1);
+        assert_eq!(
+            learned[0].words.iter().map(|w| w.at).collect::<Vec<_>>(),
+            [4, 24]
+        );
+        assert!(
+            learned[0].text().contains("2 word(s) within"),
+            "{}",
+            learned[0].text()
+        );
+        // Another order of the same threads: valid.
+        assert_eq!(
+            check_words(
+                &expected,
+                &learned,
+                &[2560, 253, 255, 0, 17, 137, 10, 7, 0xffff, 0, 0]
+            ),
+            Ok(())
+        );
+        // What stays put must still match to the bit: a sum off by one is wrong.
+        let e = check_words(
+            &expected,
+            &learned,
+            &[2561, 251, 255, 0, 17, 137, 12, 7, 0xffff, 0, 0],
+        )
+        .unwrap_err();
+        assert!(e.contains("differs at byte 0"), "{e}");
+        // Zeros where the last writer's id goes, and an id from another grid: wrong.
+        for bad in [0, 100_000] {
+            let e = check_words(
+                &expected,
+                &learned,
+                &[2560, bad, 255, 0, 17, 137, 12, 7, 0xffff, 0, 0],
+            )
+            .unwrap_err();
+            assert!(
+                e.contains("outside what the original's own runs leave there"),
+                "{e}"
+            );
+        }
+        // Signed values held as signed: -3..2 is narrow as i32, the whole range as u32.
+        let signed = |v: i32| words_state(&[v as u32, 5]);
+        let learned = learn(
+            &signed(-3),
+            &[read_back(&signed(-3), &signed(2))],
+            &[0],
+            None,
+            false,
+        )
+        .unwrap();
+        assert!(learned[0].words[0].signed, "{learned:?}");
+        assert_eq!(
+            check_words(&signed(-3), &learned, &[(-1i32) as u32, 5]),
+            Ok(())
+        );
+        assert!(check_words(&signed(-3), &learned, &[1 << 30, 5]).is_err());
+    }
+
+    /// The clock sample's shape: each block stores the clock as it starts and as it ends, and
+    /// a checksum of its work beside them. The times are not compared; the work is, exactly.
+    #[test]
+    fn times_a_kernel_stores_are_not_compared_and_everything_else_is_exactly() {
+        let run = |t0: u32, sum: u32| words_state(&[t0, t0 + 900, sum, t0 + 40, t0 + 990, sum]);
+        let expected = run(1_000_000, 77);
+        let runs: Vec<Snapshot> = (1..4)
+            .map(|i| read_back(&expected, &run(1_000_000 + i * 50_000, 77)))
+            .collect();
+        let learned = learn(&expected, &runs, &[0], None, true).unwrap();
+        assert!(learned[0].words.iter().all(|w| w.is_free()));
+        assert_eq!(learned[0].words.len(), 4);
+        assert!(
+            learned[0]
+                .text()
+                .starts_with("4 word(s) of times not compared"),
+            "{}",
+            learned[0].text()
+        );
+        // A later run, at any time: valid.
+        assert_eq!(
+            check_words(&expected, &learned, &[7, 9, 77, 11, 13, 77]),
+            Ok(())
+        );
+        // Its work done wrong, or not done: wrong.
+        assert!(check_words(&expected, &learned, &[7, 9, 78, 11, 13, 77]).is_err());
+        assert!(check_words(&expected, &learned, &[7, 9, 0, 11, 13, 0]).is_err());
+        // Where its replays agree with each other and differ from the recording in most
+        // words, the recording is more likely wrong than late: refused.
+        let other = read_back(&expected, &words_state(&[1, 2, 3, 4, 5, 77]));
+        let e = learn(&expected, &[other.clone(), other], &[0], None, true).unwrap_err();
+        assert!(e.contains("5 of its 6 words differ"), "{e}");
     }
 }

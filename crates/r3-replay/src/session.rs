@@ -482,7 +482,11 @@ impl Session {
             &observed,
             &written,
             &self.unordered.borrow(),
-            |i| tol.copied().or_else(|| self.learned_tolerance(i)),
+            |i| {
+                tol.copied()
+                    .map(validate::Held::Floats)
+                    .or_else(|| self.learned_tolerance(i))
+            },
         )
         .map_err(|why| {
             // Output left as poisoned says more than the first byte that differs.
@@ -712,12 +716,12 @@ impl Session {
     }
 
     /// Region `i`'s learned tolerance, where the baseline's runs differ there.
-    fn learned_tolerance(&self, i: usize) -> Option<Tolerance> {
+    fn learned_tolerance(&self, i: usize) -> Option<validate::Held> {
         self.learned
             .borrow()
             .iter()
             .find(|l| l.region == i)
-            .map(|l| l.tolerance)
+            .map(|l| l.held())
     }
 
     /// One run of `l` from the recorded inputs, as read back (the regions equal to the
@@ -735,8 +739,9 @@ impl Session {
         &self,
         runs: &[Snapshot],
         hint: Option<validate::Dtype>,
+        clock: bool,
     ) -> Result<Vec<(String, super::determinism::Learned)>, String> {
-        let learned = super::determinism::learn(&self.expected, runs, &self.written, hint)?;
+        let learned = super::determinism::learn(&self.expected, runs, &self.written, hint, clock)?;
         *self.learned.borrow_mut() = learned.clone();
         Ok(learned
             .into_iter()

@@ -201,6 +201,53 @@ pub fn describe(e: &crate::store::records::Region) -> String {
     }
 }
 
+/// A 4-byte word of an output that the original's own runs leave different, and the values a
+/// run may leave there (`determinism::learn`): all of them where the word holds a time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Word {
+    /// Its byte offset in the region.
+    pub at: usize,
+    pub lo: i64,
+    pub hi: i64,
+    /// Whether its values are read as i32 (else u32).
+    pub signed: bool,
+}
+
+impl Word {
+    /// A word whose every value is allowed.
+    pub fn free(at: usize) -> Word {
+        Word {
+            at,
+            lo: i64::MIN,
+            hi: i64::MAX,
+            signed: false,
+        }
+    }
+
+    pub fn is_free(&self) -> bool {
+        self.lo == i64::MIN && self.hi == i64::MAX
+    }
+
+    /// Whether `bytes` is a value this word may hold.
+    pub fn holds(&self, bytes: [u8; 4]) -> bool {
+        let v = if self.signed {
+            i64::from(i32::from_le_bytes(bytes))
+        } else {
+            i64::from(u32::from_le_bytes(bytes))
+        };
+        (self.lo..=self.hi).contains(&v)
+    }
+}
+
+/// How a region that need not match its recording to the bit is held: floats within a
+/// tolerance, or every byte exact but the words the original's runs leave different, each
+/// within the values it may hold.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Held {
+    Floats(Tolerance),
+    Words(Vec<Word>),
+}
+
 /// Ok, or a message naming the first region and offset that differ.
 pub fn compare(
     expected: &Snapshot,
@@ -209,17 +256,19 @@ pub fn compare(
     unordered: &[Unordered],
     tol: Option<&Tolerance>,
 ) -> Result<(), String> {
-    compare_by_region(expected, observed, written, unordered, |_| tol.copied())
+    compare_by_region(expected, observed, written, unordered, |_| {
+        tol.copied().map(Held::Floats)
+    })
 }
 
-/// [`compare`], each region with its own tolerance (`tol(i)`; None: exact): the tolerances a
-/// kernel that is not deterministic learned per output allocation (`determinism::learn`).
+/// [`compare`], each region held its own way (`tol(i)`; None: exact): as a kernel that is not
+/// deterministic learned per output allocation (`determinism::learn`).
 pub fn compare_by_region(
     expected: &Snapshot,
     observed: &Snapshot,
     written: &[usize],
     unordered: &[Unordered],
-    tol: impl Fn(usize) -> Option<Tolerance>,
+    tol: impl Fn(usize) -> Option<Held>,
 ) -> Result<(), String> {
     for (i, (e, o)) in expected.regions.iter().zip(&observed.regions).enumerate() {
         let (RegionData::Full(want), RegionData::Full(got)) = (&e.data, &o.data) else {
@@ -240,12 +289,19 @@ pub fn compare_by_region(
         }
         let first = want.iter().zip(got).position(|(a, b)| a != b).unwrap_or(0);
         match tol(i) {
-            Some(t) if written.contains(&i) => {
+            Some(Held::Floats(t)) if written.contains(&i) => {
                 within(&t, want, got)
                     .map_err(|at| format!("{what}: byte {at} outside tolerance"))?;
                 if let Some(why) = narrowed(&t, want, got) {
                     return Err(format!("{what}: {why}"));
                 }
+            }
+            Some(Held::Words(words)) if written.contains(&i) => {
+                words_within(&words, want, got).map_err(|at| {
+                    format!(
+                        "{what}: differs at byte {at}, outside what the original's own runs leave there"
+                    )
+                })?;
             }
             _ if !written.contains(&i) => {
                 return Err(format!(
@@ -255,6 +311,29 @@ pub fn compare_by_region(
                 ));
             }
             _ => return Err(format!("{what}: differs at byte {first} (exact check)")),
+        }
+    }
+    Ok(())
+}
+
+/// Ok where `got` is `want` but in `words` (sorted by offset), each holding a value it may;
+/// else the first byte that differs elsewhere.
+fn words_within(words: &[Word], want: &[u8], got: &[u8]) -> Result<(), usize> {
+    if want.len() != got.len() {
+        return Err(want.len().min(got.len()));
+    }
+    for (k, (a, b)) in want.chunks(4).zip(got.chunks(4)).enumerate() {
+        if a == b {
+            continue;
+        }
+        let at = k * 4;
+        let word = words
+            .binary_search_by_key(&at, |w| w.at)
+            .ok()
+            .map(|i| words[i]);
+        match (word, <[u8; 4]>::try_from(b)) {
+            (Some(w), Ok(bytes)) if w.holds(bytes) => {}
+            _ => return Err(at + a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0)),
         }
     }
     Ok(())
