@@ -249,9 +249,10 @@ fn bytes_of<'a>(run: &'a Snapshot, expected: &'a Snapshot, i: usize) -> Option<&
 /// inputs) and the recording's `expected` bytes differ. Floats: the largest spread of an
 /// element relative to its magnitude (or the region's mean magnitude, where larger), times
 /// [`MARGIN`], at least [`FLOOR_EPS`] epsilons; in the element type `hint` names, else the
-/// first of f32 and f64 in which every element that varies is a normal float. Otherwise
-/// 4-byte words ([`words`]): where the code reads a clock (`clock`), the words that vary hold
-/// times and are not compared; else each is held to the range its runs showed. Err, in words,
+/// first of f32 and f64 in which every element that varies is a normal float. Where no
+/// tolerance fits, 4-byte words ([`words`]): where the code reads a clock (`clock`), the words
+/// that vary hold times and are not compared; else, where they hold integers, each is held to
+/// the range its runs showed. Err, in words,
 /// where neither tells the runs apart: they differ where the recorded launch wrote nothing, or
 /// in floats by more than [`MAX_SPREAD`] and in more than [`MAX_WORD_SHARE`] of the words.
 pub fn learn(
@@ -278,18 +279,16 @@ pub fn learn(
                 "{what} differs from run to run, where the recorded launch left it unchanged"
             ));
         }
-        let learned = if clock {
-            words(&samples, true).map(|w| as_words(i, w))
-        } else {
-            as_floats(i, &samples, hint).or_else(|floats| {
-                if !integers_vary(&samples) {
-                    return Err(floats);
-                }
-                words(&samples, false)
-                    .map(|w| as_words(i, w))
-                    .map_err(|ints| format!("{floats}; as integers, {ints}"))
-            })
-        };
+        // Floats first, also in a kernel that reads the clock: its sums keep their tolerance,
+        // and only what no tolerance fits is taken for times.
+        let learned = as_floats(i, &samples, hint).or_else(|floats| {
+            if !clock && !integers_vary(&samples) {
+                return Err(floats);
+            }
+            words(&samples, clock)
+                .map(|w| as_words(i, w))
+                .map_err(|ints| format!("{floats}; as words, {ints}"))
+        });
         out.push(learned.map_err(|why| format!("{what}: {why}"))?);
     }
     Ok(out)
@@ -772,7 +771,7 @@ mod tests {
         let (a, b) = (ints(&[3, 7, 9, 0]), ints(&[7, 9, 3, 0]));
         let e = learn(&a, &[b], &[0], None, false).unwrap_err();
         assert!(e.contains("not a normal"), "{e}");
-        assert!(e.contains("3 of its 4 words differ"), "{e}");
+        assert!(e.contains("as words, 3 of its 4 words differ"), "{e}");
         // Floats that differ by far more than the order of a sum.
         let (a, b) = (state(&[1.0, 2.0], &k), state(&[1.0, 2.5], &k));
         let e = learn(&a, &[read_back(&a, &b)], &[0], Some(Dtype::F32), false).unwrap_err();
@@ -979,6 +978,15 @@ mod tests {
         // Its work done wrong, or not done: wrong.
         assert!(check_words(&expected, &learned, &[7, 9, 78, 11, 13, 77]).is_err());
         assert!(check_words(&expected, &learned, &[7, 9, 0, 11, 13, 0]).is_err());
+        // Sums by float atomics in a kernel that also reads the clock keep their tolerance.
+        let k = ScatterAdd::new(4096);
+        let sums = state(&k.run(&k.order(1)), &k);
+        let other = read_back(&sums, &state(&k.run(&k.order(2)), &k));
+        let floats = learn(&sums, &[other], &[0], Some(Dtype::F32), true).unwrap();
+        assert!(
+            floats[0].tolerance.is_some() && floats[0].words.is_empty(),
+            "{floats:?}"
+        );
         // Where its replays agree with each other and differ from the recording in most
         // words, the recording is more likely wrong than late: refused.
         let other = read_back(&expected, &words_state(&[1, 2, 3, 4, 5, 77]));
