@@ -190,8 +190,8 @@ fn measure_together<E: Evaluator>(
 
 /// Withholds `kernel`'s best on `gpu` from apply without re-measuring it, for `why` (a
 /// near-tie whose confirmation did not fit in the deadline): its confirmation file says so
-/// (`Confirmation::unconfirmed`), and -O3 ships for the kernel. The line to tell the user; None
-/// where its best is -O3 already.
+/// (`Confirmation::unconfirmed`), and -O3 ships for the kernel, or nvcc's code where that is
+/// faster. The line to tell the user; None where its best is -O3 already.
 pub fn withhold_best(
     store: &Store,
     kernel: &TrialsKey,
@@ -219,8 +219,15 @@ pub fn withhold_best(
         .outcome
         .ratio()
         .map_or_else(String::new, |r| format!(" ({} in its search)", times(r)));
+    // Where nvcc's code is faster than -O3, it is the pick now (`winner::pick_best`).
+    let ships = match store.best_trial(kernel, gpu)? {
+        Some(t) if t.candidate.is_nvcc() => {
+            format!("nvcc's code (trial {}) is its pick now", t.trial)
+        }
+        _ => "-O3 ships for it".to_owned(),
+    };
     Ok(Some(format!(
-        "not confirmed: trial {}{searched}: {why}; -O3 ships for it",
+        "not confirmed: trial {}{searched}: {why}; {ships}",
         best.trial
     )))
 }

@@ -1349,12 +1349,15 @@ fn confirm_arm(
         a.arms[i].confirmed = true;
         let kernel = a.arms[i].kernel.clone();
         let line = runner.line(&kernel);
-        let unaffordable =
-            under_the_line(&a.arms[i], line).or_else(|| unaffordable(&a, &a.arms[i]));
+        let withheld = under_the_line(&a.arms[i], line).or_else(|| unaffordable(&a, &a.arms[i]));
         store.put_allocation(&a)?;
-        if let Some(why) = unaffordable {
+        if let Some(why) = withheld {
             runner.withhold(&kernel, &why);
-            return Ok(true);
+            // Withholding clang's best can leave nvcc's code the pick (`winner::pick_best`),
+            // which is confirmed as any winner is, where that fits.
+            if runner.line(&kernel) >= line || unaffordable(&a, &a.arms[i]).is_some() {
+                return Ok(true);
+            }
         }
         (kernel, expected, runs)
     };
@@ -1787,6 +1790,9 @@ mod tests {
         fn withhold(&mut self, kernel: &TrialsKey, why: &str) {
             self.withheld.push(kernel.to_string());
             self.withheld_why.push(why.to_owned());
+            if let Some(store) = self.lines_from {
+                crate::confirm::withhold_best(store, kernel, "GPU", why).unwrap();
+            }
         }
         fn say(&mut self, _line: String) {}
         fn idle(&mut self, seconds: f64) {
@@ -2947,6 +2953,55 @@ mod tests {
         .unwrap();
         assert_eq!(sim.confirmed, ["nvcc"]);
         assert_eq!(sim.withheld, ["near"]);
+    }
+
+    /// Where clang's best is under the line and withheld, nvcc's code, faster than -O3 but
+    /// slower than that best in the search, becomes the pick: it is confirmed, not shipped on
+    /// its search's figure (conv2d, H200, run Z).
+    #[test]
+    fn nvccs_code_left_the_pick_by_a_withheld_best_is_confirmed() {
+        use crate::store::fixtures;
+        let mut w = world(&[("both", 0.3, 1.018, 1.0)]);
+        let e = entrants(&[("both", 1.0)], &w);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut log = store.open_trials(&"both".into(), "GPU").unwrap();
+        let nvcc = serde_json::to_value(crate::candidate::Candidate::nvcc()).unwrap();
+        let trials = [
+            (0, serde_json::json!({"pipeline": "default<O3>"}), 100.0),
+            (1, nvcc, 98.5),
+            (2, serde_json::json!({"pipeline": "default<O2>"}), 98.2),
+        ];
+        for (trial, c, us) in trials {
+            log.append(&fixtures::trial(
+                "both",
+                "GPU",
+                trial,
+                c,
+                fixtures::valid(us, 100.0),
+            ))
+            .unwrap();
+        }
+        drop(log);
+        let stop = AtomicBool::new(false);
+        let mut sim = Sim::new(&mut w, &stop);
+        sim.lines_from = Some(&store);
+        run(
+            &store,
+            "p",
+            "G",
+            60.0,
+            || e,
+            Continue::Fresh,
+            4,
+            &mut sim,
+            &stop,
+        )
+        .unwrap();
+        assert_eq!(sim.withheld, ["both"]);
+        assert_eq!(sim.confirmed, ["both"]);
+        let best = store.best_trial(&"both".into(), "GPU").unwrap().unwrap();
+        assert_eq!(best.trial, 1);
     }
 
     /// Run H of issue 55 (H200, 2026-11-29): two column walks of one loop shape, each a whole
