@@ -213,7 +213,13 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             Search {
                 name: name_of(&status.kernel),
                 old: (status.kernel.kernel_hash()).is_some_and(|h| index.is_old_hash(&h)),
-                nvcc: super::tuning::nvcc_baseline(&trials, speeds.map_or(1.0, |s| s.shipped)),
+                nvcc: super::tuning::nvcc_baseline(
+                    &trials,
+                    &store
+                        .confirmations(&store.trials_path(&status.kernel, &status.gpu))
+                        .unwrap_or_default(),
+                    speeds.map_or(1.0, |s| s.shipped),
+                ),
                 best_candidate,
                 irreproducible: blocked(&status.kernel),
                 share: share_of(&status.kernel),
