@@ -2909,38 +2909,41 @@ mod tests {
         assert!(why[0].contains("under the 1.02×"), "{why:?}");
     }
 
-    /// nvcc's code ships wherever it is faster than clang's at all (`winner::line_of`): a best
-    /// under apply's line that is nvcc's is confirmed, not withheld.
-    #[test]
-    fn nvccs_best_under_the_shipping_line_is_confirmed() {
+    /// A store whose search of `kernel` on "GPU" holds `trials` (number, candidate, µs against
+    /// -O3's 100), nvcc's code as trial 1.
+    fn searched(
+        kernel: &str,
+        trials: &[(u32, serde_json::Value, f64)],
+    ) -> (tempfile::TempDir, Store) {
         use crate::store::fixtures;
-        let mut w = world(&[("near", 0.3, 1.015, 1.0), ("nvcc", 0.3, 1.015, 1.0)]);
-        let e = entrants(&[("near", 0.5), ("nvcc", 0.5)], &w);
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
-        let mut log = store.open_trials(&"nvcc".into(), "GPU").unwrap();
-        let o3 = serde_json::json!({"pipeline": "default<O3>"});
-        let nvcc = serde_json::to_value(crate::candidate::Candidate::nvcc()).unwrap();
-        for (trial, c, us) in [(0, o3, 100.0), (1, nvcc, 98.5)] {
-            log.append(&fixtures::trial(
-                "nvcc",
+        let mut log = store.open_trials(&kernel.into(), "GPU").unwrap();
+        for (trial, c, us) in trials {
+            let rec = fixtures::trial(
+                kernel,
                 "GPU",
-                trial,
-                c,
-                fixtures::valid(us, 100.0),
-            ))
-            .unwrap();
+                *trial,
+                c.clone(),
+                fixtures::valid(*us, 100.0),
+            );
+            log.append(&rec).unwrap();
         }
         drop(log);
-        // The search's name for the GPU, not the allocation's, finds its trials.
-        assert_eq!(line_of_best(&store, &"nvcc".into(), "GPU"), 1.0);
-        assert_eq!(line_of_best(&store, &"nvcc".into(), "G"), ships_from());
-        assert_eq!(line_of_best(&store, &"near".into(), "GPU"), ships_from());
+        (dir, store)
+    }
+
+    /// Runs `e` on the simulated GPU `w` for 60 s, each best's line read from `store`.
+    fn run_with_lines(
+        store: &Store,
+        w: &mut BTreeMap<String, Kernel>,
+        e: Vec<Entrant>,
+    ) -> (Vec<String>, Vec<String>) {
         let stop = AtomicBool::new(false);
-        let mut sim = Sim::new(&mut w, &stop);
-        sim.lines_from = Some(&store);
+        let mut sim = Sim::new(w, &stop);
+        sim.lines_from = Some(store);
         run(
-            &store,
+            store,
             "p",
             "G",
             60.0,
@@ -2951,8 +2954,31 @@ mod tests {
             &stop,
         )
         .unwrap();
-        assert_eq!(sim.confirmed, ["nvcc"]);
-        assert_eq!(sim.withheld, ["near"]);
+        (sim.confirmed.clone(), sim.withheld.clone())
+    }
+
+    fn nvcc() -> serde_json::Value {
+        serde_json::to_value(crate::candidate::Candidate::nvcc()).unwrap()
+    }
+
+    fn o3() -> serde_json::Value {
+        serde_json::json!({"pipeline": "default<O3>"})
+    }
+
+    /// nvcc's code ships wherever it is faster than clang's at all (`winner::line_of`): a best
+    /// under apply's line that is nvcc's is confirmed, not withheld.
+    #[test]
+    fn nvccs_best_under_the_shipping_line_is_confirmed() {
+        let mut w = world(&[("near", 0.3, 1.015, 1.0), ("nvcc", 0.3, 1.015, 1.0)]);
+        let e = entrants(&[("near", 0.5), ("nvcc", 0.5)], &w);
+        let (_dir, store) = searched("nvcc", &[(0, o3(), 100.0), (1, nvcc(), 98.5)]);
+        // The search's name for the GPU, not the allocation's, finds its trials.
+        assert_eq!(line_of_best(&store, &"nvcc".into(), "GPU"), 1.0);
+        assert_eq!(line_of_best(&store, &"nvcc".into(), "G"), ships_from());
+        assert_eq!(line_of_best(&store, &"near".into(), "GPU"), ships_from());
+        let (confirmed, withheld) = run_with_lines(&store, &mut w, e);
+        assert_eq!(confirmed, ["nvcc"]);
+        assert_eq!(withheld, ["near"]);
     }
 
     /// Where clang's best is under the line and withheld, nvcc's code, faster than -O3 but
@@ -2960,46 +2986,14 @@ mod tests {
     /// its search's figure (conv2d, H200, run Z).
     #[test]
     fn nvccs_code_left_the_pick_by_a_withheld_best_is_confirmed() {
-        use crate::store::fixtures;
         let mut w = world(&[("both", 0.3, 1.018, 1.0)]);
         let e = entrants(&[("both", 1.0)], &w);
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path()).unwrap();
-        let mut log = store.open_trials(&"both".into(), "GPU").unwrap();
-        let nvcc = serde_json::to_value(crate::candidate::Candidate::nvcc()).unwrap();
-        let trials = [
-            (0, serde_json::json!({"pipeline": "default<O3>"}), 100.0),
-            (1, nvcc, 98.5),
-            (2, serde_json::json!({"pipeline": "default<O2>"}), 98.2),
-        ];
-        for (trial, c, us) in trials {
-            log.append(&fixtures::trial(
-                "both",
-                "GPU",
-                trial,
-                c,
-                fixtures::valid(us, 100.0),
-            ))
-            .unwrap();
-        }
-        drop(log);
-        let stop = AtomicBool::new(false);
-        let mut sim = Sim::new(&mut w, &stop);
-        sim.lines_from = Some(&store);
-        run(
-            &store,
-            "p",
-            "G",
-            60.0,
-            || e,
-            Continue::Fresh,
-            4,
-            &mut sim,
-            &stop,
-        )
-        .unwrap();
-        assert_eq!(sim.withheld, ["both"]);
-        assert_eq!(sim.confirmed, ["both"]);
+        let o2 = serde_json::json!({"pipeline": "default<O2>"});
+        let trials = [(0, o3(), 100.0), (1, nvcc(), 98.5), (2, o2, 98.2)];
+        let (_dir, store) = searched("both", &trials);
+        let (confirmed, withheld) = run_with_lines(&store, &mut w, e);
+        assert_eq!(withheld, ["both"]);
+        assert_eq!(confirmed, ["both"]);
         let best = store.best_trial(&"both".into(), "GPU").unwrap().unwrap();
         assert_eq!(best.trial, 1);
     }
