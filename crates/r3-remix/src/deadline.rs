@@ -28,7 +28,8 @@
 //! in `session`, or a simulated one in tests).
 
 use crate::kernel::TrialsKey;
-use crate::store::deadline::{Allocation, Arm, Growth, Slice, FORMAT};
+pub use crate::store::deadline::STALE_TRIALS;
+use crate::store::deadline::{median, Allocation, Arm, Growth, Slice, FORMAT};
 use crate::store::programs::share_words as percent;
 use crate::store::speed::times;
 use crate::store::{Store, StoreError};
@@ -37,8 +38,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// A kernel under this share of every program it runs in gets its baseline and warm start
 /// only, and only when nothing larger is worth more.
 pub const SMALL_SHARE: f64 = 0.01;
-use crate::store::deadline::median;
-pub use crate::store::deadline::STALE_TRIALS;
 /// Trials over which a search is expected to reach 63% of what it can still give.
 pub const REACH_TRIALS: f64 = 24.0;
 /// The potential left, as a fraction of the programs' time, under which tuning stops.
@@ -568,25 +567,30 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     }
     // The rewrite arm competes on the same measure, gain per second, with the time that
     // confirmations keep back left out of it (a rewrite's judge checks it on every launch).
-    let rewrites = a.arms.iter().filter(|k| !busy(&k.kernel)).filter_map(|k| {
-        let compiler = open(&k)
-            .then(|| offer(a, k, left, batch, held, &mine))
-            .flatten()
-            .map(|(v, _)| v);
-        let (value, limit_s) = crate::rewrites::offer(k, left, SMALL_SHARE, compiler)?;
-        let kernel = k.kernel.clone();
-        Some((value, Decision::Rewrite { kernel, limit_s }))
-    });
-    let best = a
+    // Each kernel's next compiler slice, priced once: it competes, and a rewrite attempt on
+    // the same kernel must be worth more before its search has plateaued.
+    let compiler: Vec<Option<(f64, Decision)>> = a
         .arms
         .iter()
-        .filter(open)
-        .filter_map(|k| offer(a, k, left, batch, held, &mine))
-        .chain(rewrites)
-        .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
-            Some((w, _)) if w >= v => acc,
-            _ => Some((v, d)),
-        });
+        .map(|k| {
+            open(&k)
+                .then(|| offer(a, k, left, batch, held, &mine))
+                .flatten()
+        })
+        .collect();
+    let rewrites: Vec<(f64, Decision)> = a
+        .arms
+        .iter()
+        .zip(&compiler)
+        .filter(|(k, _)| !busy(&k.kernel))
+        .filter_map(|(k, slice)| {
+            let slice = slice.as_ref().map(|(v, _)| *v);
+            let (value, limit_s) = crate::rewrites::offer(k, left, SMALL_SHARE, slice)?;
+            let kernel = k.kernel.clone();
+            Some((value, Decision::Rewrite { kernel, limit_s }))
+        })
+        .collect();
+    let best = most(compiler.into_iter().flatten().chain(rewrites).collect());
     match best {
         Some((v, d)) if v > 0.0 => d,
         _ if a.arms.iter().any(|k| left_over(k) > 0.0 && busy(&k.kernel)) => {

@@ -300,32 +300,17 @@ pub fn shipment<'a>(
         let line = line_of(&t.candidate, policy.min_speedup);
         t.trial != 0 && gain(t, confirmed).is_some_and(|g| g > over && g >= over * line)
     };
+    // The best among -O3 and the trials `keep` takes.
+    let best_of = |keep: &dyn Fn(&Candidate) -> bool| {
+        best_among(recs, confirmed, |r| r.trial == 0 || keep(&r.candidate))
+    };
     // Where the best every launch may run is under the line, nvcc's code still ships if it is
     // faster than clang's at all.
-    let nvcc = || {
-        let pool: Vec<TrialRecord> = recs
-            .iter()
-            .filter(|r| r.trial == 0 || r.candidate.is_nvcc())
-            .cloned()
-            .collect();
-        let trial = pick_best(&pool, confirmed)?.trial;
-        recs.iter().find(|r| r.trial == trial)
-    };
     let generic = shippable_best(recs, confirmed, policy)
         .filter(|t| worth(t, 1.0))
-        .or_else(|| nvcc().filter(|t| worth(t, 1.0)));
+        .or_else(|| best_of(&Candidate::is_nvcc).filter(|t| worth(t, 1.0)));
     let floor = generic.and_then(|t| gain(t, confirmed)).unwrap_or(1.0);
-    let best_of = |keep: &dyn Fn(&Candidate) -> bool| {
-        let pool: Vec<TrialRecord> = recs
-            .iter()
-            .filter(|r| r.trial == 0 || keep(&r.candidate))
-            .cloned()
-            .collect();
-        let trial = pick_best(&pool, confirmed)?.trial;
-        recs.iter()
-            .find(|r| r.trial == trial)
-            .filter(|t| worth(t, floor))
-    };
+    let best_of = |keep: &dyn Fn(&Candidate) -> bool| best_of(keep).filter(|t| worth(t, floor));
     let mut variants = Vec::new();
     if let Some(v) = best_of(&|c| policy.ships_guarded(c)) {
         variants.push(v);
@@ -389,12 +374,17 @@ pub fn shippable_best<'a>(
     confirmed: &[Confirmation],
     policy: &Policy,
 ) -> Option<&'a TrialRecord> {
-    let shippable: Vec<TrialRecord> = recs
-        .iter()
-        .filter(|r| policy.ships(&r.candidate))
-        .cloned()
-        .collect();
-    let trial = pick_best(&shippable, confirmed)?.trial;
+    best_among(recs, confirmed, |r| policy.ships(&r.candidate))
+}
+
+/// `pick_best` among the trials `keep` takes, as the record in `recs`.
+fn best_among<'a>(
+    recs: &'a [TrialRecord],
+    confirmed: &[Confirmation],
+    keep: impl Fn(&TrialRecord) -> bool,
+) -> Option<&'a TrialRecord> {
+    let pool: Vec<TrialRecord> = recs.iter().filter(|r| keep(r)).cloned().collect();
+    let trial = pick_best(&pool, confirmed)?.trial;
     recs.iter().find(|r| r.trial == trial)
 }
 
