@@ -15,7 +15,7 @@
 //! Module variables are where the two modules must agree. A variable the host declares the same
 //! way is the host's (a `__device__` variable is one object for the whole program, registered by
 //! name), also when only the tuned `.align` is larger (the host's is raised), the tuned one is
-//! an `.extern` declaration, or `.visible` where the host's is not. One the host lacks comes
+//! an `.extern` declaration, or one of the two is `.visible` and the other not. One the host lacks comes
 //! along unchanged. One that differs is renamed
 //! when it is the compiler's (`$str`, `__const_$_…`, `.shared` arrays) and refused when it is the
 //! program's (visible outside the module, or a mangled C++ name), because a renamed copy would
@@ -324,13 +324,19 @@ impl<'h, 't> Splicer<'h, 't> {
             return Ok(true);
         };
         // `Some(upgrade)`: shared, raising the host's alignment if `upgrade` names its item.
-        // A module that holds one kernel may make the unit's internal variables `.visible` so that
-        // its optimizer cannot take them for the kernel's own; they are still the host's.
-        let hidden = shape.norm.strip_prefix(".visible ");
+        // Two that differ only in `.visible` are one: a module that holds one kernel may make
+        // the unit's internal variables visible so that its optimizer cannot take them for the
+        // kernel's own, and nvcc leaves a unit's `__constant__` variables unlinked where clang
+        // makes them visible. Replay restores a module's variables by name, so it measured the
+        // tuned code on the host's data: a renamed copy, never written by the program, made
+        // nvcc's conv2d kernel read a zero filter (H200, 2026-11-30).
         let shared = match &known.var {
-            Some(v) if declaration || v.shape.norm == shape.norm => Some(None),
-            Some(v) if hidden == Some(v.shape.norm.as_str()) => Some(None),
-            Some(v) if v.host_item.is_some() && v.shape.bare == shape.bare => {
+            Some(v) if declaration || unlinked(&v.shape.norm) == unlinked(&shape.norm) => {
+                Some(None)
+            }
+            Some(v)
+                if v.host_item.is_some() && unlinked(&v.shape.bare) == unlinked(&shape.bare) =>
+            {
                 match (v.shape.align, shape.align) {
                     (Some(a), Some(b)) => Some(v.host_item.filter(|_| b > a)),
                     _ => None,
@@ -562,6 +568,11 @@ fn shape_of(m: &Module, item: usize, map: &HashMap<&str, String>) -> Shape {
         bare: bare.join(" "),
         align,
     }
+}
+
+/// A variable's shape without its `.visible`.
+fn unlinked(shape: &str) -> &str {
+    shape.strip_prefix(".visible ").unwrap_or(shape)
 }
 
 /// The token of the `N` of item's `.align N`.
@@ -905,6 +916,26 @@ mod tests {
         let tuned = tuned_a("8.7").edit(".align 4   .u32 counter", ".align 2 .u32 counter");
         let out = splice(&host, &one("_Z1aPi", &tuned, "t1")).unwrap();
         assert!(out.contains(".visible .global .align 4 .u32 counter;"));
+    }
+
+    /// nvcc leaves a unit's `__constant__` variable unlinked where clang makes it `.visible`:
+    /// it is still the variable the program writes by name (`cudaMemcpyToSymbol`), so the tuned
+    /// kernel reads the host's, also where its alignment is larger. A renamed copy made nvcc's
+    /// conv2d code read a zero filter and fail its program's check.
+    #[test]
+    fn a_variable_visible_in_the_host_and_unlinked_in_the_tuned_module_is_the_hosts() {
+        let host = host();
+        for (decl, align) in [
+            (".global .align 4 .u32 counter;", "4"),
+            (".global .align 16 .u32 counter;", "16"),
+        ] {
+            let tuned = tuned_a("8.7").edit(".visible .global .align 4   .u32 counter;", decl);
+            let out = splice(&host, &one("_Z1aPi", &tuned, "t1")).unwrap();
+            assert_eq!(count(&out, ".u32 counter;"), 1, "{decl}");
+            assert!(out.contains(&format!(".visible .global .align {align} .u32 counter;")));
+            assert!(!out.contains("counter_r3"), "{decl}");
+            assert!(entry_text(&out, "_Z1aPi").unwrap().contains("[counter]"));
+        }
     }
 
     #[test]
