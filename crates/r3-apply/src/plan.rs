@@ -281,7 +281,7 @@ fn with_rewrite(store: &Store, k: &KernelRecord, policy: &Policy, own: Planned) 
             .push(format!("its source rewrite {}: {why}", r.attempt));
         own
     };
-    match rewrite_guard(store, k, &r.trial.candidate) {
+    match rewrite_guard(store, k, &r) {
         Guarding::Every => Planned {
             generic: Some(winner),
             variants: Vec::new(),
@@ -323,20 +323,40 @@ enum Guarding {
     Unchecked(String),
 }
 
-/// Where a rewrite judged with candidate `c` may run. Its judge checked it on every recorded
-/// launch of the original: where those have two shapes (grid and block) or more and its code
-/// folds and bounds nothing, every launch may run it; otherwise it runs behind the guard a
+/// Where rewrite `r` may run: [`guarding`] over the recorded launches its judge checked it on,
+/// as its verdict names them; for a verdict of an earlier r3 that does not, the store's
+/// recordings of the original now. A recording made after the judge was never checked: taken
+/// for one, a second shape would have let a rewrite checked on one shape run everywhere.
+fn rewrite_guard(
+    store: &Store,
+    k: &KernelRecord,
+    r: &crate::store::attempts::ShippableRewrite,
+) -> Guarding {
+    let launches = if r.checked.is_empty() {
+        store
+            .launches_of(&k.hash)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|rec| rec.launch.values())
+            .collect()
+    } else {
+        r.checked.clone()
+    };
+    guarding(&launches, k, &r.trial.candidate)
+}
+
+/// Where a rewrite judged with candidate `c` and checked on `launches` (the original's recorded
+/// launches) may run: where those have two shapes (grid and block) or more and its code folds
+/// and bounds nothing, every launch may run it; otherwise it runs behind the guard a
 /// specialized variant of it would have: what its code folds and bounds and, where the
-/// recordings show one shape only, that shape and the scalar arguments every recorded launch
+/// launches show one shape only, that shape and the scalar arguments every checked launch
 /// passed alike (a rewrite may assume a size, a tile that divides it, a block of that shape,
 /// which nothing but those launches showed true).
-fn rewrite_guard(store: &Store, k: &KernelRecord, c: &crate::candidate::Candidate) -> Guarding {
-    let launches: Vec<crate::candidate::LaunchValues> = store
-        .launches_of(&k.hash)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|r| r.launch.values())
-        .collect();
+fn guarding(
+    launches: &[crate::candidate::LaunchValues],
+    k: &KernelRecord,
+    c: &crate::candidate::Candidate,
+) -> Guarding {
     let Some(first) = launches.first() else {
         return Guarding::Unchecked(
             "no recorded launch of the kernel shows where it was checked".into(),
@@ -565,5 +585,64 @@ mod tests {
         assert_eq!(ptx_isa(&t), ptx_isa_of("CUDA 13.0"));
         assert!(ptx_isa(&t).is_some());
         assert_eq!(ptx_isa(&trial("none", None)), None);
+    }
+
+    /// Where a rewrite may run is decided by the launches its judge checked it on, as its
+    /// verdict names them: with one shape checked it runs behind that shape's guard, whether the
+    /// store holds no recording (removed since, or carried without them) or a recording of
+    /// another shape made after the judge; with two shapes, everywhere. A verdict of an earlier
+    /// r3 that names none falls back to the store's recordings, here none: nowhere.
+    #[test]
+    fn a_rewrite_runs_where_its_judge_checked_it_not_where_the_store_records_now() {
+        use crate::candidate::LaunchValues;
+        use crate::store::attempts::{Checked, ShippableRewrite};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let k: KernelRecord = serde_json::from_value(serde_json::json!({
+            "format": 1, "hash": "00112233aabbccdd", "name": "_Z1kiPf",
+            "demangled": "k(int, float*)", "arch": "sm_90", "params": [],
+            "compile": {"cwd": "/", "args": ["r3-clang++", "k.cu"], "env": {},
+                        "clang": "clang", "clang_version": ""},
+            "r3_version": "0"
+        }))
+        .unwrap();
+        let launch = |grid: u32| LaunchValues {
+            grid: [grid, 1, 1],
+            block: [128, 1, 1],
+            args: vec![vec![0, 4, 0, 0], vec![0; 8]],
+        };
+        let rewrite = |checked: Vec<LaunchValues>| ShippableRewrite {
+            attempt: 1,
+            label: "tiling".into(),
+            variant: "ffeeddccbbaa9988".into(),
+            gpu: "NVIDIA H100 (sm_90)".into(),
+            speedup: 2.0,
+            reference_speedup: Some(1.0),
+            diff: String::new(),
+            trial: trial("CUDA 13.0", None),
+            checked,
+        };
+        match rewrite_guard(&store, &k, &rewrite(vec![launch(64)])) {
+            Guarding::Behind(g) => {
+                let v = g.values.expect("the checked shape");
+                assert_eq!((v.grid, v.block), (Some([64, 1, 1]), Some([128, 1, 1])));
+                assert!(v.holds_for(&launch(64)) && !v.holds_for(&launch(8)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            rewrite_guard(&store, &k, &rewrite(vec![launch(64), launch(8)])),
+            Guarding::Every
+        );
+        assert!(matches!(
+            rewrite_guard(&store, &k, &rewrite(Vec::new())),
+            Guarding::Unchecked(_)
+        ));
+        // Kept in its verdict as hex and read back as they were.
+        let back: Vec<LaunchValues> = [launch(64)]
+            .iter()
+            .map(|l| Checked::of(l).values().unwrap())
+            .collect();
+        assert_eq!(back, [launch(64)]);
     }
 }

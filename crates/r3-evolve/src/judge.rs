@@ -141,6 +141,7 @@ impl Judge for SimJudge {
             values: Default::default(),
             // Nothing measured its reference: shipped over the kernel's best as it is then.
             reference_speedup: None,
+            checked: Vec::new(),
         }
     }
 }
@@ -471,6 +472,15 @@ impl GpuJudge<'_> {
             })
     }
 
+    /// The recorded launches a rewrite is checked on: the searched one and every other.
+    fn checked(&self) -> Vec<crate::store::attempts::Checked> {
+        std::iter::once(self.parent.recording())
+            .chain(&self.others)
+            .filter_map(|r| r.launch.values())
+            .map(|v| crate::store::attempts::Checked::of(&v))
+            .collect()
+    }
+
     /// The best configuration checked on every other recorded launch, then timed interleaved
     /// against the original's best compiler-only build.
     fn confirm(&mut self, found: Found) -> Verdict {
@@ -527,6 +537,7 @@ impl GpuJudge<'_> {
                 simulated: false,
                 values: Default::default(),
                 reference_speedup: Some(self.reference_speedup),
+                checked: self.checked(),
             },
             Some(o) => Self::failed(o, "against the original: "),
             None => Verdict::Failed {
@@ -615,6 +626,7 @@ mod tests {
             simulated: true,
             values: Default::default(),
             reference_speedup: None,
+            checked: Vec::new(),
         }
     }
 

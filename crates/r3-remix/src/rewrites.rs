@@ -864,6 +864,7 @@ pub(crate) mod tests {
             simulated: false,
             values: Default::default(),
             reference_speedup: None,
+            checked: Vec::new(),
         };
         for e in [
             event(

@@ -102,7 +102,9 @@ pub struct Build {
     pub diff: String,
 }
 
-/// What measuring a variant gave.
+/// What measuring a variant gave. One a rewrite attempt, read and written a few times an
+/// attempt: its size does not matter, and a boxed `Valid` would be matched in a dozen places.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Verdict {
@@ -127,9 +129,51 @@ pub enum Verdict {
         /// rewrite's gain over -O3 stays this times `speedup`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reference_speedup: Option<f64>,
+        /// The recorded launches it was checked on (none in logs of earlier r3s): where it
+        /// may run is decided from these, not from the recordings the store holds when it is
+        /// applied, which may have been added since or removed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        checked: Vec<Checked>,
     },
     /// Wrong output, crash, timeout or no configuration that compiles.
     Failed { why: String, message: String },
+}
+
+/// A recorded launch a rewrite was checked on: its shape and each parameter's bytes, in hex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checked {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub args: Vec<String>,
+}
+
+impl Checked {
+    pub fn of(v: &crate::candidate::LaunchValues) -> Checked {
+        let hex = |b: &Vec<u8>| b.iter().map(|x| format!("{x:02x}")).collect();
+        Checked {
+            grid: v.grid,
+            block: v.block,
+            args: v.args.iter().map(hex).collect(),
+        }
+    }
+
+    /// The launch's values; None where an argument is not hex (a damaged log).
+    pub fn values(&self) -> Option<crate::candidate::LaunchValues> {
+        let bytes = |h: &String| -> Option<Vec<u8>> {
+            if !h.len().is_multiple_of(2) {
+                return None;
+            }
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+                .collect()
+        };
+        Some(crate::candidate::LaunchValues {
+            grid: self.grid,
+            block: self.block,
+            args: self.args.iter().map(bytes).collect::<Option<_>>()?,
+        })
+    }
 }
 
 impl Verdict {
@@ -357,6 +401,9 @@ pub struct ShippableRewrite {
     pub reference_speedup: Option<f64>,
     pub diff: String,
     pub trial: crate::trials::TrialRecord,
+    /// The recorded launches its judge checked it on; empty where the verdict does not say
+    /// (an earlier r3's), or one of them cannot be read.
+    pub checked: Vec<crate::candidate::LaunchValues>,
 }
 
 /// The fastest valid rewrite of `kernel` that a GPU judged with a configuration its own search
@@ -374,6 +421,7 @@ pub fn shippable_rewrite(
         candidate: Some(candidate),
         simulated: judged_in_simulation,
         reference_speedup,
+        checked,
         ..
     } = verdict
     else {
@@ -398,6 +446,11 @@ pub fn shippable_rewrite(
         reference_speedup: *reference_speedup,
         diff,
         trial,
+        checked: checked
+            .iter()
+            .map(Checked::values)
+            .collect::<Option<_>>()
+            .unwrap_or_default(),
     })
 }
 
@@ -477,6 +530,7 @@ mod tests {
             simulated: false,
             values: Values::from([("R3_TK".to_owned(), 2)]),
             reference_speedup: None,
+            checked: Vec::new(),
         };
         let parent = Attempt {
             id: 1,
@@ -629,6 +683,7 @@ mod tests {
                         simulated: false,
                         values: Default::default(),
                         reference_speedup: None,
+                        checked: Vec::new(),
                     },
                 },
             ),

@@ -76,5 +76,6 @@ pub fn judged_valid(
         simulated: false,
         values: Default::default(),
         reference_speedup: Some(reference_speedup),
+        checked: Vec::new(),
     }
 }
