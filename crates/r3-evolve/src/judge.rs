@@ -277,7 +277,7 @@ impl Judge for GpuJudge<'_> {
 
     fn judge(&mut self, store: &Store, variant: &KernelRecord, _code: &str) -> Verdict {
         let budget = self.tune.budget;
-        match self.search(store, variant, budget, self.tune.time) {
+        match self.search(store, variant, (budget, self.tune.time), None) {
             Ok(found) => self.confirm(found),
             Err(v) => *v,
         }
@@ -292,12 +292,12 @@ impl Judge for GpuJudge<'_> {
             builds,
             budget,
             time,
-            |b, trials, time| {
+            |b, trials, time, beat| {
                 let mut j = this.borrow_mut();
                 if let Some(v) = j.stopped() {
                     return Err(Box::new(v));
                 }
-                j.search(store, &b.record, trials, time)
+                j.search(store, &b.record, (trials, time), beat)
                     .map(|f| (f.time_us, f))
             },
             |_, found| this.borrow_mut().confirm(found),
@@ -309,7 +309,10 @@ impl Judge for GpuJudge<'_> {
 /// trial budget and time limit) gets a small share of the budget, the fastest
 /// `HALVING_KEEP` get the rest, and the fastest of those that `confirm` accepts (every
 /// recorded launch, the duel against the original) wins, with its values. A build that
-/// fails is dropped and the others go on; none left: the first failure.
+/// fails is dropped and the others go on; none left: the first failure. In the first round
+/// each build's search is given the best time of the builds before it to beat (`search`'s
+/// last argument; a long kernel's build clearly slower settles on one run); the finalists
+/// race nothing.
 pub fn halving<T>(
     builds: &[BuildToJudge],
     budget: u32,
@@ -318,6 +321,7 @@ pub fn halving<T>(
         &BuildToJudge,
         u32,
         Option<std::time::Duration>,
+        Option<f64>,
     ) -> Result<(f64, T), Box<Verdict>>,
     mut confirm: impl FnMut(&BuildToJudge, T) -> Verdict,
 ) -> Verdict {
@@ -329,7 +333,8 @@ pub fn halving<T>(
     let mut failures = Vec::new();
     let mut found: Vec<Option<T>> = builds.iter().map(|_| None).collect();
     for (i, b) in builds.iter().enumerate() {
-        match search(b, first, share(n)) {
+        let beat = ranked.iter().map(|r| r.0).reduce(f64::min);
+        match search(b, first, share(n), beat) {
             Ok((t, f)) => {
                 ranked.push((t, i));
                 found[i] = Some(f);
@@ -348,7 +353,7 @@ pub fn halving<T>(
             finalists.push((t, i));
             continue;
         }
-        match search(b, more, share(keep)) {
+        match search(b, more, share(keep), None) {
             Ok((t2, f)) => {
                 found[i] = Some(f);
                 finalists.push((t.min(t2), i));
@@ -371,6 +376,15 @@ pub fn halving<T>(
     })
 }
 
+/// Whether a search's best is a trial settled on its one checked run (`raced`): a build's -O3
+/// clearly slower than the best build before it.
+fn settled_by_its_first_run(summary: &tune::Summary) -> bool {
+    summary
+        .best
+        .as_ref()
+        .is_some_and(|b| matches!(&b.outcome, Outcome::Valid { time, .. } if time.raced))
+}
+
 /// How many builds of a rewrite with knobs get the rest of the budget after every build had
 /// its first share.
 pub const HALVING_KEEP: usize = 3;
@@ -385,13 +399,15 @@ struct Found {
 
 impl GpuJudge<'_> {
     /// The variant's inner search on the parent's recorded launch, with `budget` trials in
-    /// all (resumed where an earlier call searched it).
+    /// all (resumed where an earlier call searched it). With `beat` (the best time of the
+    /// builds judged before it, µs) its first trial, its -O3, goes first alone: where one run
+    /// settles it as clearly slower (`GpuEvaluator::beat`), its search ends there.
     fn search(
         &mut self,
         store: &Store,
         variant: &KernelRecord,
-        budget: u32,
-        time: Option<std::time::Duration>,
+        (budget, time): (u32, Option<std::time::Duration>),
+        beat: Option<f64>,
     ) -> Result<Found, Box<Verdict>> {
         let rec = self.parent.recording().clone();
         let target = self.parent.target().clone();
@@ -408,35 +424,22 @@ impl GpuJudge<'_> {
                 message: e.to_string(),
             })
         })?;
-        let opts = TuneOptions {
+        ev.beat(beat);
+        let opts = |budget| TuneOptions {
             kernel: TrialsKey::of_kernel(&variant.hash),
             budget,
             time,
             ..self.tune.clone()
         };
-        let summary = match tune::tune_in_store(
+        let mut summary = self.tuned(
             store,
             &mut ev,
-            &self.space,
-            &opts,
-            true,
-            self.stop,
-            |_| {},
-        ) {
-            Ok((s, _)) => s,
-            Err(TuneError::Baseline { outcome, .. }) => {
-                return Err(Box::new(Self::failed(
-                    &outcome,
-                    "its -O3 build on the recorded launch: ",
-                )))
-            }
-            Err(e) => {
-                return Err(Box::new(Verdict::Failed {
-                    why: "was not searched".into(),
-                    message: e.to_string(),
-                }))
-            }
-        };
+            &opts(if beat.is_some() { 1 } else { budget }),
+        )?;
+        if budget > 1 && beat.is_some() && !settled_by_its_first_run(&summary) {
+            ev.beat(None);
+            summary = self.tuned(store, &mut ev, &opts(budget))?;
+        }
         let Some(best) = summary.best else {
             return Err(Box::new(Verdict::Failed {
                 why: "has no valid configuration".into(),
@@ -456,6 +459,26 @@ impl GpuJudge<'_> {
             trials: summary.trials,
             time_us,
         })
+    }
+
+    /// The variant's search under `opts` on `ev` (resumed where an earlier call searched it).
+    fn tuned(
+        &self,
+        store: &Store,
+        ev: &mut GpuEvaluator,
+        opts: &TuneOptions,
+    ) -> Result<tune::Summary, Box<Verdict>> {
+        match tune::tune_in_store(store, ev, &self.space, opts, true, self.stop, |_| {}) {
+            Ok((s, _)) => Ok(s),
+            Err(TuneError::Baseline { outcome, .. }) => Err(Box::new(Self::failed(
+                &outcome,
+                "its -O3 build on the recorded launch: ",
+            ))),
+            Err(e) => Err(Box::new(Verdict::Failed {
+                why: "was not searched".into(),
+                message: e.to_string(),
+            })),
+        }
     }
 
     /// Where the run was stopped (Ctrl-C, or a deadline's limit on the attempt): the verdict of
@@ -641,14 +664,14 @@ mod tests {
             _ => 30.0,
         };
         let builds: Vec<BuildToJudge> = [8, 16, 32, 64].map(build).into();
-        let mut asked: Vec<(i64, u32)> = Vec::new();
+        let mut asked: Vec<(i64, u32, Option<f64>)> = Vec::new();
         let verdict = halving(
             &builds,
             20,
             None,
-            |b, trials, _| {
+            |b, trials, _, beat| {
                 let tk = b.values["R3_TK"];
-                asked.push((tk, trials));
+                asked.push((tk, trials, beat));
                 if tk == 64 {
                     return Err(Box::new(Verdict::Failed {
                         why: "did not compile".into(),
@@ -668,11 +691,20 @@ mod tests {
                 }
             },
         );
-        // Budget 20 over 4 builds: 2 trials each first, then the 3 fastest of those that ran
-        // go on to 2 + (20 - 8) / 3 = 6.
+        // Budget 20 over 4 builds: 2 trials each first, each racing the best time of the
+        // builds before it; then the 3 fastest of those that ran go on to 2 + (20 - 8) / 3 = 6,
+        // racing nothing.
         assert_eq!(
             asked,
-            vec![(8, 2), (16, 2), (32, 2), (64, 2), (32, 6), (16, 6), (8, 6)]
+            vec![
+                (8, 2, None),
+                (16, 2, Some(40.0)),
+                (32, 2, Some(20.0)),
+                (64, 2, Some(10.0)),
+                (32, 6, None),
+                (16, 6, None),
+                (8, 6, None)
+            ]
         );
         match verdict {
             Verdict::Valid {
@@ -692,7 +724,7 @@ mod tests {
             &builds,
             1,
             None,
-            |_, _, _| {
+            |_, _, _, _| {
                 Err::<(f64, ()), _>(Box::new(Verdict::Failed {
                     why: "crashed".into(),
                     message: "illegal address".into(),

@@ -708,7 +708,7 @@ fn price_rewrites(
             Some(why) => cannot.push(format!("{} ({why})", e.label)),
             None => {
                 let pending = crate::rewrites::pending_builds(store, &hash, gpu);
-                let costs = (e.per_trial_s, e.setup_s);
+                let costs = (e.per_trial_s, e.setup_s, e.launch_ms / 1e3);
                 e.rewrite = Some(crate::rewrites::price(
                     store, &hash, costs, &history, pending,
                 ));

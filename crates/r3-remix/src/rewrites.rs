@@ -168,7 +168,7 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
 pub fn price(
     store: &Store,
     kernel: &KernelHash,
-    (trial_s, setup_s): (f64, f64),
+    (trial_s, setup_s, run_s): (f64, f64, f64),
     history: &[Past],
     pending: Vec<u32>,
 ) -> RewriteArm {
@@ -211,8 +211,8 @@ pub fn price(
         .filter_map(|p| p.speedup)
         .fold(1.0, f64::max);
     let attempt_s = match pending.first() {
-        Some(&builds) => compiled_attempt_seconds(f64::from(builds), trial_s, setup_s),
-        None => attempt_seconds(builds_expected(&pool), trial_s, setup_s),
+        Some(&builds) => compiled_attempt_seconds(f64::from(builds), (trial_s, setup_s, run_s)),
+        None => attempt_seconds(builds_expected(&pool), (trial_s, setup_s, run_s)),
     };
     RewriteArm {
         p,
@@ -227,6 +227,7 @@ pub fn price(
         pending,
         setup_s,
         trial_s,
+        run_s,
         knobs_p: Some(knobs_p),
         knobs_attempts: 0,
         knobs_found: 0,
@@ -279,21 +280,37 @@ pub fn builds_expected(pool: &[&Past]) -> f64 {
     f64::from(compiled.iter().sum::<u32>()) / compiled.len() as f64
 }
 
-/// Seconds an attempt of `builds` builds is expected to take: a compile and an evaluator
-/// (`setup_s`) for each build, the judge's trials of `trial_s` each, and the confirmation of
-/// its best (another evaluator and [`JUDGE_TRIALS`]). The judge halves over a template's
-/// builds (`r3-evolve`'s `halving`): every build runs at least one trial, so an attempt runs
-/// [`INNER_TRIALS`] or one per build, whichever is more.
-pub fn attempt_seconds(builds: f64, trial_s: f64, setup_s: f64) -> f64 {
+/// Seconds an attempt of `builds` builds is expected to take, from what a trial, a build's
+/// evaluator and one run of the kernel cost (`costs`): a compile and an evaluator for each
+/// build, the judge's trials, and the confirmation of its best (another evaluator and
+/// [`JUDGE_TRIALS`]). The judge halves over a template's builds (`r3-evolve`'s `halving`):
+/// every build runs at least one trial, so an attempt runs [`INNER_TRIALS`] or one per build,
+/// whichever is more. On a long kernel a build's first trial races the best build before it
+/// (`replay::stopping::beaten_elsewhere`): only those that may beat it, about
+/// [`timed_builds`], take a trial in full; the others settle on one run.
+pub fn attempt_seconds(builds: f64, (trial_s, setup_s, run_s): (f64, f64, f64)) -> f64 {
     let builds = builds.max(1.0);
-    let search = builds * (COMPILE_S + setup_s) + f64::from(INNER_TRIALS).max(builds) * trial_s;
+    let long = run_s * 1e6 >= crate::replay::stopping::ONE_RUN_US;
+    let timed = if long { timed_builds(builds) } else { builds };
+    let first_round = timed * trial_s + (builds - timed) * run_s.min(trial_s);
+    let more = (f64::from(INNER_TRIALS) - builds).max(0.0) * trial_s;
+    let search = builds * (COMPILE_S + setup_s) + first_round + more;
     search + setup_s + f64::from(JUDGE_TRIALS) * trial_s
+}
+
+/// Of `builds` builds judged one after the other, how many are expected to be timed in full
+/// where each races the best before it: in a random order, the k-th is the best so far with
+/// chance 1/k (a harmonic sum, 4.2 of 36), and one more for a near-tie with the best.
+pub fn timed_builds(builds: f64) -> f64 {
+    let n = builds.max(1.0).round() as u32;
+    let records: f64 = (1..=n).map(|k| 1.0 / f64::from(k)).sum();
+    (records + 1.0).min(builds.max(1.0))
 }
 
 /// Seconds an attempt compiled already (here, ahead of the GPU: `r3 evolve --no-measure`)
 /// of `builds` builds is expected to take: [`attempt_seconds`] without the compiles.
-pub fn compiled_attempt_seconds(builds: f64, trial_s: f64, setup_s: f64) -> f64 {
-    attempt_seconds(builds, trial_s, setup_s) - builds.max(1.0) * COMPILE_S
+pub fn compiled_attempt_seconds(builds: f64, costs: (f64, f64, f64)) -> f64 {
+    attempt_seconds(builds, costs) - builds.max(1.0) * COMPILE_S
 }
 
 /// The chance the next attempt finds a rewrite: the price, counted as [`PRIOR_WEIGHT`]
@@ -400,7 +417,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
         }
     }
     if let Some(&builds) = r.pending.first() {
-        r.attempt_s = compiled_attempt_seconds(f64::from(builds), r.trial_s, r.setup_s);
+        r.attempt_s = compiled_attempt_seconds(f64::from(builds), (r.trial_s, r.setup_s, r.run_s));
     } else if out.attempts > 0 && out.seconds > 0.0 {
         r.attempt_s = out.seconds / f64::from(out.attempts);
     }
@@ -511,6 +528,7 @@ pub(crate) mod tests {
             pending: Vec::new(),
             setup_s: 0.0,
             trial_s: 0.0,
+            run_s: 0.0,
             knobs_p: None,
             knobs_attempts: 0,
             knobs_found: 0,
@@ -625,12 +643,12 @@ pub(crate) mod tests {
         // Its confirmation: another evaluator and JUDGE_TRIALS of the kernel's trials.
         let judge = 2.0 + f64::from(JUDGE_TRIALS) * 0.5;
         assert_eq!(
-            attempt_seconds(1.0, 0.5, 2.0),
+            attempt_seconds(1.0, (0.5, 2.0, 0.0)),
             COMPILE_S + 2.0 + f64::from(INNER_TRIALS) * 0.5 + judge
         );
         // Twelve builds: twelve compiles and evaluators, and one trial each at least.
         assert_eq!(
-            attempt_seconds(12.0, 0.5, 2.0),
+            attempt_seconds(12.0, (0.5, 2.0, 0.0)),
             12.0 * (COMPILE_S + 2.0) + 12.0 * 0.5 + judge
         );
         let dir = tempfile::tempdir().unwrap();
@@ -647,10 +665,10 @@ pub(crate) mod tests {
             templated(None, 0),
             templated(Some(1.0), 1),
         ];
-        let r = price(&store, &me, (0.5, 2.0), &history, Vec::new());
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new());
         let pool: Vec<&Past> = history.iter().collect();
         assert_eq!(builds_expected(&pool), 13.0 / 3.0);
-        assert_eq!(r.attempt_s, attempt_seconds(13.0 / 3.0, 0.5, 2.0));
+        assert_eq!(r.attempt_s, attempt_seconds(13.0 / 3.0, (0.5, 2.0, 0.0)));
         assert_eq!(builds_expected(&[]), 1.0);
     }
 
@@ -687,8 +705,8 @@ pub(crate) mod tests {
         drop(log);
         let pending = pending_builds(&store, &hash, "H200");
         assert_eq!(pending, [1, 36, 1]);
-        let r = price(&store, &hash, (0.4, 1.0), &[], pending);
-        assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, 0.4, 1.0));
+        let r = price(&store, &hash, (0.4, 1.0, 0.0), &[], pending);
+        assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, (0.4, 1.0, 0.0)));
         let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
         a.arms.push(Arm {
             rewrite: Some(r),
@@ -703,8 +721,33 @@ pub(crate) mod tests {
         record(&mut a, &"k".into(), &judged_one);
         let r = a.arms[0].rewrite.as_ref().unwrap();
         assert_eq!(r.pending, [36, 1]);
-        assert_eq!(r.attempt_s, compiled_attempt_seconds(36.0, 0.4, 1.0));
+        assert_eq!(r.attempt_s, compiled_attempt_seconds(36.0, (0.4, 1.0, 0.0)));
         assert!(r.attempt_s > 36.0 * 1.0, "{}", r.attempt_s);
+    }
+
+    /// On a long kernel each build races the best build before it: a template's 36 builds of a
+    /// 0.57 s kernel cost each its evaluator, and a trial in full only for the few that may be
+    /// the best (a harmonic sum and a near-tie); the others one run. A short kernel's are priced
+    /// as before, and so is a single build.
+    #[test]
+    fn a_long_kernels_builds_are_priced_as_the_race_settles_them() {
+        assert_eq!(timed_builds(1.0), 1.0);
+        assert_eq!(timed_builds(2.0), 2.0);
+        let h36: f64 = (1..=36).map(|k| 1.0 / f64::from(k)).sum();
+        assert!((timed_builds(36.0) - (h36 + 1.0)).abs() < 1e-12);
+        let judge = 1.5 + f64::from(JUDGE_TRIALS) * 2.4;
+        let evaluators = 36.0 * (COMPILE_S + 1.5);
+        let long = attempt_seconds(36.0, (2.4, 1.5, 0.57));
+        let timed = timed_builds(36.0);
+        let expected = evaluators + timed * 2.4 + (36.0 - timed) * 0.57 + judge;
+        assert!((long - expected).abs() < 1e-9, "{long} vs {expected}");
+        let short = attempt_seconds(36.0, (2.4, 1.5, 0.005));
+        assert_eq!(short, evaluators + 36.0 * 2.4 + judge);
+        assert!(long < short - 50.0, "{long} vs {short}");
+        assert_eq!(
+            attempt_seconds(1.0, (2.4, 1.5, 0.57)),
+            attempt_seconds(1.0, (2.4, 1.5, 0.0))
+        );
     }
 
     #[test]
@@ -782,7 +825,7 @@ pub(crate) mod tests {
         let r = price(
             &store,
             &"00112233aabbccdd".into(),
-            (0.5, 2.0),
+            (0.5, 2.0, 0.0),
             &history,
             Vec::new(),
         );
@@ -810,7 +853,7 @@ pub(crate) mod tests {
         record(&mut a, &"k".into(), &judged);
         let r = a.arms[0].rewrite.as_ref().unwrap();
         assert_eq!(r.pending, [1]);
-        assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, 0.4, 1.0));
+        assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, (0.4, 1.0, 0.0)));
     }
 
     #[test]
@@ -819,10 +862,10 @@ pub(crate) mod tests {
         let store = Store::create(dir.path()).unwrap();
         let me: KernelHash = "00112233aabbccdd".into();
         let few = [past("aa", None, Some(2.0))];
-        let r = price(&store, &me, (0.5, 2.0), &few, Vec::new());
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Vec::new());
         assert_eq!((r.p, r.gain), (PRIOR_P, PRIOR_GAIN));
         assert!(r.from.contains("prior"), "{}", r.from);
-        assert_eq!(r.attempt_s, attempt_seconds(1.0, 0.5, 2.0));
+        assert_eq!(r.attempt_s, attempt_seconds(1.0, (0.5, 2.0, 0.0)));
         let history = [
             past("aa", None, Some(2.0)),
             past("aa", None, None),
@@ -833,7 +876,7 @@ pub(crate) mod tests {
             past("cc", None, None),
             past("cc", None, None),
         ];
-        let r = price(&store, &me, (0.5, 2.0), &history, Vec::new());
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new());
         // Three of eight found 1.05x or more: 1.2, 1.5 and 2.0, whose median is 1.5.
         assert_eq!((r.p, r.gain), (3.0 / 8.0, 1.5));
         assert!(r.from.contains("3 of 8 attempts"), "{}", r.from);

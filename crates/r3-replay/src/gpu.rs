@@ -63,6 +63,8 @@ pub struct GpuEvaluator {
     ships_from: PositiveCell,
     /// A confirmation's shipping line (`Evaluator::decide_at`); none in a search.
     decide_at: PositiveCell,
+    /// The best time measured of the launch by other evaluators (`beat`); none by default.
+    beat_us: PositiveCell,
     /// For a rewrite (a kernel stored as a variant of another): the original kernel's -O3 PTX,
     /// whose writes say which bytes are outputs (`outputs`); the rewrite's own code could
     /// leave them unwritten and be taken at its word.
@@ -244,9 +246,18 @@ impl GpuEvaluator {
             race: Default::default(),
             ships_from: Default::default(),
             decide_at: Default::default(),
+            beat_us: Default::default(),
             screen,
             nvcc: None,
         })
+    }
+
+    /// The best time (µs a run) other evaluators measured of the same launch, for the next
+    /// `measure`s: this one's -O3, as its search's first trial, clearly slower than it is
+    /// settled on its checked run (`stopping::beaten_elsewhere`). How a rewrite's judge races
+    /// each build's session against the best build before it.
+    pub fn beat(&self, us: Option<f64>) {
+        self.beat_us.set(us);
     }
 
     /// Lets this evaluator's worker go (`Pool::let_go`): what it knows of its kernel stays,
@@ -273,6 +284,7 @@ impl GpuEvaluator {
             race: Default::default(),
             ships_from: Default::default(),
             decide_at: Default::default(),
+            beat_us: Default::default(),
             recording: self.recording.clone(),
             outputs_from: self.outputs_from.clone(),
             outputs: std::sync::Mutex::new(self.known_outputs()),
@@ -305,6 +317,7 @@ impl GpuEvaluator {
             race: Default::default(),
             ships_from: Default::default(),
             decide_at: Default::default(),
+            beat_us: Default::default(),
             outputs: std::sync::Mutex::new(
                 self.known_outputs()
                     .filter(|_| recording.id == self.recording.id),
@@ -515,6 +528,7 @@ impl GpuEvaluator {
             race: None,
             ships_from: None,
             decide_at: None,
+            beat_us: None,
             outputs_from: None,
             outputs: Some(Vec::new()),
             fresh: Some(seed),
@@ -567,6 +581,7 @@ fn baseline_job(
         race: None,
         ships_from: None,
         decide_at: None,
+        beat_us: None,
         outputs_from: None,
         outputs: None,
         fresh: None,
@@ -844,6 +859,7 @@ impl Evaluator for GpuEvaluator {
             race,
             ships_from: self.ships_from.get(),
             decide_at: self.decide_at.get(),
+            beat_us: self.beat_us.get(),
             outputs_from: self.outputs_from.clone(),
             outputs: self.known_outputs(),
             fresh: None,

@@ -951,6 +951,7 @@ impl Session {
             max_reps,
             race,
             line,
+            ..
         } = until;
         let compare = |i: usize, next_is_sample: bool| -> Result<(), ReplayError> {
             match refs.get(i) {

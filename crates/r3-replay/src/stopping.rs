@@ -46,12 +46,14 @@ const DECIDED: f64 = 10.0;
 /// What ends a timing besides [`enough`]: `max_reps` pairs; with `race` (the search's best
 /// ratio to the baseline) a candidate clearly slower than it ([`beaten`]); with `line` (a
 /// confirmation's shipping line, a ratio) a long kernel's ratio known to lie on one side of it
-/// ([`sided`]).
+/// ([`sided`]); with `beat_us` (a time measured in other sessions of the same launch) a
+/// session's own -O3, as a search's first trial, clearly slower than it ([`beaten_elsewhere`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Until {
     pub max_reps: u32,
     pub race: Option<f64>,
     pub line: Option<f64>,
+    pub beat_us: Option<f64>,
 }
 
 impl Until {
@@ -61,6 +63,7 @@ impl Until {
             max_reps,
             race: None,
             line: None,
+            beat_us: None,
         }
     }
 
@@ -225,6 +228,19 @@ pub fn one_run_beaten(base: &TimeStats, cand_us: f64, best_ratio: f64) -> bool {
     cand_us > best_us * (1.0 + margin)
 }
 
+/// Whether one run of a session's own -O3 (its checked run, `us`) settles it as slower than the
+/// best time measured in other sessions of the same launch (`beat_us`): a rewrite's build
+/// whose -O3 runs slower than the best build judged before it by more than [`ONE_RUN_MARGIN`],
+/// on a kernel of [`ONE_RUN_US`] or more. Each of a template's builds is a session of its own,
+/// its first trial its -O3 timed alone: four runs or more of a 0.57 s kernel for each of 36
+/// builds, where most are slower than the best by far (two_mm_d, H200, 2026-11-30).
+pub fn beaten_elsewhere(us: f64, beat_us: Option<f64>) -> bool {
+    let Some(best) = beat_us.filter(|b| *b > 0.0 && b.is_finite()) else {
+        return false;
+    };
+    us.is_finite() && us >= ONE_RUN_US && us > best * (1.0 + ONE_RUN_MARGIN)
+}
+
 /// The race for the next candidate of a batch, after one measured `measured` (its ratio to
 /// the baseline where valid): a faster valid ratio than the search's best, measured in the same
 /// process against the same baseline, is the best now. A whole warm start is one batch, raced
@@ -335,6 +351,29 @@ mod tests {
         // Nonsense in, no verdict.
         assert!(!one_run_beaten(&b, f64::NAN, 0.5));
         assert!(!one_run_beaten(&b, 900e3, 0.0));
+    }
+
+    /// A build's -O3 is settled against the best build judged before it on its one checked run
+    /// only where it is a long kernel's and clearly slower; a near-tie, a faster build, a short
+    /// kernel's, or no best yet: timed in full.
+    #[test]
+    fn one_run_settles_a_build_clearly_slower_than_the_best_build_before_it() {
+        let best = Some(200e3);
+        assert!(beaten_elsewhere(570e3, best), "2.85x the best build");
+        assert!(beaten_elsewhere(211e3, best), "5.5% slower");
+        assert!(!beaten_elsewhere(209e3, best), "4.5%: within the margin");
+        assert!(!beaten_elsewhere(150e3, best), "faster: a new best");
+        assert!(
+            !beaten_elsewhere(570e3, None),
+            "the first build: nothing to beat"
+        );
+        assert!(
+            !beaten_elsewhere(8e3, Some(2e3)),
+            "an 8 ms kernel's run is no judge"
+        );
+        assert!(!beaten_elsewhere(f64::NAN, best));
+        assert!(!beaten_elsewhere(570e3, Some(0.0)));
+        assert!(!beaten_elsewhere(570e3, Some(f64::INFINITY)));
     }
 
     /// What prices a confirmation ahead of it is what the measurement takes: the pairs at each

@@ -46,6 +46,11 @@ pub struct Job {
     /// None: to the precision `stopping::enough` asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decide_at: Option<f64>,
+    /// The best time (µs) measured of the same launch in other sessions (`Evaluator::beat`):
+    /// the baseline's own code, a search's first trial, clearly slower than it is settled on
+    /// its checked run (`stopping::beaten_elsewhere`). None: nothing to beat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beat_us: Option<f64>,
     /// The code whose writes say which bytes are outputs, poisoned before every checked run
     /// (`outputs`): the original kernel's where the candidates are a rewrite's, whose own -O3
     /// is the baseline; None: the baseline's.
@@ -445,6 +450,7 @@ fn run_job(
                 max_reps: job.max_reps,
                 race: race.or(own),
                 line: job.decide_at.map(|speedup| 1.0 / speedup),
+                beat_us: job.beat_us,
             },
             (job.l2, job.ships_from.unwrap_or_else(ships_from)),
             screens,
@@ -785,6 +791,17 @@ fn evaluate(
     let outcome = match checked {
         Err(e) => return crashed(&e, registers, local_bytes),
         Ok((Err(diff), _)) => Outcome::WrongOutput { message: diff },
+        Ok((Ok(_), us)) if own_baseline && super::stopping::beaten_elsewhere(us, reps.beat_us) => {
+            // Its session's own -O3 has no baseline to be raced against: its one run is both.
+            let t = TimeStats {
+                raced: true,
+                ..TimeStats::of(&[us])
+            };
+            Outcome::Valid {
+                baseline: t.clone(),
+                time: t,
+            }
+        }
         Ok((Ok(_), us)) if settled_by_one_run(base_timed.as_ref(), us, reps.race) => {
             Outcome::Valid {
                 baseline: base_timed.clone().expect("checked by settled_by_one_run"),
@@ -1504,6 +1521,7 @@ mod tests {
             race: None,
             ships_from: None,
             decide_at: None,
+            beat_us: None,
             outputs_from: None,
             outputs: None,
             fresh: None,

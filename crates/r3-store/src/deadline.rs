@@ -152,6 +152,11 @@ pub struct RewriteArm {
     pub setup_s: f64,
     #[serde(default)]
     pub trial_s: f64,
+    /// One run of the kernel's recorded launch (0 where unknown): a long kernel's build whose
+    /// -O3 is clearly slower than the best build before it costs about that
+    /// (`remix::rewrites::attempt_seconds`).
+    #[serde(default)]
+    pub run_s: f64,
     /// Attempts with knobs (a template's knob search) priced apart: a template restructures
     /// the kernel's loops where a rule edits a line, and they find at different rates. Their
     /// chance before this allocation's attempts (None, in files of earlier r3s: as `p`),
@@ -405,6 +410,7 @@ mod tests {
                     pending: vec![36],
                     setup_s: 1.0,
                     trial_s: 0.5,
+                    run_s: 0.0,
                     knobs_p: Some(0.5),
                     knobs_attempts: 1,
                     knobs_found: 1,
