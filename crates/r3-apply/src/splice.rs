@@ -17,9 +17,9 @@
 //! name), also when only the tuned `.align` is larger (the host's is raised), the tuned one is
 //! an `.extern` declaration, or one of the two is `.visible` and the other not. One the host lacks comes
 //! along unchanged. One that differs is renamed
-//! when it is the compiler's (`$str`, `__const_$_…`, `.shared` arrays) and refused when it is the
-//! program's (visible outside the module, or a mangled C++ name), because a renamed copy would
-//! split state the host shares.
+//! when it is the compiler's (`$str`, `__const_$_…`, `__cudart_…`, `.shared` arrays) and refused
+//! otherwise: it is the program's (a `__constant__` or `__device__` variable, a C++ `static`),
+//! and a renamed copy would split state the host shares.
 
 use r3_ptx::lex::TokKind;
 use r3_ptx::module::{Header, ItemKind, Linkage, Module, ParseError};
@@ -357,12 +357,14 @@ impl<'h, 't> Splicer<'h, 't> {
             }
             return Ok(false);
         }
-        // A mangled name is a C++ variable (`static`, or function-local), state that kernels share
-        // and the host program may address by name; a renamed copy would split it. The compiler's
-        // own constants are not mangled (`$str`, `__const_$_…`), and `.shared` memory is each
-        // kernel's own anyway.
+        // Only the compiler's own constants (`$str`, `__const_$_…`, libdevice's `__cudart_…`
+        // tables: names no program may spell) and `.shared` memory, each kernel's own, may be
+        // renamed. Any other is the program's state, which kernels share and the host may
+        // address by name (a `__constant__` it fills with cudaMemcpyToSymbol, a C++ `static`):
+        // a renamed copy would split it, and replay, which restores variables by name, would not
+        // have seen that.
         let shared_memory = item.toks.clone().any(|t| m.text(t) == ".shared");
-        let program_state = name.starts_with("_Z") && !shared_memory;
+        let program_state = !shared_memory && !compilers_own(name);
         if external || program_state {
             return Err(SpliceError::VariableConflict {
                 kernel: t.kernel.to_string(),
@@ -568,6 +570,13 @@ fn shape_of(m: &Module, item: usize, map: &HashMap<&str, String>) -> Shape {
         bare: bare.join(" "),
         align,
     }
+}
+
+/// Whether a module variable's name is one only a compiler makes: with a `$` (clang's `$str`,
+/// `__const_$_f_$_v`) or in the implementation's reserved `__` prefix (libdevice's
+/// `__cudart_i2opi_f`, `__unnamed_1`).
+fn compilers_own(name: &str) -> bool {
+    name.contains('$') || name.starts_with("__")
 }
 
 /// A variable's shape without its `.visible`.
@@ -936,6 +945,41 @@ mod tests {
             assert!(!out.contains("counter_r3"), "{decl}");
             assert!(entry_text(&out, "_Z1aPi").unwrap().contains("[counter]"));
         }
+    }
+
+    /// A variable of the program's that the tuned module declares otherwise (nvcc writes a
+    /// `__constant__` table's initializer in words where clang writes bytes) is refused, not
+    /// renamed: the copy would hold the initializer, never what the program writes to it. The
+    /// compiler's own constants are still renamed.
+    #[test]
+    fn a_program_variable_declared_otherwise_is_refused_and_a_compilers_is_renamed() {
+        let host = host().edit(
+            ".visible .global .align 4 .u32 counter;",
+            ".visible .global .align 4 .u32 counter;\n.visible .const .align 4 .b8 table[8] = {0, 0, 128, 63, 0, 0, 0, 64};",
+        );
+        let with = |decl: &str| {
+            tuned_a("8.7")
+                .edit(
+                    ".global .align 1 .b8 $str",
+                    &format!("{decl}\n.global .align 1 .b8 $str"),
+                )
+                .edit(
+                    "\tst.global.b32 \t[%rd2], %r2;",
+                    "\tst.global.b32 \t[%rd2], %r2;\n\tld.const.b32 \t%r2, [table+4];",
+                )
+        };
+        let tuned = with(".const .align 4 .b32 table[2] = {1065353216, 1073741824};");
+        let err = splice(&host, &one("_Z1aPi", &tuned, "t1")).unwrap_err();
+        assert!(matches!(&err, SpliceError::VariableConflict { name, .. } if name == "table"));
+        // Declared as the host does, it is the host's.
+        let tuned = with(".const .align 4 .b8 table[8] = {0, 0, 128, 63, 0, 0, 0, 64};");
+        let out = splice(&host, &one("_Z1aPi", &tuned, "t1")).unwrap();
+        assert_eq!(count(&out, "table["), 1);
+        assert!(entry_text(&out, "_Z1aPi").unwrap().contains("[table+4]"));
+        for own in ["__cudart_i2opi_f", "__const_$_k_$_lut"] {
+            assert!(compilers_own(own), "{own}");
+        }
+        assert!(!compilers_own("table") && !compilers_own("_ZL5state"));
     }
 
     #[test]

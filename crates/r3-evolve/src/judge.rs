@@ -309,10 +309,10 @@ impl Judge for GpuJudge<'_> {
 /// trial budget and time limit) gets a small share of the budget, the fastest
 /// `HALVING_KEEP` get the rest, and the fastest of those that `confirm` accepts (every
 /// recorded launch, the duel against the original) wins, with its values. A build that
-/// fails is dropped and the others go on; none left: the first failure. In the first round
-/// each build's search is given the best time of the builds before it to beat (`search`'s
-/// last argument; a long kernel's build clearly slower settles on one run); the finalists
-/// race nothing.
+/// fails is dropped and the others go on; none left: the first failure. Where the first
+/// round is one trial a build (its -O3), each build's is given the best time of the builds
+/// before it to beat (`search`'s last argument; a long kernel's build clearly slower settles on
+/// one run); the finalists race nothing.
 pub fn halving<T>(
     builds: &[BuildToJudge],
     budget: u32,
@@ -333,7 +333,13 @@ pub fn halving<T>(
     let mut failures = Vec::new();
     let mut found: Vec<Option<T>> = builds.iter().map(|_| None).collect();
     for (i, b) in builds.iter().enumerate() {
-        let beat = ranked.iter().map(|r| r.0).reduce(f64::min);
+        // Raced only where every build's first share is its -O3 alone: -O3 against -O3, not
+        // against a build its search has tuned past that.
+        let beat = ranked
+            .iter()
+            .map(|r| r.0)
+            .reduce(f64::min)
+            .filter(|_| first == 1);
         match search(b, first, share(n), beat) {
             Ok((t, f)) => {
                 ranked.push((t, i));
@@ -691,19 +697,41 @@ mod tests {
                 }
             },
         );
-        // Budget 20 over 4 builds: 2 trials each first, each racing the best time of the
-        // builds before it; then the 3 fastest of those that ran go on to 2 + (20 - 8) / 3 = 6,
-        // racing nothing.
+        // Budget 20 over 4 builds: 2 trials each first, then the 3 fastest of those that ran
+        // go on to 2 + (20 - 8) / 3 = 6. A first share of two trials races nothing: it may be
+        // tuned past its -O3.
         assert_eq!(
             asked,
             vec![
                 (8, 2, None),
-                (16, 2, Some(40.0)),
-                (32, 2, Some(20.0)),
-                (64, 2, Some(10.0)),
+                (16, 2, None),
+                (32, 2, None),
+                (64, 2, None),
                 (32, 6, None),
                 (16, 6, None),
                 (8, 6, None)
+            ]
+        );
+        // Budget 4 over 4 builds: one trial each, its -O3, racing the best -O3 before it.
+        asked.clear();
+        halving(
+            &builds,
+            4,
+            None,
+            |b, trials, _, beat| {
+                let tk = b.values["R3_TK"];
+                asked.push((tk, trials, beat));
+                Ok((time(tk), tk))
+            },
+            |_, tk| valid(100.0 / time(tk)),
+        );
+        assert_eq!(
+            asked,
+            vec![
+                (8, 1, None),
+                (16, 1, Some(40.0)),
+                (32, 1, Some(20.0)),
+                (64, 1, Some(10.0))
             ]
         );
         match verdict {
