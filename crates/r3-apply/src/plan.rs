@@ -644,5 +644,10 @@ mod tests {
             .map(|l| Checked::of(l).values().unwrap())
             .collect();
         assert_eq!(back, [launch(64)]);
+        let damaged = Checked {
+            args: vec!["+f".into()],
+            ..Checked::of(&launch(64))
+        };
+        assert_eq!(damaged.values(), None);
     }
 }

@@ -148,25 +148,27 @@ pub struct Checked {
 }
 
 impl Checked {
+    /// Each argument's bytes in hex as a folded value writes them (`FoldedArg`).
     pub fn of(v: &crate::candidate::LaunchValues) -> Checked {
-        let hex = |b: &Vec<u8>| b.iter().map(|x| format!("{x:02x}")).collect();
         Checked {
             grid: v.grid,
             block: v.block,
-            args: v.args.iter().map(hex).collect(),
+            args: v
+                .args
+                .iter()
+                .map(|b| crate::candidate::FoldedArg::of_bytes(0, b).hex)
+                .collect(),
         }
     }
 
-    /// The launch's values; None where an argument is not hex (a damaged log).
+    /// The launch's values; None where an argument is not whole bytes of hex (a damaged log).
     pub fn values(&self) -> Option<crate::candidate::LaunchValues> {
-        let bytes = |h: &String| -> Option<Vec<u8>> {
-            if !h.len().is_multiple_of(2) {
-                return None;
+        let bytes = |hex: &String| {
+            crate::candidate::FoldedArg {
+                index: 0,
+                hex: hex.clone(),
             }
-            (0..h.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
-                .collect()
+            .bytes()
         };
         Some(crate::candidate::LaunchValues {
             grid: self.grid,
