@@ -156,7 +156,7 @@ fn in_program_summary(judged: &[Judged]) -> String {
         "r3: tuned kernels in this program, against {against}: {held} of {} at least as fast\n",
         judged.len()
     );
-    for j in judged.iter().filter(|j| j.withheld()) {
+    for j in judged.iter().filter(|j| j.withheld) {
         out += &format!(
             "r3: {} ran {:.3}× here ({}): withheld from the next build (replay measured it faster; the program decides)\n",
             short_name(&j.measure.shipped.name),
@@ -531,20 +531,24 @@ mod tests {
     fn a_time_only_run_of_an_applied_build_says_which_tuned_kernels_held_up_in_the_program() {
         use crate::store::in_program::Measure;
         use crate::store::trials::InProgram;
-        let judged = |name: &str, recorded_ms: f64, applied_ms: f64, kept: Kept| Judged {
-            measure: Measure {
-                shipped: ShippedKernel::parse(&format!("{name} sm_90 kh p1")).unwrap(),
-                in_program: InProgram {
-                    program: "app-0123".into(),
-                    binary: "b".into(),
-                    against: Against::Census,
-                    recorded_ms,
-                    applied_ms,
-                    launches: 10,
-                    unix_s: 0.0,
+        let judged = |name: &str, recorded_ms: f64, applied_ms: f64, kept: Kept| {
+            let in_program = InProgram {
+                program: "app-0123".into(),
+                binary: "b".into(),
+                against: Against::Census,
+                recorded_ms,
+                applied_ms,
+                launches: 10,
+                unix_s: 0.0,
+            };
+            Judged {
+                withheld: matches!(kept, Kept::Trials(_)) && in_program.slower(),
+                measure: Measure {
+                    shipped: ShippedKernel::parse(&format!("{name} sm_90 kh p1")).unwrap(),
+                    in_program,
                 },
-            },
-            kept,
+                kept,
+            }
         };
         let text = in_program_summary(&[
             judged("_Z4fastv", 2.0, 1.0, Kept::Trials(vec![3])),

@@ -144,7 +144,7 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
         // fastest now (a faster one may never have been confirmed, so never shipped).
         let withheld = confirmed
             .iter()
-            .find_map(|c| c.slower_in_program())
+            .find_map(|c| c.refuted_in_program())
             .map(|p| p.speedup());
         out.insert(
             (gpu, kernel),

@@ -841,7 +841,7 @@ fn fastest_not_kept(
             bad.recording
         ));
     }
-    let p = c.slower_in_program()?;
+    let p = c.refuted_in_program()?;
     let reference = match p.against {
         crate::store::trials::Against::Census => "the recorded run's census",
         crate::store::trials::Against::TimeOnly => "the recorded build's",

@@ -39,13 +39,9 @@ pub enum Kept {
 pub struct Judged {
     pub measure: Measure,
     pub kept: Kept,
-}
-
-impl Judged {
-    /// Whether the next build withholds the kernel's tuned code because of this measure.
-    pub fn withheld(&self) -> bool {
-        matches!(self.kept, Kept::Trials(_)) && self.measure.in_program.slower()
-    }
+    /// Whether the next build withholds the kernel's tuned code because of this measure: a
+    /// trial it was kept with is refuted by it (`Confirmation::refuted_in_program`).
+    pub withheld: bool,
 }
 
 /// Each shipped kernel of `applied` that ran, per launch, against the recorded build's time for
@@ -162,19 +158,25 @@ impl Store {
         };
         let mut out = Vec::new();
         for measure in measures(&program, applied) {
-            let kept = self.keep_measure(&measure)?;
-            out.push(Judged { measure, kept });
+            let (kept, withheld) = self.keep_measure(&measure)?;
+            out.push(Judged {
+                measure,
+                kept,
+                withheld,
+            });
         }
         Ok(out)
     }
 
-    fn keep_measure(&self, m: &Measure) -> Result<Kept, StoreError> {
+    /// Keeps `m` with each confirmed trial whose code the build ships; also whether it
+    /// withholds any of them.
+    fn keep_measure(&self, m: &Measure) -> Result<(Kept, bool), StoreError> {
         let key = TrialsKey::of_kernel(&m.shipped.kernel);
         let Some((path, recs)) = chosen_search(self, &key, &Policy::from_env())? else {
-            return Ok(Kept::NoSearch);
+            return Ok((Kept::NoSearch, false));
         };
         let confirmed = self.confirmations(&path)?;
-        let mut trials = Vec::new();
+        let (mut trials, mut withheld) = (Vec::new(), false);
         for t in recs.iter().filter(|t| ships(t, &m.shipped)) {
             let Some(c) = confirmed.iter().find(|c| c.trial == t.trial) else {
                 continue;
@@ -183,13 +185,15 @@ impl Store {
             c.in_program.retain(|p| p.program != m.in_program.program);
             c.in_program.push(m.in_program.clone());
             self.write_confirmation(&key, &t.gpu, &c)?;
+            withheld |= m.in_program.refutes(c.replay_speedup());
             trials.push(t.trial);
         }
-        Ok(if trials.is_empty() {
+        let kept = if trials.is_empty() {
             Kept::NoConfirmedTrial
         } else {
             Kept::Trials(trials)
-        })
+        };
+        Ok((kept, withheld))
     }
 }
 
@@ -321,7 +325,7 @@ mod tests {
             (Against::Census, 1.0, 1.4)
         );
         assert_eq!(judged[0].kept, Kept::Trials(vec![1]));
-        assert!(judged[0].withheld());
+        assert!(judged[0].withheld);
         assert_eq!(best(&store), 0, "-O3 ships again");
         // Re-confirming the trial in replay keeps what the program said.
         store
@@ -333,6 +337,10 @@ mod tests {
     #[test]
     fn the_recorded_builds_own_time_only_run_is_the_reference_and_noise_is_not_a_loss() {
         let (_dir, store) = store();
+        // Trial 1 confirmed at 1.02× over -O3.
+        store
+            .write_confirmation(&TrialsKey::from("kh"), "g", &confirmation(1, 98.0))
+            .unwrap();
         // The census says 1.0 ms a launch; the recorded build's own time-only run says 1.3.
         store.put_timing(&timing("rec", 13.0, &[])).unwrap();
         let judged = store
@@ -341,7 +349,7 @@ mod tests {
         let m = &judged[0].measure.in_program;
         assert_eq!(m.against, Against::TimeOnly);
         assert!(!m.slower(), "1.5% slower is within one run's noise");
-        assert!(!judged[0].withheld());
+        assert!(!judged[0].withheld);
         assert_eq!(best(&store), 1, "the tuned code still ships");
         // A later run of the same program that measures it slower replaces the earlier one.
         store
@@ -354,6 +362,43 @@ mod tests {
         assert_eq!(best(&store), 0);
     }
 
+    /// oscillators (H200, 2026-11-30): replay's 1.058× ran 0.995× in the program's time-only
+    /// run, and 3% slower than clang's build by the program's own timer.
+    #[test]
+    fn code_the_program_found_no_gain_in_where_replay_found_a_clear_one_ships_no_more() {
+        let (_dir, store) = store();
+        store
+            .write_confirmation(&TrialsKey::from("kh"), "g", &confirmation(1, 94.5))
+            .unwrap();
+        store.put_timing(&timing("rec", 13.0, &[])).unwrap();
+        let measured = |ms: f64, s: f64| {
+            let mut t = timing("app1", ms, &["_Z1kv sm_90 kh p1"]);
+            t.unix_s += s;
+            store.judge_in_program(&t).unwrap().remove(0)
+        };
+        // A smaller gain than replay's is still a gain: it ships.
+        let j = measured(12.8, 1.0);
+        assert!(!j.withheld && !j.measure.in_program.slower());
+        assert_eq!(best(&store), 1);
+        // No gain at all, inside one run's noise, against replay's 1.058×: withheld.
+        let j = measured(13.07, 2.0);
+        assert!(
+            !j.measure.in_program.slower(),
+            "0.995× is within one run's noise"
+        );
+        assert!(j.withheld);
+        assert_eq!(best(&store), 0, "-O3 ships again");
+        // The census is too rough for that: only a clear loss against it counts.
+        let mut census_only = j.measure.in_program.clone();
+        census_only.against = Against::Census;
+        assert!(!census_only.refutes(Some(1.058)));
+        assert!(j.measure.in_program.refutes(Some(1.058)));
+        assert!(
+            !j.measure.in_program.refutes(Some(1.03)),
+            "within both noises"
+        );
+    }
+
     #[test]
     fn against_the_census_only_a_clear_loss_of_a_long_enough_recorded_launch_counts() {
         let (_dir, store) = store();
@@ -361,7 +406,7 @@ mod tests {
         // 20% slower than the census: within what the census misjudges (CENSUS_NOISE).
         let judged = store.judge_in_program(&applied(12.0)).unwrap();
         assert_eq!(judged[0].measure.in_program.against, Against::Census);
-        assert!(!judged[0].withheld());
+        assert!(!judged[0].withheld);
         assert_eq!(best(&store), 1);
         // A launch the census scaled from another shape: no reference at all.
         let mut scaled = census("rec", 10.0);
@@ -391,7 +436,7 @@ mod tests {
             let judged = store.judge_in_program(&t).unwrap();
             assert_eq!(judged.len(), 1, "{shipped}");
             assert_eq!(judged[0].kept, kept, "{shipped}");
-            assert!(!judged[0].withheld());
+            assert!(!judged[0].withheld);
         }
         assert_eq!(best(&store), 1);
     }

@@ -603,6 +603,26 @@ impl InProgram {
         };
         self.applied_ms > self.recorded_ms * (1.0 + noise)
     }
+
+    /// Whether the program found no gain at all where replay measured `replay` (the code's
+    /// speedup over -O3 there), and the two disagree by more than the noise of each (a
+    /// time-only run's and a confirmation's, [`PROGRAM_NOISE`] each): the program does not run
+    /// the code as replay did, and nothing it measured speaks for shipping it. oscillators'
+    /// code, 1.058× in three fresh replay contexts, ran 0.995× in its program's time-only run,
+    /// inside [`PROGRAM_NOISE`], and its program's own timer found it 3% slower than clang's
+    /// in each of three rounds (H200, 2026-11-30): its speed depends on where its data lies.
+    /// A census is too rough to judge this by.
+    pub fn belies(&self, replay: f64) -> bool {
+        self.against == Against::TimeOnly
+            && self.speedup() < 1.0
+            && replay > self.speedup() * (1.0 + 2.0 * PROGRAM_NOISE)
+    }
+
+    /// Whether this measure withholds code replay measured at `replay` ([`Self::slower`] or
+    /// [`Self::belies`]).
+    pub fn refutes(&self, replay: Option<f64>) -> bool {
+        self.slower() || replay.is_some_and(|r| self.belies(r))
+    }
 }
 
 /// One recorded launch a confirmed trial was run on, and what it gave.
@@ -623,9 +643,18 @@ impl Confirmation {
             .flatten()
     }
 
-    /// The first program that measured the trial's code slower than the recorded build.
-    pub fn slower_in_program(&self) -> Option<&InProgram> {
-        self.in_program.iter().find(|p| p.slower())
+    /// The first program whose measure withholds the trial's code: slower than the recorded
+    /// build, or no faster where the trial's confirmation promised a gain
+    /// ([`InProgram::refutes`]).
+    pub fn refuted_in_program(&self) -> Option<&InProgram> {
+        self.in_program
+            .iter()
+            .find(|p| p.refutes(self.replay_speedup()))
+    }
+
+    /// The trial's speedup over -O3 as its re-measurement found it.
+    pub fn replay_speedup(&self) -> Option<f64> {
+        self.outcome.ratio().filter(|r| *r > 0.0).map(|r| 1.0 / r)
     }
 
     /// The first other launch whose outputs the trial did not reproduce.

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 /// The valid trial with the lowest time over baseline (the first of equals) — unless a
 /// confirmation of exactly that trial found it no faster than the baseline (or not valid), or
 /// a program that shipped it measured it slower than the recorded build
-/// (`Confirmation::slower_in_program`), or it was withheld unconfirmed
+/// (`Confirmation::refuted_in_program`), or it was withheld unconfirmed
 /// (`Confirmation::unconfirmed`), in which case the baseline itself (trial 0) is the
 /// best: r3 keeps -O3 when nothing beats it.
 pub fn pick_best<'a>(
@@ -54,7 +54,9 @@ pub fn pick_best<'a>(
 /// Whether a confirmation lets its trial stand: it came out faster than -O3, no program ran
 /// it slower, and it was not withheld.
 fn holds(c: &Confirmation) -> bool {
-    c.ratio().is_some_and(|r| r < 1.0) && c.slower_in_program().is_none() && c.unconfirmed.is_none()
+    c.ratio().is_some_and(|r| r < 1.0)
+        && c.refuted_in_program().is_none()
+        && c.unconfirmed.is_none()
 }
 
 /// nvcc's trial's time over -O3: confirmed where it was (infinite where that did not hold),
