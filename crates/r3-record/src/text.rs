@@ -8,7 +8,8 @@ use crate::stats::{ProcessSpan, RunStats};
 use crate::store::in_program::{Judged, Kept};
 use crate::store::programs::Census;
 use crate::store::records::{irreproducible_text, LaunchRecord, Recording};
-use crate::store::trials::Against;
+use crate::store::speed::times;
+use crate::store::trials::{Against, Refusal};
 use crate::time_only::TimedRun;
 use std::path::{Path, PathBuf};
 
@@ -156,9 +157,16 @@ fn in_program_summary(judged: &[Judged]) -> String {
         "r3: tuned kernels in this program, against {against}: {held} of {} at least as fast\n",
         judged.len()
     );
-    for j in judged.iter().filter(|j| j.withheld) {
+    for j in judged.iter() {
+        let why = match j.withheld {
+            None => continue,
+            Some(Refusal::Slower) => "replay measured it faster".to_owned(),
+            Some(Refusal::NoGain { replay }) => {
+                format!("no gain here, where replay confirmed {}", times(replay))
+            }
+        };
         out += &format!(
-            "r3: {} ran {:.3}× here ({}): withheld from the next build (replay measured it faster; the program decides)\n",
+            "r3: {} ran {:.3}× here ({}): withheld from the next build ({why}; the program decides)\n",
             short_name(&j.measure.shipped.name),
             speed(j),
             per_launch(j)
@@ -542,7 +550,8 @@ mod tests {
                 unix_s: 0.0,
             };
             Judged {
-                withheld: matches!(kept, Kept::Trials(_)) && in_program.slower(),
+                withheld: (matches!(kept, Kept::Trials(_)) && in_program.slower())
+                    .then_some(Refusal::Slower),
                 measure: Measure {
                     shipped: ShippedKernel::parse(&format!("{name} sm_90 kh p1")).unwrap(),
                     in_program,
@@ -550,15 +559,19 @@ mod tests {
                 kept,
             }
         };
+        let mut placed = judged("_Z6placedv", 1.0, 1.005, Kept::Trials(vec![2]));
+        placed.withheld = Some(Refusal::NoGain { replay: 1.058 });
         let text = in_program_summary(&[
             judged("_Z4fastv", 2.0, 1.0, Kept::Trials(vec![3])),
             judged("_Z4slowv", 25.8, 44.9, Kept::Trials(vec![7])),
+            placed,
             judged("_Z5stalev", 1.0, 1.0, Kept::NoConfirmedTrial),
         ]);
         assert_eq!(
             text,
-            "r3: tuned kernels in this program, against the recorded run's census: 2 of 3 at least as fast\n\
+            "r3: tuned kernels in this program, against the recorded run's census: 3 of 4 at least as fast\n\
              r3: slow ran 0.575× here (44.9 ms against 25.8 ms per launch): withheld from the next build (replay measured it faster; the program decides)\n\
+             r3: placed ran 0.995× here (1.0 ms against 1.0 ms per launch): withheld from the next build (no gain here, where replay confirmed 1.058×; the program decides)\n\
              r3: note: not kept, the store has no confirmed trial of the code this build ships (tuned again since the build, or a search without confirmation): stale (1.000×)\n"
         );
         assert_eq!(in_program_summary(&[]), "");

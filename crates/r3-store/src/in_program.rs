@@ -10,7 +10,7 @@
 //! the program is what the user runs.
 
 use super::programs::{Program, ShippedKernel, Timing};
-use super::trials::{Against, InProgram, TrialRecord};
+use super::trials::{Against, InProgram, Refusal, TrialRecord};
 use super::winner::{chosen_search, Policy};
 use super::{Store, StoreError};
 use crate::kernel::{KernelHash, TrialsKey};
@@ -39,9 +39,9 @@ pub enum Kept {
 pub struct Judged {
     pub measure: Measure,
     pub kept: Kept,
-    /// Whether the next build withholds the kernel's tuned code because of this measure: a
-    /// trial it was kept with is refuted by it (`Confirmation::refuted_in_program`).
-    pub withheld: bool,
+    /// Why the next build withholds the kernel's tuned code because of this measure, if it
+    /// does: a trial it was kept with is refuted by it (`Confirmation::refuted_in_program`).
+    pub withheld: Option<Refusal>,
 }
 
 /// Each shipped kernel of `applied` that ran, per launch, against the recorded build's time for
@@ -168,15 +168,15 @@ impl Store {
         Ok(out)
     }
 
-    /// Keeps `m` with each confirmed trial whose code the build ships; also whether it
-    /// withholds any of them.
-    fn keep_measure(&self, m: &Measure) -> Result<(Kept, bool), StoreError> {
+    /// Keeps `m` with each confirmed trial whose code the build ships; also why it withholds
+    /// the first of them it withholds.
+    fn keep_measure(&self, m: &Measure) -> Result<(Kept, Option<Refusal>), StoreError> {
         let key = TrialsKey::of_kernel(&m.shipped.kernel);
         let Some((path, recs)) = chosen_search(self, &key, &Policy::from_env())? else {
-            return Ok((Kept::NoSearch, false));
+            return Ok((Kept::NoSearch, None));
         };
         let confirmed = self.confirmations(&path)?;
-        let (mut trials, mut withheld) = (Vec::new(), false);
+        let (mut trials, mut withheld) = (Vec::new(), None);
         for t in recs.iter().filter(|t| ships(t, &m.shipped)) {
             let Some(c) = confirmed.iter().find(|c| c.trial == t.trial) else {
                 continue;
@@ -185,7 +185,7 @@ impl Store {
             c.in_program.retain(|p| p.program != m.in_program.program);
             c.in_program.push(m.in_program.clone());
             self.write_confirmation(&key, &t.gpu, &c)?;
-            withheld |= m.in_program.refutes(c.replay_speedup());
+            withheld = withheld.or(m.in_program.refusal(c.replay_speedup()));
             trials.push(t.trial);
         }
         let kept = if trials.is_empty() {
@@ -325,7 +325,7 @@ mod tests {
             (Against::Census, 1.0, 1.4)
         );
         assert_eq!(judged[0].kept, Kept::Trials(vec![1]));
-        assert!(judged[0].withheld);
+        assert_eq!(judged[0].withheld, Some(Refusal::Slower));
         assert_eq!(best(&store), 0, "-O3 ships again");
         // Re-confirming the trial in replay keeps what the program said.
         store
@@ -349,7 +349,7 @@ mod tests {
         let m = &judged[0].measure.in_program;
         assert_eq!(m.against, Against::TimeOnly);
         assert!(!m.slower(), "1.5% slower is within one run's noise");
-        assert!(!judged[0].withheld);
+        assert_eq!(judged[0].withheld, None);
         assert_eq!(best(&store), 1, "the tuned code still ships");
         // A later run of the same program that measures it slower replaces the earlier one.
         store
@@ -378,7 +378,7 @@ mod tests {
         };
         // A smaller gain than replay's is still a gain: it ships.
         let j = measured(12.8, 1.0);
-        assert!(!j.withheld && !j.measure.in_program.slower());
+        assert!(j.withheld.is_none() && !j.measure.in_program.slower());
         assert_eq!(best(&store), 1);
         // No gain at all, inside one run's noise, against replay's 1.058×: withheld.
         let j = measured(13.07, 2.0);
@@ -386,7 +386,11 @@ mod tests {
             !j.measure.in_program.slower(),
             "0.995× is within one run's noise"
         );
-        assert!(j.withheld);
+        assert!(
+            matches!(j.withheld, Some(Refusal::NoGain { replay }) if (replay - 1.0582).abs() < 1e-3),
+            "{:?}",
+            j.withheld
+        );
         assert_eq!(best(&store), 0, "-O3 ships again");
         // The census is too rough for that: only a clear loss against it counts.
         let mut census_only = j.measure.in_program.clone();
@@ -406,7 +410,7 @@ mod tests {
         // 20% slower than the census: within what the census misjudges (CENSUS_NOISE).
         let judged = store.judge_in_program(&applied(12.0)).unwrap();
         assert_eq!(judged[0].measure.in_program.against, Against::Census);
-        assert!(!judged[0].withheld);
+        assert_eq!(judged[0].withheld, None);
         assert_eq!(best(&store), 1);
         // A launch the census scaled from another shape: no reference at all.
         let mut scaled = census("rec", 10.0);
@@ -436,7 +440,7 @@ mod tests {
             let judged = store.judge_in_program(&t).unwrap();
             assert_eq!(judged.len(), 1, "{shipped}");
             assert_eq!(judged[0].kept, kept, "{shipped}");
-            assert!(!judged[0].withheld);
+            assert_eq!(judged[0].withheld, None);
         }
         assert_eq!(best(&store), 1);
     }

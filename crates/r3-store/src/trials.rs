@@ -618,11 +618,30 @@ impl InProgram {
             && replay > self.speedup() * (1.0 + 2.0 * PROGRAM_NOISE)
     }
 
-    /// Whether this measure withholds code replay measured at `replay` ([`Self::slower`] or
-    /// [`Self::belies`]).
-    pub fn refutes(&self, replay: Option<f64>) -> bool {
-        self.slower() || replay.is_some_and(|r| self.belies(r))
+    /// Why this measure withholds code replay measured at `replay` ([`Self::slower`] or
+    /// [`Self::belies`]), if it does.
+    pub fn refusal(&self, replay: Option<f64>) -> Option<Refusal> {
+        if self.slower() {
+            return Some(Refusal::Slower);
+        }
+        replay
+            .filter(|r| self.belies(*r))
+            .map(|replay| Refusal::NoGain { replay })
     }
+
+    /// Whether this measure withholds code replay measured at `replay`.
+    pub fn refutes(&self, replay: Option<f64>) -> bool {
+        self.refusal(replay).is_some()
+    }
+}
+
+/// Why a program's measure withholds a kernel's tuned code.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Refusal {
+    /// The program ran it slower than the recorded build ([`InProgram::slower`]).
+    Slower,
+    /// The program found no gain where replay confirmed `replay` ([`InProgram::belies`]).
+    NoGain { replay: f64 },
 }
 
 /// One recorded launch a confirmed trial was run on, and what it gave.
