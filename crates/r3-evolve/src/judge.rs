@@ -214,6 +214,9 @@ pub struct GpuJudge<'a> {
     space: Space,
     tune: TuneOptions,
     stop: &'a AtomicBool,
+    /// The recording's outputs as the last evaluator learned them: the next build's takes
+    /// them (`GpuEvaluator::take_outputs`).
+    learned: Option<crate::replay::gpu::LearnedOutputs>,
 }
 
 impl<'a> GpuJudge<'a> {
@@ -247,6 +250,7 @@ impl<'a> GpuJudge<'a> {
             .filter(|r| r.id != parent.recording().id && r.usable())
             .collect();
         Ok(GpuJudge {
+            learned: parent.outputs_learned(),
             reference_words: describe(&reference.candidate),
             reference_speedup,
             parent,
@@ -431,6 +435,9 @@ impl GpuJudge<'_> {
             })
         })?;
         ev.beat(beat);
+        if let Some(l) = &self.learned {
+            ev.take_outputs(l);
+        }
         let opts = |budget| TuneOptions {
             kernel: TrialsKey::of_kernel(&variant.hash),
             budget,
@@ -459,6 +466,7 @@ impl GpuJudge<'_> {
         // Its confirmation lowers on it and measures on evaluators of their own: the next
         // build's search may take its worker.
         ev.let_worker_go();
+        self.learned = ev.outputs_learned().or(self.learned.take());
         Ok(Found {
             ev,
             best,

@@ -335,6 +335,35 @@ impl GpuEvaluator {
         self.nvcc = Some(code);
     }
 
+    /// What it learned of its recording's outputs, and from which code: another evaluator of
+    /// the same recording that learns them from the same code takes them ([`take_outputs`]).
+    ///
+    /// [`take_outputs`]: GpuEvaluator::take_outputs
+    pub fn outputs_learned(&self) -> Option<LearnedOutputs> {
+        Some(LearnedOutputs {
+            recording: self.recording.id.clone(),
+            from: self
+                .outputs_from
+                .clone()
+                .unwrap_or_else(|| self.baseline.ptx.clone()),
+            masks: self.known_outputs()?,
+        })
+    }
+
+    /// Takes `learned` where it is of this evaluator's recording and learned from the code
+    /// this one learns from (a rewrite's builds each learn from the original's -O3): its
+    /// worker poisons them without learning them again, 2 runs of the kernel and one more
+    /// for each region it writes, for each build. Whether it took them.
+    pub fn take_outputs(&mut self, learned: &LearnedOutputs) -> bool {
+        let same = learned.recording == self.recording.id
+            && self.outputs_from.as_deref() == Some(learned.from.as_str());
+        if same {
+            *self.outputs.get_mut().unwrap_or_else(|p| p.into_inner()) =
+                Some(learned.masks.clone());
+        }
+        same
+    }
+
     /// The output masks learned for this recording so far.
     fn known_outputs(&self) -> Option<super::outputs::Masks> {
         self.outputs
@@ -476,6 +505,15 @@ fn failed_batch(message: &str, rewrite: bool) -> Outcome {
             message: message.to_owned(),
         },
     }
+}
+
+/// The output masks an evaluator learned ([`GpuEvaluator::outputs_learned`]): of which
+/// recording, from which code.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnedOutputs {
+    recording: String,
+    from: String,
+    masks: super::outputs::Masks,
 }
 
 /// The -O3 PTX of the kernel a rewrite was stored as a variant of; None for a kernel of the

@@ -630,6 +630,24 @@ impl Session {
             .collect()
     }
 
+    /// Set aside for another evaluator of the same recording, where the GPU has room to keep
+    /// it: what was learned of the last code is forgotten (a new baseline learns its outputs,
+    /// unordered regions and tolerances again), and the next check restores every allocation.
+    /// False where its mapped bytes are more than a quarter of the GPU's free memory: it goes.
+    pub fn set_aside(&self) -> bool {
+        let mapped: u64 = self.mappings.iter().map(|&(_, len)| len as u64).sum();
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: the session's context is current on this thread; the call writes both.
+        let ok =
+            unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) } == sys::CUresult::CUDA_SUCCESS;
+        if !ok || mapped.saturating_mul(4) > free as u64 {
+            return false;
+        }
+        self.forget_outputs();
+        self.dirty.set(true);
+        true
+    }
+
     /// Poisons nothing from now on.
     pub fn forget_outputs(&self) {
         for p in self.poison.borrow_mut().drain(..) {
