@@ -259,6 +259,7 @@ fn run(cli: Cli) -> Result<i32> {
                 resume: resume || measure_only,
                 compile_timeout: parse_duration("--compile-timeout", &compile_timeout)?,
                 propose: !measure_only,
+                only: None,
             };
             let how = EvolveHow {
                 proposer,

@@ -188,6 +188,7 @@ fn entrants(fleet: &Fleet, shares: &[(&str, f64)]) -> Vec<Entrant> {
             label: name.into(),
             weight: share,
             share,
+            programs: Vec::new(),
             prior: deadline::DEFAULT_PRIOR,
             growth: None,
             per_trial_s: fleet.kernels[name].cost_s,

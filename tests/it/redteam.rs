@@ -324,7 +324,7 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
     );
     assert_eq!(arm.cannot(&k.hash), None);
     for h in &caught {
-        let out = arm.attempt(&k.hash, 120.0);
+        let out = arm.attempt(&k.hash, 120.0, None);
         assert_eq!(
             (out.attempts, out.found, out.best, out.done.clone()),
             (1, 0, 1.0, None),
@@ -333,7 +333,7 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
             out.said
         );
     }
-    let out = arm.attempt(&k.hash, 120.0);
+    let out = arm.attempt(&k.hash, 120.0, None);
     assert_eq!(
         (out.attempts, out.found, out.best),
         (1, 1, 2.0),
@@ -341,7 +341,7 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
         honest.name,
         out.said
     );
-    let out = arm.attempt(&k.hash, 120.0);
+    let out = arm.attempt(&k.hash, 120.0, None);
     assert_eq!(out.attempts, 0);
     assert!(
         out.done
@@ -372,7 +372,7 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
         &stop,
         std::time::Duration::from_secs(120),
     );
-    let out = elsewhere.attempt(&k.hash, 120.0);
+    let out = elsewhere.attempt(&k.hash, 120.0, None);
     assert_eq!((out.attempts, out.found), (1, 0), "{:?}", out.said);
     let path = store.kernel_dir(&k.hash).join("kernel.json");
     let mut kernel: serde_json::Value =
@@ -389,7 +389,7 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
         std::time::Duration::from_secs(120),
     );
     assert_eq!(here.cannot(&k.hash), None, "one rewrite waits to be judged");
-    let out = here.attempt(&k.hash, 120.0);
+    let out = here.attempt(&k.hash, 120.0, None);
     assert_eq!(
         (out.attempts, out.found, out.best),
         (1, 1, 3.0),
@@ -405,4 +405,67 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
     );
     let why = here.cannot(&k.hash).expect("no clang and nothing to judge");
     assert!(why.contains("not on this machine"), "{why}");
+}
+
+/// The deadline's arm judges the attempt it chose of those compiled elsewhere (`first`), alone:
+/// the others wait, in their order, for a later slice.
+#[test]
+fn the_deadlines_rewrite_arm_judges_the_compiled_attempt_it_chose_alone() {
+    use r3::remix::rewrites::Rewriter;
+    let dir = tempfile::tempdir().unwrap();
+    let store = r3::store::Store::open(&target_store(dir.path())).unwrap();
+    let k = store
+        .kernels()
+        .unwrap()
+        .into_iter()
+        .find(|k| k.signature.demangled.starts_with("axpy"))
+        .unwrap();
+    let honest: std::collections::VecDeque<Hack> = hacks()
+        .into_iter()
+        .filter(|h| h.kernel == "axpy" && h.catch == "none")
+        .collect();
+    assert_eq!(honest.len(), 2);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut elsewhere = r3::evolve::arm::EvolveRewriter::new(
+        &store,
+        Box::new(Scripted(honest)),
+        r3::evolve::each::Judging::Not,
+        &stop,
+        std::time::Duration::from_secs(120),
+    );
+    for _ in 0..2 {
+        let out = elsewhere.attempt(&k.hash, 120.0, None);
+        assert_eq!(out.attempts, 1, "{:?}", out.said);
+    }
+    let gpu = r3::store::trials::simulated_gpu(None);
+    assert_eq!(
+        r3::remix::rewrites::pending_builds(&store, &k.hash, &gpu),
+        [1, 1]
+    );
+    let judge: r3::evolve::judge::SimJudge =
+        serde_json::from_str(r#"{"default_speedup": 2.0}"#).unwrap();
+    let mut here = r3::evolve::arm::EvolveRewriter::new(
+        &store,
+        Box::new(Scripted(Default::default())),
+        r3::evolve::each::Judging::Script(judge),
+        &stop,
+        std::time::Duration::from_secs(120),
+    );
+    let out = here.attempt(&k.hash, 120.0, Some(1));
+    assert_eq!((out.attempts, out.found), (1, 1), "{:?}", out.said);
+    assert_eq!(
+        out.pending.as_deref(),
+        Some(&[1][..]),
+        "the first still waits"
+    );
+    assert_eq!(out.done, None);
+    let attempts = r3::store::attempts::fold(&store.attempts(&k.hash).unwrap()).1;
+    let judged: Vec<bool> = attempts
+        .iter()
+        .map(|a| a.verdict(Some(&gpu)).is_some())
+        .collect();
+    assert_eq!(judged, [false, true], "the second alone was judged");
+    let out = here.attempt(&k.hash, 120.0, None);
+    assert_eq!(out.attempts, 1, "{:?}", out.said);
+    assert_eq!(out.pending.as_deref(), Some(&[][..]));
 }

@@ -49,11 +49,12 @@ impl<'a> EvolveRewriter<'a> {
     }
 
     /// One slice's run of the loop (one new attempt where `propose`, else the rewrites compiled
-    /// elsewhere judged), `local` stopping it at its time limit; what it said into `said`.
+    /// elsewhere judged, or the `only` one of them), `local` stopping it at its time limit;
+    /// what it said into `said`.
     fn run(
         &mut self,
         k: &KernelRecord,
-        propose: bool,
+        (propose, only): (bool, Option<usize>),
         local: &AtomicBool,
         limit: Duration,
         said: &mut Vec<String>,
@@ -66,6 +67,7 @@ impl<'a> EvolveRewriter<'a> {
             resume: true,
             compile_timeout: self.compile_timeout,
             propose,
+            only,
         };
         let mut gpu_judge = match &self.judging {
             Judging::Gpu {
@@ -173,7 +175,12 @@ impl Rewriter for EvolveRewriter<'_> {
         (!waiting).then_some(why)
     }
 
-    fn attempt(&mut self, kernel: &KernelHash, limit_s: f64) -> RewriteOutcome {
+    fn attempt(
+        &mut self,
+        kernel: &KernelHash,
+        limit_s: f64,
+        first: Option<usize>,
+    ) -> RewriteOutcome {
         let k = match self.store.kernel(kernel) {
             Ok(k) => k,
             Err(e) => return RewriteOutcome::none(e.to_string()),
@@ -203,7 +210,7 @@ impl Rewriter for EvolveRewriter<'_> {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             });
-            let r = self.run(&k, propose, &local, limit, &mut said);
+            let r = self.run(&k, (propose, first), &local, limit, &mut said);
             finished.store(true, Ordering::SeqCst);
             r
         });

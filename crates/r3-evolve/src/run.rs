@@ -27,6 +27,10 @@ pub struct Options {
     pub compile_timeout: std::time::Duration,
     /// Propose new rewrites (off: only measure the compiled ones not measured yet).
     pub propose: bool,
+    /// Of the compiled ones not measured yet, measure only this one (its index among them, in
+    /// their order), and propose nothing: the deadline's rewrite arm judges the one worth most
+    /// a second (`remix::rewrites::choose_next`). None: all, in order.
+    pub only: Option<usize>,
 }
 
 /// What a run did.
@@ -106,11 +110,14 @@ pub fn evolve<'j, 's>(
     // Compiled, not yet measured here: first.
     if let Some(j) = judge.as_deref_mut() {
         let gpu = j.gpu();
-        let pending: Vec<Attempt> = run
+        let mut pending: Vec<Attempt> = run
             .attempts()
             .into_iter()
             .filter(|a| a.compiled.is_some() && a.verdict(Some(&gpu)).is_none())
             .collect();
+        if let Some(i) = opts.only {
+            pending = pending.into_iter().nth(i).into_iter().collect();
+        }
         for a in pending {
             if stop.load(std::sync::atomic::Ordering::SeqCst) {
                 break;
@@ -121,7 +128,7 @@ pub fn evolve<'j, 's>(
     }
     summary.stop = "budget".into();
     let mut rng_round = 0u64;
-    while opts.propose && run.attempts().len() < opts.budget as usize {
+    while opts.propose && opts.only.is_none() && run.attempts().len() < opts.budget as usize {
         if stop.load(std::sync::atomic::Ordering::SeqCst) {
             summary.stop = "interrupted".into();
             break;

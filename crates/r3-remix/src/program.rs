@@ -176,6 +176,7 @@ pub fn entrants(
             label: session::kernel_label(store, kernel),
             weight,
             share,
+            programs: mine.iter().map(|s| (s.program.clone(), s.share)).collect(),
             prior,
             growth,
             per_trial_s: trial_seconds(if ms > 0.0 { ms } else { 0.1 }, expected),
@@ -352,6 +353,22 @@ fn expected_speedup(
 }
 
 /// The kernel's recorded time a launch (ms; 0 where no recording has one).
+/// Each kernel's [`rewrites::reuse`](crate::rewrites::reuse): its recorded launch's time
+/// against the bytes that launch reads and changes, streamed at `gbs` GB/s.
+fn reuse_of(groups: &[(TrialsKey, Vec<Recording>)], gbs: Option<f64>) -> Vec<(TrialsKey, f64)> {
+    groups
+        .iter()
+        .filter_map(|(kernel, recs)| {
+            let l = &recs.iter().find(|r| r.launch.in_app_ms > 0.0)?.launch;
+            let bytes = l.bytes_in + l.bytes_changed;
+            Some((
+                kernel.clone(),
+                crate::rewrites::reuse(l.in_app_ms, bytes, gbs)?,
+            ))
+        })
+        .collect()
+}
+
 fn launch_ms(recs: &[Recording]) -> f64 {
     recs.iter()
         .map(|r| r.launch.in_app_ms)
@@ -671,10 +688,15 @@ impl deadline::Runner for GpuRunner<'_> {
         (self.say)(Line::Note(line));
     }
 
-    fn rewrite(&mut self, kernel: &TrialsKey, limit_s: f64) -> RewriteOutcome {
+    fn rewrite(
+        &mut self,
+        kernel: &TrialsKey,
+        limit_s: f64,
+        first: Option<usize>,
+    ) -> RewriteOutcome {
         let _span = crate::replay::timeline::span("tune.rewrite", || kernel.to_string());
         let out = match (kernel.kernel_hash(), self.rewriter.as_deref_mut()) {
-            (Some(hash), Some(r)) => r.attempt(&hash, limit_s),
+            (Some(hash), Some(r)) => r.attempt(&hash, limit_s, first),
             _ => RewriteOutcome::none("no rewriter in this run"),
         };
         // Held for the attempt (other workers see the kernel busy), not past it.
@@ -687,15 +709,20 @@ impl deadline::Runner for GpuRunner<'_> {
 }
 
 /// Prices the rewrite arm of each entrant that `rewriter` can rewrite (`rewrites::price`), from
-/// the store's evolve history on `gpu`; says once why the others get none.
+/// the store's evolve history on `gpu` and each kernel's `reuse`; says once why the others get
+/// none.
 fn price_rewrites(
     store: &Store,
     entrants: &mut [Entrant],
-    gpu: &str,
+    (gpu, reuse): (&str, &[(TrialsKey, f64)]),
     rewriter: &mut dyn Rewriter,
     say: Say,
 ) {
-    let history = crate::rewrites::history(store, gpu);
+    let reuse_of = |k: &TrialsKey| reuse.iter().find(|(r, _)| r == k).map(|(_, u)| *u);
+    let mut history = crate::rewrites::history(store, gpu);
+    for p in &mut history {
+        p.reuse = reuse_of(&TrialsKey::of_kernel(&p.kernel));
+    }
     let mut cannot = Vec::new();
     for e in entrants
         .iter_mut()
@@ -710,7 +737,12 @@ fn price_rewrites(
                 let pending = crate::rewrites::pending_builds(store, &hash, gpu);
                 let costs = (e.per_trial_s, e.setup_s, e.launch_ms / 1e3);
                 e.rewrite = Some(crate::rewrites::price(
-                    store, &hash, costs, &history, pending,
+                    store,
+                    &hash,
+                    costs,
+                    &history,
+                    pending,
+                    reuse_of(&e.kernel),
                 ));
             }
         }
@@ -775,7 +807,8 @@ pub fn tune_deadline_on_gpu<'a>(
     let (mut entrants, note) = entrants(store, scope, &groups, &gpu.trials_name())?;
     let mut rewriter = rewriter;
     if let Some(r) = rewriter.as_deref_mut() {
-        price_rewrites(store, &mut entrants, &gpu.trials_name(), r, say);
+        let reuse = reuse_of(&groups, crate::replay::device::memory_gbs(gpu.ordinal));
+        price_rewrites(store, &mut entrants, (&gpu.trials_name(), &reuse), r, say);
     }
     shared.read_ahead(in_weight_order(&entrants, &groups));
     if let Some(note) = note {

@@ -38,6 +38,51 @@ pub const PRIOR_GAIN: f64 = 2.6;
 /// matrix-vector kernel, where it is offered too, ran 0.61x. Kept at half.
 pub const PRIOR_KNOBS_P: f64 = 0.5;
 
+/// The chance a template's knob search finds a rewrite of a kernel far above streaming its data
+/// once ([`REUSE_BOUND`]), where the history says too little: every one judged on a matrix
+/// product found (1.18x to 9.3x on an H100 and an H200 by 2026-11-30; syrk 9.03x, gemm_naive
+/// 2.42x and trmm 1.36x again in run Y3): r3's prior, kept under that.
+pub const PRIOR_KNOBS_P_REUSE: f64 = 0.75;
+
+/// The same chance for a kernel near streaming its data once: a tiling's reuse cannot cut
+/// traffic the kernel already makes once (the one judged on a matrix-vector kernel ran 0.61x;
+/// gemv_t, bicg_q and gemver_w took 15 attempts in run Y3 and found nothing).
+pub const PRIOR_KNOBS_P_STREAM: f64 = 0.1;
+
+/// A kernel whose launch takes this many times what streaming its recorded bytes once at the
+/// GPU's peak bandwidth would works on each byte many times (a matrix product of n works on
+/// each n times), where a kernel bound by its memory traffic sits near 1. Scattered 4-byte
+/// reads, one to a 32-byte sector, make 8x the traffic: 32 keeps clear of them. It does not
+/// keep clear of every walk down a matrix's columns: on an H200 (run Y4, 2026-11-30) the
+/// matrix products ran 133x to 8081x (36-build templates found 2.4x on gemm_naive and 8.8x on
+/// syrk, none on covariance; trmm's rewrites 1.36x), the matrix-vector kernels 1.6x to 5.2x
+/// where their reads are coalesced and 40x to 112x where each thread walks a column (their
+/// 15 attempts, templates among them, found nothing). A bound
+/// above them would cost a small matrix product its template; one below costs a few seconds
+/// an attempt on short kernels, and the chance of each falls with what it finds.
+pub const REUSE_BOUND: f64 = 32.0;
+
+/// A launch's fixed cost (µs), left out of its time before it is set against streaming: a
+/// short kernel is not far above streaming for its launch alone.
+pub const LAUNCH_US: f64 = 3.0;
+
+/// A launch of `launch_ms` over the time streaming `bytes` once at `gbs` GB/s takes (its
+/// launch's fixed cost left out); None where either is unknown.
+pub fn reuse(launch_ms: f64, bytes: u64, gbs: Option<f64>) -> Option<f64> {
+    let gbs = gbs.filter(|g| *g > 0.0)?;
+    if launch_ms <= 0.0 || bytes == 0 {
+        return None;
+    }
+    let stream_us = bytes as f64 / (gbs * 1e9) * 1e6;
+    Some((launch_ms * 1e3 - LAUNCH_US).max(0.0) / stream_us)
+}
+
+/// Whether a kernel of `reuse` works on each byte many times ([`REUSE_BOUND`]); None where
+/// unknown.
+fn reuses(reuse: Option<f64>) -> Option<bool> {
+    reuse.map(|r| r >= REUSE_BOUND)
+}
+
 /// Attempts the price counts as, against this allocation's own: after four attempts that found
 /// nothing, the chance is half what it was priced at.
 pub const PRIOR_WEIGHT: f64 = 4.0;
@@ -112,7 +157,14 @@ pub trait Rewriter {
     fn cannot(&mut self, kernel: &KernelHash) -> Option<String>;
     /// One attempt on `kernel` (and its repairs), judged on every recorded launch of the
     /// kernel, ending within about `limit_s` seconds (a judge cut short records no verdict).
-    fn attempt(&mut self, kernel: &KernelHash, limit_s: f64) -> RewriteOutcome;
+    /// `first`: the attempt compiled and waiting for its judge (an index into
+    /// [`pending_builds`]) to judge alone in this slice; None: the rewriter's own order.
+    fn attempt(
+        &mut self,
+        kernel: &KernelHash,
+        limit_s: f64,
+        first: Option<usize>,
+    ) -> RewriteOutcome;
 }
 
 /// One attempt of the store's history: the loop shape of its kernel, what it found (None:
@@ -124,6 +176,9 @@ pub struct Past {
     pub shape: Option<String>,
     pub speedup: Option<f64>,
     pub builds: u32,
+    /// Its kernel's [`reuse`], where known (the store's recordings say it; `price`'s caller
+    /// fills it in).
+    pub reuse: Option<f64>,
 }
 
 /// Every attempt of the store's evolve logs that came to an outcome on `gpu`: judged there, or
@@ -154,6 +209,7 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
                 shape: shape.clone(),
                 speedup,
                 builds,
+                reuse: None,
             });
         }
     }
@@ -161,24 +217,38 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
 }
 
 /// The rewrite arm of `kernel` as an allocation starts: its price, from the history of kernels
-/// of its loop shape where that has [`MIN_HISTORY`] attempts, else of every kernel, else r3's
-/// prior; its attempts priced as searches are, by what they are expected to cost
-/// ([`attempt_seconds`]), until one is measured; its best the best of its own earlier
-/// attempts.
+/// of its loop shape and its side of [`REUSE_BOUND`] (`reuse`, where known) where that has
+/// [`MIN_HISTORY`] attempts, else of every kernel, else r3's prior; its attempts priced as
+/// searches are, by what they are expected to cost ([`attempt_seconds`]), until one is
+/// measured; its best the best of its own earlier attempts.
 pub fn price(
     store: &Store,
     kernel: &KernelHash,
     (trial_s, setup_s, run_s): (f64, f64, f64),
     history: &[Past],
     pending: Vec<u32>,
+    reuse: Option<f64>,
 ) -> RewriteArm {
     let shape = crate::transfer::shape_of(store, &TrialsKey::of_kernel(kernel));
+    // One loop shape holds matrix products and matrix-vector kernels alike (gemm_naive's and
+    // gemv's are one): the reuse tells them apart where both are known. Kernels on its side
+    // of the bound, whatever their shape, come next (syrk's shape is not gemm's).
+    let same_side = |p: &Past| match (reuses(p.reuse), reuses(reuse)) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
     let alike: Vec<&Past> = history
         .iter()
-        .filter(|p| shape.is_some() && p.shape == shape)
+        .filter(|p| shape.is_some() && p.shape == shape && same_side(p))
+        .collect();
+    let side: Vec<&Past> = history
+        .iter()
+        .filter(|p| reuses(reuse).is_some() && reuses(p.reuse) == reuses(reuse))
         .collect();
     let (pool, from) = if alike.len() >= MIN_HISTORY {
         (alike, "kernels of its loop shape")
+    } else if side.len() >= MIN_HISTORY {
+        (side, "kernels as far from streaming their data")
     } else {
         (history.iter().collect(), "this store's kernels")
     };
@@ -204,20 +274,16 @@ pub fn price(
             "r3's prior (too few attempts in this store)".to_owned(),
         )
     };
-    let knobs_p = knobs_chance(&pool);
+    let knobs_p = knobs_chance(&pool, reuse);
     let own = history
         .iter()
         .filter(|p| p.kernel == *kernel)
         .filter_map(|p| p.speedup)
         .fold(1.0, f64::max);
-    let attempt_s = match pending.first() {
-        Some(&builds) => compiled_attempt_seconds(f64::from(builds), (trial_s, setup_s, run_s)),
-        None => attempt_seconds(builds_expected(&pool), (trial_s, setup_s, run_s)),
-    };
-    RewriteArm {
+    let mut arm = RewriteArm {
         p,
         gain,
-        attempt_s,
+        attempt_s: attempt_seconds(builds_expected(&pool), (trial_s, setup_s, run_s)),
         from,
         attempts: 0,
         found: 0,
@@ -231,7 +297,11 @@ pub fn price(
         knobs_p: Some(knobs_p),
         knobs_attempts: 0,
         knobs_found: 0,
-    }
+        reuse,
+        next: 0,
+    };
+    choose_next(&mut arm);
+    arm
 }
 
 /// The speedups of `pool`'s attempts that found a rewrite ([`FOUND`] or more).
@@ -243,11 +313,16 @@ fn finds(pool: &[&Past]) -> Vec<f64> {
 }
 
 /// The chance an attempt with knobs finds a rewrite: the share of `pool`'s attempts with knobs
-/// that found one, where it holds [`MIN_HISTORY`] of them, else [`PRIOR_KNOBS_P`].
-fn knobs_chance(pool: &[&Past]) -> f64 {
+/// that found one, where it holds [`MIN_HISTORY`] of them, else r3's prior for the kernel's
+/// side of [`REUSE_BOUND`] ([`PRIOR_KNOBS_P`] where its `reuse` is unknown).
+fn knobs_chance(pool: &[&Past], reuse: Option<f64>) -> f64 {
     let with: Vec<&Past> = pool.iter().copied().filter(|p| p.builds > 1).collect();
     if with.len() < MIN_HISTORY {
-        return PRIOR_KNOBS_P;
+        return match reuses(reuse) {
+            Some(true) => PRIOR_KNOBS_P_REUSE,
+            Some(false) => PRIOR_KNOBS_P_STREAM,
+            None => PRIOR_KNOBS_P,
+        };
     }
     (finds(&with).len() as f64 / with.len() as f64).clamp(0.02, 0.9)
 }
@@ -280,10 +355,29 @@ pub fn builds_expected(pool: &[&Past]) -> f64 {
     f64::from(compiled.iter().sum::<u32>()) / compiled.len() as f64
 }
 
-/// Seconds an attempt of `builds` builds is expected to take, from what a trial, a build's
-/// evaluator and one run of the kernel cost (`costs`): a compile and an evaluator for each
-/// build, the judge's trials, and the confirmation of its best (another evaluator and
-/// [`JUDGE_TRIALS`]). The judge halves over a template's builds (`r3-evolve`'s `halving`):
+/// Seconds a build's evaluator takes in the judge beyond its trials: its -O3 lowered (0.27-0.36
+/// s a build in the 36-build templates of run Y4, H200, 2026-11-30) and checked on the
+/// recording, on a worker that kept the recording's session (`replay::worker`) and with the
+/// outputs the first build learned (`GpuEvaluator::take_outputs`): not the evaluator a search
+/// opens (`setup_s`: the recording read, the outputs learned, L2 calibrated), which priced
+/// two_mm's templates at 7.3 s a build, and kept them behind plain rewrites.
+pub fn build_setup_s(run_s: f64) -> f64 {
+    LOWER_S + JUDGE_BUILD_RUNS * run_s
+}
+
+/// Seconds a build's -O3 takes to lower, as measured (above).
+pub const LOWER_S: f64 = 0.35;
+
+/// Runs of the kernel a build's evaluator makes before its trials: its -O3 checked against
+/// the recording, with the outputs the first build learned. two_mm_d's 36 builds took 0.43 s
+/// each for it, under one 0.57 s run (H200, 2026-11-30, `scripts/bench-deadline profile 240s
+/// two_mm`).
+pub const JUDGE_BUILD_RUNS: f64 = 1.0;
+
+/// Seconds an attempt of `builds` builds is expected to take, from what a trial, a search's
+/// evaluator and one run of the kernel cost (`costs`): a compile and a judge's evaluator for
+/// each build ([`build_setup_s`]), the judge's trials, and the confirmation of its best
+/// (another evaluator and [`JUDGE_TRIALS`]). The judge halves over a template's builds (`r3-evolve`'s `halving`):
 /// every build runs at least one trial, so an attempt runs [`INNER_TRIALS`] or one per build,
 /// whichever is more. On a long kernel a build's first trial races the best build before it
 /// (`replay::stopping::beaten_elsewhere`): only those that may beat it, about
@@ -294,7 +388,7 @@ pub fn attempt_seconds(builds: f64, (trial_s, setup_s, run_s): (f64, f64, f64)) 
     let timed = if long { timed_builds(builds) } else { builds };
     let first_round = timed * trial_s + (builds - timed) * run_s.min(trial_s);
     let more = (f64::from(INNER_TRIALS) - builds).max(0.0) * trial_s;
-    let search = builds * (COMPILE_S + setup_s) + first_round + more;
+    let search = setup_s + builds * (COMPILE_S + build_setup_s(run_s)) + first_round + more;
     search + setup_s + f64::from(JUDGE_TRIALS) * trial_s
 }
 
@@ -313,13 +407,17 @@ pub fn compiled_attempt_seconds(builds: f64, costs: (f64, f64, f64)) -> f64 {
     attempt_seconds(builds, costs) - builds.max(1.0) * COMPILE_S
 }
 
-/// The chance the next attempt finds a rewrite: the price, counted as [`PRIOR_WEIGHT`]
-/// attempts, with this allocation's attempts and finds, of the next pending attempt's kind
-/// (with knobs or without) where the arm prices them apart.
+/// The chance the next attempt ([`RewriteArm::next`]) finds a rewrite.
 pub fn chance(r: &RewriteArm) -> f64 {
-    let next_has_knobs = r.pending.first().is_some_and(|&builds| builds > 1);
+    chance_of(r, r.pending.get(r.next).is_some_and(|&builds| builds > 1))
+}
+
+/// The chance an attempt with `knobs` or without finds a rewrite: the price, counted as
+/// [`PRIOR_WEIGHT`] attempts, with this allocation's attempts and finds of that kind, where
+/// the arm prices the kinds apart.
+fn chance_of(r: &RewriteArm, knobs: bool) -> f64 {
     let (p, attempts, found) = match r.knobs_p {
-        Some(p) if next_has_knobs => (p, r.knobs_attempts, r.knobs_found),
+        Some(p) if knobs => (p, r.knobs_attempts, r.knobs_found),
         Some(_) => (
             r.p,
             r.attempts.saturating_sub(r.knobs_attempts),
@@ -328,6 +426,34 @@ pub fn chance(r: &RewriteArm) -> f64 {
         None => (r.p, r.attempts, r.found),
     };
     (p * PRIOR_WEIGHT + f64::from(found)) / (PRIOR_WEIGHT + f64::from(attempts))
+}
+
+/// Of the attempts waiting for their judge, the one worth most a second (the chance of its kind
+/// over its price at its own builds) is judged next, and priced: two_mm's plain rule rewrites,
+/// compiled first, kept its 36-build templates behind them, and the arm, pricing the first
+/// alone at the prior of a plain rewrite, never reached them (H200, 2026-11-30). Ties go to the
+/// first. Nothing where none waits: a new attempt keeps its price.
+pub fn choose_next(r: &mut RewriteArm) {
+    let costs = (r.trial_s, r.setup_s, r.run_s);
+    let priced = |builds: u32| compiled_attempt_seconds(f64::from(builds), costs);
+    let mut best: Option<(usize, f64)> = None;
+    for (i, &builds) in r.pending.iter().enumerate() {
+        let value = chance_of(r, builds > 1) / priced(builds);
+        if best.is_none_or(|(_, v)| value > v) {
+            best = Some((i, value));
+        }
+    }
+    r.next = best.map_or(0, |(i, _)| i);
+    if let Some(&builds) = r.pending.get(r.next) {
+        r.attempt_s = priced(builds);
+    }
+}
+
+/// How much faster `k` could run before streaming its recorded bytes once bounds it (its
+/// [`reuse`] over its speedup so far); None where its reuse is unknown.
+pub fn headroom(k: &Arm) -> Option<f64> {
+    let reuse = k.rewrite.as_ref()?.reuse?;
+    Some(reuse / effective(k))
 }
 
 /// The kernel's speedup with its best rewrite: the compiler's best, times the rewrite's over
@@ -359,7 +485,9 @@ fn worth(k: &Arm) -> f64 {
         return 0.0;
     };
     let now = effective(k);
-    k.weight * (1.0 / now - 1.0 / (now * r.gain)) * chance(r)
+    // No rewrite makes a kernel faster than streaming its data once.
+    let gain = headroom(k).map_or(r.gain, |h| r.gain.min(h.max(1.0)));
+    crate::deadline::worth_weight(k) * (1.0 / now - 1.0 / (now * gain)) * chance(r)
 }
 
 /// Whether `k`'s compiler search has plateaued: done, or [`STALE_TRIALS`] trials past its last
@@ -412,14 +540,20 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     match &out.pending {
         Some(left) => r.pending.clone_from(left),
         None => {
-            let judged = (out.attempts as usize).min(r.pending.len());
-            r.pending.drain(..judged);
+            let from = r.next.min(r.pending.len());
+            let judged = (out.attempts as usize).min(r.pending.len() - from);
+            r.pending.drain(from..from + judged);
         }
     }
-    if let Some(&builds) = r.pending.first() {
-        r.attempt_s = compiled_attempt_seconds(f64::from(builds), (r.trial_s, r.setup_s, r.run_s));
-    } else if out.attempts > 0 && out.seconds > 0.0 {
+    if r.pending.is_empty() && out.attempts > 0 && out.seconds > 0.0 {
         r.attempt_s = out.seconds / f64::from(out.attempts);
+    }
+    if out.cut && r.next < r.pending.len() {
+        // The attempt cut short is judged on by the next slice.
+        let builds = f64::from(r.pending[r.next]);
+        r.attempt_s = compiled_attempt_seconds(builds, (r.trial_s, r.setup_s, r.run_s));
+    } else {
+        choose_next(r);
     }
     if out.cut {
         // The slice was too short for the attempt it ended in. Priced again at its build
@@ -447,6 +581,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
         warm: false,
         rewrite: true,
     });
+    crate::deadline::reweigh(a);
 }
 
 /// A rewrite slice in words, for tune's progress, with the allocation's `predicted` program
@@ -468,6 +603,9 @@ pub fn line(a: &Allocation, kernel: &TrialsKey, out: &RewriteOutcome, predicted:
         100.0 * r.map_or(0.0, chance),
         crate::store::speed::times(predicted)
     );
+    if let Some(u) = r.and_then(|r| r.reuse) {
+        line += &format!("; it takes {u:.0}x the time streaming its data once would");
+    }
     if let Some(why) = &out.done {
         line += &format!(" (its rewrites done: {why})");
     }
@@ -490,7 +628,23 @@ pub fn table_line(a: &Allocation) -> Option<String> {
         100.0 * r.knobs_p.unwrap_or(r.p),
         crate::store::speed::times(r.gain),
         r.from
-    ))
+    ) + &reuse_words(&priced))
+}
+
+/// How many of the priced kernels are far above streaming their data once and how many near
+/// it, where the GPU's bandwidth is known: templates are priced apart on each side.
+fn reuse_words(priced: &[&RewriteArm]) -> String {
+    let known: Vec<bool> = priced.iter().filter_map(|r| reuses(r.reuse)).collect();
+    if known.is_empty() {
+        return String::new();
+    }
+    let far = known.iter().filter(|&&f| f).count();
+    format!(
+        "; {far} of them take {REUSE_BOUND:.0}x or more the time streaming their data once would (templates priced at {:.0}% where the store has too few), {} less ({:.0}%)",
+        100.0 * PRIOR_KNOBS_P_REUSE,
+        known.len() - far,
+        100.0 * PRIOR_KNOBS_P_STREAM
+    )
 }
 
 /// The kernels whose best rewrite the summary names: each found rewrite, and how it reaches the
@@ -532,6 +686,8 @@ pub(crate) mod tests {
             knobs_p: None,
             knobs_attempts: 0,
             knobs_found: 0,
+            reuse: None,
+            next: 0,
         }
     }
 
@@ -543,6 +699,8 @@ pub(crate) mod tests {
             label: "k".into(),
             weight: 0.5,
             share: 0.5,
+            programs: Vec::new(),
+            geo_weight: None,
             prior: 1.25,
             best: 1.1,
             trials: 28,
@@ -632,6 +790,7 @@ pub(crate) mod tests {
             shape: shape.map(str::to_owned),
             speedup,
             builds: u32::from(speedup.is_some()),
+            reuse: None,
         }
     }
 
@@ -642,14 +801,15 @@ pub(crate) mod tests {
     fn an_attempt_is_priced_by_the_builds_attempts_like_it_judged() {
         // Its confirmation: another evaluator and JUDGE_TRIALS of the kernel's trials.
         let judge = 2.0 + f64::from(JUDGE_TRIALS) * 0.5;
+        // The search's evaluator, then each build's compile and judge's evaluator.
         assert_eq!(
             attempt_seconds(1.0, (0.5, 2.0, 0.0)),
-            COMPILE_S + 2.0 + f64::from(INNER_TRIALS) * 0.5 + judge
+            2.0 + COMPILE_S + LOWER_S + f64::from(INNER_TRIALS) * 0.5 + judge
         );
         // Twelve builds: twelve compiles and evaluators, and one trial each at least.
         assert_eq!(
             attempt_seconds(12.0, (0.5, 2.0, 0.0)),
-            12.0 * (COMPILE_S + 2.0) + 12.0 * 0.5 + judge
+            2.0 + 12.0 * (COMPILE_S + LOWER_S) + 12.0 * 0.5 + judge
         );
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
@@ -665,7 +825,7 @@ pub(crate) mod tests {
             templated(None, 0),
             templated(Some(1.0), 1),
         ];
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new());
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new(), None);
         let pool: Vec<&Past> = history.iter().collect();
         assert_eq!(builds_expected(&pool), 13.0 / 3.0);
         assert_eq!(r.attempt_s, attempt_seconds(13.0 / 3.0, (0.5, 2.0, 0.0)));
@@ -705,7 +865,7 @@ pub(crate) mod tests {
         drop(log);
         let pending = pending_builds(&store, &hash, "H200");
         assert_eq!(pending, [1, 36, 1]);
-        let r = price(&store, &hash, (0.4, 1.0, 0.0), &[], pending);
+        let r = price(&store, &hash, (0.4, 1.0, 0.0), &[], pending, None);
         assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, (0.4, 1.0, 0.0)));
         let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
         a.arms.push(Arm {
@@ -721,8 +881,19 @@ pub(crate) mod tests {
         record(&mut a, &"k".into(), &judged_one);
         let r = a.arms[0].rewrite.as_ref().unwrap();
         assert_eq!(r.pending, [36, 1]);
-        assert_eq!(r.attempt_s, compiled_attempt_seconds(36.0, (0.4, 1.0, 0.0)));
-        assert!(r.attempt_s > 36.0 * 1.0, "{}", r.attempt_s);
+        // Of the two left, the template is worth more a second (50% in 30.6 s against the
+        // plain rewrite's 9.6%, after one found nothing, in 7.15 s): it is judged next, priced
+        // at its own builds.
+        let template = compiled_attempt_seconds(36.0, (0.4, 1.0, 0.0));
+        let plain = compiled_attempt_seconds(1.0, (0.4, 1.0, 0.0));
+        assert!((template - 30.6).abs() < 1e-9, "{template}");
+        assert!((plain - 7.15).abs() < 1e-9, "{plain}");
+        assert_eq!((r.next, r.attempt_s), (0, template));
+        // Where templates find less, the plain rewrite goes first.
+        let mut r = r.clone();
+        r.knobs_p = Some(0.3);
+        choose_next(&mut r);
+        assert_eq!((r.next, r.attempt_s), (1, plain));
     }
 
     /// On a long kernel each build races the best build before it: a template's 36 builds of a
@@ -736,18 +907,17 @@ pub(crate) mod tests {
         let h36: f64 = (1..=36).map(|k| 1.0 / f64::from(k)).sum();
         assert!((timed_builds(36.0) - (h36 + 1.0)).abs() < 1e-12);
         let judge = 1.5 + f64::from(JUDGE_TRIALS) * 2.4;
-        let evaluators = 36.0 * (COMPILE_S + 1.5);
+        let evaluators = |run_s| 1.5 + 36.0 * (COMPILE_S + build_setup_s(run_s));
         let long = attempt_seconds(36.0, (2.4, 1.5, 0.57));
         let timed = timed_builds(36.0);
-        let expected = evaluators + timed * 2.4 + (36.0 - timed) * 0.57 + judge;
+        let expected = evaluators(0.57) + timed * 2.4 + (36.0 - timed) * 0.57 + judge;
         assert!((long - expected).abs() < 1e-9, "{long} vs {expected}");
         let short = attempt_seconds(36.0, (2.4, 1.5, 0.005));
-        assert_eq!(short, evaluators + 36.0 * 2.4 + judge);
-        assert!(long < short - 50.0, "{long} vs {short}");
-        assert_eq!(
-            attempt_seconds(1.0, (2.4, 1.5, 0.57)),
-            attempt_seconds(1.0, (2.4, 1.5, 0.0))
-        );
+        assert!((short - (evaluators(0.005) + 36.0 * 2.4 + judge)).abs() < 1e-9);
+        assert!(long < short - 10.0, "{long} vs {short}");
+        // A single build: its own runs before its trials are all a long kernel adds.
+        let one = attempt_seconds(1.0, (2.4, 1.5, 0.57)) - attempt_seconds(1.0, (2.4, 1.5, 0.0));
+        assert!((one - JUDGE_BUILD_RUNS * 0.57).abs() < 1e-9, "{one}");
     }
 
     #[test]
@@ -814,8 +984,8 @@ pub(crate) mod tests {
             with(None),
         ];
         let refs: Vec<&Past> = pool.iter().collect();
-        assert_eq!(knobs_chance(&refs), 0.75);
-        assert_eq!(knobs_chance(&refs[..3]), PRIOR_KNOBS_P);
+        assert_eq!(knobs_chance(&refs, None), 0.75);
+        assert_eq!(knobs_chance(&refs[..3], None), PRIOR_KNOBS_P);
         // Each kind's chance from its own attempts: four rules (one found), four templates.
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
@@ -828,6 +998,7 @@ pub(crate) mod tests {
             (0.5, 2.0, 0.0),
             &history,
             Vec::new(),
+            None,
         );
         assert_eq!((r.p, r.knobs_p), (0.25, Some(0.75)));
     }
@@ -857,12 +1028,147 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn reuse_is_a_launchs_time_over_streaming_its_bytes_once_without_its_launch_cost() {
+        // 48 MB at 4800 GB/s stream in 10 us: a 1.003 ms launch is 100 times that.
+        let r = reuse(1.003, 48_000_000, Some(4800.0)).unwrap();
+        assert!((r - 100.0).abs() < 1e-9, "{r}");
+        // A launch no longer than its fixed cost is not above streaming at all.
+        assert_eq!(reuse(0.002, 48_000_000, Some(4800.0)), Some(0.0));
+        assert_eq!(reuse(1.0, 48_000_000, None), None, "no bandwidth");
+        assert_eq!(reuse(1.0, 0, Some(4800.0)), None, "no bytes");
+        assert_eq!(reuse(0.0, 1, Some(4800.0)), None, "no time");
+    }
+
+    /// A template's chance where the history says too little follows the kernel's side of the
+    /// bound: matrix products found with every template judged, matrix-vector kernels with none.
+    #[test]
+    fn a_templates_prior_chance_follows_how_far_the_kernel_is_from_streaming_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let me: KernelHash = "00112233aabbccdd".into();
+        let knobs = |reuse| {
+            price(&store, &me, (0.5, 2.0, 0.0), &[], Vec::new(), reuse)
+                .knobs_p
+                .unwrap()
+        };
+        assert_eq!(knobs(Some(900.0)), PRIOR_KNOBS_P_REUSE);
+        assert_eq!(knobs(Some(3.0)), PRIOR_KNOBS_P_STREAM);
+        assert_eq!(knobs(None), PRIOR_KNOBS_P);
+    }
+
+    /// Attempts on kernels on its side of the bound price a kernel before the whole store's:
+    /// four on matrix-vector kernels that found nothing say little of a matrix product.
+    #[test]
+    fn the_history_of_kernels_as_far_from_streaming_prices_a_kernel_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let me: KernelHash = "00112233aabbccdd".into();
+        let at = |kernel: &str, reuse: f64, speedup| Past {
+            reuse: Some(reuse),
+            ..past(kernel, None, speedup)
+        };
+        let mut history: Vec<Past> = (0..4).map(|_| at("gemv", 2.0, Some(1.0))).collect();
+        history.extend((0..4).map(|i| at("gemm", 400.0, Some(if i < 3 { 3.0 } else { 1.0 }))));
+        let product = price(
+            &store,
+            &me,
+            (0.5, 2.0, 0.0),
+            &history,
+            Vec::new(),
+            Some(900.0),
+        );
+        assert_eq!((product.p, product.gain), (0.75, 3.0), "{}", product.from);
+        assert!(
+            product.from.contains("as far from streaming"),
+            "{}",
+            product.from
+        );
+        let matvec = price(
+            &store,
+            &me,
+            (0.5, 2.0, 0.0),
+            &history,
+            Vec::new(),
+            Some(1.5),
+        );
+        assert_eq!(matvec.p, 0.02, "{}", matvec.from);
+        let unknown = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new(), None);
+        assert_eq!(unknown.p, 3.0 / 8.0, "{}", unknown.from);
+    }
+
+    /// No rewrite makes a kernel faster than streaming its data once: what one may bring is
+    /// held to that, and a kernel already there is offered none.
+    #[test]
+    fn a_rewrite_is_hoped_to_bring_no_more_than_streaming_the_data_once_allows() {
+        let mut k = warm_arm();
+        let free = worth(&k);
+        k.rewrite.as_mut().unwrap().reuse = Some(1.1 * 1.5);
+        let held = worth(&k);
+        let expect = k.weight * (1.0 / 1.1 - 1.0 / (1.1 * 1.5)) * PRIOR_P;
+        assert!((held - expect).abs() < 1e-12, "{held} against {expect}");
+        assert!(held < free);
+        k.rewrite.as_mut().unwrap().reuse = Some(2000.0);
+        assert_eq!(worth(&k), free, "far from the bound, the price's gain");
+        k.rewrite.as_mut().unwrap().reuse = Some(1.05);
+        assert_eq!(worth(&k), 0.0);
+        assert!(offer(&k, 600.0, 0.01, None).is_none());
+    }
+
+    /// The attempt judged next is the one worth most a second of those waiting, priced at its
+    /// own builds; once judged it leaves the list and the next is chosen again.
+    #[test]
+    fn the_attempt_worth_most_a_second_is_judged_next_and_the_rest_wait_their_turn() {
+        let mut r = tests::priced();
+        (r.trial_s, r.setup_s, r.run_s) = (2.5, 3.4, 0.57);
+        (r.pending, r.knobs_p) = (vec![1, 1, 36, 1], Some(PRIOR_KNOBS_P_REUSE));
+        choose_next(&mut r);
+        let costs = (2.5, 3.4, 0.57);
+        assert_eq!(r.next, 2, "the template: 0.75 in {} s", r.attempt_s);
+        assert_eq!(r.attempt_s, compiled_attempt_seconds(36.0, costs));
+        assert_eq!(chance(&r), PRIOR_KNOBS_P_REUSE);
+        let mut a = Allocation {
+            arms: vec![Arm {
+                kernel: "k".into(),
+                rewrite: Some(r),
+                ..warm_arm()
+            }],
+            ..crate::deadline::start("p", "g", 600.0, Vec::new())
+        };
+        let judged = RewriteOutcome {
+            attempts: 1,
+            knobs: (1, 0),
+            done: None,
+            seconds: 150.0,
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"k".into(), &judged);
+        let r = a.arms[0].rewrite.as_ref().unwrap();
+        assert_eq!(r.pending, [1, 1, 1], "the template judged");
+        assert_eq!((r.next, r.knobs_attempts), (0, 1));
+        assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, costs));
+        // Cut short, it stays next and is priced at no less than the slice.
+        let mut a2 = a.clone();
+        a2.arms[0].rewrite.as_mut().unwrap().next = 2;
+        let cut = RewriteOutcome {
+            attempts: 0,
+            cut: true,
+            done: None,
+            seconds: 60.0,
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a2, &"k".into(), &cut);
+        let r = a2.arms[0].rewrite.as_ref().unwrap();
+        assert_eq!((r.next, r.pending.len()), (2, 3));
+        assert_eq!(r.attempt_s, 60.0);
+    }
+
+    #[test]
     fn the_price_is_the_historys_where_it_has_enough_and_the_stated_prior_otherwise() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let me: KernelHash = "00112233aabbccdd".into();
         let few = [past("aa", None, Some(2.0))];
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Vec::new());
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Vec::new(), None);
         assert_eq!((r.p, r.gain), (PRIOR_P, PRIOR_GAIN));
         assert!(r.from.contains("prior"), "{}", r.from);
         assert_eq!(r.attempt_s, attempt_seconds(1.0, (0.5, 2.0, 0.0)));
@@ -876,7 +1182,7 @@ pub(crate) mod tests {
             past("cc", None, None),
             past("cc", None, None),
         ];
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new());
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new(), None);
         // Three of eight found 1.05x or more: 1.2, 1.5 and 2.0, whose median is 1.5.
         assert_eq!((r.p, r.gain), (3.0 / 8.0, 1.5));
         assert!(r.from.contains("3 of 8 attempts"), "{}", r.from);

@@ -136,6 +136,34 @@ pub fn resident_threads(ordinal: i32) -> Option<f64> {
     }
 }
 
+/// GPU `ordinal`'s peak memory bandwidth (GB/s): its memory clock (two transfers a clock) over
+/// its bus width, read from the driver without making a context; None without a driver or
+/// where the driver does not say. Nominal: an H200 reads 4.0 TB/s from it, 4.8 TB/s on its data
+/// sheet; what it is for (`remix::rewrites::reuse`) tells apart kernels orders of magnitude
+/// apart.
+pub fn memory_gbs(ordinal: usize) -> Option<f64> {
+    if !driver_present() {
+        return None;
+    }
+    use sys::CUdevice_attribute::*;
+    // SAFETY: the library is present; the calls only write the values passed.
+    unsafe {
+        let ok = |rc| rc == sys::CUresult::CUDA_SUCCESS;
+        let mut dev = 0;
+        if !ok(sys::cuInit(0)) || !ok(sys::cuDeviceGet(&mut dev, ordinal as i32)) {
+            return None;
+        }
+        let (mut khz, mut bits) = (0, 0);
+        let attr = |v: &mut i32, a| ok(sys::cuDeviceGetAttribute(v, a, dev)) && *v > 0;
+        if !attr(&mut khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)
+            || !attr(&mut bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)
+        {
+            return None;
+        }
+        Some(2.0 * f64::from(khz) * 1e3 * f64::from(bits) / 8.0 / 1e9)
+    }
+}
+
 /// [`probe`] once for the process: the devices a process sees do not change while it runs
 /// (`CUDA_VISIBLE_DEVICES` is read when the driver starts), and each probe creates and drops a
 /// context on every GPU. An evaluator is made for every kernel, every rewrite's build and every

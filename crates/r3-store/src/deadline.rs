@@ -64,6 +64,16 @@ pub struct Arm {
     /// Its largest share of any one program (kernels under `remix::deadline::SMALL_SHARE` get
     /// their baseline and warm start only).
     pub share: f64,
+    /// Its share of each program of the scope it runs in (the program's key, its share of the
+    /// program's GPU time). Empty where unknown (earlier r3s' files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<(String, f64)>,
+    /// Its weight in the geomean of the programs' speedups: `weight`, each program's part of
+    /// it over that program's time with every arm's best so far (`remix::deadline::reweigh`).
+    /// A kernel whose program the search made 2.7x faster counts 2.7 times its weight. None:
+    /// `weight` (no programs known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geo_weight: Option<f64>,
     /// The speedup expected of a search (history, recipes).
     pub prior: f64,
     /// Best speedup over -O3 so far (1 before any).
@@ -167,6 +177,16 @@ pub struct RewriteArm {
     pub knobs_attempts: u32,
     #[serde(default)]
     pub knobs_found: u32,
+    /// The kernel's recorded time over the time streaming its recorded bytes once would take
+    /// at the GPU's peak bandwidth (`remix::rewrites::reuse`): near 1, memory traffic bounds it
+    /// and no rewrite can cut that; far above, it works on each byte many times, as matrix
+    /// products do, and tiling pays. None where unknown (earlier r3s' files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<f64>,
+    /// The attempt of `pending` judged next (an index): the one worth most a second
+    /// (`remix::rewrites::choose_next`), which `attempt_s` prices.
+    #[serde(default)]
+    pub next: usize,
 }
 
 /// What a search is hoped to find after its warm start, by the speedup `s` that reached:
@@ -377,6 +397,8 @@ mod tests {
                 label: "k".into(),
                 weight: 0.5,
                 share: 0.99,
+                programs: vec![("prog-0123".into(), 0.99)],
+                geo_weight: Some(0.5),
                 prior: 1.25,
                 best: 1.5,
                 trials: 9,
@@ -414,6 +436,8 @@ mod tests {
                     knobs_p: Some(0.5),
                     knobs_attempts: 1,
                     knobs_found: 1,
+                    reuse: Some(180.0),
+                    next: 0,
                 }),
             }],
             slices: vec![Slice {
