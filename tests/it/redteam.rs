@@ -468,4 +468,6 @@ fn the_deadlines_rewrite_arm_judges_the_compiled_attempt_it_chose_alone() {
     let out = here.attempt(&k.hash, 120.0, None);
     assert_eq!(out.attempts, 1, "{:?}", out.said);
     assert_eq!(out.pending.as_deref(), Some(&[][..]));
+    // As fast as the rewrite found before it (2.0x): valid, and no find.
+    assert_eq!((out.found, out.best), (0, 2.0), "{:?}", out.said);
 }

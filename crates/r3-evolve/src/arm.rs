@@ -233,6 +233,19 @@ impl Rewriter for EvolveRewriter<'_> {
             .and_then(speedup)
             .unwrap_or(1.0)
             .max(1.0);
+        // A find beats the best rewrite judged before this slice by FOUND, not the original's
+        // best compiler-only build alone: a template's children, judged at the knobs it won
+        // with, ran at its 2.4x and counted as five more finds (H200, run Y4, 2026-11-30).
+        let judged_before: Vec<Attempt> = after
+            .iter()
+            .filter(|a| before.contains(&(a.id, true)))
+            .cloned()
+            .collect();
+        let bar = FOUND
+            * best_of(&judged_before, Some(&gpu))
+                .and_then(speedup)
+                .unwrap_or(1.0)
+                .max(1.0);
         let cut = local.load(Ordering::SeqCst);
         let done = match summary.stop.as_str() {
             _ if !propose && unjudged(&after, &gpu) == 0 => Some(format!(
@@ -247,7 +260,7 @@ impl Rewriter for EvolveRewriter<'_> {
             attempts: made.len() as u32,
             found: made
                 .iter()
-                .filter(|a| speedup(a).is_some_and(|s| s >= FOUND))
+                .filter(|a| speedup(a).is_some_and(|s| s >= bar))
                 .count() as u32,
             // As the arm prices them (`pending_builds`): a template's child judged at its
             // parent's knobs is one build, a rule's edit.
@@ -256,9 +269,7 @@ impl Rewriter for EvolveRewriter<'_> {
                     .iter()
                     .filter(|a| builds_to_judge(a, &after, &gpu).len() > 1)
                     .collect();
-                let found = with
-                    .iter()
-                    .filter(|a| speedup(a).is_some_and(|s| s >= FOUND));
+                let found = with.iter().filter(|a| speedup(a).is_some_and(|s| s >= bar));
                 (with.len() as u32, found.count() as u32)
             },
             best,

@@ -8,7 +8,7 @@
 
 use crate::kernel::{KernelHash, TrialsKey};
 use crate::store::attempts::{builds_to_judge, fold};
-use crate::store::deadline::{median, Allocation, Arm, RewriteArm, Slice, STALE_TRIALS};
+use crate::store::deadline::{median, Allocation, Arm, RewriteArm, Slice, Tally, STALE_TRIALS};
 use crate::store::Store;
 
 /// A rewrite counts as found where it runs this much faster than the original's best
@@ -299,6 +299,7 @@ pub fn price(
         knobs_found: 0,
         reuse,
         next: 0,
+        others: Tally::default(),
     };
     choose_next(&mut arm);
     arm
@@ -413,19 +414,71 @@ pub fn chance(r: &RewriteArm) -> f64 {
 }
 
 /// The chance an attempt with `knobs` or without finds a rewrite: the price, counted as
-/// [`PRIOR_WEIGHT`] attempts, with this allocation's attempts and finds of that kind, where
-/// the arm prices the kinds apart.
+/// [`PRIOR_WEIGHT`] attempts, with this allocation's attempts and finds of that kind on the
+/// kernel, and at [`OTHERS_WEIGHT`] each those on the other kernels on its side of the reuse
+/// bound ([`pool_others`]), where the arm prices the kinds apart.
 fn chance_of(r: &RewriteArm, knobs: bool) -> f64 {
-    let (p, attempts, found) = match r.knobs_p {
-        Some(p) if knobs => (p, r.knobs_attempts, r.knobs_found),
-        Some(_) => (
-            r.p,
-            r.attempts.saturating_sub(r.knobs_attempts),
-            r.found.saturating_sub(r.knobs_found),
-        ),
-        None => (r.p, r.attempts, r.found),
+    let own = Tally {
+        attempts: r.attempts,
+        found: r.found,
+        knobs_attempts: r.knobs_attempts,
+        knobs_found: r.knobs_found,
     };
-    (p * PRIOR_WEIGHT + f64::from(found)) / (PRIOR_WEIGHT + f64::from(attempts))
+    let (p, (attempts, found), (others_attempts, others_found)) = match r.knobs_p {
+        Some(p) if knobs => (p, own.of(true), r.others.of(true)),
+        Some(_) => (r.p, own.of(false), r.others.of(false)),
+        None => (
+            r.p,
+            (r.attempts, r.found),
+            (r.others.attempts, r.others.found),
+        ),
+    };
+    let w = OTHERS_WEIGHT;
+    (p * PRIOR_WEIGHT + f64::from(found) + w * f64::from(others_found))
+        / (PRIOR_WEIGHT + f64::from(attempts) + w * f64::from(others_attempts))
+}
+
+/// What one attempt on another kernel on the same side of the reuse bound counts for, against
+/// one on the kernel itself: in run Y4 (H200, 2026-11-30) six column-walk kernels took 15
+/// attempts that found nothing, each priced at the prior until its own failures, while two_mm's
+/// template waited.
+pub const OTHERS_WEIGHT: f64 = 0.5;
+
+/// Each rewrite arm's tally of this allocation's attempts and finds on the other kernels on its
+/// side of the reuse bound ([`REUSE_BOUND`]; kernels whose reuse is unknown pool together).
+pub fn pool_others(a: &mut Allocation) {
+    let counts: Vec<(Option<bool>, Tally)> = a
+        .arms
+        .iter()
+        .filter_map(|k| k.rewrite.as_ref())
+        .map(|r| {
+            let t = Tally {
+                attempts: r.attempts,
+                found: r.found,
+                knobs_attempts: r.knobs_attempts,
+                knobs_found: r.knobs_found,
+            };
+            (reuses(r.reuse), t)
+        })
+        .collect();
+    for (i, r) in a
+        .arms
+        .iter_mut()
+        .filter_map(|k| k.rewrite.as_mut())
+        .enumerate()
+    {
+        let side = reuses(r.reuse);
+        let mut others = Tally::default();
+        for (j, (s, t)) in counts.iter().enumerate() {
+            if j != i && *s == side {
+                others.attempts += t.attempts;
+                others.found += t.found;
+                others.knobs_attempts += t.knobs_attempts;
+                others.knobs_found += t.knobs_found;
+            }
+        }
+        r.others = others;
+    }
 }
 
 /// Of the attempts waiting for their judge, the one worth most a second (the chance of its kind
@@ -581,6 +634,22 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
         warm: false,
         rewrite: true,
     });
+    pool_others(a);
+    // The other arms' next attempts, chosen again at the chances the pool now gives; not one
+    // a slice cut short, which the next slice resumes (priced at no less than that slice).
+    for k in a.arms.iter_mut().filter(|k| k.kernel != *kernel) {
+        let Some(r) = k.rewrite.as_mut() else {
+            continue;
+        };
+        let costs = (r.trial_s, r.setup_s, r.run_s);
+        let at_builds = r
+            .pending
+            .get(r.next)
+            .is_some_and(|&b| r.attempt_s <= compiled_attempt_seconds(f64::from(b), costs));
+        if at_builds {
+            choose_next(r);
+        }
+    }
     crate::deadline::reweigh(a);
 }
 
@@ -688,6 +757,7 @@ pub(crate) mod tests {
             knobs_found: 0,
             reuse: None,
             next: 0,
+            others: Tally::default(),
         }
     }
 
@@ -1025,6 +1095,58 @@ pub(crate) mod tests {
         let r = a.arms[0].rewrite.as_ref().unwrap();
         assert_eq!(r.pending, [1]);
         assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, (0.4, 1.0, 0.0)));
+    }
+
+    /// What an attempt finds on one kernel prices the next on the others on its side of the
+    /// reuse bound, at half an attempt of their own; a kernel on the other side is not moved.
+    #[test]
+    fn an_attempt_prices_the_next_on_kernels_on_its_side_of_the_bound_at_half_weight() {
+        let arm = |name: &str, reuse: f64| Arm {
+            kernel: name.into(),
+            rewrite: Some(RewriteArm {
+                reuse: Some(reuse),
+                knobs_p: Some(PRIOR_KNOBS_P_REUSE),
+                ..tests::priced()
+            }),
+            ..warm_arm()
+        };
+        let mut a = Allocation {
+            arms: vec![arm("walk", 50.0), arm("walk2", 60.0), arm("gemv", 2.0)],
+            ..crate::deadline::start("p", "g", 600.0, Vec::new())
+        };
+        let nothing = RewriteOutcome {
+            attempts: 1,
+            done: None,
+            seconds: 5.0,
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"walk".into(), &nothing);
+        let chance_of_arm = |a: &Allocation, i: usize| chance(a.arms[i].rewrite.as_ref().unwrap());
+        let p = PRIOR_P * PRIOR_WEIGHT;
+        assert!((chance_of_arm(&a, 0) - p / (PRIOR_WEIGHT + 1.0)).abs() < 1e-12);
+        assert!((chance_of_arm(&a, 1) - p / (PRIOR_WEIGHT + OTHERS_WEIGHT)).abs() < 1e-12);
+        assert_eq!(chance_of_arm(&a, 2), PRIOR_P, "the other side");
+        // A template that finds on one raises the chance of the next template on the other.
+        let found = RewriteOutcome {
+            attempts: 1,
+            found: 1,
+            knobs: (1, 1),
+            best: 3.0,
+            done: None,
+            seconds: 20.0,
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"walk".into(), &found);
+        let r = a.arms[1].rewrite.as_ref().unwrap();
+        let knobs = chance_of(r, true);
+        let want =
+            (PRIOR_KNOBS_P_REUSE * PRIOR_WEIGHT + OTHERS_WEIGHT) / (PRIOR_WEIGHT + OTHERS_WEIGHT);
+        assert!((knobs - want).abs() < 1e-12, "{knobs} against {want}");
+        assert_eq!(
+            r.others.of(false),
+            (1, 0),
+            "its plain attempts: one, no find"
+        );
     }
 
     #[test]

@@ -187,6 +187,37 @@ pub struct RewriteArm {
     /// (`remix::rewrites::choose_next`), which `attempt_s` prices.
     #[serde(default)]
     pub next: usize,
+    /// This allocation's attempts and finds on the other kernels on the same side of the reuse
+    /// bound: they price this kernel's next attempt too (`remix::rewrites::pool_others`).
+    #[serde(default, skip_serializing_if = "Tally::is_empty")]
+    pub others: Tally,
+}
+
+/// Rewrite attempts and finds, those with knobs among them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tally {
+    pub attempts: u32,
+    pub found: u32,
+    pub knobs_attempts: u32,
+    pub knobs_found: u32,
+}
+
+impl Tally {
+    pub fn is_empty(&self) -> bool {
+        *self == Tally::default()
+    }
+
+    /// (attempts, finds) of one kind: with knobs, or without.
+    pub fn of(&self, knobs: bool) -> (u32, u32) {
+        if knobs {
+            (self.knobs_attempts, self.knobs_found)
+        } else {
+            (
+                self.attempts.saturating_sub(self.knobs_attempts),
+                self.found.saturating_sub(self.knobs_found),
+            )
+        }
+    }
 }
 
 /// What a search is hoped to find after its warm start, by the speedup `s` that reached:
@@ -438,6 +469,12 @@ mod tests {
                     knobs_found: 1,
                     reuse: Some(180.0),
                     next: 0,
+                    others: Tally {
+                        attempts: 3,
+                        found: 1,
+                        knobs_attempts: 1,
+                        knobs_found: 1,
+                    },
                 }),
             }],
             slices: vec![Slice {
