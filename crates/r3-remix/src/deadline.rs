@@ -275,6 +275,13 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
         confirm_spent_s: 0.0,
         confirm_expected_s: 0.0,
     };
+    for k in &mut a.arms {
+        if let Some(r) = k.rewrite.as_mut() {
+            r.now = k.best * r.best.max(1.0);
+            crate::rewrites::choose_next(r);
+        }
+    }
+    crate::rewrites::pool_others(&mut a);
     reweigh(&mut a);
     a
 }
@@ -940,6 +947,11 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
         k.confirmed = false;
     }
     k.best = k.best.max(best);
+    if let Some(r) = k.rewrite.as_mut() {
+        // Its side of the reuse bound, and with it its templates' chance, moves with it.
+        r.now = k.best * r.best.max(1.0);
+        crate::rewrites::choose_again(r);
+    }
     k.trials = out.trials.max(k.trials);
     k.spent_s += out.seconds;
     // The last slice's cost is the next one's estimate: a search's trials get cheaper once
@@ -1978,6 +1990,43 @@ mod tests {
             shape: None,
             rewrite: None,
         }
+    }
+
+    /// A walk down a matrix's columns is far above streaming its data at -O3 and near it once
+    /// the compiler search reorders its loops: its templates are priced on the side it is on as
+    /// tuned, and its plain rewrites go first once the search took it under the bound.
+    #[test]
+    fn a_kernels_side_of_the_reuse_bound_moves_with_its_compiler_speedup() {
+        let walk = {
+            let mut r = crate::rewrites::tests::priced();
+            (r.trial_s, r.setup_s, r.run_s) = (0.3, 0.5, 0.001);
+            r.pending = vec![1, 6];
+            (r.reuse, r.knobs_p, r.knobs_prior) = (Some(48.0), Some(0.75), true);
+            Entrant {
+                rewrite: Some(r),
+                ..entrant_at("bicg_q", 0.5, 0.3)
+            }
+        };
+        let mut a = start("all", "GPU", 600.0, vec![walk]);
+        let r = || a.arms[0].rewrite.clone().unwrap();
+        assert_eq!(crate::rewrites::side(&r()), Some(true));
+        assert_eq!(r().next, 1, "the template, at 75%");
+        let out = SliceOutcome {
+            trials: 9,
+            best: Some(2.27),
+            done: None,
+            seconds: 5.0,
+            setup_s: 0.0,
+            trial_s: None,
+        };
+        record(&mut a, &"bicg_q".into(), true, &out);
+        let r = a.arms[0].rewrite.clone().unwrap();
+        assert_eq!(
+            crate::rewrites::side(&r),
+            Some(false),
+            "48 / 2.27 is under 32"
+        );
+        assert_eq!(r.next, 0, "the plain rewrite: templates at 10% now");
     }
 
     /// Under the geomean of the programs' speedups a kernel counts by its share of its

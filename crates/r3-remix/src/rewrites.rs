@@ -83,6 +83,16 @@ fn reuses(reuse: Option<f64>) -> Option<bool> {
     reuse.map(|r| r >= REUSE_BOUND)
 }
 
+/// The side of the bound `r`'s kernel is on as tuned so far: its reuse at -O3 over its speedup
+/// since. A walk down a matrix's columns is far above streaming at -O3 and near it once the
+/// compiler search has reordered its loops (bicg_q 48x at -O3, 2.27x since; gemver_w 49x, 2.9x;
+/// atax_aty 106x, 4.2x), where a matrix product stays far above it (gemm_naive 133x, 1.1x;
+/// two_mm_d 8081x, 2.7x): at -O3 alone the walks took their templates first, which ran 0.18x
+/// to 0.85x (H200, 2026-11-30, `scripts/bench-deadline profile 170s`).
+pub fn side(r: &RewriteArm) -> Option<bool> {
+    reuses(r.reuse.map(|u| u / r.now.max(1.0)))
+}
+
 /// Attempts the price counts as, against this allocation's own: after four attempts that found
 /// nothing, the chance is half what it was priced at.
 pub const PRIOR_WEIGHT: f64 = 4.0;
@@ -274,7 +284,7 @@ pub fn price(
             "r3's prior (too few attempts in this store)".to_owned(),
         )
     };
-    let knobs_p = knobs_chance(&pool, reuse);
+    let (knobs_p, knobs_prior) = knobs_chance(&pool, reuse);
     let own = history
         .iter()
         .filter(|p| p.kernel == *kernel)
@@ -300,6 +310,8 @@ pub fn price(
         reuse,
         next: 0,
         others: Tally::default(),
+        knobs_prior,
+        now: 1.0,
     };
     choose_next(&mut arm);
     arm
@@ -316,16 +328,22 @@ fn finds(pool: &[&Past]) -> Vec<f64> {
 /// The chance an attempt with knobs finds a rewrite: the share of `pool`'s attempts with knobs
 /// that found one, where it holds [`MIN_HISTORY`] of them, else r3's prior for the kernel's
 /// side of [`REUSE_BOUND`] ([`PRIOR_KNOBS_P`] where its `reuse` is unknown).
-fn knobs_chance(pool: &[&Past], reuse: Option<f64>) -> f64 {
+fn knobs_chance(pool: &[&Past], reuse: Option<f64>) -> (f64, bool) {
     let with: Vec<&Past> = pool.iter().copied().filter(|p| p.builds > 1).collect();
     if with.len() < MIN_HISTORY {
-        return match reuses(reuse) {
-            Some(true) => PRIOR_KNOBS_P_REUSE,
-            Some(false) => PRIOR_KNOBS_P_STREAM,
-            None => PRIOR_KNOBS_P,
-        };
+        return (knobs_prior(reuses(reuse)), true);
     }
-    (finds(&with).len() as f64 / with.len() as f64).clamp(0.02, 0.9)
+    let p = (finds(&with).len() as f64 / with.len() as f64).clamp(0.02, 0.9);
+    (p, false)
+}
+
+/// r3's prior chance of a template on a kernel on `side` of the reuse bound.
+fn knobs_prior(side: Option<bool>) -> f64 {
+    match side {
+        Some(true) => PRIOR_KNOBS_P_REUSE,
+        Some(false) => PRIOR_KNOBS_P_STREAM,
+        None => PRIOR_KNOBS_P,
+    }
 }
 
 /// The builds of each attempt on `kernel` compiled and not judged on `gpu` yet, in the order a
@@ -425,6 +443,9 @@ fn chance_of(r: &RewriteArm, knobs: bool) -> f64 {
         knobs_found: r.knobs_found,
     };
     let (p, (attempts, found), (others_attempts, others_found)) = match r.knobs_p {
+        Some(_) if knobs && r.knobs_prior => {
+            (knobs_prior(side(r)), own.of(true), r.others.of(true))
+        }
         Some(p) if knobs => (p, own.of(true), r.others.of(true)),
         Some(_) => (r.p, own.of(false), r.others.of(false)),
         None => (
@@ -458,7 +479,7 @@ pub fn pool_others(a: &mut Allocation) {
                 knobs_attempts: r.knobs_attempts,
                 knobs_found: r.knobs_found,
             };
-            (reuses(r.reuse), t)
+            (side(r), t)
         })
         .collect();
     for (i, r) in a
@@ -467,10 +488,10 @@ pub fn pool_others(a: &mut Allocation) {
         .filter_map(|k| k.rewrite.as_mut())
         .enumerate()
     {
-        let side = reuses(r.reuse);
+        let mine = side(r);
         let mut others = Tally::default();
         for (j, (s, t)) in counts.iter().enumerate() {
-            if j != i && *s == side {
+            if j != i && *s == mine {
                 others.attempts += t.attempts;
                 others.found += t.found;
                 others.knobs_attempts += t.knobs_attempts;
@@ -499,6 +520,19 @@ pub fn choose_next(r: &mut RewriteArm) {
     r.next = best.map_or(0, |(i, _)| i);
     if let Some(&builds) = r.pending.get(r.next) {
         r.attempt_s = priced(builds);
+    }
+}
+
+/// [`choose_next`] again where the chances moved, but not for an attempt a slice cut short,
+/// which the next slice resumes, priced at no less than that slice.
+pub fn choose_again(r: &mut RewriteArm) {
+    let costs = (r.trial_s, r.setup_s, r.run_s);
+    let at_builds = r
+        .pending
+        .get(r.next)
+        .is_some_and(|&b| r.attempt_s <= compiled_attempt_seconds(f64::from(b), costs));
+    if at_builds {
+        choose_next(r);
     }
 }
 
@@ -589,6 +623,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     r.knobs_attempts += out.knobs.0;
     r.knobs_found += out.knobs.1;
     r.best = r.best.max(out.best);
+    r.now = k.best * r.best.max(1.0);
     r.spent_s += out.seconds;
     match &out.pending {
         Some(left) => r.pending.clone_from(left),
@@ -638,16 +673,8 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     // The other arms' next attempts, chosen again at the chances the pool now gives; not one
     // a slice cut short, which the next slice resumes (priced at no less than that slice).
     for k in a.arms.iter_mut().filter(|k| k.kernel != *kernel) {
-        let Some(r) = k.rewrite.as_mut() else {
-            continue;
-        };
-        let costs = (r.trial_s, r.setup_s, r.run_s);
-        let at_builds = r
-            .pending
-            .get(r.next)
-            .is_some_and(|&b| r.attempt_s <= compiled_attempt_seconds(f64::from(b), costs));
-        if at_builds {
-            choose_next(r);
+        if let Some(r) = k.rewrite.as_mut() {
+            choose_again(r);
         }
     }
     crate::deadline::reweigh(a);
@@ -703,7 +730,7 @@ pub fn table_line(a: &Allocation) -> Option<String> {
 /// How many of the priced kernels are far above streaming their data once and how many near
 /// it, where the GPU's bandwidth is known: templates are priced apart on each side.
 fn reuse_words(priced: &[&RewriteArm]) -> String {
-    let known: Vec<bool> = priced.iter().filter_map(|r| reuses(r.reuse)).collect();
+    let known: Vec<bool> = priced.iter().filter_map(|r| side(r)).collect();
     if known.is_empty() {
         return String::new();
     }
@@ -758,6 +785,8 @@ pub(crate) mod tests {
             reuse: None,
             next: 0,
             others: Tally::default(),
+            knobs_prior: false,
+            now: 1.0,
         }
     }
 
@@ -959,9 +988,9 @@ pub(crate) mod tests {
         assert!((template - 30.6).abs() < 1e-9, "{template}");
         assert!((plain - 7.15).abs() < 1e-9, "{plain}");
         assert_eq!((r.next, r.attempt_s), (0, template));
-        // Where templates find less, the plain rewrite goes first.
+        // Where templates find less (the history says so), the plain rewrite goes first.
         let mut r = r.clone();
-        r.knobs_p = Some(0.3);
+        (r.knobs_p, r.knobs_prior) = (Some(0.3), false);
         choose_next(&mut r);
         assert_eq!((r.next, r.attempt_s), (1, plain));
     }
@@ -1054,8 +1083,8 @@ pub(crate) mod tests {
             with(None),
         ];
         let refs: Vec<&Past> = pool.iter().collect();
-        assert_eq!(knobs_chance(&refs, None), 0.75);
-        assert_eq!(knobs_chance(&refs[..3], None), PRIOR_KNOBS_P);
+        assert_eq!(knobs_chance(&refs, None), (0.75, false));
+        assert_eq!(knobs_chance(&refs[..3], None), (PRIOR_KNOBS_P, true));
         // Each kind's chance from its own attempts: four rules (one found), four templates.
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
@@ -1111,7 +1140,7 @@ pub(crate) mod tests {
             ..warm_arm()
         };
         let mut a = Allocation {
-            arms: vec![arm("walk", 50.0), arm("walk2", 60.0), arm("gemv", 2.0)],
+            arms: vec![arm("syrk", 500.0), arm("gemm", 600.0), arm("gemv", 2.0)],
             ..crate::deadline::start("p", "g", 600.0, Vec::new())
         };
         let nothing = RewriteOutcome {
@@ -1120,7 +1149,7 @@ pub(crate) mod tests {
             seconds: 5.0,
             ..RewriteOutcome::none("")
         };
-        record(&mut a, &"walk".into(), &nothing);
+        record(&mut a, &"syrk".into(), &nothing);
         let chance_of_arm = |a: &Allocation, i: usize| chance(a.arms[i].rewrite.as_ref().unwrap());
         let p = PRIOR_P * PRIOR_WEIGHT;
         assert!((chance_of_arm(&a, 0) - p / (PRIOR_WEIGHT + 1.0)).abs() < 1e-12);
@@ -1136,7 +1165,7 @@ pub(crate) mod tests {
             seconds: 20.0,
             ..RewriteOutcome::none("")
         };
-        record(&mut a, &"walk".into(), &found);
+        record(&mut a, &"syrk".into(), &found);
         let r = a.arms[1].rewrite.as_ref().unwrap();
         let knobs = chance_of(r, true);
         let want =

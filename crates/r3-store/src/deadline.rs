@@ -191,6 +191,14 @@ pub struct RewriteArm {
     /// bound: they price this kernel's next attempt too (`remix::rewrites::pool_others`).
     #[serde(default, skip_serializing_if = "Tally::is_empty")]
     pub others: Tally,
+    /// `knobs_p` is r3's prior for the kernel's side of the reuse bound, read again as its
+    /// speedup moves it (`remix::rewrites::side`); false: the history's, kept.
+    #[serde(default)]
+    pub knobs_prior: bool,
+    /// The kernel's speedup over -O3 with its best rewrite, as last known: what is left of its
+    /// `reuse` is that over this.
+    #[serde(default = "one")]
+    pub now: f64,
 }
 
 /// Rewrite attempts and finds, those with knobs among them.
@@ -475,6 +483,8 @@ mod tests {
                         knobs_attempts: 1,
                         knobs_found: 1,
                     },
+                    knobs_prior: true,
+                    now: 1.4,
                 }),
             }],
             slices: vec![Slice {
