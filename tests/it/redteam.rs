@@ -312,16 +312,8 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
         .clone();
     let mut script: std::collections::VecDeque<Hack> = caught.iter().cloned().collect();
     script.push_back(honest.clone());
-    let judge: r3::evolve::judge::SimJudge =
-        serde_json::from_str(r#"{"default_speedup": 2.0}"#).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let mut arm = r3::evolve::arm::EvolveRewriter::new(
-        &store,
-        Box::new(Scripted(script)),
-        r3::evolve::each::Judging::Script(judge),
-        &stop,
-        std::time::Duration::from_secs(120),
-    );
+    let mut arm = rewriter(&store, script, simulated(2.0), &stop);
     assert_eq!(arm.cannot(&k.hash), None);
     for h in &caught {
         let out = arm.attempt(&k.hash, 120.0, None);
@@ -365,12 +357,11 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
         .find(|h| h.kernel == "axpy" && h.catch == "none" && h.name != honest.name)
         .unwrap()
         .clone();
-    let mut elsewhere = r3::evolve::arm::EvolveRewriter::new(
+    let mut elsewhere = rewriter(
         &store,
-        Box::new(Scripted([second].into())),
+        [second].into(),
         r3::evolve::each::Judging::Not,
         &stop,
-        std::time::Duration::from_secs(120),
     );
     let out = elsewhere.attempt(&k.hash, 120.0, None);
     assert_eq!((out.attempts, out.found), (1, 0), "{:?}", out.said);
@@ -379,15 +370,7 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
         serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     kernel["compile"]["clang"] = "/nonexistent/clang++".into();
     std::fs::write(&path, serde_json::to_vec(&kernel).unwrap()).unwrap();
-    let judge: r3::evolve::judge::SimJudge =
-        serde_json::from_str(r#"{"default_speedup": 3.0}"#).unwrap();
-    let mut here = r3::evolve::arm::EvolveRewriter::new(
-        &store,
-        Box::new(Scripted(Default::default())),
-        r3::evolve::each::Judging::Script(judge),
-        &stop,
-        std::time::Duration::from_secs(120),
-    );
+    let mut here = rewriter(&store, Default::default(), simulated(3.0), &stop);
     assert_eq!(here.cannot(&k.hash), None, "one rewrite waits to be judged");
     let out = here.attempt(&k.hash, 120.0, None);
     assert_eq!(
@@ -426,13 +409,7 @@ fn the_deadlines_rewrite_arm_judges_the_compiled_attempt_it_chose_alone() {
         .collect();
     assert_eq!(honest.len(), 2);
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let mut elsewhere = r3::evolve::arm::EvolveRewriter::new(
-        &store,
-        Box::new(Scripted(honest)),
-        r3::evolve::each::Judging::Not,
-        &stop,
-        std::time::Duration::from_secs(120),
-    );
+    let mut elsewhere = rewriter(&store, honest, r3::evolve::each::Judging::Not, &stop);
     for _ in 0..2 {
         let out = elsewhere.attempt(&k.hash, 120.0, None);
         assert_eq!(out.attempts, 1, "{:?}", out.said);
@@ -442,15 +419,7 @@ fn the_deadlines_rewrite_arm_judges_the_compiled_attempt_it_chose_alone() {
         r3::remix::rewrites::pending_builds(&store, &k.hash, &gpu),
         [1, 1]
     );
-    let judge: r3::evolve::judge::SimJudge =
-        serde_json::from_str(r#"{"default_speedup": 2.0}"#).unwrap();
-    let mut here = r3::evolve::arm::EvolveRewriter::new(
-        &store,
-        Box::new(Scripted(Default::default())),
-        r3::evolve::each::Judging::Script(judge),
-        &stop,
-        std::time::Duration::from_secs(120),
-    );
+    let mut here = rewriter(&store, Default::default(), simulated(2.0), &stop);
     let out = here.attempt(&k.hash, 120.0, Some(1));
     assert_eq!((out.attempts, out.found), (1, 1), "{:?}", out.said);
     assert_eq!(
@@ -470,4 +439,26 @@ fn the_deadlines_rewrite_arm_judges_the_compiled_attempt_it_chose_alone() {
     assert_eq!(out.pending.as_deref(), Some(&[][..]));
     // As fast as the rewrite found before it (2.0x): valid, and no find.
     assert_eq!((out.found, out.best), (0, 2.0), "{:?}", out.said);
+}
+
+/// The deadline's rewriter on `store`, proposing `script` in turn and judging as `judging`.
+fn rewriter<'a>(
+    store: &'a r3::store::Store,
+    script: std::collections::VecDeque<Hack>,
+    judging: r3::evolve::each::Judging,
+    stop: &'a std::sync::atomic::AtomicBool,
+) -> r3::evolve::arm::EvolveRewriter<'a> {
+    r3::evolve::arm::EvolveRewriter::new(
+        store,
+        Box::new(Scripted(script)),
+        judging,
+        stop,
+        std::time::Duration::from_secs(120),
+    )
+}
+
+/// A simulated judge that finds every valid rewrite `speedup` times faster.
+fn simulated(speedup: f64) -> r3::evolve::each::Judging {
+    let json = format!(r#"{{"default_speedup": {speedup}}}"#);
+    r3::evolve::each::Judging::Script(serde_json::from_str(&json).unwrap())
 }

@@ -110,10 +110,42 @@ pub fn driver_version() -> Option<(i32, i32)> {
 /// without making a context (a context costs time and GPU memory on every device [`probe`]
 /// visits); None without a driver or a device.
 pub fn resident_threads(ordinal: i32) -> Option<f64> {
+    use sys::CUdevice_attribute::*;
+    let [sms, per_sm] = attributes(
+        ordinal,
+        [
+            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+        ],
+    )?;
+    Some(f64::from(sms) * f64::from(per_sm))
+}
+
+/// GPU `ordinal`'s peak memory bandwidth (GB/s): its memory clock (two transfers a clock) over
+/// its bus width, read from the driver without making a context; None without a driver or
+/// where the driver does not say. A nominal figure: what it is for (`remix::rewrites::reuse`)
+/// tells apart kernels orders of magnitude apart.
+pub fn memory_gbs(ordinal: usize) -> Option<f64> {
+    use sys::CUdevice_attribute::*;
+    let [khz, bits] = attributes(
+        i32::try_from(ordinal).ok()?,
+        [
+            CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
+            CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
+        ],
+    )?;
+    Some(2.0 * f64::from(khz) * 1e3 * f64::from(bits) / 8.0 / 1e9)
+}
+
+/// GPU `ordinal`'s attributes `which`, each positive, read without making a context; None
+/// without a driver or a device, or where one is not positive.
+fn attributes<const N: usize>(
+    ordinal: i32,
+    which: [sys::CUdevice_attribute; N],
+) -> Option<[i32; N]> {
     if !driver_present() {
         return None;
     }
-    use sys::CUdevice_attribute::*;
     // SAFETY: the library is present; the calls only write the values passed.
     unsafe {
         let ok = |rc| rc == sys::CUresult::CUDA_SUCCESS;
@@ -121,46 +153,13 @@ pub fn resident_threads(ordinal: i32) -> Option<f64> {
         if !ok(sys::cuInit(0)) || !ok(sys::cuDeviceGet(&mut dev, ordinal)) {
             return None;
         }
-        let mut n = 1.0;
-        for a in [
-            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
-        ] {
-            let mut v = 0;
-            if !ok(sys::cuDeviceGetAttribute(&mut v, a, dev)) || v <= 0 {
+        let mut out = [0; N];
+        for (v, a) in out.iter_mut().zip(which) {
+            if !ok(sys::cuDeviceGetAttribute(v, a, dev)) || *v <= 0 {
                 return None;
             }
-            n *= f64::from(v);
         }
-        Some(n)
-    }
-}
-
-/// GPU `ordinal`'s peak memory bandwidth (GB/s): its memory clock (two transfers a clock) over
-/// its bus width, read from the driver without making a context; None without a driver or
-/// where the driver does not say. Nominal: an H200 reads 4.0 TB/s from it, 4.8 TB/s on its data
-/// sheet; what it is for (`remix::rewrites::reuse`) tells apart kernels orders of magnitude
-/// apart.
-pub fn memory_gbs(ordinal: usize) -> Option<f64> {
-    if !driver_present() {
-        return None;
-    }
-    use sys::CUdevice_attribute::*;
-    // SAFETY: the library is present; the calls only write the values passed.
-    unsafe {
-        let ok = |rc| rc == sys::CUresult::CUDA_SUCCESS;
-        let mut dev = 0;
-        if !ok(sys::cuInit(0)) || !ok(sys::cuDeviceGet(&mut dev, ordinal as i32)) {
-            return None;
-        }
-        let (mut khz, mut bits) = (0, 0);
-        let attr = |v: &mut i32, a| ok(sys::cuDeviceGetAttribute(v, a, dev)) && *v > 0;
-        if !attr(&mut khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)
-            || !attr(&mut bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)
-        {
-            return None;
-        }
-        Some(2.0 * f64::from(khz) * 1e3 * f64::from(bits) / 8.0 / 1e9)
+        Some(out)
     }
 }
 
