@@ -282,41 +282,8 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
         }
     }
     crate::rewrites::pool_others(&mut a);
-    reweigh(&mut a);
+    a.reweigh();
     a
-}
-
-/// The weight `k`'s time saved has in the objective: the geomean of the programs' speedups
-/// where its programs are known ([`reweigh`]), else the mean of their times.
-pub fn worth_weight(k: &Arm) -> f64 {
-    k.geo_weight.unwrap_or(k.weight)
-}
-
-/// Each arm's weight in the geomean of the programs' speedups, with every arm's best so far
-/// (its best rewrite's included). A program's log speedup moves by a kernel's time saved over
-/// the program's time now, where its mean time moves by the time saved alone: two_mm's
-/// kernel, its program at 2.7x, counted 0.37 of a program at 1.0x, and its templates, which
-/// found 19x on the H100, were never offered (H200, 2026-11-30). The geomean is what the
-/// programs are judged by (bench/RESULTS.md).
-pub fn reweigh(a: &mut Allocation) {
-    let mut time: BTreeMap<String, f64> = BTreeMap::new();
-    for k in &a.arms {
-        let saved = 1.0 - 1.0 / crate::rewrites::effective(k);
-        for (p, share) in &k.programs {
-            *time.entry(p.clone()).or_insert(1.0) -= share * saved;
-        }
-    }
-    for k in &mut a.arms {
-        let total: f64 = k.programs.iter().map(|(_, s)| s).sum();
-        k.geo_weight = (total > 0.0).then(|| {
-            let over_now: f64 = k
-                .programs
-                .iter()
-                .map(|(p, s)| s / time.get(p).copied().unwrap_or(1.0).max(1e-3))
-                .sum();
-            k.weight * over_now / total
-        });
-    }
 }
 
 /// Which stored allocation of the scope a run continues.
@@ -361,7 +328,7 @@ pub fn potential(a: &Arm) -> f64 {
     } else {
         1.0
     };
-    worth_weight(a) * (1.0 / a.best - 1.0 / hope(a)) * decay
+    a.worth_weight() * (1.0 / a.best - 1.0 / hope(a)) * decay
 }
 
 /// The speedup a search of `a` is hoped to reach. Before its warm start: the prior (the store's
@@ -703,7 +670,7 @@ fn deferred_confirmations(
     let reached = median_warm_best(a);
     let reach_rate = unreached
         .iter()
-        .map(|k| worth_weight(k) * (1.0 - 1.0 / reach_speedup(k, reached)))
+        .map(|k| k.worth_weight() * (1.0 - 1.0 / reach_speedup(k, reached)))
         .sum::<f64>()
         / owed.max(1e-9);
     let (ships, clear) = (ships_from(), crate::confirm::clear_winner());
@@ -713,7 +680,7 @@ fn deferred_confirmations(
         .filter(|k| k.best >= ships && k.best < clear && !k.confirmed)
         .map(|k| {
             (
-                worth_weight(k) * (1.0 - 1.0 / k.best) / confirm_s(a, k).max(1e-9),
+                k.worth_weight() * (1.0 - 1.0 / k.best) / confirm_s(a, k).max(1e-9),
                 k,
             )
         })
@@ -985,7 +952,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
         rewrite: false,
     });
     learn_from_twins(a, kernel);
-    reweigh(a);
+    a.reweigh();
 }
 
 /// After a slice of `kernel`: the arms of its loop shape not searched yet are priced and
@@ -2054,7 +2021,7 @@ mod tests {
         for n in ["two_mm", "two_mm_tail", "gemv"] {
             let k = arm(&a, n);
             assert!(
-                (worth_weight(&k) - k.weight).abs() < 1e-12,
+                (k.worth_weight() - k.weight).abs() < 1e-12,
                 "{n}: all at 1.0x"
             );
         }
@@ -2072,7 +2039,7 @@ mod tests {
         for n in ["two_mm", "two_mm_tail"] {
             let k = arm(&a, n);
             let want = k.weight / now;
-            assert!((worth_weight(&k) - want).abs() < 1e-12, "{n}");
+            assert!((k.worth_weight() - want).abs() < 1e-12, "{n}");
         }
         assert!(1.0 / now > 2.7 && 1.0 / now < 2.8);
         let (geo, n) = predicted_geomean(&a).unwrap();
@@ -2088,14 +2055,14 @@ mod tests {
         )
         .contains("geomean over its 2 programs"));
         let gemv = arm(&a, "gemv");
-        assert_eq!(worth_weight(&gemv), gemv.weight);
+        assert_eq!(gemv.worth_weight(), gemv.weight);
         // Without programs (an allocation of an earlier r3), the weight as it was.
         let mut old = a.clone();
         for k in &mut old.arms {
             k.programs.clear();
         }
-        reweigh(&mut old);
-        assert!(old.arms.iter().all(|k| worth_weight(k) == k.weight));
+        old.reweigh();
+        assert!(old.arms.iter().all(|k| k.worth_weight() == k.weight));
     }
 
     fn entrants(shares: &[(&str, f64)], world: &BTreeMap<String, Kernel>) -> Vec<Entrant> {

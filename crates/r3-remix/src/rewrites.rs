@@ -546,7 +546,7 @@ pub fn headroom(k: &Arm) -> Option<f64> {
 /// The kernel's speedup with its best rewrite: the compiler's best, times the rewrite's over
 /// the original's best compiler-only build.
 pub fn effective(k: &Arm) -> f64 {
-    k.best * k.rewrite.as_ref().map_or(1.0, |r| r.best.max(1.0))
+    k.effective()
 }
 
 /// The whole-program gain the next attempt on `k` is expected to bring (a fraction of the
@@ -574,7 +574,7 @@ fn worth(k: &Arm) -> f64 {
     let now = effective(k);
     // No rewrite makes a kernel faster than streaming its data once.
     let gain = headroom(k).map_or(r.gain, |h| r.gain.min(h.max(1.0)));
-    crate::deadline::worth_weight(k) * (1.0 / now - 1.0 / (now * gain)) * chance(r)
+    k.worth_weight() * (1.0 / now - 1.0 / (now * gain)) * chance(r)
 }
 
 /// Whether `k`'s compiler search has plateaued: done, or [`STALE_TRIALS`] trials past its last
@@ -677,7 +677,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
             choose_again(r);
         }
     }
-    crate::deadline::reweigh(a);
+    a.reweigh();
 }
 
 /// A rewrite slice in words, for tune's progress, with the allocation's `predicted` program
