@@ -293,12 +293,7 @@ fn the_deadlines_rewrite_arm_refuses_every_hack_the_text_shows() {
     let dir = tempfile::tempdir().unwrap();
     let store = r3::store::Store::open(&target_store(dir.path())).unwrap();
     let all = hacks();
-    let k = store
-        .kernels()
-        .unwrap()
-        .into_iter()
-        .find(|k| k.signature.demangled.starts_with("axpy"))
-        .unwrap();
+    let k = axpy(&store);
     let caught: Vec<Hack> = all
         .iter()
         .filter(|h| h.kernel == "axpy" && h.catch == "guard")
@@ -397,12 +392,7 @@ fn the_deadlines_rewrite_arm_judges_the_compiled_attempt_it_chose_alone() {
     use r3::remix::rewrites::Rewriter;
     let dir = tempfile::tempdir().unwrap();
     let store = r3::store::Store::open(&target_store(dir.path())).unwrap();
-    let k = store
-        .kernels()
-        .unwrap()
-        .into_iter()
-        .find(|k| k.signature.demangled.starts_with("axpy"))
-        .unwrap();
+    let k = axpy(&store);
     let honest: std::collections::VecDeque<Hack> = hacks()
         .into_iter()
         .filter(|h| h.kernel == "axpy" && h.catch == "none")
@@ -461,4 +451,14 @@ fn rewriter<'a>(
 fn simulated(speedup: f64) -> r3::evolve::each::Judging {
     let json = format!(r#"{{"default_speedup": {speedup}}}"#);
     r3::evolve::each::Judging::Script(serde_json::from_str(&json).unwrap())
+}
+
+/// The red-team store's axpy kernel.
+fn axpy(store: &r3::store::Store) -> r3::store::KernelRecord {
+    store
+        .kernels()
+        .unwrap()
+        .into_iter()
+        .find(|k| k.signature.demangled.starts_with("axpy"))
+        .unwrap()
 }

@@ -33,7 +33,6 @@ use crate::store::deadline::{median, Allocation, Arm, Growth, Slice, FORMAT};
 use crate::store::programs::share_words as percent;
 use crate::store::speed::times;
 use crate::store::{Store, StoreError};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A kernel under this share of every program it runs in gets its baseline and warm start
@@ -276,8 +275,9 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
         confirm_expected_s: 0.0,
     };
     for k in &mut a.arms {
+        let now = k.effective();
         if let Some(r) = k.rewrite.as_mut() {
-            r.now = k.best * r.best.max(1.0);
+            r.now = now;
             crate::rewrites::choose_next(r);
         }
     }
@@ -363,13 +363,7 @@ pub fn predicted(a: &Allocation) -> f64 {
 /// best (its best rewrite's included), and how many programs; None where no arm's programs
 /// are known.
 pub fn predicted_geomean(a: &Allocation) -> Option<(f64, usize)> {
-    let mut time: BTreeMap<&str, f64> = BTreeMap::new();
-    for k in &a.arms {
-        let saved = 1.0 - 1.0 / crate::rewrites::effective(k);
-        for (p, share) in &k.programs {
-            *time.entry(p.as_str()).or_insert(1.0) -= share * saved;
-        }
-    }
+    let time = a.program_times();
     let n = time.len();
     let logs: f64 = time.values().map(|t| -t.max(1e-9).ln()).sum();
     (n > 0).then(|| ((logs / n as f64).exp(), n))
@@ -914,9 +908,10 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
         k.confirmed = false;
     }
     k.best = k.best.max(best);
+    let now = k.effective();
     if let Some(r) = k.rewrite.as_mut() {
         // Its side of the reuse bound, and with it its templates' chance, moves with it.
-        r.now = k.best * r.best.max(1.0);
+        r.now = now;
         crate::rewrites::choose_again(r);
     }
     k.trials = out.trials.max(k.trials);

@@ -436,12 +436,7 @@ pub fn chance(r: &RewriteArm) -> f64 {
 /// kernel, and at [`OTHERS_WEIGHT`] each those on the other kernels on its side of the reuse
 /// bound ([`pool_others`]), where the arm prices the kinds apart.
 fn chance_of(r: &RewriteArm, knobs: bool) -> f64 {
-    let own = Tally {
-        attempts: r.attempts,
-        found: r.found,
-        knobs_attempts: r.knobs_attempts,
-        knobs_found: r.knobs_found,
-    };
+    let own = r.tally();
     let (p, (attempts, found), (others_attempts, others_found)) = match r.knobs_p {
         Some(_) if knobs && r.knobs_prior => {
             (knobs_prior(side(r)), own.of(true), r.others.of(true))
@@ -472,15 +467,7 @@ pub fn pool_others(a: &mut Allocation) {
         .arms
         .iter()
         .filter_map(|k| k.rewrite.as_ref())
-        .map(|r| {
-            let t = Tally {
-                attempts: r.attempts,
-                found: r.found,
-                knobs_attempts: r.knobs_attempts,
-                knobs_found: r.knobs_found,
-            };
-            (side(r), t)
-        })
+        .map(|r| (side(r), r.tally()))
         .collect();
     for (i, r) in a
         .arms

@@ -232,13 +232,7 @@ impl Allocation {
     /// templates, which found 19x on the H100, were never offered (H200, 2026-11-30). The
     /// geomean is what the programs are judged by (bench/RESULTS.md).
     pub fn reweigh(&mut self) {
-        let mut time: std::collections::BTreeMap<String, f64> = Default::default();
-        for k in &self.arms {
-            let saved = 1.0 - 1.0 / k.effective();
-            for (p, share) in &k.programs {
-                *time.entry(p.clone()).or_insert(1.0) -= share * saved;
-            }
-        }
+        let time = self.program_times();
         for k in &mut self.arms {
             let total: f64 = k.programs.iter().map(|(_, s)| s).sum();
             k.geo_weight = (total > 0.0).then(|| {
@@ -249,6 +243,33 @@ impl Allocation {
                     .sum();
                 k.weight * over_now / total
             });
+        }
+    }
+}
+
+impl Allocation {
+    /// Each program its arms run in, and its time with every arm's best so far over its time
+    /// at -O3.
+    pub fn program_times(&self) -> std::collections::BTreeMap<String, f64> {
+        let mut time = std::collections::BTreeMap::new();
+        for k in &self.arms {
+            let saved = 1.0 - 1.0 / k.effective();
+            for (p, share) in &k.programs {
+                *time.entry(p.clone()).or_insert(1.0) -= share * saved;
+            }
+        }
+        time
+    }
+}
+
+impl RewriteArm {
+    /// This allocation's attempts and finds on its kernel.
+    pub fn tally(&self) -> Tally {
+        Tally {
+            attempts: self.attempts,
+            found: self.found,
+            knobs_attempts: self.knobs_attempts,
+            knobs_found: self.knobs_found,
         }
     }
 }
