@@ -382,6 +382,47 @@ const ROWDOT: Subject = Subject {
 "#,
 };
 
+/// Kendall-style pair counts: each thread counts concordant minus discordant row pairs of two
+/// columns into one element, through branches (`+=` and `-=` at one index), and ties into a
+/// second pointer; rows with equal values make every branch run.
+const PAIR_COUNTS: Subject = Subject {
+    name: "pairs",
+    source: r#"__global__ void pairs(int n, int m, const float *y, float *tau, int *ties) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < m * m) {
+    int a = t / m, b = t % m;
+    for (int i = 0; i < n - 1; i++) {
+      for (int k = i + 1; k < n; k++) {
+        float d = (y[i * m + a] - y[k * m + a]) * (y[i * m + b] - y[k * m + b]);
+        if (d > 0.0f)
+          tau[t] += 1.0f;
+        else if (d < 0.0f)
+          tau[t] -= 1.0f;
+        else
+          ties[t] += 1;
+      }
+    }
+  }
+}"#,
+    driver: r#"
+  struct Case { int n, m, block, off; };
+  for (Case c : {Case{7, 5, 8, 0}, Case{12, 6, 32, 1}, Case{3, 4, 16, 0}, Case{9, 9, 64, 0},
+                 Case{2, 3, 4, 1}}) {
+    auto levels = r3cpu::random_ints(c.n * c.m + c.off, 51, 0, 3);
+    std::vector<float> y(levels.begin(), levels.end());
+    auto tau = r3cpu::random_floats(c.m * c.m + c.off, 52);
+    auto ties = r3cpu::random_ints(c.m * c.m + c.off, 53, 0, 9);
+    r3cpu::launch(kernel, dim3((c.m * c.m + c.block - 1) / c.block), dim3(c.block), c.n, c.m,
+                  y.data() + c.off, tau.data() + c.off, ties.data() + c.off);
+    char what[64];
+    std::snprintf(what, sizeof what, "n=%d m=%d block=%d off=%d tau", c.n, c.m, c.block, c.off);
+    r3cpu::dump(variant, what, tau.data(), tau.size());
+    std::snprintf(what, sizeof what, "n=%d m=%d block=%d off=%d ties", c.n, c.m, c.block, c.off);
+    r3cpu::dump(variant, what, ties.data(), ties.size());
+  }
+"#,
+};
+
 /// Each rule's rewrite of `s`, and every rule applied in turn (each to the last one's
 /// output, where it applies), as (label, code). The test's inputs are distinct allocations,
 /// so the rewrites are made under the fact that the pointers are disjoint (the restrict rule
@@ -594,6 +635,11 @@ fn rules_keep_syrk_bit_identical() {
 #[test]
 fn rules_keep_gemm_tiled_bit_identical() {
     rule_variants_match_the_original(&GEMM_TILED, &["restrict", "unroll-constant"]);
+}
+
+#[test]
+fn rules_keep_pair_counts_bit_identical() {
+    rule_variants_match_the_original(&PAIR_COUNTS, &["restrict", "register-accumulator"]);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! may be wrong for the kernel (the compile and the validation against the recording decide),
 //! but it never writes anything but device code.
 
-use super::kernel_text::{edit, indent_at, modified_in, parse};
+use super::kernel_text::{edit, indent_at, modified_in, parse, Parsed};
 pub use super::kernel_text::{Facts, POINTERS_DISJOINT};
 use super::source::{self, Kind};
 
@@ -25,7 +25,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "register-accumulator",
-        why: "a loop that accumulates through a pointer at an index the loop never changes accumulates in a register instead, loaded before the loop and stored after it",
+        why: "a loop that accumulates through a pointer at an index the loop never changes (every use of that pointer in the loop a compound assignment at that index, under branches or not) accumulates in a register instead, loaded before the loop and stored after it; not proposed where the recordings show pointers sharing an allocation, where another could reach that element",
         requires: &[],
         apply: accumulator,
     },
@@ -84,7 +84,10 @@ fn restrict(src: &str, facts: &Facts) -> Option<String> {
     (!edits.is_empty()).then(|| edit(src, edits))
 }
 
-fn accumulator(src: &str, _: &Facts) -> Option<String> {
+fn accumulator(src: &str, facts: &Facts) -> Option<String> {
+    if facts.pointers_disjoint == Some(false) {
+        return None;
+    }
     let p = parse(src)?;
     let pointers: Vec<&str> = p.pointer_params().iter().map(|&(_, n, _)| p.w(n)).collect();
     for (f, body, braced) in p.loops() {
@@ -97,46 +100,89 @@ fn accumulator(src: &str, _: &Facts) -> Option<String> {
             continue;
         }
         let modified = modified_in(&p, whole.clone());
-        for s in body.clone() {
-            let at_stmt_start = s == body.start || matches!(p.w(s - 1), ";" | "{" | "}");
-            if !at_stmt_start || !pointers.contains(&p.w(s)) || p.w(s + 1) != "[" {
-                continue;
-            }
-            let Some(rb) = source::matching(p.src, &p.toks, s + 1) else {
-                continue;
-            };
-            if !matches!(p.w(rb + 1), "+=" | "-=" | "*=") {
-                continue;
-            }
-            // The index may not load, call, or name anything the loop changes.
-            let index_ok = (s + 2..rb).all(|i| {
-                let w = p.w(i);
-                let changes = p.toks[i].kind == Kind::Ident && modified.contains(w);
-                !(matches!(w, "[" | "(") || changes)
-            });
-            let named_once = whole.clone().filter(|&i| p.w(i) == p.w(s)).count() == 1;
-            if !index_ok || !named_once {
-                continue;
-            }
-            let lhs = &p.src[p.toks[s].span.0..p.toks[rb].span.1];
-            let acc = "r3_acc";
-            // A pragma on the loop moves into the block with it.
-            let first = (0..whole.start)
-                .rev()
-                .take_while(|&i| p.toks[i].kind == Kind::Directive)
-                .last()
-                .unwrap_or(whole.start);
-            let (a, b) = (p.toks[first].span.0, p.toks[whole.end - 1].span.1);
-            let loop_text = edit(
-                &p.src[a..b],
-                vec![(p.toks[s].span.0 - a, p.toks[rb].span.1 - a, acc.to_owned())],
-            );
-            let (ind, _) = indent_at(p.src, a);
-            let new = format!("{{\n{ind}  auto {acc} = {lhs};\n{ind}  {loop_text}\n{ind}  {lhs} = {acc};\n{ind}}}");
-            return Some(edit(src, vec![(a, b, new)]));
+        let accumulators: Vec<_> = pointers
+            .iter()
+            .filter_map(|name| accumulated(&p, whole.clone(), name, &modified))
+            .collect();
+        if !accumulators.is_empty() {
+            return Some(around_loop(&p, whole, &accumulators));
         }
     }
     None
+}
+
+/// Every place `name` appears in the loop, as `(name, closing bracket)` token pairs,
+/// when each is the target of a compound assignment at one index the loop never changes (so a
+/// register can stand for that element throughout the loop); None otherwise. The assignments
+/// may sit under branches: `if (c) y[i] += 1; else y[i] -= 1;` accumulates as well.
+fn accumulated(
+    p: &Parsed,
+    whole: std::ops::Range<usize>,
+    name: &str,
+    modified: &std::collections::HashSet<String>,
+) -> Option<Vec<(usize, usize)>> {
+    let mut targets = Vec::new();
+    let mut index: Option<Vec<&str>> = None;
+    for s in whole.filter(|&s| p.w(s) == name) {
+        let at_stmt_start = matches!(p.w(s - 1), ";" | "{" | "}" | ")" | "else");
+        if !at_stmt_start || p.w(s + 1) != "[" {
+            return None;
+        }
+        let rb = source::matching(p.src, &p.toks, s + 1)?;
+        if !matches!(p.w(rb + 1), "+=" | "-=" | "*=") {
+            return None;
+        }
+        // The index may not load, call, or name anything the loop changes.
+        let words: Vec<&str> = (s + 2..rb).map(|i| p.w(i)).collect();
+        let index_ok = (s + 2..rb).all(|i| {
+            let w = p.w(i);
+            let changes = p.toks[i].kind == Kind::Ident && modified.contains(w);
+            !(matches!(w, "[" | "(") || changes)
+        });
+        if !index_ok || index.as_ref().is_some_and(|first| *first != words) {
+            return None;
+        }
+        index.get_or_insert(words);
+        targets.push((s, rb));
+    }
+    (!targets.is_empty()).then_some(targets)
+}
+
+/// The loop `whole` with each accumulator's targets replaced by a register of its own, loaded
+/// from the element before the loop and stored to it after.
+fn around_loop(
+    p: &Parsed,
+    whole: std::ops::Range<usize>,
+    accumulators: &[Vec<(usize, usize)>],
+) -> String {
+    // A pragma on the loop moves into the block with it.
+    let first = (0..whole.start)
+        .rev()
+        .take_while(|&i| p.toks[i].kind == Kind::Directive)
+        .last()
+        .unwrap_or(whole.start);
+    let (a, b) = (p.toks[first].span.0, p.toks[whole.end - 1].span.1);
+    let (ind, _) = indent_at(p.src, a);
+    let (mut edits, mut loads, mut stores) = (Vec::new(), String::new(), String::new());
+    for (n, targets) in accumulators.iter().enumerate() {
+        let acc = if n == 0 {
+            "r3_acc".to_owned()
+        } else {
+            format!("r3_acc{n}")
+        };
+        let (s, rb) = targets[0];
+        let lhs = &p.src[p.toks[s].span.0..p.toks[rb].span.1];
+        loads.push_str(&format!("\n{ind}  auto {acc} = {lhs};"));
+        stores.push_str(&format!("\n{ind}  {lhs} = {acc};"));
+        edits.extend(
+            targets
+                .iter()
+                .map(|&(s, rb)| (p.toks[s].span.0 - a, p.toks[rb].span.1 - a, acc.clone())),
+        );
+    }
+    let loop_text = edit(&p.src[a..b], edits);
+    let new = format!("{{{loads}\n{ind}  {loop_text}{stores}\n{ind}}}");
+    edit(p.src, vec![(a, b, new)])
 }
 
 fn unroll(src: &str, constant: bool) -> Option<String> {
@@ -237,6 +283,68 @@ mod tests {
             .apply(MV, &Facts::default())
             .unwrap();
         assert!(out.contains("  if (i < n) {\n    {\n      auto r3_acc = y[i];\n      for (int j = 0; j < n; j++) {\n      r3_acc += A[i * n + j] * x[j];\n    }\n      y[i] = r3_acc;\n    }\n  }"), "{out}");
+    }
+
+    #[test]
+    fn branches_that_count_into_one_element_count_in_a_register() {
+        let src = "__global__ void kt(int n, int m, float *y, float *tau) {\n  int j = threadIdx.x;\n  for (int i = 0; i < n; i++) {\n    for (int k = i + 1; k < n; k++) {\n      float d = y[i * m + j] - y[k * m + j];\n      if (d > 0.0f)\n        tau[j * m + j] += 1.0f;\n      else if (d < 0.0f)\n        tau[j * m + j] -= 1.0f;\n    }\n  }\n  tau[j * m + j] /= n;\n}";
+        let out = rule("register-accumulator")
+            .unwrap()
+            .apply(src, &Facts::default())
+            .unwrap();
+        assert!(
+            out.contains("  {\n    auto r3_acc = tau[j * m + j];\n    for (int i = 0;"),
+            "{out}"
+        );
+        assert!(out.contains("if (d > 0.0f)\n        r3_acc += 1.0f;\n      else if (d < 0.0f)\n        r3_acc -= 1.0f;"), "{out}");
+        assert!(
+            out.contains("  }\n    tau[j * m + j] = r3_acc;\n  }\n  tau[j * m + j] /= n;"),
+            "{out}"
+        );
+        let aliased = Facts {
+            pointers_disjoint: Some(false),
+            block: None,
+        };
+        assert_eq!(
+            rule("register-accumulator").unwrap().apply(src, &aliased),
+            None,
+            "y may reach the counted element"
+        );
+    }
+
+    #[test]
+    fn each_accumulated_pointer_gets_its_own_register() {
+        let src = "__global__ void k(int n, const float *v, float *total, unsigned *hits) {\n  int c = threadIdx.x;\n  for (int r = 0; r < n; r++) {\n    if (v[r] > 0.0f) {\n      total[c] += v[r];\n      hits[c] += 1;\n    }\n  }\n}";
+        let out = rule("register-accumulator")
+            .unwrap()
+            .apply(src, &Facts::default())
+            .unwrap();
+        assert!(
+            out.contains(
+                "  {\n    auto r3_acc = total[c];\n    auto r3_acc1 = hits[c];\n    for (int r"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("r3_acc += v[r];\n      r3_acc1 += 1;"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  }\n    total[c] = r3_acc;\n    hits[c] = r3_acc1;\n  }\n}"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn no_accumulator_where_two_updates_name_different_elements() {
+        let r = rule("register-accumulator").unwrap();
+        for src in [
+            "__global__ void k(int n, float *y, int i) { for (int j = 0; j < n; j++) { if (j & 1) y[i] += 1; else y[i + 1] -= 1; } }",
+            "__global__ void k(int n, float *y, int i) { for (int j = 0; j < n; j++) { y[i] += 1; y[i] = 0; } }",
+            "__global__ void k(int n, float *y, int i) { for (int j = 0; j < n; j++) { y[i] += 1; float t = y[i]; } }",
+        ] {
+            assert_eq!(r.apply(src, &Facts::default()), None, "{src}");
+        }
     }
 
     #[test]
