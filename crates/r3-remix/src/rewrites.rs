@@ -31,6 +31,16 @@ pub const PRIOR_P: f64 = 0.12;
 /// with each attempt that finds nothing.
 pub const PRIOR_GAIN: f64 = 2.6;
 
+/// What a template's find brings over the kernel's best compiler-only build, where the history
+/// holds too few templates judged: r3's prior. The templates that found on an H200 (runs Y3
+/// and Y4 and two_mm alone, 2026-11-30) brought gemm_naive 2.42x, two_mm_tmp 6.86x, two_mm_d
+/// 7.28x and syrk 8.82x, median 7.1x, where the rules' edits found 1.08x to 1.42x there
+/// (conv_once, trmm, oscillators). Priced at the rules' [`PRIOR_GAIN`], syrk's 36-build
+/// template was worth less a second than a plain rule's attempt on a kernel twice as slow as
+/// streaming its data, and 62 kernels' plain attempts took the 246 s the arm had while syrk,
+/// two_mm and kendall_tau got none (run Y5, H200, 2026-11-30).
+pub const PRIOR_KNOBS_GAIN: f64 = 7.0;
+
 /// The chance an attempt with knobs (the tiling template's knob search) finds a rewrite, where
 /// the store's history holds too few of them: r3's prior. Of the seven judged on an H100 and
 /// an H200 (bench/RESULTS.md, 2026-11-26 and 2026-11-30), six found 1.18x to 9.3x; five of
@@ -262,10 +272,11 @@ pub fn price(
     } else {
         (history.iter().collect(), "this store's kernels")
     };
-    // The chance of attempts without knobs, from theirs alone (`knobs_chance` prices the
-    // others); what a find brings, from every find.
+    // The chance of attempts without knobs and what their finds bring, from theirs alone
+    // (`knobs_chance` and `knobs_gain` price the others).
     let plain: Vec<&Past> = pool.iter().copied().filter(|p| p.builds <= 1).collect();
-    let (found, found_plain) = (finds(&pool), finds(&plain).len());
+    let found = finds(&plain);
+    let found_plain = found.len();
     let (p, gain, from) = if plain.len() >= MIN_HISTORY {
         let gain = median(found).map_or(PRIOR_GAIN, |m| m.clamp(FOUND, 4.0));
         (
@@ -285,6 +296,7 @@ pub fn price(
         )
     };
     let (knobs_p, knobs_prior) = knobs_chance(&pool, reuse);
+    let knobs_gain = knobs_gain(&pool);
     let own = history
         .iter()
         .filter(|p| p.kernel == *kernel)
@@ -312,6 +324,7 @@ pub fn price(
         others: Tally::default(),
         knobs_prior,
         now: 1.0,
+        knobs_gain: Some(knobs_gain),
     };
     choose_next(&mut arm);
     arm
@@ -335,6 +348,16 @@ fn knobs_chance(pool: &[&Past], reuse: Option<f64>) -> (f64, bool) {
     }
     let p = (finds(&with).len() as f64 / with.len() as f64).clamp(0.02, 0.9);
     (p, false)
+}
+
+/// What a find with knobs brings: the median of `pool`'s finds with knobs, where it holds
+/// [`MIN_HISTORY`] attempts with knobs, else r3's prior ([`PRIOR_KNOBS_GAIN`]).
+fn knobs_gain(pool: &[&Past]) -> f64 {
+    let with: Vec<&Past> = pool.iter().copied().filter(|p| p.builds > 1).collect();
+    if with.len() < MIN_HISTORY {
+        return PRIOR_KNOBS_GAIN;
+    }
+    median(finds(&with)).map_or(PRIOR_KNOBS_GAIN, |m| m.max(FOUND))
 }
 
 /// r3's prior chance of a template on a kernel on `side` of the reuse bound.
@@ -426,9 +449,43 @@ pub fn compiled_attempt_seconds(builds: f64, costs: (f64, f64, f64)) -> f64 {
     attempt_seconds(builds, costs) - builds.max(1.0) * COMPILE_S
 }
 
+/// Whether the next attempt ([`RewriteArm::next`]) has knobs (a template's builds).
+fn next_has_knobs(r: &RewriteArm) -> bool {
+    r.pending.get(r.next).is_some_and(|&builds| builds > 1)
+}
+
 /// The chance the next attempt ([`RewriteArm::next`]) finds a rewrite.
 pub fn chance(r: &RewriteArm) -> f64 {
-    chance_of(r, r.pending.get(r.next).is_some_and(|&builds| builds > 1))
+    chance_of(r, next_has_knobs(r))
+}
+
+/// What the next attempt's find is hoped to bring ([`gain_of`]).
+pub fn gain(r: &RewriteArm) -> f64 {
+    gain_of(r, next_has_knobs(r))
+}
+
+/// What a find with `knobs` or without is hoped to bring: its kind's price, held to the square
+/// root of what is left of the kernel's reuse ([`reuse`] over its speedup so far). No rewrite
+/// makes a kernel faster than streaming its data once, and none measured came near: every find
+/// on an H200 (runs Y3 to Y5, 2026-11-30) brought under the square root of its kernel's
+/// headroom (syrk 8.8x of 25x, gemm_naive 2.4x of 11x, oscillators 1.42x of 44x, conv_once
+/// 1.08x of 4x), where a plain attempt on a kernel twice as slow as streaming was hoped to
+/// bring 2x, and outbid syrk's template.
+fn gain_of(r: &RewriteArm, knobs: bool) -> f64 {
+    let kind = match r.knobs_gain {
+        Some(g) if knobs => g,
+        _ => r.gain,
+    };
+    match r.reuse {
+        Some(reuse) => kind.min((reuse / r.now.max(1.0)).max(1.0).sqrt()),
+        None => kind,
+    }
+}
+
+/// Of the time the kernel takes now, the share a find with `knobs` or without saves,
+/// weighted by the chance of one: what [`choose_next`] sets against each attempt's price.
+fn expected_saving(r: &RewriteArm, knobs: bool) -> f64 {
+    chance_of(r, knobs) * (1.0 - 1.0 / gain_of(r, knobs))
 }
 
 /// The chance an attempt with `knobs` or without finds a rewrite: the price, counted as
@@ -499,7 +556,7 @@ pub fn choose_next(r: &mut RewriteArm) {
     let priced = |builds: u32| compiled_attempt_seconds(f64::from(builds), costs);
     let mut best: Option<(usize, f64)> = None;
     for (i, &builds) in r.pending.iter().enumerate() {
-        let value = chance_of(r, builds > 1) / priced(builds);
+        let value = expected_saving(r, builds > 1) / priced(builds);
         if best.is_none_or(|(_, v)| value > v) {
             best = Some((i, value));
         }
@@ -521,13 +578,6 @@ pub fn choose_again(r: &mut RewriteArm) {
     if at_builds {
         choose_next(r);
     }
-}
-
-/// How much faster `k` could run before streaming its recorded bytes once bounds it (its
-/// [`reuse`] over its speedup so far); None where its reuse is unknown.
-pub fn headroom(k: &Arm) -> Option<f64> {
-    let reuse = k.rewrite.as_ref()?.reuse?;
-    Some(reuse / effective(k))
 }
 
 /// The kernel's speedup with its best rewrite: the compiler's best, times the rewrite's over
@@ -559,9 +609,7 @@ fn worth(k: &Arm) -> f64 {
         return 0.0;
     };
     let now = effective(k);
-    // No rewrite makes a kernel faster than streaming its data once.
-    let gain = headroom(k).map_or(r.gain, |h| r.gain.min(h.max(1.0)));
-    k.worth_weight() * (1.0 / now - 1.0 / (now * gain)) * chance(r)
+    k.worth_weight() * (1.0 / now - 1.0 / (now * gain(r))) * chance(r)
 }
 
 /// Whether `k`'s compiler search has plateaued: done, or [`STALE_TRIALS`] trials past its last
@@ -700,7 +748,7 @@ pub fn table_line(a: &Allocation) -> Option<String> {
     let priced: Vec<&RewriteArm> = a.arms.iter().filter_map(|k| k.rewrite.as_ref()).collect();
     let r = priced.first()?;
     Some(format!(
-        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% ({:.0}% with knobs) and brings {} ({}); --no-rewrites turns them off",
+        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% ({:.0}% with knobs) and brings {} ({} with knobs; {}), at most the square root of what is left above streaming its data once; --no-rewrites turns them off",
         std::env::var("R3_LLM_URL")
             .ok()
             .filter(|v| !v.is_empty())
@@ -710,6 +758,7 @@ pub fn table_line(a: &Allocation) -> Option<String> {
         100.0 * r.p,
         100.0 * r.knobs_p.unwrap_or(r.p),
         crate::store::speed::times(r.gain),
+        crate::store::speed::times(r.knobs_gain.unwrap_or(r.gain)),
         r.from
     ) + &reuse_words(&priced))
 }
@@ -773,6 +822,7 @@ pub(crate) mod tests {
             next: 0,
             others: Tally::default(),
             knobs_prior: false,
+            knobs_gain: None,
             now: 1.0,
         }
     }
@@ -952,34 +1002,39 @@ pub(crate) mod tests {
         let pending = pending_builds(&store, &hash, "H200");
         assert_eq!(pending, [1, 36, 1]);
         let r = price(&store, &hash, (0.4, 1.0, 0.0), &[], pending, None);
-        assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, (0.4, 1.0, 0.0)));
+        // The template is worth more a second (50% of 6/7 of the kernel's time in 30.6 s,
+        // against a plain rewrite's 12% of 0.62 in 7.15 s): it is judged first, priced at its
+        // own builds.
+        let template = compiled_attempt_seconds(36.0, (0.4, 1.0, 0.0));
+        let plain = compiled_attempt_seconds(1.0, (0.4, 1.0, 0.0));
+        assert!((template - 30.6).abs() < 1e-9, "{template}");
+        assert!((plain - 7.15).abs() < 1e-9, "{plain}");
+        assert_eq!((r.next, r.attempt_s), (1, template));
+        // Where templates find less (the history says so), a plain rewrite goes first.
+        let mut fewer = r.clone();
+        (fewer.knobs_p, fewer.knobs_prior) = (Some(0.3), false);
+        choose_next(&mut fewer);
+        assert_eq!((fewer.next, fewer.attempt_s), (0, plain));
         let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
         a.arms.push(Arm {
             rewrite: Some(r),
             ..warm_arm()
         });
-        let judged_one = RewriteOutcome {
+        let judged_template = RewriteOutcome {
             attempts: 1,
+            knobs: (1, 0),
             done: None,
-            seconds: 9.0,
+            seconds: 30.0,
             ..RewriteOutcome::none("")
         };
-        record(&mut a, &"k".into(), &judged_one);
+        record(&mut a, &"k".into(), &judged_template);
         let r = a.arms[0].rewrite.as_ref().unwrap();
-        assert_eq!(r.pending, [36, 1]);
-        // Of the two left, the template is worth more a second (50% in 30.6 s against the
-        // plain rewrite's 9.6%, after one found nothing, in 7.15 s): it is judged next, priced
-        // at its own builds.
-        let template = compiled_attempt_seconds(36.0, (0.4, 1.0, 0.0));
-        let plain = compiled_attempt_seconds(1.0, (0.4, 1.0, 0.0));
-        assert!((template - 30.6).abs() < 1e-9, "{template}");
-        assert!((plain - 7.15).abs() < 1e-9, "{plain}");
-        assert_eq!((r.next, r.attempt_s), (0, template));
-        // Where templates find less (the history says so), the plain rewrite goes first.
-        let mut r = r.clone();
-        (r.knobs_p, r.knobs_prior) = (Some(0.3), false);
-        choose_next(&mut r);
-        assert_eq!((r.next, r.attempt_s), (1, plain));
+        assert_eq!(r.pending, [1, 1]);
+        assert_eq!(
+            (r.next, r.attempt_s),
+            (0, plain),
+            "then the next, at its own"
+        );
     }
 
     /// On a long kernel each build races the best build before it: a template's 36 builds of a
@@ -1234,15 +1289,17 @@ pub(crate) mod tests {
         assert_eq!(unknown.p, 3.0 / 8.0, "{}", unknown.from);
     }
 
-    /// No rewrite makes a kernel faster than streaming its data once: what one may bring is
-    /// held to that, and a kernel already there is offered none.
+    /// No rewrite makes a kernel faster than streaming its data once, and none measured came
+    /// near: what one may bring is held to the square root of what is left of its reuse, and a
+    /// kernel already at the bound is offered none.
     #[test]
-    fn a_rewrite_is_hoped_to_bring_no_more_than_streaming_the_data_once_allows() {
+    fn a_rewrite_is_hoped_to_bring_no_more_than_the_root_of_its_headroom() {
         let mut k = warm_arm();
+        k.rewrite.as_mut().unwrap().now = 1.1;
         let free = worth(&k);
         k.rewrite.as_mut().unwrap().reuse = Some(1.1 * 1.5);
         let held = worth(&k);
-        let expect = k.weight * (1.0 / 1.1 - 1.0 / (1.1 * 1.5)) * PRIOR_P;
+        let expect = k.weight * (1.0 / 1.1 - 1.0 / (1.1 * 1.5f64.sqrt())) * PRIOR_P;
         assert!((held - expect).abs() < 1e-12, "{held} against {expect}");
         assert!(held < free);
         k.rewrite.as_mut().unwrap().reuse = Some(2000.0);
@@ -1250,6 +1307,55 @@ pub(crate) mod tests {
         k.rewrite.as_mut().unwrap().reuse = Some(1.05);
         assert_eq!(worth(&k), 0.0);
         assert!(offer(&k, 600.0, 0.01, None).is_none());
+    }
+
+    /// A template's find is priced at what templates bring, a rule's at what rules bring, each
+    /// held to the kernel's headroom: far above streaming, syrk's 36 builds go before its two
+    /// plain rewrites; twice as slow as streaming, a plain rewrite is hoped to bring only
+    /// the square root of 2.
+    #[test]
+    fn templates_and_rules_are_priced_at_what_each_kind_brings() {
+        let mut r = tests::priced();
+        (r.trial_s, r.setup_s, r.run_s) = (0.43, 0.0, 0.0047);
+        (r.pending, r.knobs_p) = (vec![1, 1, 36, 36], Some(PRIOR_KNOBS_P_REUSE));
+        (r.knobs_gain, r.knobs_prior) = (Some(PRIOR_KNOBS_GAIN), true);
+        (r.reuse, r.now) = (Some(667.0), 1.07);
+        choose_next(&mut r);
+        assert_eq!(r.next, 2, "syrk's template, at {} s", r.attempt_s);
+        assert_eq!(gain(&r), PRIOR_KNOBS_GAIN);
+        r.reuse = Some(2.0 * 1.07);
+        choose_next(&mut r);
+        assert_eq!(
+            r.next, 0,
+            "near the bound a template's tiles save nothing more"
+        );
+        assert!((gain(&r) - 2f64.sqrt()).abs() < 1e-12, "{}", gain(&r));
+        // An earlier r3's file, with no gain of its own for templates, prices both alike.
+        r.knobs_gain = None;
+        assert_eq!(gain_of(&r, true), gain_of(&r, false));
+    }
+
+    /// The history prices what a template brings from its templates' finds alone.
+    #[test]
+    fn what_a_template_brings_comes_from_the_templates_judged_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let me: KernelHash = "00112233aabbccdd".into();
+        let template = |speedup| Past {
+            builds: 36,
+            ..past("gemm", None, speedup)
+        };
+        let few: Vec<Past> = (0..3).map(|_| template(Some(9.0))).collect();
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Vec::new(), None);
+        assert_eq!(r.knobs_gain, Some(PRIOR_KNOBS_GAIN));
+        let mut history: Vec<Past> = [Some(3.0), Some(5.0), Some(9.0), None]
+            .into_iter()
+            .map(template)
+            .collect();
+        history.extend((0..4).map(|_| past("rule", None, Some(1.2))));
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new(), None);
+        assert_eq!(r.knobs_gain, Some(5.0), "the median of 3x, 5x and 9x");
+        assert_eq!(r.gain, 1.2, "the rules' finds price the rules");
     }
 
     /// The attempt judged next is the one worth most a second of those waiting, priced at its

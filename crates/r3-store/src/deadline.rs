@@ -199,6 +199,11 @@ pub struct RewriteArm {
     /// `reuse` is that over this.
     #[serde(default = "one")]
     pub now: f64,
+    /// What a find with knobs brings, priced apart from `gain` as `knobs_p` is from `p`: a
+    /// template restructures the kernel's loops and finds several times what a rule's edit
+    /// does. None (earlier r3s' files): as `gain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knobs_gain: Option<f64>,
 }
 
 /// Rewrite attempts and finds, those with knobs among them.
@@ -548,6 +553,7 @@ mod tests {
                         knobs_found: 1,
                     },
                     knobs_prior: true,
+                    knobs_gain: None,
                     now: 1.4,
                 }),
             }],
