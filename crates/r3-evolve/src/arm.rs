@@ -11,7 +11,7 @@ use crate::propose::Proposer;
 use crate::remix::rewrites::{pending_builds, RewriteOutcome, Rewriter, FOUND, INNER_TRIALS};
 use crate::remix::session::{self, Line};
 use crate::run::{evolve, Options};
-use crate::store::attempts::{best_of, builds_to_judge, fold, Attempt};
+use crate::store::attempts::{builds_to_judge, fold, Attempt};
 use crate::store::{KernelRecord, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -228,11 +228,17 @@ impl Rewriter for EvolveRewriter<'_> {
             .filter(|a| !before.contains(&(a.id, true)))
             .filter(|a| !before.iter().any(|b| b.0 == a.id) || a.verdict(Some(&gpu)).is_some())
             .collect();
-        let speedup = |a: &Attempt| a.verdict(Some(&gpu)).and_then(|v| v.speedup());
-        let best = best_of(&after, Some(&gpu))
-            .and_then(speedup)
-            .unwrap_or(1.0)
-            .max(1.0);
+        // Over the kernel's best compiler-only build as it is now, whatever each was judged
+        // against: the arm multiplies it into the kernel's speedup.
+        let own_best = self
+            .store
+            .best_trial(&crate::kernel::TrialsKey::of_kernel(kernel), &gpu)
+            .ok()
+            .flatten()
+            .and_then(|t| t.ratio())
+            .map_or(1.0, |r| 1.0 / r);
+        let speedup = |a: &Attempt| a.verdict(Some(&gpu)).and_then(|v| v.speedup_over(own_best));
+        let best = after.iter().filter_map(speedup).fold(1.0, f64::max);
         // A find beats the best rewrite judged before this slice by FOUND, not the original's
         // best compiler-only build alone: a template's children, judged at the knobs it won
         // with, ran at its 2.4x and counted as five more finds (H200, run Y4, 2026-11-30).
@@ -241,11 +247,7 @@ impl Rewriter for EvolveRewriter<'_> {
             .filter(|a| before.contains(&(a.id, true)))
             .cloned()
             .collect();
-        let bar = FOUND
-            * best_of(&judged_before, Some(&gpu))
-                .and_then(speedup)
-                .unwrap_or(1.0)
-                .max(1.0);
+        let bar = FOUND * judged_before.iter().filter_map(speedup).fold(1.0, f64::max);
         let cut = local.load(Ordering::SeqCst);
         let done = match summary.stop.as_str() {
             _ if !propose && unjudged(&after, &gpu) == 0 => Some(format!(

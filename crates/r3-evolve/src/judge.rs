@@ -224,7 +224,7 @@ impl<'a> GpuJudge<'a> {
     /// search's options (its kernel is replaced by each variant's hash).
     pub fn new(
         store: &Store,
-        parent: GpuEvaluator,
+        mut parent: GpuEvaluator,
         space: Space,
         tune: TuneOptions,
         stop: &'a AtomicBool,
@@ -234,6 +234,13 @@ impl<'a> GpuJudge<'a> {
         let best = store
             .best_trial(&TrialsKey::of_kernel(&hash), &gpu)
             .map_err(|e| e.to_string())?;
+        // Where nvcc's code is the kernel's best, the reference is that code: judged against
+        // -O3 instead, conv_once's unroll counted as 1.08x a find while it ran 0.68x of what
+        // ships (H200, run Y6, 2026-11-30).
+        if best.as_ref().is_some_and(|t| t.candidate.is_nvcc()) {
+            let sm = parent.target().sm.clone();
+            parent.offer_nvcc(crate::remix::nvcc::code(store, parent.kernel(), &sm));
+        }
         let (reference, reference_speedup) = match &best {
             Some(t) => match parent.lower(&t.candidate) {
                 Ok(l) => (Ok(l), t.ratio().map_or(1.0, |r| 1.0 / r)),

@@ -185,6 +185,20 @@ impl Verdict {
             Verdict::Failed { .. } => None,
         }
     }
+
+    /// Its speedup over the kernel's best compiler-only build now (`own_best` over -O3): as
+    /// judged, times the reference it was judged against over that best (in logs of earlier
+    /// r3s, which did not keep the reference, as judged).
+    pub fn speedup_over(&self, own_best: f64) -> Option<f64> {
+        match self {
+            Verdict::Valid {
+                speedup,
+                reference_speedup,
+                ..
+            } => Some(speedup * reference_speedup.unwrap_or(own_best) / own_best.max(1e-9)),
+            Verdict::Failed { .. } => None,
+        }
+    }
 }
 
 /// An attempt, folded from its events.
@@ -510,6 +524,39 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rewrite judged against -O3 (nvcc's code, the kernel's best, did not lower for the
+    /// judge) is worth what it gains over the best, not over -O3: conv_once's unroll ran
+    /// 1.08x of -O3 and 0.68x of nvcc's code, 1.59x of -O3 (H200, run Y6, 2026-11-30).
+    #[test]
+    fn a_rewrite_is_worth_its_gain_over_the_kernels_best_build_now() {
+        let judged = |reference_speedup| Verdict::Valid {
+            speedup: 1.084,
+            time_us: 148.0,
+            reference_us: 160.4,
+            pipeline: "-O3".into(),
+            candidate: None,
+            trials: 8,
+            simulated: false,
+            values: Values::new(),
+            reference_speedup,
+            checked: Vec::new(),
+        };
+        let over = judged(Some(1.0)).speedup_over(1.593).unwrap();
+        assert!((over - 1.084 / 1.593).abs() < 1e-12, "{over}");
+        let at_best = judged(Some(1.593)).speedup_over(1.593).unwrap();
+        assert!((at_best - 1.084).abs() < 1e-12, "{at_best}");
+        assert_eq!(
+            judged(None).speedup_over(1.593),
+            Some(1.084),
+            "earlier logs: as judged"
+        );
+        let failed = Verdict::Failed {
+            why: "wrong".into(),
+            message: String::new(),
+        };
+        assert_eq!(failed.speedup_over(1.0), None);
+    }
 
     #[test]
     fn a_templates_child_is_judged_at_the_knobs_its_parent_won_with() {
