@@ -423,12 +423,14 @@ pub const JUDGE_BUILD_RUNS: f64 = 1.0;
 /// every build runs at least one trial, so an attempt runs [`INNER_TRIALS`] or one per build,
 /// whichever is more. On a long kernel a build's first trial races the best build before it
 /// (`replay::stopping::beaten_elsewhere`): only those that may beat it, about
-/// [`timed_builds`], take a trial in full; the others settle on one run.
+/// [`timed_builds`], take a trial in full; the others settle on their checked run, which
+/// [`build_setup_s`] prices already. Priced at one more run each, two_mm_d's 36-build template
+/// came to 81 s against the 60 s it took (H200, 2026-11-30).
 pub fn attempt_seconds(builds: f64, (trial_s, setup_s, run_s): (f64, f64, f64)) -> f64 {
     let builds = builds.max(1.0);
     let long = run_s * 1e6 >= crate::replay::stopping::ONE_RUN_US;
     let timed = if long { timed_builds(builds) } else { builds };
-    let first_round = timed * trial_s + (builds - timed) * run_s.min(trial_s);
+    let first_round = timed * trial_s;
     let more = (f64::from(INNER_TRIALS) - builds).max(0.0) * trial_s;
     let search = setup_s + builds * (COMPILE_S + build_setup_s(run_s)) + first_round + more;
     search + setup_s + f64::from(JUDGE_TRIALS) * trial_s
@@ -1039,8 +1041,8 @@ pub(crate) mod tests {
 
     /// On a long kernel each build races the best build before it: a template's 36 builds of a
     /// 0.57 s kernel cost each its evaluator, and a trial in full only for the few that may be
-    /// the best (a harmonic sum and a near-tie); the others one run. A short kernel's are priced
-    /// as before, and so is a single build.
+    /// the best (a harmonic sum and a near-tie); the others settle on the checked run their
+    /// evaluator makes. A short kernel's are priced as before, and so is a single build.
     #[test]
     fn a_long_kernels_builds_are_priced_as_the_race_settles_them() {
         assert_eq!(timed_builds(1.0), 1.0);
@@ -1051,7 +1053,7 @@ pub(crate) mod tests {
         let evaluators = |run_s| 1.5 + 36.0 * (COMPILE_S + build_setup_s(run_s));
         let long = attempt_seconds(36.0, (2.4, 1.5, 0.57));
         let timed = timed_builds(36.0);
-        let expected = evaluators(0.57) + timed * 2.4 + (36.0 - timed) * 0.57 + judge;
+        let expected = evaluators(0.57) + timed * 2.4 + judge;
         assert!((long - expected).abs() < 1e-9, "{long} vs {expected}");
         let short = attempt_seconds(36.0, (2.4, 1.5, 0.005));
         assert!((short - (evaluators(0.005) + 36.0 * 2.4 + judge)).abs() < 1e-9);
