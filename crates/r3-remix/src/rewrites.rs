@@ -34,8 +34,8 @@ pub const PRIOR_GAIN: f64 = 2.6;
 /// What a template's find brings over the kernel's best compiler-only build, where the history
 /// holds too few templates judged: r3's prior. The templates that found on an H200 (runs Y3
 /// and Y4 and two_mm alone, 2026-11-30) brought gemm_naive 2.42x, two_mm_tmp 6.86x, two_mm_d
-/// 7.28x and syrk 8.82x, median 7.1x, where the rules' edits found 1.08x to 1.42x there
-/// (conv_once, trmm, oscillators). Priced at the rules' [`PRIOR_GAIN`], syrk's 36-build
+/// 7.28x and syrk 8.82x, median 7.1x, where the rules' edits found 1.36x and 1.42x there
+/// (trmm, oscillators). Priced at the rules' [`PRIOR_GAIN`], syrk's 36-build
 /// template was worth less a second than a plain rule's attempt on a kernel twice as slow as
 /// streaming its data, and 62 kernels' plain attempts took the 246 s the arm had while syrk,
 /// two_mm and kendall_tau got none (run Y5, H200, 2026-11-30).
@@ -470,9 +470,9 @@ pub fn gain(r: &RewriteArm) -> f64 {
 /// root of what is left of the kernel's reuse ([`reuse`] over its speedup so far). No rewrite
 /// makes a kernel faster than streaming its data once, and none measured came near: every find
 /// on an H200 (runs Y3 to Y5, 2026-11-30) brought under the square root of its kernel's
-/// headroom (syrk 8.8x of 25x, gemm_naive 2.4x of 11x, oscillators 1.42x of 44x, conv_once
-/// 1.08x of 4x), where a plain attempt on a kernel twice as slow as streaming was hoped to
-/// bring 2x, and outbid syrk's template.
+/// headroom (syrk 8.8x of 25x, gemm_naive 2.4x of 11x, oscillators 1.42x of 42x), where a
+/// plain attempt on a kernel twice as slow as streaming was hoped to bring 2x, and outbid
+/// syrk's template.
 fn gain_of(r: &RewriteArm, knobs: bool) -> f64 {
     let kind = match r.knobs_gain {
         Some(g) if knobs => g,
