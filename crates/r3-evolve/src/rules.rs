@@ -276,22 +276,24 @@ mod tests {
         );
     }
 
+    /// The register accumulator's rewrite of `src`, where nothing is known of the recordings.
+    fn accumulated_text(src: &str) -> String {
+        rule("register-accumulator")
+            .unwrap()
+            .apply(src, &Facts::default())
+            .unwrap()
+    }
+
     #[test]
     fn the_accumulator_moves_to_a_register_around_the_loop() {
-        let out = rule("register-accumulator")
-            .unwrap()
-            .apply(MV, &Facts::default())
-            .unwrap();
+        let out = accumulated_text(MV);
         assert!(out.contains("  if (i < n) {\n    {\n      auto r3_acc = y[i];\n      for (int j = 0; j < n; j++) {\n      r3_acc += A[i * n + j] * x[j];\n    }\n      y[i] = r3_acc;\n    }\n  }"), "{out}");
     }
 
     #[test]
     fn branches_that_count_into_one_element_count_in_a_register() {
         let src = "__global__ void kt(int n, int m, float *y, float *tau) {\n  int j = threadIdx.x;\n  for (int i = 0; i < n; i++) {\n    for (int k = i + 1; k < n; k++) {\n      float d = y[i * m + j] - y[k * m + j];\n      if (d > 0.0f)\n        tau[j * m + j] += 1.0f;\n      else if (d < 0.0f)\n        tau[j * m + j] -= 1.0f;\n    }\n  }\n  tau[j * m + j] /= n;\n}";
-        let out = rule("register-accumulator")
-            .unwrap()
-            .apply(src, &Facts::default())
-            .unwrap();
+        let out = accumulated_text(src);
         assert!(
             out.contains("  {\n    auto r3_acc = tau[j * m + j];\n    for (int i = 0;"),
             "{out}"
@@ -315,10 +317,7 @@ mod tests {
     #[test]
     fn each_accumulated_pointer_gets_its_own_register() {
         let src = "__global__ void k(int n, const float *v, float *total, unsigned *hits) {\n  int c = threadIdx.x;\n  for (int r = 0; r < n; r++) {\n    if (v[r] > 0.0f) {\n      total[c] += v[r];\n      hits[c] += 1;\n    }\n  }\n}";
-        let out = rule("register-accumulator")
-            .unwrap()
-            .apply(src, &Facts::default())
-            .unwrap();
+        let out = accumulated_text(src);
         assert!(
             out.contains(
                 "  {\n    auto r3_acc = total[c];\n    auto r3_acc1 = hits[c];\n    for (int r"
@@ -341,10 +340,7 @@ mod tests {
             .unwrap()
             .apply(MV, &Facts::default())
             .unwrap();
-        let out = rule("register-accumulator")
-            .unwrap()
-            .apply(&unrolled, &Facts::default())
-            .unwrap();
+        let out = accumulated_text(&unrolled);
         assert!(
             out.contains("auto r3_acc = y[i];\n      #pragma unroll 4\n    for (int j"),
             "{out}"

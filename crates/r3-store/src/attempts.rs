@@ -178,6 +178,13 @@ impl Checked {
     }
 }
 
+/// A rewrite's speedup over the original's -O3: `speedup` over the reference it was judged
+/// against, times that reference's own speedup (`reference`), or, in logs of earlier r3s that
+/// did not keep it, the kernel's best compiler-only speedup (`own_best`).
+fn over_o3(speedup: f64, reference: Option<f64>, own_best: f64) -> f64 {
+    reference.unwrap_or(own_best) * speedup
+}
+
 impl Verdict {
     pub fn speedup(&self) -> Option<f64> {
         match self {
@@ -195,7 +202,7 @@ impl Verdict {
                 speedup,
                 reference_speedup,
                 ..
-            } => Some(speedup * reference_speedup.unwrap_or(own_best) / own_best.max(1e-9)),
+            } => Some(over_o3(*speedup, *reference_speedup, own_best) / own_best.max(1e-9)),
             Verdict::Failed { .. } => None,
         }
     }
@@ -475,7 +482,7 @@ impl ShippableRewrite {
     /// against, or, in logs of earlier r3s that did not keep it, the kernel's best
     /// compiler-only speedup now (`own_best`).
     pub fn over_o3(&self, own_best: f64) -> f64 {
-        self.reference_speedup.unwrap_or(own_best) * self.speedup
+        over_o3(self.speedup, self.reference_speedup, own_best)
     }
 
     /// Whether it beats the kernel's best compiler-only build now (`own_best` over -O3) by
