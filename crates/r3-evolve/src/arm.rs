@@ -89,7 +89,11 @@ impl<'a> EvolveRewriter<'a> {
                     (INNER_TRIALS, Some(inner)),
                     &mut note,
                 )?;
-                Some(GpuJudge::new(self.store, ev, space, tune, local)?)
+                let judge = GpuJudge::new(self.store, ev, space, tune, local)?;
+                if let Some(why) = judge.fallback() {
+                    said.push(format!("r3 tune --deadline: {}: {why}", k.label()));
+                }
+                Some(judge)
             }
             _ => None,
         };

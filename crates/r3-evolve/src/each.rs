@@ -152,7 +152,11 @@ fn gpu_judge<'a>(
     };
     let inner = (*inner_budget, *inner_time);
     let (ev, space, tune) = session::judge_parts(store, k, *driver, gpu, measure, inner, say)?;
-    GpuJudge::new(store, ev, space, tune, stop).map(Some)
+    let judge = GpuJudge::new(store, ev, space, tune, stop)?;
+    if let Some(why) = judge.fallback() {
+        say(Line::Note(format!("r3 evolve: {}: {why}", k.label())));
+    }
+    Ok(Some(judge))
 }
 
 /// What one kernel's run came to: its attempts, and the best rewrite or why there is none.

@@ -209,6 +209,8 @@ pub struct GpuJudge<'a> {
     /// The reference's speedup over the original's -O3 (its best trial's, or 1 where it is
     /// -O3): what a verdict's speedup is a speedup over.
     reference_speedup: f64,
+    /// Why the reference is -O3 and not the kernel's best build, where it had to be.
+    fallback: Option<String>,
     /// The parent's other recorded launches: a variant must reproduce each.
     others: Vec<Recording>,
     space: Space,
@@ -241,10 +243,20 @@ impl<'a> GpuJudge<'a> {
             let sm = parent.target().sm.clone();
             parent.offer_nvcc(crate::remix::nvcc::code(store, parent.kernel(), &sm));
         }
+        let mut fallback = None;
         let (reference, reference_speedup) = match &best {
             Some(t) => match parent.lower(&t.candidate) {
                 Ok(l) => (Ok(l), t.ratio().map_or(1.0, |r| 1.0 / r)),
-                Err(_) => (parent.lower(&Candidate::baseline()), 1.0),
+                Err(o) => {
+                    fallback = Some(format!(
+                        "its best build ({}) cannot be made here ({}): its rewrites are judged \
+                         against the original at -O3, and counted over its best by that \
+                         reference's recorded speedup",
+                        describe(&t.candidate),
+                        o.in_words()
+                    ));
+                    (parent.lower(&Candidate::baseline()), 1.0)
+                }
             },
             None => (parent.lower(&Candidate::baseline()), 1.0),
         };
@@ -260,6 +272,7 @@ impl<'a> GpuJudge<'a> {
             learned: parent.outputs_learned(),
             reference_words: describe(&reference.candidate),
             reference_speedup,
+            fallback,
             parent,
             reference,
             others,
@@ -267,6 +280,12 @@ impl<'a> GpuJudge<'a> {
             tune,
             stop,
         })
+    }
+
+    /// Why this judge's reference is the original at -O3 and not the kernel's best build,
+    /// where that could not be made on this machine.
+    pub fn fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
     }
 
     fn failed(o: &Outcome, context: &str) -> Verdict {

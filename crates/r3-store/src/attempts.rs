@@ -258,11 +258,22 @@ impl Attempt {
         }
         match self.verdict(gpu) {
             Some(Verdict::Valid {
-                speedup, pipeline, values, ..
-            }) if !values.is_empty() => format!("valid: {speedup:.3}x the original's best compiler-only build (rewrite built with {}, {pipeline})", words(values)),
-            Some(Verdict::Valid {
-                speedup, pipeline, ..
-            }) => format!("valid: {speedup:.3}x the original's best compiler-only build (rewrite built with {pipeline})"),
+                speedup,
+                pipeline,
+                values,
+                reference_speedup,
+                ..
+            }) => {
+                let built = if values.is_empty() {
+                    pipeline.clone()
+                } else {
+                    format!("{}, {pipeline}", words(values))
+                };
+                format!(
+                    "valid: {speedup:.3}x {} (rewrite built with {built})",
+                    reference_words(*reference_speedup)
+                )
+            }
             Some(Verdict::Failed { why, message }) => format!("{why}: {message}"),
             None if self.compiled.is_some() => "compiled, not measured yet".into(),
             None => "interrupted before it compiled".into(),
@@ -291,6 +302,17 @@ impl Attempt {
             .rev()
             .find(|(g, _)| gpu.is_none_or(|x| x == g))
             .map(|(_, v)| v)
+    }
+}
+
+/// What a verdict's speedup is over, by the reference's own speedup over -O3 when it was
+/// judged: the original at -O3 is named so, since a judge falls back to it where the kernel's
+/// best build cannot be had on its machine (nvcc's code with no nvcc).
+fn reference_words(reference_speedup: Option<f64>) -> String {
+    match reference_speedup {
+        Some(r) if (r - 1.0).abs() < 5e-4 => "the original at -O3".to_owned(),
+        Some(r) => format!("the original's best compiler-only build ({r:.3}x over -O3)"),
+        None => "the original's best compiler-only build".to_owned(),
     }
 }
 
@@ -563,6 +585,18 @@ mod tests {
             message: String::new(),
         };
         assert_eq!(failed.speedup_over(1.0), None);
+        // Its line names what it was judged against: -O3 is not called the best build.
+        let line = |reference_speedup| {
+            Attempt {
+                judged: vec![("GPU".into(), judged(reference_speedup))],
+                ..Attempt::default()
+            }
+            .outcome(None)
+        };
+        assert!(line(Some(1.0)).starts_with("valid: 1.084x the original at -O3 ("));
+        assert!(line(Some(1.593))
+            .contains("1.084x the original's best compiler-only build (1.593x over -O3)"));
+        assert!(line(None).contains("1.084x the original's best compiler-only build (rewrite"));
     }
 
     #[test]
