@@ -92,9 +92,24 @@ struct Operand {
     index: String,
     axis: Axis,
     coord: Option<Coord>,
+    /// The locals derived from `coord` that `index` uses (directly or through each other), in
+    /// the order they are declared: a tile element's load declares each again.
+    derived: Vec<Derived>,
     elem: String,
     /// Consecutive `k` are consecutive addresses.
     k_contiguous: bool,
+}
+
+/// A local computed from one thread coordinate and uniform values only, never assigned again:
+/// `int b = t / out, o = t % out;` of a kernel with one flat thread index. Per thread it is
+/// what the coordinate makes it, so a tile element's load computes it again from the element's.
+#[derive(Debug, Clone)]
+struct Derived {
+    ty: String,
+    name: String,
+    init: String,
+    /// The coordinate it follows from.
+    coord: String,
 }
 
 /// The loop being tiled.
@@ -137,27 +152,36 @@ pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
     }) {
         return None;
     }
-    let operands = operands(&p, &lp, &coords, &scalars);
-    if operands.is_empty() {
-        return None;
-    }
     let before: Vec<Range<usize>> = rest
         .iter()
         .take_while(|r| r.start < lp.stmt.start)
         .cloned()
         .collect();
+    let declared: Vec<Range<usize>> = stmts[..prefix].iter().chain(&before).cloned().collect();
+    let derived = derived_locals(&p, &declared, &coords, &scalars);
+    let operands = operands(&p, &lp, &coords, &derived, &scalars);
+    if operands.is_empty() {
+        return None;
+    }
     let after: Vec<Range<usize>> = rest
         .iter()
         .filter(|r| r.start >= lp.stmt.end)
         .cloned()
         .collect();
-    let blocking = blocking(
-        &p,
-        &stmts[..prefix],
-        &coords,
-        guard.start..p.kernel.body.end,
-        &before,
-    );
+    // A derived local is one more per-thread value that grouped outputs would each need
+    // declared anew: not offered with them.
+    let blocking = derived
+        .is_empty()
+        .then(|| {
+            blocking(
+                &p,
+                &stmts[..prefix],
+                &coords,
+                guard.start..p.kernel.body.end,
+                &before,
+            )
+        })
+        .flatten();
     let shape = Shape {
         bx: block[0],
         by: block[1],
@@ -313,14 +337,7 @@ fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) 
             _ => continue,
         };
         let name = p.w(name_at).to_owned();
-        let assigned_again = p.kernel.body.clone().any(|i| {
-            i != name_at
-                && p.w(i) == name
-                && (text::ASSIGN.contains(&p.w(i + 1))
-                    || matches!(p.w(i + 1), "++" | "--")
-                    || matches!(p.w(i - 1), "++" | "--" | "&"))
-        });
-        if assigned_again {
+        if assigned_again(p, &name, name_at) {
             continue;
         }
         let ty = (s.start..name_at)
@@ -331,6 +348,106 @@ fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) 
         coords.push(Coord { name, axis, ty });
     }
     (n, coords)
+}
+
+/// Whether `name`, declared at token `decl`, is assigned, stepped or has its address taken
+/// anywhere in the kernel's body.
+fn assigned_again(p: &Parsed, name: &str, decl: usize) -> bool {
+    p.kernel.body.clone().any(|i| {
+        i != decl
+            && p.w(i) == name
+            && (text::ASSIGN.contains(&p.w(i + 1))
+                || matches!(p.w(i + 1), "++" | "--")
+                || matches!(p.w(i - 1), "++" | "--" | "&"))
+    })
+}
+
+/// The locals of `stmts` (declarations) derived from one thread coordinate (see `Derived`),
+/// each declarator of a statement on its own: `int b = t / out, o = t % out;`. An initializer
+/// may use the coordinate, locals derived from it before, scalar parameters, casts, numbers
+/// and operators; nothing that reads memory, calls or chooses.
+fn derived_locals(
+    p: &Parsed,
+    stmts: &[Range<usize>],
+    coords: &[Coord],
+    scalars: &HashSet<String>,
+) -> Vec<Derived> {
+    let mut out: Vec<Derived> = Vec::new();
+    for s in stmts {
+        let first_name = (s.start..s.end).find(|&i| !TYPE_WORDS.contains(&p.w(i)));
+        let Some(first_name) = first_name.filter(|&i| i > s.start) else {
+            continue;
+        };
+        let ty = (s.start..first_name)
+            .map(|i| p.w(i))
+            .filter(|w| *w != "const")
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut at = first_name;
+        while at < s.end {
+            let end = (at..s.end)
+                .find(|&i| matches!(p.w(i), "," | ";"))
+                .unwrap_or(s.end);
+            if let Some(d) = derived_one(p, at..end, &ty, coords, &out, scalars) {
+                out.push(d);
+            }
+            at = end + 1;
+        }
+    }
+    out
+}
+
+/// One declarator `name = init` (tokens `r`) as a `Derived`, where it is one.
+fn derived_one(
+    p: &Parsed,
+    r: Range<usize>,
+    ty: &str,
+    coords: &[Coord],
+    earlier: &[Derived],
+    scalars: &HashSet<String>,
+) -> Option<Derived> {
+    if r.len() < 3 || p.toks[r.start].kind != Kind::Ident || p.w(r.start + 1) != "=" {
+        return None;
+    }
+    let name = p.w(r.start);
+    let init = r.start + 2..r.end;
+    let mut base: Option<&str> = None;
+    for i in init.clone() {
+        let w = p.w(i);
+        if matches!(w, "[" | "?" | "=" | "&&" | "||" | "{") {
+            return None;
+        }
+        if p.toks[i].kind != Kind::Ident {
+            continue;
+        }
+        let follows = coords
+            .iter()
+            .find(|c| c.name == w)
+            .map(|c| c.name.as_str())
+            .or_else(|| {
+                earlier
+                    .iter()
+                    .find(|d| d.name == w)
+                    .map(|d| d.coord.as_str())
+            });
+        match follows {
+            Some(c) if base.is_none_or(|b| b == c) => base = Some(c),
+            Some(_) => return None,
+            None if CAST_WORDS.contains(&w) => {}
+            None if scalars.contains(w) && p.w(i + 1) != "(" => {}
+            None => return None,
+        }
+    }
+    let coord = base?.to_owned();
+    if assigned_again(p, name, r.start) || coords.iter().any(|c| c.name == name) {
+        return None;
+    }
+    Some(Derived {
+        ty: ty.to_owned(),
+        name: name.to_owned(),
+        init: span_text(p, init),
+        coord,
+    })
 }
 
 /// The statement that keeps inactive threads out, the condition under which a thread is
@@ -484,7 +601,13 @@ fn read_only_pointers(p: &Parsed) -> Vec<(String, String)> {
 }
 
 /// The loop body's reads that a tile can serve.
-fn operands(p: &Parsed, lp: &Loop, coords: &[Coord], scalars: &HashSet<String>) -> Vec<Operand> {
+fn operands(
+    p: &Parsed,
+    lp: &Loop,
+    coords: &[Coord],
+    derived: &[Derived],
+    scalars: &HashSet<String>,
+) -> Vec<Operand> {
     let readable = read_only_pointers(p);
     let mut out: Vec<Operand> = Vec::new();
     for i in lp.body.clone() {
@@ -500,6 +623,7 @@ fn operands(p: &Parsed, lp: &Loop, coords: &[Coord], scalars: &HashSet<String>) 
         let idx = i + 2..rb;
         let mut uses_var = false;
         let mut axes: Vec<&Coord> = Vec::new();
+        let mut uses: Vec<&str> = Vec::new();
         let ok = idx.clone().all(|j| {
             let w = p.w(j);
             if matches!(w, "[" | "?" | "=" | "," | "&&" | "||") {
@@ -512,7 +636,12 @@ fn operands(p: &Parsed, lp: &Loop, coords: &[Coord], scalars: &HashSet<String>) 
                 uses_var = true;
                 return true;
             }
-            if let Some(c) = coords.iter().find(|c| c.name == w) {
+            let d = derived.iter().find(|d| d.name == w);
+            if let Some(d) = d {
+                uses.push(&d.name);
+            }
+            let c = d.map_or(w, |d| d.coord.as_str());
+            if let Some(c) = coords.iter().find(|x| x.name == c) {
                 if !axes.iter().any(|a| a.name == c.name) {
                     axes.push(c);
                 }
@@ -536,11 +665,30 @@ fn operands(p: &Parsed, lp: &Loop, coords: &[Coord], scalars: &HashSet<String>) 
             index,
             axis: coord.as_ref().map_or(Axis::None, |c| c.axis),
             coord,
+            derived: needed(derived, &uses),
             elem: elem.clone(),
             k_contiguous,
         });
     }
     out
+}
+
+/// The derived locals `used` names, with those their initializers use, in declaration order.
+fn needed(derived: &[Derived], used: &[&str]) -> Vec<Derived> {
+    let mut want: HashSet<&str> = used.iter().copied().collect();
+    for d in derived.iter().rev() {
+        if want.contains(d.name.as_str()) {
+            let inner = derived.iter().filter(|e| {
+                source::lex(&d.init).is_ok_and(|t| t.iter().any(|t| t.text(&d.init) == e.name))
+            });
+            want.extend(inner.map(|e| e.name.as_str()));
+        }
+    }
+    derived
+        .iter()
+        .filter(|d| want.contains(d.name.as_str()))
+        .cloned()
+        .collect()
 }
 
 /// Whether the index moves by one element when `var` does (the coordinate fixed): then a
@@ -1028,7 +1176,7 @@ impl Parts<'_> {
         } else {
             (format!("r3_e / {wp}"), format!("r3_e % {wp}"))
         };
-        let coord = o.coord.as_ref().map_or(String::new(), |c| {
+        let mut coord = o.coord.as_ref().map_or(String::new(), |c| {
             format!(
                 " const {} {} = {} + r3_t;",
                 c.ty,
@@ -1036,6 +1184,9 @@ impl Parts<'_> {
                 shape.base(c.axis)
             )
         });
+        for d in &o.derived {
+            coord.push_str(&format!(" const {} {} = {};", d.ty, d.name, d.init));
+        }
         // Unrolled by 4, a thread's loads of the tile go out four at a time before their
         // stores wait for them. On an H100 this took gemm_naive's template from 2.08x to
         // 2.64x over its tuned build; unrolled fully, with a test per load, 2.30x
@@ -1230,6 +1381,61 @@ mod tests {
             &out,
             "y[i] += r3_tile0[r3_d][threadIdx.x + r3_rx * 128] * x[j];",
         );
+    }
+
+    /// The commonest naive matrix product: one flat thread index, the output's row and column
+    /// derived from it by division and remainder.
+    const FLAT: &str = "__global__ void dense(int rows, int in, int out, const float* X, const float* W, float* Y) {\n  int t = blockIdx.x * blockDim.x + threadIdx.x;\n  if (t >= rows * out) return;\n  int b = t / out, o = t % out;\n  Y[t] = 0.0f;\n  for (int k = 0; k < in; ++k) Y[t] += X[static_cast<size_t>(b) * in + k] * W[static_cast<size_t>(o) * in + k];\n}";
+
+    /// Each tile element's load computes the derived row or column again from the element's
+    /// own coordinate, and no grouping is offered.
+    #[test]
+    fn a_flat_thread_index_with_derived_row_and_column_is_tiled_without_grouping() {
+        let out = shared_tiling(FLAT, &facts([256, 1, 1])).unwrap();
+        has(
+            &out,
+            "const int t = blockIdx.x * 256 + r3_t; const int b = t / out;\n          r3_tile0[r3_d][r3_t] = k < in ? X[static_cast<size_t>(b) * in + k]",
+        );
+        has(
+            &out,
+            "const int t = blockIdx.x * 256 + r3_t; const int o = t % out;\n          r3_tile1[r3_d][r3_t] = k < in ? W[static_cast<size_t>(o) * in + k]",
+        );
+        // Both rows are contiguous in k: loaded along it.
+        has(&out, "const int r3_d = r3_e % R3_TK, r3_t = r3_e / R3_TK;");
+        has(
+            &out,
+            "Y[t] += r3_tile0[r3_d][threadIdx.x] * r3_tile1[r3_d][threadIdx.x];",
+        );
+        assert!(!out.contains("R3_RX"), "{out}");
+        // A local chained on a derived one is declared with it, in order.
+        let chained = FLAT.replace(
+            "int b = t / out, o = t % out;",
+            "int b = t / out; int o = t - b * out;",
+        );
+        let out = shared_tiling(&chained, &facts([256, 1, 1])).unwrap();
+        has(&out, "const int b = t / out; const int o = t - b * out;\n");
+    }
+
+    /// A local that reads memory, calls, chooses, mixes two coordinates or is assigned again
+    /// is not derived: the read through it is not tiled.
+    #[test]
+    fn a_local_that_is_not_a_function_of_one_coordinate_is_not_derived() {
+        for decl in [
+            "int b = t / out, o = perm[t] % out;",
+            "int b = t / out, o = hash(t) % out;",
+            "int b = t / out, o = t < out ? t : t % out;",
+            "int b = t / out, o = (t + threadIdx.y) % out;",
+            "int b = t / out, o = t % out; o += 1;",
+        ] {
+            let src = FLAT
+                .replace("const float* W,", "const float* W, const int* perm,")
+                .replace("int b = t / out, o = t % out;", decl);
+            let out = shared_tiling(&src, &facts([256, 1, 1]));
+            assert!(
+                out.as_deref().is_none_or(|o| !o.contains("r3_tile1")),
+                "{decl}: {out:?}"
+            );
+        }
     }
 
     #[test]
