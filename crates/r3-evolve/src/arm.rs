@@ -89,7 +89,8 @@ impl<'a> EvolveRewriter<'a> {
                     (INNER_TRIALS, Some(inner)),
                     &mut note,
                 )?;
-                let judge = GpuJudge::new(self.store, ev, space, tune, local)?;
+                let judge = GpuJudge::new(self.store, ev, space, tune, local)?
+                    .searching_knobs_one_at_a_time();
                 if let Some(why) = judge.fallback() {
                     said.push(format!("r3 tune --deadline: {}: {why}", k.label()));
                 }

@@ -10,7 +10,7 @@ use crate::remix::space::Space;
 use crate::remix::tune::{self, TuneError, TuneOptions};
 use crate::replay::gpu::GpuEvaluator;
 use crate::replay::Evaluator;
-use crate::store::attempts::Verdict;
+use crate::store::attempts::{self, Verdict};
 use crate::store::outcome::Outcome;
 use crate::store::records::Recording;
 use crate::store::{KernelRecord, Store};
@@ -30,6 +30,11 @@ pub trait Judge {
     /// in full.
     fn judge_builds(&mut self, store: &Store, builds: &[BuildToJudge]) -> Verdict {
         each_in_full(self, store, builds)
+    }
+    /// Whether `judge_builds` searches a template's `builds` builds one knob at a time
+    /// (`coordinate`) instead of judging every one.
+    fn one_knob_at_a_time(&self, _builds: usize) -> bool {
+        false
     }
 }
 
@@ -211,6 +216,9 @@ pub struct GpuJudge<'a> {
     reference_speedup: f64,
     /// Why the reference is -O3 and not the kernel's best build, where it had to be.
     fallback: Option<String>,
+    /// A template's many builds searched one knob at a time (`coordinate`), as the deadline
+    /// prices them; else all judged (`halving`).
+    knob_search: bool,
     /// The parent's other recorded launches: a variant must reproduce each.
     others: Vec<Recording>,
     space: Space,
@@ -273,6 +281,7 @@ impl<'a> GpuJudge<'a> {
             reference_words: describe(&reference.candidate),
             reference_speedup,
             fallback,
+            knob_search: false,
             parent,
             reference,
             others,
@@ -280,6 +289,13 @@ impl<'a> GpuJudge<'a> {
             tune,
             stop,
         })
+    }
+
+    /// This judge with a template's many builds searched one knob at a time (the deadline's
+    /// rewrite arm), not all judged.
+    pub fn searching_knobs_one_at_a_time(mut self) -> Self {
+        self.knob_search = true;
+        self
     }
 
     /// Why this judge's reference is the original at -O3 and not the kernel's best build,
@@ -313,26 +329,62 @@ impl Judge for GpuJudge<'_> {
         }
     }
 
-    /// Successive halving over the builds (`halving`), each step an inner search of one
-    /// build on the GPU.
+    fn one_knob_at_a_time(&self, builds: usize) -> bool {
+        self.knob_search && builds >= attempts::COORDINATE_FROM
+    }
+
+    /// Successive halving over the builds (`halving`), or under a deadline over
+    /// `COORDINATE_FROM` builds or more, a search of one knob at a time (`coordinate`) from the
+    /// values that won on other kernels: each step an inner search of one build on the GPU.
     fn judge_builds(&mut self, store: &Store, builds: &[BuildToJudge]) -> Verdict {
         let (budget, time) = (self.tune.budget, self.tune.time);
+        let start = self
+            .one_knob_at_a_time(builds.len())
+            .then(|| start_of(store, &self.gpu(), builds));
         let this = std::cell::RefCell::new(self);
-        halving(
-            builds,
-            budget,
-            time,
-            |b, trials, time, beat| {
-                let mut j = this.borrow_mut();
-                if let Some(v) = j.stopped() {
-                    return Err(Box::new(v));
-                }
-                j.search(store, &b.record, (trials, time), beat)
-                    .map(|f| (f.time_us, f))
-            },
-            |_, found| this.borrow_mut().confirm(found),
-        )
+        let search = |b: &BuildToJudge, trials, time, beat| {
+            let mut j = this.borrow_mut();
+            if let Some(v) = j.stopped() {
+                return Err(Box::new(v));
+            }
+            j.search(store, &b.record, (trials, time), beat)
+                .map(|f| (f.time_us, f))
+        };
+        let confirm = |_: &BuildToJudge, found| this.borrow_mut().confirm(found);
+        match start {
+            Some(start) => coordinate(builds, start, budget, time, search, confirm),
+            None => halving(builds, budget, time, search, confirm),
+        }
     }
+}
+
+/// Where a search of one knob at a time starts: the build at the values that won most often
+/// on other kernels for the same knobs on `gpu`, else at each knob's middle value (a tile
+/// neither the shallowest nor the deepest), else the first build.
+fn start_of(store: &Store, gpu: &str, builds: &[BuildToJudge]) -> usize {
+    let knobs: std::collections::BTreeSet<&str> = builds
+        .iter()
+        .flat_map(|b| b.values.keys().map(String::as_str))
+        .collect();
+    let at = |v: &params::Values| builds.iter().position(|b| b.values == *v);
+    if let Some(i) = attempts::values_won_elsewhere(store, gpu, &knobs)
+        .iter()
+        .find_map(at)
+    {
+        return i;
+    }
+    let middle: params::Values = knobs
+        .iter()
+        .map(|k| {
+            let taken: std::collections::BTreeSet<i64> = builds
+                .iter()
+                .filter_map(|b| b.values.get(*k).copied())
+                .collect();
+            let v: Vec<i64> = taken.into_iter().collect();
+            ((*k).to_owned(), v[v.len() / 2])
+        })
+        .collect();
+    at(&middle).unwrap_or(0)
 }
 
 /// Successive halving over a rewrite's builds: each build's inner search (`search`, with a
@@ -353,63 +405,182 @@ pub fn halving<T>(
         Option<std::time::Duration>,
         Option<f64>,
     ) -> Result<(f64, T), Box<Verdict>>,
-    mut confirm: impl FnMut(&BuildToJudge, T) -> Verdict,
+    confirm: impl FnMut(&BuildToJudge, T) -> Verdict,
 ) -> Verdict {
     let n = builds.len().max(1) as u32;
-    let budget = budget.max(n);
-    let first = (budget / (2 * n)).max(1);
-    let share = |k: u32| time.map(|t| t / (2 * k));
-    let mut ranked: Vec<(f64, usize)> = Vec::new();
-    let mut failures = Vec::new();
-    let mut found: Vec<Option<T>> = builds.iter().map(|_| None).collect();
-    for (i, b) in builds.iter().enumerate() {
+    let mut round = FirstRound::new(builds, budget, n, time);
+    for i in 0..builds.len() {
+        round.measure(i, &mut search);
+    }
+    round.finish(&mut search, confirm)
+}
+
+/// A template's knobs searched one at a time (`coordinate_builds`): from `start`, each knob's
+/// other values with the rest held, then the next knob from the fastest build so far; a second
+/// pass where the first moved. Builds measured get their first share racing the best before
+/// them, the fastest go on as in [`halving`], and the first that `confirm` accepts wins.
+pub fn coordinate<T>(
+    builds: &[BuildToJudge],
+    start: usize,
+    budget: u32,
+    time: Option<std::time::Duration>,
+    mut search: impl FnMut(
+        &BuildToJudge,
+        u32,
+        Option<std::time::Duration>,
+        Option<f64>,
+    ) -> Result<(f64, T), Box<Verdict>>,
+    confirm: impl FnMut(&BuildToJudge, T) -> Verdict,
+) -> Verdict {
+    let all: Vec<&params::Values> = builds.iter().map(|b| &b.values).collect();
+    let planned = crate::store::attempts::coordinate_builds(&all).max(1) as u32;
+    let mut round = FirstRound::new(builds, budget, planned, time);
+    let knobs: std::collections::BTreeSet<&String> = all.iter().flat_map(|v| v.keys()).collect();
+    let mut at = start.min(builds.len().saturating_sub(1));
+    round.measure(at, &mut search);
+    for _pass in 0..2 {
+        let from = at;
+        for knob in &knobs {
+            let along = |b: &BuildToJudge| {
+                b.values
+                    .iter()
+                    .all(|(k, v)| k == *knob || builds[at].values.get(k) == Some(v))
+            };
+            for i in (0..builds.len()).filter(|&i| along(&builds[i])) {
+                round.measure(i, &mut search);
+            }
+            at = round.fastest().unwrap_or(at);
+        }
+        if at == from {
+            break;
+        }
+    }
+    round.finish(&mut search, confirm)
+}
+
+/// The first round of a judge over a rewrite's builds: each build measured gets the first share
+/// of the budget (`planned` builds to measure), racing the best time before it where that share
+/// is one trial.
+struct FirstRound<'b, T> {
+    builds: &'b [BuildToJudge],
+    budget: u32,
+    first: u32,
+    time: Option<std::time::Duration>,
+    planned: u32,
+    ranked: Vec<(f64, usize)>,
+    failures: Vec<Verdict>,
+    found: Vec<Option<T>>,
+    measured: Vec<bool>,
+}
+
+type Search<'s, T> = dyn FnMut(
+        &BuildToJudge,
+        u32,
+        Option<std::time::Duration>,
+        Option<f64>,
+    ) -> Result<(f64, T), Box<Verdict>>
+    + 's;
+
+impl<'b, T> FirstRound<'b, T> {
+    fn new(
+        builds: &'b [BuildToJudge],
+        budget: u32,
+        planned: u32,
+        time: Option<std::time::Duration>,
+    ) -> Self {
+        let budget = budget.max(planned);
+        FirstRound {
+            builds,
+            budget,
+            first: (budget / (2 * planned)).max(1),
+            time,
+            planned,
+            ranked: Vec::new(),
+            failures: Vec::new(),
+            found: builds.iter().map(|_| None).collect(),
+            measured: vec![false; builds.len()],
+        }
+    }
+
+    fn share(&self, k: u32) -> Option<std::time::Duration> {
+        self.time.map(|t| t / (2 * k))
+    }
+
+    /// Build `i`'s first share, once.
+    fn measure(&mut self, i: usize, search: &mut Search<'_, T>) {
+        if std::mem::replace(&mut self.measured[i], true) {
+            return;
+        }
         // Raced only where every build's first share is its -O3 alone: -O3 against -O3, not
         // against a build its search has tuned past that.
-        let beat = ranked
+        let beat = self
+            .ranked
             .iter()
             .map(|r| r.0)
             .reduce(f64::min)
-            .filter(|_| first == 1);
-        match search(b, first, share(n), beat) {
+            .filter(|_| self.first == 1);
+        let b = &self.builds[i];
+        match search(b, self.first, self.share(self.planned), beat) {
             Ok((t, f)) => {
-                ranked.push((t, i));
-                found[i] = Some(f);
+                self.ranked.push((t, i));
+                self.found[i] = Some(f);
             }
-            Err(v) => failures.push(with_values(*v, &b.values)),
+            Err(v) => self.failures.push(with_values(*v, &b.values)),
         }
     }
-    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
-    ranked.truncate(HALVING_KEEP);
-    let keep = ranked.len().max(1) as u32;
-    let more = first + budget.saturating_sub(first * n) / keep;
-    let mut finalists = Vec::new();
-    for (t, i) in ranked {
-        let b = &builds[i];
-        if more <= first {
-            finalists.push((t, i));
-            continue;
-        }
-        match search(b, more, share(keep), None) {
-            Ok((t2, f)) => {
-                found[i] = Some(f);
-                finalists.push((t.min(t2), i));
+
+    /// The fastest build measured so far.
+    fn fastest(&self) -> Option<usize> {
+        self.ranked
+            .iter()
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|r| r.1)
+    }
+
+    /// The fastest `HALVING_KEEP` searched further with the rest of the budget, then confirmed
+    /// in order of speed: the first that holds wins, with its values; none: the first failure.
+    fn finish(
+        mut self,
+        search: &mut Search<'_, T>,
+        mut confirm: impl FnMut(&BuildToJudge, T) -> Verdict,
+    ) -> Verdict {
+        let measured = self.measured.iter().filter(|m| **m).count() as u32;
+        let mut ranked = std::mem::take(&mut self.ranked);
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        ranked.truncate(HALVING_KEEP);
+        let keep = ranked.len().max(1) as u32;
+        let more = self.first + self.budget.saturating_sub(self.first * measured) / keep;
+        let mut finalists = Vec::new();
+        for (t, i) in ranked {
+            let b = &self.builds[i];
+            if more <= self.first {
+                finalists.push((t, i));
+                continue;
             }
-            Err(v) => failures.push(with_values(*v, &b.values)),
+            match search(b, more, self.share(keep), None) {
+                Ok((t2, f)) => {
+                    self.found[i] = Some(f);
+                    finalists.push((t.min(t2), i));
+                }
+                Err(v) => self.failures.push(with_values(*v, &b.values)),
+            }
         }
-    }
-    finalists.sort_by(|a, b| a.0.total_cmp(&b.0));
-    for (_, i) in finalists {
-        let b = &builds[i];
-        let Some(f) = found[i].take() else { continue };
-        match confirm(b, f) {
-            v @ Verdict::Valid { .. } => return won_with(v, &b.values),
-            v => failures.push(with_values(v, &b.values)),
+        finalists.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (_, i) in finalists {
+            let b = &self.builds[i];
+            let Some(f) = self.found[i].take() else {
+                continue;
+            };
+            match confirm(b, f) {
+                v @ Verdict::Valid { .. } => return won_with(v, &b.values),
+                v => self.failures.push(with_values(v, &b.values)),
+            }
         }
+        self.failures.into_iter().next().unwrap_or(Verdict::Failed {
+            why: "was not measured".into(),
+            message: "the rewrite has no builds".into(),
+        })
     }
-    failures.into_iter().next().unwrap_or(Verdict::Failed {
-        why: "was not measured".into(),
-        message: "the rewrite has no builds".into(),
-    })
 }
 
 /// Whether a search's best is a trial settled on its one checked run (`raced`): a build's -O3
@@ -774,6 +945,111 @@ mod tests {
             } => {
                 assert_eq!(values["R3_TK"], 16);
                 assert_eq!(speedup, 5.0);
+            }
+            v => panic!("{v:?}"),
+        }
+    }
+
+    /// The tiling template's grid: depth 8 to 64, groups of 1, 2 or 4 blocks along x and y.
+    fn grid() -> Vec<BuildToJudge> {
+        let mut out = Vec::new();
+        for tk in [8, 16, 32, 64] {
+            for rx in [1, 2, 4] {
+                for ry in [1, 2, 4] {
+                    let mut b = build(tk);
+                    b.values.insert("R3_RX".into(), rx);
+                    b.values.insert("R3_RY".into(), ry);
+                    out.push(b);
+                }
+            }
+        }
+        out
+    }
+
+    /// From the middle of the grid, each knob in turn (RX, RY, TK by name) moves to its fastest
+    /// value; the second pass, from the new best, measures only what the first did not, and
+    /// a pass that moves nothing ends the search: 10 of 36 builds, the best among them wins.
+    #[test]
+    fn a_knob_at_a_time_search_moves_to_the_fastest_value_of_each_knob_in_turn() {
+        let builds = grid();
+        let time = |v: &params::Values| {
+            let (tk, rx, ry) = (v["R3_TK"], v["R3_RX"], v["R3_RY"]);
+            100.0 - 10.0 * f64::from(tk == 16) - 5.0 * f64::from(rx == 4) - 3.0 * f64::from(ry == 1)
+        };
+        let start = builds
+            .iter()
+            .position(|b| {
+                b.values["R3_TK"] == 32 && b.values["R3_RX"] == 2 && b.values["R3_RY"] == 2
+            })
+            .unwrap();
+        let mut asked: Vec<(i64, i64, i64)> = Vec::new();
+        let verdict = coordinate(
+            &builds,
+            start,
+            8,
+            None,
+            |b, trials, _, _| {
+                assert_eq!(trials, 1);
+                asked.push((b.values["R3_TK"], b.values["R3_RX"], b.values["R3_RY"]));
+                Ok((time(&b.values), b.values.clone()))
+            },
+            |_, v| valid(100.0 / time(&v)),
+        );
+        assert_eq!(
+            asked,
+            vec![
+                (32, 2, 2),
+                (32, 1, 2),
+                (32, 4, 2),
+                (32, 4, 1),
+                (32, 4, 4),
+                (8, 4, 1),
+                (16, 4, 1),
+                (64, 4, 1),
+                // Second pass from (16, 4, 1): its other groupings, then nothing moves.
+                (16, 1, 1),
+                (16, 2, 1),
+                (16, 4, 2),
+                (16, 4, 4),
+            ]
+        );
+        match verdict {
+            Verdict::Valid { values, .. } => {
+                assert_eq!(
+                    (values["R3_TK"], values["R3_RX"], values["R3_RY"]),
+                    (16, 4, 1)
+                );
+            }
+            v => panic!("{v:?}"),
+        }
+    }
+
+    /// A build that fails is passed over: the search goes on from the fastest that ran.
+    #[test]
+    fn a_knob_at_a_time_search_goes_on_past_builds_that_fail() {
+        let builds = grid();
+        let v = coordinate(
+            &builds,
+            0,
+            8,
+            None,
+            |b, _, _, _| {
+                if b.values["R3_RX"] == 1 && b.values["R3_TK"] != 8 {
+                    return Err(Box::new(Verdict::Failed {
+                        why: "did not compile".into(),
+                        message: "ptxas".into(),
+                    }));
+                }
+                let (tk, rx) = (b.values["R3_TK"], b.values["R3_RX"]);
+                Ok((100.0 / tk as f64 - rx as f64, tk))
+            },
+            |_, tk| valid(tk as f64),
+        );
+        // From (8, 1, 1): groups of 4 along x are faster; from there the deeper tiles, which
+        // fail ungrouped, compile, and 64 is the fastest.
+        match v {
+            Verdict::Valid { values, .. } => {
+                assert_eq!((values["R3_TK"], values["R3_RX"]), (64, 4));
             }
             v => panic!("{v:?}"),
         }

@@ -523,6 +523,14 @@ impl<'a> Run<'a> {
                         a.builds.len(),
                         crate::store::attempts::words(&builds[0].values)
                     ),
+                    n if judge.one_knob_at_a_time(n) => format!(
+                        "attempt {}: searching its {n} builds one knob at a time, about {} measured ({})",
+                        a.id,
+                        crate::store::attempts::coordinate_builds(
+                            &builds.iter().map(|b| &b.values).collect::<Vec<_>>()
+                        ),
+                        knob_ranges(&a.builds)
+                    ),
                     n => format!(
                         "attempt {}: measuring its {n} builds ({})",
                         a.id,

@@ -7,7 +7,7 @@
 //! crate; a test's is scripted.
 
 use crate::kernel::{KernelHash, TrialsKey};
-use crate::store::attempts::{builds_to_judge, fold};
+use crate::store::attempts::{builds_to_judge, coordinate_builds, fold, Attempt};
 use crate::store::deadline::{median, Allocation, Arm, RewriteArm, Slice, Tally, STALE_TRIALS};
 use crate::store::Store;
 
@@ -222,7 +222,7 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
             };
             let builds = match &a.compiled {
                 None => 0,
-                Some(_) => builds_to_judge(a, &attempts, gpu).len().max(1) as u32,
+                Some(_) => judged_builds(a, &attempts, gpu),
             };
             out.push(Past {
                 kernel: kernel.clone(),
@@ -382,8 +382,19 @@ pub fn pending_builds(store: &Store, kernel: &KernelHash, gpu: &str) -> Vec<u32>
     attempts
         .iter()
         .filter(|a| a.compiled.is_some() && a.verdict(Some(gpu)).is_none())
-        .map(|a| builds_to_judge(a, &attempts, gpu).len().max(1) as u32)
+        .map(|a| judged_builds(a, &attempts, gpu))
         .collect()
+}
+
+/// The builds the deadline's judge measures of attempt `a` (of `attempts`) on `gpu`: those it
+/// judges ([`builds_to_judge`]), a template's many searched one knob at a time
+/// ([`coordinate_builds`]).
+fn judged_builds(a: &Attempt, attempts: &[Attempt], gpu: &str) -> u32 {
+    let values: Vec<_> = builds_to_judge(a, attempts, gpu)
+        .iter()
+        .map(|b| &b.values)
+        .collect();
+    coordinate_builds(&values).max(1) as u32
 }
 
 /// The builds an attempt is expected to compile and judge: the mean of the compiled attempts
@@ -971,8 +982,9 @@ pub(crate) mod tests {
     }
 
     /// The next attempt is priced at its own builds where it is compiled and waits for its
-    /// judge: a template of 36 builds after two plain rewrites costs its 36 evaluators, not the
-    /// mean of what was judged before; once it is judged, the next is priced at its own.
+    /// judge: a template of 36 builds after two plain rewrites costs the 8 evaluators its knob
+    /// search measures, not the mean of what was judged before; once it is judged, the next is
+    /// priced at its own.
     #[test]
     fn a_compiled_attempt_waiting_for_its_judge_is_priced_at_its_own_builds() {
         use crate::store::attempts::{Build, Event, What};
@@ -988,9 +1000,16 @@ pub(crate) mod tests {
                 variant: "0000000000000001".into(),
                 diff: String::new(),
                 cell: String::new(),
+                // The tiling template's grid: 4 depths, 3 groupings along x and along y.
                 builds: (0..builds)
-                    .map(|_| Build {
-                        values: Default::default(),
+                    .map(|i| Build {
+                        values: [
+                            ("R3_TK", 8 << (i / 9)),
+                            ("R3_RX", i / 3 % 3),
+                            ("R3_RY", i % 3),
+                        ]
+                        .map(|(k, v)| (k.to_owned(), v as i64))
+                        .into(),
                         variant: "0000000000000001".into(),
                         diff: String::new(),
                     })
@@ -1001,20 +1020,21 @@ pub(crate) mod tests {
             log.append(&e).unwrap();
         }
         drop(log);
+        // The deadline's judge searches the template's 36 one knob at a time: 8 builds.
         let pending = pending_builds(&store, &hash, "H200");
-        assert_eq!(pending, [1, 36, 1]);
+        assert_eq!(pending, [1, 8, 1]);
         let r = price(&store, &hash, (0.4, 1.0, 0.0), &[], pending, None);
-        // The template is worth more a second (50% of 6/7 of the kernel's time in 30.6 s,
+        // The template is worth more a second (50% of 6/7 of the kernel's time in 9.6 s,
         // against a plain rewrite's 12% of 0.62 in 7.15 s): it is judged first, priced at its
         // own builds.
-        let template = compiled_attempt_seconds(36.0, (0.4, 1.0, 0.0));
+        let template = compiled_attempt_seconds(8.0, (0.4, 1.0, 0.0));
         let plain = compiled_attempt_seconds(1.0, (0.4, 1.0, 0.0));
-        assert!((template - 30.6).abs() < 1e-9, "{template}");
+        assert!((template - 9.6).abs() < 1e-9, "{template}");
         assert!((plain - 7.15).abs() < 1e-9, "{plain}");
         assert_eq!((r.next, r.attempt_s), (1, template));
         // Where templates find less (the history says so), a plain rewrite goes first.
         let mut fewer = r.clone();
-        (fewer.knobs_p, fewer.knobs_prior) = (Some(0.3), false);
+        (fewer.knobs_p, fewer.knobs_prior) = (Some(0.1), false);
         choose_next(&mut fewer);
         assert_eq!((fewer.next, fewer.attempt_s), (0, plain));
         let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());

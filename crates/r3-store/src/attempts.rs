@@ -430,6 +430,59 @@ pub fn builds_to_judge<'a>(
     }
 }
 
+/// Builds of one attempt from which the deadline's judge searches a template's knobs one at a
+/// time (`coordinate_builds`) instead of judging every combination: two_mm_d's 36 builds took
+/// 60 s of a 600 s deadline judged all (H200, 2026-11-30), and it was never offered among all
+/// programs.
+pub const COORDINATE_FROM: usize = 13;
+
+/// The builds a search of one knob at a time judges, one pass from a start: the start, then for
+/// each knob every other value it takes (the others held). What the deadline prices a
+/// template's attempt of `values` at where it has [`COORDINATE_FROM`] builds or more; all of
+/// them under that.
+pub fn coordinate_builds(values: &[&Values]) -> usize {
+    if values.len() < COORDINATE_FROM {
+        return values.len();
+    }
+    let knobs: std::collections::BTreeSet<&String> = values.iter().flat_map(|v| v.keys()).collect();
+    let others: usize = knobs
+        .iter()
+        .map(|k| {
+            let taken: std::collections::BTreeSet<i64> =
+                values.iter().filter_map(|v| v.get(*k).copied()).collect();
+            taken.len().saturating_sub(1)
+        })
+        .sum();
+    (1 + others).min(values.len())
+}
+
+/// The knob values that won a valid verdict on `gpu` for other kernels' attempts with the same
+/// knobs as `knobs` (a template's), the most often first: where a knob search starts.
+pub fn values_won_elsewhere(
+    store: &Store,
+    gpu: &str,
+    knobs: &std::collections::BTreeSet<&str>,
+) -> Vec<Values> {
+    let mut seen: BTreeMap<Values, usize> = BTreeMap::new();
+    for kernel in store.evolved().unwrap_or_default() {
+        let Ok(events) = store.attempts(&kernel) else {
+            continue;
+        };
+        for a in fold(&events).1 {
+            if let Some(Verdict::Valid { values, .. }) = a.verdict(Some(gpu)) {
+                let same = values.len() == knobs.len()
+                    && values.keys().all(|k| knobs.contains(k.as_str()));
+                if same {
+                    *seen.entry(values.clone()).or_default() += 1;
+                }
+            }
+        }
+    }
+    let mut out: Vec<(usize, Values)> = seen.into_iter().map(|(v, n)| (n, v)).collect();
+    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    out.into_iter().map(|(_, v)| v).collect()
+}
+
 /// The best source rewrite of a kernel as apply may ship it without the user's edit
 /// (`R3_APPLY_REWRITES=1`): its variant kernel, the configuration it was judged with and the
 /// trial of the variant's own search that measured that configuration (its PTX hash and
@@ -597,6 +650,122 @@ mod tests {
         assert!(line(Some(1.593))
             .contains("1.084x the original's best compiler-only build (1.593x over -O3)"));
         assert!(line(None).contains("1.084x the original's best compiler-only build (rewrite"));
+    }
+
+    fn tiling_grid() -> Vec<Values> {
+        let mut grid = Vec::new();
+        for tk in [8, 16, 32, 64] {
+            for rx in [1, 2, 4] {
+                for ry in [1, 2, 4] {
+                    grid.push(Values::from([
+                        ("R3_TK".to_owned(), tk),
+                        ("R3_RX".to_owned(), rx),
+                        ("R3_RY".to_owned(), ry),
+                    ]));
+                }
+            }
+        }
+        grid
+    }
+
+    /// One pass of a knob-at-a-time search over the tiling template's 36 builds measures 8:
+    /// the start, 3 other depths, 2 other groupings along x and 2 along y; a grid under
+    /// `COORDINATE_FROM` builds is judged whole.
+    #[test]
+    fn a_template_of_many_builds_is_priced_at_one_knob_at_a_time() {
+        let grid = tiling_grid();
+        let all: Vec<&Values> = grid.iter().collect();
+        assert_eq!(coordinate_builds(&all), 8);
+        assert_eq!(coordinate_builds(&all[..12]), 12);
+        assert_eq!(coordinate_builds(&all[..1]), 1);
+        assert_eq!(coordinate_builds(&[]), 0);
+    }
+
+    /// Where a knob search starts: the values that won for the same knobs on other kernels, the
+    /// most often first; a verdict with other knobs, another GPU's or a failure counts for
+    /// nothing.
+    #[test]
+    fn the_knob_values_that_won_elsewhere_lead_the_most_often_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let grid = tiling_grid();
+        let won = |values: &Values, gpu: &str| {
+            let mut v = fixtures_valid(2.0);
+            if let Verdict::Valid { values: w, .. } = &mut v {
+                w.clone_from(values);
+            }
+            (gpu.to_owned(), v)
+        };
+        let logs: [(&str, Vec<(String, Verdict)>); 4] = [
+            ("00000000000000a1", vec![won(&grid[13], "H200")]),
+            (
+                "00000000000000a2",
+                vec![won(&grid[13], "H200"), won(&grid[0], "H200")],
+            ),
+            (
+                "00000000000000a3",
+                vec![
+                    won(&grid[5], "H100"),
+                    (
+                        "H200".to_owned(),
+                        Verdict::Failed {
+                            why: "gives wrong output".into(),
+                            message: String::new(),
+                        },
+                    ),
+                ],
+            ),
+            (
+                "00000000000000a4",
+                vec![won(&Values::from([("R3_TK".to_owned(), 16)]), "H200")],
+            ),
+        ];
+        for (kernel, verdicts) in logs {
+            let mut log = store.open_attempts(&kernel.into()).unwrap();
+            for (n, (gpu, verdict)) in verdicts.into_iter().enumerate() {
+                let attempt = n as u32 + 1;
+                let event = |what| Event {
+                    format: 1,
+                    attempt,
+                    unix_ms: 0,
+                    what,
+                };
+                log.append(&event(What::Proposed {
+                    parent: None,
+                    proposer: "rules".into(),
+                    label: "shared-tiling".into(),
+                    repair_of: None,
+                    prompt_sha: None,
+                    answer: None,
+                    tokens: 0,
+                    rewrite: String::new(),
+                    requires: Vec::new(),
+                }))
+                .unwrap();
+                log.append(&event(What::Judged { gpu, verdict })).unwrap();
+            }
+        }
+        let knobs = ["R3_TK", "R3_RX", "R3_RY"].into_iter().collect();
+        assert_eq!(
+            values_won_elsewhere(&store, "H200", &knobs),
+            vec![grid[13].clone(), grid[0].clone()]
+        );
+        assert!(values_won_elsewhere(&store, "A100", &knobs).is_empty());
+    }
+
+    fn fixtures_valid(speedup: f64) -> Verdict {
+        Verdict::Valid {
+            speedup,
+            time_us: 1.0,
+            reference_us: speedup,
+            pipeline: "O3".into(),
+            candidate: None,
+            trials: 4,
+            simulated: false,
+            values: Values::new(),
+            reference_speedup: None,
+            checked: Vec::new(),
+        }
     }
 
     #[test]
