@@ -399,12 +399,7 @@ pub fn halving<T>(
     builds: &[BuildToJudge],
     budget: u32,
     time: Option<std::time::Duration>,
-    mut search: impl FnMut(
-        &BuildToJudge,
-        u32,
-        Option<std::time::Duration>,
-        Option<f64>,
-    ) -> Result<(f64, T), Box<Verdict>>,
+    mut search: impl SearchBuild<T>,
     confirm: impl FnMut(&BuildToJudge, T) -> Verdict,
 ) -> Verdict {
     let n = builds.len().max(1) as u32;
@@ -424,12 +419,7 @@ pub fn coordinate<T>(
     start: usize,
     budget: u32,
     time: Option<std::time::Duration>,
-    mut search: impl FnMut(
-        &BuildToJudge,
-        u32,
-        Option<std::time::Duration>,
-        Option<f64>,
-    ) -> Result<(f64, T), Box<Verdict>>,
+    mut search: impl SearchBuild<T>,
     confirm: impl FnMut(&BuildToJudge, T) -> Verdict,
 ) -> Verdict {
     let all: Vec<&params::Values> = builds.iter().map(|b| &b.values).collect();
@@ -473,13 +463,29 @@ struct FirstRound<'b, T> {
     measured: Vec<bool>,
 }
 
-type Search<'s, T> = dyn FnMut(
+/// One build's inner search for a judge over builds: the build, its trial budget and time
+/// limit, and the best time before it to race (µs); its time (µs) and what it found.
+pub trait SearchBuild<T>:
+    FnMut(
+    &BuildToJudge,
+    u32,
+    Option<std::time::Duration>,
+    Option<f64>,
+) -> Result<(f64, T), Box<Verdict>>
+{
+}
+
+impl<T, F> SearchBuild<T> for F where
+    F: FnMut(
         &BuildToJudge,
         u32,
         Option<std::time::Duration>,
         Option<f64>,
     ) -> Result<(f64, T), Box<Verdict>>
-    + 's;
+{
+}
+
+type Search<'s, T> = dyn SearchBuild<T> + 's;
 
 impl<'b, T> FirstRound<'b, T> {
     fn new(

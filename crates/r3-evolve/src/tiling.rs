@@ -340,14 +340,18 @@ fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) 
         if assigned_again(p, &name, name_at) {
             continue;
         }
-        let ty = (s.start..name_at)
-            .map(|i| p.w(i))
-            .filter(|w| *w != "const")
-            .collect::<Vec<_>>()
-            .join(" ");
+        let ty = type_text(p, s.start..name_at);
         coords.push(Coord { name, axis, ty });
     }
     (n, coords)
+}
+
+/// The declared type of tokens `r` (a declaration's leading words), without `const`.
+fn type_text(p: &Parsed, r: Range<usize>) -> String {
+    r.map(|i| p.w(i))
+        .filter(|w| *w != "const")
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether `name`, declared at token `decl`, is assigned, stepped or has its address taken
@@ -378,11 +382,7 @@ fn derived_locals(
         let Some(first_name) = first_name.filter(|&i| i > s.start) else {
             continue;
         };
-        let ty = (s.start..first_name)
-            .map(|i| p.w(i))
-            .filter(|w| *w != "const")
-            .collect::<Vec<_>>()
-            .join(" ");
+        let ty = type_text(p, s.start..first_name);
         let mut at = first_name;
         while at < s.end {
             let end = (at..s.end)
@@ -816,11 +816,7 @@ fn blocking(
         let simple = p.toks[name_at].kind == Kind::Ident
             && p.w(s.end - 1) == ";"
             && !s.clone().any(|i| matches!(p.w(i), "," | "[" | "&"));
-        let ty = (s.start..name_at)
-            .map(|i| p.w(i))
-            .filter(|w| *w != "const")
-            .collect::<Vec<_>>()
-            .join(" ");
+        let ty = type_text(p, s.start..name_at);
         if !simple || ty.is_empty() || ty == "auto" || ty.contains('(') {
             return None;
         }

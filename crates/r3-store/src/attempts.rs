@@ -612,17 +612,15 @@ mod tests {
     /// 1.08x of -O3 and 0.68x of nvcc's code, 1.59x of -O3 (H200, run Y6, 2026-11-30).
     #[test]
     fn a_rewrite_is_worth_its_gain_over_the_kernels_best_build_now() {
-        let judged = |reference_speedup| Verdict::Valid {
-            speedup: 1.084,
-            time_us: 148.0,
-            reference_us: 160.4,
-            pipeline: "-O3".into(),
-            candidate: None,
-            trials: 8,
-            simulated: false,
-            values: Values::new(),
-            reference_speedup,
-            checked: Vec::new(),
+        let judged = |reference| {
+            let mut v = valid_verdict(1.084);
+            if let Verdict::Valid {
+                reference_speedup, ..
+            } = &mut v
+            {
+                *reference_speedup = reference;
+            }
+            v
         };
         let over = judged(Some(1.0)).speedup_over(1.593).unwrap();
         assert!((over - 1.084 / 1.593).abs() < 1e-12, "{over}");
@@ -690,7 +688,7 @@ mod tests {
         let store = Store::create(dir.path()).unwrap();
         let grid = tiling_grid();
         let won = |values: &Values, gpu: &str| {
-            let mut v = fixtures_valid(2.0);
+            let mut v = valid_verdict(2.0);
             if let Verdict::Valid { values: w, .. } = &mut v {
                 w.clone_from(values);
             }
@@ -753,14 +751,14 @@ mod tests {
         assert!(values_won_elsewhere(&store, "A100", &knobs).is_empty());
     }
 
-    fn fixtures_valid(speedup: f64) -> Verdict {
+    fn valid_verdict(speedup: f64) -> Verdict {
         Verdict::Valid {
             speedup,
             time_us: 1.0,
             reference_us: speedup,
             pipeline: "O3".into(),
             candidate: None,
-            trials: 4,
+            trials: 8,
             simulated: false,
             values: Values::new(),
             reference_speedup: None,
