@@ -1030,6 +1030,53 @@ mod tests {
         }
     }
 
+    /// With nothing won elsewhere the search starts at each knob's middle value, and at the
+    /// values another kernel's template won with where the store has them.
+    #[test]
+    fn a_knob_search_starts_where_the_same_knobs_won_elsewhere_else_in_the_middle() {
+        use crate::store::attempts::{Event, What};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let builds = grid();
+        let at = |i: usize| {
+            let v = &builds[i].values;
+            (v["R3_TK"], v["R3_RX"], v["R3_RY"])
+        };
+        assert_eq!(at(start_of(&store, "H200", &builds)), (32, 2, 2));
+        let mut won = valid(3.0);
+        if let Verdict::Valid { values, .. } = &mut won {
+            values.clone_from(&builds[4].values);
+        }
+        let mut log = store.open_attempts(&"00000000000000e1".into()).unwrap();
+        for what in [
+            What::Proposed {
+                parent: None,
+                proposer: "rules".into(),
+                label: "shared-tiling".into(),
+                repair_of: None,
+                prompt_sha: None,
+                answer: None,
+                tokens: 0,
+                rewrite: String::new(),
+                requires: Vec::new(),
+            },
+            What::Judged {
+                gpu: "H200".into(),
+                verdict: won,
+            },
+        ] {
+            log.append(&Event {
+                format: 1,
+                attempt: 1,
+                unix_ms: 0,
+                what,
+            })
+            .unwrap();
+        }
+        assert_eq!(at(start_of(&store, "H200", &builds)), at(4));
+        assert_eq!(at(start_of(&store, "H100", &builds)), (32, 2, 2));
+    }
+
     /// A build that fails is passed over: the search goes on from the fastest that ran.
     #[test]
     fn a_knob_at_a_time_search_goes_on_past_builds_that_fail() {
