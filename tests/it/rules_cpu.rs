@@ -285,6 +285,21 @@ const GEMM_NAIVE: Subject = Subject {
 "#,
 };
 
+/// gemm_naive with 64-bit coordinates, each cast its own way: a coordinate is read through its
+/// casts, and grouped outputs compute their coordinates in 64 bits as the original does.
+const GEMM_WIDE: Subject = Subject {
+    name: "gemm_naive_kernel",
+    source: r#"__global__ void gemm_naive_kernel(int n, const float* A, const float* B, float* C) {
+  size_t col = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t row = (size_t)blockIdx.y * blockDim.y + threadIdx.y;
+  if (row >= n || col >= n) return;
+  float acc = 0.0f;
+  for (int k = 0; k < n; ++k) acc += A[row * n + k] * B[static_cast<size_t>(k) * n + col];
+  C[row * n + col] = acc;
+}"#,
+    driver: GEMM_NAIVE.driver,
+};
+
 /// The lower triangle of C = alpha A A^T + beta C as corpus/syrk.cu computes it: threads
 /// above the diagonal do nothing, the sum accumulates through C's pointer, A is not const.
 const SYRK: Subject = Subject {
@@ -859,6 +874,11 @@ fn shared_tiling_keeps_a_flat_indexed_contraction_bit_identical_at_every_tile_de
 #[test]
 fn rules_keep_dense_bit_identical() {
     rule_variants_match_the_original(&DENSE, &["restrict", "register-accumulator"]);
+}
+
+#[test]
+fn shared_tiling_keeps_64_bit_coordinates_bit_identical_at_every_tile_depth_and_grouping() {
+    tiling_matches_the_original(&GEMM_WIDE, [16, 16, 1], GEMM_BUILDS);
 }
 
 #[test]

@@ -324,7 +324,7 @@ fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) 
         if p.toks[name_at].kind != Kind::Ident {
             continue;
         }
-        let init: String = (eq + 1..s.end - 1).map(|i| p.w(i)).collect();
+        let init = without_casts(p, eq + 1..s.end - 1);
         let axis = match init.as_str() {
             "blockIdx.x*blockDim.x+threadIdx.x"
             | "threadIdx.x+blockIdx.x*blockDim.x"
@@ -344,6 +344,64 @@ fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) 
         coords.push(Coord { name, axis, ty });
     }
     (n, coords)
+}
+
+/// The text of tokens `r` without spaces, a cast of `blockIdx`, `blockDim` or `threadIdx` taken
+/// off (`static_cast<size_t>(blockIdx.x)`, `(size_t)blockIdx.x`): a coordinate computed in 64
+/// bits is still one. Parentheses around anything else stay, so `blockIdx.x * (blockDim.x +
+/// threadIdx.x)` is not read as a coordinate.
+fn without_casts(p: &Parsed, r: Range<usize>) -> String {
+    let builtin = |i: usize| {
+        matches!(p.w(i), "blockIdx" | "blockDim" | "threadIdx")
+            && p.w(i + 1) == "."
+            && matches!(p.w(i + 2), "x" | "y" | "z")
+    };
+    let types_to = |from: usize, close: &str| {
+        (from..r.end)
+            .take_while(|&j| TYPE_WORDS.contains(&p.w(j)))
+            .last()
+            .map(|j| j + 1)
+            .filter(|&j| j < r.end && p.w(j) == close)
+    };
+    let mut out = String::new();
+    let mut i = r.start;
+    while i < r.end {
+        // static_cast<T>(B.x) -> B.x
+        if p.w(i) == "static_cast" && p.w(i + 1) == "<" {
+            if let Some(gt) = types_to(i + 2, ">") {
+                if p.w(gt + 1) == "(" && builtin(gt + 2) && p.w(gt + 5) == ")" && gt + 5 < r.end {
+                    out.extend((gt + 2..gt + 5).map(|j| p.w(j)));
+                    i = gt + 6;
+                    continue;
+                }
+            }
+        }
+        // (T)B.x -> B.x
+        if p.w(i) == "(" {
+            if let Some(close) = types_to(i + 1, ")") {
+                if builtin(close + 1) && close + 3 < r.end {
+                    i = close + 1;
+                    continue;
+                }
+            }
+        }
+        out.push_str(p.w(i));
+        i += 1;
+    }
+    out
+}
+
+/// `expr` (a block's index or extent, unsigned 32-bit) as a coordinate of type `ty` computes
+/// it: widened first where `ty` is wider than 32 bits, as a coordinate declared `size_t` is.
+fn widened(ty: &str, expr: &str) -> String {
+    let wide = ["size_t", "long", "int64_t", "uint64_t", "ptrdiff_t"]
+        .iter()
+        .any(|w| ty.split(' ').any(|t| t == *w));
+    if wide {
+        format!("static_cast<{ty}>({expr})")
+    } else {
+        expr.to_owned()
+    }
 }
 
 /// The declared type of tokens `r` (a declaration's leading words), without `const`.
@@ -922,14 +980,16 @@ impl Shape {
     }
 
     /// The first coordinate a tile along `axis` covers.
-    fn base(&self, axis: Axis) -> String {
+    /// Where the block's (or the group's) threads start along `axis`, for a coordinate of type
+    /// `ty`.
+    fn base(&self, axis: Axis, ty: &str) -> String {
         let n = names(axis);
         let first = if self.knob(axis).is_some() {
             n.group
         } else {
             n.index
         };
-        format!("{first} * {}", self.extent(axis))
+        format!("{} * {}", widened(ty, first), self.extent(axis))
     }
 
     /// The tile lane of the output a thread is at (its `r3_rx`, `r3_ry` under blocking).
@@ -981,11 +1041,10 @@ impl Shape {
             }
             let n = names(c.axis);
             open.push_str(&format!(
-                "{i}const {} {} = ({} + {}) * {} + {};\n",
+                "{i}const {} {} = {} * {} + {};\n",
                 c.ty,
                 c.name,
-                n.group,
-                n.at,
+                widened(&c.ty, &format!("({} + {})", n.group, n.at)),
                 self.extent(c.axis),
                 n.thread
             ));
@@ -1177,7 +1236,7 @@ impl Parts<'_> {
                 " const {} {} = {} + r3_t;",
                 c.ty,
                 c.name,
-                shape.base(c.axis)
+                shape.base(c.axis, &c.ty)
             )
         });
         for d in &o.derived {
@@ -1410,6 +1469,36 @@ mod tests {
         );
         let out = shared_tiling(&chained, &facts([256, 1, 1])).unwrap();
         has(&out, "const int b = t / out; const int o = t - b * out;\n");
+    }
+
+    /// A coordinate computed in 64 bits is one: its block index is widened in every place
+    /// the template computes it again. One whose parentheses change its sum is not.
+    #[test]
+    fn a_coordinate_cast_to_64_bits_is_read_and_computed_again_in_64_bits() {
+        let wide = GEMM
+            .replace(
+                "int col = blockIdx.x * blockDim.x + threadIdx.x;",
+                "size_t col = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;",
+            )
+            .replace(
+                "int row = blockIdx.y * blockDim.y + threadIdx.y;",
+                "const size_t row = (size_t)blockIdx.y * blockDim.y + threadIdx.y;",
+            );
+        let out = shared_tiling(&wide, &facts([16, 16, 1])).unwrap();
+        has(
+            &out,
+            "const size_t row = static_cast<size_t>(r3_gy) * 16 + r3_t;",
+        );
+        has(
+            &out,
+            "const size_t col = static_cast<size_t>((r3_gx + r3_rx)) * 16 + threadIdx.x;",
+        );
+        let not_a_sum = GEMM.replace(
+            "int col = blockIdx.x * blockDim.x + threadIdx.x;",
+            "int col = blockIdx.x * (blockDim.x + threadIdx.x);",
+        );
+        let out = shared_tiling(&not_a_sum, &facts([16, 16, 1])).unwrap_or_default();
+        assert!(!out.contains("r3_tile1"), "{out}");
     }
 
     /// A local that reads memory, calls, chooses, mixes two coordinates or is assigned again
