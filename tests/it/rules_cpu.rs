@@ -300,6 +300,22 @@ const GEMM_WIDE: Subject = Subject {
     driver: GEMM_NAIVE.driver,
 };
 
+/// gemm_naive as textbooks write it, the block's extent a constant: blocks of another shape
+/// leave holes in C (the constant is not their extent) and must run the original code.
+const GEMM_TEXTBOOK: Subject = Subject {
+    name: "gemm_naive_kernel",
+    source: r#"#define TILE 16
+__global__ void gemm_naive_kernel(int n, const float* A, const float* B, float* C) {
+  int col = blockIdx.x * TILE + threadIdx.x;
+  int row = TILE * blockIdx.y + threadIdx.y;
+  if (row >= n || col >= n) return;
+  float acc = 0.0f;
+  for (int k = 0; k < n; ++k) acc += A[row * n + k] * B[k * n + col];
+  C[row * n + col] = acc;
+}"#,
+    driver: GEMM_NAIVE.driver,
+};
+
 /// The lower triangle of C = alpha A A^T + beta C as corpus/syrk.cu computes it: threads
 /// above the diagonal do nothing, the sum accumulates through C's pointer, A is not const.
 const SYRK: Subject = Subject {
@@ -726,7 +742,14 @@ fn rules_keep_rowdot_bit_identical() {
 /// probe on the vote), the others (edges, the triangle's diagonal, other shapes) the original
 /// code; outputs must match to the bit, since each sum keeps its order.
 fn tiling_matches_the_original(s: &Subject, block: [u32; 3], builds: &[[&str; 3]]) {
-    tiled_matches_the_original(s, block, builds, |t| t.to_owned());
+    tiled_matches_the_original(s, block, builds, |t| t.to_owned(), Tiles::Taken);
+}
+
+/// Whether some block of the driver's must take the tiled path.
+#[derive(PartialEq)]
+enum Tiles {
+    Taken,
+    NeverTaken,
 }
 
 /// As `tiling_matches_the_original`, with the template edited by `edit` first.
@@ -735,6 +758,7 @@ fn tiled_matches_the_original(
     block: [u32; 3],
     builds: &[[&str; 3]],
     edit: impl Fn(&str) -> String,
+    tiles: Tiles,
 ) {
     let facts = Facts {
         pointers_disjoint: Some(true),
@@ -788,10 +812,12 @@ fn tiled_matches_the_original(
             .split(" skipped ")
             .map(|n| n.parse().unwrap())
             .collect();
-        assert!(
+        assert_eq!(
             counts[0] > 0,
-            "{} R3_TK={depth}: no block took the tiles",
-            s.name
+            tiles == Tiles::Taken,
+            "{} R3_TK={depth}: blocks that took the tiles: {}",
+            s.name,
+            counts[0]
         );
         assert!(
             counts[1] > 0,
@@ -834,7 +860,13 @@ fn a_wrong_tile_lane_under_grouping_is_found() {
         )
     };
     let caught = std::panic::catch_unwind(|| {
-        tiled_matches_the_original(&GEMM_NAIVE, [16, 16, 1], &[["16", "2", "1"]], wrong)
+        tiled_matches_the_original(
+            &GEMM_NAIVE,
+            [16, 16, 1],
+            &[["16", "2", "1"]],
+            wrong,
+            Tiles::Taken,
+        )
     });
     let message = caught.expect_err("the wrong lane went unnoticed");
     let text = message
@@ -879,6 +911,29 @@ fn rules_keep_dense_bit_identical() {
 #[test]
 fn shared_tiling_keeps_64_bit_coordinates_bit_identical_at_every_tile_depth_and_grouping() {
     tiling_matches_the_original(&GEMM_WIDE, [16, 16, 1], GEMM_BUILDS);
+}
+
+#[test]
+fn shared_tiling_keeps_a_constant_extent_gemm_bit_identical_at_every_tile_depth_and_grouping() {
+    tiling_matches_the_original(&GEMM_TEXTBOOK, [16, 16, 1], GEMM_BUILDS);
+    // The constant is not the recorded extent: blocks of the recorded shape leave holes and
+    // overlaps in C, and must run the original code.
+    let other = Subject {
+        source: Box::leak(
+            GEMM_TEXTBOOK
+                .source
+                .replace("#define TILE 16", "#define TILE 32")
+                .into_boxed_str(),
+        ),
+        ..GEMM_TEXTBOOK
+    };
+    tiled_matches_the_original(
+        &other,
+        [16, 16, 1],
+        &[["16", "1", "1"], ["16", "2", "2"]],
+        |t| t.to_owned(),
+        Tiles::NeverTaken,
+    );
 }
 
 #[test]

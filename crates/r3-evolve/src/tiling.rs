@@ -81,6 +81,9 @@ struct Coord {
     name: String,
     axis: Axis,
     ty: String,
+    /// The block extent it is computed with where that is not `blockDim` (`blockIdx.x *
+    /// TILE + threadIdx.x`): the tiled path is taken only where it equals the recorded one.
+    stride: Option<String>,
 }
 
 /// One operand read through a tile.
@@ -182,10 +185,18 @@ pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
             )
         })
         .flatten();
+    let strides = coords
+        .iter()
+        .filter_map(|c| {
+            let e = c.stride.as_ref()?;
+            Some(format!("({e}) == {}", width(block, c.axis)))
+        })
+        .collect();
     let shape = Shape {
         bx: block[0],
         by: block[1],
         blocking,
+        strides,
     };
     let at = p.toks[guard.start].span.0;
     let (ind, _) = text::indent_at(p.src, at);
@@ -325,25 +336,57 @@ fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) 
             continue;
         }
         let init = without_casts(p, eq + 1..s.end - 1);
-        let axis = match init.as_str() {
-            "blockIdx.x*blockDim.x+threadIdx.x"
-            | "threadIdx.x+blockIdx.x*blockDim.x"
-            | "blockDim.x*blockIdx.x+threadIdx.x"
-            | "threadIdx.x+blockDim.x*blockIdx.x" => Axis::X,
-            "blockIdx.y*blockDim.y+threadIdx.y"
-            | "threadIdx.y+blockIdx.y*blockDim.y"
-            | "blockDim.y*blockIdx.y+threadIdx.y"
-            | "threadIdx.y+blockDim.y*blockIdx.y" => Axis::Y,
-            _ => continue,
+        let Some((axis, stride)) = coordinate_form(&init) else {
+            continue;
         };
         let name = p.w(name_at).to_owned();
         if assigned_again(p, &name, name_at) {
             continue;
         }
         let ty = type_text(p, s.start..name_at);
-        coords.push(Coord { name, axis, ty });
+        coords.push(Coord {
+            name,
+            axis,
+            ty,
+            stride,
+        });
     }
     (n, coords)
+}
+
+/// The axis of a coordinate's initializer (as `without_casts` writes it): the block's index
+/// times its extent plus the thread's, in either order, and the extent where it is a constant or
+/// a parameter (a single name or number) instead of `blockDim`.
+fn coordinate_form(init: &str) -> Option<(Axis, Option<String>)> {
+    let name = |e: &str| {
+        e.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && e.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let number = |e: &str| {
+        let digits = e.trim_end_matches(['u', 'U']);
+        !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+    };
+    let single = |e: &str| name(e) || number(e);
+    for (axis, a) in [(Axis::X, "x"), (Axis::Y, "y")] {
+        let (b, t, d) = (
+            format!("blockIdx.{a}"),
+            format!("threadIdx.{a}"),
+            format!("blockDim.{a}"),
+        );
+        let product = init
+            .strip_suffix(&format!("+{t}"))
+            .or_else(|| init.strip_prefix(&format!("{t}+")));
+        let Some(product) = product else { continue };
+        let extent = product
+            .strip_prefix(&format!("{b}*"))
+            .or_else(|| product.strip_suffix(&format!("*{b}")));
+        match extent {
+            Some(e) if e == d => return Some((axis, None)),
+            Some(e) if single(e) => return Some((axis, Some(e.to_owned()))),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The text of tokens `r` without spaces, a cast of `blockIdx`, `blockDim` or `threadIdx` taken
@@ -940,6 +983,8 @@ struct Shape {
     bx: u32,
     by: u32,
     blocking: Option<Blocking>,
+    /// Conditions the tiled path also needs: each coordinate's own extent is the recorded one.
+    strides: Vec<String>,
 }
 
 impl Shape {
@@ -1098,7 +1143,10 @@ impl Parts<'_> {
     /// block of the group, under blocking), and under blocking the group's first block only.
     fn entry(&self, active: &str, ind: &str) -> String {
         let Shape { bx, by, .. } = *self.shape;
-        let shape = format!("blockDim.x == {bx} && blockDim.y == {by} && blockDim.z == 1");
+        let mut shape = format!("blockDim.x == {bx} && blockDim.y == {by} && blockDim.z == 1");
+        for s in &self.shape.strides {
+            shape.push_str(&format!(" && {s}"));
+        }
         if self.shape.blocking.is_none() {
             return format!(
                 "// r3: blocks of the recorded shape ({bx}x{by}) whose threads are all active reduce through shared-memory tiles of {KNOB} steps; others run the code below.\n{ind}if ({shape} && __syncthreads_and({active})) {{\n"
@@ -1498,6 +1546,31 @@ mod tests {
             "int col = blockIdx.x * (blockDim.x + threadIdx.x);",
         );
         let out = shared_tiling(&not_a_sum, &facts([16, 16, 1])).unwrap_or_default();
+        assert!(!out.contains("r3_tile1"), "{out}");
+    }
+
+    /// A coordinate computed with a constant for the block's extent (`blockIdx.y * TILE +
+    /// threadIdx.y`, the textbook form) is one; the tiled path also requires the constant to be
+    /// the recorded extent. A constant that is no single name or number is not read as one.
+    #[test]
+    fn a_coordinate_with_a_constant_block_extent_is_tiled_where_it_is_the_recorded_one() {
+        let textbook = GEMM
+            .replace(
+                "int col = blockIdx.x * blockDim.x + threadIdx.x;",
+                "int col = TILE * blockIdx.x + threadIdx.x;",
+            )
+            .replace(
+                "int row = blockIdx.y * blockDim.y + threadIdx.y;",
+                "int row = threadIdx.y + blockIdx.y * 16u;",
+            );
+        let out = shared_tiling(&textbook, &facts([16, 16, 1])).unwrap();
+        has(&out, "blockDim.z == 1 && (TILE) == 16 && (16u) == 16");
+        has(&out, "r3_tile1");
+        let sum = GEMM.replace(
+            "int col = blockIdx.x * blockDim.x + threadIdx.x;",
+            "int col = blockIdx.x * TILE + 1 + threadIdx.x;",
+        );
+        let out = shared_tiling(&sum, &facts([16, 16, 1])).unwrap_or_default();
         assert!(!out.contains("r3_tile1"), "{out}");
     }
 
