@@ -1034,7 +1034,6 @@ mod tests {
     /// values another kernel's template won with where the store has them.
     #[test]
     fn a_knob_search_starts_where_the_same_knobs_won_elsewhere_else_in_the_middle() {
-        use crate::store::attempts::{Event, What};
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let builds = grid();
@@ -1047,32 +1046,7 @@ mod tests {
         if let Verdict::Valid { values, .. } = &mut won {
             values.clone_from(&builds[4].values);
         }
-        let mut log = store.open_attempts(&"00000000000000e1".into()).unwrap();
-        for what in [
-            What::Proposed {
-                parent: None,
-                proposer: "rules".into(),
-                label: "shared-tiling".into(),
-                repair_of: None,
-                prompt_sha: None,
-                answer: None,
-                tokens: 0,
-                rewrite: String::new(),
-                requires: Vec::new(),
-            },
-            What::Judged {
-                gpu: "H200".into(),
-                verdict: won,
-            },
-        ] {
-            log.append(&Event {
-                format: 1,
-                attempt: 1,
-                unix_ms: 0,
-                what,
-            })
-            .unwrap();
-        }
+        crate::store::fixtures::judged_attempt(&store, "00000000000000e1", 1, "H200", won);
         assert_eq!(at(start_of(&store, "H200", &builds)), at(4));
         assert_eq!(at(start_of(&store, "H100", &builds)), (32, 2, 2));
     }

@@ -613,7 +613,7 @@ mod tests {
     #[test]
     fn a_rewrite_is_worth_its_gain_over_the_kernels_best_build_now() {
         let judged = |reference| {
-            let mut v = valid_verdict(1.084);
+            let mut v = crate::fixtures::valid_verdict(1.084);
             if let Verdict::Valid {
                 reference_speedup, ..
             } = &mut v
@@ -688,7 +688,7 @@ mod tests {
         let store = Store::create(dir.path()).unwrap();
         let grid = tiling_grid();
         let won = |values: &Values, gpu: &str| {
-            let mut v = valid_verdict(2.0);
+            let mut v = crate::fixtures::valid_verdict(2.0);
             if let Verdict::Valid { values: w, .. } = &mut v {
                 w.clone_from(values);
             }
@@ -719,28 +719,8 @@ mod tests {
             ),
         ];
         for (kernel, verdicts) in logs {
-            let mut log = store.open_attempts(&kernel.into()).unwrap();
             for (n, (gpu, verdict)) in verdicts.into_iter().enumerate() {
-                let attempt = n as u32 + 1;
-                let event = |what| Event {
-                    format: 1,
-                    attempt,
-                    unix_ms: 0,
-                    what,
-                };
-                log.append(&event(What::Proposed {
-                    parent: None,
-                    proposer: "rules".into(),
-                    label: "shared-tiling".into(),
-                    repair_of: None,
-                    prompt_sha: None,
-                    answer: None,
-                    tokens: 0,
-                    rewrite: String::new(),
-                    requires: Vec::new(),
-                }))
-                .unwrap();
-                log.append(&event(What::Judged { gpu, verdict })).unwrap();
+                crate::fixtures::judged_attempt(&store, kernel, n as u32 + 1, &gpu, verdict);
             }
         }
         let knobs = ["R3_TK", "R3_RX", "R3_RY"].into_iter().collect();
@@ -749,21 +729,6 @@ mod tests {
             vec![grid[13].clone(), grid[0].clone()]
         );
         assert!(values_won_elsewhere(&store, "A100", &knobs).is_empty());
-    }
-
-    fn valid_verdict(speedup: f64) -> Verdict {
-        Verdict::Valid {
-            speedup,
-            time_us: 1.0,
-            reference_us: speedup,
-            pipeline: "O3".into(),
-            candidate: None,
-            trials: 8,
-            simulated: false,
-            values: Values::new(),
-            reference_speedup: None,
-            checked: Vec::new(),
-        }
     }
 
     #[test]

@@ -79,3 +79,55 @@ pub fn judged_valid(
         checked: Vec::new(),
     }
 }
+
+/// A valid verdict of `speedup` over its reference, with no knob values.
+pub fn valid_verdict(speedup: f64) -> crate::attempts::Verdict {
+    crate::attempts::Verdict::Valid {
+        speedup,
+        time_us: 1.0,
+        reference_us: speedup,
+        pipeline: "O3".into(),
+        candidate: None,
+        trials: 8,
+        simulated: false,
+        values: crate::attempts::Values::new(),
+        reference_speedup: None,
+        checked: Vec::new(),
+    }
+}
+
+/// Attempt `attempt` of `kernel`'s log in `store`: a rules template proposed, then `verdict`
+/// on `gpu`.
+pub fn judged_attempt(
+    store: &crate::Store,
+    kernel: &str,
+    attempt: u32,
+    gpu: &str,
+    verdict: crate::attempts::Verdict,
+) {
+    use crate::attempts::{Event, What};
+    let mut log = store.open_attempts(&kernel.into()).unwrap();
+    let event = |what| Event {
+        format: 1,
+        attempt,
+        unix_ms: 0,
+        what,
+    };
+    let proposed = What::Proposed {
+        parent: None,
+        proposer: "rules".into(),
+        label: "shared-tiling".into(),
+        repair_of: None,
+        prompt_sha: None,
+        answer: None,
+        tokens: 0,
+        rewrite: String::new(),
+        requires: Vec::new(),
+    };
+    log.append(&event(proposed)).unwrap();
+    let judged = What::Judged {
+        gpu: gpu.into(),
+        verdict,
+    };
+    log.append(&event(judged)).unwrap();
+}
