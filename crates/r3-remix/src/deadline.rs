@@ -592,7 +592,10 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         // 30 s) waited behind 77 warm starts, 269 s, hoping for the median 1.066x each, and was
         // judged at 561 s of 600 (H200, 2026-11-30).
         let between = all_fit
-            .then(|| most(rewrite_offers(a, held, &mine, batch, left, left - owed)))
+            .then(|| {
+                let compiler = compiler_offers(a, held, &mine, batch, left);
+                most(rewrite_offers(a, held, &compiler, left - owed))
+            })
             .flatten();
         return match between {
             Some((v, rewrite)) if v > best_warm => rewrite,
@@ -610,7 +613,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     // The rewrite arm competes on the same measure, gain per second, with the time that
     // confirmations keep back left out of it (a rewrite's judge checks it on every launch).
     let compiler = compiler_offers(a, held, &mine, batch, left);
-    let rewrites = rewrite_offers(a, held, &mine, batch, left, left);
+    let rewrites = rewrite_offers(a, held, &compiler, left);
     let best = most(compiler.into_iter().flatten().chain(rewrites).collect());
     match best {
         Some((v, d)) if v > 0.0 => d,
@@ -642,21 +645,19 @@ fn compiler_offers(
         .collect()
 }
 
-/// Each kernel's next rewrite attempt that fits in `fit_s` seconds (of `left`), with what it
-/// is worth a second: before a kernel's compiler search has plateaued, only where the attempt
-/// is worth more than the kernel's next compiler slice (`rewrites::offer`).
+/// Each kernel's next rewrite attempt that fits in `fit_s` seconds, with what it is worth a
+/// second: before a kernel's compiler search has plateaued, only where the attempt is worth
+/// more than the kernel's next compiler slice (`compiler`, as `compiler_offers` gives them;
+/// `rewrites::offer`).
 fn rewrite_offers(
     a: &Allocation,
     held: &Held,
-    mine: &[TrialsKey],
-    batch: u32,
-    left: f64,
+    compiler: &[Option<(f64, Decision)>],
     fit_s: f64,
 ) -> Vec<(f64, Decision)> {
-    let compiler = compiler_offers(a, held, mine, batch, left);
     a.arms
         .iter()
-        .zip(&compiler)
+        .zip(compiler)
         .filter(|(k, _)| !(held.busy)(&k.kernel))
         .filter_map(|(k, slice)| {
             let slice = slice.as_ref().map(|(v, _)| *v);
