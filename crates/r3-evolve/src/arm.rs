@@ -90,7 +90,8 @@ impl<'a> EvolveRewriter<'a> {
                     &mut note,
                 )?;
                 let judge = GpuJudge::new(self.store, ev, space, tune, local)?
-                    .searching_knobs_one_at_a_time();
+                    .searching_knobs_one_at_a_time()
+                    .racing_plain_rewrites();
                 if let Some(why) = judge.fallback() {
                     said.push(format!("r3 tune --deadline: {}: {why}", k.label()));
                 }

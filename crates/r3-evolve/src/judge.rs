@@ -219,6 +219,10 @@ pub struct GpuJudge<'a> {
     /// A template's many builds searched one knob at a time (`coordinate`), as the deadline
     /// prices them; else all judged (`halving`).
     knob_search: bool,
+    /// The reference's time on the searched launch (µs a run), as its search measured it: what
+    /// a rewrite without knobs races under a deadline (`racing_plain_rewrites`).
+    reference_us: Option<f64>,
+    race_plain: bool,
     /// The parent's other recorded launches: a variant must reproduce each.
     others: Vec<Recording>,
     space: Space,
@@ -280,8 +284,13 @@ impl<'a> GpuJudge<'a> {
             learned: parent.outputs_learned(),
             reference_words: describe(&reference.candidate),
             reference_speedup,
+            reference_us: best
+                .as_ref()
+                .and_then(time_of)
+                .filter(|_| fallback.is_none()),
             fallback,
             knob_search: false,
+            race_plain: false,
             parent,
             reference,
             others,
@@ -295,6 +304,17 @@ impl<'a> GpuJudge<'a> {
     /// rewrite arm), not all judged.
     pub fn searching_knobs_one_at_a_time(mut self) -> Self {
         self.knob_search = true;
+        self
+    }
+
+    /// This judge with each rewrite without knobs racing the kernel's best build (the deadline's
+    /// rewrite arm): its -O3 runs first, alone, and where that one checked run is clearly
+    /// slower than the reference on a long kernel (`replay::stopping::beaten_elsewhere`), its
+    /// search ends there and only its confirmation follows. kt_concordance's plain attempts
+    /// were priced at 67 s each, 8 inner trials of 3.5 s among them, and none was judged in
+    /// 600 s (H200, 2026-11-30).
+    pub fn racing_plain_rewrites(mut self) -> Self {
+        self.race_plain = true;
         self
     }
 
@@ -323,7 +343,8 @@ impl Judge for GpuJudge<'_> {
 
     fn judge(&mut self, store: &Store, variant: &KernelRecord, _code: &str) -> Verdict {
         let budget = self.tune.budget;
-        match self.search(store, variant, (budget, self.tune.time), None) {
+        let beat = self.reference_us.filter(|_| self.race_plain);
+        match self.search(store, variant, (budget, self.tune.time), beat) {
             Ok(found) => self.confirm(found),
             Err(v) => *v,
         }
@@ -589,6 +610,14 @@ impl<'b, T> FirstRound<'b, T> {
     }
 }
 
+/// A trial's time on its launch (µs a run), where it was valid.
+fn time_of(t: &crate::store::trials::TrialRecord) -> Option<f64> {
+    match &t.outcome {
+        Outcome::Valid { time, .. } if time.median_us > 0.0 => Some(time.median_us),
+        _ => None,
+    }
+}
+
 /// Whether a search's best is a trial settled on its one checked run (`raced`): a build's -O3
 /// clearly slower than the best build before it.
 fn settled_by_its_first_run(summary: &tune::Summary) -> bool {
@@ -824,6 +853,18 @@ mod tests {
         );
         assert!(on_fresh_inputs(Fresh::Same).is_none());
         assert!(on_fresh_inputs(Fresh::NotChecked("no worker".into())).is_none());
+    }
+
+    /// Under a deadline a rewrite without knobs races the time its kernel's best build took in
+    /// its search; a best that is no valid time leaves nothing to race.
+    #[test]
+    fn a_plain_rewrite_races_the_time_the_kernels_best_build_took() {
+        use crate::store::fixtures;
+        let c = serde_json::to_value(Candidate::baseline()).unwrap();
+        let best = fixtures::trial("k", "H200", 3, c.clone(), fixtures::valid(800.0, 1000.0));
+        assert_eq!(time_of(&best), Some(800.0));
+        let failed = fixtures::trial("k", "H200", 4, c, Outcome::Crashed { message: "".into() });
+        assert_eq!(time_of(&failed), None);
     }
 
     fn build(tk: i64) -> BuildToJudge {

@@ -462,6 +462,11 @@ pub fn compiled_attempt_seconds(builds: f64, costs: (f64, f64, f64)) -> f64 {
     attempt_seconds(builds, costs) - builds.max(1.0) * COMPILE_S
 }
 
+/// What a trial, a search's evaluator and one run of `r`'s kernel cost ([`attempt_seconds`]).
+fn costs_of(r: &RewriteArm) -> (f64, f64, f64) {
+    (r.trial_s, r.setup_s, r.run_s)
+}
+
 /// Whether the next attempt ([`RewriteArm::next`]) has knobs (a template's builds).
 fn next_has_knobs(r: &RewriteArm) -> bool {
     r.pending.get(r.next).is_some_and(|&builds| builds > 1)
@@ -565,29 +570,42 @@ pub fn pool_others(a: &mut Allocation) {
 /// alone at the prior of a plain rewrite, never reached them (H200, 2026-11-30). Ties go to the
 /// first. Nothing where none waits: a new attempt keeps its price.
 pub fn choose_next(r: &mut RewriteArm) {
-    let costs = (r.trial_s, r.setup_s, r.run_s);
-    let priced = |builds: u32| compiled_attempt_seconds(f64::from(builds), costs);
     let mut best: Option<(usize, f64)> = None;
     for (i, &builds) in r.pending.iter().enumerate() {
-        let value = expected_saving(r, builds > 1) / priced(builds);
+        let value = expected_saving(r, builds > 1) / attempt_price(r, builds);
         if best.is_none_or(|(_, v)| value > v) {
             best = Some((i, value));
         }
     }
     r.next = best.map_or(0, |(i, _)| i);
     if let Some(&builds) = r.pending.get(r.next) {
-        r.attempt_s = priced(builds);
+        r.attempt_s = attempt_price(r, builds);
     }
+}
+
+/// Seconds an attempt compiled already of `builds` builds on `r`'s kernel is expected to take:
+/// [`compiled_attempt_seconds`], but that an attempt without knobs on a long kernel races the
+/// kernel's best build (`judge::GpuJudge::racing_plain_rewrites`): its search goes past its
+/// first trial only where that one run is not clearly slower, priced at twice the chance of a
+/// find (those near the best go on too, and are rarely finds), at most 1.
+pub fn attempt_price(r: &RewriteArm, builds: u32) -> f64 {
+    let costs = (r.trial_s, r.setup_s, r.run_s);
+    let full = compiled_attempt_seconds(f64::from(builds), costs);
+    let long = r.run_s * 1e6 >= crate::replay::stopping::ONE_RUN_US;
+    if builds > 1 || !long {
+        return full;
+    }
+    let goes_on = (2.0 * chance_of(r, false)).min(1.0);
+    full - (1.0 - goes_on) * f64::from(INNER_TRIALS - 1) * r.trial_s
 }
 
 /// [`choose_next`] again where the chances moved, but not for an attempt a slice cut short,
 /// which the next slice resumes, priced at no less than that slice.
 pub fn choose_again(r: &mut RewriteArm) {
-    let costs = (r.trial_s, r.setup_s, r.run_s);
     let at_builds = r
         .pending
         .get(r.next)
-        .is_some_and(|&b| r.attempt_s <= compiled_attempt_seconds(f64::from(b), costs));
+        .is_some_and(|&b| r.attempt_s <= compiled_attempt_seconds(f64::from(b), costs_of(r)));
     if at_builds {
         choose_next(r);
     }
@@ -687,7 +705,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     if out.cut && r.next < r.pending.len() {
         // The attempt cut short is judged on by the next slice.
         let builds = f64::from(r.pending[r.next]);
-        r.attempt_s = compiled_attempt_seconds(builds, (r.trial_s, r.setup_s, r.run_s));
+        r.attempt_s = compiled_attempt_seconds(builds, costs_of(r));
     } else {
         choose_next(r);
     }
@@ -1083,6 +1101,44 @@ pub(crate) mod tests {
         assert!((one - JUDGE_BUILD_RUNS * 0.57).abs() < 1e-9, "{one}");
     }
 
+    /// A plain attempt on a long kernel races the kernel's best build: its trials past the
+    /// first are paid only where its -O3 is not clearly slower, priced at twice the chance of a
+    /// find. kt_concordance's (1.06 s a run, 3.5 s a trial) came to 67 s at full price.
+    #[test]
+    fn a_plain_attempt_on_a_long_kernel_is_priced_at_its_race_with_the_best_build() {
+        let mut r = priced();
+        (r.trial_s, r.setup_s, r.run_s) = (3.49, 11.7, 1.06);
+        let costs = costs_of(&r);
+        let full = compiled_attempt_seconds(1.0, costs);
+        let p = chance_of(&r, false);
+        let raced = full - (1.0 - 2.0 * p) * f64::from(INNER_TRIALS - 1) * 3.49;
+        assert!(
+            (attempt_price(&r, 1) - raced).abs() < 1e-9,
+            "{}",
+            attempt_price(&r, 1)
+        );
+        assert!(
+            attempt_price(&r, 1) < full - 15.0,
+            "{} vs {full}",
+            attempt_price(&r, 1)
+        );
+        // A template's builds race each other already; a short kernel's plain attempt does not.
+        assert_eq!(attempt_price(&r, 36), compiled_attempt_seconds(36.0, costs));
+        r.run_s = 0.005;
+        let short = compiled_attempt_seconds(1.0, costs_of(&r));
+        assert_eq!(attempt_price(&r, 1), short);
+        // Where most attempts find, most go on: priced in full.
+        (r.run_s, r.p, r.attempts, r.found) = (1.06, 0.6, 4, 3);
+        assert_eq!(
+            attempt_price(&r, 1),
+            compiled_attempt_seconds(1.0, costs_of(&r))
+        );
+        // The arm takes that price for its next plain attempt.
+        (r.p, r.attempts, r.found, r.pending) = (PRIOR_P, 0, 0, vec![1]);
+        choose_next(&mut r);
+        assert_eq!(r.attempt_s, raced);
+    }
+
     #[test]
     fn an_attempt_its_slice_cut_short_is_priced_at_that_slice_or_more_and_stays_open() {
         let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
@@ -1411,7 +1467,7 @@ pub(crate) mod tests {
         let r = a.arms[0].rewrite.as_ref().unwrap();
         assert_eq!(r.pending, [1, 1, 1], "the template judged");
         assert_eq!((r.next, r.knobs_attempts), (0, 1));
-        assert_eq!(r.attempt_s, compiled_attempt_seconds(1.0, costs));
+        assert_eq!(r.attempt_s, attempt_price(r, 1), "raced: a 0.57 s kernel");
         // Cut short, it stays next and is priced at no less than the slice.
         let mut a2 = a.clone();
         a2.arms[0].rewrite.as_mut().unwrap().next = 2;
