@@ -8,7 +8,7 @@ use crate::each::Judging;
 use crate::judge::{GpuJudge, Judge};
 use crate::kernel::KernelHash;
 use crate::propose::Proposer;
-use crate::remix::rewrites::{pending_builds, RewriteOutcome, Rewriter, FOUND, INNER_TRIALS};
+use crate::remix::rewrites::{pending_attempts, RewriteOutcome, Rewriter, FOUND, INNER_TRIALS};
 use crate::remix::session::{self, Line};
 use crate::run::{evolve, Options};
 use crate::store::attempts::{builds_to_judge, fold, Attempt};
@@ -264,6 +264,7 @@ impl Rewriter for EvolveRewriter<'_> {
             "budget" | "interrupted" => None,
             why => Some(why.to_owned()),
         };
+        let pending = pending_attempts(self.store, kernel, &gpu);
         RewriteOutcome {
             attempts: made.len() as u32,
             found: made
@@ -284,7 +285,13 @@ impl Rewriter for EvolveRewriter<'_> {
             done,
             seconds: 0.0,
             cut: cut && !stop.load(Ordering::SeqCst),
-            pending: Some(pending_builds(self.store, kernel, &gpu)),
+            rules: made
+                .iter()
+                .filter(|a| builds_to_judge(a, &after, &gpu).len() <= 1)
+                .map(|a| (a.label.clone(), speedup(a).is_some_and(|s| s >= bar)))
+                .collect(),
+            pending: Some(pending.0),
+            pending_rules: Some(pending.1),
             said,
         }
     }

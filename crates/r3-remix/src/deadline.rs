@@ -3591,6 +3591,8 @@ mod tests {
                     seconds: 0.0,
                     cut: false,
                     pending: None,
+                    pending_rules: None,
+                    rules: Vec::new(),
                     said: Vec::new(),
                 }
             }

@@ -734,7 +734,7 @@ fn price_rewrites(
         match rewriter.cannot(&hash) {
             Some(why) => cannot.push(format!("{} ({why})", e.label)),
             None => {
-                let pending = crate::rewrites::pending_builds(store, &hash, gpu);
+                let pending = crate::rewrites::pending_attempts(store, &hash, gpu);
                 let costs = (e.per_trial_s, e.setup_s, e.launch_ms / 1e3);
                 e.rewrite = Some(crate::rewrites::price(
                     store,

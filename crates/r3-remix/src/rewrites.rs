@@ -8,8 +8,11 @@
 
 use crate::kernel::{KernelHash, TrialsKey};
 use crate::store::attempts::{builds_to_judge, coordinate_builds, fold, Attempt};
-use crate::store::deadline::{median, Allocation, Arm, RewriteArm, Slice, Tally, STALE_TRIALS};
+use crate::store::deadline::{
+    median, Allocation, Arm, RewriteArm, RuleTally, Slice, Tally, STALE_TRIALS,
+};
 use crate::store::Store;
+use std::collections::BTreeMap;
 
 /// A rewrite counts as found where it runs this much faster than the original's best
 /// compiler-only build (replay tells 1% apart; a rewrite changes the user's code, so it must
@@ -148,6 +151,10 @@ pub struct RewriteOutcome {
     /// again (a template's child falls from its every knob combination to one once its parent
     /// is judged); None: the allocation's own list less the attempts judged.
     pub pending: Option<Vec<u32>>,
+    /// The rule of each attempt of `pending`, where it is given.
+    pub pending_rules: Option<Vec<String>>,
+    /// Each new attempt without knobs: its rule, and whether it found.
+    pub rules: Vec<(String, bool)>,
     /// What the attempt said on its way (its proposal, compile and verdict), for tune's
     /// progress.
     pub said: Vec<String>,
@@ -165,6 +172,8 @@ impl RewriteOutcome {
             seconds: 0.0,
             cut: false,
             pending: None,
+            pending_rules: None,
+            rules: Vec::new(),
             said: Vec::new(),
         }
     }
@@ -246,7 +255,7 @@ pub fn price(
     kernel: &KernelHash,
     (trial_s, setup_s, run_s): (f64, f64, f64),
     history: &[Past],
-    pending: Vec<u32>,
+    (pending, pending_rules): (Vec<u32>, Vec<String>),
     reuse: Option<f64>,
 ) -> RewriteArm {
     let shape = crate::transfer::shape_of(store, &TrialsKey::of_kernel(kernel));
@@ -325,6 +334,9 @@ pub fn price(
         knobs_prior,
         now: 1.0,
         knobs_gain: Some(knobs_gain),
+        pending_rules,
+        rules: BTreeMap::new(),
+        rules_everywhere: BTreeMap::new(),
     };
     choose_next(&mut arm);
     arm
@@ -375,15 +387,20 @@ fn knobs_prior(side: Option<bool>) -> f64 {
 /// template's 36 builds after two plain rewrites were given 20 s slices, and none ended
 /// (H200, 2026-11-29).
 pub fn pending_builds(store: &Store, kernel: &KernelHash, gpu: &str) -> Vec<u32> {
+    pending_attempts(store, kernel, gpu).0
+}
+
+/// [`pending_builds`], and the rule of each (its proposer's label: "rules: restrict").
+pub fn pending_attempts(store: &Store, kernel: &KernelHash, gpu: &str) -> (Vec<u32>, Vec<String>) {
     let Ok(events) = store.attempts(kernel) else {
-        return Vec::new();
+        return Default::default();
     };
     let attempts = fold(&events).1;
     attempts
         .iter()
         .filter(|a| a.compiled.is_some() && a.verdict(Some(gpu)).is_none())
-        .map(|a| judged_builds(a, &attempts, gpu))
-        .collect()
+        .map(|a| (judged_builds(a, &attempts, gpu), a.label.clone()))
+        .unzip()
 }
 
 /// The builds the deadline's judge measures of attempt `a` (of `attempts`) on `gpu`: those it
@@ -474,7 +491,41 @@ fn next_has_knobs(r: &RewriteArm) -> bool {
 
 /// The chance the next attempt ([`RewriteArm::next`]) finds a rewrite.
 pub fn chance(r: &RewriteArm) -> f64 {
-    chance_of(r, next_has_knobs(r))
+    chance_at(r, r.next)
+}
+
+/// The chance attempt `i` of `pending` finds a rewrite: its kind's ([`chance_of`]), and for an
+/// attempt without knobs, that times how its rule has done against all rules in this
+/// allocation ([`rule_lift`]).
+fn chance_at(r: &RewriteArm, i: usize) -> f64 {
+    let knobs = r.pending.get(i).is_some_and(|&b| b > 1);
+    let kind = chance_of(r, knobs);
+    match r.pending_rules.get(i) {
+        Some(rule) if !knobs => (kind * rule_lift(r, rule)).min(1.0),
+        _ => kind,
+    }
+}
+
+/// How much likelier an attempt of `rule` is to find than an attempt of any rule without knobs,
+/// by this allocation's attempts on every kernel (`RewriteArm::rules_everywhere`): the rule's
+/// rate, counted from [`PRIOR_WEIGHT`] attempts at the rate of all rules, over that rate. In
+/// run Y8 (H200, 2026-11-30) the register accumulator found on 7 of its 14 attempts judged and
+/// `restrict` on 1 of 12, where every attempt was priced alike and each kernel's came in the
+/// order the rules proposed them, `restrict` first. 1 where nothing has been judged.
+pub fn rule_lift(r: &RewriteArm, rule: &str) -> f64 {
+    let all = r
+        .rules_everywhere
+        .values()
+        .fold((0u32, 0u32), |(n, f), t| (n + t.attempts, f + t.found));
+    let w = PRIOR_WEIGHT;
+    let rate_all = (f64::from(all.1) + w * r.p) / (f64::from(all.0) + w);
+    let mine = r.rules_everywhere.get(rule).copied().unwrap_or_default();
+    let rate = (f64::from(mine.found) + w * rate_all) / (f64::from(mine.attempts) + w);
+    if rate_all > 0.0 {
+        rate / rate_all
+    } else {
+        1.0
+    }
 }
 
 /// What the next attempt's find is hoped to bring ([`gain_of`]).
@@ -500,10 +551,11 @@ fn gain_of(r: &RewriteArm, knobs: bool) -> f64 {
     }
 }
 
-/// Of the time the kernel takes now, the share a find with `knobs` or without saves,
-/// weighted by the chance of one: what [`choose_next`] sets against each attempt's price.
-fn expected_saving(r: &RewriteArm, knobs: bool) -> f64 {
-    chance_of(r, knobs) * (1.0 - 1.0 / gain_of(r, knobs))
+/// Of the time the kernel takes now, the share attempt `i` of `pending` saves where it finds,
+/// weighted by its chance ([`chance_at`]): what [`choose_next`] sets against its price.
+fn expected_saving(r: &RewriteArm, i: usize) -> f64 {
+    let knobs = r.pending.get(i).is_some_and(|&b| b > 1);
+    chance_at(r, i) * (1.0 - 1.0 / gain_of(r, knobs))
 }
 
 /// The chance an attempt with `knobs` or without finds a rewrite: the price, counted as
@@ -538,6 +590,17 @@ pub const OTHERS_WEIGHT: f64 = 0.5;
 /// Each rewrite arm's tally of this allocation's attempts and finds on the other kernels on its
 /// side of the reuse bound ([`REUSE_BOUND`]; kernels whose reuse is unknown pool together).
 pub fn pool_others(a: &mut Allocation) {
+    let mut everywhere: BTreeMap<String, RuleTally> = BTreeMap::new();
+    for r in a.arms.iter().filter_map(|k| k.rewrite.as_ref()) {
+        for (rule, t) in &r.rules {
+            let sum = everywhere.entry(rule.clone()).or_default();
+            sum.attempts += t.attempts;
+            sum.found += t.found;
+        }
+    }
+    for r in a.arms.iter_mut().filter_map(|k| k.rewrite.as_mut()) {
+        r.rules_everywhere.clone_from(&everywhere);
+    }
     let counts: Vec<(Option<bool>, Tally)> = a
         .arms
         .iter()
@@ -572,7 +635,7 @@ pub fn pool_others(a: &mut Allocation) {
 pub fn choose_next(r: &mut RewriteArm) {
     let mut best: Option<(usize, f64)> = None;
     for (i, &builds) in r.pending.iter().enumerate() {
-        let value = expected_saving(r, builds > 1) / attempt_price(r, builds);
+        let value = expected_saving(r, i) / attempt_price(r, builds);
         if best.is_none_or(|(_, v)| value > v) {
             best = Some((i, value));
         }
@@ -723,12 +786,23 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     r.now = k.best * r.best.max(1.0);
     r.spent_s += out.seconds;
     match &out.pending {
-        Some(left) => r.pending.clone_from(left),
+        Some(left) => {
+            r.pending.clone_from(left);
+            r.pending_rules = out.pending_rules.clone().unwrap_or_default();
+        }
         None => {
             let from = r.next.min(r.pending.len());
             let judged = (out.attempts as usize).min(r.pending.len() - from);
             r.pending.drain(from..from + judged);
+            if r.pending_rules.len() >= from + judged {
+                r.pending_rules.drain(from..from + judged);
+            }
         }
+    }
+    for (rule, found) in &out.rules {
+        let t = r.rules.entry(rule.clone()).or_default();
+        t.attempts += 1;
+        t.found += u32::from(*found);
     }
     if r.pending.is_empty() && out.attempts > 0 && out.seconds > 0.0 {
         r.attempt_s = out.seconds / f64::from(out.attempts);
@@ -769,9 +843,12 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     pool_others(a);
     // The other arms' next attempts, chosen again at the chances the pool now gives; not one
     // a slice cut short, which the next slice resumes (priced at no less than that slice).
-    for k in a.arms.iter_mut().filter(|k| k.kernel != *kernel) {
-        if let Some(r) = k.rewrite.as_mut() {
-            choose_again(r);
+    for k in a.arms.iter_mut() {
+        match k.rewrite.as_mut() {
+            Some(r) if k.kernel != *kernel => choose_again(r),
+            // Its own rules' tallies are in the pool now.
+            Some(r) if !out.cut => choose_next(r),
+            _ => {}
         }
     }
     a.reweigh();
@@ -886,6 +963,9 @@ pub(crate) mod tests {
             knobs_prior: false,
             knobs_gain: None,
             now: 1.0,
+            pending_rules: Vec::new(),
+            rules: BTreeMap::new(),
+            rules_everywhere: BTreeMap::new(),
         }
     }
 
@@ -1023,7 +1103,14 @@ pub(crate) mod tests {
             templated(None, 0),
             templated(Some(1.0), 1),
         ];
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new(), None);
+        let r = price(
+            &store,
+            &me,
+            (0.5, 2.0, 0.0),
+            &history,
+            Default::default(),
+            None,
+        );
         let pool: Vec<&Past> = history.iter().collect();
         assert_eq!(builds_expected(&pool), 13.0 / 3.0);
         assert_eq!(r.attempt_s, attempt_seconds(13.0 / 3.0, (0.5, 2.0, 0.0)));
@@ -1072,7 +1159,14 @@ pub(crate) mod tests {
         // The deadline's judge searches the template's 36 one knob at a time: 8 builds.
         let pending = pending_builds(&store, &hash, "H200");
         assert_eq!(pending, [1, 8, 1]);
-        let r = price(&store, &hash, (0.4, 1.0, 0.0), &[], pending, None);
+        let r = price(
+            &store,
+            &hash,
+            (0.4, 1.0, 0.0),
+            &[],
+            (pending, Vec::new()),
+            None,
+        );
         // The template is worth more a second (50% of 6/7 of the kernel's time in 9.6 s,
         // against a plain rewrite's 12% of 0.62 in 7.15 s): it is judged first, priced at its
         // own builds.
@@ -1130,6 +1224,112 @@ pub(crate) mod tests {
         // A single build: its own runs before its trials are all a long kernel adds.
         let one = attempt_seconds(1.0, (2.4, 1.5, 0.57)) - attempt_seconds(1.0, (2.4, 1.5, 0.0));
         assert!((one - JUDGE_BUILD_RUNS * 0.57).abs() < 1e-9, "{one}");
+    }
+
+    fn tally(attempts: u32, found: u32) -> RuleTally {
+        RuleTally { attempts, found }
+    }
+
+    /// A rule that has found more often than the rest, on any kernel of the allocation, is
+    /// tried first on the next kernel; one that has found less, later. With nothing judged,
+    /// every rule is priced alike and the attempts go in the order the proposer made them.
+    #[test]
+    fn the_rule_that_found_more_often_is_tried_first() {
+        let mut r = priced();
+        (r.trial_s, r.setup_s, r.pending) = (0.5, 2.0, vec![1, 1]);
+        r.pending_rules = vec![
+            "rules: restrict".into(),
+            "rules: register-accumulator".into(),
+        ];
+        choose_next(&mut r);
+        assert_eq!(r.next, 0, "alike: the proposer's order");
+        assert_eq!(rule_lift(&r, "rules: restrict"), 1.0);
+        r.rules_everywhere = [
+            ("rules: restrict".to_owned(), tally(12, 1)),
+            ("rules: register-accumulator".to_owned(), tally(14, 7)),
+        ]
+        .into();
+        let w = PRIOR_WEIGHT;
+        let all = (8.0 + w * PRIOR_P) / (26.0 + w);
+        let lift = |n: f64, f: f64| (f + w * all) / (n + w) / all;
+        assert!((rule_lift(&r, "rules: register-accumulator") - lift(14.0, 7.0)).abs() < 1e-12);
+        assert!(rule_lift(&r, "rules: restrict") < 0.5);
+        assert!(rule_lift(&r, "rules: register-accumulator") > 1.5);
+        assert_eq!(
+            rule_lift(&r, "rules: unroll-4"),
+            1.0,
+            "a rule not judged yet"
+        );
+        choose_next(&mut r);
+        assert_eq!(r.next, 1);
+        let kind = chance_of(&r, false);
+        assert!((chance(&r) - kind * lift(14.0, 7.0)).abs() < 1e-12);
+        // A template is priced by its kind alone.
+        r.pending = vec![1, 36];
+        r.knobs_p = Some(0.5);
+        assert_eq!(chance_at(&r, 1), chance_of(&r, true));
+    }
+
+    /// Each attempt's rule and whether it found go into its kernel's tally and, summed over
+    /// every kernel, into each arm's pool; the rules of the attempts left follow the builds.
+    #[test]
+    fn an_attempts_rule_is_tallied_for_every_kernel() {
+        let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
+        let k_rules = [
+            "rules: register-accumulator",
+            "rules: unroll-4",
+            "rules: restrict",
+        ];
+        let j_rules = [
+            "rules: restrict",
+            "rules: unroll-4",
+            "rules: register-accumulator",
+        ];
+        for (name, rules) in [("k", k_rules), ("j", j_rules)] {
+            let mut r = priced();
+            (r.trial_s, r.setup_s, r.pending) = (0.5, 2.0, vec![1, 1, 1]);
+            r.pending_rules = rules.map(String::from).to_vec();
+            a.arms.push(Arm {
+                kernel: name.into(),
+                rewrite: Some(r),
+                ..warm_arm()
+            });
+        }
+        let judged = RewriteOutcome {
+            attempts: 1,
+            found: 1,
+            done: None,
+            seconds: 3.0,
+            rules: vec![("rules: register-accumulator".into(), true)],
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"k".into(), &judged);
+        let (k, j) = (
+            a.arms[0].rewrite.as_ref().unwrap(),
+            a.arms[1].rewrite.as_ref().unwrap(),
+        );
+        assert_eq!(k.rules["rules: register-accumulator"], tally(1, 1));
+        assert!(j.rules.is_empty());
+        assert_eq!(
+            j.rules_everywhere["rules: register-accumulator"],
+            tally(1, 1)
+        );
+        assert_eq!(k.pending_rules, ["rules: unroll-4", "rules: restrict"]);
+        assert_eq!(
+            j.next, 2,
+            "the register accumulator found: the other kernel's goes first"
+        );
+        let again = RewriteOutcome {
+            rules: vec![("rules: unroll-4".into(), false)],
+            found: 0,
+            pending: Some(vec![1]),
+            pending_rules: Some(vec!["rules: register-accumulator".into()]),
+            ..judged
+        };
+        record(&mut a, &"k".into(), &again);
+        let k = a.arms[0].rewrite.as_ref().unwrap();
+        assert_eq!((k.pending.len(), k.pending_rules.len()), (1, 1));
+        assert_eq!(k.rules_everywhere.len(), 2);
     }
 
     /// A plain attempt on a long kernel races the kernel's best build: its trials past the
@@ -1247,7 +1447,7 @@ pub(crate) mod tests {
             &"00112233aabbccdd".into(),
             (0.5, 2.0, 0.0),
             &history,
-            Vec::new(),
+            Default::default(),
             None,
         );
         assert_eq!((r.p, r.knobs_p), (0.25, Some(0.75)));
@@ -1349,7 +1549,7 @@ pub(crate) mod tests {
         let store = Store::create(dir.path()).unwrap();
         let me: KernelHash = "00112233aabbccdd".into();
         let knobs = |reuse| {
-            price(&store, &me, (0.5, 2.0, 0.0), &[], Vec::new(), reuse)
+            price(&store, &me, (0.5, 2.0, 0.0), &[], Default::default(), reuse)
                 .knobs_p
                 .unwrap()
         };
@@ -1376,7 +1576,7 @@ pub(crate) mod tests {
             &me,
             (0.5, 2.0, 0.0),
             &history,
-            Vec::new(),
+            Default::default(),
             Some(900.0),
         );
         assert_eq!((product.p, product.gain), (0.75, 3.0), "{}", product.from);
@@ -1390,11 +1590,18 @@ pub(crate) mod tests {
             &me,
             (0.5, 2.0, 0.0),
             &history,
-            Vec::new(),
+            Default::default(),
             Some(1.5),
         );
         assert_eq!(matvec.p, 0.02, "{}", matvec.from);
-        let unknown = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new(), None);
+        let unknown = price(
+            &store,
+            &me,
+            (0.5, 2.0, 0.0),
+            &history,
+            Default::default(),
+            None,
+        );
         assert_eq!(unknown.p, 3.0 / 8.0, "{}", unknown.from);
     }
 
@@ -1490,14 +1697,21 @@ pub(crate) mod tests {
             ..past("gemm", None, speedup)
         };
         let few: Vec<Past> = (0..3).map(|_| template(Some(9.0))).collect();
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Vec::new(), None);
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Default::default(), None);
         assert_eq!(r.knobs_gain, Some(PRIOR_KNOBS_GAIN));
         let mut history: Vec<Past> = [Some(3.0), Some(5.0), Some(9.0), None]
             .into_iter()
             .map(template)
             .collect();
         history.extend((0..4).map(|_| past("rule", None, Some(1.2))));
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new(), None);
+        let r = price(
+            &store,
+            &me,
+            (0.5, 2.0, 0.0),
+            &history,
+            Default::default(),
+            None,
+        );
         assert_eq!(r.knobs_gain, Some(5.0), "the median of 3x, 5x and 9x");
         assert_eq!(r.gain, 1.2, "the rules' finds price the rules");
     }
@@ -1556,7 +1770,7 @@ pub(crate) mod tests {
         let store = Store::create(dir.path()).unwrap();
         let me: KernelHash = "00112233aabbccdd".into();
         let few = [past("aa", None, Some(2.0))];
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Vec::new(), None);
+        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Default::default(), None);
         assert_eq!((r.p, r.gain), (PRIOR_P, PRIOR_GAIN));
         assert!(r.from.contains("prior"), "{}", r.from);
         assert_eq!(r.attempt_s, attempt_seconds(1.0, (0.5, 2.0, 0.0)));
@@ -1570,7 +1784,14 @@ pub(crate) mod tests {
             past("cc", None, None),
             past("cc", None, None),
         ];
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &history, Vec::new(), None);
+        let r = price(
+            &store,
+            &me,
+            (0.5, 2.0, 0.0),
+            &history,
+            Default::default(),
+            None,
+        );
         // Three of eight found 1.05x or more: 1.2, 1.5 and 2.0, whose median is 1.5.
         assert_eq!((r.p, r.gain), (3.0 / 8.0, 1.5));
         assert!(r.from.contains("3 of 8 attempts"), "{}", r.from);

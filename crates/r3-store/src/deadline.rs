@@ -6,6 +6,7 @@
 use super::{io_err, read_json, trials::slug, write_atomic, Store, StoreError};
 use crate::kernel::TrialsKey;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub const FORMAT: u32 = 1;
@@ -204,6 +205,24 @@ pub struct RewriteArm {
     /// does. None (earlier r3s' files): as `gain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knobs_gain: Option<f64>,
+    /// The rule (its proposer's label: "rules: restrict") of each attempt of `pending`, in the
+    /// same order; empty in earlier r3s' files (every attempt priced alike).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_rules: Vec<String>,
+    /// This allocation's attempts without knobs on this kernel, and their finds, by rule.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<String, RuleTally>,
+    /// The same, summed over every kernel of the allocation (`remix::rewrites::pool_others`):
+    /// what prices each rule's next attempt against the others'.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules_everywhere: BTreeMap<String, RuleTally>,
+}
+
+/// One rule's attempts and finds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RuleTally {
+    pub attempts: u32,
+    pub found: u32,
 }
 
 /// Rewrite attempts and finds, those with knobs among them.
@@ -555,6 +574,23 @@ mod tests {
                     knobs_prior: true,
                     knobs_gain: None,
                     now: 1.4,
+                    pending_rules: vec!["rules: shared-tiling".into()],
+                    rules: [(
+                        "rules: restrict".into(),
+                        RuleTally {
+                            attempts: 1,
+                            found: 0,
+                        },
+                    )]
+                    .into(),
+                    rules_everywhere: [(
+                        "rules: restrict".into(),
+                        RuleTally {
+                            attempts: 3,
+                            found: 1,
+                        },
+                    )]
+                    .into(),
                 }),
             }],
             slices: vec![Slice {
