@@ -939,6 +939,23 @@ pub fn summary_lines(a: &Allocation) -> Vec<String> {
 pub(crate) mod tests {
     use super::*;
 
+    /// `price` at a trial of 0.5 s and a setup of 2 s, with nothing pending.
+    fn price_with(
+        store: &Store,
+        kernel: &KernelHash,
+        history: &[Past],
+        reuse: Option<f64>,
+    ) -> RewriteArm {
+        price(
+            store,
+            kernel,
+            (0.5, 2.0, 0.0),
+            history,
+            Default::default(),
+            reuse,
+        )
+    }
+
     pub(crate) fn priced() -> RewriteArm {
         RewriteArm {
             p: PRIOR_P,
@@ -1103,14 +1120,7 @@ pub(crate) mod tests {
             templated(None, 0),
             templated(Some(1.0), 1),
         ];
-        let r = price(
-            &store,
-            &me,
-            (0.5, 2.0, 0.0),
-            &history,
-            Default::default(),
-            None,
-        );
+        let r = price_with(&store, &me, &history, None);
         let pool: Vec<&Past> = history.iter().collect();
         assert_eq!(builds_expected(&pool), 13.0 / 3.0);
         assert_eq!(r.attempt_s, attempt_seconds(13.0 / 3.0, (0.5, 2.0, 0.0)));
@@ -1548,11 +1558,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::create(dir.path()).unwrap();
         let me: KernelHash = "00112233aabbccdd".into();
-        let knobs = |reuse| {
-            price(&store, &me, (0.5, 2.0, 0.0), &[], Default::default(), reuse)
-                .knobs_p
-                .unwrap()
-        };
+        let knobs = |reuse| price_with(&store, &me, &[], reuse).knobs_p.unwrap();
         assert_eq!(knobs(Some(900.0)), PRIOR_KNOBS_P_REUSE);
         assert_eq!(knobs(Some(3.0)), PRIOR_KNOBS_P_STREAM);
         assert_eq!(knobs(None), PRIOR_KNOBS_P);
@@ -1571,37 +1577,16 @@ pub(crate) mod tests {
         };
         let mut history: Vec<Past> = (0..4).map(|_| at("gemv", 2.0, Some(1.0))).collect();
         history.extend((0..4).map(|i| at("gemm", 400.0, Some(if i < 3 { 3.0 } else { 1.0 }))));
-        let product = price(
-            &store,
-            &me,
-            (0.5, 2.0, 0.0),
-            &history,
-            Default::default(),
-            Some(900.0),
-        );
+        let product = price_with(&store, &me, &history, Some(900.0));
         assert_eq!((product.p, product.gain), (0.75, 3.0), "{}", product.from);
         assert!(
             product.from.contains("as far from streaming"),
             "{}",
             product.from
         );
-        let matvec = price(
-            &store,
-            &me,
-            (0.5, 2.0, 0.0),
-            &history,
-            Default::default(),
-            Some(1.5),
-        );
+        let matvec = price_with(&store, &me, &history, Some(1.5));
         assert_eq!(matvec.p, 0.02, "{}", matvec.from);
-        let unknown = price(
-            &store,
-            &me,
-            (0.5, 2.0, 0.0),
-            &history,
-            Default::default(),
-            None,
-        );
+        let unknown = price_with(&store, &me, &history, None);
         assert_eq!(unknown.p, 3.0 / 8.0, "{}", unknown.from);
     }
 
@@ -1697,21 +1682,14 @@ pub(crate) mod tests {
             ..past("gemm", None, speedup)
         };
         let few: Vec<Past> = (0..3).map(|_| template(Some(9.0))).collect();
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Default::default(), None);
+        let r = price_with(&store, &me, &few, None);
         assert_eq!(r.knobs_gain, Some(PRIOR_KNOBS_GAIN));
         let mut history: Vec<Past> = [Some(3.0), Some(5.0), Some(9.0), None]
             .into_iter()
             .map(template)
             .collect();
         history.extend((0..4).map(|_| past("rule", None, Some(1.2))));
-        let r = price(
-            &store,
-            &me,
-            (0.5, 2.0, 0.0),
-            &history,
-            Default::default(),
-            None,
-        );
+        let r = price_with(&store, &me, &history, None);
         assert_eq!(r.knobs_gain, Some(5.0), "the median of 3x, 5x and 9x");
         assert_eq!(r.gain, 1.2, "the rules' finds price the rules");
     }
@@ -1770,7 +1748,7 @@ pub(crate) mod tests {
         let store = Store::create(dir.path()).unwrap();
         let me: KernelHash = "00112233aabbccdd".into();
         let few = [past("aa", None, Some(2.0))];
-        let r = price(&store, &me, (0.5, 2.0, 0.0), &few, Default::default(), None);
+        let r = price_with(&store, &me, &few, None);
         assert_eq!((r.p, r.gain), (PRIOR_P, PRIOR_GAIN));
         assert!(r.from.contains("prior"), "{}", r.from);
         assert_eq!(r.attempt_s, attempt_seconds(1.0, (0.5, 2.0, 0.0)));
@@ -1784,14 +1762,7 @@ pub(crate) mod tests {
             past("cc", None, None),
             past("cc", None, None),
         ];
-        let r = price(
-            &store,
-            &me,
-            (0.5, 2.0, 0.0),
-            &history,
-            Default::default(),
-            None,
-        );
+        let r = price_with(&store, &me, &history, None);
         // Three of eight found 1.05x or more: 1.2, 1.5 and 2.0, whose median is 1.5.
         assert_eq!((r.p, r.gain), (3.0 / 8.0, 1.5));
         assert!(r.from.contains("3 of 8 attempts"), "{}", r.from);
