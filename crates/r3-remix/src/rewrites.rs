@@ -486,7 +486,12 @@ fn costs_of(r: &RewriteArm) -> (f64, f64, f64) {
 
 /// Whether the next attempt ([`RewriteArm::next`]) has knobs (a template's builds).
 fn next_has_knobs(r: &RewriteArm) -> bool {
-    r.pending.get(r.next).is_some_and(|&builds| builds > 1)
+    has_knobs(r, r.next)
+}
+
+/// Whether attempt `i` of `pending` has knobs (a template's builds).
+fn has_knobs(r: &RewriteArm, i: usize) -> bool {
+    r.pending.get(i).is_some_and(|&builds| builds > 1)
 }
 
 /// The chance the next attempt ([`RewriteArm::next`]) finds a rewrite.
@@ -498,7 +503,7 @@ pub fn chance(r: &RewriteArm) -> f64 {
 /// attempt without knobs, that times how its rule has done against all rules in this
 /// allocation ([`rule_lift`]).
 fn chance_at(r: &RewriteArm, i: usize) -> f64 {
-    let knobs = r.pending.get(i).is_some_and(|&b| b > 1);
+    let knobs = has_knobs(r, i);
     let kind = chance_of(r, knobs);
     match r.pending_rules.get(i) {
         Some(rule) if !knobs => (kind * rule_lift(r, rule)).min(1.0),
@@ -554,7 +559,7 @@ fn gain_of(r: &RewriteArm, knobs: bool) -> f64 {
 /// Of the time the kernel takes now, the share attempt `i` of `pending` saves where it finds,
 /// weighted by its chance ([`chance_at`]): what [`choose_next`] sets against its price.
 fn expected_saving(r: &RewriteArm, i: usize) -> f64 {
-    let knobs = r.pending.get(i).is_some_and(|&b| b > 1);
+    let knobs = has_knobs(r, i);
     chance_at(r, i) * (1.0 - 1.0 / gain_of(r, knobs))
 }
 
@@ -652,8 +657,7 @@ pub fn choose_next(r: &mut RewriteArm) {
 /// first trial only where that one run is not clearly slower, priced at twice the chance of a
 /// find (those near the best go on too, and are rarely finds), at most 1.
 pub fn attempt_price(r: &RewriteArm, builds: u32) -> f64 {
-    let costs = (r.trial_s, r.setup_s, r.run_s);
-    let full = compiled_attempt_seconds(f64::from(builds), costs);
+    let full = compiled_attempt_seconds(f64::from(builds), costs_of(r));
     let long = r.run_s * 1e6 >= crate::replay::stopping::ONE_RUN_US;
     if builds > 1 || !long {
         return full;
