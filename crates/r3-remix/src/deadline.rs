@@ -1064,6 +1064,10 @@ pub trait Runner {
     }
     /// Says a line (progress, the allocation as it changes).
     fn say(&mut self, line: String);
+    /// The allocation starts (or resumes) with this worker: says what it knows of the kernels
+    /// beyond the allocation's table (those that get no rewrites, and why). A worker that
+    /// joins its fleet's allocation says none of it: the first one did.
+    fn starts(&mut self) {}
     /// A source rewrite attempt on `kernel` within `limit_s` seconds (`rewrites::Rewriter`);
     /// a runner without one makes none.
     fn rewrite(
@@ -1201,18 +1205,25 @@ pub fn run(
     let me = worker.id();
     let base = {
         let _lock = store.lock_allocation(scope, gpu)?;
-        let mut a = match store.allocation(scope, gpu)? {
+        let (mut a, taken) = match store.allocation(scope, gpu)? {
             Some(mut a) if continuing.takes(&a) => {
                 a.deadline_s = deadline_s;
                 a.ended = None;
-                a
+                (a, true)
             }
-            _ => Allocation {
-                id: continuing.id(),
-                ..start(scope, gpu, deadline_s, entrants())
-            },
+            _ => {
+                let a = start(scope, gpu, deadline_s, entrants());
+                let id = continuing.id();
+                (Allocation { id, ..a }, false)
+            }
         };
-        runner.say(allocation_table(&a));
+        // A fleet's workers share one allocation: its table is said once, by the first.
+        if taken && matches!(continuing, Continue::Fleet(_)) {
+            runner.say(joins_line(&a));
+        } else {
+            runner.starts();
+            runner.say(allocation_table(&a));
+        }
         let base = a.elapsed_s;
         a.elapsed_s = base + runner.now_s();
         store.put_allocation(&a)?;
@@ -1598,6 +1609,17 @@ pub fn summary(a: &Allocation, ended: &Ended) -> String {
     out.trim_end().to_owned()
 }
 
+/// What a worker says as it joins its fleet's allocation, in place of the table the first said.
+fn joins_line(a: &Allocation) -> String {
+    format!(
+        "r3 tune --deadline {}: joins the allocation of {} kernel(s), {:.0} s of {:.0} s used",
+        a.scope,
+        a.arms.len(),
+        a.elapsed_s,
+        a.deadline_s
+    )
+}
+
 /// The allocation as it starts: each kernel's weight, share and expected speedup, the order.
 pub fn allocation_table(a: &Allocation) -> String {
     let small = a.arms.iter().filter(|k| k.share < SMALL_SHARE).count();
@@ -1786,6 +1808,8 @@ mod tests {
         /// The store whose searches on "GPU" say what each best must gain to ship (None: the
         /// default line for every kernel).
         lines_from: Option<&'a Store>,
+        /// What it said, and "(starts)" where the allocation started with it.
+        said: Vec<String>,
     }
 
     impl<'a> Sim<'a> {
@@ -1807,6 +1831,7 @@ mod tests {
                 withheld_why: Vec::new(),
                 ship_lines: Vec::new(),
                 lines_from: None,
+                said: Vec::new(),
             }
         }
     }
@@ -1893,7 +1918,12 @@ mod tests {
                 crate::confirm::withhold_best(store, kernel, "GPU", why).unwrap();
             }
         }
-        fn say(&mut self, _line: String) {}
+        fn say(&mut self, line: String) {
+            self.said.push(line);
+        }
+        fn starts(&mut self) {
+            self.said.push("(starts)".into());
+        }
         fn idle(&mut self, seconds: f64) {
             self.clock += seconds;
         }
@@ -2124,6 +2154,18 @@ mod tests {
         continuing: Continue,
         stop_after: Option<usize>,
     ) -> (Ended, Vec<(String, u32)>) {
+        let (ended, slices, _) = run_sim_saying(store, world, deadline_s, continuing, stop_after);
+        (ended, slices)
+    }
+
+    /// [`run_sim`], with what the worker said.
+    fn run_sim_saying(
+        store: &Store,
+        world: &mut BTreeMap<String, Kernel>,
+        deadline_s: f64,
+        continuing: Continue,
+        stop_after: Option<usize>,
+    ) -> (Ended, Vec<(String, u32)>, Vec<String>) {
         let stop = AtomicBool::new(false);
         let shares = entrants(&SHARES, world);
         let mut sim = Sim {
@@ -2142,7 +2184,7 @@ mod tests {
             &stop,
         )
         .unwrap();
-        (ended, sim.slices)
+        (ended, sim.slices, sim.said)
     }
 
     /// Many small kernels whose confirmations each load a large recording (CloverLeaf: 102
@@ -2802,6 +2844,31 @@ mod tests {
         // `--resume` takes whichever is stored.
         assert!(Continue::Stored.takes(&b) && !Continue::Fresh.takes(&b));
         assert!(!Continue::Fleet("f1").takes(&b));
+    }
+
+    /// Each worker of a fleet says what it does, but the allocation's table, and the notes on
+    /// its kernels before it, come once, from the worker that starts it (on two H200s each
+    /// worker said both); a resume, one worker, says them again.
+    #[test]
+    fn a_fleets_table_is_said_by_the_worker_that_starts_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let mut w = world(&CORRELATION);
+        let tables = |said: &[String]| {
+            let starts = said.iter().filter(|l| *l == "(starts)").count();
+            let table = said.iter().filter(|l| l.contains("time goes by")).count();
+            let joins = said
+                .iter()
+                .filter(|l| l.contains("joins the allocation"))
+                .count();
+            (starts, table, joins)
+        };
+        let (_, _, first) = run_sim_saying(&store, &mut w, 600.0, Continue::Fleet("f1"), Some(2));
+        assert_eq!(tables(&first), (1, 1, 0), "{first:?}");
+        let (_, _, second) = run_sim_saying(&store, &mut w, 600.0, Continue::Fleet("f1"), Some(2));
+        assert_eq!(tables(&second), (0, 0, 1), "{second:?}");
+        let (_, _, resumed) = run_sim_saying(&store, &mut w, 600.0, Continue::Stored, None);
+        assert_eq!(tables(&resumed), (1, 1, 0), "{resumed:?}");
     }
 
     #[test]

@@ -423,6 +423,8 @@ pub struct GpuRunner<'a> {
     held: Option<(TrialsKey, crate::store::trials::TrialLog)>,
     /// What makes the rewrite arm's attempts (r3-evolve's), where rewrites are on.
     rewriter: Option<&'a mut dyn Rewriter>,
+    /// Notes on the kernels, said before the allocation's table by the worker that starts it.
+    intro: Vec<String>,
 }
 
 impl<'a> GpuRunner<'a> {
@@ -451,6 +453,7 @@ impl<'a> GpuRunner<'a> {
             live: deadline::Live::new(LIVE_EVALUATORS),
             held: None,
             rewriter: None,
+            intro: Vec::new(),
         }
     }
 
@@ -688,6 +691,12 @@ impl deadline::Runner for GpuRunner<'_> {
         (self.say)(Line::Note(line));
     }
 
+    fn starts(&mut self) {
+        for line in std::mem::take(&mut self.intro) {
+            (self.say)(Line::Note(line));
+        }
+    }
+
     fn rewrite(
         &mut self,
         kernel: &TrialsKey,
@@ -709,15 +718,14 @@ impl deadline::Runner for GpuRunner<'_> {
 }
 
 /// Prices the rewrite arm of each entrant that `rewriter` can rewrite (`rewrites::price`), from
-/// the store's evolve history on `gpu` and each kernel's `reuse`; says once why the others get
-/// none.
+/// the store's evolve history on `gpu` and each kernel's `reuse`; what to say of the others,
+/// once, as the allocation starts: why they get none.
 fn price_rewrites(
     store: &Store,
     entrants: &mut [Entrant],
     (gpu, reuse): (&str, &[(TrialsKey, f64)]),
     rewriter: &mut dyn Rewriter,
-    say: Say,
-) {
+) -> Option<String> {
     let reuse_of = |k: &TrialsKey| reuse.iter().find(|(r, _)| r == k).map(|(_, u)| *u);
     let mut history = crate::rewrites::history(store, gpu);
     for p in &mut history {
@@ -747,17 +755,18 @@ fn price_rewrites(
             }
         }
     }
-    if !cannot.is_empty() {
-        let more = cannot.len().saturating_sub(3);
-        let mut named = cannot[..cannot.len().min(3)].join("; ");
-        if more > 0 {
-            named += &format!("; and {more} more");
-        }
-        say(Line::Note(format!(
-            "r3 tune --deadline: no source rewrites of {} kernel(s): {named}",
-            cannot.len()
-        )));
+    if cannot.is_empty() {
+        return None;
     }
+    let more = cannot.len().saturating_sub(3);
+    let mut named = cannot[..cannot.len().min(3)].join("; ");
+    if more > 0 {
+        named += &format!("; and {more} more");
+    }
+    Some(format!(
+        "r3 tune --deadline: no source rewrites of {} kernel(s): {named}",
+        cannot.len()
+    ))
 }
 
 /// The recording each entrant is searched on (its group's first), the heaviest first: the
@@ -806,15 +815,22 @@ pub fn tune_deadline_on_gpu<'a>(
     // unseen) and another worker's search never seemed held.
     let (mut entrants, note) = entrants(store, scope, &groups, &gpu.trials_name())?;
     let mut rewriter = rewriter;
+    // Said by the worker that starts the allocation, not by each worker of a fleet.
+    let mut intro: Vec<String> = note.into_iter().collect();
     if let Some(r) = rewriter.as_deref_mut() {
         let reuse = reuse_of(&groups, crate::replay::device::memory_gbs(gpu.ordinal));
-        price_rewrites(store, &mut entrants, (&gpu.trials_name(), &reuse), r, say);
+        intro.extend(price_rewrites(
+            store,
+            &mut entrants,
+            (&gpu.trials_name(), &reuse),
+            r,
+        ));
     }
     shared.read_ahead(in_weight_order(&entrants, &groups));
-    if let Some(note) = note {
-        say(Line::Note(note));
-    }
     if entrants.is_empty() {
+        for line in intro {
+            say(Line::Note(line));
+        }
         say(Line::Note(format!(
             "r3 tune --deadline: no recorded kernel of {} is in its launch census; fix: `r3 record -- <program>` with this r3",
             scope.key()
@@ -833,6 +849,7 @@ pub fn tune_deadline_on_gpu<'a>(
         say,
     );
     runner.rewriter = rewriter;
+    runner.intro = intro;
     runner
         .live
         .weigh(entrants.iter().map(|e| (e.kernel.clone(), e.weight)));
