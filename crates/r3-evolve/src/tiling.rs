@@ -36,6 +36,10 @@ const DEPTHS: &[u32] = &[8, 16, 32, 64];
 const BLOCK_X_KNOB: &str = "R3_RX";
 const BLOCK_Y_KNOB: &str = "R3_RY";
 const BLOCKING: &[u32] = &[1, 2, 4];
+/// The knob for how many of a thread's tile loads go out before the first of their stores
+/// waits (the load loop's unroll), and its values.
+const LOADS_KNOB: &str = "R3_LU";
+const LOADS: &[u32] = &[4, 32];
 /// Static shared memory a block may use without opting in.
 const SHARED_LIMIT: u32 = 48 * 1024;
 
@@ -229,6 +233,10 @@ fn declarations(shape: &Shape, ops: &[Operand]) -> String {
     for k in &blocked {
         let factors: Vec<String> = BLOCKING.iter().map(u32::to_string).collect();
         out.push_str(&format!("R3_PARAM({k}, {})\n", factors.join(", ")));
+    }
+    if shape.loads_knob() {
+        let unrolls: Vec<String> = LOADS.iter().map(u32::to_string).collect();
+        out.push_str(&format!("R3_PARAM({LOADS_KNOB}, {})\n", unrolls.join(", ")));
     }
     let per_step = if blocked.is_empty() {
         ops.iter()
@@ -993,6 +1001,20 @@ impl Shape {
     }
 
     /// The blocking knob along `axis`.
+    /// Whether the load loops' unroll is a knob: where it keeps the builds within what r3
+    /// compiles and searches (`params::MAX_BUILDS`), so not beside blocking along both axes.
+    /// A block that holds few rows, as a row walk's 16 blocks of 256 threads on a GPU of 132
+    /// SMs do, has few loads in flight at four a thread; a block among many has its
+    /// neighbours' to wait beside.
+    fn loads_knob(&self) -> bool {
+        let blocked = [Axis::X, Axis::Y]
+            .into_iter()
+            .filter(|a| self.knob(*a).is_some())
+            .count();
+        let builds = DEPTHS.len() * BLOCKING.len().pow(blocked as u32) * LOADS.len();
+        builds <= super::params::MAX_BUILDS
+    }
+
     fn knob(&self, axis: Axis) -> Option<&'static str> {
         let b = self.blocking.as_ref()?;
         match axis {
@@ -1290,13 +1312,30 @@ impl Parts<'_> {
         for d in &o.derived {
             coord.push_str(&format!(" const {} {} = {};", d.ty, d.name, d.init));
         }
-        // Unrolled by 4, a thread's loads of the tile go out four at a time before their
-        // stores wait for them. On an H100 this took gemm_naive's template from 2.08x to
-        // 2.64x over its tuned build; unrolled fully, with a test per load, 2.30x
-        // (bench/RESULTS.md, register blocking).
+        // Unrolled, a thread's loads of the tile go out together before their stores wait for
+        // them, but only where no test of `k` stands between them: with one, each load sat
+        // behind its own branch and its store waited for it before the next load went out. So
+        // a whole tile loads without the test, and only the last, partial one with it. On an
+        // H100, unrolled by 4 (each load behind its test) took gemm_naive's template from 2.08x
+        // to 2.64x over its tuned build; unrolled fully, 2.30x (bench/RESULTS.md, register
+        // blocking).
+        // The loop's trip count is a constant, so that the unrolled loads have no exit test
+        // between them either; the test of a thread's last element folds away where the
+        // tile's elements divide evenly among the block's threads.
+        let unroll = if shape.loads_knob() { LOADS_KNOB } else { "4" };
+        let size = format!("{KNOB} * {wp}");
+        let each = |value: &str| {
+            format!(
+                "{i3}  #pragma unroll {unroll}\n{i3}  for (int r3_n = 0; r3_n < ({size} + {threads} - 1) / {threads}; ++r3_n) {{\n{i3}    const int r3_e = r3_tid + r3_n * {threads};\n{i3}    if ({size} % {threads} != 0 && r3_e >= {size}) break;\n{i3}    const int r3_d = {d}, r3_t = {t};\n{i3}    const {} {} = r3_k0 + r3_d;{coord}\n{i3}    r3_tile{n}[r3_d][r3_t] = {value};\n{i3}  }}\n",
+                lp.var_ty, lp.var,
+            )
+        };
+        let read = format!("{}[{}]", o.pointer, o.index);
         format!(
-            "{i3}#pragma unroll 4\n{i3}for (int r3_e = r3_tid; r3_e < {KNOB} * {wp}; r3_e += {threads}) {{\n{i3}  const int r3_d = {d}, r3_t = {t};\n{i3}  const {} {} = r3_k0 + r3_d;{coord}\n{i3}  r3_tile{n}[r3_d][r3_t] = {} < {} ? {}[{}] : ({})0;\n{i3}}}\n",
-            lp.var_ty, lp.var, lp.var, lp.end, o.pointer, o.index, o.elem
+            "{i3}if (r3_k0 + {KNOB} <= {end}) {{\n{whole}{i3}}} else {{\n{part}{i3}}}\n",
+            end = lp.end,
+            whole = each(&read),
+            part = each(&format!("{} < {} ? {read} : ({})0", lp.var, lp.end, o.elem)),
         )
     }
 
@@ -1404,6 +1443,9 @@ mod tests {
         );
         // Only what a statement uses is declared for it (no warnings under -Wall).
         assert!(!out.contains("const int k = r3_k0 + r3_d;\n"), "{out}");
+        // Grouped along both axes, the load unroll stays 4 (as a knob it would make 72 builds).
+        has(&out, "#pragma unroll 4\n");
+        assert!(!out.contains("R3_LU"), "{out}");
         // The original code follows, unchanged, for the other blocks.
         has(&out, "  if (row >= n || col >= n) return;\n  float acc = 0.0f;\n  for (int k = 0; k < n; ++k) acc += A[");
         assert_eq!(
@@ -1427,7 +1469,7 @@ mod tests {
         let out = shared_tiling(&at, &facts([16, 16, 1])).unwrap();
         assert!(
             out.starts_with(
-                "R3_PARAM(R3_TK, 8, 16, 32, 64)\nR3_REQUIRE(R3_TK * 136 <= 49152)\n__global__"
+                "R3_PARAM(R3_TK, 8, 16, 32, 64)\nR3_PARAM(R3_LU, 4, 32)\nR3_REQUIRE(R3_TK * 136 <= 49152)\n__global__"
             ),
             "{out}"
         );
@@ -1478,7 +1520,19 @@ mod tests {
     fn a_one_dimensional_kernel_groups_blocks_along_x_only() {
         let mv = "__global__ void mv(int m, int n, const float *A, const float *x, float *y) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < m) {\n    for (int j = 0; j < n; j++) y[i] += A[i * n + j] * x[j];\n  }\n}";
         let out = shared_tiling(mv, &facts([128, 1, 1])).unwrap();
-        has(&out, "R3_PARAM(R3_RX, 1, 2, 4)\nR3_REQUIRE");
+        // A row walk's blocks hold few rows: how many of a thread's loads go out together is
+        // a knob, and its builds stay within what r3 compiles.
+        has(
+            &out,
+            "R3_PARAM(R3_RX, 1, 2, 4)\nR3_PARAM(R3_LU, 4, 32)\nR3_REQUIRE",
+        );
+        has(&out, "#pragma unroll R3_LU\n");
+        let builds = crate::params::parse(&out, mv)
+            .unwrap()
+            .builds(&[[128, 1, 1]])
+            .unwrap();
+        // The 9 pairs of depth and group whose tiles fit in shared memory, each unrolled both ways.
+        assert_eq!(builds.len(), 9 * 2);
         assert!(!out.contains("R3_RY"), "{out}");
         has(
             &out,
@@ -1497,11 +1551,16 @@ mod tests {
         let out = shared_tiling(FLAT, &facts([256, 1, 1])).unwrap();
         has(
             &out,
-            "const int t = blockIdx.x * 256 + r3_t; const int b = t / out;\n          r3_tile0[r3_d][r3_t] = k < in ? X[static_cast<size_t>(b) * in + k]",
+            "const int t = blockIdx.x * 256 + r3_t; const int b = t / out;\n            r3_tile0[r3_d][r3_t] = k < in ? X[static_cast<size_t>(b) * in + k]",
         );
         has(
             &out,
-            "const int t = blockIdx.x * 256 + r3_t; const int o = t % out;\n          r3_tile1[r3_d][r3_t] = k < in ? W[static_cast<size_t>(o) * in + k]",
+            "const int t = blockIdx.x * 256 + r3_t; const int o = t % out;\n            r3_tile1[r3_d][r3_t] = k < in ? W[static_cast<size_t>(o) * in + k]",
+        );
+        // A whole tile loads without the test of k.
+        has(
+            &out,
+            "const int t = blockIdx.x * 256 + r3_t; const int b = t / out;\n            r3_tile0[r3_d][r3_t] = X[static_cast<size_t>(b) * in + k];",
         );
         // Both rows are contiguous in k: loaded along it.
         has(&out, "const int r3_d = r3_e % R3_TK, r3_t = r3_e / R3_TK;");
@@ -1606,10 +1665,11 @@ mod tests {
             ),
             "{out}"
         );
-        // Both reads of A are contiguous along k, one per coordinate.
+        // Both reads of A are contiguous along k, one per coordinate, each in a whole tile's
+        // load and a partial one's.
         assert_eq!(
             out.matches("r3_e % R3_TK, r3_t = r3_e / R3_TK").count(),
-            2,
+            4,
             "{out}"
         );
         has(&out, "__shared__ float r3_tile0[R3_TK][8 * R3_RY + 1];");
