@@ -1000,7 +1000,6 @@ impl Shape {
         [self.bx, self.by, 1]
     }
 
-    /// The blocking knob along `axis`.
     /// Whether the load loops' unroll is a knob: where it keeps the builds within what r3
     /// compiles and searches (`params::MAX_BUILDS`), so not beside blocking along both axes.
     /// A block that holds few rows, as a row walk's 16 blocks of 256 threads on a GPU of 132
@@ -1015,6 +1014,7 @@ impl Shape {
         builds <= super::params::MAX_BUILDS
     }
 
+    /// The blocking knob along `axis`.
     fn knob(&self, axis: Axis) -> Option<&'static str> {
         let b = self.blocking.as_ref()?;
         match axis {
@@ -1313,15 +1313,13 @@ impl Parts<'_> {
             coord.push_str(&format!(" const {} {} = {};", d.ty, d.name, d.init));
         }
         // Unrolled, a thread's loads of the tile go out together before their stores wait for
-        // them, but only where no test of `k` stands between them: with one, each load sat
-        // behind its own branch and its store waited for it before the next load went out. So
-        // a whole tile loads without the test, and only the last, partial one with it. On an
-        // H100, unrolled by 4 (each load behind its test) took gemm_naive's template from 2.08x
-        // to 2.64x over its tuned build; unrolled fully, 2.30x (bench/RESULTS.md, register
-        // blocking).
-        // The loop's trip count is a constant, so that the unrolled loads have no exit test
-        // between them either; the test of a thread's last element folds away where the
-        // tile's elements divide evenly among the block's threads.
+        // them, but only where no branch stands between them. With the test of `k` in the
+        // loop, each load sat behind its own (bicg_q's PTX, clang 22), so a whole tile loads
+        // without it and only the last, partial one with it; and the trip count is a constant,
+        // so no exit test stands between them either (the test of a thread's last element
+        // folds away where the tile divides evenly among the block's threads). Before, on an
+        // H100, unrolled by 4 took gemm_naive's template from 2.08x to 2.64x over its tuned
+        // build, unrolled fully 2.30x (bench/RESULTS.md, register blocking).
         let unroll = if shape.loads_knob() { LOADS_KNOB } else { "4" };
         let size = format!("{KNOB} * {wp}");
         let each = |value: &str| {
