@@ -406,7 +406,7 @@ fn the_deadlines_rewrite_arm_judges_the_compiled_attempt_it_chose_alone() {
     }
     let gpu = r3::store::trials::simulated_gpu(None);
     assert_eq!(
-        r3::remix::rewrites::pending_builds(&store, &k.hash, &gpu),
+        r3::remix::rewrites::pending_attempts(&store, &k.hash, &gpu).0,
         [1, 1]
     );
     let mut here = rewriter(&store, Default::default(), simulated(2.0), &stop);

@@ -271,7 +271,7 @@ impl Rewriter for EvolveRewriter<'_> {
                 .iter()
                 .filter(|a| speedup(a).is_some_and(|s| s >= bar))
                 .count() as u32,
-            // As the arm prices them (`pending_builds`): a template's child judged at its
+            // As the arm prices them (`pending_attempts`): a template's child judged at its
             // parent's knobs is one build, a rule's edit.
             knobs: {
                 let with: Vec<&&Attempt> = made

@@ -187,7 +187,7 @@ pub trait Rewriter {
     /// One attempt on `kernel` (and its repairs), judged on every recorded launch of the
     /// kernel, ending within about `limit_s` seconds (a judge cut short records no verdict).
     /// `first`: the attempt compiled and waiting for its judge (an index into
-    /// [`pending_builds`]) to judge alone in this slice; None: the rewriter's own order.
+    /// [`pending_attempts`]) to judge alone in this slice; None: the rewriter's own order.
     fn attempt(
         &mut self,
         kernel: &KernelHash,
@@ -385,12 +385,7 @@ fn knobs_prior(side: Option<bool>) -> f64 {
 /// judge takes them (the attempts' order): a template's knob search judges one build for each
 /// of its knobs' value combinations. Priced at the mean of the attempts judged before, a
 /// template's 36 builds after two plain rewrites were given 20 s slices, and none ended
-/// (H200, 2026-11-29).
-pub fn pending_builds(store: &Store, kernel: &KernelHash, gpu: &str) -> Vec<u32> {
-    pending_attempts(store, kernel, gpu).0
-}
-
-/// [`pending_builds`], and the rule of each (its proposer's label: "rules: restrict").
+/// (H200, 2026-11-29). With them, the rule of each (its proposer's label: "rules: restrict").
 pub fn pending_attempts(store: &Store, kernel: &KernelHash, gpu: &str) -> (Vec<u32>, Vec<String>) {
     let Ok(events) = store.attempts(kernel) else {
         return Default::default();
@@ -1171,7 +1166,7 @@ pub(crate) mod tests {
         }
         drop(log);
         // The deadline's judge searches the template's 36 one knob at a time: 8 builds.
-        let pending = pending_builds(&store, &hash, "H200");
+        let pending = pending_attempts(&store, &hash, "H200").0;
         assert_eq!(pending, [1, 8, 1]);
         let r = price(
             &store,

@@ -154,7 +154,7 @@ pub struct RewriteArm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done: Option<String>,
     /// The builds of each attempt compiled and not judged on this GPU yet, in the order they
-    /// are judged (`remix::rewrites::pending_builds`): the next attempt is priced at its own.
+    /// are judged (`remix::rewrites::pending_attempts`): the next attempt is priced at its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<u32>,
     /// What a build's evaluator and a trial of the kernel cost, as priced: the next pending
