@@ -8,7 +8,8 @@
 #   pack_dir NAME   here: .carry/NAME as .carry/NAME.tar.xz (programs share most of their bytes,
 #                   static cudart above all, so one archive is a fraction of the files: carry it
 #                   instead of the directory to stay under the 64 MiB a call takes)
-#   unpack_dir NAME on the GPU machine: .carry/NAME from its archive, if only that was carried
+#   unpack_dir NAME on the GPU machine: .carry/NAME from its archive, unless the directory
+#                   there came from that very archive
 #   gpu_count       on the GPU machine: how many GPUs this process sees (CUDA_VISIBLE_DEVICES)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 carry="$here/.carry"
@@ -38,12 +39,20 @@ cuda_build() {
 
 pack_dir() {
   tar -C "$carry" -cf - "$1" | xz -9e -T0 > "$carry/$1.tar.xz"
+  cksum < "$carry/$1.tar.xz" > "$carry/.$1.unpacked"
   du -h "$carry/$1.tar.xz" | cut -f1 | xargs echo "$1.tar.xz:"
 }
 
 unpack_dir() {
-  if [ ! -d "$carry/$1" ] && [ -f "$carry/$1.tar.xz" ]; then
-    xz -d -c "$carry/$1.tar.xz" | tar -C "$carry" -xf -
+  # A warm GPU machine keeps the directory an earlier call unpacked; a different archive
+  # carried since must replace it (2026-12-01: a deadline run judged a subset store's
+  # rewrites because the subset's directory was still there). The archive's checksum says
+  # which one the directory came from.
+  local mark="$carry/.$1.unpacked" sum=""
+  [ -f "$carry/$1.tar.xz" ] && sum="$(cksum < "$carry/$1.tar.xz")"
+  if [ -n "$sum" ] && { [ ! -d "$carry/$1" ] || [ "$(cat "$mark" 2> /dev/null)" != "$sum" ]; }; then
+    rm -rf "${carry:?}/$1"
+    xz -d -c "$carry/$1.tar.xz" | tar -C "$carry" -xf - && echo "$sum" > "$mark"
   fi
   [ -d "$carry/$1" ] || { echo "$carry/$1 missing: carry .carry/$1.tar.xz (or the directory)" >&2; return 2; }
 }
