@@ -406,7 +406,7 @@ fn the_deadlines_rewrite_arm_judges_the_compiled_attempt_it_chose_alone() {
     }
     let gpu = r3::store::trials::simulated_gpu(None);
     assert_eq!(
-        r3::remix::rewrites::pending_attempts(&store, &k.hash, &gpu).0,
+        r3::remix::rewrites::pending_attempts(&store, &k.hash, &gpu).builds,
         [1, 1]
     );
     let mut here = rewriter(&store, Default::default(), simulated(2.0), &stop);
@@ -426,14 +426,19 @@ fn the_deadlines_rewrite_arm_judges_the_compiled_attempt_it_chose_alone() {
     assert_eq!(judged, [false, true], "the second alone was judged");
     // Each attempt's rule goes with it: the one judged, with its find, and the one waiting.
     let label = |i: usize| attempts[i].label.clone();
-    assert_eq!(out.rules, [(label(1), true)]);
+    let tried = |i: usize, found: bool| r3::remix::rewrites::Tried {
+        rule: label(i),
+        knobs: false,
+        found,
+    };
+    assert_eq!(out.rules, [tried(1, true)]);
     assert_eq!(out.pending_rules, Some(vec![label(0)]));
     let out = here.attempt(&k.hash, 120.0, None);
     assert_eq!(out.attempts, 1, "{:?}", out.said);
     assert_eq!(out.pending.as_deref(), Some(&[][..]));
     // As fast as the rewrite found before it (2.0x): valid, and no find.
     assert_eq!((out.found, out.best), (0, 2.0), "{:?}", out.said);
-    assert_eq!(out.rules, [(label(0), false)]);
+    assert_eq!(out.rules, [tried(0, false)]);
 }
 
 /// The deadline's rewriter on `store`, proposing `script` in turn and judging as `judging`.

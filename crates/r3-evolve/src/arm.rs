@@ -8,7 +8,9 @@ use crate::each::Judging;
 use crate::judge::{GpuJudge, Judge};
 use crate::kernel::KernelHash;
 use crate::propose::Proposer;
-use crate::remix::rewrites::{pending_attempts, RewriteOutcome, Rewriter, FOUND, INNER_TRIALS};
+use crate::remix::rewrites::{
+    pending_attempts, RewriteOutcome, Rewriter, Tried, FOUND, INNER_TRIALS,
+};
 use crate::remix::session::{self, Line};
 use crate::run::{evolve, Options};
 use crate::store::attempts::{builds_to_judge, fold, Attempt};
@@ -287,11 +289,14 @@ impl Rewriter for EvolveRewriter<'_> {
             cut: cut && !stop.load(Ordering::SeqCst),
             rules: made
                 .iter()
-                .filter(|a| builds_to_judge(a, &after, &gpu).len() <= 1)
-                .map(|a| (a.label.clone(), speedup(a).is_some_and(|s| s >= bar)))
+                .map(|a| Tried {
+                    rule: a.label.clone(),
+                    knobs: builds_to_judge(a, &after, &gpu).len() > 1,
+                    found: speedup(a).is_some_and(|s| s >= bar),
+                })
                 .collect(),
-            pending: Some(pending.0),
-            pending_rules: Some(pending.1),
+            pending: Some(pending.builds),
+            pending_rules: Some(pending.rules),
             said,
         }
     }

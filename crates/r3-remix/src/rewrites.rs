@@ -54,12 +54,16 @@ pub const PRIOR_KNOBS_P: f64 = 0.5;
 /// The chance a template's knob search finds a rewrite of a kernel far above streaming its data
 /// once ([`REUSE_BOUND`]), where the history says too little: every one judged on a matrix
 /// product found (1.18x to 9.3x on an H100 and an H200 by 2026-11-30; syrk 9.03x, gemm_naive
-/// 2.42x and trmm 1.36x again in run Y3): r3's prior, kept under that.
+/// 2.42x and trmm 1.36x again in run Y3): r3's prior, kept under that. With a whole tile's
+/// loads in flight (2026-12-01, H200) templates on this side found on 13 of 15 kernels, the row
+/// walks among them (1.14x to 2.19x), and missed on cov_kernel and gs_norm.
 pub const PRIOR_KNOBS_P_REUSE: f64 = 0.75;
 
 /// The same chance for a kernel near streaming its data once: a tiling's reuse cannot cut
 /// traffic the kernel already makes once (the one judged on a matrix-vector kernel ran 0.61x;
-/// gemv_t, bicg_q and gemver_w took 15 attempts in run Y3 and found nothing).
+/// gemv_t, bicg_q and gemver_w took 15 attempts in run Y3 and found nothing). On 2026-12-01
+/// (H200) the five judged on this side as tuned, column walks the compiler search had taken to
+/// 7x to 9.6x over -O3, ran 0.46x to 0.62x.
 pub const PRIOR_KNOBS_P_STREAM: f64 = 0.1;
 
 /// A kernel whose launch takes this many times what streaming its recorded bytes once at the
@@ -153,11 +157,22 @@ pub struct RewriteOutcome {
     pub pending: Option<Vec<u32>>,
     /// The rule of each attempt of `pending`, where it is given.
     pub pending_rules: Option<Vec<String>>,
-    /// Each new attempt without knobs: its rule, and whether it found.
-    pub rules: Vec<(String, bool)>,
+    /// Each new attempt judged: its rule, whether it has knobs, and whether it found.
+    pub rules: Vec<Tried>,
     /// What the attempt said on its way (its proposal, compile and verdict), for tune's
     /// progress.
     pub said: Vec<String>,
+}
+
+/// One attempt a rewrite slice judged, as the arm tallies it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tried {
+    /// Its proposer's label ("rules: restrict").
+    pub rule: String,
+    /// A template's knob search (its builds more than one).
+    pub knobs: bool,
+    /// It beat the best rewrite judged before it by [`FOUND`].
+    pub found: bool,
 }
 
 impl RewriteOutcome {
@@ -255,7 +270,7 @@ pub fn price(
     kernel: &KernelHash,
     (trial_s, setup_s, run_s): (f64, f64, f64),
     history: &[Past],
-    (pending, pending_rules): (Vec<u32>, Vec<String>),
+    pending: Pending,
     reuse: Option<f64>,
 ) -> RewriteArm {
     let shape = crate::transfer::shape_of(store, &TrialsKey::of_kernel(kernel));
@@ -321,7 +336,7 @@ pub fn price(
         best: own,
         spent_s: 0.0,
         done: None,
-        pending,
+        pending: pending.builds,
         setup_s,
         trial_s,
         run_s,
@@ -334,9 +349,10 @@ pub fn price(
         knobs_prior,
         now: 1.0,
         knobs_gain: Some(knobs_gain),
-        pending_rules,
+        pending_rules: pending.rules,
         rules: BTreeMap::new(),
         rules_everywhere: BTreeMap::new(),
+        tried: pending.tried,
     };
     choose_next(&mut arm);
     arm
@@ -381,21 +397,58 @@ fn knobs_prior(side: Option<bool>) -> f64 {
     }
 }
 
-/// The builds of each attempt on `kernel` compiled and not judged on `gpu` yet, in the order a
-/// judge takes them (the attempts' order): a template's knob search judges one build for each
-/// of its knobs' value combinations. Priced at the mean of the attempts judged before, a
-/// template's 36 builds after two plain rewrites were given 20 s slices, and none ended
-/// (H200, 2026-11-29). With them, the rule of each (its proposer's label: "rules: restrict").
-pub fn pending_attempts(store: &Store, kernel: &KernelHash, gpu: &str) -> (Vec<u32>, Vec<String>) {
+/// What a kernel's attempt log says for one GPU ([`pending_attempts`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pending {
+    /// The builds of each attempt compiled and not judged on the GPU yet, in the order a judge
+    /// takes them (the attempts' order): a template's knob search judges one build for each of
+    /// its knobs' value combinations. Priced at the mean of the attempts judged before, a
+    /// template's 36 builds after two plain rewrites were given 20 s slices, and none ended
+    /// (H200, 2026-11-29).
+    pub builds: Vec<u32>,
+    /// The rule of each (its proposer's label: "rules: restrict").
+    pub rules: Vec<String>,
+    /// The attempts judged on the GPU already, and their finds, by rule: a rule that missed on
+    /// the kernel is priced low for its next attempt there ([`repeat_lift`]).
+    pub tried: BTreeMap<String, RuleTally>,
+}
+
+/// The attempts on `kernel` waiting for their judge on `gpu`, and those judged there already.
+pub fn pending_attempts(store: &Store, kernel: &KernelHash, gpu: &str) -> Pending {
     let Ok(events) = store.attempts(kernel) else {
-        return Default::default();
+        return Pending::default();
     };
     let attempts = fold(&events).1;
-    attempts
+    let (builds, rules) = attempts
         .iter()
         .filter(|a| a.compiled.is_some() && a.verdict(Some(gpu)).is_none())
         .map(|a| (judged_builds(a, &attempts, gpu), a.label.clone()))
-        .unzip()
+        .unzip();
+    Pending {
+        builds,
+        rules,
+        tried: tried_rules(&attempts, gpu),
+    }
+}
+
+/// The attempts of `attempts` that came to an outcome on `gpu` (judged there, or refused or
+/// not compiled, as [`history`] counts them), by rule: a find beats every attempt judged before
+/// it by [`FOUND`] (and the original's best compiler-only build), as the arm counts one.
+fn tried_rules(attempts: &[Attempt], gpu: &str) -> BTreeMap<String, RuleTally> {
+    let mut tried: BTreeMap<String, RuleTally> = BTreeMap::new();
+    let mut best = 1.0_f64;
+    for a in attempts {
+        let speedup = match a.verdict(Some(gpu)) {
+            Some(v) => v.speedup().unwrap_or(0.0),
+            None if a.refused.is_some() || a.diagnostics.is_some() => 0.0,
+            None => continue,
+        };
+        let t = tried.entry(a.label.clone()).or_default();
+        t.attempts += 1;
+        t.found += u32::from(speedup >= FOUND * best);
+        best = best.max(speedup);
+    }
+    tried
 }
 
 /// The builds the deadline's judge measures of attempt `a` (of `attempts`) on `gpu`: those it
@@ -500,9 +553,28 @@ pub fn chance(r: &RewriteArm) -> f64 {
 fn chance_at(r: &RewriteArm, i: usize) -> f64 {
     let knobs = has_knobs(r, i);
     let kind = chance_of(r, knobs);
-    match r.pending_rules.get(i) {
-        Some(rule) if !knobs => (kind * rule_lift(r, rule)).min(1.0),
-        _ => kind,
+    let Some(rule) = r.pending_rules.get(i) else {
+        return kind;
+    };
+    let lift = if knobs { 1.0 } else { rule_lift(r, rule) };
+    (kind * lift * repeat_lift(r, rule)).min(1.0)
+}
+
+/// What an attempt of a rule that has missed on its kernel is priced at, against its first:
+/// another parent does not make a rule fit a kernel it did not fit. In runs Y5, Y7, Y9 and the
+/// row-walk run of 2026-12-01 (H200), 81 attempts repeated a rule that had missed on their
+/// kernel (a template on `restrict`'s rewrite after the template alone, `unroll-4` on a
+/// template after `unroll-4` alone) and none found, where 23 of the 138 first attempts of a
+/// rule on a kernel did; in Y9 they were 46 of its 121 attempts. After a find the rule is
+/// priced as before: 4 of those 17 repeats found again (syrk's template on `restrict`).
+pub const REPEAT_AFTER_MISS: f64 = 0.1;
+
+/// [`REPEAT_AFTER_MISS`] where `rule` has been judged on `r`'s kernel and never found there,
+/// else 1.
+pub fn repeat_lift(r: &RewriteArm, rule: &str) -> f64 {
+    match r.tried.get(rule) {
+        Some(t) if t.attempts > 0 && t.found == 0 => REPEAT_AFTER_MISS,
+        _ => 1.0,
     }
 }
 
@@ -798,10 +870,8 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
             }
         }
     }
-    for (rule, found) in &out.rules {
-        let t = r.rules.entry(rule.clone()).or_default();
-        t.attempts += 1;
-        t.found += u32::from(*found);
+    for t in &out.rules {
+        tally_rule(r, t);
     }
     if r.pending.is_empty() && out.attempts > 0 && out.seconds > 0.0 {
         r.attempt_s = out.seconds / f64::from(out.attempts);
@@ -851,6 +921,22 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
         }
     }
     a.reweigh();
+}
+
+/// Takes attempt `t` into `r`'s tallies: every attempt into `tried`; one without knobs into
+/// `rules` too (what prices its rule against the others on every kernel), unless its rule had
+/// missed on the kernel: such repeats are priced apart ([`repeat_lift`]), and counting their
+/// misses would price the rule's first attempts on other kernels down with them.
+fn tally_rule(r: &mut RewriteArm, t: &Tried) {
+    let repeat = repeat_lift(r, &t.rule) < 1.0;
+    let tried = r.tried.entry(t.rule.clone()).or_default();
+    tried.attempts += 1;
+    tried.found += u32::from(t.found);
+    if !t.knobs && !repeat {
+        let plain = r.rules.entry(t.rule.clone()).or_default();
+        plain.attempts += 1;
+        plain.found += u32::from(t.found);
+    }
 }
 
 /// A rewrite slice in words, for tune's progress, with the allocation's `predicted` program
@@ -982,6 +1068,7 @@ pub(crate) mod tests {
             pending_rules: Vec::new(),
             rules: BTreeMap::new(),
             rules_everywhere: BTreeMap::new(),
+            tried: BTreeMap::new(),
         }
     }
 
@@ -1166,16 +1253,9 @@ pub(crate) mod tests {
         }
         drop(log);
         // The deadline's judge searches the template's 36 one knob at a time: 8 builds.
-        let pending = pending_attempts(&store, &hash, "H200").0;
-        assert_eq!(pending, [1, 8, 1]);
-        let r = price(
-            &store,
-            &hash,
-            (0.4, 1.0, 0.0),
-            &[],
-            (pending, Vec::new()),
-            None,
-        );
+        let pending = pending_attempts(&store, &hash, "H200");
+        assert_eq!(pending.builds, [1, 8, 1]);
+        let r = price(&store, &hash, (0.4, 1.0, 0.0), &[], pending, None);
         // The template is worth more a second (50% of 6/7 of the kernel's time in 9.6 s,
         // against a plain rewrite's 12% of 0.62 in 7.15 s): it is judged first, priced at its
         // own builds.
@@ -1239,6 +1319,14 @@ pub(crate) mod tests {
         RuleTally { attempts, found }
     }
 
+    fn plain(rule: &str, found: bool) -> Tried {
+        Tried {
+            rule: rule.into(),
+            knobs: false,
+            found,
+        }
+    }
+
     /// A rule that has found more often than the rest, on any kernel of the allocation, is
     /// tried first on the next kernel; one that has found less, later. With nothing judged,
     /// every rule is priced alike and the attempts go in the order the proposer made them.
@@ -1279,6 +1367,140 @@ pub(crate) mod tests {
         assert_eq!(chance_at(&r, 1), chance_of(&r, true));
     }
 
+    /// A rule that missed on a kernel is priced at a tenth for its next attempt there, template
+    /// or not: the kernel's other rules go first. Its repeats are tallied on the kernel but not
+    /// in the rule's rate, and a rule that found is priced as before.
+    #[test]
+    fn a_rule_that_missed_on_its_kernel_is_tried_there_again_last() {
+        let tiling = "rules: shared-tiling";
+        let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
+        let mut r = priced();
+        (r.trial_s, r.setup_s, r.pending) = (0.5, 2.0, vec![12, 12, 1]);
+        r.knobs_p = Some(PRIOR_KNOBS_P_REUSE);
+        r.pending_rules = [tiling, tiling, "rules: restrict"]
+            .map(String::from)
+            .to_vec();
+        choose_next(&mut r);
+        assert_eq!(r.next, 0, "the template first");
+        a.arms.push(Arm {
+            rewrite: Some(r),
+            ..warm_arm()
+        });
+        let missed = RewriteOutcome {
+            attempts: 1,
+            knobs: (1, 0),
+            done: None,
+            seconds: 9.0,
+            rules: vec![Tried {
+                rule: tiling.into(),
+                knobs: true,
+                found: false,
+            }],
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"k".into(), &missed);
+        let r = a.arms[0].rewrite.as_ref().unwrap();
+        assert_eq!(r.tried[tiling], tally(1, 0));
+        assert!(r.rules.is_empty(), "a template is not in the rules' rates");
+        assert_eq!(r.pending_rules, [tiling, "rules: restrict"]);
+        assert_eq!(repeat_lift(r, tiling), REPEAT_AFTER_MISS);
+        assert!((chance_at(r, 0) - chance_of(r, true) * REPEAT_AFTER_MISS).abs() < 1e-12);
+        assert_eq!(r.next, 1, "restrict goes before the template's repeat");
+        // A plain rule's repeat after a miss: on the kernel's tally, not in the rule's rate.
+        let mut r = priced();
+        for _ in 0..2 {
+            tally_rule(&mut r, &plain("rules: restrict", false));
+        }
+        assert_eq!(r.tried["rules: restrict"], tally(2, 0));
+        assert_eq!(r.rules["rules: restrict"], tally(1, 0));
+        // A rule that found is priced as before, its next attempt tallied in its rate.
+        let mut r = priced();
+        r.pending_rules = vec!["rules: restrict".into()];
+        r.pending = vec![1];
+        tally_rule(&mut r, &plain("rules: restrict", true));
+        assert_eq!(repeat_lift(&r, "rules: restrict"), 1.0);
+        tally_rule(&mut r, &plain("rules: restrict", false));
+        assert_eq!(r.rules["rules: restrict"], tally(2, 1));
+        assert_eq!(repeat_lift(&r, "rules: unroll-4"), 1.0, "a rule not tried");
+    }
+
+    /// The kernel's attempt log gives what was judged on this GPU by rule, a find beating every
+    /// attempt judged before it by FOUND; refusals count as misses, other GPUs' verdicts not
+    /// at all.
+    #[test]
+    fn the_log_says_which_rules_missed_on_the_kernel() {
+        use crate::store::attempts::{Event, Verdict, What};
+        let event = |attempt, what| Event {
+            format: 1,
+            attempt,
+            unix_ms: 0,
+            what,
+        };
+        let proposed = |attempt, label: &str| {
+            event(
+                attempt,
+                What::Proposed {
+                    parent: None,
+                    proposer: "rules".into(),
+                    label: label.into(),
+                    repair_of: None,
+                    prompt_sha: None,
+                    answer: None,
+                    tokens: 0,
+                    rewrite: String::new(),
+                    requires: Vec::new(),
+                },
+            )
+        };
+        let judged = |attempt, gpu: &str, speedup| {
+            event(
+                attempt,
+                What::Judged {
+                    gpu: gpu.into(),
+                    verdict: Verdict::Valid {
+                        speedup,
+                        time_us: 1.0,
+                        reference_us: speedup,
+                        pipeline: "O3".into(),
+                        candidate: None,
+                        trials: 1,
+                        simulated: false,
+                        values: Default::default(),
+                        reference_speedup: Some(1.0),
+                        checked: Vec::new(),
+                    },
+                },
+            )
+        };
+        let events = [
+            proposed(1, "rules: shared-tiling"),
+            judged(1, "H200", 1.5),
+            proposed(2, "rules: shared-tiling"),
+            judged(2, "H200", 1.52),
+            proposed(3, "rules: restrict"),
+            judged(3, "H200", 0.9),
+            proposed(4, "rules: unroll-4"),
+            event(
+                4,
+                What::Refused {
+                    reason: "no loop".into(),
+                },
+            ),
+            proposed(5, "rules: register-accumulator"),
+            judged(5, "H100", 2.0),
+        ];
+        let tried = tried_rules(&fold(&events).1, "H200");
+        assert_eq!(
+            tried,
+            [
+                ("rules: shared-tiling".to_owned(), tally(2, 1)),
+                ("rules: restrict".to_owned(), tally(1, 0)),
+                ("rules: unroll-4".to_owned(), tally(1, 0)),
+            ]
+            .into()
+        );
+    }
+
     /// Each attempt's rule and whether it found go into its kernel's tally and, summed over
     /// every kernel, into each arm's pool; the rules of the attempts left follow the builds.
     #[test]
@@ -1309,7 +1531,7 @@ pub(crate) mod tests {
             found: 1,
             done: None,
             seconds: 3.0,
-            rules: vec![("rules: register-accumulator".into(), true)],
+            rules: vec![plain("rules: register-accumulator", true)],
             ..RewriteOutcome::none("")
         };
         record(&mut a, &"k".into(), &judged);
@@ -1329,7 +1551,7 @@ pub(crate) mod tests {
             "the register accumulator found: the other kernel's goes first"
         );
         let again = RewriteOutcome {
-            rules: vec![("rules: unroll-4".into(), false)],
+            rules: vec![plain("rules: unroll-4", false)],
             found: 0,
             pending: Some(vec![1]),
             pending_rules: Some(vec!["rules: register-accumulator".into()]),

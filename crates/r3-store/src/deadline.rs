@@ -209,9 +209,14 @@ pub struct RewriteArm {
     /// same order; empty in earlier r3s' files (every attempt priced alike).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_rules: Vec<String>,
-    /// This allocation's attempts without knobs on this kernel, and their finds, by rule.
+    /// This allocation's attempts without knobs on this kernel, and their finds, by rule; an
+    /// attempt of a rule that had missed on this kernel is not counted (`tried` prices it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rules: BTreeMap<String, RuleTally>,
+    /// Every attempt judged on this kernel, with knobs or without, and its finds, by rule:
+    /// the store's earlier ones and this allocation's (`remix::rewrites::repeat_lift`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tried: BTreeMap<String, RuleTally>,
     /// The same, summed over every kernel of the allocation (`remix::rewrites::pool_others`):
     /// what prices each rule's next attempt against the others'.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -588,6 +593,14 @@ mod tests {
                         RuleTally {
                             attempts: 3,
                             found: 1,
+                        },
+                    )]
+                    .into(),
+                    tried: [(
+                        "rules: restrict".into(),
+                        RuleTally {
+                            attempts: 1,
+                            found: 0,
                         },
                     )]
                     .into(),
