@@ -245,6 +245,86 @@ fn bench_egraph_size_exits_1_where_a_size_misses_its_goal() {
     assert!(out.status.success(), "{}", text(&out));
 }
 
+/// rewrite-repeats sorts a deadline's rewrite attempts by whether they repeat a rule on their
+/// kernel, a find beating the kernel's best before it by 5%, and adds up their seconds.
+#[test]
+fn rewrite_repeats_counts_a_repeat_after_a_miss_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("tune-deadline.log");
+    let attempt = |k: &str, n: u32, rule: &str, verdict: &str, s: f64| {
+        format!(
+            "r3 tune --deadline: k_kernel(int) [{k}]: attempt {n} (rules: {rule}): {verdict} (rewrite built with O3)\n\
+             r3 tune --deadline: 100/600 s: k_kernel(int) [{k}]: rewrite attempt ({n} in all, 0 found) in {s} s, best rewrite 1.000x\n"
+        )
+    };
+    let lines = [
+        attempt(
+            "aaaaaaaa",
+            1,
+            "shared-tiling",
+            "valid: 0.456x the original's best",
+            7.0,
+        ),
+        attempt(
+            "aaaaaaaa",
+            2,
+            "shared-tiling on #1",
+            "valid: 0.460x the original's best",
+            6.0,
+        ),
+        attempt("aaaaaaaa", 3, "restrict", "failed: wrong output", 2.0),
+        attempt(
+            "bbbbbbbb",
+            1,
+            "shared-tiling",
+            "valid: 1.500x the original's best",
+            8.0,
+        ),
+        attempt(
+            "bbbbbbbb",
+            2,
+            "shared-tiling on #1",
+            "valid: 1.600x the original's best",
+            9.0,
+        ),
+        attempt(
+            "bbbbbbbb",
+            3,
+            "unroll-4",
+            "valid: 1.520x the original's best",
+            1.5,
+        ),
+    ];
+    std::fs::write(&log, lines.concat()).unwrap();
+    let out = script("rewrite-repeats", &[log.to_str().unwrap()], &[]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let row = |kind: &str| {
+        t.lines()
+            .find(|l| l.trim_start().starts_with(kind))
+            .map(|l| {
+                l[kind.len() + 2..]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_else(|| panic!("no {kind} row:\n{t}"))
+    };
+    assert_eq!(row("first of its rule"), "4 attempts 1 finds 18.5 s", "{t}");
+    assert_eq!(
+        row("repeat after a miss"),
+        "1 attempts 0 finds 6.0 s",
+        "{t}"
+    );
+    assert_eq!(
+        row("repeat after a find"),
+        "1 attempts 1 finds 9.0 s",
+        "{t}"
+    );
+    let none = script("rewrite-repeats", &[], &[]);
+    assert_eq!(none.status.code(), Some(2), "{}", text(&none));
+}
+
 /// The red team's table over a store whose one hack was judged as `message` says.
 fn redteam_table(message: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();

@@ -55,15 +55,19 @@ pub const PRIOR_KNOBS_P: f64 = 0.5;
 /// once ([`REUSE_BOUND`]), where the history says too little: every one judged on a matrix
 /// product found (1.18x to 9.3x on an H100 and an H200 by 2026-11-30; syrk 9.03x, gemm_naive
 /// 2.42x and trmm 1.36x again in run Y3): r3's prior, kept under that. With a whole tile's
-/// loads in flight (2026-12-01, H200) templates on this side found on 13 of 15 kernels, the row
-/// walks among them (1.14x to 2.19x), and missed on cov_kernel and gs_norm.
+/// loads in flight (2026-12-01, H200) templates found on 9 of the 11 kernels judged on this
+/// side as tuned (row walks, a dense layer, Gram-Schmidt's update, the matrix products) and
+/// missed on cov_kernel and gs_norm.
 pub const PRIOR_KNOBS_P_REUSE: f64 = 0.75;
 
 /// The same chance for a kernel near streaming its data once: a tiling's reuse cannot cut
 /// traffic the kernel already makes once (the one judged on a matrix-vector kernel ran 0.61x;
-/// gemv_t, bicg_q and gemver_w took 15 attempts in run Y3 and found nothing). On 2026-12-01
-/// (H200) the five judged on this side as tuned, column walks the compiler search had taken to
-/// 7x to 9.6x over -O3, ran 0.46x to 0.62x.
+/// gemv_t, bicg_q and gemver_w took 15 attempts in run Y3 and found nothing). With a whole
+/// tile's loads in flight (2026-12-01, H200), 3 of the 8 judged on this side as tuned found:
+/// row walks at 20x to 27x (mvt_x1 1.53x, atax_ax 1.17x, gesummv 1.91x); the column walks, at
+/// 6x to 26x once the compiler search had taken them to 7x to 9.6x over -O3, ran 0.46x to
+/// 0.62x. The bound and this prior stay: a column walk lay among those finds (cov_mean, 25.6x),
+/// and after an attempt the pool of the kernels on the side prices it ([`pool_others`]).
 pub const PRIOR_KNOBS_P_STREAM: f64 = 0.1;
 
 /// A kernel whose launch takes this many times what streaming its recorded bytes once at the
