@@ -1433,67 +1433,26 @@ pub(crate) mod tests {
     /// at all.
     #[test]
     fn the_log_says_which_rules_missed_on_the_kernel() {
-        use crate::store::attempts::{Event, Verdict, What};
-        let event = |attempt, what| Event {
-            format: 1,
-            attempt,
-            unix_ms: 0,
-            what,
-        };
-        let proposed = |attempt, label: &str| {
-            event(
-                attempt,
-                What::Proposed {
-                    parent: None,
-                    proposer: "rules".into(),
-                    label: label.into(),
-                    repair_of: None,
-                    prompt_sha: None,
-                    answer: None,
-                    tokens: 0,
-                    rewrite: String::new(),
-                    requires: Vec::new(),
-                },
-            )
-        };
-        let judged = |attempt, gpu: &str, speedup| {
-            event(
-                attempt,
-                What::Judged {
-                    gpu: gpu.into(),
-                    verdict: Verdict::Valid {
-                        speedup,
-                        time_us: 1.0,
-                        reference_us: speedup,
-                        pipeline: "O3".into(),
-                        candidate: None,
-                        trials: 1,
-                        simulated: false,
-                        values: Default::default(),
-                        reference_speedup: Some(1.0),
-                        checked: Vec::new(),
-                    },
-                },
-            )
-        };
-        let events = [
-            proposed(1, "rules: shared-tiling"),
-            judged(1, "H200", 1.5),
-            proposed(2, "rules: shared-tiling"),
-            judged(2, "H200", 1.52),
-            proposed(3, "rules: restrict"),
-            judged(3, "H200", 0.9),
-            proposed(4, "rules: unroll-4"),
-            event(
-                4,
-                What::Refused {
-                    reason: "no loop".into(),
-                },
-            ),
-            proposed(5, "rules: register-accumulator"),
-            judged(5, "H100", 2.0),
-        ];
-        let tried = tried_rules(&fold(&events).1, "H200");
+        use crate::store::fixtures::{judged_rule, valid_verdict};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let kernel = "00112233aabbccdd";
+        for (attempt, label, gpu, speedup) in [
+            (1, "rules: shared-tiling", "H200", Some(1.5)),
+            (2, "rules: shared-tiling", "H200", Some(1.52)),
+            (3, "rules: restrict", "H200", Some(0.9)),
+            (4, "rules: unroll-4", "H200", None),
+            (5, "rules: register-accumulator", "H100", Some(2.0)),
+        ] {
+            judged_rule(
+                &store,
+                kernel,
+                (attempt, label),
+                gpu,
+                speedup.map(valid_verdict),
+            );
+        }
+        let tried = pending_attempts(&store, &kernel.into(), "H200").tried;
         assert_eq!(
             tried,
             [

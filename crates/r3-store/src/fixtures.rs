@@ -105,6 +105,24 @@ pub fn judged_attempt(
     gpu: &str,
     verdict: crate::attempts::Verdict,
 ) {
+    judged_rule(
+        store,
+        kernel,
+        (attempt, "shared-tiling"),
+        gpu,
+        Some(verdict),
+    );
+}
+
+/// Attempt `attempt` of `kernel`'s log in `store`: `label` proposed by the rules, then
+/// `verdict` on `gpu`, or, where None, refused.
+pub fn judged_rule(
+    store: &crate::Store,
+    kernel: &str,
+    (attempt, label): (u32, &str),
+    gpu: &str,
+    verdict: Option<crate::attempts::Verdict>,
+) {
     use crate::attempts::{Event, What};
     let mut log = store.open_attempts(&kernel.into()).unwrap();
     let event = |what| Event {
@@ -116,7 +134,7 @@ pub fn judged_attempt(
     let proposed = What::Proposed {
         parent: None,
         proposer: "rules".into(),
-        label: "shared-tiling".into(),
+        label: label.into(),
         repair_of: None,
         prompt_sha: None,
         answer: None,
@@ -125,9 +143,14 @@ pub fn judged_attempt(
         requires: Vec::new(),
     };
     log.append(&event(proposed)).unwrap();
-    let judged = What::Judged {
-        gpu: gpu.into(),
-        verdict,
+    let outcome = match verdict {
+        Some(verdict) => What::Judged {
+            gpu: gpu.into(),
+            verdict,
+        },
+        None => What::Refused {
+            reason: "made up".into(),
+        },
     };
-    log.append(&event(judged)).unwrap();
+    log.append(&event(outcome)).unwrap();
 }
