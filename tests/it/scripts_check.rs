@@ -246,7 +246,8 @@ fn bench_egraph_size_exits_1_where_a_size_misses_its_goal() {
 }
 
 /// rewrite-repeats sorts a deadline's rewrite attempts by whether they repeat a rule on their
-/// kernel, a find beating the kernel's best before it by 5%, and adds up their seconds.
+/// kernel, a find beating the kernel's best before it by 5%, and adds up their seconds and
+/// their finds' gains over that best.
 #[test]
 fn rewrite_repeats_counts_a_repeat_after_a_miss_apart() {
     let dir = tempfile::tempdir().unwrap();
@@ -310,7 +311,11 @@ fn rewrite_repeats_counts_a_repeat_after_a_miss_apart() {
             })
             .unwrap_or_else(|| panic!("no {kind} row:\n{t}"))
     };
-    assert_eq!(row("first of its rule"), "4 attempts 1 finds 18.5 s", "{t}");
+    assert_eq!(
+        row("first of its rule"),
+        "4 attempts 1 finds 18.5 s gains 1.500x",
+        "{t}"
+    );
     assert_eq!(
         row("repeat after a miss"),
         "1 attempts 0 finds 6.0 s",
@@ -318,7 +323,7 @@ fn rewrite_repeats_counts_a_repeat_after_a_miss_apart() {
     );
     assert_eq!(
         row("repeat after a find"),
-        "1 attempts 1 finds 9.0 s",
+        "1 attempts 1 finds 9.0 s gains 1.067x",
         "{t}"
     );
     let none = script("rewrite-repeats", &[], &[]);
