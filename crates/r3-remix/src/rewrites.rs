@@ -161,14 +161,15 @@ pub struct RewriteOutcome {
     pub pending: Option<Vec<u32>>,
     /// The rule of each attempt of `pending`, where it is given.
     pub pending_rules: Option<Vec<String>>,
-    /// Each new attempt judged: its rule, whether it has knobs, and whether it found.
+    /// Each new attempt (refused or not compiled too): its rule, whether it has knobs, and
+    /// whether it found.
     pub rules: Vec<Tried>,
     /// What the attempt said on its way (its proposal, compile and verdict), for tune's
     /// progress.
     pub said: Vec<String>,
 }
 
-/// One attempt a rewrite slice judged, as the arm tallies it.
+/// One attempt a rewrite slice made, as the arm tallies it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tried {
     /// Its proposer's label ("rules: restrict").
@@ -437,7 +438,7 @@ pub fn pending_attempts(store: &Store, kernel: &KernelHash, gpu: &str) -> Pendin
 
 /// The attempts of `attempts` that came to an outcome on `gpu` (judged there, or refused or
 /// not compiled, as [`history`] counts them), by rule: a find beats every attempt judged before
-/// it by [`FOUND`] (and the original's best compiler-only build), as the arm counts one.
+/// it by [`FOUND`] (and the original's best compiler-only build), each at its speedup as judged.
 fn tried_rules(attempts: &[Attempt], gpu: &str) -> BTreeMap<String, RuleTally> {
     let mut tried: BTreeMap<String, RuleTally> = BTreeMap::new();
     let mut best = 1.0_f64;
@@ -564,8 +565,9 @@ fn chance_at(r: &RewriteArm, i: usize) -> f64 {
 /// row-walk run of 2026-12-01 (H200), 81 attempts repeated a rule that had missed on their
 /// kernel (a template on `restrict`'s rewrite after the template alone, `unroll-4` on a
 /// template after `unroll-4` alone) and none found, where 23 of the 138 first attempts of a
-/// rule on a kernel did; in Y9 they were 46 of its 121 attempts. After a find the rule is
-/// priced as before: 4 of those 17 repeats found again (syrk's template on `restrict`).
+/// rule on a kernel did; in Y9 they were 46 of its 121 attempts. A rule that found keeps its
+/// chance (4 of its 17 repeats found again), and is hoped to refine its find
+/// ([`REPEAT_AFTER_FIND_GAIN`]).
 pub const REPEAT_AFTER_MISS: f64 = 0.1;
 
 /// [`REPEAT_AFTER_MISS`] where `rule` has been judged on `r`'s kernel and never found there,
