@@ -995,7 +995,7 @@ pub fn table_line(a: &Allocation) -> Option<String> {
     let priced: Vec<&RewriteArm> = a.arms.iter().filter_map(|k| k.rewrite.as_ref()).collect();
     let r = priced.first()?;
     Some(format!(
-        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% ({:.0}% with knobs) and brings {} ({} with knobs; {}), at most the square root of what is left above streaming its data once; --no-rewrites turns them off",
+        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% ({:.0}% with knobs) and brings {} ({} with knobs; {}), at most the square root of what is left above streaming its data once; a rule that missed on a kernel is tried there again at {:.0}% of that chance, one that found is hoped to bring at most {} more; --no-rewrites turns them off",
         std::env::var("R3_LLM_URL")
             .ok()
             .filter(|v| !v.is_empty())
@@ -1006,7 +1006,9 @@ pub fn table_line(a: &Allocation) -> Option<String> {
         100.0 * r.knobs_p.unwrap_or(r.p),
         crate::store::speed::times(r.gain),
         crate::store::speed::times(r.knobs_gain.unwrap_or(r.gain)),
-        r.from
+        r.from,
+        100.0 * REPEAT_AFTER_MISS,
+        crate::store::speed::times(REPEAT_AFTER_FIND_GAIN),
     ) + &reuse_words(&priced))
 }
 
@@ -1452,6 +1454,25 @@ pub(crate) mod tests {
         tally_rule(&mut r, &plain("rules: restrict", false));
         assert_eq!(r.rules["rules: restrict"], tally(2, 1));
         assert_eq!(repeat_lift(&r, "rules: unroll-4"), 1.0, "a rule not tried");
+    }
+
+    /// The allocation table's rewrite line says how repeats of a rule on a kernel are priced.
+    #[test]
+    fn the_table_says_how_a_rules_repeats_are_priced() {
+        let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
+        assert_eq!(table_line(&a), None, "no arm priced");
+        a.arms.push(Arm {
+            rewrite: Some(priced()),
+            ..warm_arm()
+        });
+        let line = table_line(&a).unwrap();
+        let times = crate::store::speed::times(REPEAT_AFTER_FIND_GAIN);
+        assert!(
+            line.contains(
+                "a rule that missed on a kernel is tried there again at 10% of that chance"
+            ) && line.contains(&format!("hoped to bring at most {times} more")),
+            "{line}"
+        );
     }
 
     /// The kernel's attempt log gives what was judged on this GPU by rule, a find beating every
