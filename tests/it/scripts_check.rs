@@ -330,6 +330,71 @@ fn rewrite_repeats_counts_a_repeat_after_a_miss_apart() {
     assert_eq!(none.status.code(), Some(2), "{}", text(&none));
 }
 
+/// bench-templates keep-rule leaves one rule's attempts in a store's evolve logs, the origin
+/// with them (--first: each kernel's first), and drops the kernels that have none.
+#[test]
+fn bench_templates_keeps_one_rules_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = |kernel: &str, labels: &[&str]| {
+        let d = dir.path().join("evolve").join(kernel);
+        std::fs::create_dir_all(&d).unwrap();
+        let mut lines = vec![r#"{"format":1,"attempt":0,"unix_ms":0,"event":"origin","file":"k.cu","code":"","cell":""}"#.to_owned()];
+        for (i, label) in labels.iter().enumerate() {
+            let n = i + 1;
+            lines.push(format!(r#"{{"format":1,"attempt":{n},"unix_ms":0,"event":"proposed","parent":null,"proposer":"rules","label":"rules: {label}","tokens":0,"rewrite":""}}"#));
+            lines.push(format!(
+                r#"{{"format":1,"attempt":{n},"unix_ms":0,"event":"refused","reason":"r"}}"#
+            ));
+        }
+        std::fs::write(d.join("attempts.jsonl"), lines.join("\n") + "\n").unwrap();
+    };
+    let attempts = |kernel: &str| -> Vec<u64> {
+        let text = std::fs::read_to_string(
+            dir.path()
+                .join("evolve")
+                .join(kernel)
+                .join("attempts.jsonl"),
+        )
+        .unwrap();
+        let mut ids: Vec<u64> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["attempt"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        ids.dedup();
+        ids
+    };
+    let store = dir.path().to_str().unwrap();
+    for first in [false, true] {
+        log(
+            "aaaa",
+            &["restrict", "shared-tiling", "unroll-4", "shared-tiling"],
+        );
+        log("bbbb", &["restrict"]);
+        let args: &[&str] = if first {
+            &["keep-rule", store, "shared-tiling", "--first"]
+        } else {
+            &["keep-rule", store, "shared-tiling"]
+        };
+        let out = script("bench-templates", args, &[]);
+        let t = text(&out);
+        assert!(out.status.success(), "{t}");
+        assert_eq!(
+            attempts("aaaa"),
+            if first { vec![0, 2] } else { vec![0, 2, 4] },
+            "{t}"
+        );
+        assert!(!dir.path().join("evolve/bbbb").exists(), "{t}");
+        assert!(
+            t.contains(&format!("{} attempt(s) kept", if first { 1 } else { 2 })),
+            "{t}"
+        );
+    }
+}
+
 /// The red team's table over a store whose one hack was judged as `message` says.
 fn redteam_table(message: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
