@@ -244,10 +244,8 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
         let shape = crate::transfer::shape_of(store, &TrialsKey::of_kernel(&kernel));
         let attempts = fold(&events).1;
         for a in &attempts {
-            let speedup = match a.verdict(Some(gpu)) {
-                Some(v) => v.speedup(),
-                None if a.refused.is_some() || a.diagnostics.is_some() => None,
-                None => continue,
+            let Some(speedup) = outcome(a, gpu) else {
+                continue;
             };
             let builds = match &a.compiled {
                 None => 0,
@@ -263,6 +261,17 @@ pub fn history(store: &Store, gpu: &str) -> Vec<Past> {
         }
     }
     out
+}
+
+/// What attempt `a` came to on `gpu`: None where nothing yet (compiled, not judged there);
+/// its speedup where judged valid there; Some(None) where judged wrong, refused or not
+/// compiled (which happen on any GPU).
+fn outcome(a: &Attempt, gpu: &str) -> Option<Option<f64>> {
+    match a.verdict(Some(gpu)) {
+        Some(v) => Some(v.speedup()),
+        None if a.refused.is_some() || a.diagnostics.is_some() => Some(None),
+        None => None,
+    }
 }
 
 /// The rewrite arm of `kernel` as an allocation starts: its price, from the history of kernels
@@ -443,10 +452,8 @@ fn tried_rules(attempts: &[Attempt], gpu: &str) -> BTreeMap<String, RuleTally> {
     let mut tried: BTreeMap<String, RuleTally> = BTreeMap::new();
     let mut best = 1.0_f64;
     for a in attempts {
-        let speedup = match a.verdict(Some(gpu)) {
-            Some(v) => v.speedup().unwrap_or(0.0),
-            None if a.refused.is_some() || a.diagnostics.is_some() => 0.0,
-            None => continue,
+        let Some(speedup) = outcome(a, gpu).map(|s| s.unwrap_or(0.0)) else {
+            continue;
         };
         let t = tried.entry(a.label.clone()).or_default();
         t.attempts += 1;
@@ -573,10 +580,18 @@ pub const REPEAT_AFTER_MISS: f64 = 0.1;
 /// [`REPEAT_AFTER_MISS`] where `rule` has been judged on `r`'s kernel and never found there,
 /// else 1.
 pub fn repeat_lift(r: &RewriteArm, rule: &str) -> f64 {
-    match r.tried.get(rule) {
-        Some(t) if t.attempts > 0 && t.found == 0 => REPEAT_AFTER_MISS,
-        _ => 1.0,
+    if missed_here(r, rule) {
+        REPEAT_AFTER_MISS
+    } else {
+        1.0
     }
+}
+
+/// Whether `rule` has been tried on `r`'s kernel and never found there.
+fn missed_here(r: &RewriteArm, rule: &str) -> bool {
+    r.tried
+        .get(rule)
+        .is_some_and(|t| t.attempts > 0 && t.found == 0)
 }
 
 /// How much likelier an attempt of `rule` is to find than an attempt of any rule without knobs,
@@ -951,7 +966,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
 /// missed on the kernel: such repeats are priced apart ([`repeat_lift`]), and counting their
 /// misses would price the rule's first attempts on other kernels down with them.
 fn tally_rule(r: &mut RewriteArm, t: &Tried) {
-    let repeat = repeat_lift(r, &t.rule) < 1.0;
+    let repeat = missed_here(r, &t.rule);
     let tried = r.tried.entry(t.rule.clone()).or_default();
     tried.attempts += 1;
     tried.found += u32::from(t.found);
