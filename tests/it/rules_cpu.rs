@@ -954,3 +954,150 @@ fn shared_tiling_keeps_syrk_bit_identical_at_every_tile_depth_and_grouping() {
         .collect();
     tiling_matches_the_original(&SYRK, [32, 8, 1], &builds);
 }
+
+/// out = in^T as corpus/transpose_naive.cu computes it: the column write the staged-store rule
+/// reorders.
+const TRANSPOSE: Subject = Subject {
+    name: "transpose_naive_kernel",
+    source: r#"__global__ void transpose_naive_kernel(int rows, int cols, const float* __restrict__ in,
+                                       float* __restrict__ out) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  int r = blockIdx.y * blockDim.y + threadIdx.y;
+  if (r < rows && c < cols) out[static_cast<size_t>(c) * rows + r] = in[static_cast<size_t>(r) * cols + c];
+}"#,
+    driver: r#"
+  struct Case { int rows, cols, bx, by; };
+  for (Case c : {Case{37, 45, 32, 8}, Case{64, 64, 32, 8}, Case{8, 32, 32, 8}, Case{45, 37, 16, 16},
+                 Case{33, 70, 32, 8}, Case{20, 9, 4, 4}}) {
+    auto in = r3cpu::random_floats(c.rows * c.cols, 81);
+    std::vector<float> out(c.rows * c.cols + 3, -7.0f);
+    dim3 grid((c.cols + c.bx - 1) / c.bx, (c.rows + c.by - 1) / c.by);
+    r3cpu::launch(kernel, grid, dim3(c.bx, c.by), c.rows, c.cols, in.data(), out.data());
+    char what[64];
+    std::snprintf(what, sizeof what, "rows=%d cols=%d block=%dx%d out", c.rows, c.cols, c.bx, c.by);
+    r3cpu::dump(variant, what, out.data(), out.size());
+  }
+"#,
+};
+
+/// A scaled transpose in doubles behind a guard that returns, its index in a local.
+const TRANSPOSE_SCALED: Subject = Subject {
+    name: "scaled_t",
+    source: r#"__global__ void scaled_t(int n, int m, double alpha, const double *a, double *b) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.y * blockDim.y + threadIdx.y;
+  if (i >= n || j >= m) return;
+  size_t o = (size_t)j * n + i;
+  b[o] = alpha * a[(size_t)i * m + j];
+}"#,
+    driver: r#"
+  struct Case { int n, m, bx, by; };
+  for (Case c : {Case{37, 45, 16, 16}, Case{32, 16, 16, 16}, Case{45, 37, 8, 4}, Case{17, 3, 16, 16}}) {
+    auto f = r3cpu::random_floats(c.n * c.m, 82);
+    std::vector<double> a(f.begin(), f.end()), b(c.n * c.m + 2, -7.0);
+    dim3 grid((c.m + c.bx - 1) / c.bx, (c.n + c.by - 1) / c.by);
+    r3cpu::launch(kernel, grid, dim3(c.bx, c.by), c.n, c.m, 1.5, a.data(), b.data());
+    std::vector<float> low(b.begin(), b.end());
+    char what[64];
+    std::snprintf(what, sizeof what, "n=%d m=%d block=%dx%d b", c.n, c.m, c.bx, c.by);
+    r3cpu::dump(variant, what, low.data(), low.size());
+  }
+"#,
+};
+
+/// The staged-store rule against the original, on the CPU: blocks of the recorded shape take
+/// the staged path (counted through a probe on its shape test), the others the original code;
+/// every element must come out the same, and none that the original leaves alone be written.
+fn staged_matches_the_original(s: &Subject, block: [u32; 3]) {
+    let facts = Facts {
+        pointers_disjoint: None,
+        block: Some(block),
+    };
+    let staged = rules::rule("staged-store")
+        .unwrap()
+        .apply(s.source, &facts)
+        .unwrap_or_else(|| panic!("staged-store does not apply to {}", s.name));
+    let shape = format!(
+        "if (blockDim.x == {} && blockDim.y == {} && blockDim.z == 1) {{",
+        block[0], block[1]
+    );
+    let probed = staged.replacen(
+        &shape,
+        &format!("if (r3_probe({})) {{", &shape[4..shape.len() - 3]),
+        1,
+    );
+    assert!(probed.contains("if (r3_probe(blockDim.x =="), "{probed}");
+    let code = format!(
+        "{PROBE}namespace r3_variant0 {{\n{}\n}}\nnamespace r3_variant1 {{\n{probed}\n}}\n",
+        s.source
+    );
+    let main = format!(
+        "  auto run = [&](auto kernel, const char *variant) {{\n{}\n  }};\n  run(&r3_variant0::{n}, \"original\");\n  run(&r3_variant1::{n}, \"staged\");\n  std::printf(\"taken %ld skipped %ld\\n\", r3_taken, r3_skipped);\n",
+        s.driver,
+        n = s.name
+    );
+    let stdout = run_on_cpu(&code, &main, &[]);
+    assert_same(&stdout, "original", Compare::Exact);
+    let counts: Vec<i64> = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("taken "))
+        .unwrap()
+        .split(" skipped ")
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(counts[0] > 0, "{}: no block took the staged path", s.name);
+    assert!(counts[1] > 0, "{}: no block fell back", s.name);
+}
+
+#[test]
+fn staged_store_keeps_a_naive_transpose_bit_identical_on_edges_and_other_shapes() {
+    staged_matches_the_original(&TRANSPOSE, [32, 8, 1]);
+}
+
+#[test]
+fn staged_store_keeps_a_guarded_scaled_transpose_bit_identical() {
+    staged_matches_the_original(&TRANSPOSE_SCALED, [16, 16, 1]);
+}
+
+/// The comparison finds a staged path whose threads write each other's values.
+#[test]
+fn a_staged_store_writing_the_wrong_slot_is_found() {
+    let wrong = Subject {
+        source: Box::leak(
+            rules::rule("staged-store")
+                .unwrap()
+                .apply(
+                    TRANSPOSE.source,
+                    &Facts {
+                        pointers_disjoint: None,
+                        block: Some([32, 8, 1]),
+                    },
+                )
+                .unwrap()
+                .replace(
+                    "*r3_to = r3_st_value[r3_e / 8][r3_e % 8]",
+                    "*r3_to = r3_st_value[r3_e / 8][(r3_e + 1) % 8]",
+                )
+                .into_boxed_str(),
+        ),
+        ..TRANSPOSE
+    };
+    assert!(wrong.source.contains("(r3_e + 1) % 8"), "{}", wrong.source);
+    let code = format!(
+        "{PROBE}namespace r3_variant0 {{\n{}\n}}\nnamespace r3_variant1 {{\n{}\n}}\n",
+        TRANSPOSE.source, wrong.source
+    );
+    let main = format!(
+        "  auto run = [&](auto kernel, const char *variant) {{\n{}\n  }};\n  run(&r3_variant0::{n}, \"original\");\n  run(&r3_variant1::{n}, \"wrong\");\n",
+        TRANSPOSE.driver,
+        n = TRANSPOSE.name
+    );
+    let stdout = run_on_cpu(&code, &main, &[]);
+    let message = std::panic::catch_unwind(|| assert_same(&stdout, "original", Compare::Exact))
+        .expect_err("a wrong slot must differ");
+    let text = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(text.contains("differs from original"), "{text}");
+}

@@ -43,6 +43,7 @@ pub mod rewrite;
 pub mod rules;
 pub mod run;
 pub mod source;
+pub mod staging;
 pub mod tiling;
 pub mod vector;
 

@@ -36,6 +36,12 @@ pub const RULES: &[Rule] = &[
         apply: super::tiling::shared_tiling,
     },
     Rule {
+        name: "staged-store",
+        why: "a thread's one store, strided across the warp (a naive transpose's column write), goes through shared memory in blocks of the recorded shape: each thread computes its value and address as before, and after a barrier the block's threads write them in the order that puts consecutive threads on consecutive elements; other blocks run the original code",
+        requires: &[],
+        apply: super::staging::staged_store,
+    },
+    Rule {
         name: "unroll-constant",
         why: "`#pragma unroll` on innermost loops whose bound is a literal",
         requires: &[],

@@ -55,7 +55,7 @@ const CAST_WORDS: &[&str] = &[
     "uint64_t",
 ];
 
-const TYPE_WORDS: &[&str] = &[
+pub(crate) const TYPE_WORDS: &[&str] = &[
     "int",
     "unsigned",
     "long",
@@ -73,7 +73,7 @@ const TYPE_WORDS: &[&str] = &[
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Axis {
+pub(crate) enum Axis {
     X,
     Y,
     None,
@@ -81,9 +81,9 @@ enum Axis {
 
 /// A thread coordinate variable: its name, axis and declared type.
 #[derive(Debug, Clone)]
-struct Coord {
-    name: String,
-    axis: Axis,
+pub(crate) struct Coord {
+    pub(crate) name: String,
+    pub(crate) axis: Axis,
     ty: String,
     /// The block extent it is computed with where that is not `blockDim` (`blockIdx.x *
     /// TILE + threadIdx.x`): the tiled path is taken only where it equals the recorded one.
@@ -273,12 +273,12 @@ fn elem_bytes(elem: &str) -> u32 {
     }
 }
 
-fn span_text(p: &Parsed, r: Range<usize>) -> String {
+pub(crate) fn span_text(p: &Parsed, r: Range<usize>) -> String {
     p.src[p.toks[r.start].span.0..p.toks[r.end - 1].span.1].to_owned()
 }
 
 /// Top-level statements of a token range: (token range of each, ending at its last token).
-fn statements(p: &Parsed, r: Range<usize>) -> Vec<Range<usize>> {
+pub(crate) fn statements(p: &Parsed, r: Range<usize>) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut i = r.start;
     while i < r.end {
@@ -294,7 +294,7 @@ fn statements(p: &Parsed, r: Range<usize>) -> Vec<Range<usize>> {
 }
 
 /// The token after the statement that starts at `i`.
-fn statement_end(p: &Parsed, i: usize, limit: usize) -> usize {
+pub(crate) fn statement_end(p: &Parsed, i: usize, limit: usize) -> usize {
     let m = |j: usize| source::matching(p.src, &p.toks, j).map_or(limit, |c| c + 1);
     match p.w(i) {
         "{" => m(i),
@@ -328,7 +328,7 @@ fn statement_end(p: &Parsed, i: usize, limit: usize) -> usize {
 }
 
 /// How many leading statements are declarations, and the thread coordinates among them.
-fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) {
+pub(crate) fn prefix_and_coords(p: &Parsed, stmts: &[Range<usize>]) -> (usize, Vec<Coord>) {
     let mut coords = Vec::new();
     let mut n = 0;
     for s in stmts {
@@ -465,7 +465,7 @@ fn type_text(p: &Parsed, r: Range<usize>) -> String {
 
 /// Whether `name`, declared at token `decl`, is assigned, stepped or has its address taken
 /// anywhere in the kernel's body.
-fn assigned_again(p: &Parsed, name: &str, decl: usize) -> bool {
+pub(crate) fn assigned_again(p: &Parsed, name: &str, decl: usize) -> bool {
     p.kernel.body.clone().any(|i| {
         i != decl
             && p.w(i) == name
@@ -803,7 +803,7 @@ fn needed(derived: &[Derived], used: &[&str]) -> Vec<Derived> {
 /// Whether the index moves by one element when `var` does (the coordinate fixed): then a
 /// tile is loaded along `k`, else along the coordinate. Evaluated on sample values, with the
 /// casts taken out; an index it cannot evaluate counts as not contiguous in `k`.
-fn unit_stride(index: &str, var: &str, coord: Option<&str>) -> bool {
+pub(crate) fn unit_stride(index: &str, var: &str, coord: Option<&str>) -> bool {
     use evalexpr::{ContextWithMutableVariables, DefaultNumericTypes, HashMapContext, Value};
     let Ok(toks) = source::lex(index) else {
         return false;
