@@ -992,7 +992,8 @@ const TRANSPOSE_SCALED: Subject = Subject {
 }"#,
     driver: r#"
   struct Case { int n, m, bx, by; };
-  for (Case c : {Case{37, 45, 16, 16}, Case{32, 16, 16, 16}, Case{45, 37, 8, 4}, Case{17, 3, 16, 16}}) {
+  for (Case c : {Case{37, 45, 16, 16}, Case{32, 16, 16, 16}, Case{45, 37, 8, 4}, Case{17, 3, 16, 16},
+                 Case{70, 9, 4, 32}}) {
     auto f = r3cpu::random_floats(c.n * c.m, 82);
     std::vector<double> a(f.begin(), f.end()), b(c.n * c.m + 2, -7.0);
     dim3 grid((c.m + c.bx - 1) / c.bx, (c.n + c.by - 1) / c.by);
@@ -1007,8 +1008,9 @@ const TRANSPOSE_SCALED: Subject = Subject {
 
 /// The staged-store rule against the original, on the CPU: blocks of the recorded shape take
 /// the staged path (counted through a probe on its shape test), the others the original code;
-/// every element must come out the same, and none that the original leaves alone be written.
-fn staged_matches_the_original(s: &Subject, block: [u32; 3]) {
+/// every element must come out the same, and none that the original leaves alone be written,
+/// at each of the `grouped` values of the knob that groups blocks.
+fn staged_matches_the_original(s: &Subject, block: [u32; 3], grouped: usize) {
     let facts = Facts {
         pointers_disjoint: None,
         block: Some(block),
@@ -1036,27 +1038,52 @@ fn staged_matches_the_original(s: &Subject, block: [u32; 3]) {
         s.driver,
         n = s.name
     );
-    let stdout = run_on_cpu(&code, &main, &[]);
-    assert_same(&stdout, "original", Compare::Exact);
-    let counts: Vec<i64> = stdout
+    // Each group the knob offers (1: every block writes its own), partial groups at the grid's
+    // edge among them.
+    let groups: Vec<String> = staged
         .lines()
-        .find_map(|l| l.strip_prefix("taken "))
-        .unwrap()
-        .split(" skipped ")
-        .map(|n| n.parse().unwrap())
-        .collect();
-    assert!(counts[0] > 0, "{}: no block took the staged path", s.name);
-    assert!(counts[1] > 0, "{}: no block fell back", s.name);
+        .find_map(|l| l.strip_prefix("R3_PARAM(R3_SG, "))
+        .map(|v| {
+            v.trim_end_matches(')')
+                .split(", ")
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_else(|| vec!["1".to_owned()]);
+    assert_eq!(groups.len(), grouped, "{staged}");
+    for group in &groups {
+        let stdout = run_on_cpu(&code, &main, &[("R3_SG", group)]);
+        assert_same(&stdout, "original", Compare::Exact);
+        let counts: Vec<i64> = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("taken "))
+            .unwrap()
+            .split(" skipped ")
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert!(
+            counts[0] > 0,
+            "{} R3_SG={group}: no block took the staged path",
+            s.name
+        );
+        assert!(
+            counts[1] > 0,
+            "{} R3_SG={group}: no block fell back",
+            s.name
+        );
+    }
 }
 
 #[test]
 fn staged_store_keeps_a_naive_transpose_bit_identical_on_edges_and_other_shapes() {
-    staged_matches_the_original(&TRANSPOSE, [32, 8, 1]);
+    staged_matches_the_original(&TRANSPOSE, [32, 8, 1], 2);
 }
 
 #[test]
 fn staged_store_keeps_a_guarded_scaled_transpose_bit_identical() {
-    staged_matches_the_original(&TRANSPOSE_SCALED, [16, 16, 1]);
+    staged_matches_the_original(&TRANSPOSE_SCALED, [16, 16, 1], 2);
+    // Blocks a whole column high: nothing to group.
+    staged_matches_the_original(&TRANSPOSE_SCALED, [4, 32, 1], 1);
 }
 
 /// The comparison finds a staged path whose threads write each other's values.
@@ -1075,14 +1102,18 @@ fn a_staged_store_writing_the_wrong_slot_is_found() {
                 )
                 .unwrap()
                 .replace(
-                    "*r3_to = r3_st_value[r3_e / 8][r3_e % 8]",
-                    "*r3_to = r3_st_value[r3_e / 8][(r3_e + 1) % 8]",
+                    "*r3_to = r3_st_value[r3_e / (8 * R3_SG)][r3_e % (8 * R3_SG)]",
+                    "*r3_to = r3_st_value[r3_e / (8 * R3_SG)][(r3_e + 1) % (8 * R3_SG)]",
                 )
                 .into_boxed_str(),
         ),
         ..TRANSPOSE
     };
-    assert!(wrong.source.contains("(r3_e + 1) % 8"), "{}", wrong.source);
+    assert!(
+        wrong.source.contains("(r3_e + 1) % (8 * R3_SG)"),
+        "{}",
+        wrong.source
+    );
     let code = format!(
         "{PROBE}namespace r3_variant0 {{\n{}\n}}\nnamespace r3_variant1 {{\n{}\n}}\n",
         TRANSPOSE.source, wrong.source
@@ -1092,7 +1123,7 @@ fn a_staged_store_writing_the_wrong_slot_is_found() {
         TRANSPOSE.driver,
         n = TRANSPOSE.name
     );
-    let stdout = run_on_cpu(&code, &main, &[]);
+    let stdout = run_on_cpu(&code, &main, &[("R3_SG", "4")]);
     let message = std::panic::catch_unwind(|| assert_same(&stdout, "original", Compare::Exact))
         .expect_err("a wrong slot must differ");
     let text = message

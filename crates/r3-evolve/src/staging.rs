@@ -8,6 +8,12 @@
 //! consecutive rows of one column: where the original's warp touched 32 sectors for 32 values,
 //! it touches 32 / BY. Other blocks (other shapes) run the original code.
 //!
+//! Where `32 / BY` blocks fit along y, the knob `R3_SG` (1 or that many) groups them: the first
+//! block of each group runs the body once for each block of the group, under a local
+//! `blockIdx` that shadows the built-in one, and writes the group's columns in runs of 32, as a
+//! hand-tiled transpose does; the group's other blocks return. The knob is left out where a
+//! callee reads `blockIdx` (it would see the real one).
+//!
 //! Sound without facts about the pointers: the store is the thread's last action and its only
 //! write to memory, and the kernel has no barrier of its own, so no other thread may read the
 //! element without a race in the original. The value and the address are computed by the
@@ -288,7 +294,27 @@ fn locals_before(p: &Parsed, until: usize) -> Vec<(String, String)> {
     out
 }
 
-/// The kernel with the staged path in front of its body.
+/// The knob that groups blocks along y, and the longest run of a column it aims at (32
+/// elements: a 128-byte line of floats).
+const GROUP_KNOB: &str = "R3_SG";
+const RUN: u32 = 32;
+
+/// How many blocks along y one block may stage for: `RUN / by` where that is a whole number
+/// above 1 and nothing outside the kernel's body reads `blockIdx` (the grouped path runs the
+/// body under a local `blockIdx` of each block of the group, which a callee would not see).
+fn group_of(p: &Parsed, by: u32) -> Option<u32> {
+    let outside = p
+        .toks
+        .iter()
+        .enumerate()
+        .any(|(i, t)| t.text(p.src) == "blockIdx" && !p.kernel.body.contains(&i));
+    (by < RUN && RUN.is_multiple_of(by) && !outside).then_some(RUN / by)
+}
+
+/// The kernel with the staged path in front of its body: where blocks can be grouped, the
+/// first block of each `R3_SG` along y runs the body once for each block of its group (under
+/// a local `blockIdx`), so that a column's run is `by * R3_SG` elements long; the others
+/// return. `R3_SG` is a knob (1 or the group): the judge decides.
 fn staged(p: &Parsed, s: &Store, elem: &str, bx: u32, by: u32) -> String {
     let body = p.kernel.body.clone();
     let (open_end, close) = (p.toks[body.start - 1].span.1, p.toks[body.end].span.0);
@@ -310,28 +336,59 @@ fn staged(p: &Parsed, s: &Store, elem: &str, bx: u32, by: u32) -> String {
     let inner = text::edit(&p.src[open_end..close], edits);
     let first = p.toks[body.start].span.0;
     let (ind, _) = text::indent_at(p.src, first);
-    let inner = inner.trim_end().replace('\n', &format!("\n  {ind}"));
+    let inner = inner.trim_end().replace('\n', &format!("\n      {ind}"));
+    let group = group_of(p, by);
+    let sg = if group.is_some() { GROUP_KNOB } else { "1" };
+    let rows = format!("{by} * {sg}");
     // An odd row length: a warp's slot writes (threadIdx.x apart by a row) fall in distinct banks.
-    let len = if by.is_multiple_of(2) { by + 1 } else { by };
+    let len = format!("{rows} + 1 - ({rows}) % 2");
     let path = format!(
-        "// r3: blocks of the recorded shape ({bx}x{by}) stage each thread's store in shared memory; thread e then writes slot (e / {by}, e % {by}), so {by} consecutive threads write consecutive elements. Other blocks run the code below.\n\
+        "// r3: blocks of the recorded shape ({bx}x{by}) stage each thread's store in shared memory and write the stores a column at a time ({rows} elements), consecutive threads on consecutive elements{grouped}. Other blocks run the code below.\n\
 {ind}if (blockDim.x == {bx} && blockDim.y == {by} && blockDim.z == 1) {{\n\
 {ind}  __shared__ {elem} r3_st_value[{bx}][{len}];\n\
 {ind}  __shared__ {elem} *r3_st_at[{bx}][{len}];\n\
-{ind}  {elem} r3_value{{}};\n\
-{ind}  {elem} *r3_at = nullptr;\n\
-{ind}  do {{{inner}\n\
-{ind}  }} while (0);\n\
-{ind}  r3_st_value[threadIdx.x][threadIdx.y] = r3_value;\n\
-{ind}  r3_st_at[threadIdx.x][threadIdx.y] = r3_at;\n\
+{ind}  const unsigned r3_first = blockIdx.y - blockIdx.y % {sg};\n\
+{ind}  if (blockIdx.y != r3_first) return;\n\
+{ind}  const unsigned r3_bx = blockIdx.x, r3_bz = blockIdx.z;\n\
+{ind}  #pragma unroll\n\
+{ind}  for (unsigned r3_g = 0; r3_g < {sg}; ++r3_g) {{\n\
+{ind}    {elem} r3_value{{}};\n\
+{ind}    {elem} *r3_at = nullptr;\n\
+{ind}    if (r3_first + r3_g < gridDim.y) {{\n\
+{ind}      const uint3 blockIdx = {{r3_bx, r3_first + r3_g, r3_bz}};\n\
+{ind}      do {{{inner}\n\
+{ind}      }} while (0);\n\
+{ind}    }}\n\
+{ind}    r3_st_value[threadIdx.x][r3_g * {by} + threadIdx.y] = r3_value;\n\
+{ind}    r3_st_at[threadIdx.x][r3_g * {by} + threadIdx.y] = r3_at;\n\
+{ind}  }}\n\
 {ind}  __syncthreads();\n\
-{ind}  const unsigned r3_e = threadIdx.y * {bx} + threadIdx.x;\n\
-{ind}  {elem} *const r3_to = r3_st_at[r3_e / {by}][r3_e % {by}];\n\
-{ind}  if (r3_to) *r3_to = r3_st_value[r3_e / {by}][r3_e % {by}];\n\
+{ind}  #pragma unroll\n\
+{ind}  for (unsigned r3_q = 0; r3_q < {sg}; ++r3_q) {{\n\
+{ind}    const unsigned r3_e = (r3_q * {by} + threadIdx.y) * {bx} + threadIdx.x;\n\
+{ind}    {elem} *const r3_to = r3_st_at[r3_e / ({rows})][r3_e % ({rows})];\n\
+{ind}    if (r3_to) *r3_to = r3_st_value[r3_e / ({rows})][r3_e % ({rows})];\n\
+{ind}  }}\n\
 {ind}  return;\n\
-{ind}}}\n{ind}"
+{ind}}}\n{ind}",
+        grouped = if group.is_some() {
+            "; the first block of each R3_SG along y does so for its group, which runs the body under each block's index, and the others return"
+        } else {
+            ""
+        },
     );
-    text::edit(p.src, vec![(first, first, path)])
+    let out = text::edit(p.src, vec![(first, first, path)]);
+    match group {
+        Some(g) => {
+            let at = p.kernel.span.start;
+            format!(
+                "{}R3_PARAM({GROUP_KNOB}, 1, {g})\n{}",
+                &out[..at],
+                &out[at..]
+            )
+        }
+        None => out,
+    }
 }
 
 #[cfg(test)]
@@ -368,13 +425,32 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains("__shared__ double r3_st_value[16][17];"),
+            out.starts_with("R3_PARAM(R3_SG, 1, 2)\n__global__"),
+            "{out}"
+        );
+        assert!(
+            out.contains("__shared__ double r3_st_value[16][16 * R3_SG + 1 - (16 * R3_SG) % 2];"),
             "{out}"
         );
         assert!(
             out.contains("if (i >= n || j >= m) return;\n  size_t o"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn blocks_are_not_grouped_where_a_callee_reads_the_block_index_or_a_column_is_full() {
+        let callee = format!(
+            "__device__ float one() {{ return blockIdx.z + 1.0f; }}\n{}",
+            NAIVE.replace(" * cols + c];", " * cols + c] * one();")
+        );
+        let out = staged_store(&callee, &shaped([32, 8, 1])).unwrap();
+        assert!(!out.contains("R3_PARAM"), "{out}");
+        assert!(out.contains("r3_g < 1;"), "{out}");
+        let full = staged_store(NAIVE, &shaped([8, 32, 1])).unwrap();
+        assert!(!full.contains("R3_PARAM"), "{full}");
+        let odd = staged_store(NAIVE, &shaped([32, 6, 1])).unwrap();
+        assert!(!odd.contains("R3_PARAM"), "6 rows do not divide 32: {odd}");
     }
 
     #[test]
