@@ -1006,6 +1006,31 @@ const TRANSPOSE_SCALED: Subject = Subject {
 "#,
 };
 
+/// out = in^T written the other way round: the store contiguous, the load a column.
+const TRANSPOSE_GATHER: Subject = Subject {
+    name: "gather_t",
+    source: r#"__global__ void gather_t(int h, int w, const float *a, float *b) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  int y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x >= w || y >= h) return;
+  float v = a[(size_t)x * h + y];
+  b[(size_t)y * w + x] = v * 0.5f + a[(size_t)x * h + (y + 1) % h];
+}"#,
+    driver: r#"
+  struct Case { int h, w, bx, by; };
+  for (Case c : {Case{37, 45, 32, 8}, Case{64, 64, 32, 8}, Case{8, 32, 32, 8}, Case{45, 37, 16, 16},
+                 Case{70, 33, 32, 8}}) {
+    auto a = r3cpu::random_floats(c.h * c.w, 83);
+    std::vector<float> b(c.h * c.w + 3, -7.0f);
+    dim3 grid((c.w + c.bx - 1) / c.bx, (c.h + c.by - 1) / c.by);
+    r3cpu::launch(kernel, grid, dim3(c.bx, c.by), c.h, c.w, a.data(), b.data());
+    char what[64];
+    std::snprintf(what, sizeof what, "h=%d w=%d block=%dx%d b", c.h, c.w, c.bx, c.by);
+    r3cpu::dump(variant, what, b.data(), b.size());
+  }
+"#,
+};
+
 /// The staged-store rule against the original, on the CPU: blocks of the recorded shape take
 /// the staged path (counted through a probe on its shape test), the others the original code;
 /// every element must come out the same, and none that the original leaves alone be written,
@@ -1086,6 +1111,23 @@ fn staged_store_keeps_a_guarded_scaled_transpose_bit_identical() {
     staged_matches_the_original(&TRANSPOSE_SCALED, [4, 32, 1], 1);
 }
 
+#[test]
+fn staged_store_keeps_a_gathering_transpose_bit_identical() {
+    let facts = Facts {
+        pointers_disjoint: None,
+        block: Some([32, 8, 1]),
+    };
+    let staged = rules::rule("staged-store")
+        .unwrap()
+        .apply(TRANSPOSE_GATHER.source, &facts)
+        .unwrap();
+    assert!(
+        staged.contains("const uint3 threadIdx = {r3_col, r3_row % 8, 0};"),
+        "the load side: {staged}"
+    );
+    staged_matches_the_original(&TRANSPOSE_GATHER, [32, 8, 1], 2);
+}
+
 /// The comparison finds a staged path whose threads write each other's values.
 #[test]
 fn a_staged_store_writing_the_wrong_slot_is_found() {
@@ -1102,15 +1144,15 @@ fn a_staged_store_writing_the_wrong_slot_is_found() {
                 )
                 .unwrap()
                 .replace(
-                    "*r3_to = r3_st_value[r3_e / (8 * R3_SG)][r3_e % (8 * R3_SG)]",
-                    "*r3_to = r3_st_value[r3_e / (8 * R3_SG)][(r3_e + 1) % (8 * R3_SG)]",
+                    "*r3_to = r3_st_value[r3_col][r3_row]",
+                    "*r3_to = r3_st_value[r3_col][(r3_row + 1) % (8 * R3_SG)]",
                 )
                 .into_boxed_str(),
         ),
         ..TRANSPOSE
     };
     assert!(
-        wrong.source.contains("(r3_e + 1) % (8 * R3_SG)"),
+        wrong.source.contains("(r3_row + 1) % (8 * R3_SG)"),
         "{}",
         wrong.source
     );

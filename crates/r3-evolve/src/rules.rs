@@ -37,7 +37,7 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "staged-store",
-        why: "a thread's one store, strided across the warp (a naive transpose's column write), goes through shared memory in blocks of the recorded shape: each thread computes its value and address as before, and after a barrier the block's threads write them in the order that puts consecutive threads on consecutive elements; other blocks run the original code. Where 32 / (block height) blocks can be grouped along y, a knob R3_SG (1 or that group) has the first block of each group run the body once for each of its blocks and write runs of 32 elements, the others returning",
+        why: "a thread's one store, strided across the warp (a naive transpose's column write), goes through shared memory in blocks of the recorded shape: each thread computes its value and address as before, and after a barrier the block's threads write them in the order that puts consecutive threads on consecutive elements; where the store is contiguous and a load of its value is the column (a transpose written the other way), the threads compute the values in column order instead, each as the thread whose value it is, and store their own; other blocks run the original code. Where 32 / (block height) blocks can be grouped along y, a knob R3_SG (1 or that group) has the first block of each group run the body once for each of its blocks and write runs of 32 elements, the others returning",
         requires: &[],
         apply: super::staging::staged_store,
     },

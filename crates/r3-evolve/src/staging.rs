@@ -1,12 +1,19 @@
 //! The staged-store rule: a kernel whose one store is strided across a warp (a naive
 //! transpose: `out[c * rows + r]` with `c` the x coordinate) keeps everything it computes and
-//! where, and only changes which thread of the block writes it.
+//! where, and only changes which thread of the block writes it. Written the other way round
+//! (`out[r * cols + c] = in[c * rows + r]`: the store contiguous, a load strided), it changes
+//! which thread computes each value instead (`Side::Load`).
 //!
 //! In blocks of the recorded shape, each thread runs the original body up to its store, which
 //! instead puts the value and the element's address in shared memory; after a barrier, thread
 //! `e` of the block writes slot `(e / BY, e % BY)`, so that `BY` consecutive threads write `BY`
 //! consecutive rows of one column: where the original's warp touched 32 sectors for 32 values,
 //! it touches 32 / BY. Other blocks (other shapes) run the original code.
+//!
+//! On the load side each thread runs the body as the thread of the slot it fills, under a
+//! local `threadIdx` that shadows the built-in one (so the strided loads go in column order),
+//! and after the barrier each thread stores its own slot; not offered where a callee reads
+//! `threadIdx`.
 //!
 //! Where `32 / BY` blocks fit along y, the knob `R3_SG` (1 or that many) groups them: the first
 //! block of each group runs the body once for each block of the group, under a local
@@ -103,10 +110,24 @@ pub fn staged_store(src: &str, facts: &Facts) -> Option<String> {
         return None;
     }
     let elem = element_type(&p, &store.pointer)?;
-    if !strided_across_the_warp(&p, &store) {
+    let side = strided_side(&p, &store)?;
+    // The load side runs the body under a local `threadIdx`, which a callee would not see.
+    if side == Side::Load && read_outside_the_body(&p, "threadIdx") {
         return None;
     }
-    Some(staged(&p, &store, &elem, bx, by))
+    Some(staged(&p, &store, &elem, side, [bx, by]))
+}
+
+/// Which side of the copy is strided across the warp, and so where the threads are reordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The store (`out[c * rows + r] = in[r * cols + c]`): each thread computes its own value,
+    /// and the block's threads write them in column order.
+    Store,
+    /// A load (`out[r * cols + c] = in[c * rows + r]`): the block's threads compute the values
+    /// in column order (each running the body as the thread whose value it computes, under a
+    /// local `threadIdx`), and each thread writes its own.
+    Load,
 }
 
 /// The body's one write to memory, where it is a plain `P[I] = E;` on a pointer parameter;
@@ -216,22 +237,35 @@ fn element_type(p: &Parsed, name: &str) -> Option<String> {
     ELEMENT_TYPES.contains(&ty.as_str()).then_some(ty)
 }
 
-/// Whether the store's index moves by one element with the y coordinate and by more with the
-/// x one (locals in it read through their initializers): the pattern the staging fixes. A
-/// store already contiguous along x gains nothing but a barrier.
-fn strided_across_the_warp(p: &Parsed, s: &Store) -> bool {
+/// Where the body's accesses are strided across the warp: the store where its index moves by
+/// one element with the y coordinate and by more with the x one (locals in it read through
+/// their initializers), else a load of the store's value that does so while the store is
+/// contiguous along x. None where neither: a copy already coalesced gains nothing but a
+/// barrier.
+fn strided_side(p: &Parsed, s: &Store) -> Option<Side> {
     let stmts = tiling::statements(p, p.kernel.body.clone());
     let (_, coords) = tiling::prefix_and_coords(p, &stmts);
     let coord = |axis: Axis| coords.iter().find(|c| c.axis == axis).map(|c| &c.name);
-    let (Some(x), Some(y)) = (coord(Axis::X), coord(Axis::Y)) else {
-        return false;
+    let (x, y) = (coord(Axis::X)?, coord(Axis::Y)?);
+    let index = |r: Range<usize>| through_locals(p, r, s.at, &[x, y]);
+    let column = |index: &str| {
+        let names_x = source::lex(index)
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.text(index) == x.as_str());
+        names_x && tiling::unit_stride(index, y, Some(x)) && !tiling::unit_stride(index, x, Some(y))
     };
-    let index = through_locals(p, s.at + 2..s.rb, s.at, &[x, y]);
-    let names_x = source::lex(&index)
-        .unwrap_or_default()
-        .iter()
-        .any(|t| t.text(&index) == x.as_str());
-    names_x && tiling::unit_stride(&index, y, Some(x)) && !tiling::unit_stride(&index, x, Some(y))
+    if column(&index(s.at + 2..s.rb)) {
+        return Some(Side::Store);
+    }
+    if !tiling::unit_stride(&index(s.at + 2..s.rb), x, Some(y)) {
+        return None;
+    }
+    let loads = (s.rb + 2..s.semi).filter(|&i| p.toks[i].kind == Kind::Ident && p.w(i + 1) == "[");
+    loads
+        .filter_map(|i| Some(i + 2..source::matching(p.src, &p.toks, i + 1)?))
+        .any(|r| column(&index(r)))
+        .then_some(Side::Load)
 }
 
 /// The text of tokens `r` with each local declared (once, never assigned again) before token
@@ -303,19 +337,32 @@ const RUN: u32 = 32;
 /// above 1 and nothing outside the kernel's body reads `blockIdx` (the grouped path runs the
 /// body under a local `blockIdx` of each block of the group, which a callee would not see).
 fn group_of(p: &Parsed, by: u32) -> Option<u32> {
-    let outside = p
-        .toks
-        .iter()
-        .enumerate()
-        .any(|(i, t)| t.text(p.src) == "blockIdx" && !p.kernel.body.contains(&i));
-    (by < RUN && RUN.is_multiple_of(by) && !outside).then_some(RUN / by)
+    (by < RUN && RUN.is_multiple_of(by) && !read_outside_the_body(p, "blockIdx"))
+        .then_some(RUN / by)
 }
 
-/// The kernel with the staged path in front of its body: where blocks can be grouped, the
-/// first block of each `R3_SG` along y runs the body once for each block of its group (under
-/// a local `blockIdx`), so that a column's run is `by * R3_SG` elements long; the others
-/// return. `R3_SG` is a knob (1 or the group): the judge decides.
-fn staged(p: &Parsed, s: &Store, elem: &str, bx: u32, by: u32) -> String {
+/// Whether a token `name` lies outside the kernel's body (in a callee of the region).
+fn read_outside_the_body(p: &Parsed, name: &str) -> bool {
+    p.toks
+        .iter()
+        .enumerate()
+        .any(|(i, t)| t.text(p.src) == name && !p.kernel.body.contains(&i))
+}
+
+/// The slot (column, row) of round `r3_i` of a thread: its own, or the one that puts
+/// consecutive threads on consecutive rows of a column.
+fn slot(remapped: bool, [bx, by]: [u32; 2], rows: &str) -> String {
+    if remapped {
+        let e = format!("((r3_i * {by} + r3_ty) * {bx} + r3_tx)");
+        format!("r3_col = {e} / ({rows}), r3_row = {e} % ({rows})")
+    } else {
+        format!("r3_col = r3_tx, r3_row = r3_i * {by} + r3_ty")
+    }
+}
+
+/// The kernel with the staged path in front of its body (see the module's comment): where
+/// blocks can be grouped, `R3_SG` is a knob (1 or the group) and the judge decides.
+fn staged(p: &Parsed, s: &Store, elem: &str, side: Side, [bx, by]: [u32; 2]) -> String {
     let body = p.kernel.body.clone();
     let (open_end, close) = (p.toks[body.start - 1].span.1, p.toks[body.end].span.0);
     let piece = |r: Range<usize>| tiling::span_text(p, r);
@@ -340,42 +387,55 @@ fn staged(p: &Parsed, s: &Store, elem: &str, bx: u32, by: u32) -> String {
     let group = group_of(p, by);
     let sg = if group.is_some() { GROUP_KNOB } else { "1" };
     let rows = format!("{by} * {sg}");
-    // An odd row length: a warp's slot writes (threadIdx.x apart by a row) fall in distinct banks.
+    // An odd row length: a warp's slot accesses a row apart fall in distinct banks.
     let len = format!("{rows} + 1 - ({rows}) % 2");
+    let load = side == Side::Load;
+    let (compute, write) = (slot(load, [bx, by], &rows), slot(!load, [bx, by], &rows));
+    let thread = if load {
+        format!("\n{ind}      const uint3 threadIdx = {{r3_col, r3_row % {by}, 0}};")
+    } else {
+        String::new()
+    };
+    let what = if load {
+        format!("compute each value in column order ({rows} consecutive elements of the strided load, consecutive threads on consecutive elements, each thread running the body as the thread whose value it computes) into shared memory, then each thread stores its own")
+    } else {
+        format!("stage each thread's store in shared memory and write the stores a column at a time ({rows} elements), consecutive threads on consecutive elements")
+    };
+    let grouped = if group.is_some() {
+        "; the first block of each R3_SG along y does so for its group, which runs the body under each block's index, and the others return"
+    } else {
+        ""
+    };
     let path = format!(
-        "// r3: blocks of the recorded shape ({bx}x{by}) stage each thread's store in shared memory and write the stores a column at a time ({rows} elements), consecutive threads on consecutive elements{grouped}. Other blocks run the code below.\n\
+        "// r3: blocks of the recorded shape ({bx}x{by}) {what}{grouped}. Other blocks run the code below.\n\
 {ind}if (blockDim.x == {bx} && blockDim.y == {by} && blockDim.z == 1) {{\n\
 {ind}  __shared__ {elem} r3_st_value[{bx}][{len}];\n\
 {ind}  __shared__ {elem} *r3_st_at[{bx}][{len}];\n\
 {ind}  const unsigned r3_first = blockIdx.y - blockIdx.y % {sg};\n\
 {ind}  if (blockIdx.y != r3_first) return;\n\
-{ind}  const unsigned r3_bx = blockIdx.x, r3_bz = blockIdx.z;\n\
+{ind}  const unsigned r3_bx = blockIdx.x, r3_bz = blockIdx.z, r3_tx = threadIdx.x, r3_ty = threadIdx.y;\n\
 {ind}  #pragma unroll\n\
-{ind}  for (unsigned r3_g = 0; r3_g < {sg}; ++r3_g) {{\n\
+{ind}  for (unsigned r3_i = 0; r3_i < {sg}; ++r3_i) {{\n\
+{ind}    const unsigned {compute};\n\
 {ind}    {elem} r3_value{{}};\n\
 {ind}    {elem} *r3_at = nullptr;\n\
-{ind}    if (r3_first + r3_g < gridDim.y) {{\n\
-{ind}      const uint3 blockIdx = {{r3_bx, r3_first + r3_g, r3_bz}};\n\
+{ind}    if (r3_first + r3_row / {by} < gridDim.y) {{\n\
+{ind}      const uint3 blockIdx = {{r3_bx, r3_first + r3_row / {by}, r3_bz}};{thread}\n\
 {ind}      do {{{inner}\n\
 {ind}      }} while (0);\n\
 {ind}    }}\n\
-{ind}    r3_st_value[threadIdx.x][r3_g * {by} + threadIdx.y] = r3_value;\n\
-{ind}    r3_st_at[threadIdx.x][r3_g * {by} + threadIdx.y] = r3_at;\n\
+{ind}    r3_st_value[r3_col][r3_row] = r3_value;\n\
+{ind}    r3_st_at[r3_col][r3_row] = r3_at;\n\
 {ind}  }}\n\
 {ind}  __syncthreads();\n\
 {ind}  #pragma unroll\n\
-{ind}  for (unsigned r3_q = 0; r3_q < {sg}; ++r3_q) {{\n\
-{ind}    const unsigned r3_e = (r3_q * {by} + threadIdx.y) * {bx} + threadIdx.x;\n\
-{ind}    {elem} *const r3_to = r3_st_at[r3_e / ({rows})][r3_e % ({rows})];\n\
-{ind}    if (r3_to) *r3_to = r3_st_value[r3_e / ({rows})][r3_e % ({rows})];\n\
+{ind}  for (unsigned r3_i = 0; r3_i < {sg}; ++r3_i) {{\n\
+{ind}    const unsigned {write};\n\
+{ind}    {elem} *const r3_to = r3_st_at[r3_col][r3_row];\n\
+{ind}    if (r3_to) *r3_to = r3_st_value[r3_col][r3_row];\n\
 {ind}  }}\n\
 {ind}  return;\n\
-{ind}}}\n{ind}",
-        grouped = if group.is_some() {
-            "; the first block of each R3_SG along y does so for its group, which runs the body under each block's index, and the others return"
-        } else {
-            ""
-        },
+{ind}}}\n{ind}"
     );
     let out = text::edit(p.src, vec![(first, first, path)]);
     match group {
@@ -446,7 +506,7 @@ mod tests {
         );
         let out = staged_store(&callee, &shaped([32, 8, 1])).unwrap();
         assert!(!out.contains("R3_PARAM"), "{out}");
-        assert!(out.contains("r3_g < 1;"), "{out}");
+        assert!(out.contains("r3_i < 1;"), "{out}");
         let full = staged_store(NAIVE, &shaped([8, 32, 1])).unwrap();
         assert!(!full.contains("R3_PARAM"), "{full}");
         let odd = staged_store(NAIVE, &shaped([32, 6, 1])).unwrap();
@@ -454,11 +514,33 @@ mod tests {
     }
 
     #[test]
+    fn a_gathering_transpose_computes_in_column_order_and_stores_its_own() {
+        let src = "__global__ void g(int h, int w, const float *a, float *b) {\n  int x = blockIdx.x * blockDim.x + threadIdx.x;\n  int y = blockIdx.y * blockDim.y + threadIdx.y;\n  if (x < w && y < h) b[y * w + x] = a[x * h + y];\n}";
+        let out = staged_store(src, &shaped([32, 8, 1])).unwrap();
+        insta::assert_snapshot!(out);
+        assert!(
+            out.contains("const uint3 threadIdx = {r3_col, r3_row % 8, 0};"),
+            "{out}"
+        );
+        let (compute, write) = out.split_once("__syncthreads();").unwrap();
+        assert!(
+            compute.contains("r3_col = ((r3_i * 8 + r3_ty) * 32 + r3_tx) / (8 * R3_SG)"),
+            "{out}"
+        );
+        assert!(
+            write.contains("r3_col = r3_tx, r3_row = r3_i * 8 + r3_ty;"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn not_offered_where_the_store_is_contiguous_moves_or_is_not_the_last_action() {
         let shape = shaped([32, 8, 1]);
         for src in [
-            // Already contiguous along x.
-            "__global__ void k(int n, const float *a, float *b) {\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  if (r < n && c < n) b[r * n + c] = a[c * n + r];\n}",
+            // Already contiguous along x, both sides.
+            "__global__ void k(int n, const float *a, float *b) {\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  if (r < n && c < n) b[r * n + c] = 2.0f * a[r * n + c];\n}",
+            // A strided load whose thread index a callee reads.
+            "__device__ float twice(float v) { return v * (threadIdx.x + 1); }\n__global__ void k(int n, const float *a, float *b) {\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  if (r < n && c < n) b[r * n + c] = twice(a[c * n + r]);\n}",
             // In a loop.
             "__global__ void k(int n, const float *a, float *b) {\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  for (int q = 0; q < 2; q++) b[c * n + r + q] = a[r * n + c];\n}",
             // Not the last action.
