@@ -562,6 +562,17 @@ fn probed(rewrite: &str) -> String {
         .collect()
 }
 
+/// The `taken N skipped M` line a program with `PROBE` prints: how often `r3_probe` saw
+/// true and false.
+fn probe_counts(stdout: &str) -> [i64; 2] {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("taken "))
+        .unwrap_or_else(|| panic!("no probe counts in:\n{stdout}"));
+    let (taken, skipped) = line.split_once(" skipped ").unwrap();
+    [taken.parse().unwrap(), skipped.parse().unwrap()]
+}
+
 const PROBE: &str = "static long r3_taken = 0, r3_skipped = 0;\n\
     static std::mutex r3_probe_lock;\n\
     static bool r3_probe(bool b) {\n\
@@ -620,13 +631,7 @@ fn rule_variants_match_the_original(s: &Subject, must_apply: &[&str]) {
     }
     assert_same(&stdout, "original", Compare::Exact);
     if vector.is_some() {
-        let counts: Vec<i64> = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("taken "))
-            .unwrap()
-            .split(" skipped ")
-            .map(|n| n.parse().unwrap())
-            .collect();
+        let counts = probe_counts(&stdout);
         assert!(counts[0] > 0, "{}: no thread took the vector path", s.name);
         assert!(counts[1] > 0, "{}: no thread fell back", s.name);
     }
@@ -813,13 +818,7 @@ fn tiled_matches_the_original(
         );
         let depth = format!("{depth} R3_RX={rx} R3_RY={ry} R3_LU={loads}");
         assert_same(&stdout, "original", Compare::Exact);
-        let counts: Vec<i64> = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("taken "))
-            .unwrap()
-            .split(" skipped ")
-            .map(|n| n.parse().unwrap())
-            .collect();
+        let counts = probe_counts(&stdout);
         assert_eq!(
             counts[0] > 0,
             tiles == Tiles::Taken,
@@ -1079,13 +1078,7 @@ fn staged_matches_the_original(s: &Subject, block: [u32; 3], grouped: usize) {
     for group in &groups {
         let stdout = run_on_cpu(&code, &main, &[("R3_SG", group)]);
         assert_same(&stdout, "original", Compare::Exact);
-        let counts: Vec<i64> = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("taken "))
-            .unwrap()
-            .split(" skipped ")
-            .map(|n| n.parse().unwrap())
-            .collect();
+        let counts = probe_counts(&stdout);
         assert!(
             counts[0] > 0,
             "{} R3_SG={group}: no block took the staged path",
