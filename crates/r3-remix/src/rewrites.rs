@@ -564,7 +564,12 @@ fn chance_at(r: &RewriteArm, i: usize) -> f64 {
         return kind;
     };
     let lift = if knobs { 1.0 } else { rule_lift(r, rule) };
-    (kind * lift * repeat_lift(r, rule)).min(1.0)
+    let chance = (kind * lift * repeat_lift(r, rule)).min(1.0);
+    if found_here(r, rule) {
+        chance.min(REPEAT_AFTER_FIND_CHANCE)
+    } else {
+        chance
+    }
 }
 
 /// What an attempt of a rule that has missed on its kernel is priced at, against its first:
@@ -585,6 +590,11 @@ pub fn repeat_lift(r: &RewriteArm, rule: &str) -> f64 {
     } else {
         1.0
     }
+}
+
+/// Whether `rule` has found on `r`'s kernel.
+fn found_here(r: &RewriteArm, rule: &str) -> bool {
+    r.tried.get(rule).is_some_and(|t| t.found > 0)
 }
 
 /// Whether `rule` has been tried on `r`'s kernel and never found there.
@@ -628,8 +638,7 @@ fn gain_at(r: &RewriteArm, i: usize) -> f64 {
     let found_before = r
         .pending_rules
         .get(i)
-        .and_then(|rule| r.tried.get(rule))
-        .is_some_and(|t| t.found > 0);
+        .is_some_and(|rule| found_here(r, rule));
     if found_before {
         kind.min(REPEAT_AFTER_FIND_GAIN)
     } else {
@@ -643,6 +652,13 @@ fn gain_at(r: &RewriteArm, i: usize) -> f64 {
 /// 1.06x to 1.19x over that best, where the template's repeat after its 1.5x on bicg_q was
 /// hoped to bring 5x (its kind's 7x held to the kernel's headroom).
 pub const REPEAT_AFTER_FIND_GAIN: f64 = 1.2;
+
+/// The most an attempt of a rule that has found on its kernel is given to find again. In runs
+/// Y5, Y7, Y9, the row-walk run of 2026-12-01 and Y10 (H200, `scripts/rewrite-repeats`), 4 of
+/// 20 such repeats found; priced at the kernel's own chance after its find, gesummv's two
+/// repeats in Y10 went at 45% each (17 s, none found) in the deadline's last 70 s, where
+/// kendall_tau's first rule attempt (1.69x in Y9) then no longer fitted.
+pub const REPEAT_AFTER_FIND_CHANCE: f64 = 0.2;
 
 /// What a find with `knobs` or without is hoped to bring: its kind's price, held to the square
 /// root of what is left of the kernel's reuse ([`reuse`] over its speedup so far). No rewrite
@@ -1010,7 +1026,7 @@ pub fn table_line(a: &Allocation) -> Option<String> {
     let priced: Vec<&RewriteArm> = a.arms.iter().filter_map(|k| k.rewrite.as_ref()).collect();
     let r = priced.first()?;
     Some(format!(
-        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% ({:.0}% with knobs) and brings {} ({} with knobs; {}), at most the square root of what is left above streaming its data once; a rule that missed on a kernel is tried there again at {:.0}% of that chance, one that found is hoped to bring at most {} more; --no-rewrites turns them off",
+        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% ({:.0}% with knobs) and brings {} ({} with knobs; {}), at most the square root of what is left above streaming its data once; a rule that missed on a kernel is tried there again at {:.0}% of that chance, one that found is hoped to bring at most {} more, at a chance of at most {:.0}%; --no-rewrites turns them off",
         std::env::var("R3_LLM_URL")
             .ok()
             .filter(|v| !v.is_empty())
@@ -1024,6 +1040,7 @@ pub fn table_line(a: &Allocation) -> Option<String> {
         r.from,
         100.0 * REPEAT_AFTER_MISS,
         crate::store::speed::times(REPEAT_AFTER_FIND_GAIN),
+        100.0 * REPEAT_AFTER_FIND_CHANCE,
     ) + &reuse_words(&priced))
 }
 
@@ -1460,9 +1477,17 @@ pub(crate) mod tests {
         r.pending = vec![1];
         tally_rule(&mut r, &plain("rules: restrict", true));
         assert_eq!(repeat_lift(&r, "rules: restrict"), 1.0);
-        // ... at the chance of its kind, hoped to refine its find, not to bring its kind's gain.
+        // ... at the chance of its kind held to what repeats after a find have found, hoped to
+        // refine its find, not to bring its kind's gain.
         assert_eq!(gain_of(&r, false), PRIOR_GAIN);
         assert_eq!(gain(&r), REPEAT_AFTER_FIND_GAIN);
+        (r.attempts, r.found) = (2, 1);
+        assert!(
+            chance_of(&r, false) > REPEAT_AFTER_FIND_CHANCE,
+            "one find in two raises its kind's: {}",
+            chance_of(&r, false)
+        );
+        assert_eq!(chance(&r), REPEAT_AFTER_FIND_CHANCE);
         r.pending_rules = vec!["rules: unroll-4".into()];
         assert_eq!(gain(&r), PRIOR_GAIN, "a rule not tried");
         r.pending_rules = vec!["rules: restrict".into()];
@@ -1485,7 +1510,9 @@ pub(crate) mod tests {
         assert!(
             line.contains(
                 "a rule that missed on a kernel is tried there again at 10% of that chance"
-            ) && line.contains(&format!("hoped to bring at most {times} more")),
+            ) && line.contains(&format!(
+                "hoped to bring at most {times} more, at a chance of at most 20%"
+            )),
             "{line}"
         );
     }
