@@ -153,7 +153,8 @@ fn the_store(p: &Parsed) -> Option<Store> {
         if !ident || p.w(i + 1) != "[" {
             continue;
         }
-        let mut rb = source::matching(p.src, &p.toks, i + 1)?;
+        let first_rb = source::matching(p.src, &p.toks, i + 1)?;
+        let mut rb = first_rb;
         while p.w(rb + 1) == "[" {
             rb = source::matching(p.src, &p.toks, rb + 1)?;
         }
@@ -166,7 +167,7 @@ fn the_store(p: &Parsed) -> Option<Store> {
         }
         let plain = next == "="
             && pointers.iter().any(|n| n == w)
-            && source::matching(p.src, &p.toks, i + 1) == Some(rb)
+            && first_rb == rb
             && matches!(p.w(i - 1), ";" | "{" | "}" | ")" | "else");
         if !plain || found.is_some() {
             return None;
@@ -255,10 +256,11 @@ fn strided_side(p: &Parsed, s: &Store) -> Option<Side> {
             .any(|t| t.text(index) == x.as_str());
         names_x && tiling::unit_stride(index, y, Some(x)) && !tiling::unit_stride(index, x, Some(y))
     };
-    if column(&index(s.at + 2..s.rb)) {
+    let stored = index(s.at + 2..s.rb);
+    if column(&stored) {
         return Some(Side::Store);
     }
-    if !tiling::unit_stride(&index(s.at + 2..s.rb), x, Some(y)) {
+    if !tiling::unit_stride(&stored, x, Some(y)) {
         return None;
     }
     let loads = (s.rb + 2..s.semi).filter(|&i| p.toks[i].kind == Kind::Ident && p.w(i + 1) == "[");
