@@ -317,7 +317,9 @@ impl Continue<'_> {
     }
 }
 
-/// The whole-program gain a search of `a` may still give (a fraction of the programs' time).
+/// The whole-program gain a search of `a` may still give (a fraction of the programs' time):
+/// from its speedup now, its best rewrite's included, to that with the compiler's best at its
+/// hope. Nothing where its rewrite runs faster than the hope: the search is of the original.
 pub fn potential(a: &Arm) -> f64 {
     if a.done.is_some() {
         return 0.0;
@@ -328,7 +330,7 @@ pub fn potential(a: &Arm) -> f64 {
     } else {
         1.0
     };
-    a.worth_weight() * (1.0 / a.best - 1.0 / hope(a)) * decay
+    a.worth_weight() * (1.0 / a.effective() - 1.0 / a.effective_at(hope(a))) * decay
 }
 
 /// The speedup a search of `a` is hoped to reach. Before its warm start: the prior (the store's
@@ -3702,7 +3704,7 @@ mod tests {
             let store = Store::create(dir.path()).unwrap();
             let mut world: BTreeMap<String, Kernel> = [
                 ("gemm".to_owned(), kernel(1.0, 1.04, Some(2), 3.0)),
-                ("scale".to_owned(), kernel(1.0, 1.5, Some(1), 2.0)),
+                ("scale".to_owned(), kernel(1.0, 1.5, None, 1.0)),
                 ("tiny".to_owned(), kernel(1.0, 1.2, Some(1), 2.0)),
             ]
             .into();
@@ -3854,6 +3856,18 @@ mod tests {
             // Found on the second, then six more until the proposer had nothing.
             assert_eq!(attempts.iter().filter(|k| *k == "gemm").count(), 8);
             assert!(arm(&a, "scale").trials > WARM_TRIALS);
+            // Its rewrite at 3x runs faster than a search of the original could reach: no
+            // compiler slice of it after the find.
+            let found = a
+                .slices
+                .iter()
+                .position(|s| s.rewrite && s.kernel == "gemm" && s.best_after > 2.0)
+                .unwrap();
+            let after: Vec<_> = a.slices[found..]
+                .iter()
+                .filter(|s| s.kernel == "gemm" && !s.rewrite)
+                .collect();
+            assert!(after.is_empty(), "{after:?}");
         }
     }
 }

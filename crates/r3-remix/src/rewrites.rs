@@ -348,6 +348,7 @@ pub fn price(
         attempts: 0,
         found: 0,
         best: own,
+        base: None,
         spent_s: 0.0,
         done: None,
         pending: pending.builds,
@@ -907,8 +908,14 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     r.found += out.found;
     r.knobs_attempts += out.knobs.0;
     r.knobs_found += out.knobs.1;
-    r.best = r.best.max(out.best);
-    r.now = k.best * r.best.max(1.0);
+    // The attempt was judged against the original's best compiler-only build now; the rewrite
+    // kept is the fastest, each at its own speed.
+    let kept = r.base.unwrap_or(k.best) * r.best.max(1.0);
+    if k.best * out.best > kept {
+        r.best = out.best;
+        r.base = Some(k.best);
+    }
+    r.now = r.beside(k.best);
     r.spent_s += out.seconds;
     match &out.pending {
         Some(left) => {
@@ -1107,6 +1114,7 @@ pub(crate) mod tests {
             attempts: 0,
             found: 0,
             best: 1.0,
+            base: None,
             spent_s: 0.0,
             done: None,
             pending: Vec::new(),
@@ -1157,6 +1165,45 @@ pub(crate) mod tests {
             growth: None,
             rewrite: Some(priced()),
         }
+    }
+
+    /// A rewrite judged here runs at its own speed, built as it was judged: a search of the
+    /// original moves the kernel only past it, and is worth nothing while hoped to stay under
+    /// it (two_mm's 7.3x over its 2.68x compiler best, run Y10, H200).
+    #[test]
+    fn a_rewrite_found_here_keeps_its_speed_and_leaves_the_originals_search_nothing() {
+        let mut a = Allocation {
+            arms: vec![Arm {
+                best: 2.68,
+                ..warm_arm()
+            }],
+            ..crate::deadline::start("p", "g", 600.0, Vec::new())
+        };
+        assert!(crate::deadline::potential(&a.arms[0]) > 0.0, "no find yet");
+        let found = |best: f64| RewriteOutcome {
+            attempts: 1,
+            found: 1,
+            best,
+            seconds: 20.0,
+            ..RewriteOutcome::none("")
+        };
+        record(&mut a, &"k".into(), &found(7.3));
+        let rewrite = 2.68 * 7.3;
+        let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+        assert!(close(a.arms[0].effective(), rewrite));
+        assert_eq!(crate::deadline::potential(&a.arms[0]), 0.0);
+        // The original's search finds 3x later: the rewrite still runs, at its own speed.
+        a.arms[0].best = 3.0;
+        assert!(close(a.arms[0].effective(), rewrite));
+        // A find judged against that better build counts only where it runs faster still.
+        record(&mut a, &"k".into(), &found(6.0));
+        assert!(close(a.arms[0].effective(), rewrite), "18 under 19.6");
+        record(&mut a, &"k".into(), &found(7.0));
+        assert!(close(a.arms[0].effective(), 21.0));
+        assert_eq!(a.arms[0].rewrite.as_ref().unwrap().base, Some(3.0));
+        // A compiler best past every rewrite is what runs.
+        a.arms[0].best = 25.0;
+        assert_eq!(a.arms[0].effective(), 25.0);
     }
 
     #[test]

@@ -149,6 +149,15 @@ pub struct RewriteArm {
     /// The best valid rewrite's speedup over the original's best compiler-only build, this
     /// allocation's or earlier (1: none).
     pub best: f64,
+    /// The original's best compiler-only speedup over -O3 that `best` was judged against, where
+    /// it was judged in this allocation (None: an earlier one's, or none). The rewrite ships as
+    /// it was built then, so its own speedup over -O3 is `base × best` whatever the compiler
+    /// search of the original finds later: counted as `best ×` the compiler's best, two_mm's,
+    /// syrk's and gemm_naive's searches of their originals looked worth up to 1% of the
+    /// geomean each once their rewrites had found 7-9x, and took the last 36 s of run Y10's
+    /// deadline (H200, 2026-12-01).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<f64>,
     pub spent_s: f64,
     /// Why it gets no more attempts (the proposer has nothing more, no source).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -240,10 +249,16 @@ pub struct Tally {
 }
 
 impl Arm {
-    /// Its speedup with its best rewrite: the compiler's best, times the rewrite's over the
-    /// original's best compiler-only build.
+    /// Its speedup with its best rewrite: the faster of the compiler's best and the rewrite.
     pub fn effective(&self) -> f64 {
-        self.best * self.rewrite.as_ref().map_or(1.0, |r| r.best.max(1.0))
+        self.effective_at(self.best)
+    }
+
+    /// [`Arm::effective`] were the compiler's best `best`: a rewrite judged in this allocation
+    /// keeps its own speed (see [`RewriteArm::base`]); one judged earlier is taken as the
+    /// compiler's best times its speedup over that build.
+    pub fn effective_at(&self, best: f64) -> f64 {
+        self.rewrite.as_ref().map_or(best, |r| r.beside(best))
     }
 
     /// The weight its time saved has in the objective: the geomean of the programs' speedups
@@ -292,6 +307,15 @@ impl Allocation {
 }
 
 impl RewriteArm {
+    /// The kernel's speedup over -O3 with this rewrite, its original's compiler-only best at
+    /// `best` (see [`RewriteArm::base`]).
+    pub fn beside(&self, best: f64) -> f64 {
+        match self.base {
+            Some(base) => best.max(base * self.best.max(1.0)),
+            None => best * self.best.max(1.0),
+        }
+    }
+
     /// This allocation's attempts and finds on its kernel.
     pub fn tally(&self) -> Tally {
         Tally {
@@ -559,6 +583,7 @@ mod tests {
                     attempts: 2,
                     found: 1,
                     best: 1.4,
+                    base: Some(1.1),
                     spent_s: 41.0,
                     done: None,
                     pending: vec![36],
