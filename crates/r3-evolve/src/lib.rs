@@ -28,6 +28,7 @@ use r3_remix as remix;
 use r3_replay as replay;
 use r3_store as store;
 
+pub mod alias;
 pub mod archive;
 pub mod arm;
 pub mod compile;

@@ -97,6 +97,8 @@ pub fn staged_store(src: &str, facts: &Facts) -> Option<String> {
     if bz != 1 || bx < 2 || by < 2 || bx * by > 1024 || src.contains("r3_st") {
         return None;
     }
+    let inlined = crate::alias::inline_row_pointers(src);
+    let src = inlined.as_deref().unwrap_or(src);
     let p = text::parse(src)?;
     let body = p.kernel.body.clone();
     if body

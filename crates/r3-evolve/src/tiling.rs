@@ -133,6 +133,9 @@ pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
     if facts.pointers_disjoint == Some(false) || src.contains(KNOB) {
         return None;
     }
+    // Row pointers read through their bases, so that their loads are seen as the parameters'.
+    let inlined = crate::alias::inline_row_pointers(src);
+    let src = inlined.as_deref().unwrap_or(src);
     let block = facts.block?;
     if block[2] != 1 || block[0] * block[1] > 1024 || block[0] * block[1] < 2 {
         return None;
