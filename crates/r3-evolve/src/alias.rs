@@ -16,6 +16,7 @@
 
 use crate::kernel_text::{self as text, Parsed, ASSIGN};
 use crate::source::{self, Kind};
+use crate::tiling::span_text;
 use std::ops::Range;
 
 /// Words a declaration's type may hold before its `*`.
@@ -144,7 +145,7 @@ fn replaced(p: &Parsed, a: &Alias) -> Option<String> {
         return None;
     }
     let mut edits = vec![removal(p, a.stmt.clone())];
-    let offset = text_of(p, a.offset.clone());
+    let offset = span_text(p, a.offset.clone());
     let base = p.w(a.base);
     for i in a.stmt.end..p.kernel.body.end {
         if p.w(i) != name {
@@ -158,7 +159,7 @@ fn replaced(p: &Parsed, a: &Alias) -> Option<String> {
         if (i + 2..close).any(|j| p.w(j) == name) {
             return None;
         }
-        let index = text_of(p, i + 2..close);
+        let index = span_text(p, i + 2..close);
         edits.push((
             p.toks[i].span.0,
             p.toks[close].span.1,
@@ -223,11 +224,6 @@ fn declares(p: &Parsed, i: usize) -> bool {
     }
     // `T* a` against `x * a`: the word before the `*` is a type only at a statement's start.
     prev == "*" && i >= 3 && ident_before(i - 2) && matches!(p.w(i - 3), ";" | "{" | "}" | "(")
-}
-
-/// The source text of tokens `r`.
-fn text_of(p: &Parsed, r: Range<usize>) -> String {
-    p.src[p.toks[r.start].span.0..p.toks[r.end - 1].span.1].to_owned()
 }
 
 /// The edit that takes out statement `r`, with its line where it is alone on it.
