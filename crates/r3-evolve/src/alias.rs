@@ -14,9 +14,8 @@
 //! names that are never assigned again (so it holds the same value wherever it is used), with
 //! no call, load or choice in it.
 
-use crate::kernel_text::{self as text, Parsed, ASSIGN};
+use crate::kernel_text::{self as text, span_text, Parsed, ASSIGN};
 use crate::source::{self, Kind};
-use crate::tiling::span_text;
 use std::ops::Range;
 
 /// Words a declaration's type may hold before its `*`.

@@ -110,6 +110,11 @@ pub(crate) fn indent_at(src: &str, at: usize) -> (&str, bool) {
     (ws, line.trim().is_empty())
 }
 
+/// The source text of tokens `r`.
+pub(crate) fn span_text(p: &Parsed, r: std::ops::Range<usize>) -> String {
+    p.src[p.toks[r.start].span.0..p.toks[r.end - 1].span.1].to_owned()
+}
+
 pub(crate) fn edit(src: &str, mut edits: Vec<(usize, usize, String)>) -> String {
     edits.sort_by_key(|e| (e.0, e.1));
     let mut out = src.to_owned();

@@ -276,9 +276,7 @@ fn elem_bytes(elem: &str) -> u32 {
     }
 }
 
-pub(crate) fn span_text(p: &Parsed, r: Range<usize>) -> String {
-    p.src[p.toks[r.start].span.0..p.toks[r.end - 1].span.1].to_owned()
-}
+pub(crate) use text::span_text;
 
 /// Top-level statements of a token range: (token range of each, ending at its last token).
 pub(crate) fn statements(p: &Parsed, r: Range<usize>) -> Vec<Range<usize>> {
