@@ -757,7 +757,10 @@ fn rules_keep_syrk_bit_identical() {
 
 #[test]
 fn rules_keep_gemm_tiled_bit_identical() {
-    rule_variants_match_the_original(&GEMM_TILED, &["restrict", "unroll-constant"]);
+    rule_variants_match_the_original(
+        &GEMM_TILED,
+        &["restrict", "unroll-constant", "block-grouping"],
+    );
 }
 
 #[test]
@@ -1212,4 +1215,205 @@ fn a_staged_store_writing_the_wrong_slot_is_found() {
         .cloned()
         .unwrap_or_default();
     assert!(text.contains("differs from original"), "{text}");
+}
+
+/// The corpus's tiled product as it is written: 32 x 32 tiles, blocks of 32 x 8, each thread
+/// four rows of its tile in an array, loads in a row loop, `#pragma unroll` on the inner loops.
+const GEMM_TILED_ROWS: Subject = Subject {
+    name: "gemm_tiled_rows",
+    source: r#"__global__ void gemm_tiled_rows(int n, const float* __restrict__ A, const float* __restrict__ B,
+                                float* __restrict__ C) {
+  __shared__ float As[32][32];
+  __shared__ float Bs[32][32];
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int col = blockIdx.x * 32 + tx;
+  int row0 = blockIdx.y * 32;
+  float acc[32 / 8] = {};
+  for (int t = 0; t < n; t += 32) {
+    for (int r = ty; r < 32; r += 8) {
+      As[r][tx] = A[static_cast<size_t>(row0 + r) * n + t + tx];
+      Bs[r][tx] = B[static_cast<size_t>(t + r) * n + col];
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int k = 0; k < 32; ++k) {
+      float b = Bs[k][tx];
+#pragma unroll
+      for (int j = 0; j < 32 / 8; ++j) acc[j] += As[ty + j * 8][k] * b;
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int j = 0; j < 32 / 8; ++j)
+    C[static_cast<size_t>(row0 + ty + j * 8) * n + col] = acc[j];
+}"#,
+    driver: r#"
+  for (int n : {32, 96, 128}) {
+    auto A = r3cpu::random_floats(n * n, 61);
+    auto B = r3cpu::random_floats(n * n, 62);
+    std::vector<float> C(n * n, -7.0f);
+    r3cpu::launch(kernel, dim3(n / 32, n / 32), dim3(32, 8), n, A.data(), B.data(), C.data());
+    char what[64];
+    std::snprintf(what, sizeof what, "n=%d C", n);
+    r3cpu::dump(variant, what, C.data(), C.size());
+  }
+"#,
+};
+
+/// Every grouping but none: along x, along y, and both.
+const GROUPINGS: &[[&str; 2]] = &[
+    ["2", "1"],
+    ["4", "1"],
+    ["1", "2"],
+    ["1", "4"],
+    ["2", "2"],
+    ["4", "2"],
+    ["2", "4"],
+    ["4", "4"],
+];
+
+/// The block-grouping rule's every grouping against the original, on the CPU: the first block
+/// of each whole group takes the grouped path (counted through a probe on its condition), the
+/// blocks of incomplete groups the original code; outputs must match to the bit, as each
+/// output keeps its operations and their order.
+fn grouped_matches_the_original(s: &Subject, builds: &[[&str; 2]], edit: impl Fn(&str) -> String) {
+    let grouped = edit(
+        &rules::rule("block-grouping")
+            .unwrap()
+            .apply(s.source, &Facts::default())
+            .unwrap_or_else(|| panic!("block-grouping does not apply to {}", s.name)),
+    );
+    let is_head =
+        |l: &str| l.trim_start().starts_with("if (blockIdx.") && l.contains("<= gridDim.");
+    assert!(grouped.lines().any(is_head), "{grouped}");
+    let probed: String = grouped
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("if (") {
+            Some(cond) if is_head(l) => {
+                format!("if (r3_probe({})) {{\n", cond.strip_suffix(") {").unwrap())
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    let code = format!(
+        "{PROBE}namespace r3_variant0 {{\n{}\n}}\nnamespace r3_variant1 {{\n{probed}\n}}\n",
+        s.source
+    );
+    let main = format!(
+        "  auto run = [&](auto kernel, const char *variant) {{\n{}\n  }};\n  run(&r3_variant0::{n}, \"original\");\n  run(&r3_variant1::{n}, \"grouped\");\n  std::printf(\"taken %ld skipped %ld\\n\", r3_taken, r3_skipped);\n",
+        s.driver,
+        n = s.name
+    );
+    for [gx, gy] in builds {
+        let stdout = run_on_cpu(&code, &main, &[("R3_GX", gx), ("R3_GY", gy)]);
+        assert_same(&stdout, "original", Compare::Exact);
+        let counts = probe_counts(&stdout);
+        assert!(counts[0] > 0, "{} R3_GX={gx} R3_GY={gy}: no group", s.name);
+        assert!(
+            counts[1] > 0,
+            "{} R3_GX={gx} R3_GY={gy}: no block of an incomplete group",
+            s.name
+        );
+    }
+}
+
+#[test]
+fn block_grouping_keeps_a_guarded_tiled_product_bit_identical_at_every_grouping() {
+    grouped_matches_the_original(&GEMM_TILED, GROUPINGS, |t| t.to_owned());
+}
+
+#[test]
+fn block_grouping_keeps_the_corpus_tiled_product_bit_identical_at_every_grouping() {
+    grouped_matches_the_original(&GEMM_TILED_ROWS, GROUPINGS, |t| t.to_owned());
+}
+
+#[test]
+fn rules_keep_the_corpus_tiled_product_bit_identical() {
+    rule_variants_match_the_original(&GEMM_TILED_ROWS, &["block-grouping"]);
+}
+
+#[test]
+fn a_grouped_block_reading_the_wrong_copy_is_found() {
+    let wrong = |t: &str| {
+        let right = "Bs[r3_gx][k][tx]";
+        assert!(t.contains(right), "{t}");
+        t.replace(right, "Bs[0][k][tx]")
+    };
+    let caught = std::panic::catch_unwind(|| {
+        grouped_matches_the_original(&GEMM_TILED_ROWS, &[["2", "1"]], wrong)
+    });
+    let message = caught.expect_err("the wrong copy went unnoticed");
+    let text = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(text.contains("differs from original"), "{text}");
+}
+
+/// A tiled product in the textbook style: block coordinates copied to locals, the tile loop
+/// walking two running offsets at once, its bound set by the row alone, the shared tiles
+/// declared inside the loop. Only blocks along x share a tile (the rows of A), so the rule may
+/// group along x only, and the loop stays one loop with its column offset repeated per block.
+const TILE_WALK: Subject = Subject {
+    name: "tile_walk",
+    source: r#"__global__ void tile_walk(float *C, const float *A, const float *B, int wa, int wb) {
+  int bx = blockIdx.x;
+  int by = blockIdx.y;
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int first_a = wa * 16 * by;
+  int last_a = first_a + wa - 1;
+  int first_b = 16 * bx;
+  float sum = 0.0f;
+  for (int a = first_a, b = first_b; a <= last_a; a += 16, b += 16 * wb) {
+    __shared__ float At[16][16];
+    __shared__ float Bt[16][16];
+    At[ty][tx] = A[a + wa * ty + tx];
+    Bt[ty][tx] = B[b + wb * ty + tx];
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < 16; ++k) sum += At[ty][k] * Bt[k][tx];
+    __syncthreads();
+  }
+  int c = wb * 16 * by + 16 * bx;
+  C[c + wb * ty + tx] = sum;
+}"#,
+    driver: r#"
+  for (int n : {32, 80, 128}) {
+    auto A = r3cpu::random_floats(n * n, 71);
+    auto B = r3cpu::random_floats(n * n, 72);
+    std::vector<float> C(n * n, -7.0f);
+    r3cpu::launch(kernel, dim3(n / 16, n / 16), dim3(16, 16), C.data(), A.data(), B.data(), n, n);
+    char what[64];
+    std::snprintf(what, sizeof what, "n=%d C", n);
+    r3cpu::dump(variant, what, C.data(), C.size());
+  }
+"#,
+};
+
+#[test]
+fn block_grouping_keeps_a_two_offset_tile_walk_bit_identical_grouped_along_x() {
+    let grouped = rules::rule("block-grouping")
+        .unwrap()
+        .apply(TILE_WALK.source, &Facts::default())
+        .expect("block-grouping applies to the tile walk");
+    assert!(!grouped.contains("R3_GY"), "{grouped}");
+    grouped_matches_the_original(&TILE_WALK, &[["2", "1"], ["4", "1"]], |t| t.to_owned());
+}
+
+#[test]
+fn block_grouping_keeps_a_break_on_the_column_bit_identical_grouped_along_y() {
+    let source = GEMM_TILED.source.replace(
+        "acc += As[ty][k] * Bs[k][tx];",
+        "{ if (col % 5 == 1 && k > 9) break; acc += As[ty][k] * Bs[k][tx]; }",
+    );
+    let subject = Subject {
+        source: Box::leak(source.into_boxed_str()),
+        ..GEMM_TILED
+    };
+    let grouped = rules::rule("block-grouping")
+        .unwrap()
+        .apply(subject.source, &Facts::default())
+        .expect("block-grouping applies along y");
+    assert!(!grouped.contains("R3_GX"), "{grouped}");
+    grouped_matches_the_original(&subject, &[["1", "2"], ["1", "4"]], |t| t.to_owned());
 }

@@ -34,6 +34,7 @@ pub mod arm;
 pub mod compile;
 pub mod each;
 pub mod error;
+pub mod grouping;
 pub mod guard;
 pub mod judge;
 pub mod kernel_text;

@@ -42,6 +42,12 @@ pub const RULES: &[Rule] = &[
         apply: super::staging::staged_store,
     },
     Rule {
+        name: "block-grouping",
+        why: "a kernel that stages data in shared memory between barriers has the first block of each group of R3_GX x R3_GY neighbouring blocks do the group's work, the others returning (the launch is unchanged): what the blocks would each load alike (a matrix product's A tile along x, its B tile along y) is loaded once, and each statement that depends on the block runs once per block of the group, unrolled, with the values it writes held one per block (registers, or shared arrays with a copy per block). Barriers and the loops around them stay in place, each output keeps its operations and their order, and blocks of an incomplete group run the original code. The group along each axis is a knob the search tunes",
+        requires: &[],
+        apply: super::grouping::block_grouping,
+    },
+    Rule {
         name: "unroll-constant",
         why: "`#pragma unroll` on innermost loops whose bound is a literal",
         requires: &[],
