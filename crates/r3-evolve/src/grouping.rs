@@ -49,40 +49,11 @@ const BARRIERS: &[&str] = &[
     "__barrier_sync",
 ];
 
-/// Calls that read and write nothing but their arguments and result: a statement calling only
-/// these may run once for a group where its inputs are the same for every block.
+/// Calls beside the math ([`text::PURE_MATH`]) that read and write nothing but their arguments
+/// and result (`__ldg` reads memory no kernel writes): a statement calling only these may run
+/// once for a group where its inputs are the same for every block.
 const PURE: &[&str] = &[
-    "sqrtf",
-    "sqrt",
-    "rsqrtf",
-    "expf",
-    "exp",
-    "exp2f",
-    "logf",
-    "log",
-    "log2f",
-    "fabsf",
-    "fabs",
-    "fminf",
-    "fmaxf",
-    "fmin",
-    "fmax",
-    "min",
-    "max",
-    "fmaf",
-    "fma",
-    "sinf",
-    "cosf",
-    "tanhf",
-    "powf",
-    "pow",
-    "floorf",
-    "ceilf",
-    "__expf",
-    "__logf",
-    "__fdividef",
     "__ldg",
-    "abs",
     "static_cast",
     "reinterpret_cast",
     "make_float2",
@@ -96,6 +67,7 @@ const PURE: &[&str] = &[
 /// barriers (which stay where they are, see `has_barrier`).
 fn is_pure_or_keyword(w: &str) -> bool {
     PURE.contains(&w)
+        || text::PURE_MATH.contains(&w)
         || is_decl_word(w)
         || BARRIERS.contains(&w)
         || matches!(w, "for" | "if" | "while" | "switch" | "return")
@@ -494,7 +466,7 @@ fn pass(a: &mut Analysis, nodes: &[Node], top: bool, last_barrier: usize) -> Opt
                 continue;
             }
         }
-        changed |= visit(a, n, top.then_some(a.live).unwrap_or(0))?;
+        changed |= visit(a, n, if top { a.live } else { 0 })?;
     }
     Some(changed)
 }
@@ -1343,60 +1315,66 @@ mod tests {
     fn kernels_it_cannot_group_are_left_alone() {
         let no_shared = "__global__ void k(int n, float *x) { int i = blockIdx.x * 32 + threadIdx.x; if (i < n) x[i] = 1.0f; }";
         assert!(grouped(no_shared).is_none());
-        let early = TILED.replace(
-            "  float acc = 0.0f;\n",
-            "  if (row >= n) return;\n  float acc = 0.0f;\n",
-        );
-        // A return before a barrier that depends on the rows: blocks along x share their rows,
-        // so they return together and may still be grouped; blocks along y may not.
-        let early_out = grouped(&early).expect("grouped along x");
-        assert!(!early_out.contains("R3_GY"), "{early_out}");
         let all_dep = "__global__ void k(float *x) { __shared__ float s[32]; s[threadIdx.x] = x[blockIdx.x * 32 + threadIdx.x]; __syncthreads(); x[blockIdx.x * 32 + threadIdx.x] = s[31 - threadIdx.x]; }";
         assert!(
             grouped(all_dep).is_none(),
             "every shared array depends on the block: nothing to share"
         );
-        let jump = TILED.replace(
-            "acc += As[ty][k] * Bs[k][tx];",
-            "{ if (col > 3) break; acc += As[ty][k] * Bs[k][tx]; }",
-        );
-        // A break on the column would leave the loop of the copies along x; along y, whose
-        // blocks share the column, it breaks for all of them at once.
-        let jump_out = grouped(&jump).expect("grouped along y");
-        assert!(!jump_out.contains("R3_GX"), "{jump_out}");
-        let helper = TILED.replace(
-            "  float acc = 0.0f;\n",
-            "  float acc = scan<16>(tx, &As[0][0]);\n",
-        );
-        assert!(
-            grouped(&helper).is_none(),
-            "a function of the program: barriers and writes unseen"
-        );
-        let atomic = TILED.replace(
-            "  float acc = 0.0f;\n",
-            "  float acc = 0.0f;\n  atomicAdd(&Bs[0][tx], 1.0f);\n",
-        );
-        assert!(
-            grouped(&atomic).is_none(),
-            "an atomic write into a shared array, unseen"
-        );
-        let decayed = TILED.replace(
-            "  float acc = 0.0f;\n",
-            "  float acc = 0.0f;\n  atomicAdd(As[0] + tx, 1.0f);\n",
-        );
-        assert!(
-            grouped(&decayed).is_none(),
-            "an atomic write through a row of a shared array"
-        );
-        let shuffle = TILED.replace(
-            "acc += As[ty][k] * Bs[k][tx];",
-            "acc += __shfl_sync(0xffffffffu, As[ty][k], 0) * Bs[k][tx];",
-        );
-        assert!(
-            grouped(&shuffle).is_some(),
-            "a shuffle of a value read from shared memory"
-        );
-        let param = TILED.replace("  float acc = 0.0f;\n", "  float acc = 0.0f;\n  n += 0;\n");
-        assert!(grouped(&param).is_none(), "a parameter written");
+        const ACC: &str = "  float acc = 0.0f;\n";
+        const SUM: &str = "acc += As[ty][k] * Bs[k][tx];";
+        // (the text of TILED replaced, its replacement, the axes left: "" for none, and why)
+        let cases: &[(&str, &str, &str, &str)] = &[
+            (
+                ACC,
+                "  if (row >= n) return;\n  float acc = 0.0f;\n",
+                "R3_GX",
+                "a return before a barrier on the rows: blocks along x return together",
+            ),
+            (
+                SUM,
+                "{ if (col > 3) break; acc += As[ty][k] * Bs[k][tx]; }",
+                "R3_GY",
+                "a break on the column: blocks along y break together",
+            ),
+            (
+                ACC,
+                "  float acc = scan<16>(tx, &As[0][0]);\n",
+                "",
+                "a function of the program: barriers and writes unseen",
+            ),
+            (
+                ACC,
+                "  float acc = 0.0f;\n  atomicAdd(&Bs[0][tx], 1.0f);\n",
+                "",
+                "an atomic write into a shared array, unseen",
+            ),
+            (
+                ACC,
+                "  float acc = 0.0f;\n  atomicAdd(As[0] + tx, 1.0f);\n",
+                "",
+                "an atomic write through a row of a shared array",
+            ),
+            (
+                SUM,
+                "acc += __shfl_sync(0xffffffffu, As[ty][k], 0) * Bs[k][tx];",
+                "R3_GX R3_GY",
+                "a shuffle of a value read from shared memory",
+            ),
+            (
+                ACC,
+                "  float acc = 0.0f;\n  n += 0;\n",
+                "",
+                "a parameter written",
+            ),
+        ];
+        for (from, to, left, why) in cases {
+            assert!(TILED.contains(from), "{from}");
+            let out = grouped(&TILED.replace(from, to));
+            let knobs: Vec<&str> = KNOBS
+                .into_iter()
+                .filter(|k| out.as_ref().is_some_and(|o| o.contains(k)))
+                .collect();
+            assert_eq!(knobs.join(" "), *left, "{why}: {out:?}");
+        }
     }
 }

@@ -17,6 +17,47 @@ pub struct Facts {
 }
 
 /// A fact a rule's rewrite is sound under only.
+/// Math calls that neither write memory nor depend on anything but their arguments.
+pub const PURE_MATH: &[&str] = &[
+    "min",
+    "max",
+    "fminf",
+    "fmaxf",
+    "fmin",
+    "fmax",
+    "fmaf",
+    "fma",
+    "sqrtf",
+    "sqrt",
+    "rsqrtf",
+    "rsqrt",
+    "expf",
+    "exp",
+    "exp2f",
+    "logf",
+    "log",
+    "log2f",
+    "fabsf",
+    "fabs",
+    "abs",
+    "sinf",
+    "cosf",
+    "tanhf",
+    "powf",
+    "pow",
+    "floorf",
+    "ceilf",
+    "__fdividef",
+    "__expf",
+    "__logf",
+    "__sinf",
+    "__cosf",
+    "__saturatef",
+    "__fmul_rn",
+    "__fadd_rn",
+    "__fmaf_rn",
+];
+
 pub const POINTERS_DISJOINT: &str = "pointers_disjoint";
 
 impl Facts {

@@ -25,7 +25,7 @@
 //! the recordings show the kernel's pointers disjoint (else a write through another pointer
 //! could land where a hoisted load already read).
 
-use super::kernel_text::Facts;
+use super::kernel_text::{self as text, Facts};
 use super::source::{self, Kind, Token};
 use std::collections::HashSet;
 use std::ops::Range;
@@ -116,45 +116,6 @@ const NOT_CALLS: &[&str] = &[
 ];
 const LOOP_TYPES: &[&str] = &[
     "int", "unsigned", "signed", "long", "short", "size_t", "auto",
-];
-/// Calls that neither write memory nor depend on anything but their arguments.
-const PURE: &[&str] = &[
-    "min",
-    "max",
-    "fminf",
-    "fmaxf",
-    "fmin",
-    "fmax",
-    "fmaf",
-    "fma",
-    "sqrtf",
-    "sqrt",
-    "rsqrtf",
-    "rsqrt",
-    "expf",
-    "exp",
-    "exp2f",
-    "logf",
-    "log",
-    "log2f",
-    "fabsf",
-    "fabs",
-    "abs",
-    "sinf",
-    "cosf",
-    "tanhf",
-    "powf",
-    "floorf",
-    "ceilf",
-    "__fdividef",
-    "__expf",
-    "__logf",
-    "__sinf",
-    "__cosf",
-    "__saturatef",
-    "__fmul_rn",
-    "__fadd_rn",
-    "__fmaf_rn",
 ];
 /// Words after which the body is left alone: control leaving or repeating part of the body
 /// (a copy of it would do so four times or skip the copies after it), barriers (four per
@@ -297,7 +258,7 @@ impl Code<'_> {
     /// Whether `r` has a call that may have effects or read what the loop changes.
     fn calls(&self, r: Range<usize>) -> bool {
         r.clone()
-            .any(|i| self.is_call(i) && !PURE.contains(&self.w(i)))
+            .any(|i| self.is_call(i) && !text::PURE_MATH.contains(&self.w(i)))
     }
 
     /// Whether the token at `i` names a function it calls (rather than a keyword or a
@@ -339,7 +300,7 @@ impl Code<'_> {
                     .find(|&j| self.w(j) == "<")
                     .is_some_and(|j| self.ident(j - 1) && !CASTS.contains(&self.w(j - 1)));
             let call = self.is_call(i)
-                && !PURE.contains(&w)
+                && !text::PURE_MATH.contains(&w)
                 && w != "__ldg"
                 && !self.pure_callee(w, depth);
             store || through || deref || reference || w == "->" || call || template_call
