@@ -1237,6 +1237,13 @@ mod tests {
         block_grouping(src, &Facts::default())
     }
 
+    /// Each of `parts` in `out`, or a failure naming the one missing.
+    fn has(out: &str, parts: &[&str]) {
+        for part in parts {
+            assert!(out.contains(part), "no {part:?} in {out}");
+        }
+    }
+
     /// `s` with each run of whitespace one space, so that tests read the code, not its layout.
     fn flat(s: &str) -> String {
         s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -1246,25 +1253,19 @@ mod tests {
     fn a_tiled_product_shares_each_tile_along_the_other_axis() {
         let out = flat(&grouped(TILED).expect("applies"));
         assert!(out.starts_with("R3_PARAM(R3_GX, 1, 2, 4) R3_PARAM(R3_GY, 1, 2, 4) R3_REQUIRE(R3_GX * R3_GY > 1) __global__"), "{out}");
-        assert!(out.contains("__shared__ float As[R3_GY][16][16];"), "{out}");
-        assert!(out.contains("__shared__ float Bs[R3_GX][16][16];"), "{out}");
-        assert!(out.contains("int col[R3_GX];"), "{out}");
-        assert!(
-            out.contains("col[r3_gx] = (blockIdx.x + r3_gx) * 16 + tx;"),
-            "{out}"
-        );
-        assert!(out.contains("int row[R3_GY];"), "{out}");
-        assert!(
-            out.contains("acc[r3_gy][r3_gx] += As[r3_gy][ty][k] * Bs[r3_gx][k][tx];"),
-            "{out}"
-        );
-        assert!(out.contains("bool r3_live[R3_GY][R3_GX];"), "{out}");
-        assert!(out.contains("if (r3_live[r3_gy][r3_gx]) { C[row[r3_gy] * n + col[r3_gx]] = acc[r3_gy][r3_gx]; }"), "{out}");
-        // The loads that do not depend on an axis stay single along it, barriers in place.
-        assert!(
-            out.contains("int tx = threadIdx.x, ty = threadIdx.y;"),
-            "{out}"
-        );
+        has(&out, &[
+            "__shared__ float As[R3_GY][16][16];",
+            "__shared__ float Bs[R3_GX][16][16];",
+            "int col[R3_GX];",
+            "col[r3_gx] = (blockIdx.x + r3_gx) * 16 + tx;",
+            "int row[R3_GY];",
+            "acc[r3_gy][r3_gx] += As[r3_gy][ty][k] * Bs[r3_gx][k][tx];",
+            "bool r3_live[R3_GY][R3_GX];",
+            "if (r3_live[r3_gy][r3_gx]) { C[row[r3_gy] * n + col[r3_gx]] = acc[r3_gy][r3_gx]; }",
+            // What does not depend on an axis stays single along it.
+            "int tx = threadIdx.x, ty = threadIdx.y;",
+        ]);
+        // Barriers in place.
         assert_eq!(out.matches("__syncthreads();").count(), 4, "{out}");
     }
 
@@ -1282,15 +1283,17 @@ mod tests {
             !out.contains("R3_GY"),
             "the loop's bound depends on y: {out}"
         );
-        assert!(out.contains("{ int a = first_a; int b[R3_GX];"), "{out}");
-        assert!(out.contains("for (; a <= last_a; a += 16) {"), "{out}");
+        has(
+            &out,
+            &[
+                "{ int a = first_a; int b[R3_GX];",
+                "for (; a <= last_a; a += 16) {",
+                "__shared__ float At[16][16]; __shared__ float Bt[R3_GX][16][16];",
+            ],
+        );
         assert!(
             out.contains("b[r3_gx] += 16 * wb; } } }"),
             "the step at the end of each turn: {out}"
-        );
-        assert!(
-            out.contains("__shared__ float At[16][16]; __shared__ float Bt[R3_GX][16][16];"),
-            "{out}"
         );
         let with_continue = TILE_WALK.replace(
             "sum += At[ty][k] * Bt[k][tx];",
