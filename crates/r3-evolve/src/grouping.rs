@@ -1027,12 +1027,14 @@ fn analysis<'a>(p: &'a Parsed<'a>, nodes: &[Node], mask: Axes) -> Option<Analysi
         live: 0,
         mask,
     };
-    a.locals = a.declared_in(body.clone());
-    let arrays = a
-        .declarators_in(body.clone())
-        .into_iter()
-        .filter(|x| !x.dims.is_empty());
-    a.arrays = arrays.map(|x| p.w(x.name).to_owned()).collect();
+    let declared = a.declarators_in(body.clone());
+    let name = |x: &Declarator| p.w(x.name).to_owned();
+    a.locals = declared.iter().map(name).collect();
+    a.arrays = declared
+        .iter()
+        .filter(|x| !x.dims.is_empty())
+        .map(name)
+        .collect();
     for n in nodes {
         collect_shared(&mut a, n);
     }
