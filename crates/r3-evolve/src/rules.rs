@@ -377,6 +377,14 @@ mod tests {
     }
 
     #[test]
+    fn the_deadlines_rule_priors_name_rules_there_are() {
+        for (label, _) in crate::remix::rewrites::RULE_PRIOR_LIFT {
+            let name = label.strip_prefix("rules: ").unwrap_or(label);
+            assert!(rule(name).is_some(), "{label}: no such rule");
+        }
+    }
+
+    #[test]
     fn unroll_pragmas_go_on_innermost_loops_only() {
         let src = "__global__ void k(int n, float *y) { for (int i = 0; i < n; i++) { for (int j = 0; j < 8; j++) y[j] += 1; } for (int q = 0; q < n; q++) y[q] = 0; }";
         let c = rule("unroll-constant")

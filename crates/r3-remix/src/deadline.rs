@@ -595,18 +595,26 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         .map(|o| o.1)
         .fold(f64::NEG_INFINITY, f64::max);
     if let Some((_, d)) = most(warm_offers.into_iter().map(|(o, _, d)| (o, d)).collect()) {
-        // A rewrite worth more a second than every warm start left goes between them, where it
-        // fits beside all their least warm starts: in run Y6 syrk's template (7x at 75%, about
-        // 30 s) waited behind 77 warm starts, 269 s, hoping for the median 1.066x each, and was
-        // judged at 561 s of 600 (H200, 2026-11-30).
+        // A rewrite or a warm kernel's compiler slice worth more a second than every warm start
+        // left goes between them, where it fits beside all their least warm starts: in run Y6
+        // syrk's template (7x at 75%, about 30 s) waited behind 77 warm starts, 269 s, hoping
+        // for the median 1.066x each, and was judged at 561 s of 600; in run Y12, with rewrites
+        // alone let between them, compiler slices had 15 s of 600, and trmm, warm at 25 s at
+        // 2.18x (3.41x after 100 trials in Y9), had none, nor its rewrites, which wait for its
+        // search where that is worth more (H200, 2026-11-30, 2026-12-02).
         let between = all_fit
             .then(|| {
                 let compiler = compiler_offers(a, held, &mine, batch, left);
-                most(rewrite_offers(a, held, &compiler, left - owed))
+                let rewrites = rewrite_offers(a, held, &compiler, left - owed);
+                most(
+                    searches_between(a, held, &mine, batch, left - owed)
+                        .chain(rewrites)
+                        .collect(),
+                )
             })
             .flatten();
         return match between {
-            Some((v, rewrite)) if v > best_warm => rewrite,
+            Some((v, between)) if v > best_warm => between,
             _ => d,
         };
     }
@@ -651,6 +659,22 @@ fn compiler_offers(
                 .flatten()
         })
         .collect()
+}
+
+/// The compiler slices of warm kernels that fit in `fit_s` seconds, each with what it is worth
+/// a second: what may go between warm starts beside rewrite attempts.
+fn searches_between<'x>(
+    a: &'x Allocation,
+    held: &'x Held,
+    mine: &'x [TrialsKey],
+    batch: u32,
+    fit_s: f64,
+) -> impl Iterator<Item = (f64, Decision)> + 'x {
+    a.arms
+        .iter()
+        .zip(compiler_offers(a, held, mine, batch, fit_s))
+        .filter(|(k, _)| k.warm)
+        .filter_map(|(_, slice)| slice)
 }
 
 /// Each kernel's next rewrite attempt that fits in `fit_s` seconds, with what it is worth a
@@ -3097,6 +3121,38 @@ mod tests {
             clock <= deadline_s * (1.0 + CONFIRM_GRACE),
             "{clock} s: {told}"
         );
+    }
+
+    /// A kernel warm early whose search still climbs is searched between the warm starts of
+    /// forty short kernels that hope for less a second, where all their least warm starts still
+    /// fit, not after the last of them (run Y12: trmm, warm at 25 s, had no slice after; it
+    /// reached 3.41x in Y9's search against its warm start's 2.18x). Every kernel is still
+    /// reached.
+    #[test]
+    fn a_climbing_search_goes_between_the_warm_starts_of_kernels_worth_less_a_second() {
+        let names: Vec<String> = (0..40).map(|i| format!("s{i:02}")).collect();
+        let mut kernels: Vec<(&str, f64, f64, f64)> =
+            names.iter().map(|n| (n.as_str(), 0.3, 1.02, 4.0)).collect();
+        kernels.push(("big", 0.1, 4.0, 60.0));
+        let mut w = world(&kernels);
+        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 0.02)).collect();
+        shares.push(("big", 1.0));
+        let people = entrants(&shares, &w);
+        let deadline_s = 400.0;
+        assert!(least_warm_starts(deadline_s, &people) < deadline_s);
+        let (slices, told) = run_alone(&mut w, people, deadline_s, |sim| {
+            (sim.slices.clone(), format!("{:?}", sim.slices))
+        });
+        let first = |name: &str| slices.iter().position(|(k, _)| k == name);
+        let last_warm = names.iter().filter_map(|n| first(n)).max().unwrap();
+        assert_eq!(names.iter().filter_map(|n| first(n)).count(), 40, "{told}");
+        let searched = slices
+            .iter()
+            .enumerate()
+            .filter(|(_, (k, _))| k == "big")
+            .nth(1)
+            .map(|(i, _)| i);
+        assert!(searched.is_some_and(|i| i < last_warm), "{told}");
     }
 
     /// Where the least warm starts of all do not fit, a kernel expensive to reach still is,

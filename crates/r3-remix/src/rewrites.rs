@@ -605,12 +605,37 @@ fn missed_here(r: &RewriteArm, rule: &str) -> bool {
         .is_some_and(|t| t.attempts > 0 && t.found == 0)
 }
 
+/// Each plain rule's chance of finding on its first attempt on a kernel, against the plain
+/// rules' prior ([`PRIOR_P`]), before an allocation has judged any of it: what the rules did on
+/// an H200 in runs Y3 to Y12 (2026-11-30 to 2026-12-02, the corpus under `r3 tune --deadline`;
+/// `scripts/rewrite-repeats`-style tally of the attempts judged alone in their slice). The
+/// register accumulator found on 12 of its 52 first attempts on a kernel (23%; 4 of the 14
+/// kernels it was judged on: kt_concordance, oscillators, tl_probe, trmm), `restrict` on 7 of
+/// 70 (10%; 2 of 16), `unroll-4` on 9 of 103 (9%; 3 of 27). Priced alike at 12%, the
+/// accumulator's attempts on oscillators and trmm (1.33x and 1.21x with `unroll-4` on its
+/// rewrite in Y11) waited behind `restrict` and were not reached in Y12, nor kt_concordance's
+/// (1.69x in Y9). Rules not listed, and a model's proposals, keep 1.
+pub const RULE_PRIOR_LIFT: &[(&str, f64)] = &[
+    ("rules: register-accumulator", 1.9),
+    ("rules: restrict", 0.85),
+    ("rules: unroll-4", 0.75),
+];
+
+/// `rule`'s lift in [`RULE_PRIOR_LIFT`], 1 where it is not listed.
+pub fn prior_lift(rule: &str) -> f64 {
+    RULE_PRIOR_LIFT
+        .iter()
+        .find(|(name, _)| *name == rule)
+        .map_or(1.0, |(_, lift)| *lift)
+}
+
 /// How much likelier an attempt of `rule` is to find than an attempt of any rule without knobs,
 /// by this allocation's attempts on every kernel (`RewriteArm::rules_everywhere`): the rule's
-/// rate, counted from [`PRIOR_WEIGHT`] attempts at the rate of all rules, over that rate. In
-/// run Y8 (H200, 2026-11-30) the register accumulator found on 7 of its 14 attempts judged and
-/// `restrict` on 1 of 12, where every attempt was priced alike and each kernel's came in the
-/// order the rules proposed them, `restrict` first. 1 where nothing has been judged.
+/// rate, counted from [`PRIOR_WEIGHT`] attempts at the rate of all rules times the rule's own
+/// prior lift ([`RULE_PRIOR_LIFT`]), over that rate. In run Y8 (H200, 2026-11-30) the register
+/// accumulator found on 7 of its 14 attempts judged and `restrict` on 1 of 12, where every
+/// attempt was priced alike and each kernel's came in the order the rules proposed them,
+/// `restrict` first. The rule's prior lift where nothing has been judged.
 pub fn rule_lift(r: &RewriteArm, rule: &str) -> f64 {
     let all = r
         .rules_everywhere
@@ -619,7 +644,8 @@ pub fn rule_lift(r: &RewriteArm, rule: &str) -> f64 {
     let w = PRIOR_WEIGHT;
     let rate_all = (f64::from(all.1) + w * r.p) / (f64::from(all.0) + w);
     let mine = r.rules_everywhere.get(rule).copied().unwrap_or_default();
-    let rate = (f64::from(mine.found) + w * rate_all) / (f64::from(mine.attempts) + w);
+    let prior = rate_all * prior_lift(rule);
+    let rate = (f64::from(mine.found) + w * prior) / (f64::from(mine.attempts) + w);
     if rate_all > 0.0 {
         rate / rate_all
     } else {
@@ -1033,7 +1059,7 @@ pub fn table_line(a: &Allocation) -> Option<String> {
     let priced: Vec<&RewriteArm> = a.arms.iter().filter_map(|k| k.rewrite.as_ref()).collect();
     let r = priced.first()?;
     Some(format!(
-        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% ({:.0}% with knobs) and brings {} ({} with knobs; {}), at most the square root of what is left above streaming its data once; a rule that missed on a kernel is tried there again at {:.0}% of that chance, one that found is hoped to bring at most {} more, at a chance of at most {:.0}%; --no-rewrites turns them off",
+        "source rewrites (r3 evolve's {}) are tried on {} kernel(s) once warm, where they are worth more a second than more trials: an attempt finds {}+ with chance {:.0}% ({:.0}% with knobs) and brings {} ({} with knobs; {}), at most the square root of what is left above streaming its data once{}; a rule that missed on a kernel is tried there again at {:.0}% of that chance, one that found is hoped to bring at most {} more, at a chance of at most {:.0}%; --no-rewrites turns them off",
         std::env::var("R3_LLM_URL")
             .ok()
             .filter(|v| !v.is_empty())
@@ -1045,10 +1071,26 @@ pub fn table_line(a: &Allocation) -> Option<String> {
         crate::store::speed::times(r.gain),
         crate::store::speed::times(r.knobs_gain.unwrap_or(r.gain)),
         r.from,
+        prior_lift_words(),
         100.0 * REPEAT_AFTER_MISS,
         crate::store::speed::times(REPEAT_AFTER_FIND_GAIN),
         100.0 * REPEAT_AFTER_FIND_CHANCE,
     ) + &reuse_words(&priced))
+}
+
+/// The rules priced apart before any is judged ([`RULE_PRIOR_LIFT`]), in words.
+fn prior_lift_words() -> String {
+    let each: Vec<String> = RULE_PRIOR_LIFT
+        .iter()
+        .map(|(rule, lift)| {
+            let name = rule.strip_prefix("rules: ").unwrap_or(rule);
+            format!("{name} {:.0}%", 100.0 * lift)
+        })
+        .collect();
+    format!(
+        "; a rule's first attempts at its own share of that chance, by what it found on an H200 ({})",
+        each.join(", ")
+    )
 }
 
 /// How many of the priced kernels are far above streaming their data once and how many near
@@ -1433,18 +1475,32 @@ pub(crate) mod tests {
 
     /// A rule that has found more often than the rest, on any kernel of the allocation, is
     /// tried first on the next kernel; one that has found less, later. With nothing judged,
-    /// every rule is priced alike and the attempts go in the order the proposer made them.
+    /// each rule is priced at its own prior lift, and rules alike there go in the order the
+    /// proposer made them.
     #[test]
     fn the_rule_that_found_more_often_is_tried_first() {
         let mut r = priced();
         (r.trial_s, r.setup_s, r.pending) = (0.5, 2.0, vec![1, 1]);
+        r.pending_rules = vec!["rules: restrict".into(), "rules: vector-loads".into()];
+        choose_next(&mut r);
+        assert_eq!(
+            r.next, 1,
+            "restrict found less often than the rules' prior on an H200"
+        );
+        r.pending_rules = vec![
+            "rules: unroll-constant".into(),
+            "rules: vector-loads".into(),
+        ];
+        choose_next(&mut r);
+        assert_eq!(r.next, 0, "alike: the proposer's order");
         r.pending_rules = vec![
             "rules: restrict".into(),
             "rules: register-accumulator".into(),
         ];
-        choose_next(&mut r);
-        assert_eq!(r.next, 0, "alike: the proposer's order");
-        assert_eq!(rule_lift(&r, "rules: restrict"), 1.0);
+        assert_eq!(
+            rule_lift(&r, "rules: restrict"),
+            prior_lift("rules: restrict")
+        );
         r.rules_everywhere = [
             ("rules: restrict".to_owned(), tally(12, 1)),
             ("rules: register-accumulator".to_owned(), tally(14, 7)),
@@ -1452,23 +1508,59 @@ pub(crate) mod tests {
         .into();
         let w = PRIOR_WEIGHT;
         let all = (8.0 + w * PRIOR_P) / (26.0 + w);
-        let lift = |n: f64, f: f64| (f + w * all) / (n + w) / all;
-        assert!((rule_lift(&r, "rules: register-accumulator") - lift(14.0, 7.0)).abs() < 1e-12);
+        let lift = |rule: &str, n: f64, f: f64| (f + w * all * prior_lift(rule)) / (n + w) / all;
+        let acc = lift("rules: register-accumulator", 14.0, 7.0);
+        assert!((rule_lift(&r, "rules: register-accumulator") - acc).abs() < 1e-12);
         assert!(rule_lift(&r, "rules: restrict") < 0.5);
         assert!(rule_lift(&r, "rules: register-accumulator") > 1.5);
         assert_eq!(
             rule_lift(&r, "rules: unroll-4"),
-            1.0,
-            "a rule not judged yet"
+            prior_lift("rules: unroll-4"),
+            "a rule not judged yet: its prior lift"
         );
         choose_next(&mut r);
         assert_eq!(r.next, 1);
         let kind = chance_of(&r, false);
-        assert!((chance(&r) - kind * lift(14.0, 7.0)).abs() < 1e-12);
+        assert!((chance(&r) - kind * acc).abs() < 1e-12);
         // A template is priced by its kind alone.
         r.pending = vec![1, 36];
         r.knobs_p = Some(0.5);
         assert_eq!(chance_at(&r, 1), chance_of(&r, true));
+    }
+
+    /// Before anything is judged, the register accumulator's first attempt on a kernel goes
+    /// before `restrict`'s and `unroll-4`'s, as on an H200 it found about twice as often; the
+    /// table line says so. A model's proposals and rules not measured keep the plain prior.
+    #[test]
+    fn each_rule_starts_at_its_own_measured_chance() {
+        let mut r = priced();
+        (r.trial_s, r.setup_s, r.pending) = (0.5, 2.0, vec![1, 1, 1]);
+        r.pending_rules = vec![
+            "rules: restrict".into(),
+            "rules: unroll-4".into(),
+            "rules: register-accumulator".into(),
+        ];
+        choose_next(&mut r);
+        assert_eq!(r.next, 2);
+        let plain = chance_of(&r, false);
+        assert!((chance(&r) - plain * 1.9).abs() < 1e-12, "{}", chance(&r));
+        assert!(chance_at(&r, 0) < plain && chance_at(&r, 1) < chance_at(&r, 0));
+        assert_eq!(prior_lift("llm: gpt (repair of #2)"), 1.0);
+        assert_eq!(prior_lift("rules: vector-loads"), 1.0);
+        // Every listed rule is one the proposer has, by its label.
+        for (rule, lift) in RULE_PRIOR_LIFT {
+            assert!(rule.starts_with("rules: ") && *lift > 0.0, "{rule}");
+        }
+        let mut a = crate::deadline::start("p", "GPU", 600.0, Vec::new());
+        a.arms.push(Arm {
+            rewrite: Some(r),
+            ..warm_arm()
+        });
+        let line = table_line(&a).unwrap();
+        assert!(
+            line.contains("(register-accumulator 190%, restrict 85%, unroll-4 75%)"),
+            "{line}"
+        );
     }
 
     /// A rule that missed on a kernel is priced at a tenth for its next attempt there, template
