@@ -40,6 +40,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub const SMALL_SHARE: f64 = 0.01;
 /// Trials over which a search is expected to reach 63% of what it can still give.
 pub const REACH_TRIALS: f64 = 24.0;
+/// The least time a compiler slice past the warm start buys, where its REACH_TRIALS take less:
+/// a slice's own cost (the search resumed, its model fitted again) stays small beside it.
+pub const MIN_SLICE_S: f64 = 5.0;
 /// The potential left, as a fraction of the programs' time, under which tuning stops.
 pub const SETTLED: f64 = 0.002;
 /// The speedup a search is expected to reach where the store has no history.
@@ -840,13 +843,18 @@ fn offer(
         batch
     };
     let round_s = f64::from(batch) * per_trial_s;
-    // A slice aims at its share of the deadline, but a long kernel whose one round is longer
-    // still gets that round where it fits: a 74 ms kernel's round of 4 trials (about 9 s, 16 s
-    // as first measured with its setup) against 15 s slices had left a kernel at 96% of its
-    // program with its warm start alone, while kernels under 1% were searched to their budget.
-    let rounds = (slice_seconds(a.deadline_s).min(left) / round_s)
-        .floor()
-        .max(if round_s <= left { 1.0 } else { 0.0 });
+    // A slice buys about REACH_TRIALS trials, where most of what a search hopes for is found,
+    // and at least MIN_SLICE_S of them, up to its share of the deadline; a long kernel whose
+    // one round is longer still gets that round where it fits: a 74 ms kernel's round of 4
+    // trials (about 9 s, 16 s as first measured with its setup) against 15 s slices had left a
+    // kernel at 96% of its program with its warm start alone, while kernels under 1% were
+    // searched to their budget. Priced at a tenth of the deadline whatever the kernel, a slice
+    // of trmm's 0.066 s trials (900 of them) was worth a twentieth a second of its first 24,
+    // and in runs Y12 and Y13 searches past their warm starts had 15 s and 5 s of 600 (H200,
+    // 2026-12-02): correlation's, 13.96x after 75 trials in Y12, stayed at 10.73x.
+    let cap = (slice_seconds(a.deadline_s).min(left) / round_s).floor();
+    let want = (REACH_TRIALS.max(MIN_SLICE_S / per_trial_s) / f64::from(batch)).ceil();
+    let rounds = want.min(cap).max(if round_s <= left { 1.0 } else { 0.0 });
     if rounds < 1.0 {
         return None;
     }
@@ -3121,6 +3129,43 @@ mod tests {
             clock <= deadline_s * (1.0 + CONFIRM_GRACE),
             "{clock} s: {told}"
         );
+    }
+
+    /// A slice past the warm start buys about REACH_TRIALS trials, at least MIN_SLICE_S of
+    /// them, not a tenth of the deadline: priced at 900 of a 0.066 s kernel's trials, a search
+    /// was worth a twentieth a second of its first 24 (trmm, run Y13).
+    #[test]
+    fn a_slice_is_priced_at_the_trials_that_find_what_its_search_hopes() {
+        let w = world(&[("cheap", 0.066, 3.0, 60.0), ("dear", 2.0, 3.0, 60.0)]);
+        let e = entrants(&[("cheap", 0.5), ("dear", 0.5)], &w);
+        let mut a = start("prog", "GPU", 600.0, e);
+        for k in ["cheap", "dear"] {
+            let out = SliceOutcome {
+                trials: 11,
+                best: Some(2.2),
+                done: None,
+                seconds: 11.0 * w[k].cost,
+                setup_s: 0.0,
+                trial_s: Some(w[k].cost),
+            };
+            record(&mut a, &TrialsKey::from(k), true, &out);
+        }
+        let arm = |n: &str| a.arms.iter().find(|x| x.kernel == n).unwrap().clone();
+        let slice = |n: &str| {
+            let (value, d) = offer(&a, &arm(n), 500.0, 4, &Held::none(), &[]).unwrap();
+            let Decision::Slice { trials, .. } = d else {
+                panic!("{d:?}")
+            };
+            (value, f64::from(trials - 11))
+        };
+        let (value, n) = slice("cheap");
+        assert_eq!(n, 4.0 * (MIN_SLICE_S / 0.066 / 4.0).ceil(), "{n}");
+        let tenth = 60.0 / 0.066;
+        let p = potential(&arm("cheap"));
+        let at_a_tenth = p * (1.0 - (-tenth / REACH_TRIALS).exp()) / 60.0;
+        assert!(value > 10.0 * at_a_tenth, "{value} {at_a_tenth}");
+        // A dear kernel's slice: its REACH_TRIALS, in whole rounds.
+        assert_eq!(slice("dear").1, REACH_TRIALS);
     }
 
     /// A kernel warm early whose search still climbs is searched between the warm starts of
