@@ -30,7 +30,7 @@
 //! `asm`, address-of a local, writes to parameters, `auto` or reference locals that depend on
 //! the group; `blockIdx` read outside the body.
 
-use super::kernel_text::{self as text, Facts, Parsed};
+use super::kernel_text::{self as text, Facts, Parsed, BLOCK_BARRIERS as BARRIERS};
 use super::source::{self, Kind};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -40,14 +40,6 @@ const KNOBS: [&str; 2] = ["R3_GX", "R3_GY"];
 const FACTORS: &str = "1, 2, 4";
 /// The loop variables of the repeated statements, by axis.
 const LOOP_VARS: [&str; 2] = ["r3_gx", "r3_gy"];
-
-const BARRIERS: &[&str] = &[
-    "__syncthreads",
-    "__syncthreads_and",
-    "__syncthreads_or",
-    "__syncthreads_count",
-    "__barrier_sync",
-];
 
 /// Calls beside the math ([`text::PURE_MATH`]) that read and write nothing but their arguments
 /// and result (`__ldg` reads memory no kernel writes): a statement calling only these may run

@@ -16,7 +16,6 @@ pub struct Facts {
     pub block: Option<[u32; 3]>,
 }
 
-/// A fact a rule's rewrite is sound under only.
 /// Math calls that neither write memory nor depend on anything but their arguments.
 pub const PURE_MATH: &[&str] = &[
     "min",
@@ -58,7 +57,36 @@ pub const PURE_MATH: &[&str] = &[
     "__fmaf_rn",
 ];
 
+/// A fact a rule's rewrite is sound under only.
 pub const POINTERS_DISJOINT: &str = "pointers_disjoint";
+
+/// Calls at which every thread of a block waits for the others: what block-grouping keeps in
+/// place, and one of the words [`synchronizes`] names.
+pub const BLOCK_BARRIERS: &[&str] = &[
+    "__syncthreads",
+    "__syncthreads_and",
+    "__syncthreads_or",
+    "__syncthreads_count",
+    "__barrier_sync",
+];
+
+/// Whether `word` names a call at which threads wait for one another or order their writes for
+/// one another: a block barrier, a warp barrier, a memory fence, or cooperative groups' `sync`
+/// (`block.sync()`, `cg::sync(g)`). A rule that moves, copies or skips code leaves code with
+/// any of these alone: threads may communicate through memory there. One list, so that a
+/// barrier one rule knows is never one another misses (the tiling rule had not known
+/// `__syncthreads_count`, the register accumulator `__syncthreads_and`).
+pub fn synchronizes(word: &str) -> bool {
+    BLOCK_BARRIERS.contains(&word)
+        || matches!(
+            word,
+            "__syncwarp"
+                | "sync"
+                | "__threadfence"
+                | "__threadfence_block"
+                | "__threadfence_system"
+        )
+}
 
 impl Facts {
     /// Whether `fact` holds: Some(false) when the recordings refute it, None when unknown.
@@ -187,4 +215,20 @@ pub(crate) fn modified_in(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_block_barrier_synchronizes_and_so_do_warp_barriers_fences_and_group_syncs() {
+        for w in BLOCK_BARRIERS {
+            assert!(synchronizes(w), "{w}");
+        }
+        for w in ["__syncwarp", "sync", "__threadfence", "__threadfence_block"] {
+            assert!(synchronizes(w) && !BLOCK_BARRIERS.contains(&w), "{w}");
+        }
+        assert!(!synchronizes("__shfl_sync") && !synchronizes("syncs"));
+    }
 }

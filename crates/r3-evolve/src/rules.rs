@@ -3,7 +3,7 @@
 //! may be wrong for the kernel (the compile and the validation against the recording decide),
 //! but it never writes anything but device code.
 
-use super::kernel_text::{edit, indent_at, modified_in, parse, Parsed};
+use super::kernel_text::{edit, indent_at, modified_in, parse, synchronizes, Parsed};
 pub use super::kernel_text::{Facts, POINTERS_DISJOINT};
 use super::source::{self, Kind};
 
@@ -105,10 +105,10 @@ fn accumulator(src: &str, facts: &Facts) -> Option<String> {
     for (f, body, braced) in p.loops() {
         let whole = f..if braced { body.end + 1 } else { body.end };
         let words: Vec<&str> = whole.clone().map(|i| p.w(i)).collect();
-        if words.iter().any(|w| {
-            matches!(*w, "return" | "goto" | "__syncthreads" | "__syncwarp")
-                || w.starts_with("atomic")
-        }) {
+        if words
+            .iter()
+            .any(|w| matches!(*w, "return" | "goto") || synchronizes(w) || w.starts_with("atomic"))
+        {
             continue;
         }
         let modified = modified_in(&p, whole.clone());
@@ -373,6 +373,25 @@ mod tests {
             "__global__ void k(int n, float *y, int i) { for (int j = 0; j < n; j++) { y[i] += 1; float t = y[i]; } }",
         ] {
             assert_eq!(r.apply(src, &Facts::default()), None, "{src}");
+        }
+    }
+
+    /// Every word that synchronizes threads or orders their writes keeps the accumulator in
+    /// memory: others may read it there (`__syncthreads_and` and fences had been missed).
+    #[test]
+    fn no_accumulator_in_a_loop_that_synchronizes() {
+        let r = rule("register-accumulator").unwrap();
+        let plain = "__global__ void k(int n, float *y, int i) { for (int j = 0; j < n; j++) { y[i] += 1; } }";
+        assert!(r.apply(plain, &Facts::default()).is_some());
+        for call in [
+            "__syncthreads_and(j)",
+            "__syncthreads_count(j)",
+            "__threadfence()",
+            "__syncwarp()",
+            "g.sync()",
+        ] {
+            let src = plain.replace("y[i] += 1;", &format!("y[i] += 1; {call};"));
+            assert_eq!(r.apply(&src, &Facts::default()), None, "{src}");
         }
     }
 

@@ -67,21 +67,10 @@ const ELEMENT_TYPES: &[&str] = &[
     "uint4",
 ];
 
-/// Words that make a body unfit: barriers (every thread of the block must reach the staged
-/// path's one), jumps the staged copy cannot keep, and writes it cannot see.
-const BARRED: &[&str] = &[
-    "__syncthreads",
-    "__syncthreads_and",
-    "__syncthreads_or",
-    "__syncthreads_count",
-    "__syncwarp",
-    "goto",
-    "switch",
-    "__shared__",
-    "asm",
-    "memcpy",
-    "memset",
-];
+/// Words that make a body unfit besides barriers and fences ([`text::synchronizes`]: every
+/// thread of the block must reach the staged path's one barrier): jumps the staged copy cannot
+/// keep, and writes it cannot see.
+const BARRED: &[&str] = &["goto", "switch", "__shared__", "asm", "memcpy", "memset"];
 
 /// The store the rule moves: `P[I] = E;` with `P` a pointer parameter.
 struct Store {
@@ -101,10 +90,9 @@ pub fn staged_store(src: &str, facts: &Facts) -> Option<String> {
     let src = inlined.as_deref().unwrap_or(src);
     let p = text::parse(src)?;
     let body = p.kernel.body.clone();
-    if body
-        .clone()
-        .any(|i| p.toks[i].kind == Kind::Ident && BARRED.contains(&p.w(i)))
-    {
+    if body.clone().any(|i| {
+        p.toks[i].kind == Kind::Ident && (BARRED.contains(&p.w(i)) || text::synchronizes(p.w(i)))
+    }) {
         return None;
     }
     let store = the_store(&p)?;
@@ -551,8 +539,9 @@ mod tests {
             "__global__ void k(int n, const float *a, float *b, float *s) {\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  b[c * n + r] = a[r * n + c];\n  s[0] = 1.0f;\n}",
             // Another write.
             "__global__ void k(int n, const float *a, float *b, float *s) {\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  s[r] += 1.0f;\n  b[c * n + r] = a[r * n + c];\n}",
-            // A barrier of its own.
+            // A barrier of its own, or a fence.
             "__global__ void k(int n, const float *a, float *b) {\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  __syncthreads();\n  b[c * n + r] = a[r * n + c];\n}",
+            "__global__ void k(int n, const float *a, float *b) {\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  __threadfence();\n  b[c * n + r] = a[r * n + c];\n}",
             // A return inside a loop.
             "__global__ void k(int n, const float *a, float *b) {\n  int c = blockIdx.x * blockDim.x + threadIdx.x;\n  int r = blockIdx.y * blockDim.y + threadIdx.y;\n  for (int q = 0; q < n; q++) if (a[q] < 0) return;\n  b[c * n + r] = a[r * n + c];\n}",
             // A type with constructors.

@@ -141,12 +141,7 @@ pub fn shared_tiling(src: &str, facts: &Facts) -> Option<String> {
         return None;
     }
     let p = text::parse(src)?;
-    if (p.kernel.body.clone()).any(|i| {
-        matches!(
-            p.w(i),
-            "__syncthreads" | "__syncthreads_and" | "__syncthreads_or" | "__syncwarp" | "goto"
-        )
-    }) {
+    if (p.kernel.body.clone()).any(|i| text::synchronizes(p.w(i)) || p.w(i) == "goto") {
         return None;
     }
     let stmts = statements(&p, p.kernel.body.clone());
@@ -1715,8 +1710,14 @@ mod tests {
             None,
             "A is written"
         );
-        let synced = GEMM.replace("float acc = 0.0f;", "float acc = 0.0f; __syncthreads();");
-        assert_eq!(shared_tiling(&synced, &facts([16, 16, 1])), None);
+        for call in [
+            "__syncthreads()",
+            "__syncthreads_count(1)",
+            "__threadfence()",
+        ] {
+            let synced = GEMM.replace("float acc = 0.0f;", &format!("float acc = 0.0f; {call};"));
+            assert_eq!(shared_tiling(&synced, &facts([16, 16, 1])), None, "{call}");
+        }
     }
 
     #[test]

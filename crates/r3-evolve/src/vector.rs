@@ -118,24 +118,11 @@ const LOOP_TYPES: &[&str] = &[
     "int", "unsigned", "signed", "long", "short", "size_t", "auto",
 ];
 /// Words after which the body is left alone: control leaving or repeating part of the body
-/// (a copy of it would do so four times or skip the copies after it), barriers (four per
-/// vector step: legal, but a rewrite of code that synchronizes is not this rule's business).
+/// (a copy of it would do so four times or skip the copies after it), and inline assembly;
+/// barriers and fences too ([`text::synchronizes`]: four per vector step are legal, but a
+/// rewrite of code that synchronizes is not this rule's business).
 const STOPS: &[&str] = &[
-    "for",
-    "while",
-    "do",
-    "goto",
-    "return",
-    "break",
-    "continue",
-    "switch",
-    "asm",
-    "__asm__",
-    "__syncthreads",
-    "__syncthreads_count",
-    "__syncthreads_and",
-    "__syncthreads_or",
-    "__syncwarp",
+    "for", "while", "do", "goto", "return", "break", "continue", "switch", "asm", "__asm__",
 ];
 
 impl Code<'_> {
@@ -371,7 +358,10 @@ impl Code<'_> {
             }
             (close + 1..semi + 1, semi)
         };
-        if body.clone().any(|i| STOPS.contains(&self.w(i))) {
+        if body
+            .clone()
+            .any(|i| STOPS.contains(&self.w(i)) || text::synchronizes(self.w(i)))
+        {
             return None;
         }
         let whole = f..last + 1;
@@ -845,6 +835,12 @@ mod tests {
                 "int j = 0; j < n; j++",
                 "for (int q = 0; q < 2; q++) s += x[j];",
             ),
+            ("int j = 0; j < n; j++", "{ s += x[j]; __syncwarp(); }"),
+            (
+                "int j = 0; j < n; j++",
+                "{ s += x[j]; __threadfence_block(); }",
+            ),
+            ("int j = 0; j < n; j++", "{ s += x[j]; __barrier_sync(0); }"),
         ] {
             let src = format!("__global__ void k(int n, const float *x, float *y) {{ float s = 0; for ({header}) {body} y[0] = s; }}");
             assert_eq!(apply(&src), None, "for ({header}) {body}");
