@@ -2172,6 +2172,29 @@ mod tests {
             .collect()
     }
 
+    /// `n` short kernels, `s00` on, each a trial of 0.3 s, reaching `top` (tau 4) and at
+    /// `share` of its program, and `others` (`(name, cost, top, tau, share)`): their names, the
+    /// simulated GPU and the entrants.
+    fn shorts_and(
+        n: usize,
+        (top, share): (f64, f64),
+        others: &[(&str, f64, f64, f64, f64)],
+    ) -> (Vec<String>, BTreeMap<String, Kernel>, Vec<Entrant>) {
+        let names: Vec<String> = (0..n).map(|i| format!("s{i:02}")).collect();
+        let mut kernels: Vec<(&str, f64, f64, f64)> =
+            names.iter().map(|n| (n.as_str(), 0.3, top, 4.0)).collect();
+        kernels.extend(
+            others
+                .iter()
+                .map(|&(k, cost, top, tau, _)| (k, cost, top, tau)),
+        );
+        let w = world(&kernels);
+        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), share)).collect();
+        shares.extend(others.iter().map(|&(k, .., share)| (k, share)));
+        let people = entrants(&shares, &w);
+        (names, w, people)
+    }
+
     /// The correlation case: one kernel at 99.6% of the program, 4 s a trial, and three
     /// small ones that are cheap and reach far larger speedups.
     const CORRELATION: [(&str, f64, f64, f64); 4] = [
@@ -3034,14 +3057,7 @@ mod tests {
     /// back the least warm start of those not reached yet, so every one is reached.
     #[test]
     fn every_kernel_that_matters_is_reached_before_any_gets_its_whole_warm_start() {
-        let names: Vec<String> = (0..20).map(|i| format!("s{i:02}")).collect();
-        let mut kernels: Vec<(&str, f64, f64, f64)> =
-            names.iter().map(|n| (n.as_str(), 0.3, 1.1, 4.0)).collect();
-        kernels.push(("long", 2.0, 2.0, 10.0));
-        let mut w = world(&kernels);
-        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 1.0)).collect();
-        shares.push(("long", 0.998));
-        let mut people = entrants(&shares, &w);
+        let (_, mut w, mut people) = shorts_and(20, (1.1, 1.0), &[("long", 2.0, 2.0, 10.0, 0.998)]);
         for e in &mut people {
             e.weight = e.share / 21.0;
             e.launch_ms = if e.kernel == "long" { 900.0 } else { 0.05 };
@@ -3175,14 +3191,7 @@ mod tests {
     /// reached.
     #[test]
     fn a_climbing_search_goes_between_the_warm_starts_of_kernels_worth_less_a_second() {
-        let names: Vec<String> = (0..40).map(|i| format!("s{i:02}")).collect();
-        let mut kernels: Vec<(&str, f64, f64, f64)> =
-            names.iter().map(|n| (n.as_str(), 0.3, 1.02, 4.0)).collect();
-        kernels.push(("big", 0.1, 4.0, 60.0));
-        let mut w = world(&kernels);
-        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 0.02)).collect();
-        shares.push(("big", 1.0));
-        let people = entrants(&shares, &w);
+        let (names, mut w, people) = shorts_and(40, (1.02, 0.02), &[("big", 0.1, 4.0, 60.0, 1.0)]);
         let deadline_s = 400.0;
         assert!(least_warm_starts(deadline_s, &people) < deadline_s);
         let (slices, told) = run_alone(&mut w, people, deadline_s, |sim| {
@@ -3207,16 +3216,14 @@ mod tests {
     /// kernels still get whole warm starts.
     #[test]
     fn an_expensive_kernel_is_reached_where_not_every_least_warm_start_fits() {
-        let names: Vec<String> = (0..40).map(|i| format!("s{i:02}")).collect();
-        let mut kernels: Vec<(&str, f64, f64, f64)> =
-            names.iter().map(|n| (n.as_str(), 0.3, 1.3, 4.0)).collect();
-        kernels.push(("long", 8.0, 1.05, 10.0));
-        kernels.push(("mid", 3.0, 2.0, 10.0));
-        let mut w = world(&kernels);
-        let mut shares: Vec<(&str, f64)> = names.iter().map(|n| (n.as_str(), 0.9)).collect();
-        shares.push(("long", 0.998));
-        shares.push(("mid", 0.89));
-        let mut people = entrants(&shares, &w);
+        let (_, mut w, mut people) = shorts_and(
+            40,
+            (1.3, 0.9),
+            &[
+                ("long", 8.0, 1.05, 10.0, 0.998),
+                ("mid", 3.0, 2.0, 10.0, 0.89),
+            ],
+        );
         for e in &mut people {
             e.weight = e.share / 41.0;
             e.launch_ms = match e.kernel.as_str() {
