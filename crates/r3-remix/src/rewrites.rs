@@ -611,10 +611,10 @@ fn missed_here(r: &RewriteArm, rule: &str) -> bool {
 /// `scripts/rewrite-repeats`-style tally of the attempts judged alone in their slice). The
 /// register accumulator found on 12 of its 52 first attempts on a kernel (23%; 4 of the 14
 /// kernels it was judged on: kt_concordance, oscillators, tl_probe, trmm), `restrict` on 7 of
-/// 70 (10%; 2 of 16), `unroll-4` on 9 of 103 (9%; 3 of 27). Priced alike at 12%, the
-/// accumulator's attempts on oscillators and trmm (1.33x and 1.21x with `unroll-4` on its
-/// rewrite in Y11) waited behind `restrict` and were not reached in Y12, nor kt_concordance's
-/// (1.69x in Y9). Rules not listed, and a model's proposals, keep 1.
+/// 70 (10%; 2 of 16), `unroll-4` on 9 of 103 (9%; 3 of 27). Priced alike at 12%, Y12 judged
+/// only `restrict` on oscillators (its accumulator had found 1.33x in Y11) and nothing on trmm
+/// (1.21x in Y11), nor kt_concordance's accumulator (1.69x in Y9). Rules not listed, and a
+/// model's proposals, keep 1.
 pub const RULE_PRIOR_LIFT: &[(&str, f64)] = &[
     ("rules: register-accumulator", 1.9),
     ("rules: restrict", 0.85),
