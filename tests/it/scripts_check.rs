@@ -326,6 +326,33 @@ fn rewrite_repeats_counts_a_repeat_after_a_miss_apart() {
         "1 attempts 1 finds 9.0 s gains 1.067x",
         "{t}"
     );
+    // Over several logs, each rule's first attempts on a kernel are added up too: what
+    // RULE_PRIOR_LIFT is set from.
+    let twice = script(
+        "rewrite-repeats",
+        &[log.to_str().unwrap(), log.to_str().unwrap()],
+        &[],
+    );
+    let t = text(&twice);
+    assert!(twice.status.success(), "{t}");
+    let by_rule = |rule: &str| {
+        t.lines()
+            .find(|l| l.trim_start().starts_with(rule) && l.contains("kernels"))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| panic!("no {rule} row:\n{t}"))
+    };
+    assert_eq!(
+        by_rule("shared-tiling"),
+        "4 attempts 2 finds ( 50%) on 1 of 2 kernels"
+    );
+    assert_eq!(
+        by_rule("restrict"),
+        "2 attempts 0 finds ( 0%) on 0 of 1 kernels"
+    );
+    assert_eq!(
+        by_rule("unroll-4"),
+        "2 attempts 0 finds ( 0%) on 0 of 1 kernels"
+    );
     let none = script("rewrite-repeats", &[], &[]);
     assert_eq!(none.status.code(), Some(2), "{}", text(&none));
 }
