@@ -607,6 +607,8 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         // search where that is worth more (H200, 2026-11-30, 2026-12-02).
         let between = all_fit
             .then(|| {
+                // A rewrite waits for its kernel's search as priced with all the time left
+                // (as after the warm starts); what may go now must fit beside them.
                 let compiler = compiler_offers(a, held, &mine, batch, left);
                 let rewrites = rewrite_offers(a, held, &compiler, left - owed);
                 most(
