@@ -9,11 +9,11 @@ use crate::judge::{GpuJudge, Judge};
 use crate::kernel::KernelHash;
 use crate::propose::Proposer;
 use crate::remix::rewrites::{
-    pending_attempts, RewriteOutcome, Rewriter, Tried, FOUND, INNER_TRIALS,
+    pending_attempts, DeepenOutcome, RewriteOutcome, Rewriter, Tried, FOUND, INNER_TRIALS,
 };
 use crate::remix::session::{self, Line};
 use crate::run::{evolve, Options};
-use crate::store::attempts::{builds_to_judge, fold, Attempt};
+use crate::store::attempts::{builds_to_judge, fold, Attempt, Event, Verdict, What, FORMAT};
 use crate::store::{KernelRecord, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -247,6 +247,19 @@ impl Rewriter for EvolveRewriter<'_> {
             .map_or(1.0, |r| 1.0 / r);
         let speedup = |a: &Attempt| a.verdict(Some(&gpu)).and_then(|v| v.speedup_over(own_best));
         let best = after.iter().filter_map(speedup).fold(1.0, f64::max);
+        let kept = after
+            .iter()
+            .filter_map(|a| Some((speedup(a)?, a)))
+            .max_by(|x, y| x.0.total_cmp(&y.0))
+            .and_then(|(_, a)| match a.verdict(Some(&gpu)) {
+                // A scripted verdict had no search to take further.
+                Some(Verdict::Valid {
+                    trials,
+                    simulated: false,
+                    ..
+                }) => Some((a.id, *trials)),
+                _ => None,
+            });
         // A find beats the best rewrite judged before this slice by FOUND, not the original's
         // best compiler-only build alone: a template's children, judged at the knobs it won
         // with, ran at its 2.4x and counted as five more finds (H200, run Y4, 2026-11-30).
@@ -298,8 +311,199 @@ impl Rewriter for EvolveRewriter<'_> {
             pending: Some(pending.builds),
             pending_rules: Some(pending.rules),
             said,
+            kept,
         }
     }
+
+    fn deepen(
+        &mut self,
+        kernel: &KernelHash,
+        attempt: u32,
+        trials: u32,
+        (search_s, limit_s): (f64, f64),
+    ) -> DeepenOutcome {
+        let mut said = Vec::new();
+        let limit = Duration::from_secs_f64(limit_s.max(0.0));
+        let local = AtomicBool::new(false);
+        let finished = AtomicBool::new(false);
+        let stop = self.stop;
+        let result = std::thread::scope(|s| {
+            s.spawn(|| {
+                let end = Instant::now() + limit;
+                while !finished.load(Ordering::SeqCst) {
+                    if stop.load(Ordering::SeqCst) || Instant::now() >= end {
+                        local.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            });
+            let search = Duration::from_secs_f64(search_s.max(0.0));
+            let r = self.deepen_judged(kernel, attempt, (trials, search), &local, &mut said);
+            finished.store(true, Ordering::SeqCst);
+            r
+        });
+        let cut = local.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
+        let mut out = match result {
+            Ok((trials, best)) => DeepenOutcome {
+                trials,
+                best,
+                seconds: 0.0,
+                cut,
+                done: None,
+                said: Vec::new(),
+            },
+            Err(why) => DeepenOutcome::none(why),
+        };
+        out.said = said;
+        out
+    }
+}
+
+impl EvolveRewriter<'_> {
+    /// [`Rewriter::deepen`]'s work: the judge of `kernel` searches the build of `attempt` that
+    /// won to `trials` compiler trials in all (its trials resumed) within `search` and confirms
+    /// its best; where that holds and runs faster than the attempt's verdict said, it is the
+    /// attempt's verdict from now on ([`deeper_verdict`]). The trials its search has in all,
+    /// and the attempt's speedup over the kernel's best compiler-only build now.
+    fn deepen_judged(
+        &mut self,
+        kernel: &KernelHash,
+        attempt: u32,
+        (trials, search): (u32, Duration),
+        local: &AtomicBool,
+        said: &mut Vec<String>,
+    ) -> Result<(u32, f64), String> {
+        let Judging::Gpu {
+            driver,
+            gpu,
+            measure,
+            ..
+        } = &self.judging
+        else {
+            return Err("only a GPU judge searches a rewrite further".into());
+        };
+        let k = self.store.kernel(kernel).map_err(|e| e.to_string())?;
+        let name = gpu.trials_name();
+        let found = attempts(self.store, kernel)
+            .into_iter()
+            .find(|a| a.id == attempt)
+            .ok_or_else(|| format!("attempt {attempt} is not in its log"))?;
+        let old = found
+            .verdict(Some(&name))
+            .filter(|v| v.speedup().is_some())
+            .cloned()
+            .ok_or_else(|| format!("attempt {attempt} has no valid verdict on {name}"))?;
+        let (variant, _) = found
+            .shipped_build(Some(&name))
+            .ok_or_else(|| format!("attempt {attempt} was not compiled"))?;
+        let variant = self.store.kernel(&variant).map_err(|e| e.to_string())?;
+        let mut note = |l: Line| said.push(line_text(l));
+        let (ev, space, tune) = session::judge_parts(
+            self.store,
+            &k,
+            *driver,
+            gpu,
+            measure,
+            (trials, Some(search)),
+            &mut note,
+        )?;
+        let mut judge = GpuJudge::new(self.store, ev, space, tune, local)?;
+        let new = judge.judge(self.store, &variant, &found.rewrite);
+        let own_best = own_best(self.store, kernel, &name);
+        let searched = trials_of(self.store, &variant.hash, &name);
+        if local.load(Ordering::SeqCst) {
+            let at = old.speedup_over(own_best).unwrap_or(1.0);
+            return Ok((searched, at));
+        }
+        let kept = match deeper_verdict(&old, new, own_best) {
+            Some(v) => {
+                let at = v.speedup_over(own_best).unwrap_or(1.0);
+                said.push(format!(
+                    "r3 tune --deadline: {}: attempt {attempt} searched further: {} its verdict's {}",
+                    k.label(),
+                    crate::store::speed::times(at),
+                    crate::store::speed::times(old.speedup_over(own_best).unwrap_or(1.0))
+                ));
+                self.store
+                    .open_attempts(kernel)
+                    .and_then(|mut log| {
+                        log.append(&Event {
+                            format: FORMAT,
+                            attempt,
+                            unix_ms: crate::run::now_ms(),
+                            what: What::Judged {
+                                gpu: name.clone(),
+                                verdict: v,
+                            },
+                        })
+                    })
+                    .map_err(|e| e.to_string())?;
+                at
+            }
+            None => old.speedup_over(own_best).unwrap_or(1.0),
+        };
+        Ok((searched, kept))
+    }
+}
+
+/// The verdict a further search of a rewrite leaves it with: `new` where it is valid and runs
+/// faster over -O3 than `old` did (each over the reference it was judged against, `own_best`
+/// the kernel's best compiler-only build now), with the build `old` won with; None where `old`
+/// stands. A deeper search's best is confirmed on every recorded launch as the first was, and
+/// one that fails there, or is slower, leaves the rewrite as it was judged.
+pub fn deeper_verdict(old: &Verdict, new: Verdict, own_best: f64) -> Option<Verdict> {
+    let faster = match (old.speedup_over(own_best), new.speedup_over(own_best)) {
+        (Some(o), Some(n)) => n > o,
+        _ => false,
+    };
+    match (faster, new, old) {
+        (
+            true,
+            Verdict::Valid {
+                speedup,
+                time_us,
+                reference_us,
+                pipeline,
+                candidate,
+                trials,
+                simulated,
+                reference_speedup,
+                checked,
+                ..
+            },
+            Verdict::Valid { values, .. },
+        ) => Some(Verdict::Valid {
+            speedup,
+            time_us,
+            reference_us,
+            pipeline,
+            candidate,
+            trials,
+            simulated,
+            values: values.clone(),
+            reference_speedup,
+            checked,
+        }),
+        _ => None,
+    }
+}
+
+/// The kernel's best compiler-only speedup over -O3 on `gpu` (1 where none).
+fn own_best(store: &Store, kernel: &KernelHash, gpu: &str) -> f64 {
+    store
+        .best_trial(&crate::kernel::TrialsKey::of_kernel(kernel), gpu)
+        .ok()
+        .flatten()
+        .and_then(|t| t.ratio())
+        .map_or(1.0, |r| 1.0 / r)
+}
+
+/// The trials a kernel's (or a rewrite's) search has on `gpu`.
+fn trials_of(store: &Store, kernel: &KernelHash, gpu: &str) -> u32 {
+    store
+        .trials(&crate::kernel::TrialsKey::of_kernel(kernel), gpu)
+        .map_or(0, |t| t.len() as u32)
 }
 
 /// The kernel's attempts, as its log holds them now.
@@ -308,4 +512,48 @@ fn attempts(store: &Store, kernel: &KernelHash) -> Vec<Attempt> {
         .attempts(kernel)
         .map(|events| fold(&events).1)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid(speedup: f64, reference_speedup: f64, values: &[(&str, i64)]) -> Verdict {
+        Verdict::Valid {
+            speedup,
+            time_us: 100.0 / speedup,
+            reference_us: 100.0,
+            pipeline: "O3".into(),
+            candidate: None,
+            trials: 8,
+            simulated: false,
+            values: values.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+            reference_speedup: Some(reference_speedup),
+            checked: Vec::new(),
+        }
+    }
+
+    /// A deeper search's verdict replaces the rewrite's only where it holds and runs faster
+    /// over -O3, each over the reference it was judged against; it keeps the build the first
+    /// verdict won with.
+    #[test]
+    fn a_deeper_search_replaces_a_verdict_only_where_it_holds_and_runs_faster() {
+        let old = valid(1.2, 2.0, &[("TILE", 32)]);
+        let new = deeper_verdict(&old, valid(1.5, 2.0, &[]), 2.0).unwrap();
+        assert_eq!(new.speedup(), Some(1.5));
+        let Verdict::Valid { values, .. } = &new else {
+            panic!("{new:?}")
+        };
+        assert_eq!(values.get("TILE"), Some(&32));
+        assert!(deeper_verdict(&old, valid(1.1, 2.0, &[]), 2.0).is_none());
+        // Judged against a faster reference (the kernel's search went on): 1.1 x 2.5 over -O3
+        // beats 1.2 x 2.0.
+        assert!(deeper_verdict(&old, valid(1.1, 2.5, &[]), 2.5).is_some());
+        assert!(deeper_verdict(&old, valid(0.9, 2.5, &[]), 2.5).is_none());
+        let failed = Verdict::Failed {
+            why: "wrong output".into(),
+            message: "recorded launch 2".into(),
+        };
+        assert!(deeper_verdict(&old, failed, 2.0).is_none());
+    }
 }

@@ -399,6 +399,15 @@ pub enum Decision {
         limit_s: f64,
         first: Option<usize>,
     },
+    /// A further compiler search of `kernel`'s kept rewrite, its `attempt`, to `trials` trials
+    /// in all within about `search_s` seconds, confirmed within `limit_s` ([`deepen_offer`]).
+    Deepen {
+        kernel: TrialsKey,
+        attempt: u32,
+        trials: u32,
+        search_s: f64,
+        limit_s: f64,
+    },
     /// Nothing worth the time that is left: why.
     Stop(String),
 }
@@ -614,6 +623,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
                 most(
                     searches_between(a, held, &mine, batch, left - owed)
                         .chain(rewrites)
+                        .chain(deepen_offers(a, held, left - owed))
                         .collect(),
                 )
             })
@@ -627,7 +637,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         .arms
         .iter()
         .all(|k| k.warm || k.share < SMALL_SHARE || k.done.is_some());
-    let left_over = |k: &Arm| potential(k) + crate::rewrites::potential(k);
+    let left_over = |k: &Arm| potential(k) + crate::rewrites::potential(k) + deepen_potential(k);
     if all_warm && a.arms.iter().map(left_over).sum::<f64>() < SETTLED {
         return Decision::Stop("settled".into());
     }
@@ -635,7 +645,15 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     // confirmations keep back left out of it (a rewrite's judge checks it on every launch).
     let compiler = compiler_offers(a, held, &mine, batch, left);
     let rewrites = rewrite_offers(a, held, &compiler, left);
-    let best = most(compiler.into_iter().flatten().chain(rewrites).collect());
+    let deepens = deepen_offers(a, held, left);
+    let best = most(
+        compiler
+            .into_iter()
+            .flatten()
+            .chain(rewrites)
+            .chain(deepens)
+            .collect(),
+    );
     match best {
         Some((v, d)) if v > 0.0 => d,
         _ if a.arms.iter().any(|k| left_over(k) > 0.0 && busy(&k.kernel)) => {
@@ -712,6 +730,84 @@ fn rewrite_offers(
             Some((value, d))
         })
         .collect()
+}
+
+/// Each kernel's deepening that fits in `fit_s` seconds ([`deepen_offer`]), with what it is
+/// worth a second.
+fn deepen_offers<'x>(
+    a: &'x Allocation,
+    held: &'x Held,
+    fit_s: f64,
+) -> impl Iterator<Item = (f64, Decision)> + 'x {
+    a.arms
+        .iter()
+        .filter(|k| !(held.busy)(&k.kernel))
+        .filter_map(move |k| deepen_offer(a, k, fit_s))
+}
+
+/// The whole-program gain a further compiler search of `k`'s kept rewrite may still give, as
+/// [`potential`] prices a search of the kernel: from the rewrite's speed to its hope, at the
+/// growth searches past their warm start find (the judge's search of a rewrite is as long as
+/// a warm start), decaying as its trials go by without a 1% gain. Nothing where no rewrite
+/// is kept, its search is done, or the kernel's own best runs as fast. trmm's rewrite, found
+/// at 1.21x over a warm start of 2.19x and searched 8 trials by its judge, was never searched
+/// again, while the kernel's own search reached 3.41x in 100 trials (H200, runs Y9 and Y13).
+pub fn deepen_potential(k: &Arm) -> f64 {
+    let Some(kept) = k
+        .rewrite
+        .as_ref()
+        .and_then(|r| r.kept.as_ref())
+        .filter(|d| d.done.is_none())
+    else {
+        return 0.0;
+    };
+    let now = k.effective();
+    if now <= k.best {
+        return 0.0;
+    }
+    let g = k.growth.unwrap_or(R3_GROWTH);
+    let hoped = now * (1.0 + g.floor + g.per_ln * now.max(1.0).ln());
+    let stale = f64::from(kept.trials.saturating_sub(kept.improved_at));
+    k.worth_weight() * (1.0 / now - 1.0 / hoped) * (-stale / STALE_TRIALS).exp()
+}
+
+/// A deepening of `k`'s kept rewrite and what it is worth a second; None where none is worth
+/// anything or none fits in `left`. It buys trials as a compiler slice does (about
+/// [`REACH_TRIALS`], at least [`MIN_SLICE_S`] of them, at most a slice's share of the
+/// deadline), at the kernel's trial price, beside what its judge costs around them: the
+/// kernel's evaluator and the rewrite's build set up, and the confirmation of its best on every
+/// recorded launch ([`crate::rewrites::JUDGE_TRIALS`]).
+pub fn deepen_offer(a: &Allocation, k: &Arm, left: f64) -> Option<(f64, Decision)> {
+    let potential = deepen_potential(k);
+    let r = k.rewrite.as_ref()?;
+    let kept = r.kept.as_ref()?;
+    if potential <= 0.0 || k.share < SMALL_SHARE {
+        return None;
+    }
+    let per_trial_s = trial_of(a, k).max(1e-3);
+    // The kernel's evaluator twice (the judge's, and its confirmation's), as an attempt's.
+    let fixed = 2.0 * r.setup_s
+        + crate::rewrites::build_setup_s(r.run_s)
+        + f64::from(crate::rewrites::JUDGE_TRIALS) * per_trial_s;
+    let cap = (slice_seconds(a.deadline_s).min(left - fixed) / per_trial_s).floor();
+    let want = REACH_TRIALS.max(MIN_SLICE_S / per_trial_s).ceil();
+    let n = want.min(cap);
+    if n < 1.0 {
+        return None;
+    }
+    let search_s = n * per_trial_s;
+    let cost = search_s + fixed;
+    let value = potential * (1.0 - (-n / REACH_TRIALS).exp()) / cost;
+    Some((
+        value,
+        Decision::Deepen {
+            kernel: k.kernel.clone(),
+            attempt: kept.attempt,
+            trials: kept.trials + n as u32,
+            search_s: 2.0 * search_s,
+            limit_s: (2.0 * cost).min(left),
+        },
+    ))
 }
 
 /// The near-ties whose confirmations keep no time back for now: where the least warm starts
@@ -1022,6 +1118,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
         at_s,
         warm,
         rewrite: false,
+        deepen: false,
     });
     learn_from_twins(a, kernel);
     a.reweigh();
@@ -1119,6 +1216,17 @@ pub trait Runner {
         _first: Option<usize>,
     ) -> crate::rewrites::RewriteOutcome {
         crate::rewrites::RewriteOutcome::none("no rewriter in this run")
+    }
+    /// A further compiler search of `kernel`'s kept rewrite (`rewrites::Rewriter::deepen`);
+    /// a runner without a rewriter makes none.
+    fn deepen(
+        &mut self,
+        _kernel: &TrialsKey,
+        _attempt: u32,
+        _trials: u32,
+        _times: (f64, f64),
+    ) -> crate::rewrites::DeepenOutcome {
+        crate::rewrites::DeepenOutcome::none("no rewriter in this run")
     }
     /// Waits `seconds` for another worker: every kernel left is searched by one (`WAITING`).
     fn idle(&mut self, seconds: f64) {
@@ -1296,7 +1404,10 @@ pub fn run(
             };
             // Decided and taken under one lock: another worker's decision sees it busy, and
             // its winner is this worker's to confirm.
-            if let Decision::Slice { kernel, .. } | Decision::Rewrite { kernel, .. } = &d {
+            if let Decision::Slice { kernel, .. }
+            | Decision::Rewrite { kernel, .. }
+            | Decision::Deepen { kernel, .. } = &d
+            {
                 if !runner.hold(kernel) {
                     store.put_allocation(&a)?;
                     continue;
@@ -1372,6 +1483,30 @@ pub fn run(
                 store.put_allocation(&a)?;
                 slices += 1;
                 runner.say(crate::rewrites::line(&a, &kernel, &out, predicted(&a)));
+                last_kernel = kernel;
+                continue;
+            }
+            Decision::Deepen {
+                kernel,
+                attempt,
+                trials,
+                search_s,
+                limit_s,
+            } => {
+                let t0 = runner.now_s();
+                let mut out = runner.deepen(&kernel, attempt, trials, (search_s, limit_s));
+                out.seconds = runner.now_s() - t0;
+                let _lock = store.lock_allocation(scope, gpu)?;
+                let mut a = current(store, scope, gpu, base, runner)?;
+                crate::rewrites::record_deepen(&mut a, &kernel, &out);
+                store.put_allocation(&a)?;
+                slices += 1;
+                runner.say(crate::rewrites::deepen_line(
+                    &a,
+                    &kernel,
+                    &out,
+                    predicted(&a),
+                ));
                 last_kernel = kernel;
                 continue;
             }
@@ -1781,7 +1916,7 @@ fn potentials_line(a: &Allocation) -> String {
         percent(
             a.arms
                 .iter()
-                .map(|k| potential(k) + crate::rewrites::potential(k))
+                .map(|k| potential(k) + crate::rewrites::potential(k) + deepen_potential(k))
                 .sum()
         ),
         if top.is_empty() {
@@ -3186,6 +3321,66 @@ mod tests {
         assert_eq!(slice("dear").1, REACH_TRIALS);
     }
 
+    /// A deepening of a kept rewrite is priced as a compiler slice of the kernel at the
+    /// rewrite's speed: its trials' worth, decaying as they go by without a gain, plus its
+    /// judge's setup and confirmation; none where no rewrite is kept, its search is done, or
+    /// the kernel's own best is as fast.
+    #[test]
+    fn a_kept_rewrites_deepening_is_priced_as_a_slice_at_the_rewrites_speed() {
+        use crate::store::deadline::Kept;
+        let w = world(&[("k", 0.1, 3.0, 60.0)]);
+        let mut a = start("prog", "GPU", 600.0, entrants(&[("k", 0.9)], &w));
+        let out = SliceOutcome {
+            trials: 11,
+            best: Some(2.0),
+            done: None,
+            seconds: 1.1,
+            setup_s: 0.0,
+            trial_s: Some(0.1),
+        };
+        record(&mut a, &"k".into(), true, &out);
+        let mut k = a.arms[0].clone();
+        assert!(deepen_offer(&a, &k, 500.0).is_none(), "no rewrite arm");
+        let mut r = crate::rewrites::tests::priced();
+        (r.best, r.base, r.trial_s, r.setup_s) = (1.3, Some(2.0), 0.1, 1.0);
+        k.rewrite = Some(r);
+        assert!(deepen_offer(&a, &k, 500.0).is_none(), "nothing kept");
+        k.rewrite.as_mut().unwrap().kept = Some(Kept {
+            attempt: 4,
+            trials: 8,
+            improved_at: 8,
+            done: None,
+        });
+        let (fresh, d) = deepen_offer(&a, &k, 500.0).unwrap();
+        let Decision::Deepen {
+            attempt, trials, ..
+        } = d
+        else {
+            panic!("{d:?}")
+        };
+        assert_eq!((attempt, trials), (4, 8 + (MIN_SLICE_S / 0.1) as u32));
+        let now: f64 = 2.6;
+        let hoped = now * (1.0 + R3_GROWTH.floor + R3_GROWTH.per_ln * now.ln());
+        let close = |x: f64, y: f64| (x - y).abs() < 1e-12;
+        assert!(close(
+            deepen_potential(&k),
+            k.worth_weight() * (1.0 / now - 1.0 / hoped)
+        ));
+        // Searched without a gain: worth less.
+        k.rewrite.as_mut().unwrap().kept.as_mut().unwrap().trials = 40;
+        let (stale, _) = deepen_offer(&a, &k, 500.0).unwrap();
+        assert!(stale < fresh * (-1.5f64).exp(), "{stale} {fresh}");
+        // Done, or outrun by the kernel's own best: nothing.
+        k.rewrite.as_mut().unwrap().kept.as_mut().unwrap().done = Some("space".into());
+        assert!(deepen_offer(&a, &k, 500.0).is_none());
+        k.rewrite.as_mut().unwrap().kept.as_mut().unwrap().done = None;
+        k.best = 2.7;
+        assert!(deepen_offer(&a, &k, 500.0).is_none());
+        // No time for its judge around one trial: nothing.
+        k.best = 2.0;
+        assert!(deepen_offer(&a, &k, 2.5).is_none());
+    }
+
     /// A kernel warm early whose search still climbs is searched between the warm starts of
     /// forty short kernels that hope for less a second, where all their least warm starts still
     /// fit, not after the last of them (run Y12: trmm, warm at 25 s, had no slice after; it
@@ -3713,6 +3908,10 @@ mod tests {
             found: f64,
             made: u32,
             more: u32,
+            /// What a search of its rewrite finds, at most, over its find (`found`), and the
+            /// trials that search has had.
+            deep_top: f64,
+            deep_trials: u32,
         }
 
         struct Gpu {
@@ -3721,6 +3920,15 @@ mod tests {
             attempts: Vec<String>,
             /// Each attempt's `first`: the attempt waiting for its judge it was to judge.
             firsts: Vec<Option<usize>>,
+            /// Each deepening: its kernel, attempt and trials asked for.
+            deepened: Vec<(String, u32, u32)>,
+        }
+
+        /// A rewrite's speedup over its kernel's best build after `trials` of its search (its
+        /// judge searched 8): `found`, growing towards `found × deep_top`.
+        fn deepened(k: &Kernel) -> f64 {
+            let more = f64::from(k.deep_trials.saturating_sub(8));
+            k.found * (1.0 + (k.deep_top - 1.0) * (1.0 - (-more / 8.0).exp()))
         }
 
         impl Runner for Gpu {
@@ -3770,15 +3978,15 @@ mod tests {
                 self.clock += k.attempt_s;
                 k.made += 1;
                 let found = k.finds_at == Some(k.made);
+                let valid = k.finds_at.is_some_and(|n| k.made >= n);
+                if found {
+                    k.deep_trials = 8;
+                }
                 RewriteOutcome {
                     attempts: 1,
                     found: u32::from(found),
                     knobs: (0, 0),
-                    best: if k.finds_at.is_some_and(|n| k.made >= n) {
-                        k.found
-                    } else {
-                        1.0
-                    },
+                    best: if valid { deepened(k) } else { 1.0 },
                     done: (k.made >= k.finds_at.unwrap_or(0) + k.more)
                         .then(|| "rules has nothing more to propose".to_owned()),
                     seconds: 0.0,
@@ -3786,6 +3994,29 @@ mod tests {
                     pending: None,
                     pending_rules: None,
                     rules: Vec::new(),
+                    said: Vec::new(),
+                    kept: valid.then(|| (k.finds_at.unwrap_or(0), k.deep_trials)),
+                }
+            }
+            fn deepen(
+                &mut self,
+                kernel: &TrialsKey,
+                attempt: u32,
+                trials: u32,
+                (_, limit_s): (f64, f64),
+            ) -> crate::rewrites::DeepenOutcome {
+                self.deepened.push((kernel.to_string(), attempt, trials));
+                let k = self.world.get_mut(kernel.as_str()).unwrap();
+                let fit = ((limit_s - 2.0) / k.cost).floor().max(0.0) as u32;
+                let to = trials.min(k.deep_trials + fit);
+                self.clock += f64::from(to - k.deep_trials) * k.cost + 2.0;
+                k.deep_trials = to;
+                crate::rewrites::DeepenOutcome {
+                    trials: to,
+                    best: deepened(k),
+                    seconds: 0.0,
+                    cut: to < trials,
+                    done: None,
                     said: Vec::new(),
                 }
             }
@@ -3801,6 +4032,8 @@ mod tests {
                 found,
                 made: 0,
                 more: 6,
+                deep_top: 1.0,
+                deep_trials: 0,
             }
         }
 
@@ -3824,6 +4057,15 @@ mod tests {
         }
 
         fn run_these(entrants: Vec<Entrant>, deadline_s: f64) -> (Allocation, Gpu) {
+            run_in(entrants, deadline_s, |_| {})
+        }
+
+        /// [`run_these`] in a world `change` changed.
+        fn run_in(
+            entrants: Vec<Entrant>,
+            deadline_s: f64,
+            change: impl FnOnce(&mut BTreeMap<String, Kernel>),
+        ) -> (Allocation, Gpu) {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::create(dir.path()).unwrap();
             let mut world: BTreeMap<String, Kernel> = [
@@ -3838,11 +4080,13 @@ mod tests {
                     .entry(e.kernel.to_string())
                     .or_insert_with(|| kernel(1.0, 1.1, None, 1.0));
             }
+            change(&mut world);
             let mut gpu = Gpu {
                 world,
                 clock: 0.0,
                 attempts: Vec::new(),
                 firsts: Vec::new(),
+                deepened: Vec::new(),
             };
             let stop = AtomicBool::new(false);
             super::super::run(
@@ -3925,6 +4169,50 @@ mod tests {
             a.arms.iter().find(|k| k.kernel == name).unwrap()
         }
 
+        /// The gemm's rewrite (3x, found on its second attempt, searched 8 trials by its judge)
+        /// is searched further where its search grows it, and what that search finds counts in
+        /// the kernel's speed; where it finds nothing more, its searches go stale and stop, as a
+        /// kernel's own do.
+        #[test]
+        fn a_found_rewrite_is_searched_further_and_what_that_finds_counts() {
+            let entrants = || vec![entrant("gemm", 0.895, true), entrant("scale", 0.1, true)];
+            let grows = |w: &mut BTreeMap<String, Kernel>| {
+                w.get_mut("gemm").unwrap().deep_top = 1.4;
+            };
+            let (a, gpu) = run_in(entrants(), 300.0, grows);
+            let gemm = arm(&a, "gemm");
+            let r = gemm.rewrite.as_ref().unwrap();
+            assert!(!gpu.deepened.is_empty(), "{:?}", a.slices);
+            assert!(gpu
+                .deepened
+                .iter()
+                .all(|(k, at, _)| k == "gemm" && *at == 2));
+            let kept = r.kept.as_ref().unwrap();
+            assert!(kept.trials > 8, "{kept:?}");
+            assert!(
+                r.best > 3.0 * 1.2,
+                "the deeper search's find counts: {}",
+                r.best
+            );
+            let deep: Vec<&Slice> = a.slices.iter().filter(|s| s.deepen).collect();
+            assert!(deep
+                .iter()
+                .all(|s| s.kernel == "gemm" && !s.rewrite && !s.warm));
+            assert!(deep.last().unwrap().best_after > 3.0 * 1.2 * gemm.best);
+            // Every deepening came after the rewrite was found.
+            let found_at = a
+                .slices
+                .iter()
+                .position(|s| s.rewrite && s.best_after > 3.0);
+            let first_deep = a.slices.iter().position(|s| s.deepen);
+            assert!(found_at < first_deep, "{found_at:?} {first_deep:?}");
+            // A rewrite whose search finds nothing more: a few deepenings, then none.
+            let (a, gpu) = run_in(entrants(), 600.0, |_| {});
+            let r = arm(&a, "gemm").rewrite.clone().unwrap();
+            assert_eq!(r.best, 3.0);
+            assert!((1..=4).contains(&gpu.deepened.len()), "{:?}", gpu.deepened);
+        }
+
         #[test]
         fn a_dominant_kernel_whose_search_plateaus_gets_rewrite_attempts_and_its_find_counts() {
             let (a, attempts) = run(true, 300.0);
@@ -3981,7 +4269,7 @@ mod tests {
             assert_eq!(attempts.iter().filter(|k| *k == "gemm").count(), 8);
             assert!(arm(&a, "scale").trials > WARM_TRIALS);
             // Its rewrite at 3x runs faster than a search of the original could reach: no
-            // compiler slice of it after the find.
+            // compiler slice of the original after the find (its rewrite's may come).
             let found = a
                 .slices
                 .iter()
@@ -3989,7 +4277,7 @@ mod tests {
                 .unwrap();
             let after: Vec<_> = a.slices[found..]
                 .iter()
-                .filter(|s| s.kernel == "gemm" && !s.rewrite)
+                .filter(|s| s.kernel == "gemm" && !s.rewrite && !s.deepen)
                 .collect();
             assert!(after.is_empty(), "{after:?}");
         }

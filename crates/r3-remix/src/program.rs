@@ -715,6 +715,25 @@ impl deadline::Runner for GpuRunner<'_> {
         }
         out
     }
+
+    fn deepen(
+        &mut self,
+        kernel: &TrialsKey,
+        attempt: u32,
+        trials: u32,
+        times: (f64, f64),
+    ) -> crate::rewrites::DeepenOutcome {
+        let _span = crate::replay::timeline::span("tune.deepen", || kernel.to_string());
+        let out = match (kernel.kernel_hash(), self.rewriter.as_deref_mut()) {
+            (Some(hash), Some(r)) => r.deepen(&hash, attempt, trials, times),
+            _ => crate::rewrites::DeepenOutcome::none("no rewriter in this run"),
+        };
+        self.held = None;
+        for line in &out.said {
+            (self.say)(Line::Note(line.clone()));
+        }
+        out
+    }
 }
 
 /// Prices the rewrite arm of each entrant that `rewriter` can rewrite (`rewrites::price`), from

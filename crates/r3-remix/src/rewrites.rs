@@ -9,7 +9,7 @@
 use crate::kernel::{KernelHash, TrialsKey};
 use crate::store::attempts::{builds_to_judge, coordinate_builds, fold, Attempt};
 use crate::store::deadline::{
-    median, Allocation, Arm, RewriteArm, RuleTally, Slice, Tally, STALE_TRIALS,
+    median, Allocation, Arm, Kept, RewriteArm, RuleTally, Slice, Tally, STALE_TRIALS,
 };
 use crate::store::Store;
 use std::collections::BTreeMap;
@@ -167,6 +167,44 @@ pub struct RewriteOutcome {
     /// What the attempt said on its way (its proposal, compile and verdict), for tune's
     /// progress.
     pub said: Vec<String>,
+    /// The attempt whose rewrite `best` is, and the trials its judge's compiler search of it
+    /// has had: what a deepening continues ([`DeepenOutcome`]). None where no rewrite is valid.
+    pub kept: Option<(u32, u32)>,
+}
+
+/// What a deepening came to: a further compiler search of a kernel's kept rewrite, on the
+/// kernel's recorded launch, by the judge that found it, whose best is checked again on every
+/// recorded launch and on other inputs, and timed against the original's best build, before
+/// it replaces the rewrite's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeepenOutcome {
+    /// The rewrite's compiler trials in all, after it.
+    pub trials: u32,
+    /// The kept rewrite's speedup over the kernel's best compiler-only build as it is now: its
+    /// new verdict's where the deeper search found a faster build that held, else its old one's
+    /// (1: the rewrite is gone).
+    pub best: f64,
+    pub seconds: f64,
+    /// Its time limit ended it partway: the trials it made stay, the next deepening resumes.
+    pub cut: bool,
+    /// Why the rewrite is searched no further, if so.
+    pub done: Option<String>,
+    /// What it said on its way, for tune's progress.
+    pub said: Vec<String>,
+}
+
+impl DeepenOutcome {
+    /// A deepening that searched nothing, for `why`.
+    pub fn none(why: impl Into<String>) -> DeepenOutcome {
+        DeepenOutcome {
+            trials: 0,
+            best: 1.0,
+            seconds: 0.0,
+            cut: false,
+            done: Some(why.into()),
+            said: Vec::new(),
+        }
+    }
 }
 
 /// One attempt a rewrite slice made, as the arm tallies it.
@@ -195,6 +233,7 @@ impl RewriteOutcome {
             pending_rules: None,
             rules: Vec::new(),
             said: Vec::new(),
+            kept: None,
         }
     }
 }
@@ -214,6 +253,18 @@ pub trait Rewriter {
         limit_s: f64,
         first: Option<usize>,
     ) -> RewriteOutcome;
+    /// Searches the rewrite of `kernel`'s attempt `attempt` further, to `trials` compiler
+    /// trials in all, its search within about `search_s` seconds and the whole within
+    /// `limit_s` ([`DeepenOutcome`]); a rewriter without a GPU judge searches nothing.
+    fn deepen(
+        &mut self,
+        _kernel: &KernelHash,
+        _attempt: u32,
+        _trials: u32,
+        (_search_s, _limit_s): (f64, f64),
+    ) -> DeepenOutcome {
+        DeepenOutcome::none("this rewriter has no compiler search of its rewrites")
+    }
 }
 
 /// One attempt of the store's history: the loop shape of its kernel, what it found (None:
@@ -368,6 +419,7 @@ pub fn price(
         rules: BTreeMap::new(),
         rules_everywhere: BTreeMap::new(),
         tried: pending.tried,
+        kept: None,
     };
     choose_next(&mut arm);
     arm
@@ -936,10 +988,13 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     r.knobs_found += out.knobs.1;
     // The attempt was judged against the original's best compiler-only build now; the rewrite
     // kept is the fastest, each at its own speed.
-    let kept = r.base.unwrap_or(k.best) * r.best.max(1.0);
-    if k.best * out.best > kept {
-        r.best = out.best;
-        r.base = Some(k.best);
+    if keep_if_faster(k.best, r, out.best) {
+        r.kept = out.kept.map(|(attempt, trials)| Kept {
+            attempt,
+            trials,
+            improved_at: trials,
+            done: None,
+        });
     }
     r.now = r.beside(k.best);
     r.spent_s += out.seconds;
@@ -995,6 +1050,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
         at_s,
         warm: false,
         rewrite: true,
+        deepen: false,
     });
     pool_others(a);
     // The other arms' next attempts, chosen again at the chances the pool now gives; not one
@@ -1008,6 +1064,97 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
         }
     }
     a.reweigh();
+}
+
+/// Keeps a rewrite of `speedup` over the original's best compiler-only build now (`best` over
+/// -O3) where it runs faster than the one `r` keeps, each at its own speed; whether it did.
+fn keep_if_faster(best: f64, r: &mut RewriteArm, speedup: f64) -> bool {
+    let kept = r.base.unwrap_or(best) * r.best.max(1.0);
+    let faster = best * speedup > kept;
+    if faster {
+        r.best = speedup;
+        r.base = Some(best);
+    }
+    faster
+}
+
+/// Takes a deepening's outcome into the allocation: the rewrite's trials, its new speed where
+/// it found one, and its slice.
+pub fn record_deepen(a: &mut Allocation, kernel: &TrialsKey, out: &DeepenOutcome) {
+    let at_s = a.elapsed_s;
+    let Some(k) = a.arms.iter_mut().find(|k| k.kernel == *kernel) else {
+        return;
+    };
+    let best = k.best;
+    let Some(r) = k.rewrite.as_mut() else {
+        return;
+    };
+    let before_speed = r.beside(best);
+    keep_if_faster(best, r, out.best);
+    let improved = r.beside(best) >= before_speed * crate::deadline::IMPROVED;
+    r.now = r.beside(best);
+    r.spent_s += out.seconds;
+    let Some(kept) = r.kept.as_mut() else {
+        return;
+    };
+    let before = kept.trials;
+    kept.trials = kept.trials.max(out.trials);
+    if improved {
+        kept.improved_at = kept.trials;
+    }
+    if out.done.is_some() {
+        kept.done.clone_from(&out.done);
+    } else if kept.trials <= before && !out.cut {
+        // Asked for trials and given none: asking again would give none again.
+        kept.done = Some("its search made no progress".into());
+    }
+    let after = kept.trials;
+    k.spent_s += out.seconds;
+    let best_after = effective(k);
+    a.slices.push(Slice {
+        kernel: kernel.clone(),
+        trials_before: before,
+        trials_after: after,
+        seconds: out.seconds,
+        best_after,
+        at_s,
+        warm: false,
+        rewrite: false,
+        deepen: true,
+    });
+    a.reweigh();
+}
+
+/// A deepening in words, for tune's progress, with the allocation's `predicted` program
+/// speedup after it.
+pub fn deepen_line(
+    a: &Allocation,
+    kernel: &TrialsKey,
+    out: &DeepenOutcome,
+    predicted: f64,
+) -> String {
+    let Some((k, r)) = a
+        .arms
+        .iter()
+        .find(|k| k.kernel == *kernel)
+        .and_then(|k| Some((k, k.rewrite.as_ref()?)))
+    else {
+        return format!("r3 tune --deadline: {kernel}: its rewrite searched further");
+    };
+    let mut line = format!(
+        "r3 tune --deadline: {:.0}/{:.0} s: {}: its rewrite's compiler search to {} trials in {:.1} s, best rewrite {}; predicted program speedup {}",
+        a.elapsed_s,
+        a.deadline_s,
+        k.label,
+        r.kept.as_ref().map_or(out.trials, |d| d.trials),
+        out.seconds,
+        crate::store::speed::times(r.best),
+        crate::store::speed::times(predicted)
+    );
+    if let Some(why) = &out.done {
+        line += &format!(" (searched no further: {why})");
+    }
+    line
 }
 
 /// Takes attempt `t` into `r`'s tallies: every attempt into `tried`; one without knobs into
@@ -1116,8 +1263,11 @@ pub fn summary_lines(a: &Allocation) -> Vec<String> {
         .iter()
         .filter_map(|k| Some((k, k.rewrite.as_ref().filter(|r| r.best >= FOUND)?)))
         .map(|(k, r)| {
+            let searched = r.kept.as_ref().map_or(String::new(), |d| {
+                format!(", its compiler search {} trials", d.trials)
+            });
             format!(
-                "  rewrite found: {} runs {} its best compiler-only build ({} attempt(s) here); it ships with R3_APPLY_REWRITES=1, or adopt its diff (`r3 report`)",
+                "  rewrite found: {} runs {} its best compiler-only build ({} attempt(s) here{searched}); it ships with R3_APPLY_REWRITES=1, or adopt its diff (`r3 report`)",
                 k.label,
                 crate::store::speed::times(r.best),
                 r.attempts
@@ -1176,6 +1326,7 @@ pub(crate) mod tests {
             rules: BTreeMap::new(),
             rules_everywhere: BTreeMap::new(),
             tried: BTreeMap::new(),
+            kept: None,
         }
     }
 
@@ -1246,6 +1397,57 @@ pub(crate) mod tests {
         // A compiler best past every rewrite is what runs.
         a.arms[0].best = 25.0;
         assert_eq!(a.arms[0].effective(), 25.0);
+    }
+
+    /// The rewrite kept is the attempt a find names, searched as far as its judge searched it;
+    /// a deepening moves its trials, its speed where it finds faster, and ends it where it
+    /// makes no progress. A slower find keeps the attempt kept before.
+    #[test]
+    fn the_kept_rewrite_is_the_fastest_find_and_a_deepening_moves_it() {
+        let mut a = Allocation {
+            arms: vec![Arm {
+                best: 2.0,
+                ..warm_arm()
+            }],
+            ..crate::deadline::start("p", "g", 600.0, Vec::new())
+        };
+        let found = |best: f64, attempt: u32| RewriteOutcome {
+            attempts: 1,
+            found: 1,
+            best,
+            seconds: 2.0,
+            kept: Some((attempt, 8)),
+            ..RewriteOutcome::none("")
+        };
+        let kept = |a: &Allocation| a.arms[0].rewrite.as_ref().unwrap().kept.clone().unwrap();
+        record(&mut a, &"k".into(), &found(1.2, 3));
+        assert_eq!((kept(&a).attempt, kept(&a).trials), (3, 8));
+        record(&mut a, &"k".into(), &found(1.1, 3));
+        record(&mut a, &"k".into(), &found(1.15, 4));
+        assert_eq!(kept(&a).attempt, 3, "a slower find keeps the faster");
+        let deepened = |trials: u32, best: f64| DeepenOutcome {
+            trials,
+            best,
+            seconds: 5.0,
+            cut: false,
+            done: None,
+            said: Vec::new(),
+        };
+        record_deepen(&mut a, &"k".into(), &deepened(32, 1.5));
+        let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+        assert!(close(a.arms[0].effective(), 3.0));
+        assert_eq!((kept(&a).trials, kept(&a).improved_at), (32, 32));
+        let last = a.slices.last().unwrap();
+        assert!(last.deepen && !last.rewrite && !last.warm);
+        assert_eq!((last.trials_before, last.trials_after), (8, 32));
+        // Nothing faster: its trials move, its last improvement stays.
+        record_deepen(&mut a, &"k".into(), &deepened(56, 1.5));
+        assert_eq!((kept(&a).trials, kept(&a).improved_at), (56, 32));
+        assert!(kept(&a).done.is_none());
+        // Asked for trials and given none: no more.
+        record_deepen(&mut a, &"k".into(), &deepened(56, 1.5));
+        assert!(kept(&a).done.is_some());
+        assert!(close(a.arms[0].effective(), 3.0));
     }
 
     #[test]

@@ -230,6 +230,25 @@ pub struct RewriteArm {
     /// what prices each rule's next attempt against the others'.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rules_everywhere: BTreeMap<String, RuleTally>,
+    /// The attempt whose rewrite `best` is, where this allocation judged it, and how far its
+    /// judge's compiler search of it has gone: a deepening searches it further
+    /// (`remix::deadline::deepen_offer`). None: no rewrite found in this allocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<Kept>,
+}
+
+/// The compiler search of the rewrite a kernel's arm keeps: its attempt, its trials so far,
+/// and where it last improved, as a kernel's own search is tracked (`Arm::trials`,
+/// `Arm::improved_at`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kept {
+    /// The attempt's id in the kernel's attempt log.
+    pub attempt: u32,
+    pub trials: u32,
+    pub improved_at: u32,
+    /// Why it is searched no further (its space finished, its judge failed), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<String>,
 }
 
 /// One rule's attempts and finds.
@@ -370,6 +389,9 @@ pub struct Slice {
     /// Source rewrite attempts (`trials_*` count attempts), not a search slice.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub rewrite: bool,
+    /// A search of the kernel's kept rewrite (`trials_*` count its trials), not of the kernel.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deepen: bool,
 }
 
 /// The allocation's lock, held while a worker reads, decides and writes; released on drop.
@@ -629,6 +651,12 @@ mod tests {
                         },
                     )]
                     .into(),
+                    kept: Some(Kept {
+                        attempt: 2,
+                        trials: 32,
+                        improved_at: 20,
+                        done: None,
+                    }),
                 }),
             }],
             slices: vec![Slice {
@@ -640,6 +668,7 @@ mod tests {
                 at_s: 50.0,
                 warm: false,
                 rewrite: true,
+                deepen: false,
             }],
             ended: None,
             id: Some("5e1f".into()),
