@@ -537,14 +537,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         return Decision::Stop("deadline".into());
     }
     let batch = batch.max(1);
-    let most = |offers: Vec<(f64, Decision)>| {
-        offers
-            .into_iter()
-            .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
-                Some((w, _)) if w >= v => acc,
-                _ => Some((v, d)),
-            })
-    };
+    let most = most_worth;
     let room = |k: &Arm| {
         let least = least_warm_s(a, k, held);
         let room = left - (owed - least);
@@ -620,11 +613,12 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
                 // (as after the warm starts); what may go now must fit beside them.
                 let compiler = compiler_offers(a, held, &mine, batch, left);
                 let rewrites = rewrite_offers(a, held, &compiler, left - owed);
-                most(
+                uncrowded(
                     searches_between(a, held, &mine, batch, left - owed)
                         .chain(rewrites)
                         .chain(deepen_offers(a, held, left - owed))
                         .collect(),
+                    left - owed,
                 )
             })
             .flatten();
@@ -646,13 +640,14 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     let compiler = compiler_offers(a, held, &mine, batch, left);
     let rewrites = rewrite_offers(a, held, &compiler, left);
     let deepens = deepen_offers(a, held, left);
-    let best = most(
+    let best = uncrowded(
         compiler
             .into_iter()
             .flatten()
             .chain(rewrites)
             .chain(deepens)
             .collect(),
+        left,
     );
     match best {
         Some((v, d)) if v > 0.0 => d,
@@ -662,6 +657,62 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         _ => Decision::Stop(
             too_short(a, left).unwrap_or_else(|| "nothing left worth the time".into()),
         ),
+    }
+}
+
+/// The offer worth the most a second (the first of equals).
+fn most_worth(offers: Vec<(f64, Decision)>) -> Option<(f64, Decision)> {
+    offers
+        .into_iter()
+        .fold(None::<(f64, Decision)>, |acc, (v, d)| match acc {
+            Some((w, _)) if w >= v => acc,
+            _ => Some((v, d)),
+        })
+}
+
+/// Of offers worth this share or more a second of the best one, the one of the most whole gain
+/// goes first where the best would leave it no room (see [`uncrowded`]).
+pub const CROWDED_RATE: f64 = 0.5;
+
+/// The seconds an offer past its kernel's warm start is priced at: half its time limit (a
+/// slice, an attempt and a deepening each get twice their price); None for a warm start,
+/// whose limit is all the time left.
+fn price_of(d: &Decision) -> Option<f64> {
+    match d {
+        Decision::Slice {
+            warm: false,
+            limit_s,
+            ..
+        }
+        | Decision::Rewrite { limit_s, .. }
+        | Decision::Deepen { limit_s, .. } => Some(limit_s / 2.0),
+        _ => None,
+    }
+}
+
+/// The offer to take of `offers` with `fit_s` seconds for them: the most worth a second, unless
+/// that would leave too little time for the offer of the most whole gain (worth a second times
+/// its price) that fits now, and that one is worth at least [`CROWDED_RATE`] of the best a
+/// second: then that one, before it no longer fits. Taken by worth a second alone, attempts and
+/// searches of a few seconds each went first, one after another, until two_mm's template (35 s,
+/// a 7x find at 65% on a kernel at 89% of its program, worth 0.49e-3 a second against their
+/// 0.3-0.6e-3) no longer fitted beside the warm start still owed, and the program, 19.5x over
+/// nvcc in run Y13, ran 2.7x (H200, run Y14, 2026-12-02).
+fn uncrowded(offers: Vec<(f64, Decision)>, fit_s: f64) -> Option<(f64, Decision)> {
+    let whole = offers
+        .iter()
+        .filter_map(|(v, d)| Some((v * price_of(d)?, price_of(d)?, *v, d)))
+        .filter(|(_, price, _, _)| *price <= fit_s)
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+        .map(|(_, price, v, d)| (price, v, d.clone()));
+    let best = most_worth(offers)?;
+    match (whole, price_of(&best.1)) {
+        (Some((price, v, d)), Some(best_price))
+            if d != best.1 && fit_s - best_price < price && v >= CROWDED_RATE * best.0 =>
+        {
+            Some((v, d))
+        }
+        _ => Some(best),
     }
 }
 
@@ -3319,6 +3370,47 @@ mod tests {
         assert!(value > 10.0 * at_a_tenth, "{value} {at_a_tenth}");
         // A dear kernel's slice: its REACH_TRIALS, in whole rounds.
         assert_eq!(slice("dear").1, REACH_TRIALS);
+    }
+
+    /// The best offer a second goes first while the offer of the most whole gain still fits
+    /// after it; where it would not, that one goes first, if it is worth half the best a second
+    /// or more (run Y14: two_mm's template crowded out by attempts of a few seconds).
+    #[test]
+    fn the_offer_of_the_most_whole_gain_goes_before_cheaper_ones_leave_it_no_room() {
+        let rewrite = |k: &str, price: f64| Decision::Rewrite {
+            kernel: k.into(),
+            limit_s: 2.0 * price,
+            first: None,
+        };
+        let offers = |template_rate: f64| {
+            vec![
+                (6e-4, rewrite("cheap", 4.0)),
+                (5e-4, rewrite("other", 5.0)),
+                (template_rate, rewrite("two_mm", 35.0)),
+            ]
+        };
+        let taken = |rate: f64, fit: f64| match uncrowded(offers(rate), fit).unwrap().1 {
+            Decision::Rewrite { kernel, .. } => kernel.to_string(),
+            d => panic!("{d:?}"),
+        };
+        // Room for both: the best a second first.
+        assert_eq!(taken(4.9e-4, 100.0), "cheap");
+        // The cheap one would leave the template 34 s of its 35: the template now.
+        assert_eq!(taken(4.9e-4, 38.0), "two_mm");
+        // Worth under half the best a second: not taken for its whole gain.
+        assert_eq!(taken(2.9e-4, 38.0), "cheap");
+        // It no longer fits: the best a second.
+        assert_eq!(taken(4.9e-4, 30.0), "cheap");
+        // A warm start is never the offer of the most whole gain: its limit is the time left.
+        let warm = Decision::Slice {
+            kernel: "w".into(),
+            warm: true,
+            trials: 11,
+            limit_s: 1000.0,
+        };
+        let mut with_warm = offers(1e-4);
+        with_warm.push((5.9e-4, warm));
+        assert_eq!(uncrowded(with_warm, 38.0).unwrap().1, rewrite("cheap", 4.0));
     }
 
     /// A deepening of a kept rewrite is priced as a compiler slice of the kernel at the
