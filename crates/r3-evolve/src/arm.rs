@@ -257,7 +257,7 @@ impl Rewriter for EvolveRewriter<'_> {
                     trials,
                     simulated: false,
                     ..
-                }) => Some((a.id, *trials)),
+                }) => Some((a.id, *trials, build_own_best(self.store, a, &gpu))),
                 _ => None,
             });
         // A find beats the best rewrite judged before this slice by FOUND, not the original's
@@ -344,9 +344,15 @@ impl Rewriter for EvolveRewriter<'_> {
             r
         });
         let cut = local.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
+        let own = attempts(self.store, kernel)
+            .iter()
+            .find(|a| a.id == attempt)
+            .zip(self.judge_gpu())
+            .map_or(1.0, |(a, gpu)| build_own_best(self.store, a, &gpu));
         let mut out = match result {
             Ok((trials, best)) => DeepenOutcome {
                 trials,
+                own,
                 best,
                 seconds: 0.0,
                 cut,
@@ -497,6 +503,13 @@ fn own_best(store: &Store, kernel: &KernelHash, gpu: &str) -> f64 {
         .flatten()
         .and_then(|t| t.ratio())
         .map_or(1.0, |r| 1.0 / r)
+}
+
+/// The best over its own -O3 of the build of `a` that ships on `gpu`, as its search on the
+/// kernel's recorded launch found (1 where it has none).
+fn build_own_best(store: &Store, a: &Attempt, gpu: &str) -> f64 {
+    a.shipped_build(Some(gpu))
+        .map_or(1.0, |(variant, _)| own_best(store, &variant, gpu))
 }
 
 /// The trials a kernel's (or a rewrite's) search has on `gpu`.

@@ -167,9 +167,10 @@ pub struct RewriteOutcome {
     /// What the attempt said on its way (its proposal, compile and verdict), for tune's
     /// progress.
     pub said: Vec<String>,
-    /// The attempt whose rewrite `best` is, and the trials its judge's compiler search of it
-    /// has had: what a deepening continues ([`DeepenOutcome`]). None where no rewrite is valid.
-    pub kept: Option<(u32, u32)>,
+    /// The attempt whose rewrite `best` is, the trials its judge's compiler search of it has
+    /// had, and its build's best over its own -O3 ([`Kept::own`]): what a deepening continues
+    /// ([`DeepenOutcome`]). None where no rewrite is valid.
+    pub kept: Option<(u32, u32, f64)>,
 }
 
 /// What a deepening came to: a further compiler search of a kernel's kept rewrite, on the
@@ -180,6 +181,8 @@ pub struct RewriteOutcome {
 pub struct DeepenOutcome {
     /// The rewrite's compiler trials in all, after it.
     pub trials: u32,
+    /// Its build's best over its own -O3 after it ([`Kept::own`]).
+    pub own: f64,
     /// The kept rewrite's speedup over the kernel's best compiler-only build as it is now: its
     /// new verdict's where the deeper search found a faster build that held, else its old one's
     /// (1: the rewrite is gone).
@@ -198,6 +201,7 @@ impl DeepenOutcome {
     pub fn none(why: impl Into<String>) -> DeepenOutcome {
         DeepenOutcome {
             trials: 0,
+            own: 1.0,
             best: 1.0,
             seconds: 0.0,
             cut: false,
@@ -989,10 +993,11 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
     // The attempt was judged against the original's best compiler-only build now; the rewrite
     // kept is the fastest, each at its own speed.
     if keep_if_faster(k.best, r, out.best) {
-        r.kept = out.kept.map(|(attempt, trials)| Kept {
+        r.kept = out.kept.map(|(attempt, trials, own)| Kept {
             attempt,
             trials,
             improved_at: trials,
+            own,
             done: None,
         });
     }
@@ -1099,6 +1104,7 @@ pub fn record_deepen(a: &mut Allocation, kernel: &TrialsKey, out: &DeepenOutcome
     };
     let before = kept.trials;
     kept.trials = kept.trials.max(out.trials);
+    kept.own = kept.own.max(out.own);
     if improved {
         kept.improved_at = kept.trials;
     }
@@ -1416,7 +1422,7 @@ pub(crate) mod tests {
             found: 1,
             best,
             seconds: 2.0,
-            kept: Some((attempt, 8)),
+            kept: Some((attempt, 8, 1.0)),
             ..RewriteOutcome::none("")
         };
         let kept = |a: &Allocation| a.arms[0].rewrite.as_ref().unwrap().kept.clone().unwrap();
@@ -1427,6 +1433,7 @@ pub(crate) mod tests {
         assert_eq!(kept(&a).attempt, 3, "a slower find keeps the faster");
         let deepened = |trials: u32, best: f64| DeepenOutcome {
             trials,
+            own: 1.0,
             best,
             seconds: 5.0,
             cut: false,

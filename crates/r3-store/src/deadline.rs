@@ -246,6 +246,11 @@ pub struct Kept {
     pub attempt: u32,
     pub trials: u32,
     pub improved_at: u32,
+    /// Its build's best over that build's own -O3, as its search found (1: its -O3 is its best,
+    /// as for a template's build judged on one trial): what is left for a compiler search of it
+    /// is priced by what the kernel's own search reached over its -O3.
+    #[serde(default = "one")]
+    pub own: f64,
     /// Why it is searched no further (its space finished, its judge failed), if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done: Option<String>,
@@ -655,6 +660,7 @@ mod tests {
                         attempt: 2,
                         trials: 32,
                         improved_at: 20,
+                        own: 1.4,
                         done: None,
                     }),
                 }),
