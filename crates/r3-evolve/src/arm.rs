@@ -203,24 +203,10 @@ impl Rewriter for EvolveRewriter<'_> {
             .collect();
         let limit = Duration::from_secs_f64(limit_s.max(0.0));
         let local = AtomicBool::new(false);
-        let finished = AtomicBool::new(false);
         let mut said = Vec::new();
         let stop = self.stop;
-        let result = std::thread::scope(|s| {
-            // The attempt's time limit, and the run's Ctrl-C, stop the loop and its judge.
-            s.spawn(|| {
-                let end = Instant::now() + limit;
-                while !finished.load(Ordering::SeqCst) {
-                    if stop.load(Ordering::SeqCst) || Instant::now() >= end {
-                        local.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            });
-            let r = self.run(&k, (propose, first), &local, limit, &mut said);
-            finished.store(true, Ordering::SeqCst);
-            r
+        let result = within(limit, stop, &local, || {
+            self.run(&k, (propose, first), &local, limit, &mut said)
         });
         let summary = match result {
             Ok(summary) => summary,
@@ -325,23 +311,10 @@ impl Rewriter for EvolveRewriter<'_> {
         let mut said = Vec::new();
         let limit = Duration::from_secs_f64(limit_s.max(0.0));
         let local = AtomicBool::new(false);
-        let finished = AtomicBool::new(false);
         let stop = self.stop;
-        let result = std::thread::scope(|s| {
-            s.spawn(|| {
-                let end = Instant::now() + limit;
-                while !finished.load(Ordering::SeqCst) {
-                    if stop.load(Ordering::SeqCst) || Instant::now() >= end {
-                        local.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            });
-            let search = Duration::from_secs_f64(search_s.max(0.0));
-            let r = self.deepen_judged(kernel, attempt, (trials, search), &local, &mut said);
-            finished.store(true, Ordering::SeqCst);
-            r
+        let search = Duration::from_secs_f64(search_s.max(0.0));
+        let result = within(limit, stop, &local, || {
+            self.deepen_judged(kernel, attempt, (trials, search), &local, &mut said)
         });
         let cut = local.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
         let own = attempts(self.store, kernel)
@@ -517,6 +490,32 @@ fn trials_of(store: &Store, kernel: &KernelHash, gpu: &str) -> u32 {
     store
         .trials(&crate::kernel::TrialsKey::of_kernel(kernel), gpu)
         .map_or(0, |t| t.len() as u32)
+}
+
+/// Runs `work` with `local` set once `limit` has passed or the run's Ctrl-C (`stop`) came:
+/// the flag the loop and its judge stop at.
+fn within<T>(
+    limit: Duration,
+    stop: &AtomicBool,
+    local: &AtomicBool,
+    work: impl FnOnce() -> T,
+) -> T {
+    let finished = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let end = Instant::now() + limit;
+            while !finished.load(Ordering::SeqCst) {
+                if stop.load(Ordering::SeqCst) || Instant::now() >= end {
+                    local.store(true, Ordering::SeqCst);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let r = work();
+        finished.store(true, Ordering::SeqCst);
+        r
+    })
 }
 
 /// The kernel's attempts, as its log holds them now.

@@ -1043,20 +1043,9 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, out: &RewriteOutcome) {
         // Asked for an attempt and given none: asking again would give none again.
         r.done = Some("its attempt made no progress".into());
     }
-    k.spent_s += out.seconds;
     let after = r.attempts;
-    let best_after = effective(k);
-    a.slices.push(Slice {
-        kernel: kernel.clone(),
-        trials_before: before,
-        trials_after: after,
-        seconds: out.seconds,
-        best_after,
-        at_s,
-        warm: false,
-        rewrite: true,
-        deepen: false,
-    });
+    k.spent_s += out.seconds;
+    push_slice(a, kernel, (before, after), (out.seconds, at_s), true);
     pool_others(a);
     // The other arms' next attempts, chosen again at the chances the pool now gives; not one
     // a slice cut short, which the next slice resumes (priced at no less than that slice).
@@ -1116,19 +1105,35 @@ pub fn record_deepen(a: &mut Allocation, kernel: &TrialsKey, out: &DeepenOutcome
     }
     let after = kept.trials;
     k.spent_s += out.seconds;
-    let best_after = effective(k);
+    push_slice(a, kernel, (before, after), (out.seconds, at_s), false);
+    a.reweigh();
+}
+
+/// The rewrite arm's slice of `kernel` into `a`'s slices: its attempts (`rewrite`), or its
+/// kept rewrite's trials (a deepening), before and after; its seconds and when it ended.
+fn push_slice(
+    a: &mut Allocation,
+    kernel: &TrialsKey,
+    (trials_before, trials_after): (u32, u32),
+    (seconds, at_s): (f64, f64),
+    rewrite: bool,
+) {
+    let best_after = a
+        .arms
+        .iter()
+        .find(|k| k.kernel == *kernel)
+        .map_or(1.0, effective);
     a.slices.push(Slice {
         kernel: kernel.clone(),
-        trials_before: before,
-        trials_after: after,
-        seconds: out.seconds,
+        trials_before,
+        trials_after,
+        seconds,
         best_after,
         at_s,
         warm: false,
-        rewrite: false,
-        deepen: true,
+        rewrite,
+        deepen: !rewrite,
     });
-    a.reweigh();
 }
 
 /// A deepening in words, for tune's progress, with the allocation's `predicted` program
