@@ -436,35 +436,9 @@ pub fn deeper_verdict(old: &Verdict, new: Verdict, own_best: f64) -> Option<Verd
         (Some(o), Some(n)) => n > o,
         _ => false,
     };
-    match (faster, new, old) {
-        (
-            true,
-            Verdict::Valid {
-                speedup,
-                time_us,
-                reference_us,
-                pipeline,
-                candidate,
-                trials,
-                simulated,
-                reference_speedup,
-                checked,
-                ..
-            },
-            Verdict::Valid { values, .. },
-        ) => Some(Verdict::Valid {
-            speedup,
-            time_us,
-            reference_us,
-            pipeline,
-            candidate,
-            trials,
-            simulated,
-            values: values.clone(),
-            reference_speedup,
-            checked,
-        }),
-        _ => None,
+    match old {
+        Verdict::Valid { values, .. } if faster => Some(crate::judge::won_with(new, values)),
+        Verdict::Valid { .. } | Verdict::Failed { .. } => None,
     }
 }
 

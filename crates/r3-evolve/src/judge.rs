@@ -188,7 +188,7 @@ pub fn each_in_full<J: Judge + ?Sized>(
 }
 
 /// A valid verdict with the values of the build that gave it.
-fn won_with(mut v: Verdict, won: &params::Values) -> Verdict {
+pub(crate) fn won_with(mut v: Verdict, won: &params::Values) -> Verdict {
     if let Verdict::Valid { values, .. } = &mut v {
         values.clone_from(won);
     }
