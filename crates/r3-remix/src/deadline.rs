@@ -28,8 +28,8 @@
 //! in `session`, or a simulated one in tests).
 
 use crate::kernel::TrialsKey;
-pub use crate::store::deadline::STALE_TRIALS;
 use crate::store::deadline::{median, Allocation, Arm, Growth, Slice, FORMAT};
+pub use crate::store::deadline::{IMPROVED, STALE_TRIALS};
 use crate::store::programs::share_words as percent;
 use crate::store::speed::times;
 use crate::store::{Store, StoreError};
@@ -96,8 +96,6 @@ pub const CONFIRM_TRIALS: f64 = 4.0;
 /// launch sweep, most winners). kt_concordance's two took 153 s on an H100 (2026-11-27), priced
 /// as one at 79 s: the deadline overran by 95 s.
 pub const CONFIRMED_CODES: f64 = 2.0;
-/// An improvement this large counts (a search that finds only less is going stale).
-pub const IMPROVED: f64 = 1.01;
 
 /// The least speedup over -O3 a winner must have for apply to ship it
 /// (`winner::Policy::min_speedup`, `R3_APPLY_MIN_SPEEDUP`): a best under it is withheld

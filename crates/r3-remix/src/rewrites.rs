@@ -9,7 +9,7 @@
 use crate::kernel::{KernelHash, TrialsKey};
 use crate::store::attempts::{builds_to_judge, coordinate_builds, fold, Attempt};
 use crate::store::deadline::{
-    median, Allocation, Arm, Kept, RewriteArm, RuleTally, Slice, Tally, STALE_TRIALS,
+    median, Allocation, Arm, Kept, RewriteArm, RuleTally, Slice, Tally, IMPROVED, STALE_TRIALS,
 };
 use crate::store::Store;
 use std::collections::BTreeMap;
@@ -1085,7 +1085,7 @@ pub fn record_deepen(a: &mut Allocation, kernel: &TrialsKey, out: &DeepenOutcome
     };
     let before_speed = r.beside(best);
     keep_if_faster(best, r, out.best);
-    let improved = r.beside(best) >= before_speed * crate::deadline::IMPROVED;
+    let improved = r.beside(best) >= before_speed * IMPROVED;
     r.now = r.beside(best);
     r.spent_s += out.seconds;
     let Some(kept) = r.kept.as_mut() else {

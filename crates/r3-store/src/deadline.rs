@@ -53,6 +53,8 @@ pub fn median(values: impl IntoIterator<Item = f64>) -> Option<f64> {
 /// Trials without a 1% improvement over which a search's potential decays by e, and past
 /// which its search has plateaued (the deadline's rewrite arm waits for that).
 pub const STALE_TRIALS: f64 = 16.0;
+/// An improvement this large counts (a search that finds only less is going stale).
+pub const IMPROVED: f64 = 1.01;
 
 /// One kernel of the allocation: what is known of it, and what it has had.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
