@@ -323,13 +323,13 @@ impl Rewriter for EvolveRewriter<'_> {
             .zip(self.judge_gpu())
             .map_or(1.0, |(a, gpu)| build_own_best(self.store, a, &gpu));
         let mut out = match result {
-            Ok((trials, best)) => DeepenOutcome {
+            Ok((trials, best, done)) => DeepenOutcome {
                 trials,
                 own,
                 best,
                 seconds: 0.0,
                 cut,
-                done: None,
+                done,
                 said: Vec::new(),
             },
             Err(why) => DeepenOutcome::none(why),
@@ -344,7 +344,9 @@ impl EvolveRewriter<'_> {
     /// won to `trials` compiler trials in all (its trials resumed) within `search` and confirms
     /// its best; where that holds and runs faster than the attempt's verdict said, it is the
     /// attempt's verdict from now on ([`deeper_verdict`]). The trials its search has in all,
-    /// and the attempt's speedup over the kernel's best compiler-only build now.
+    /// the attempt's speedup over the kernel's best compiler-only build now, and why it is
+    /// searched no further where its deeper best failed its confirmation: that best stays the
+    /// search's, and each deepening after would confirm it again.
     fn deepen_judged(
         &mut self,
         kernel: &KernelHash,
@@ -352,7 +354,7 @@ impl EvolveRewriter<'_> {
         (trials, search): (u32, Duration),
         local: &AtomicBool,
         said: &mut Vec<String>,
-    ) -> Result<(u32, f64), String> {
+    ) -> Result<(u32, f64, Option<String>), String> {
         let Judging::Gpu {
             driver,
             gpu,
@@ -391,9 +393,16 @@ impl EvolveRewriter<'_> {
         let new = judge.judge(self.store, &variant, &found.rewrite);
         let own_best = own_best(self.store, kernel, &name);
         let searched = trials_of(self.store, &variant.hash, &name);
+        let before = old.speedup_over(own_best).unwrap_or(1.0);
         if local.load(Ordering::SeqCst) {
-            let at = old.speedup_over(own_best).unwrap_or(1.0);
-            return Ok((searched, at));
+            return Ok((searched, before, None));
+        }
+        if let Verdict::Failed { why, message } = &new {
+            said.push(format!(
+                "r3 tune --deadline: {}: attempt {attempt}'s deeper best {why}: {message}; its verdict stands",
+                k.label()
+            ));
+            return Ok((searched, before, Some(format!("its deeper best {why}"))));
         }
         let kept = match deeper_verdict(&old, new, own_best) {
             Some(v) => {
@@ -402,7 +411,7 @@ impl EvolveRewriter<'_> {
                     "r3 tune --deadline: {}: attempt {attempt} searched further: {} its verdict's {}",
                     k.label(),
                     crate::store::speed::times(at),
-                    crate::store::speed::times(old.speedup_over(own_best).unwrap_or(1.0))
+                    crate::store::speed::times(before)
                 ));
                 self.store
                     .open_attempts(kernel)
@@ -420,9 +429,9 @@ impl EvolveRewriter<'_> {
                     .map_err(|e| e.to_string())?;
                 at
             }
-            None => old.speedup_over(own_best).unwrap_or(1.0),
+            None => before,
         };
-        Ok((searched, kept))
+        Ok((searched, kept, None))
     }
 }
 
