@@ -357,6 +357,63 @@ fn rewrite_repeats_counts_a_repeat_after_a_miss_apart() {
     assert_eq!(none.status.code(), Some(2), "{}", text(&none));
 }
 
+/// allocation-slices adds up a deadline's slices by kind (a deepening apart from the kernel's
+/// own compiler slices and from rewrite attempts) and lists each deepening; a file that is not
+/// an allocation is named in its error.
+#[test]
+fn allocation_slices_adds_up_each_kind_and_lists_the_deepenings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("all.json");
+    let slice = |warm: bool, rewrite: bool, deepen: bool, s: f64, trials: (u32, u32)| {
+        serde_json::json!({"kernel": "aaaaaaaaaaaaaaaa", "trials_before": trials.0,
+            "trials_after": trials.1, "seconds": s, "best_after": 3.12, "at_s": 100.0,
+            "warm": warm, "rewrite": rewrite, "deepen": deepen})
+    };
+    let a = serde_json::json!({
+        "elapsed_s": 600.0, "deadline_s": 600.0, "ended": "deadline",
+        "arms": [{"kernel": "aaaaaaaaaaaaaaaa", "label": "gesummv_kernel(int)"}],
+        "slices": [
+            slice(true, false, false, 10.0, (0, 11)),
+            slice(false, false, false, 2.5, (11, 35)),
+            slice(false, true, false, 7.5, (0, 1)),
+            slice(false, true, false, 4.0, (1, 2)),
+            slice(false, false, true, 11.0, (1, 80)),
+        ],
+    });
+    std::fs::write(&path, a.to_string()).unwrap();
+    let out = script("allocation-slices", &[path.to_str().unwrap()], &[]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let row = |kind: &str| {
+        t.lines()
+            .find(|l| l.trim_start().starts_with(kind))
+            .map(|l| {
+                l[l.find(kind).unwrap() + kind.len()..]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_else(|| panic!("no {kind} row:\n{t}"))
+    };
+    assert_eq!(row("warm start"), "1 10.0 s");
+    assert_eq!(row("compiler slice"), "1 2.5 s");
+    assert_eq!(row("rewrite attempt"), "2 11.5 s");
+    assert_eq!(row("deepening"), "1 11.0 s");
+    assert_eq!(
+        row("deepened"),
+        "gesummv_kernel trials 1 -> 80 11.0 s at 100 s kernel 3.120x"
+    );
+    std::fs::write(&path, "{\"slices\": [").unwrap();
+    let bad = script("allocation-slices", &[path.to_str().unwrap()], &[]);
+    assert!(
+        !bad.status.success() && text(&bad).contains("all.json"),
+        "{}",
+        text(&bad)
+    );
+    let none = script("allocation-slices", &[], &[]);
+    assert_eq!(none.status.code(), Some(2), "{}", text(&none));
+}
+
 /// bench-templates keep-rule leaves one rule's attempts in a store's evolve logs, the origin
 /// with them (--first: each kernel's first), and drops the kernels that have none.
 #[test]
