@@ -40,6 +40,21 @@ fn self_test(name: &str) {
     );
 }
 
+/// The words after `label` on the first line of `t` that starts with it (leading spaces aside),
+/// one space apart: a script's table row without its column alignment.
+fn row_after(t: &str, label: &str) -> String {
+    t.lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with(label))
+        .map(|l| {
+            l[label.len()..]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| panic!("no {label} row:\n{t}"))
+}
+
 fn write_executable(path: &Path, body: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, body).unwrap();
@@ -300,17 +315,7 @@ fn rewrite_repeats_counts_a_repeat_after_a_miss_apart() {
     let out = script("rewrite-repeats", &[log.to_str().unwrap()], &[]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
-    let row = |kind: &str| {
-        t.lines()
-            .find(|l| l.trim_start().starts_with(kind))
-            .map(|l| {
-                l[kind.len() + 2..]
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_else(|| panic!("no {kind} row:\n{t}"))
-    };
+    let row = |kind: &str| row_after(&t, kind);
     assert_eq!(
         row("first of its rule"),
         "4 attempts 1 finds 18.5 s gains 1.500x",
@@ -384,17 +389,7 @@ fn allocation_slices_adds_up_each_kind_and_lists_the_deepenings() {
     let out = script("allocation-slices", &[path.to_str().unwrap()], &[]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");
-    let row = |kind: &str| {
-        t.lines()
-            .find(|l| l.trim_start().starts_with(kind))
-            .map(|l| {
-                l[l.find(kind).unwrap() + kind.len()..]
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_else(|| panic!("no {kind} row:\n{t}"))
-    };
+    let row = |kind: &str| row_after(&t, kind);
     assert_eq!(row("warm start"), "1 10.0 s");
     assert_eq!(row("compiler slice"), "1 2.5 s");
     assert_eq!(row("rewrite attempt"), "2 11.5 s");
