@@ -224,13 +224,7 @@ impl Rewriter for EvolveRewriter<'_> {
             .collect();
         // Over the kernel's best compiler-only build as it is now, whatever each was judged
         // against: the arm multiplies it into the kernel's speedup.
-        let own_best = self
-            .store
-            .best_trial(&crate::kernel::TrialsKey::of_kernel(kernel), &gpu)
-            .ok()
-            .flatten()
-            .and_then(|t| t.ratio())
-            .map_or(1.0, |r| 1.0 / r);
+        let own_best = best_over_o3(self.store, kernel, &gpu);
         let speedup = |a: &Attempt| a.verdict(Some(&gpu)).and_then(|v| v.speedup_over(own_best));
         let best = after.iter().filter_map(speedup).fold(1.0, f64::max);
         let kept = after
@@ -316,24 +310,8 @@ impl Rewriter for EvolveRewriter<'_> {
         let result = within(limit, stop, &local, || {
             self.deepen_judged(kernel, attempt, (trials, search), &local, &mut said)
         });
-        let cut = local.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
-        let own = attempts(self.store, kernel)
-            .iter()
-            .find(|a| a.id == attempt)
-            .zip(self.judge_gpu())
-            .map_or(1.0, |(a, gpu)| build_own_best(self.store, a, &gpu));
-        let mut out = match result {
-            Ok((trials, best, done)) => DeepenOutcome {
-                trials,
-                own,
-                best,
-                seconds: 0.0,
-                cut,
-                done,
-                said: Vec::new(),
-            },
-            Err(why) => DeepenOutcome::none(why),
-        };
+        let mut out = result.unwrap_or_else(DeepenOutcome::none);
+        out.cut = local.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
         out.said = said;
         out
     }
@@ -343,10 +321,11 @@ impl EvolveRewriter<'_> {
     /// [`Rewriter::deepen`]'s work: the judge of `kernel` searches the build of `attempt` that
     /// won to `trials` compiler trials in all (its trials resumed) within `search` and confirms
     /// its best; where that holds and runs faster than the attempt's verdict said, it is the
-    /// attempt's verdict from now on ([`deeper_verdict`]). The trials its search has in all,
-    /// the attempt's speedup over the kernel's best compiler-only build now, and why it is
-    /// searched no further where its deeper best failed its confirmation: that best stays the
-    /// search's, and each deepening after would confirm it again.
+    /// attempt's verdict from now on ([`deeper_verdict`]). What came of it: the trials its
+    /// search has in all, its build's best over its own -O3, the attempt's speedup over the
+    /// kernel's best compiler-only build now, and why it is searched no further where its
+    /// deeper best failed its confirmation: that best stays the search's, and each deepening
+    /// after would confirm it again.
     fn deepen_judged(
         &mut self,
         kernel: &KernelHash,
@@ -354,7 +333,7 @@ impl EvolveRewriter<'_> {
         (trials, search): (u32, Duration),
         local: &AtomicBool,
         said: &mut Vec<String>,
-    ) -> Result<(u32, f64, Option<String>), String> {
+    ) -> Result<DeepenOutcome, String> {
         let Judging::Gpu {
             driver,
             gpu,
@@ -391,18 +370,24 @@ impl EvolveRewriter<'_> {
         )?;
         let mut judge = GpuJudge::new(self.store, ev, space, tune, local)?;
         let new = judge.judge(self.store, &variant, &found.rewrite);
-        let own_best = own_best(self.store, kernel, &name);
-        let searched = trials_of(self.store, &variant.hash, &name);
+        let own_best = best_over_o3(self.store, kernel, &name);
         let before = old.speedup_over(own_best).unwrap_or(1.0);
+        let outcome = |best: f64, done: Option<String>| DeepenOutcome {
+            trials: trials_of(self.store, &variant.hash, &name),
+            own: best_over_o3(self.store, &variant.hash, &name),
+            best,
+            done,
+            ..DeepenOutcome::none("")
+        };
         if local.load(Ordering::SeqCst) {
-            return Ok((searched, before, None));
+            return Ok(outcome(before, None));
         }
         if let Verdict::Failed { why, message } = &new {
             said.push(format!(
                 "r3 tune --deadline: {}: attempt {attempt}'s deeper best {why}: {message}; its verdict stands",
                 k.label()
             ));
-            return Ok((searched, before, Some(format!("its deeper best {why}"))));
+            return Ok(outcome(before, Some(format!("its deeper best {why}"))));
         }
         let kept = match deeper_verdict(&old, new, own_best) {
             Some(v) => {
@@ -431,7 +416,7 @@ impl EvolveRewriter<'_> {
             }
             None => before,
         };
-        Ok((searched, kept, None))
+        Ok(outcome(kept, None))
     }
 }
 
@@ -452,7 +437,7 @@ pub fn deeper_verdict(old: &Verdict, new: Verdict, own_best: f64) -> Option<Verd
 }
 
 /// The kernel's best compiler-only speedup over -O3 on `gpu` (1 where none).
-fn own_best(store: &Store, kernel: &KernelHash, gpu: &str) -> f64 {
+fn best_over_o3(store: &Store, kernel: &KernelHash, gpu: &str) -> f64 {
     store
         .best_trial(&crate::kernel::TrialsKey::of_kernel(kernel), gpu)
         .ok()
@@ -465,7 +450,7 @@ fn own_best(store: &Store, kernel: &KernelHash, gpu: &str) -> f64 {
 /// kernel's recorded launch found (1 where it has none).
 fn build_own_best(store: &Store, a: &Attempt, gpu: &str) -> f64 {
     a.shipped_build(Some(gpu))
-        .map_or(1.0, |(variant, _)| own_best(store, &variant, gpu))
+        .map_or(1.0, |(variant, _)| best_over_o3(store, &variant, gpu))
 }
 
 /// The trials a kernel's (or a rewrite's) search has on `gpu`.
