@@ -310,8 +310,8 @@ impl Rewriter for EvolveRewriter<'_> {
         let result = within(limit, stop, &local, || {
             self.deepen_judged(kernel, attempt, (trials, search), &local, &mut said)
         });
-        let mut out = result.unwrap_or_else(DeepenOutcome::none);
-        out.cut = local.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
+        let cut = local.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst);
+        let mut out = result.map_or_else(DeepenOutcome::none, |o| DeepenOutcome { cut, ..o });
         out.said = said;
         out
     }
