@@ -81,6 +81,7 @@ impl Worker<'_> {
             seconds: 0.0,
             setup_s,
             trial_s: None,
+            beside: None,
         }
     }
 }

@@ -117,6 +117,27 @@ pub fn confirm_best<E: Evaluator>(
     }
 }
 
+/// The speedups over -O3 of the trials apply would ship beside `kernel`'s best on `gpu` were
+/// the best confirmed as its search measured it, not confirmed yet: the other codes
+/// [`confirm_best`] measures with it (none where the best is -O3's).
+pub fn beside_best(store: &Store, kernel: &TrialsKey, gpu: &str) -> Result<Vec<f64>, StoreError> {
+    let Some(best) = store.best_trial(kernel, gpu)? else {
+        return Ok(Vec::new());
+    };
+    if best.trial == 0 {
+        return Ok(Vec::new());
+    }
+    let path = store.trials_path(kernel, gpu);
+    let recs = store.trials(kernel, gpu)?;
+    let together = shipped_with(&recs, &store.confirmations(&path)?, &best);
+    Ok(together
+        .iter()
+        .filter_map(|t| t.outcome.ratio())
+        .filter(|r| *r > 0.0)
+        .map(|r| 1.0 / r)
+        .collect())
+}
+
 /// Whatever could ship: a build may withhold block sizes, but decides after the search.
 fn any_build() -> Policy {
     Policy {
@@ -780,6 +801,24 @@ mod tests {
                 "at once: {at_once}"
             );
         }
+    }
+
+    /// What the deadline prices a confirmation by: the other codes it measures, at the
+    /// speedups their searches measured, and nothing once they are confirmed.
+    #[test]
+    fn the_codes_beside_the_best_are_those_its_confirmation_measures() {
+        let (_dir, store) = variant_and_generic_store();
+        let beside = beside_best(&store, &the_key(), "GPU (sm_90)").unwrap();
+        assert_eq!(beside.len(), 1, "{beside:?}");
+        assert!((beside[0] - 1.25).abs() < 1e-9, "{beside:?}");
+        let ev = Counted {
+            ratios: vec![("function(licm)", 0.5), ("function(gvn)", 0.8)],
+            opened: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            at_once: 1,
+        };
+        confirm_best(&store, &ev, &[], &the_key()).unwrap();
+        let after = beside_best(&store, &the_key(), "GPU (sm_90)").unwrap();
+        assert!(after.is_empty(), "{after:?}");
     }
 
     #[test]

@@ -169,23 +169,38 @@ const ONE_RUN_MS: f64 = crate::replay::stopping::ONE_RUN_US / 1e3;
 /// kernel at 1.044×, 2 × 3 × 24 runs, 154 s (its two confirmations took 153 s after its warm
 /// start); a 0.65 s kernel at 3.08×, one code, one pair, 12 s.
 fn confirm_runs_s(k: &Arm) -> f64 {
-    confirm_runs_at(k.launch_ms, k.best, k.best.max(k.expected))
+    confirm_runs_at(
+        k.launch_ms,
+        (k.best, k.best.max(k.expected)),
+        k.beside.as_deref(),
+    )
 }
 
 /// [`confirm_runs_s`] of a kernel of `launch_ms` whose best is `best`, its contexts those a
-/// winner at `hoped` takes.
-fn confirm_runs_at(launch_ms: f64, best: f64, hoped: f64) -> f64 {
+/// winner at `hoped` takes, and `beside` the speedups of the other codes it measures, each
+/// timed until it is known on its side of the line (None: [`CONFIRMED_CODES`] at `best`). A
+/// code near the line takes many more pairs than a best far over it: kt_concordance's best,
+/// 1.059x, beside the 1.033x every launch may run (a 1.07 s kernel), took 99 s in three
+/// contexts (2 and 10 pairs), priced as two codes at 1.059x (about 50 s); with a warm start
+/// it kept cw_ema (16.7x in run Y13) from being reached (H200, run Y15, 2026-12-02).
+fn confirm_runs_at(launch_ms: f64, (best, hoped): (f64, f64), beside: Option<&[f64]>) -> f64 {
     use crate::replay::stopping::{pairs_at, pairs_to_decide, warmups};
     let t_us = launch_ms * 1e3;
     let line = crate::store::winner::min_speedup_from_env().max(1.0);
-    let pairs = if best > line {
-        pairs_to_decide(t_us, best, line)
-    } else {
-        pairs_at(t_us, best.max(1.0), false)
+    let runs_at = |speedup: f64| {
+        let pairs = if speedup > line {
+            pairs_to_decide(t_us, speedup, line)
+        } else {
+            pairs_at(t_us, speedup.max(1.0), false)
+        };
+        f64::from(2 + 2 * (warmups(t_us) + pairs))
     };
-    let runs = 2 + 2 * (warmups(t_us) + pairs);
+    let runs = match beside {
+        Some(codes) => runs_at(best) + codes.iter().map(|&s| runs_at(s)).sum::<f64>(),
+        None => CONFIRMED_CODES * runs_at(best),
+    };
     let contexts = crate::confirm::contexts_expected(hoped) as f64;
-    CONFIRMED_CODES * contexts * f64::from(runs) * launch_ms / 1e3
+    contexts * runs * launch_ms / 1e3
 }
 
 /// Of a long kernel's candidates (`stopping::ONE_RUN_US` or more), the share expected to be
@@ -267,6 +282,7 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
                 expected: e.expected.max(1.0),
                 confirm_setup_s: e.confirm_setup_s.max(0.0),
                 launch_ms: e.launch_ms.max(0.0),
+                beside: None,
                 shape: e.shape,
                 warm: false,
                 done: None,
@@ -516,19 +532,11 @@ pub const WAITING: &str = "the rest is searched by other workers";
 /// and which of its evaluators live.
 pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     let busy = held.busy;
-    let open = |k: &&Arm| k.done.is_none() && !busy(&k.kernel);
-    // Every kernel that matters gets its warm start first (where it fits), the most gain per
-    // second first; each keeps back the least warm start of every other one not reached yet,
-    // where they all fit, so that breadth comes before depth: whole warm starts of short
-    // kernels had left a kernel at 99.8% of its program "not reached" (H200, 2026-11-29).
-    let unreached: Vec<&Arm> = a
-        .arms
-        .iter()
-        .filter(open)
-        .filter(|k| !k.warm && k.share >= SMALL_SHARE)
-        .collect();
-    let owed: f64 = unreached.iter().map(|k| least_warm_s(a, k, held)).sum();
-    let deferred = deferred_confirmations(a, held, &unreached, owed);
+    let Owed {
+        unreached,
+        owed,
+        deferred,
+    } = owed(a, held);
     let (reserve, mine) = reserve_but(a, held.me, held.workers, &deferred);
     let left = a.deadline_s - a.elapsed_s - reserve;
     if left <= 0.0 {
@@ -655,6 +663,35 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         _ => Decision::Stop(
             too_short(a, left).unwrap_or_else(|| "nothing left worth the time".into()),
         ),
+    }
+}
+
+/// The warm starts still owed: the kernels that matter not reached yet, the seconds their
+/// least warm starts take, and the near-ties whose confirmations wait so that those fit
+/// ([`deferred_confirmations`]).
+struct Owed<'x> {
+    unreached: Vec<&'x Arm>,
+    owed: f64,
+    deferred: Vec<TrialsKey>,
+}
+
+/// [`Owed`] now. Every kernel that matters gets its warm start first (where it fits), the
+/// most gain per second first; each keeps back the least warm start of every other one not
+/// reached yet, where they all fit, so that breadth comes before depth: whole warm starts of
+/// short kernels had left a kernel at 99.8% of its program "not reached" (H200, 2026-11-29).
+fn owed<'x>(a: &'x Allocation, held: &Held) -> Owed<'x> {
+    let unreached: Vec<&Arm> = a
+        .arms
+        .iter()
+        .filter(|k| k.done.is_none() && !(held.busy)(&k.kernel))
+        .filter(|k| !k.warm && k.share >= SMALL_SHARE)
+        .collect();
+    let owed: f64 = unreached.iter().map(|k| least_warm_s(a, k, held)).sum();
+    let deferred = deferred_confirmations(a, held, &unreached, owed);
+    Owed {
+        unreached,
+        owed,
+        deferred,
     }
 }
 
@@ -1119,6 +1156,9 @@ pub struct SliceOutcome {
     /// warm start spends 14 s of a 1 s kernel on its baseline, and counted into its price a
     /// trial (3 s against the 1.06 s its later trials took) it left no round that fit.
     pub trial_s: Option<f64>,
+    /// The speedups of the other codes the confirmation of its best would measure
+    /// (`Arm::beside`); None where the runner cannot tell.
+    pub beside: Option<Vec<f64>>,
 }
 
 /// Takes a slice's outcome into the allocation.
@@ -1137,14 +1177,9 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
         k.confirmed = false;
     }
     k.best = k.best.max(best);
-    let now = k.effective();
-    if let Some(r) = k.rewrite.as_mut() {
-        // Its side of the reuse bound, and with it its templates' chance, moves with it.
-        r.now = now;
-        crate::rewrites::choose_again(r);
+    if out.beside.is_some() {
+        k.beside.clone_from(&out.beside);
     }
-    k.trials = out.trials.max(k.trials);
-    k.spent_s += out.seconds;
     // The last slice's cost is the next one's estimate: a search's trials get cheaper once
     // racing has a best to race against, and the warm start's setup is not paid again.
     // The evaluator's setup is no trial's: counted in, a kernel with a large recording looked
@@ -1155,9 +1190,26 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
     } else if out.trials > before && trial_s > 0.0 {
         k.per_trial_s = trial_s / f64::from(out.trials - before);
     }
-    if out.setup_s > 0.0 {
-        k.setup_s = out.setup_s;
+    let measured_setup = (out.setup_s > 0.0).then_some(out.setup_s);
+    if let Some(setup) = measured_setup {
+        k.setup_s = setup;
     }
+    let now = k.effective();
+    if let Some(r) = k.rewrite.as_mut() {
+        // Its side of the reuse bound, and with it its templates' chance, moves with it.
+        r.now = now;
+        // A rewrite's judge opens evaluators as a search does (its own, and fresh ones for
+        // the other inputs and the duel). Priced from the entrant alone, a short kernel's were
+        // 0 s: gesummv's 6-build template, priced 6.5 s, took 8.8 s in run Y14 and was cut
+        // at its limit of 13 s in Y15 on a slower host, its 1.93x find lost with it, as was
+        // transpose_naive's 4.05x (H200, 2026-12-02).
+        if let Some(setup) = measured_setup {
+            r.setup_s = setup;
+        }
+        crate::rewrites::choose_again(r);
+    }
+    k.trials = out.trials.max(k.trials);
+    k.spent_s += out.seconds;
     k.warm |= warm;
     if out.done.is_some() {
         k.done.clone_from(&out.done);
@@ -1441,23 +1493,21 @@ pub fn run(
         if stop.load(Ordering::SeqCst) {
             break ("interrupted".to_owned(), true);
         }
-        let (decision, idle_s, alone, ended, line) = {
+        let (decision, idle_s, alone, ended, line, deferred) = {
             let _lock = store.lock_allocation(scope, gpu)?;
             let mut a = current(store, scope, gpu, base, runner)?;
             let workers = store.allocation_workers(scope, gpu, Some(me))?;
+            let held = Held {
+                busy: &|k| runner.busy(k),
+                alive: &|k| runner.alive(k),
+                me,
+                workers: &workers,
+            };
             let d = match &a.ended {
                 Some(why) => Decision::Stop(why.clone()),
-                None => next(
-                    &a,
-                    batch,
-                    &Held {
-                        busy: &|k| runner.busy(k),
-                        alive: &|k| runner.alive(k),
-                        me,
-                        workers: &workers,
-                    },
-                ),
+                None => next(&a, batch, &held),
             };
+            let deferred = owed(&a, &held).deferred;
             // Decided and taken under one lock: another worker's decision sees it busy, and
             // its winner is this worker's to confirm.
             if let Decision::Slice { kernel, .. }
@@ -1493,6 +1543,7 @@ pub fn run(
                 alone,
                 a.ended.is_some(),
                 line,
+                deferred,
             )
         };
         let (kernel, warm, trials, limit_s) = match decision {
@@ -1574,9 +1625,13 @@ pub fn run(
             } => (kernel, warm, trials, limit_s),
         };
         // The confirmation of the kernel a slice lets go moves the clock by what it took, not by
-        // what it was priced at: the slice is decided again on the clock after it.
+        // what it was priced at: the slice is decided again on the clock after it. Not one the
+        // decision deferred for warm starts still owed: made first, kt_concordance's (99 s for
+        // 1.06x) took the time of the warm start that let it go, cw_ema's, 16.7x in run Y13
+        // (H200, run Y15, 2026-12-02). It waits for the time left, as any deferred one.
         if let Some(leaving) = runner.lets_go(&kernel) {
-            let leaving = |k: &Arm, _: &dyn Runner| k.kernel == leaving;
+            let leaving =
+                |k: &Arm, _: &dyn Runner| k.kernel == leaving && !deferred.contains(&k.kernel);
             if confirm_arm(store, scope, gpu, base, runner, me, leaving)? {
                 continue;
             }
@@ -2112,6 +2167,7 @@ mod tests {
                 seconds: 0.0,
                 setup_s,
                 trial_s: None,
+                beside: None,
             }
         }
         fn busy(&self, kernel: &TrialsKey) -> bool {
@@ -2126,7 +2182,7 @@ mod tests {
             // A long kernel's confirmation is its runs (set); a short one's, four of its trials.
             let k = &self.world[kernel.as_str()];
             let runs = if k.launch_ms > 0.0 {
-                confirm_runs_at(k.launch_ms, k.best(), k.best())
+                confirm_runs_at(k.launch_ms, (k.best(), k.best()), None)
             } else if k.confirm_runs > 0.0 {
                 k.confirm_runs
             } else {
@@ -2278,6 +2334,7 @@ mod tests {
             seconds: 5.0,
             setup_s: 0.0,
             trial_s: None,
+            beside: None,
         };
         record(&mut a, &"bicg_q".into(), true, &out);
         let r = a.arms[0].rewrite.clone().unwrap();
@@ -2326,6 +2383,7 @@ mod tests {
             seconds: 30.0,
             setup_s: 0.0,
             trial_s: None,
+            beside: None,
         };
         record(&mut a, &"two_mm".into(), true, &out);
         let now = 1.0 - 0.89 * (1.0 - 1.0 / 3.55);
@@ -2728,6 +2786,98 @@ mod tests {
         assert!(ran.clock <= 200.0 + 1e-9, "{} {:?}", ran.clock, ran.slices);
     }
 
+    /// Run Y15's case (H200, 2026-12-02): a 1.07 s kernel's warm start, urgent, finds a near-tie
+    /// whose confirmation takes most of what is left, beside a kernel not reached yet whose
+    /// twins found 10x. The near-tie's confirmation waits for the warm start still owed
+    /// (`deferred_confirmations`), also where that warm start lets its evaluator go: made
+    /// first because it was let go, it took the time of the warm start.
+    #[test]
+    fn a_deferred_confirmation_is_not_made_first_because_its_evaluator_is_let_go() {
+        let mut w = world(&[("kt", 3.0, 1.06, 1.0), ("ema", 0.9, 16.0, 2.0)]);
+        w.get_mut("kt").unwrap().launch_ms = 1068.0;
+        w.get_mut("kt").unwrap().setup = 3.5;
+        w.get_mut("ema").unwrap().setup = 3.5;
+        let mut e = entrants(&[("kt", 1.0), ("ema", 1.0)], &w);
+        for x in &mut e {
+            x.confirm_setup_s = 1.5;
+            x.setup_s = 3.5;
+            if x.kernel == "kt" {
+                x.launch_ms = 1068.0;
+            } else {
+                x.launch_ms = 290.0;
+                x.expected = 10.0;
+            }
+        }
+        // One evaluator alive at a time: the warm start of either lets the other's go.
+        let mut live = Live::new(1);
+        live.weigh(e.iter().map(|x| (x.kernel.clone(), x.weight)));
+        let setup = |sim: &mut Sim| sim.live = Some(live);
+        let (slices, confirmed, clock) = run_alone_with(&mut w, e, 103.0, setup, |sim| {
+            (sim.slices.clone(), sim.confirmed.clone(), sim.clock)
+        });
+        assert_eq!(
+            slices.first().map(|s| s.0.as_str()),
+            Some("kt"),
+            "the case: {slices:?}"
+        );
+        assert!(
+            slices.iter().any(|(k, _)| k == "ema"),
+            "ema not reached: {slices:?}, confirmed {confirmed:?}"
+        );
+        assert!(clock <= 103.0 * (1.0 + CONFIRM_GRACE), "{clock} {slices:?}");
+    }
+
+    /// A rewrite's judge opens evaluators as the kernel's search does: its attempts are priced
+    /// with the setup the kernel's slices measured, where the entrant knew none.
+    #[test]
+    fn a_rewrite_attempt_is_priced_with_the_setup_its_kernels_slices_measured() {
+        let w = world(&[("k", 0.4, 1.5, 4.0)]);
+        let mut e = entrants(&[("k", 1.0)], &w);
+        let mut r = crate::rewrites::tests::priced();
+        (r.trial_s, r.setup_s, r.run_s, r.pending) = (0.37, 0.0, 0.0026, vec![6]);
+        r.pending_rules = vec!["rules: shared-tiling".into()];
+        e[0].rewrite = Some(r);
+        let mut a = start("p", "GPU", 600.0, e);
+        let priced = |a: &Allocation| a.arms[0].rewrite.as_ref().unwrap().attempt_s;
+        let before = priced(&a);
+        let out = SliceOutcome {
+            trials: 10,
+            best: Some(1.5),
+            done: None,
+            seconds: 5.0,
+            setup_s: 2.0,
+            trial_s: Some(0.3),
+            beside: None,
+        };
+        record(&mut a, &"k".into(), true, &out);
+        assert_eq!(a.arms[0].rewrite.as_ref().unwrap().setup_s, 2.0);
+        // The judge's evaluator and its confirmation's: the setup twice.
+        assert!(
+            (priced(&a) - before - 4.0).abs() < 1e-9,
+            "{before} -> {}",
+            priced(&a)
+        );
+    }
+
+    /// A confirmation is priced at the codes it measures, each at its own speedup: a code near
+    /// the line takes many more pairs than a best far over it. kt_concordance's 1.059x beside
+    /// the 1.033x every launch may run (1.07 s a launch) took 99 s in three contexts (H200, run
+    /// Y15); priced as two codes at 1.059x, about 51 s.
+    #[test]
+    fn a_confirmation_is_priced_at_the_codes_it_measures() {
+        let mut k = start("p", "GPU", 600.0, vec![entrant_at("kt", 1.0, 5.0)]).arms[0].clone();
+        k.launch_ms = 1068.6;
+        k.best = 1.059;
+        let unknown = confirm_runs_s(&k);
+        k.beside = Some(vec![1.033]);
+        let known = confirm_runs_s(&k);
+        assert!((45.0..60.0).contains(&unknown), "{unknown}");
+        assert!((90.0..115.0).contains(&known), "{known}");
+        // Alone, the best is priced at its own runs.
+        k.beside = Some(Vec::new());
+        assert!((unknown / 2.0 - confirm_runs_s(&k)).abs() < 1e-9);
+    }
+
     /// The kernel a slice would let go is the one let go, also after its confirmation has
     /// looked its evaluator up; a slice's use makes a kernel the last to go.
     #[test]
@@ -2778,6 +2928,7 @@ mod tests {
             seconds: 1.0,
             setup_s: 0.0,
             trial_s: None,
+            beside: None,
         };
         record(&mut a, &TrialsKey::from("k"), true, &out(9, 1.5));
         a.arms[0].confirmed = true;
@@ -2817,6 +2968,7 @@ mod tests {
                 seconds: 2.0,
                 setup_s: 0.0,
                 trial_s: None,
+                beside: None,
             };
             record(&mut a, &TrialsKey::from(k), true, &out);
         }
@@ -3166,6 +3318,7 @@ mod tests {
             seconds: 3.0,
             setup_s: 0.0,
             trial_s: None,
+            beside: None,
         };
         record(&mut a, &TrialsKey::from("corr"), true, &out(9));
         assert_eq!(a.arms[0].done, None);
@@ -3356,6 +3509,7 @@ mod tests {
                 seconds: 11.0 * w[k].cost,
                 setup_s: 0.0,
                 trial_s: Some(w[k].cost),
+                beside: None,
             };
             record(&mut a, &TrialsKey::from(k), true, &out);
         }
@@ -3435,6 +3589,7 @@ mod tests {
             seconds: 1.1,
             setup_s: 0.0,
             trial_s: Some(0.1),
+            beside: None,
         };
         record(&mut a, &"k".into(), true, &out);
         let mut k = a.arms[0].clone();
@@ -3736,6 +3891,7 @@ mod tests {
             seconds: 15.5,
             setup_s: 3.2,
             trial_s: None,
+            beside: None,
         };
         record(&mut a, &energy, true, &warm);
         a.elapsed_s = 286.0;
@@ -4070,6 +4226,7 @@ mod tests {
                     seconds: 0.0,
                     setup_s: 0.0,
                     trial_s: None,
+                    beside: None,
                 }
             }
             fn busy(&self, _: &TrialsKey) -> bool {

@@ -580,6 +580,7 @@ impl<'a> GpuRunner<'a> {
             seconds: 0.0,
             setup_s,
             trial_s: self.trial_seconds(kernel, &gpu, before),
+            beside: crate::confirm::beside_best(self.store, kernel, &gpu).ok(),
         })
     }
 
@@ -626,6 +627,7 @@ impl deadline::Runner for GpuRunner<'_> {
                     seconds: 0.0,
                     setup_s: 0.0,
                     trial_s: None,
+                    beside: None,
                 }
             }
         }

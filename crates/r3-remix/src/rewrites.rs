@@ -1362,6 +1362,7 @@ pub(crate) mod tests {
             shape: None,
             confirm_setup_s: 0.0,
             launch_ms: 0.0,
+            beside: None,
             warm: true,
             done: None,
             searcher: None,

@@ -109,6 +109,12 @@ pub struct Arm {
     /// 0 where unknown (an allocation of an earlier r3).
     #[serde(default)]
     pub launch_ms: f64,
+    /// The speedups over -O3 of the other builds its confirmation measures beside its best
+    /// (what apply would ship with it: the code every launch may run, variants behind their
+    /// guards), each timed until it is known on one side of the shipping line; None until a
+    /// slice has said (priced as `remix::deadline::CONFIRMED_CODES` at the best's speedup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<Vec<f64>>,
     /// Its baseline and warm start are measured.
     #[serde(default)]
     pub warm: bool,
@@ -595,6 +601,7 @@ mod tests {
                 per_trial_s: 1.25,
                 confirm_setup_s: 3.0,
                 launch_ms: 1070.0,
+                beside: None,
                 warm: true,
                 done: None,
                 searcher: None,
