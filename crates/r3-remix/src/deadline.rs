@@ -181,8 +181,8 @@ fn confirm_runs_s(k: &Arm) -> f64 {
 /// timed until it is known on its side of the line (None: [`CONFIRMED_CODES`] at `best`). A
 /// code near the line takes many more pairs than a best far over it: kt_concordance's best,
 /// 1.059x, beside the 1.033x every launch may run (a 1.07 s kernel), took 99 s in three
-/// contexts (2 and 10 pairs), priced as two codes at 1.059x (about 50 s); with a warm start
-/// it kept cw_ema (16.7x in run Y13) from being reached (H200, run Y15, 2026-12-02).
+/// contexts (2 and 10 pairs), priced as two codes at 1.059x (about 51 s), and the deadline
+/// ran 27 s over (H200, run Y15, 2026-12-02).
 fn confirm_runs_at(launch_ms: f64, (best, hoped): (f64, f64), beside: Option<&[f64]>) -> f64 {
     use crate::replay::stopping::{pairs_at, pairs_to_decide, warmups};
     let t_us = launch_ms * 1e3;
@@ -536,7 +536,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         unreached,
         owed,
         deferred,
-    } = owed(a, held);
+    } = owed_now(a, held);
     let (reserve, mine) = reserve_but(a, held.me, held.workers, &deferred);
     let left = a.deadline_s - a.elapsed_s - reserve;
     if left <= 0.0 {
@@ -679,7 +679,7 @@ struct Owed<'x> {
 /// most gain per second first; each keeps back the least warm start of every other one not
 /// reached yet, where they all fit, so that breadth comes before depth: whole warm starts of
 /// short kernels had left a kernel at 99.8% of its program "not reached" (H200, 2026-11-29).
-fn owed<'x>(a: &'x Allocation, held: &Held) -> Owed<'x> {
+fn owed_now<'x>(a: &'x Allocation, held: &Held) -> Owed<'x> {
     let unreached: Vec<&Arm> = a
         .arms
         .iter()
@@ -1201,8 +1201,8 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
         // A rewrite's judge opens evaluators as a search does (its own, and fresh ones for
         // the other inputs and the duel). Priced from the entrant alone, a short kernel's were
         // 0 s: gesummv's 6-build template, priced 6.5 s, took 8.8 s in run Y14 and was cut
-        // at its limit of 13 s in Y15 on a slower host, its 1.93x find lost with it, as was
-        // transpose_naive's 4.05x (H200, 2026-12-02).
+        // at its limit of 13 s in Y15 while the host was busy, its 1.93x find lost with it, as
+        // was transpose_naive's 4.05x (H200, 2026-12-02).
         if let Some(setup) = measured_setup {
             r.setup_s = setup;
         }
@@ -1507,7 +1507,7 @@ pub fn run(
                 Some(why) => Decision::Stop(why.clone()),
                 None => next(&a, batch, &held),
             };
-            let deferred = owed(&a, &held).deferred;
+            let deferred = owed_now(&a, &held).deferred;
             // Decided and taken under one lock: another worker's decision sees it busy, and
             // its winner is this worker's to confirm.
             if let Decision::Slice { kernel, .. }
