@@ -77,14 +77,10 @@ pub fn confirm_best<E: Evaluator>(
     kernel: &TrialsKey,
 ) -> Result<Vec<String>, StoreError> {
     let gpu = searched.device().gpu;
-    let Some(best) = store.best_trial(kernel, &gpu)? else {
+    let Some((best, recs)) = best_over_o3(store, kernel, &gpu)? else {
         return Ok(Vec::new());
     };
-    if best.trial == 0 {
-        return Ok(Vec::new());
-    }
     let path = store.trials_path(kernel, &gpu);
-    let recs = store.trials(kernel, &gpu)?;
     let together = shipped_with(&recs, &store.confirmations(&path)?, &best);
     let mut measured = measure_together(searched, kernel, &best, &together);
     let mut lines = Vec::new();
@@ -121,14 +117,10 @@ pub fn confirm_best<E: Evaluator>(
 /// the best confirmed as its search measured it, not confirmed yet: the other codes
 /// [`confirm_best`] measures with it (none where the best is -O3's).
 pub fn beside_best(store: &Store, kernel: &TrialsKey, gpu: &str) -> Result<Vec<f64>, StoreError> {
-    let Some(best) = store.best_trial(kernel, gpu)? else {
+    let Some((best, recs)) = best_over_o3(store, kernel, gpu)? else {
         return Ok(Vec::new());
     };
-    if best.trial == 0 {
-        return Ok(Vec::new());
-    }
     let path = store.trials_path(kernel, gpu);
-    let recs = store.trials(kernel, gpu)?;
     let together = shipped_with(&recs, &store.confirmations(&path)?, &best);
     Ok(together
         .iter()
@@ -136,6 +128,19 @@ pub fn beside_best(store: &Store, kernel: &TrialsKey, gpu: &str) -> Result<Vec<f
         .filter(|r| *r > 0.0)
         .map(|r| 1.0 / r)
         .collect())
+}
+
+/// `kernel`'s best trial on `gpu` and all its trials, where the best is not -O3's (nothing to
+/// confirm there).
+fn best_over_o3(
+    store: &Store,
+    kernel: &TrialsKey,
+    gpu: &str,
+) -> Result<Option<(TrialRecord, Vec<TrialRecord>)>, StoreError> {
+    match store.best_trial(kernel, gpu)? {
+        Some(best) if best.trial != 0 => Ok(Some((best, store.trials(kernel, gpu)?))),
+        _ => Ok(None),
+    }
 }
 
 /// Whatever could ship: a build may withhold block sizes, but decides after the search.
