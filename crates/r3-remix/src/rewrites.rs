@@ -60,15 +60,17 @@ pub const PRIOR_KNOBS_P: f64 = 0.5;
 /// missed on cov_kernel and gs_norm.
 pub const PRIOR_KNOBS_P_REUSE: f64 = 0.75;
 
-/// The same chance for a kernel near streaming its data once: a tiling's reuse cannot cut
-/// traffic the kernel already makes once (the one judged on a matrix-vector kernel ran 0.61x;
-/// gemv_t, bicg_q and gemver_w took 15 attempts in run Y3 and found nothing). With a whole
-/// tile's loads in flight (2026-12-01, H200), 3 of the 8 judged on this side as tuned found:
-/// row walks at 20x to 27x (mvt_x1 1.53x, atax_ax 1.17x, gesummv 1.91x); the column walks, at
-/// 6x to 26x once the compiler search had taken them to 7x to 9.6x over -O3, ran 0.46x to
-/// 0.62x. The bound and this prior stay: a column walk lay among those finds (cov_mean, 25.6x),
-/// and after an attempt the pool of the kernels on the side prices it ([`pool_others`]).
-pub const PRIOR_KNOBS_P_STREAM: f64 = 0.1;
+/// The same chance for a kernel near streaming its data once. Before a tile's loads were all in
+/// flight, none found on this side (one on a matrix-vector kernel ran 0.61x; gemv_t, bicg_q and
+/// gemver_w took 15 attempts in run Y3 and found nothing), and the prior was a tenth. With them,
+/// each kernel's first attempt with knobs in runs Y10 to Y16 (H200, 2026-12-01 and 12-02;
+/// `scripts/rewrite-repeats` over their logs, each kernel on its side as the arm read it) found
+/// on 5 of the 7 kernels judged on this side (25 of 32 attempts: gemv_n 2.8x, transpose_naive's
+/// staged store 4x, mvt_x1, atax_ax, gesummv; atax_aty and kmeans_assign missed), and on 8 of
+/// the 11 on the other. At a tenth, gemv_n's (2.6x in Y14) and mvt_x1's (1.56x) went
+/// unjudged in Y16. Kept at half, under the other side's: the earlier misses were here, and
+/// a find near streaming is worth less ([`gain_of`] holds it to the root of the reuse left).
+pub const PRIOR_KNOBS_P_STREAM: f64 = 0.5;
 
 /// A kernel whose launch takes this many times what streaming its recorded bytes once at the
 /// GPU's peak bandwidth would works on each byte many times (a matrix product of n works on
