@@ -536,7 +536,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         unreached,
         owed,
         deferred,
-    } = owed_now(a, held);
+    } = owed_now(a, held, batch);
     let (reserve, mine) = reserve_but(a, held.me, held.workers, &deferred);
     let left = a.deadline_s - a.elapsed_s - reserve;
     if left <= 0.0 {
@@ -668,7 +668,8 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
 
 /// The warm starts still owed: the kernels that matter not reached yet, the seconds their
 /// least warm starts take, and the near-ties whose confirmations wait so that those fit
-/// ([`deferred_confirmations`]).
+/// ([`deferred_confirmations`]), or once they do, so that an offer worth more a second fits
+/// ([`yielding_confirmations`]).
 struct Owed<'x> {
     unreached: Vec<&'x Arm>,
     owed: f64,
@@ -679,7 +680,7 @@ struct Owed<'x> {
 /// most gain per second first; each keeps back the least warm start of every other one not
 /// reached yet, where they all fit, so that breadth comes before depth: whole warm starts of
 /// short kernels had left a kernel at 99.8% of its program "not reached" (H200, 2026-11-29).
-fn owed_now<'x>(a: &'x Allocation, held: &Held) -> Owed<'x> {
+fn owed_now<'x>(a: &'x Allocation, held: &Held, batch: u32) -> Owed<'x> {
     let unreached: Vec<&Arm> = a
         .arms
         .iter()
@@ -687,7 +688,10 @@ fn owed_now<'x>(a: &'x Allocation, held: &Held) -> Owed<'x> {
         .filter(|k| !k.warm && k.share >= SMALL_SHARE)
         .collect();
     let owed: f64 = unreached.iter().map(|k| least_warm_s(a, k, held)).sum();
-    let deferred = deferred_confirmations(a, held, &unreached, owed);
+    let mut deferred = deferred_confirmations(a, held, &unreached, owed);
+    if deferred.is_empty() {
+        deferred = yielding_confirmations(a, held, owed, batch.max(1));
+    }
     Owed {
         unreached,
         owed,
@@ -762,12 +766,22 @@ fn compiler_offers(
 ) -> Vec<Option<(f64, Decision)>> {
     a.arms
         .iter()
-        .map(|k| {
-            (k.done.is_none() && !(held.busy)(&k.kernel))
-                .then(|| offer(a, k, left, batch, held, mine))
-                .flatten()
-        })
+        .map(|k| compiler_offer(a, k, held, mine, batch, left))
         .collect()
+}
+
+/// [`compiler_offers`] of one kernel.
+fn compiler_offer(
+    a: &Allocation,
+    k: &Arm,
+    held: &Held,
+    mine: &[TrialsKey],
+    batch: u32,
+    left: f64,
+) -> Option<(f64, Decision)> {
+    (k.done.is_none() && !(held.busy)(&k.kernel))
+        .then(|| offer(a, k, left, batch, held, mine))
+        .flatten()
 }
 
 /// The compiler slices of warm kernels that fit in `fit_s` seconds, each with what it is worth
@@ -799,23 +813,27 @@ fn rewrite_offers(
     a.arms
         .iter()
         .zip(compiler)
-        .filter(|(k, _)| !(held.busy)(&k.kernel))
-        .filter_map(|(k, slice)| {
-            let slice = slice.as_ref().map(|(v, _)| *v);
-            let (value, limit_s) = crate::rewrites::offer(k, fit_s, SMALL_SHARE, slice)?;
-            let first = k
-                .rewrite
-                .as_ref()
-                .filter(|r| r.next < r.pending.len())
-                .map(|r| r.next);
-            let d = Decision::Rewrite {
-                kernel: k.kernel.clone(),
-                limit_s,
-                first,
-            };
-            Some((value, d))
-        })
+        .filter_map(|(k, slice)| rewrite_offer(k, held, slice.as_ref().map(|(v, _)| *v), fit_s))
         .collect()
+}
+
+/// [`rewrite_offers`] of one kernel, its next compiler slice worth `slice` a second.
+fn rewrite_offer(k: &Arm, held: &Held, slice: Option<f64>, fit_s: f64) -> Option<(f64, Decision)> {
+    if (held.busy)(&k.kernel) {
+        return None;
+    }
+    let (value, limit_s) = crate::rewrites::offer(k, fit_s, SMALL_SHARE, slice)?;
+    let first = k
+        .rewrite
+        .as_ref()
+        .filter(|r| r.next < r.pending.len())
+        .map(|r| r.next);
+    let d = Decision::Rewrite {
+        kernel: k.kernel.clone(),
+        limit_s,
+        first,
+    };
+    Some((value, d))
 }
 
 /// Each kernel's deepening that fits in `fit_s` seconds ([`deepen_offer`]), with what it is
@@ -928,6 +946,98 @@ fn deferred_confirmations(
         .map(|k| k.worth_weight() * (1.0 - 1.0 / reach_speedup(k, reached)))
         .sum::<f64>()
         / owed.max(1e-9);
+    defer_until(near_ties(a), reach_rate, fits)
+}
+
+/// The near-ties whose confirmations yield their time, once every warm start owed (`owed`
+/// seconds) fits, to an offer past a warm start that is worth more a second and fits only
+/// without it: for the one of those offers of the most whole gain (worth a second times its
+/// price, as [`uncrowded`] weighs them), the near-ties worth less a second than it, the least
+/// first, until it fits. A deferred near-tie is confirmed later where the time is there
+/// (`next` stops when nothing else fits, and a stop confirms), else withheld. In run Y17
+/// (H200, 2026-12-02) kt_concordance's urgent warm start ended at 558 s of 600 with a 1.040×
+/// near-tie whose confirmation, made as its evaluator was let go, took 28 s; two_mm_tmp's
+/// template (12.6 s, 7.0× in run Y16, two_mm then 19.4× over nvcc against 11.4×) had 11.5 s
+/// left. A clear winner's confirmation never yields.
+fn yielding_confirmations(a: &Allocation, held: &Held, owed: f64, batch: u32) -> Vec<TrialsKey> {
+    let near = near_ties(a);
+    let every: Vec<TrialsKey> = near.iter().map(|(_, k)| k.kernel.clone()).collect();
+    let room = |deferred: &[TrialsKey]| {
+        a.deadline_s - a.elapsed_s - owed - reserve_but(a, held.me, held.workers, deferred).0
+    };
+    let (widest, now) = (room(&every), room(&[]));
+    if every.is_empty() || widest <= now {
+        return Vec::new();
+    }
+    let mine = reserve_but(a, held.me, held.workers, &every).1;
+    let offers_in = |fit_s: f64| {
+        let compiler = compiler_offers(a, held, &mine, batch, fit_s);
+        let rewrites = rewrite_offers(a, held, &compiler, fit_s);
+        compiler
+            .into_iter()
+            .flatten()
+            .chain(rewrites)
+            .chain(deepen_offers(a, held, fit_s))
+            .filter(|(v, d)| *v > 0.0 && price_of(d).is_some())
+            .collect::<Vec<_>>()
+    };
+    let fitting = |fit_s: f64, d: &Decision| {
+        offered_in(a, held, &mine, batch, d, fit_s).is_some_and(|e| same_kind(&e, d))
+    };
+    let fit_now = offers_in(now);
+    offers_in(widest)
+        .into_iter()
+        .filter(|(_, d)| !fit_now.iter().any(|(_, e)| same_kind(e, d)))
+        .map(|(v, d)| {
+            let deferred = defer_until(near.iter().copied(), v, |def| fitting(room(def), &d));
+            (v * price_of(&d).unwrap_or(0.0), deferred)
+        })
+        .filter(|(_, deferred)| !deferred.is_empty())
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+        .map_or_else(Vec::new, |(_, deferred)| deferred)
+}
+
+/// The offer of `d`'s kind on `d`'s kernel with `fit_s` seconds for it, if one is made and is
+/// worth anything.
+fn offered_in(
+    a: &Allocation,
+    held: &Held,
+    mine: &[TrialsKey],
+    batch: u32,
+    d: &Decision,
+    fit_s: f64,
+) -> Option<Decision> {
+    let (Decision::Slice { kernel, .. }
+    | Decision::Rewrite { kernel, .. }
+    | Decision::Deepen { kernel, .. }) = d
+    else {
+        return None;
+    };
+    let k = a.arms.iter().find(|k| k.kernel == *kernel)?;
+    let slice = || compiler_offer(a, k, held, mine, batch, fit_s);
+    let made = match d {
+        Decision::Slice { .. } => slice(),
+        Decision::Rewrite { .. } => rewrite_offer(k, held, slice().map(|(v, _)| v), fit_s),
+        _ => (!(held.busy)(&k.kernel))
+            .then(|| deepen_offer(a, k, fit_s))
+            .flatten(),
+    };
+    made.filter(|(v, _)| *v > 0.0).map(|(_, e)| e)
+}
+
+/// Whether two offers are of the same kind (a slice, an attempt, a deepening) on one kernel.
+fn same_kind(x: &Decision, y: &Decision) -> bool {
+    match (x, y) {
+        (Decision::Slice { kernel: k, .. }, Decision::Slice { kernel: l, .. })
+        | (Decision::Rewrite { kernel: k, .. }, Decision::Rewrite { kernel: l, .. })
+        | (Decision::Deepen { kernel: k, .. }, Decision::Deepen { kernel: l, .. }) => k == l,
+        _ => false,
+    }
+}
+
+/// The near-ties owed a confirmation, each with the gain a second it brings (its first-order
+/// saving over the confirmation's seconds), the least first.
+fn near_ties(a: &Allocation) -> Vec<(f64, &Arm)> {
     let (ships, clear) = (ships_from(), crate::confirm::clear_winner());
     let mut near: Vec<(f64, &Arm)> = a
         .arms
@@ -939,11 +1049,20 @@ fn deferred_confirmations(
                 k,
             )
         })
-        .filter(|(rate, _)| *rate < reach_rate)
         .collect();
     near.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.kernel.cmp(&y.1.kernel)));
+    near
+}
+
+/// Of `near` (the least worth first), those worth less a second than `rate`, deferred one by
+/// one until `fits` holds of them; none where it never does.
+fn defer_until<'x>(
+    near: impl IntoIterator<Item = (f64, &'x Arm)>,
+    rate: f64,
+    fits: impl Fn(&[TrialsKey]) -> bool,
+) -> Vec<TrialsKey> {
     let mut deferred = Vec::new();
-    for (_, k) in near {
+    for (_, k) in near.into_iter().take_while(|(r, _)| *r < rate) {
         deferred.push(k.kernel.clone());
         if fits(&deferred) {
             return deferred;
@@ -1507,7 +1626,7 @@ pub fn run(
                 Some(why) => Decision::Stop(why.clone()),
                 None => next(&a, batch, &held),
             };
-            let deferred = owed_now(&a, &held).deferred;
+            let deferred = owed_now(&a, &held, batch).deferred;
             // Decided and taken under one lock: another worker's decision sees it busy, and
             // its winner is this worker's to confirm.
             if let Decision::Slice { kernel, .. }
@@ -2826,6 +2945,59 @@ mod tests {
             "ema not reached: {slices:?}, confirmed {confirmed:?}"
         );
         assert!(clock <= 103.0 * (1.0 + CONFIRM_GRACE), "{clock} {slices:?}");
+    }
+
+    /// Run Y17's case (H200, 2026-12-02): a 1.07 s kernel's late warm start finds a 1.04x
+    /// near-tie whose confirmation would leave a template on a kernel at 90% of its program
+    /// too little time. The confirmation yields to the template, which is worth more a second,
+    /// and is made after it where the time is there; one worth less a second does not take it.
+    #[test]
+    fn a_near_ties_confirmation_yields_to_an_offer_worth_more_a_second_that_fits_only_without_it() {
+        let situation = |chance: f64| {
+            let mut kt = entrant_at("kt", 1.0, 1.07);
+            kt.launch_ms = 1068.0;
+            let mut tmp = entrant_at("tmp", 0.9, 0.1);
+            let mut r = crate::rewrites::tests::priced();
+            (r.p, r.gain, r.pending) = (chance, 7.0, vec![1]);
+            r.pending_rules = vec!["rules: shared-tiling".into()];
+            tmp.rewrite = Some(r);
+            let mut a = start("p", "GPU", 600.0, vec![kt, tmp]);
+            for k in &mut a.arms {
+                (k.warm, k.trials, k.improved_at) = (true, 11, 11);
+                k.done = Some("searched to its budget".into());
+            }
+            let kt = a.arms.iter_mut().find(|k| k.kernel == "kt").unwrap();
+            kt.best = 1.04;
+            let tmp = a.arms.iter_mut().find(|k| k.kernel == "tmp").unwrap();
+            (tmp.best, tmp.confirmed) = (2.6, true);
+            tmp.rewrite.as_mut().unwrap().attempt_s = 12.6;
+            // Room for the template only where the near-tie keeps nothing back.
+            let kt = a.arms.iter().find(|k| k.kernel == "kt").unwrap();
+            let confirm = confirm_s(&a, kt);
+            assert!(confirm > 20.0, "the case: a long confirmation, {confirm} s");
+            a.elapsed_s = 600.0 - confirm - 10.0;
+            a
+        };
+        let decided = |a: &Allocation| match next(a, 4, &Held::none()) {
+            Decision::Rewrite { kernel, .. } => Some(kernel.to_string()),
+            _ => None,
+        };
+        let likely = situation(0.3);
+        assert_eq!(owed_now(&likely, &Held::none(), 4).deferred, ["kt"]);
+        assert_eq!(decided(&likely).as_deref(), Some("tmp"));
+        // After the template (its kernel's last attempt) the near-tie is owed its time again,
+        // and fits in it.
+        let mut after = likely.clone();
+        after.elapsed_s += 12.6;
+        let tmp = after.arms.iter_mut().find(|k| k.kernel == "tmp").unwrap();
+        tmp.rewrite.as_mut().unwrap().done = Some("no rule left".into());
+        assert!(owed_now(&after, &Held::none(), 4).deferred.is_empty());
+        let kt = after.arms.iter().find(|k| k.kernel == "kt").unwrap();
+        assert!(unaffordable(&after, kt).is_none());
+        // A template worth less a second than the near-tie's confirmation waits for it.
+        let unlikely = situation(1e-4);
+        assert!(owed_now(&unlikely, &Held::none(), 4).deferred.is_empty());
+        assert_eq!(decided(&unlikely), None);
     }
 
     /// A rewrite's judge opens evaluators as the kernel's search does: its attempts are priced
