@@ -605,7 +605,20 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         .iter()
         .map(|o| o.1)
         .fold(f64::NEG_INFINITY, f64::max);
-    if let Some((_, d)) = most(warm_offers.into_iter().map(|(o, _, d)| (o, d)).collect()) {
+    let opening = all_fit
+        .then(|| {
+            let fits = Fits {
+                left,
+                owed,
+                batch,
+                mine: &mine,
+            };
+            opening_warm_start(a, &unreached, held, &fits, best_warm)
+        })
+        .flatten();
+    let opens = opening.as_ref().map(|(v, _)| *v);
+    let first = opening.or_else(|| most(warm_offers.into_iter().map(|(o, _, d)| (o, d)).collect()));
+    if let Some((_, d)) = first {
         // A rewrite or a warm kernel's compiler slice worth more a second than every warm start
         // left goes between them, where it fits beside all their least warm starts: in run Y6
         // syrk's template (7x at 75%, about 30 s) waited behind 77 warm starts, 269 s, hoping
@@ -629,7 +642,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
             })
             .flatten();
         return match between {
-            Some((v, between)) if v > best_warm => between,
+            Some((v, between)) if v > best_warm && opens.is_none_or(|o| v > o) => between,
             _ => d,
         };
     }
@@ -664,6 +677,60 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
             too_short(a, left).unwrap_or_else(|| "nothing left worth the time".into()),
         ),
     }
+}
+
+/// The time a decision between warm starts has: `left` seconds, `owed` of them kept for the
+/// least warm starts of the kernels not reached yet.
+struct Fits<'x> {
+    left: f64,
+    owed: f64,
+    batch: u32,
+    mine: &'x [TrialsKey],
+}
+
+/// The warm start that opens the way to a rewrite attempt worth more a second than every warm
+/// start left (`best_warm`), where every least warm start fits; it goes before what goes
+/// between warm starts where its attempt is worth more a second than that: of the kernels not reached
+/// yet, the one whose next attempt, priced as if its warm start had reached what the search
+/// expects of it, is worth the most a second, more than `best_warm` and than its compiler
+/// slice would be then, and fits beside every other least warm start after its own whole warm
+/// start; None where none does. An attempt waits for its kernel's warm start, and the cheapest
+/// warm start goes first, so a kernel dear to reach came last with its attempts: in run Y19
+/// (H200, 2026-12-03) two_mm's kernels (0.07 s and 0.56 s launches) were reached at 425 and
+/// 467 s of 600, after 150 s of attempts of 1-19% chances on warm kernels between warm
+/// starts, and neither template (7x each in runs Y16 and Y18) was judged: the program 2.7x
+/// over clang against 19.5x.
+fn opening_warm_start(
+    a: &Allocation,
+    unreached: &[&Arm],
+    held: &Held,
+    fits: &Fits,
+    best_warm: f64,
+) -> Option<(f64, Decision)> {
+    let reached = median_warm_best(a);
+    let attempt = |k: &Arm| {
+        let least = least_warm_s(a, k, held);
+        let room = fits.left - (fits.owed - least);
+        let (_, warm) = offer(a, k, room, fits.batch, held, fits.mine)?;
+        let setup = if (held.alive)(&k.kernel) {
+            0.0
+        } else {
+            setup_of(a, k)
+        };
+        let whole_s = f64::from(WARM_EXPECTED) * trial_of(a, k) + setup + planned_confirm_s(a, k);
+        let fit_s = room - whole_s;
+        let as_warm = Arm {
+            warm: true,
+            trials: WARM_EXPECTED,
+            improved_at: WARM_EXPECTED,
+            best: reach_speedup(k, reached),
+            ..k.clone()
+        };
+        let slice = offer(a, &as_warm, fit_s, fits.batch, held, fits.mine).map(|(v, _)| v);
+        let (value, _) = crate::rewrites::offer(&as_warm, fit_s, SMALL_SHARE, slice)?;
+        (value > best_warm).then_some((value, warm))
+    };
+    most_worth(unreached.iter().filter_map(|k| attempt(k)).collect())
 }
 
 /// The warm starts still owed: the kernels that matter not reached yet, the seconds their
@@ -2998,6 +3065,55 @@ mod tests {
         let unlikely = situation(1e-4);
         assert!(owed_now(&unlikely, &Held::none(), 4).deferred.is_empty());
         assert_eq!(decided(&unlikely), None);
+    }
+
+    /// Run Y19's case (H200, 2026-12-03): a kernel dear to reach (1.4 s trials) at 89% of its
+    /// program, whose template is likely to find 7x, waits behind cheap warm starts while
+    /// attempts of small chances on warm kernels go between them. Its warm start goes first,
+    /// and its attempt after it; where its template is unlikely to find anything, the attempts
+    /// between the warm starts go first.
+    #[test]
+    fn a_warm_start_that_opens_an_attempt_worth_more_a_second_goes_before_what_goes_between() {
+        let situation = |chance: f64| {
+            let rewrite = |p: f64, gain: f64, attempt_s: f64| {
+                let mut r = crate::rewrites::tests::priced();
+                (r.p, r.gain, r.attempt_s, r.pending) = (p, gain, attempt_s, vec![1]);
+                r.pending_rules = vec!["rules: shared-tiling".into()];
+                Some(r)
+            };
+            let mut dear = entrant_at("dear", 0.89, 1.4);
+            dear.launch_ms = 565.0;
+            dear.rewrite = rewrite(chance, 7.0, 35.0);
+            let mut all = vec![dear];
+            for i in 0..3 {
+                let mut w = entrant_at(&format!("w{i}"), 0.5, 0.1);
+                w.rewrite = rewrite(0.19, 2.6, 10.0);
+                all.push(w);
+            }
+            all.extend((0..10).map(|i| entrant_at(&format!("c{i}"), 0.01, 0.1)));
+            let mut a = start("p", "GPU", 600.0, all);
+            for k in a.arms.iter_mut().filter(|k| k.kernel.starts_with('w')) {
+                (k.warm, k.trials, k.improved_at, k.best, k.confirmed) = (true, 11, 11, 1.5, true);
+                k.done = Some("searched to its budget".into());
+            }
+            a.elapsed_s = 250.0;
+            a
+        };
+        let kernel = |d: Decision| match d {
+            Decision::Slice {
+                kernel, warm: true, ..
+            } => format!("warm {kernel}"),
+            Decision::Rewrite { kernel, .. } => format!("rewrite {kernel}"),
+            d => format!("{d:?}"),
+        };
+        let likely = situation(0.75);
+        assert_eq!(kernel(next(&likely, 4, &Held::none())), "warm dear");
+        let unlikely = situation(0.01);
+        assert!(
+            kernel(next(&unlikely, 4, &Held::none())).starts_with("rewrite w"),
+            "{:?}",
+            next(&unlikely, 4, &Held::none())
+        );
     }
 
     /// A rewrite's judge opens evaluators as the kernel's search does: its attempts are priced
