@@ -689,12 +689,12 @@ struct Fits<'x> {
 }
 
 /// The warm start that opens the way to a rewrite attempt worth more a second than every warm
-/// start left (`best_warm`), where every least warm start fits; it goes before what goes
-/// between warm starts where its attempt is worth more a second than that: of the kernels not reached
-/// yet, the one whose next attempt, priced as if its warm start had reached what the search
-/// expects of it, is worth the most a second, more than `best_warm` and than its compiler
-/// slice would be then, and fits beside every other least warm start after its own whole warm
-/// start; None where none does. An attempt waits for its kernel's warm start, and the cheapest
+/// start left (`best_warm`), where every least warm start fits (it also goes before what goes
+/// between warm starts where its attempt is worth more a second than that): of the kernels not
+/// reached yet, the one whose next attempt, priced as if its warm start had reached what the
+/// search expects of it, is worth the most a second, more than `best_warm` and than its
+/// compiler slice would be then, and fits beside every other least warm start after its own
+/// whole warm start; None where none does. An attempt waits for its kernel's warm start, and the cheapest
 /// warm start goes first, so a kernel dear to reach came last with its attempts: in run Y19
 /// (H200, 2026-12-03) two_mm's kernels (0.07 s and 0.56 s launches) were reached at 425 and
 /// 467 s of 600, after 150 s of attempts of 1-19% chances on warm kernels between warm
@@ -3108,6 +3108,17 @@ mod tests {
         };
         let likely = situation(0.75);
         assert_eq!(kernel(next(&likely, 4, &Held::none())), "warm dear");
+        // Reached (as what its warm start took, 11 trials, found), its attempt goes next.
+        let mut reached = likely.clone();
+        reached.elapsed_s += 20.0;
+        let dear = reached
+            .arms
+            .iter_mut()
+            .find(|k| k.kernel == "dear")
+            .unwrap();
+        (dear.warm, dear.trials, dear.improved_at) = (true, 11, 11);
+        (dear.best, dear.confirmed, dear.spent_s) = (1.5, true, 20.0);
+        assert_eq!(kernel(next(&reached, 4, &Held::none())), "rewrite dear");
         let unlikely = situation(0.01);
         assert!(
             kernel(next(&unlikely, 4, &Held::none())).starts_with("rewrite w"),
