@@ -694,12 +694,12 @@ struct Fits<'x> {
 /// reached yet, the one whose next attempt, priced as if its warm start had reached what the
 /// search expects of it, is worth the most a second, more than `best_warm` and than its
 /// compiler slice would be then, and fits beside every other least warm start after its own
-/// whole warm start; None where none does. An attempt waits for its kernel's warm start, and the cheapest
-/// warm start goes first, so a kernel dear to reach came last with its attempts: in run Y19
-/// (H200, 2026-12-03) two_mm's kernels (0.07 s and 0.56 s launches) were reached at 425 and
-/// 467 s of 600, after 150 s of attempts of 1-19% chances on warm kernels between warm
-/// starts, and neither template (7x each in runs Y16 and Y18) was judged: the program 2.7x
-/// over clang against 19.5x.
+/// whole warm start; None where none does. An attempt waits for its kernel's warm start, and
+/// the cheapest warm start goes first, so a kernel dear to reach came last with its attempts:
+/// in run Y19 (H200, 2026-12-03) two_mm's kernels (0.07 s and 0.56 s launches) were reached
+/// at 425 and 467 s of 600, after 150 s of attempts of 1-19% chances on warm kernels between
+/// warm starts, and neither template (7x each in runs Y16 and Y18) was judged: the program
+/// 2.7x over clang against 19.5x.
 fn opening_warm_start(
     a: &Allocation,
     unreached: &[&Arm],
@@ -712,13 +712,9 @@ fn opening_warm_start(
         let least = least_warm_s(a, k, held);
         let room = fits.left - (fits.owed - least);
         let (_, warm) = offer(a, k, room, fits.batch, held, fits.mine)?;
-        let setup = if (held.alive)(&k.kernel) {
-            0.0
-        } else {
-            setup_of(a, k)
-        };
-        let whole_s = f64::from(WARM_EXPECTED) * trial_of(a, k) + setup + planned_confirm_s(a, k);
-        let fit_s = room - whole_s;
+        // Its whole warm start: the least one with the rest of its expected trials.
+        let more = f64::from(WARM_EXPECTED - PARTIAL_WARM_TRIALS) * trial_of(a, k);
+        let fit_s = room - (least + more);
         let as_warm = Arm {
             warm: true,
             trials: WARM_EXPECTED,
