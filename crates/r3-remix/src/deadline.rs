@@ -987,10 +987,14 @@ pub fn deepen_offer(a: &Allocation, k: &Arm, left: f64) -> Option<(f64, Decision
 /// The near-ties whose confirmations keep no time back for now: where the least warm starts
 /// of the kernels not reached yet (`unreached`, `owed` seconds in all) do not fit beside every
 /// confirmation owed, those that bring less gain a second than reaching them, the least first,
-/// until they fit. None where even that does not make them fit, and never a clear winner's. A
-/// deferred near-tie is confirmed later where the time is there, else withheld (`unaffordable`).
-/// A 1 s kernel's 1.045× near-tie, three contexts of two codes, is a minute a quarter of
-/// the way into a 300 s deadline that left kernels of 2–11% of their programs not reached.
+/// until they fit. Where even deferring every near-tie does not make them fit, each whose gain
+/// a second is [`OUTPRICED`] by the warm starts its time would otherwise reach
+/// ([`displaced_rate`]): in a 200 s run (H200, 2026-12-03) kt_concordance's 1.034× near-tie
+/// was confirmed in 75 s while 45 kernels of 1% or more were not reached. Never a clear
+/// winner's. A deferred near-tie is confirmed later where the time is there, else withheld
+/// (`unaffordable`). A 1 s kernel's 1.045× near-tie, three contexts of two codes, is a minute a
+/// quarter of the way into a 300 s deadline that left kernels of 2–11% of their programs not
+/// reached.
 fn deferred_confirmations(
     a: &Allocation,
     held: &Held,
@@ -1004,12 +1008,46 @@ fn deferred_confirmations(
         return Vec::new();
     }
     let reached = median_warm_best(a);
-    let reach_rate = unreached
+    let gain = |k: &Arm| k.worth_weight() * (1.0 - 1.0 / reach_speedup(k, reached));
+    let reach_rate = unreached.iter().map(|k| gain(k)).sum::<f64>() / owed.max(1e-9);
+    let near = near_ties(a);
+    let every: Vec<TrialsKey> = near.iter().map(|(_, k)| k.kernel.clone()).collect();
+    if fits(&every) {
+        return defer_until(near, reach_rate, fits);
+    }
+    // Deferring them all leaves warm starts owed that never fit: each near-tie's time goes to
+    // the warm starts it displaces, and it is deferred where those bring [`OUTPRICED`] times
+    // its gain a second or more.
+    let left = total - reserve_but(a, held.me, held.workers, &every).0;
+    let mut reach: Vec<(f64, f64)> = unreached
         .iter()
-        .map(|k| k.worth_weight() * (1.0 - 1.0 / reach_speedup(k, reached)))
-        .sum::<f64>()
-        / owed.max(1e-9);
-    defer_until(near_ties(a), reach_rate, fits)
+        .map(|k| (gain(k), least_warm_s(a, k, held)))
+        .collect();
+    reach.sort_by(|x, y| (y.0 / y.1).total_cmp(&(x.0 / x.1)));
+    near.into_iter()
+        .filter(|(rate, k)| OUTPRICED * rate <= displaced_rate(&reach, left, confirm_s(a, k)))
+        .map(|(_, k)| k.kernel.clone())
+        .collect()
+}
+
+/// How much more gain a second the warm starts a near-tie's confirmation displaces must bring
+/// for it to be deferred where not every warm start owed fits: a reach is priced at what the
+/// search expects of it, a near-tie at what it found.
+const OUTPRICED: f64 = 2.0;
+
+/// Gain a second of the warm starts `reach` (each its gain and seconds, the most a second
+/// first, as they are taken where not all fit) that fall in the `taken` seconds before `left`:
+/// those a confirmation of that many seconds keeps from being reached.
+fn displaced_rate(reach: &[(f64, f64)], left: f64, taken: f64) -> f64 {
+    let band = ((left - taken).max(0.0), left.max(0.0));
+    let (mut at, mut gain, mut seconds) = (0.0, 0.0, 0.0);
+    for &(g, s) in reach {
+        let overlap = ((at + s).min(band.1) - at.max(band.0)).max(0.0);
+        gain += g * overlap / s.max(1e-9);
+        seconds += overlap;
+        at += s;
+    }
+    gain / seconds.max(1e-9)
 }
 
 /// The near-ties whose confirmations yield their time, once every warm start owed (`owed`
@@ -1956,10 +1994,13 @@ fn confirm_arm(
 fn unaffordable(a: &Allocation, k: &Arm) -> Option<String> {
     let clear = crate::confirm::clear_winner();
     let need = confirm_s(a, k);
-    let left = (a.deadline_s - a.elapsed_s).max(0.0);
+    // Not clamped at the deadline: the grace is the run's, not each confirmation's, so
+    // near-ties confirmed one after another at the end run past it by the grace at most.
+    let left = a.deadline_s - a.elapsed_s;
     (k.best < clear && need > left + CONFIRM_GRACE * a.deadline_s).then(|| {
         format!(
-            "a near-tie's confirmation takes about {need:.0} s, more than the {left:.0} s left of the deadline (fix: a longer --deadline, or `r3 tune {}` alone)",
+            "a near-tie's confirmation takes about {need:.0} s, more than the {:.0} s left of the deadline (fix: a longer --deadline, or `r3 tune {}` alone)",
+            left.max(0.0),
             k.label
         )
     })
@@ -4027,6 +4068,78 @@ mod tests {
         let first_short = sim.slices.iter().find(|(k, _)| k.starts_with('s')).unwrap();
         assert!(first_short.1 > PARTIAL_WARM_TRIALS + 2, "{:?}", sim.slices);
         assert!(sim.clock <= deadline_s + 1e-9, "{} s", sim.clock);
+    }
+
+    /// Gain of the winners `sim` confirmed and did not withhold: each kernel's weight in
+    /// `people` times what its best saves.
+    fn realized(sim: &Sim, people: &[Entrant]) -> f64 {
+        sim.confirmed
+            .iter()
+            .filter(|k| !sim.withheld.contains(k))
+            .map(|k| {
+                let w = people
+                    .iter()
+                    .find(|e| e.kernel.as_str() == k)
+                    .unwrap()
+                    .weight;
+                w * (1.0 - 1.0 / sim.world[k.as_str()].best())
+            })
+            .sum()
+    }
+
+    /// Where not every least warm start fits, a near-tie whose confirmation brings far less
+    /// gain a second than the warm starts it would displace waits: in a 200 s run (H200,
+    /// 2026-12-03) kt_concordance's 1.034× near-tie took 75 s, three contexts, while 45
+    /// kernels of 1% or more of their programs were not reached.
+    #[test]
+    fn a_near_tie_worth_far_less_than_the_warm_starts_it_displaces_waits_where_not_all_fit() {
+        let (_, mut w, mut people) = shorts_and(30, (1.6, 0.5), &[("kt", 1.0, 1.04, 2.0, 1.0)]);
+        for e in &mut people {
+            e.weight = if e.kernel.as_str() == "kt" { 0.3 } else { 0.01 };
+            if e.kernel.as_str() == "kt" {
+                e.confirm_setup_s = 70.0;
+            }
+        }
+        w.get_mut("kt").unwrap().confirm_runs = 70.0;
+        let deadline_s = 100.0;
+        assert!(least_warm_starts(deadline_s, &people) > deadline_s);
+        let (gain, reached, clock, withheld) =
+            run_alone(&mut w, people.clone(), deadline_s, |sim| {
+                let mut reached: Vec<&str> = sim.slices.iter().map(|(k, _)| k.as_str()).collect();
+                reached.sort_unstable();
+                reached.dedup();
+                (
+                    realized(sim, &people),
+                    reached.len(),
+                    sim.clock,
+                    sim.withheld.clone(),
+                )
+            });
+        // Confirmed first, kt's near-tie left three kernels reached, 0.018 of gain in all.
+        let kt_alone = 0.3 * (1.0 - 1.0 / w["kt"].best());
+        assert!(
+            reached >= 10 && gain > 2.0 * kt_alone,
+            "{reached} kernels reached, {gain} of gain against kt's {kt_alone}; withheld {withheld:?}"
+        );
+        assert_eq!(withheld, ["kt"]);
+        assert!(clock <= deadline_s + 1e-9, "{clock} s");
+    }
+
+    /// The grace a near-tie's confirmation may run past the deadline is the run's: one made
+    /// after others ran past it has what they left of the grace. Clamped at the deadline, each
+    /// of the near-ties deferred to the end had its own, and a 120 s deadline ended at 135 s.
+    #[test]
+    fn the_grace_past_the_deadline_is_the_runs_not_each_confirmations() {
+        let w = world(&[("k", 0.3, 1.05, 4.0)]);
+        let mut a = start("p", "GPU", 100.0, entrants(&[("k", 1.0)], &w));
+        a.arms[0].best = 1.05;
+        let need = confirm_s(&a, &a.arms[0]);
+        let grace_end = 100.0 * (1.0 + CONFIRM_GRACE);
+        a.elapsed_s = grace_end - need - 0.5;
+        assert_eq!(unaffordable(&a, &a.arms[0]), None);
+        a.elapsed_s = grace_end - need + 0.5;
+        assert!(a.elapsed_s > 100.0);
+        assert!(unaffordable(&a, &a.arms[0]).is_some());
     }
 
     /// Where the least warm starts of all do not fit in the time left (up-front prices are
