@@ -1192,11 +1192,7 @@ fn reach_speedup(k: &Arm, reached: Option<f64>) -> f64 {
 /// Seconds the least warm start of `k` worth starting takes: its evaluator where none is
 /// alive, the baseline and one candidate ([`PARTIAL_WARM_TRIALS`]), and its confirmation.
 fn least_warm_s(a: &Allocation, k: &Arm, held: &Held) -> f64 {
-    let setup = if (held.alive)(&k.kernel) {
-        0.0
-    } else {
-        setup_of(a, k)
-    };
+    let setup = setup_now(a, k, held);
     f64::from(PARTIAL_WARM_TRIALS) * trial_of(a, k) + setup + planned_confirm_s(a, k)
 }
 
@@ -1227,11 +1223,7 @@ fn offer(
     held: &Held,
     mine: &[TrialsKey],
 ) -> Option<(f64, Decision)> {
-    let setup = if (held.alive)(&k.kernel) {
-        0.0
-    } else {
-        setup_of(a, k)
-    };
+    let setup = setup_now(a, k, held);
     if !k.warm {
         return warm_offer(a, k, left, setup);
     }
@@ -1281,6 +1273,16 @@ fn offer(
             limit_s: (2.0 * n * per_trial_s).min(left),
         },
     ))
+}
+
+/// Seconds a slice of `k` pays to make its evaluator now: none where one is alive, else
+/// [`setup_of`].
+fn setup_now(a: &Allocation, k: &Arm, held: &Held) -> f64 {
+    if (held.alive)(&k.kernel) {
+        0.0
+    } else {
+        setup_of(a, k)
+    }
 }
 
 /// Seconds a new evaluator of `k` is expected to take: its own, as last measured or estimated;
