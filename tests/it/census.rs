@@ -99,6 +99,18 @@ fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() 
         ]
     );
     assert_eq!(c.total_ms(), 270.25);
+    // How often small's recorded values recur: of its 53 launches through cudaLaunchKernel
+    // (the Ex one is never compared), n = 7 and 4 × 64 in 50.
+    let small = &c.kernels[1];
+    let recurrence: Vec<_> = small
+        .recurrence
+        .iter()
+        .map(|(_, r)| (r.compared, r.dims_same, r.args_same.clone()))
+        .collect();
+    assert_eq!(recurrence, [(53, 50, vec![50])]);
+    let r = &small.recurrence[0].1;
+    assert_eq!(r.share(&[0], true), Some(1.0 - 2.0 * 3.0 / 53.0));
+    assert_eq!(r.share(&[1], false), None);
     // No stored kernels here: no kernel hash, so no share by hash.
     assert!(c.kernels.iter().all(|k| k.kernel.is_none()));
     assert!(Store::open(&store)
@@ -121,6 +133,13 @@ fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() 
         ),
         (54, 0, Some(14.25))
     );
+    // Each recording's own: the second (n = 14, 8 × 64) recurs in the two launches after it.
+    let recurrence: Vec<_> = small
+        .recurrence
+        .iter()
+        .map(|(_, r)| (r.compared, r.dims_same, r.args_same.clone()))
+        .collect();
+    assert_eq!(recurrence, [(53, 50, vec![50]), (3, 3, vec![3])]);
 }
 
 /// Where the work per thread changes with the launch (a loop bound among the arguments), a

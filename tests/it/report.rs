@@ -707,6 +707,7 @@ fn the_report_predicts_and_measures_each_program() {
         estimated_ms: Some(ms),
         timed_launches: 10,
         scaled_launches: 0,
+        recurrence: Vec::new(),
     };
     store
         .put_census(&Census {

@@ -459,6 +459,7 @@ mod tests {
             estimated_ms: ms,
             timed_launches: launches,
             scaled_launches: 0,
+            recurrence: Vec::new(),
         };
         let mut kernels = vec![
             k("_Z11corr_kernelPfS_", 1, Some(1900.0)),

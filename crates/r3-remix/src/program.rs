@@ -923,6 +923,7 @@ mod tests {
                     estimated_ms: Some(ms),
                     timed_launches: 1,
                     scaled_launches: 0,
+                    recurrence: Vec::new(),
                 })
                 .collect(),
         }

@@ -111,13 +111,33 @@ pub fn finite_budget(budget: u32, space: &Space) -> u32 {
     })
 }
 
-/// What the search of a kernel may fold of the launch it replays.
-fn specializations_of(k: &KernelRecord, rec: &Recording) -> Vec<crate::candidate::Specialize> {
+/// What the search of a kernel may fold of the launch it replays: of its values, those that
+/// recur over its programs' launches as the censuses counted them (`space::specializations`).
+fn specializations_of(
+    store: &Store,
+    k: &KernelRecord,
+    rec: &Recording,
+) -> Vec<crate::candidate::Specialize> {
     let foldable = crate::lower::specialize::foldable(&k.signature);
+    let recurrence = recurrence_of(store, &rec.id);
     rec.launch
         .values()
-        .map(|v| crate::space::specializations(&foldable, &v))
+        .map(|v| crate::space::specializations(&foldable, &v, recurrence.as_ref()))
         .unwrap_or_default()
+}
+
+/// How often the values of the recording `id` recurred, summed over the censuses that counted
+/// it; None where none did (a census of an r3 before 2026-12-03, or none kept).
+fn recurrence_of(store: &Store, id: &str) -> Option<crate::store::programs::Recurrence> {
+    let programs = store.programs().ok()?;
+    programs
+        .iter()
+        .filter_map(|p| p.census.as_ref())
+        .flat_map(|c| &c.kernels)
+        .flat_map(|k| &k.recurrence)
+        .filter(|(of, _)| of == id)
+        .map(|(_, r)| r.clone())
+        .reduce(|x, y| x.add(&y))
 }
 
 /// Where a kernel's search can start.
@@ -320,7 +340,7 @@ pub fn space_for(
 ) -> Result<Space, crate::space::SpaceError> {
     let (k, rec) = (ev.kernel(), ev.recording());
     let offered = if how.specialize {
-        specializations_of(k, rec)
+        specializations_of(store, k, rec)
     } else {
         Vec::new()
     };
@@ -665,7 +685,7 @@ pub fn judge_parts(
     let space = Space::builtin(SpaceOptions {
         launch_threads: Some(b[0] * b[1] * b[2]),
         fast_math: how.tolerance.is_some(),
-        specialize: specializations_of(k, ev.recording()),
+        specialize: specializations_of(store, k, ev.recording()),
         ..Default::default()
     })
     .map_err(|e| with_causes(&e))?;

@@ -239,6 +239,7 @@ mod tests {
                 estimated_ms: Some(estimated_ms),
                 timed_launches: 10,
                 scaled_launches: 0,
+                recurrence: Vec::new(),
             }],
         }
     }

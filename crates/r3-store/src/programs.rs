@@ -65,6 +65,10 @@ pub struct KernelCensus {
     /// Launches estimated from the kernel's timed launches (a fixed cost and a cost per
     /// thread): only those whose events failed, since 2026-11-27.
     pub scaled_launches: u64,
+    /// For each of its recordings in this run (by id, `<kernel dir>/<launch dir>`), how often its
+    /// values recurred.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recurrence: Vec<(String, Recurrence)>,
 }
 
 /// A `r3 record --time-only` run: measured GPU time per kernel, no recording.
@@ -213,6 +217,51 @@ impl LaunchCounts {
 pub struct RecordedCount {
     pub launch: String,
     pub count: u64,
+    /// How often its values recur (r3rt.c's `struct recur`; none from an r3 before
+    /// 2026-12-03).
+    #[serde(flatten)]
+    pub recurrence: Option<Recurrence>,
+}
+
+/// Of a kernel's launches from a recorded one on (itself included) that the runtime compared
+/// with it, those with its grid and block, and those with each of its first parameters' bytes:
+/// the launches a variant guarded on those values would run for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recurrence {
+    pub compared: u64,
+    pub dims_same: u64,
+    pub args_same: Vec<u64>,
+}
+
+impl Recurrence {
+    /// The share of the compared launches that have every value of the recorded launch that
+    /// `args` (parameter indices) and, with `dims`, its grid and block name; at least, where
+    /// several are named (the counts are kept value by value). None where a parameter was not
+    /// counted.
+    pub fn share(&self, args: &[u32], dims: bool) -> Option<f64> {
+        let n = self.compared.max(1) as f64;
+        let mut missing = if dims {
+            1.0 - self.dims_same as f64 / n
+        } else {
+            0.0
+        };
+        for &i in args {
+            missing += 1.0 - *self.args_same.get(i as usize)? as f64 / n;
+        }
+        Some((1.0 - missing).max(0.0))
+    }
+
+    /// Two runs' counts of one recorded launch, summed.
+    pub fn add(&self, other: &Recurrence) -> Recurrence {
+        let n = self.args_same.len().min(other.args_same.len());
+        Recurrence {
+            compared: self.compared + other.compared,
+            dims_same: self.dims_same + other.dims_same,
+            args_same: (0..n)
+                .map(|i| self.args_same[i] + other.args_same[i])
+                .collect(),
+        }
+    }
 }
 
 /// A program binary as `r3 record` ran it.
@@ -589,6 +638,13 @@ impl Store {
                 estimated_ms: e.ms,
                 timed_launches: e.timed_launches,
                 scaled_launches: e.scaled_launches,
+                recurrence: c
+                    .recorded
+                    .iter()
+                    .filter_map(|r| {
+                        Some((format!("{}/{}", c.key, r.launch), r.recurrence.clone()?))
+                    })
+                    .collect(),
             });
         }
         kernels.sort_by(|a, b| {
@@ -785,6 +841,7 @@ mod tests {
             estimated_ms: ms,
             timed_launches: launches,
             scaled_launches: 0,
+            recurrence: Vec::new(),
         }
     }
 

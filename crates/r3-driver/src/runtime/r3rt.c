@@ -134,6 +134,18 @@ cudaError_t __real_cudaDeviceReset(void);
 /* A kernel's parameter layout (cuFuncGetParamInfo), read at its first launch. */
 struct layout { int nparams; size_t size; size_t offsets[256], sizes[256]; };
 
+/* Of a kernel's launches from a recorded one on (itself included) that had a layout, those with
+   its grid and block, and those with each of its first R3_RECUR_PARAMS parameters' bytes: what a
+   variant guarded on its values would run for. A loop's counter passed by value (k of a
+   Gram-Schmidt step) recurs in one launch of the loop's; a specialization on it is a variant the
+   program almost never runs. */
+#define R3_RECUR_PARAMS 16
+struct recur {
+  uint64_t compared, dims_same, arg_same[R3_RECUR_PARAMS];
+  dim3 grid, block;
+  unsigned char *bytes; /* the recorded launch's parameter buffer */
+};
+
 struct kernel_fn {
   const void *stub; const char *name; void **module;
   struct layout *layout; int no_layout;
@@ -146,6 +158,8 @@ struct kernel_fn {
      those, the ones timed by events (census_timing_begin), their threads and GPU time (ms). */
   uint64_t census_launches, census_same[R3_MAX_SEEN], census_other, census_timed;
   double census_other_threads, census_timed_threads, census_timed_ms;
+  /* How often each recorded launch's values recur (the census; allocated as it is recorded). */
+  struct recur *recur[R3_MAX_SEEN];
   /* With R3_TIME_ONLY: launches, those timed, and their GPU time summed (ms); the devices its
      generic code was loaded on before its first timed launch there (time_only_preload), a bit
      each. */
@@ -3100,6 +3114,35 @@ static cudaError_t other_launch(struct kernel_fn *k, const void *stub, dim3 grid
   return e;
 }
 
+/* A recurrence count for a launch recorded now (parameters `buf` laid out by `lay`), counting
+   itself; NULL where memory is short (the census then says nothing of it). */
+static struct recur *new_recurrence(const struct layout *lay, const unsigned char *buf, dim3 grid, dim3 block) {
+  struct recur *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->bytes = malloc(lay->size ? lay->size : 1);
+  if (!r->bytes) return free(r), NULL;
+  memcpy(r->bytes, buf, lay->size);
+  r->grid = grid, r->block = block;
+  r->compared = r->dims_same = 1;
+  for (int p = 0; p < R3_RECUR_PARAMS; p++) r->arg_same[p] = 1;
+  return r;
+}
+
+static int same_dim3(dim3 a, dim3 b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+
+/* Counts, for each launch of k recorded before this one, which of its values this launch has. */
+static void count_recurrence(struct kernel_fn *k, const struct layout *lay, const unsigned char *buf, dim3 grid,
+                             dim3 block) {
+  for (int i = 0; i < k->nseen; i++) {
+    struct recur *r = k->recur[i];
+    if (!r) continue;
+    r->compared++;
+    r->dims_same += same_dim3(r->grid, grid) && same_dim3(r->block, block);
+    for (int p = 0; p < lay->nparams && p < R3_RECUR_PARAMS; p++)
+      r->arg_same[p] += !memcmp(r->bytes + lay->offsets[p], buf + lay->offsets[p], lay->sizes[p]);
+  }
+}
+
 /* A launch of a registered kernel: recorded while the kernel has launches to record, timed
    when it repeats a recorded one, and otherwise passed straight on; counted either way (once
    the kernel has a recorded launch, its argument hash says whether the launch repeats one). */
@@ -3119,6 +3162,7 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
   h = fnv(&block, sizeof block, h);
   h = fnv(&shmem, sizeof shmem, h);
   l.id = fnv(buf, lay->size, h);
+  count_recurrence(k, lay, buf, grid, block);
   for (int i = 0; i < k->nseen; i++)
     if (k->seen[i] == l.id) {
       k->census_same[i]++;
@@ -3128,6 +3172,7 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
   if (!can_record || !may_record(k)) return other_launch(k, stub, grid, block, args, shmem, stream);
   k->seen[k->nseen] = l.id;
   k->census_same[k->nseen] = 1;
+  k->recur[k->nseen] = new_recurrence(lay, buf, grid, block);
   k->recorded++;
   l.fatbin = fatbin_hash(k);
   const char *why_not = sticky_reason ? sticky_reason : pinned_argument(buf, lay->size);
@@ -3435,6 +3480,16 @@ cudaError_t __wrap_cudaGraphLaunch_ptsz(cudaGraphExec_t g, cudaStream_t s) {
 
 /* ---- the run's summary -------------------------------------------------------------------- */
 
+/* A recorded launch's recurrence counts (struct recur), as census fields; nothing without them. */
+static void write_recurrence(FILE *f, const struct recur *r, const struct layout *lay) {
+  if (!r || !lay) return;
+  fprintf(f, ", \"compared\": %llu, \"dims_same\": %llu, \"args_same\": [", (unsigned long long)r->compared,
+          (unsigned long long)r->dims_same);
+  for (int p = 0; p < lay->nparams && p < R3_RECUR_PARAMS; p++)
+    fprintf(f, "%s%llu", p ? ", " : "", (unsigned long long)r->arg_same[p]);
+  fputc(']', f);
+}
+
 /* The census (while recording): per kernel that ran, its registration (name, fatbinary, the
    key of its directory under records/), its launches, for each recorded launch (its directory's
    name) the launches identical to it, and the others with their threads in all; of those, the
@@ -3451,9 +3506,12 @@ static void write_census(FILE *f) {
     json_str(f, fatbin_hash(k));
     fprintf(f, ", \"key\": \"%016llx\", \"launches\": %llu, \"recorded\": [", (unsigned long long)kernel_dir_key(k),
             (unsigned long long)k->census_launches);
-    for (int j = 0; j < k->nseen; j++)
-      fprintf(f, "%s{\"launch\": \"%016llx\", \"count\": %llu}", j ? ", " : "", (unsigned long long)k->seen[j],
+    for (int j = 0; j < k->nseen; j++) {
+      fprintf(f, "%s{\"launch\": \"%016llx\", \"count\": %llu", j ? ", " : "", (unsigned long long)k->seen[j],
               (unsigned long long)k->census_same[j]);
+      write_recurrence(f, k->recur[j], k->layout);
+      fputc('}', f);
+    }
     fprintf(f, "], \"other_launches\": %llu, \"other_threads\": %.17g", (unsigned long long)k->census_other,
             k->census_other_threads);
     fprintf(f, ", \"other_timed\": %llu, \"other_timed_threads\": %.17g, \"other_timed_ms\": %.17g}",
