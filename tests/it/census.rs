@@ -543,3 +543,58 @@ fn tie_census_to(store: &Path, name: &str, hash: &str) {
     }
     assert!(tied > 0, "no census names {name}");
 }
+
+/// A time-step loop (the fake GPU's `steps`: decay(b, n, t) once a step, t the step, b one of
+/// two buffers in turn): the census counts how often each recorded launch's values recur, and a
+/// search of decay's first recording is offered n and the launch's dimensions, never the step.
+#[test]
+fn a_loops_step_argument_is_never_offered_to_a_search_to_fold() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_gpu_program(dir.path(), "record_fake_gpu", &[]);
+    let store = dir.path().join("store");
+    let out = Command::new(r3_bin())
+        .arg("--r3-store")
+        .arg(&store)
+        .args(["record", "--quiet", "--no-verify", "--"])
+        .arg(&exe)
+        .args(["steps", "legacy"])
+        .env("R3_RECORD_WITHOUT_GPU", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let census = the_program(&store).census.unwrap();
+    let decay = census.kernels.iter().find(|k| k.name == "decay").unwrap();
+    let counts: Vec<_> = decay
+        .recurrence
+        .iter()
+        .map(|(_, r)| (r.compared, r.dims_same, r.args_same.clone()))
+        .collect();
+    // Four launches recorded (t = 0 to 3), each compared with itself and those after it.
+    assert_eq!(
+        counts,
+        [
+            (6, 6, vec![3, 6, 1]),
+            (5, 5, vec![3, 5, 1]),
+            (4, 4, vec![2, 4, 1]),
+            (3, 3, vec![2, 3, 1])
+        ]
+    );
+    let s = Store::open(&store).unwrap();
+    let (id, recurrence) = &decay.recurrence[0];
+    let rec = s
+        .recordings(None)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.id == *id)
+        .unwrap();
+    // decay(float* b, int n, int t): its scalars, as `lower::specialize::foldable` reads them.
+    let foldable = [1, 2];
+    let values = rec.launch.values().unwrap();
+    let offered = r3::remix::space::specializations(&foldable, &values, Some(recurrence));
+    let folded: Vec<Vec<u32>> = offered
+        .iter()
+        .map(|s| s.args.iter().map(|a| a.index).collect())
+        .collect();
+    assert_eq!(folded, [vec![1], vec![], vec![1]], "{offered:?}");
+    assert!(offered[0].block.is_some() && offered[1].grid.is_some());
+}

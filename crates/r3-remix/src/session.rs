@@ -864,6 +864,46 @@ fn orphan_or_word(
 mod tests {
     use super::*;
 
+    /// One recording's counts from two workloads' censuses are summed; a recording no census
+    /// counted has none (every value is offered then).
+    #[test]
+    fn a_recordings_recurrence_is_summed_over_the_censuses_that_counted_it() {
+        use crate::store::programs::{Census, KernelCensus, Recurrence};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let counted = |args: &[&str], compared, same| Census {
+            format: 1,
+            program: "./steps".into(),
+            path: "/build/steps".into(),
+            binary: "b".into(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            unix_s: 0.0,
+            launches: compared,
+            unknown_launches: 0,
+            kernels: vec![KernelCensus {
+                kernel: None,
+                name: "decay".into(),
+                launches: compared,
+                estimated_ms: None,
+                timed_launches: 0,
+                scaled_launches: 0,
+                recurrence: vec![(
+                    "k/l".into(),
+                    Recurrence {
+                        compared,
+                        dims_same: compared,
+                        args_same: vec![compared, same],
+                    },
+                )],
+            }],
+        };
+        store.put_census(&counted(&[], 6, 1)).unwrap();
+        store.put_census(&counted(&["-n", "2"], 4, 4)).unwrap();
+        let r = recurrence_of(&store, "k/l").unwrap();
+        assert_eq!((r.compared, r.args_same), (10, vec![10, 5]));
+        assert!(recurrence_of(&store, "k/other").is_none());
+    }
+
     fn how() -> GpuTune {
         GpuTune {
             measure: Measure {
