@@ -118,12 +118,31 @@ fn specializations_of(
     k: &KernelRecord,
     rec: &Recording,
 ) -> Vec<crate::candidate::Specialize> {
+    specializations_saying(store, k, rec).0
+}
+
+/// [`specializations_of`], and a note naming the values left out for not recurring.
+fn specializations_saying(
+    store: &Store,
+    k: &KernelRecord,
+    rec: &Recording,
+) -> (Vec<crate::candidate::Specialize>, Option<String>) {
     let foldable = crate::lower::specialize::foldable(&k.signature);
     let recurrence = recurrence_of(store, &rec.id);
-    rec.launch
+    let offered = rec
+        .launch
         .values()
         .map(|v| crate::space::specializations(&foldable, &v, recurrence.as_ref()))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let left_out = crate::space::not_recurring(&foldable, recurrence.as_ref());
+    let note = (!left_out.is_empty()).then(|| {
+        format!(
+            "r3 tune: {}: not folded, as a variant guarded on it would seldom run: {} (the census counts how often each of the recorded launch's values recurs)",
+            k.label(),
+            left_out.join(", ")
+        )
+    });
+    (offered, note)
 }
 
 /// How often the values of the recording `id` recurred, summed over the censuses that counted
@@ -340,7 +359,11 @@ pub fn space_for(
 ) -> Result<Space, crate::space::SpaceError> {
     let (k, rec) = (ev.kernel(), ev.recording());
     let offered = if how.specialize {
-        specializations_of(store, k, rec)
+        let (offered, note) = specializations_saying(store, k, rec);
+        if let Some(note) = note {
+            say(Line::Note(note));
+        }
+        offered
     } else {
         Vec::new()
     };

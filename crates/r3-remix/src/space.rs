@@ -114,6 +114,27 @@ pub fn specializations(
     out
 }
 
+/// The values of a launch that [`specializations`] leaves out for recurring in under
+/// [`MIN_RECURRENCE`] of the launches `recurrence` counted, in words ("argument 2 (1 of 1559
+/// launches)", "its grid and block (...)"); none where nothing was counted.
+pub fn not_recurring(foldable: &[u32], recurrence: Option<&Recurrence>) -> Vec<String> {
+    let Some(r) = recurrence else {
+        return Vec::new();
+    };
+    let n = r.compared;
+    let dims = (r.share(&[], true).unwrap_or(0.0) < MIN_RECURRENCE)
+        .then(|| format!("its grid and block ({} of {n} launches)", r.dims_same));
+    foldable
+        .iter()
+        .filter_map(|&i| {
+            let same = *r.args_same.get(i as usize)?;
+            (r.share(&[i], false)? < MIN_RECURRENCE)
+                .then(|| format!("argument {i} ({same} of {n} launches)"))
+        })
+        .chain(dims)
+        .collect()
+}
+
 /// Of `single` (parameters whose values recur alone), those whose values recur together, with
 /// the launch's dimensions where `with_dims`, in [`MIN_RECURRENCE`] of the launches: the least
 /// recurring left out first. All of them where nothing was counted.
@@ -1121,6 +1142,10 @@ mod tests {
         assert!(offered[0].block.is_some() && offered[1].args.is_empty());
         assert_eq!(offered.len(), 4, "{offered:?}");
         assert_eq!(
+            not_recurring(&[0, 1, 2], Some(&steps)),
+            ["argument 0 (1 of 1559 launches)"]
+        );
+        assert_eq!(
             specializations(&[0, 1, 2], &launch, None).len(),
             5,
             "uncounted, every value is offered"
@@ -1132,6 +1157,10 @@ mod tests {
         assert!(offered
             .iter()
             .all(|s| s.block.is_none() && s.grid.is_none()));
+        assert_eq!(
+            not_recurring(&[1, 2], Some(&layers)),
+            ["its grid and block (520 of 1559 launches)"]
+        );
         assert_eq!(
             offered.iter().map(folded).collect::<Vec<_>>(),
             [vec![1], vec![2]]
