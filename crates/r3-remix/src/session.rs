@@ -128,7 +128,7 @@ fn specializations_saying(
     rec: &Recording,
 ) -> (Vec<crate::candidate::Specialize>, Option<String>) {
     let foldable = crate::lower::specialize::foldable(&k.signature);
-    let recurrence = recurrence_of(store, &rec.id);
+    let recurrence = store.recurrence_of(&rec.id);
     let offered = rec
         .launch
         .values()
@@ -143,20 +143,6 @@ fn specializations_saying(
         )
     });
     (offered, note)
-}
-
-/// How often the values of the recording `id` recurred, summed over the censuses that counted
-/// it; None where none did (a census of an r3 before 2026-12-03, or none kept).
-fn recurrence_of(store: &Store, id: &str) -> Option<crate::store::programs::Recurrence> {
-    let programs = store.programs().ok()?;
-    programs
-        .iter()
-        .filter_map(|p| p.census.as_ref())
-        .flat_map(|c| &c.kernels)
-        .flat_map(|k| &k.recurrence)
-        .filter(|(of, _)| of == id)
-        .map(|(_, r)| r.clone())
-        .reduce(|x, y| x.add(&y))
 }
 
 /// Where a kernel's search can start.
@@ -886,46 +872,6 @@ fn orphan_or_word(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// One recording's counts from two workloads' censuses are summed; a recording no census
-    /// counted has none (every value is offered then).
-    #[test]
-    fn a_recordings_recurrence_is_summed_over_the_censuses_that_counted_it() {
-        use crate::store::programs::{Census, KernelCensus, Recurrence};
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path()).unwrap();
-        let counted = |args: &[&str], compared, same| Census {
-            format: 1,
-            program: "./steps".into(),
-            path: "/build/steps".into(),
-            binary: "b".into(),
-            args: args.iter().map(|a| (*a).to_owned()).collect(),
-            unix_s: 0.0,
-            launches: compared,
-            unknown_launches: 0,
-            kernels: vec![KernelCensus {
-                kernel: None,
-                name: "decay".into(),
-                launches: compared,
-                estimated_ms: None,
-                timed_launches: 0,
-                scaled_launches: 0,
-                recurrence: vec![(
-                    "k/l".into(),
-                    Recurrence {
-                        compared,
-                        dims_same: compared,
-                        args_same: vec![compared, same],
-                    },
-                )],
-            }],
-        };
-        store.put_census(&counted(&[], 6, 1)).unwrap();
-        store.put_census(&counted(&["-n", "2"], 4, 4)).unwrap();
-        let r = recurrence_of(&store, "k/l").unwrap();
-        assert_eq!((r.compared, r.args_same), (10, vec![10, 5]));
-        assert!(recurrence_of(&store, "k/other").is_none());
-    }
 
     fn how() -> GpuTune {
         GpuTune {

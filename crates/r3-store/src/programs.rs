@@ -723,6 +723,21 @@ impl Store {
         longest_run_ms(&self.kernel_shares().ok()?, hash)
     }
 
+    /// How often the values of the recording `id` (`<kernel dir>/<launch dir>`) recurred,
+    /// summed over the censuses that counted it; None where none did (a census of an r3 before
+    /// 2026-12-03, or none kept).
+    pub fn recurrence_of(&self, id: &str) -> Option<Recurrence> {
+        self.programs()
+            .ok()?
+            .iter()
+            .filter_map(|p| p.census.as_ref())
+            .flat_map(|c| &c.kernels)
+            .flat_map(|k| &k.recurrence)
+            .filter(|(of, _)| of == id)
+            .map(|(_, r)| r.clone())
+            .reduce(|x, y| x.add(&y))
+    }
+
     pub fn kernel_shares(&self) -> Result<BTreeMap<KernelHash, Vec<Share>>, StoreError> {
         let mut out: BTreeMap<KernelHash, Vec<Share>> = BTreeMap::new();
         for p in self.programs()? {
@@ -1203,5 +1218,44 @@ mod tests {
             let k = program_key(Path::new(odd));
             assert!(!k.starts_with('.') && !k.contains('/'), "{odd}: {k}");
         }
+    }
+
+    /// One recording's counts from two workloads' censuses are summed; a recording no census
+    /// counted has none (every value is offered then).
+    #[test]
+    fn a_recordings_recurrence_is_summed_over_the_censuses_that_counted_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let counted = |args: &[&str], compared, same| Census {
+            format: 1,
+            program: "./steps".into(),
+            path: "/build/steps".into(),
+            binary: "b".into(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            unix_s: 0.0,
+            launches: compared,
+            unknown_launches: 0,
+            kernels: vec![KernelCensus {
+                kernel: None,
+                name: "decay".into(),
+                launches: compared,
+                estimated_ms: None,
+                timed_launches: 0,
+                scaled_launches: 0,
+                recurrence: vec![(
+                    "k/l".into(),
+                    Recurrence {
+                        compared,
+                        dims_same: compared,
+                        args_same: vec![compared, same],
+                    },
+                )],
+            }],
+        };
+        store.put_census(&counted(&[], 6, 1)).unwrap();
+        store.put_census(&counted(&["-n", "2"], 4, 4)).unwrap();
+        let r = store.recurrence_of("k/l").unwrap();
+        assert_eq!((r.compared, r.args_same), (10, vec![10, 5]));
+        assert!(store.recurrence_of("k/other").is_none());
     }
 }
