@@ -936,6 +936,69 @@ fn a_validated_rewrite_ships_without_editing_the_source_only_when_asked() {
         line.contains("00400000") && line.contains("64,1,1"),
         "{line}"
     );
+
+    // Where the census counts the kernel's launches one by one, the rewrite behind that guard
+    // is credited only the launches that pass it: predicted at its 1.5x on 2 of the kernel's
+    // 10 ms (1 ms each, identical to the recorded one), its own -O3 the rest.
+    let o3 = r3::store::fixtures::trial(
+        original.hash.as_str(),
+        gpu,
+        0,
+        serde_json::to_value(&c).unwrap(),
+        r3::store::fixtures::valid(10.0, 10.0),
+    );
+    let key = r3::kernel::TrialsKey::of_kernel(&original.hash);
+    st.open_trials(&key, gpu).unwrap().append(&o3).unwrap();
+    let census = |identical: u64, ms: f64| r3::store::programs::Census {
+        format: 1,
+        program: "./scan".into(),
+        path: "/build/scan".into(),
+        binary: "b".into(),
+        args: Vec::new(),
+        unix_s: 0.0,
+        launches: 10,
+        unknown_launches: 0,
+        kernels: vec![r3::store::programs::KernelCensus {
+            kernel: Some(original.hash.to_string()),
+            name: TUNED.into(),
+            launches: 10,
+            estimated_ms: Some(10.0),
+            timed_launches: 10,
+            scaled_launches: 0,
+            recurrence: Vec::new(),
+            recorded: vec![r3::store::programs::RecordedTime {
+                id: "aaaaaaaaaaaaaaaa/0000000000000001".into(),
+                identical,
+                ms: Some(ms),
+            }],
+        }],
+    };
+    st.put_census(&census(2, 1.0)).unwrap();
+    let report = std::process::Command::new(r3_bin())
+        .args(["report", "--format", "json", "--r3-store"])
+        .arg(&store)
+        .env("R3_APPLY_REWRITES", "1")
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", stderr(&report));
+    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let predicted = json["programs"][0]["predicted_shipped"].as_f64().unwrap();
+    let kernel = 10.0 / (2.0 / 1.5 + 8.0);
+    let expected = 10.0 / (10.0 / kernel + r3::store::winner::VARIANT_FIRST_LOAD_MS);
+    assert!(
+        (predicted - expected).abs() < 1e-6,
+        "{predicted} against {expected}"
+    );
+    // Where what passes the guard saves less than the variant's first load costs, the
+    // rewrite is not shipped (0.01 ms at 1.5x saves 0.003 ms).
+    st.put_census(&census(1, 0.01)).unwrap();
+    build(&d.join("unpaid"), &src, &["--r3-apply"], &asked, &store);
+    let unpaid = read(d.join("unpaid").join(PTX));
+    assert!(!unpaid.contains(&name), "{unpaid}");
+    assert_eq!(
+        entry(&read(d.join("unpaid").join(PTX)), TUNED),
+        entry(&plain, TUNED)
+    );
 }
 
 /// A launch of the tuned kernel recorded by hand into `store` as `r3 record` leaves one (its

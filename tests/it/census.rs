@@ -597,4 +597,36 @@ fn a_loops_step_argument_is_never_offered_to_a_search_to_fold() {
         .collect();
     assert_eq!(folded, [vec![1], vec![], vec![1]], "{offered:?}");
     assert!(offered[0].block.is_some() && offered[1].grid.is_some());
+
+    // Each recording's identical launches and its time, for what a variant guarded on its
+    // values is sure to run: n and the shape recur in all six launches from the first on, the
+    // step in one.
+    let identical: Vec<_> = decay
+        .recorded
+        .iter()
+        .map(|r| (&r.id, r.identical))
+        .collect();
+    let ids: Vec<_> = decay.recurrence.iter().map(|(id, _)| id).collect();
+    assert_eq!(identical, ids.iter().map(|id| (*id, 1)).collect::<Vec<_>>());
+    // The fake GPU's kernels are in no store: named here as one would be.
+    let hash = r3::kernel::KernelHash::from("feed");
+    let mut named = census.clone();
+    for k in named.kernels.iter_mut().filter(|k| k.name == "decay") {
+        k.kernel = Some(hash.to_string());
+    }
+    let recs = s.recordings(None).unwrap();
+    let ms = decay.recorded[0].ms.unwrap();
+    let total = decay.estimated_ms.unwrap();
+    let same = |l: &r3::candidate::LaunchValues| l.args[1] == values.args[1];
+    let admitted = |admits: &dyn Fn(&r3::candidate::LaunchValues) -> bool, folded: &[u32]| {
+        r3::store::programs::admitted_share(&[&named], &hash, &recs, admits, folded).unwrap()
+    };
+    let share = admitted(&same, &[1]);
+    assert!(
+        (share - (6.0 * ms / total).min(1.0)).abs() < 1e-9,
+        "{share} {ms} {total}"
+    );
+    let step = |l: &r3::candidate::LaunchValues| l.args[2] == values.args[2];
+    let share = admitted(&step, &[2]);
+    assert!((share - ms / total).abs() < 1e-9, "{share} {ms} {total}");
 }

@@ -708,6 +708,7 @@ fn the_report_predicts_and_measures_each_program() {
         timed_launches: 10,
         scaled_launches: 0,
         recurrence: Vec::new(),
+        recorded: Vec::new(),
     };
     store
         .put_census(&Census {

@@ -297,7 +297,10 @@ fn with_rewrite(store: &Store, k: &KernelRecord, policy: &Policy, own: Planned) 
                 .generic
                 .as_ref()
                 .map_or(1.0, |w| w.confirmed_speedup.unwrap_or(w.speedup));
-            if !winner::saves_its_load(store.run_ms(&k.hash), floor, winner.speedup) {
+            let admitted_ms = store
+                .run_ms(&k.hash)
+                .map(|ms| ms * admitted_share(store, k, &guard).unwrap_or(1.0));
+            if !winner::saves_its_load(admitted_ms, floor, winner.speedup) {
                 return withheld(
                     own,
                     "behind its guard it would save less than its first load costs".into(),
@@ -343,6 +346,34 @@ fn rewrite_guard(
         r.checked.clone()
     };
     guarding(&launches, k, &r.trial.candidate)
+}
+
+/// Of kernel `k`'s time in the program run that runs it longest, the share that source
+/// rewrite `r` runs: all where it runs at every launch, what its guard admits
+/// ([`crate::store::Store::admitted_share`]) where it runs behind one, none where no launch
+/// shows where it was checked (apply withholds it); None where not known (no census counted
+/// the kernel's recordings).
+pub fn rewrite_share(
+    store: &Store,
+    k: &KernelRecord,
+    r: &crate::store::attempts::ShippableRewrite,
+) -> Option<f64> {
+    match rewrite_guard(store, k, r) {
+        Guarding::Every => Some(1.0),
+        Guarding::Behind(guard) => admitted_share(store, k, &guard),
+        Guarding::Unchecked(_) => Some(0.0),
+    }
+}
+
+/// The share of `k`'s time the launches `guard` admits take, at least.
+fn admitted_share(store: &Store, k: &KernelRecord, guard: &Guard) -> Option<f64> {
+    let recordings = store.launches_of(&k.hash).ok()?;
+    let folded: Vec<u32> = guard
+        .values
+        .iter()
+        .flat_map(|v| v.args.iter().map(|a| a.index))
+        .collect();
+    store.admitted_share(&k.hash, &recordings, &|l| guard.admits(l), &folded)
 }
 
 /// Where a rewrite judged with candidate `c` and checked on `launches` (the original's recorded

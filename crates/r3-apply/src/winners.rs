@@ -92,6 +92,18 @@ impl Guard {
             values: c.specialize.clone(),
         }
     }
+
+    /// Whether a launch runs the variant: as a candidate with these launch bounds, block size
+    /// and folded values admits it ([`Candidate::admits`], which the runtime's check mirrors).
+    pub fn admits(&self, l: &crate::candidate::LaunchValues) -> bool {
+        Candidate {
+            max_threads: self.max_threads,
+            block_x: self.block_x,
+            specialize: self.values.clone(),
+            ..Candidate::baseline()
+        }
+        .admits(l)
+    }
 }
 
 /// The winners file.

@@ -460,6 +460,7 @@ mod tests {
             timed_launches: launches,
             scaled_launches: 0,
             recurrence: Vec::new(),
+            recorded: Vec::new(),
         };
         let mut kernels = vec![
             k("_Z11corr_kernelPfS_", 1, Some(1900.0)),

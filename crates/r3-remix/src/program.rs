@@ -924,6 +924,7 @@ mod tests {
                     timed_launches: 1,
                     scaled_launches: 0,
                     recurrence: Vec::new(),
+                    recorded: Vec::new(),
                 })
                 .collect(),
         }

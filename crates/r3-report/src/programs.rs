@@ -135,9 +135,15 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
         );
         let (shipped, in_run) = match hash
             .as_ref()
-            .and_then(|h| with_rewrite(store, h, &policy, best))
+            .and_then(|h| stored.get(h))
+            .and_then(|k| with_rewrite(store, k, &policy, best))
         {
-            Some(r) if r > shipped => (r, net_of_first_load(r, true, policy.run_ms)),
+            // Behind a guard it runs only the launches that pass it; the rest run the
+            // kernel's own code.
+            Some((r, share)) if r > shipped && share != Some(0.0) => {
+                let in_program = blended(share.unwrap_or(1.0), r, shipped);
+                (r, net_of_first_load(in_program, true, policy.run_ms))
+            }
             _ => (shipped, in_run),
         };
         // The code a program measured slower: a confirmed trial's, whichever trial is the
@@ -163,13 +169,29 @@ pub fn speedups(store: &Store) -> Result<BTreeMap<(String, TrialsKey), Speedups>
 /// (`R3_APPLY_REWRITES=1`) and the rewrite beats its best compiler-only build (`own_best`) by
 /// the least speedup worth shipping: the gain apply ships with it (`plan::with_rewrite`), so
 /// that a program's predicted time is that of the build it makes.
-fn with_rewrite(store: &Store, kernel: &KernelHash, policy: &Policy, own_best: f64) -> Option<f64> {
+/// With it, the share of the kernel's time the rewrite runs (`plan::rewrite_share`: none where
+/// apply withholds it; None where not known, taken as all).
+fn with_rewrite(
+    store: &Store,
+    k: &crate::store::KernelRecord,
+    policy: &Policy,
+    own_best: f64,
+) -> Option<(f64, Option<f64>)> {
     if !policy.rewrites {
         return None;
     }
-    crate::store::attempts::shippable_rewrite(store, kernel, policy.simulated)
+    crate::store::attempts::shippable_rewrite(store, &k.hash, policy.simulated)
         .filter(|r| r.beats(own_best, policy.min_speedup))
-        .map(|r| r.over_o3(own_best))
+        .map(|r| {
+            let share = crate::apply::plan::rewrite_share(store, k, &r);
+            (r.over_o3(own_best), share)
+        })
+}
+
+/// A kernel's speedup where `share` of its time runs at `part` and the rest at `rest`.
+pub fn blended(share: f64, part: f64, rest: f64) -> f64 {
+    let share = share.clamp(0.0, 1.0);
+    1.0 / (share / part.max(1e-9) + (1.0 - share) / rest.max(1e-9))
 }
 
 /// A kernel's speedup in a program run: `speedup` on its launches, less what a variant's first
@@ -329,6 +351,26 @@ mod tests {
             rewrites: true,
             ..Policy::default()
         };
+        let original: crate::store::KernelRecord = serde_json::from_value(serde_json::json!({
+            "format": 1, "hash": original.as_str(), "name": "_Z1kiPf",
+            "demangled": "k(int, float*)", "arch": "sm_90", "params": [],
+            "compile": {"cwd": "/", "args": ["r3-clang++", "k.cu"], "env": {},
+                        "clang": "clang", "clang_version": ""},
+            "r3_version": "0"
+        }))
+        .unwrap();
+        // It runs nowhere here: its judge named no launch, and none is recorded.
+        fn with_rewrite(
+            store: &Store,
+            k: &crate::store::KernelRecord,
+            policy: &Policy,
+            best: f64,
+        ) -> Option<f64> {
+            super::with_rewrite(store, k, policy, best).map(|(r, share)| {
+                assert_eq!(share, Some(0.0));
+                r
+            })
+        }
         assert_eq!(with_rewrite(&store, &original, &asked, 2.0), Some(3.0));
         // Judged against a 2x build (1.5x over it: 3x over -O3), shipped over a 2.5x one.
         assert_eq!(with_rewrite(&store, &original, &asked, 2.5), Some(3.0));
@@ -343,6 +385,13 @@ mod tests {
             ..asked
         };
         assert_eq!(with_rewrite(&store, &original, &higher, 2.0), None);
+    }
+
+    #[test]
+    fn a_kernel_part_faster_is_faster_by_the_part_of_its_time() {
+        assert!((blended(0.25, 2.0, 1.0) - 1.0 / 0.875).abs() < 1e-12);
+        assert_eq!(blended(1.0, 2.0, 1.2), 2.0);
+        assert_eq!(blended(0.0, 2.0, 1.2), 1.2);
     }
 
     #[test]

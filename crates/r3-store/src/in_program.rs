@@ -240,6 +240,7 @@ mod tests {
                 timed_launches: 10,
                 scaled_launches: 0,
                 recurrence: Vec::new(),
+                recorded: Vec::new(),
             }],
         }
     }

@@ -69,6 +69,20 @@ pub struct KernelCensus {
     /// values recurred.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recurrence: Vec<(String, Recurrence)>,
+    /// Each of its recordings in this run, the launches identical to it and the time of one:
+    /// how much of the kernel's time a variant guarded on a recording's values is sure to run
+    /// ([`Store::admitted_share`]). None from an r3 before 2026-12-03.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded: Vec<RecordedTime>,
+}
+
+/// A recording's launches in a census: itself and those identical to it (same grid, block,
+/// shared size and argument bytes), and one's time (ms), where known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedTime {
+    pub id: String,
+    pub identical: u64,
+    pub ms: Option<f64>,
 }
 
 /// A `r3 record --time-only` run: measured GPU time per kernel, no recording.
@@ -575,6 +589,62 @@ pub fn longest_run_ms(shares: &BTreeMap<KernelHash, Vec<Share>>, hash: &KernelHa
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
 }
 
+/// Of kernel `hash`'s time in the census among `censuses` that runs it longest, the share in
+/// launches a guard `admits`, at least: for each of its recordings (among `recordings`, by id)
+/// that the guard admits, the launches identical to it, or, where more, those that pass its
+/// grid, block and each parameter of `folded` ([`Recurrence::share`]), each at the
+/// recording's time. None where that census kept no recording's count and time.
+///
+/// Why: a variant guarded on one recorded launch's values runs only the launches that pass
+/// them. mlp_forward's dense layer, recorded once, shipped its template behind the first of
+/// three layers' values; the program ran 1.50x against 1.96x predicted (H200, Y16/Y17).
+pub fn admitted_share(
+    censuses: &[&Census],
+    hash: &KernelHash,
+    recordings: &[Recording],
+    admits: &dyn Fn(&crate::candidate::LaunchValues) -> bool,
+    folded: &[u32],
+) -> Option<f64> {
+    let (total, mine) = censuses
+        .iter()
+        .map(|c| {
+            let mine: Vec<&KernelCensus> = c
+                .kernels
+                .iter()
+                .filter(|k| k.kernel.as_deref() == Some(hash.as_str()))
+                .collect();
+            (
+                mine.iter().filter_map(|k| k.estimated_ms).sum::<f64>(),
+                mine,
+            )
+        })
+        .filter(|(ms, mine)| *ms > 0.0 && mine.iter().any(|k| !k.recorded.is_empty()))
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
+    let recurrence: HashMap<&str, &Recurrence> = mine
+        .iter()
+        .flat_map(|k| &k.recurrence)
+        .map(|(id, r)| (id.as_str(), r))
+        .collect();
+    let (mut identical_ms, mut recurring_ms) = (0.0, 0.0f64);
+    for r in mine.iter().flat_map(|k| &k.recorded) {
+        let Some(ms) = r.ms else { continue };
+        let passes = recordings
+            .iter()
+            .find(|rec| rec.id == r.id)
+            .and_then(|rec| rec.launch.values())
+            .is_some_and(|v| admits(&v));
+        if !passes {
+            continue;
+        }
+        identical_ms += r.identical as f64 * ms;
+        if let Some(rec) = recurrence.get(r.id.as_str()) {
+            let share = rec.share(folded, true).unwrap_or(0.0);
+            recurring_ms = recurring_ms.max(share * rec.compared as f64 * ms);
+        }
+    }
+    Some((identical_ms.max(recurring_ms) / total).min(1.0))
+}
+
 impl Store {
     fn program_dir(&self, path: &str, args: &[String]) -> PathBuf {
         self.root()
@@ -643,6 +713,16 @@ impl Store {
                     .iter()
                     .filter_map(|r| {
                         Some((format!("{}/{}", c.key, r.launch), r.recurrence.clone()?))
+                    })
+                    .collect(),
+                recorded: c
+                    .recorded
+                    .iter()
+                    .zip(&launches)
+                    .map(|(r, l)| RecordedTime {
+                        id: format!("{}/{}", c.key, r.launch),
+                        identical: r.count,
+                        ms: l.ms,
                     })
                     .collect(),
             });
@@ -736,6 +816,21 @@ impl Store {
             .filter(|(of, _)| of == id)
             .map(|(_, r)| r.clone())
             .reduce(|x, y| x.add(&y))
+    }
+
+    /// Of kernel `hash`'s time in the program run that runs it longest, the share that a
+    /// variant whose guard `admits` a launch runs at least ([`admitted_share`]); None where no
+    /// census counted the kernel's recordings one by one (an r3 before 2026-12-03).
+    pub fn admitted_share(
+        &self,
+        hash: &KernelHash,
+        recordings: &[Recording],
+        admits: &dyn Fn(&crate::candidate::LaunchValues) -> bool,
+        folded: &[u32],
+    ) -> Option<f64> {
+        let programs = self.programs().ok()?;
+        let censuses: Vec<&Census> = programs.iter().filter_map(|p| p.census.as_ref()).collect();
+        admitted_share(&censuses, hash, recordings, admits, folded)
     }
 
     pub fn kernel_shares(&self) -> Result<BTreeMap<KernelHash, Vec<Share>>, StoreError> {
@@ -857,6 +952,7 @@ mod tests {
             timed_launches: launches,
             scaled_launches: 0,
             recurrence: Vec::new(),
+            recorded: Vec::new(),
         }
     }
 
@@ -1250,6 +1346,7 @@ mod tests {
                         args_same: vec![compared, same],
                     },
                 )],
+                recorded: Vec::new(),
             }],
         };
         store.put_census(&counted(&[], 6, 1)).unwrap();
@@ -1257,5 +1354,78 @@ mod tests {
         let r = store.recurrence_of("k/l").unwrap();
         assert_eq!((r.compared, r.args_same), (10, vec![10, 5]));
         assert!(store.recurrence_of("k/other").is_none());
+    }
+
+    fn recording(id: &str, grid: u32, args_hex: &str) -> Recording {
+        let launch = format!(
+            r#"{{"format": 1, "kernel": "k", "arch": "sm_90", "grid": [{grid},1,1], "block": [256,1,1],
+              "shared_bytes": 0, "params": [{{"offset": 0, "size": 4}}, {{"offset": 4, "size": 4}}],
+              "args_hex": "{args_hex}", "va_base": 1, "va_size": 2, "in_app_ms": 1.0, "regions": 0,
+              "bytes_in": 0, "bytes_changed": 0, "replayable": true, "not_replayable": null,
+              "program": "/bin/x", "pid": 1, "unix_time": 0}}"#
+        );
+        Recording {
+            dir: PathBuf::from("/nonexistent"),
+            id: id.into(),
+            launch: serde_json::from_str(&launch).unwrap(),
+            verification: None,
+            kernel: None,
+        }
+    }
+
+    #[test]
+    fn a_guard_on_one_recorded_launchs_values_is_credited_only_the_launches_that_pass_them() {
+        // mlp_forward's dense layer, recorded once: its first layer (grid 1024, n = 1024), 392
+        // identical launches of 1.25 ms, in a kernel of 768 ms over three layers.
+        let mut k = kernel(Some("h"), "dense", Some(768.0), 1175);
+        k.recorded = vec![RecordedTime {
+            id: "k/first".into(),
+            identical: 392,
+            ms: Some(1.25),
+        }];
+        let c = census("/build/mlp", vec![k.clone()]);
+        let recs = [recording("k/first", 1024, "0004000000040000")];
+        let hash: KernelHash = "h".into();
+        let grid = |g: u32| move |l: &crate::candidate::LaunchValues| l.grid[0] == g;
+        let share = admitted_share(&[&c], &hash, &recs, &grid(1024), &[0]).unwrap();
+        assert!((share - 392.0 * 1.25 / 768.0).abs() < 1e-12, "{share}");
+        // A guard the recording does not pass is credited nothing.
+        assert_eq!(
+            admitted_share(&[&c], &hash, &recs, &grid(512), &[0]),
+            Some(0.0)
+        );
+        // Launches that recur in the guarded values count where more than the identical ones:
+        // 400 compared, all of its shape and first parameter, 300 of its second.
+        k.recurrence = vec![(
+            "k/first".into(),
+            Recurrence {
+                compared: 400,
+                dims_same: 400,
+                args_same: vec![400, 300],
+            },
+        )];
+        k.recorded[0].identical = 100;
+        let c = census("/build/mlp", vec![k.clone()]);
+        let on = |folded: &[u32]| admitted_share(&[&c], &hash, &recs, &grid(1024), folded);
+        assert!((on(&[0]).unwrap() - 400.0 * 1.25 / 768.0).abs() < 1e-12);
+        assert!((on(&[1]).unwrap() - 300.0 * 1.25 / 768.0).abs() < 1e-12);
+        assert!((on(&[0, 1]).unwrap() - 300.0 * 1.25 / 768.0).abs() < 1e-12);
+        // Never more than all of it; nothing known where no census kept the counts.
+        k.recorded[0].ms = Some(100.0);
+        assert_eq!(
+            admitted_share(
+                &[&census("/b", vec![k.clone()])],
+                &hash,
+                &recs,
+                &grid(1024),
+                &[0]
+            ),
+            Some(1.0)
+        );
+        k.recorded.clear();
+        assert_eq!(
+            admitted_share(&[&census("/b", vec![k])], &hash, &recs, &grid(1024), &[0]),
+            None
+        );
     }
 }
