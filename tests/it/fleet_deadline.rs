@@ -200,6 +200,7 @@ fn entrants(fleet: &Fleet, shares: &[(&str, f64)]) -> Vec<Entrant> {
             confirm_setup_s: 0.0,
             launch_ms: 0.0,
             shape: None,
+            reuse: None,
             rewrite: None,
         })
         .collect()

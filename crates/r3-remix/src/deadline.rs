@@ -136,6 +136,8 @@ pub struct Entrant {
     pub launch_ms: f64,
     /// Its loop shape (`transfer::shape_of`), which kernels whose searches price it share.
     pub shape: Option<String>,
+    /// Its [`crate::rewrites::reuse`] (`Arm::reuse`), where the recording and GPU tell it.
+    pub reuse: Option<f64>,
     /// Its rewrite arm, priced (`rewrites::price`); None where rewrites are off or impossible.
     pub rewrite: Option<crate::store::deadline::RewriteArm>,
 }
@@ -284,6 +286,7 @@ pub fn start(scope: &str, gpu: &str, deadline_s: f64, mut entrants: Vec<Entrant>
                 launch_ms: e.launch_ms.max(0.0),
                 beside: None,
                 shape: e.shape,
+                reuse: e.reuse,
                 warm: false,
                 done: None,
                 searcher: None,
@@ -1451,6 +1454,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
         deepen: false,
     });
     learn_from_twins(a, kernel);
+    learn_from_reuse(a, kernel);
     a.reweigh();
 }
 
@@ -1480,6 +1484,59 @@ fn learn_from_twins(a: &mut Allocation, kernel: &TrialsKey) {
     };
     let unpriced = |k: &Arm| !k.warm && k.spent_s == 0.0 && k.shape.as_ref() == Some(&shape);
     for k in a.arms.iter_mut().filter(|k| unpriced(k)) {
+        if reached > k.expected {
+            k.expected = reached;
+            if k.launch_ms > 0.0 {
+                k.per_trial_s = trial_seconds(k.launch_ms, reached);
+            }
+        }
+    }
+}
+
+/// Warm searches of one decade of reuse it takes before they price the others of it.
+pub const REUSE_PEERS: usize = 3;
+
+/// The decade of reuse (`Arm::reuse`) a kernel prices and is priced by: under 10, 10 to 100,
+/// 100 to 1000, and 1000 or more.
+fn reuse_decade(reuse: f64) -> u32 {
+    reuse.max(1.0).log10().floor().clamp(0.0, 3.0) as u32
+}
+
+/// After a slice of `kernel`: the arms of its decade of reuse not searched yet are priced and
+/// hoped, where that is more than they are, at the speedup that saves what the warm searches of
+/// that decade saved on average (the harmonic mean of their bests), once [`REUSE_PEERS`] of
+/// them are warm. A kernel near streaming its data has little for a compiler to find; one far
+/// from it (compute- or latency-bound) much more. In run Y21 (H200, 2026-12-03) the warm bests
+/// of the kernels at 1000x or more ranged 1.0x to 16.7x (harmonic mean 1.69x), those under 10x
+/// 1.0x to 2.8x (1.03x), and every kernel was hoped at the prior's 1.25x until reached: two_mm's
+/// kernels, 2.6x and 2.7x at their warm starts, were reached at 427 and 481 s of 600, after
+/// rewrite attempts on kernels near streaming, and neither template was judged.
+fn learn_from_reuse(a: &mut Allocation, kernel: &TrialsKey) {
+    let Some(decade) = a
+        .arms
+        .iter()
+        .find(|k| k.kernel == *kernel)
+        .and_then(|k| k.reuse)
+        .map(reuse_decade)
+    else {
+        return;
+    };
+    let in_decade = |k: &Arm| k.reuse.map(reuse_decade) == Some(decade);
+    let bests: Vec<f64> = a
+        .arms
+        .iter()
+        .filter(|k| k.warm && in_decade(k))
+        .map(|k| k.best.max(1.0))
+        .collect();
+    if bests.len() < REUSE_PEERS {
+        return;
+    }
+    let reached = bests.len() as f64 / bests.iter().map(|b| 1.0 / b).sum::<f64>();
+    for k in a
+        .arms
+        .iter_mut()
+        .filter(|k| !k.warm && k.spent_s == 0.0 && in_decade(k))
+    {
         if reached > k.expected {
             k.expected = reached;
             if k.launch_ms > 0.0 {
@@ -2174,12 +2231,15 @@ pub fn allocation_table(a: &Allocation) -> String {
     out.trim_end().to_owned()
 }
 
-/// Where a kernel's price per trial assumes its candidates faster than -O3 (a kernel of its
-/// loop shape reached that), before its own trials are measured: said, so that a user sees why
-/// a 1 s kernel is priced at a fraction of a second a trial.
+/// Where a kernel's price per trial assumes its candidates faster than -O3 (kernels of its
+/// loop shape, or of its decade of reuse, reached that), before its own trials are measured:
+/// said, so that a user sees why a 1 s kernel is priced at a fraction of a second a trial.
 fn priced_words(k: &Arm) -> String {
     if k.expected > 1.0 && !k.warm {
-        format!(" (priced at {}: its shape's searches)", times(k.expected))
+        format!(
+            " (priced at {}: searches of kernels like it)",
+            times(k.expected)
+        )
     } else {
         String::new()
     }
@@ -2529,6 +2589,7 @@ mod tests {
             confirm_setup_s: 0.0,
             launch_ms: 0.0,
             shape: None,
+            reuse: None,
             rewrite: None,
         }
     }
@@ -4318,6 +4379,77 @@ mod tests {
         );
     }
 
+    /// Kernels far from streaming their data price each other once three are warm: a dear one
+    /// not reached yet is hoped at the harmonic mean of their bests (1.1x, 1.2x, 9x: 1.62x)
+    /// and priced at it; one near streaming, or whose reuse is not known, keeps its price.
+    #[test]
+    fn kernels_far_from_streaming_their_data_price_each_other() {
+        let at = |name: &str, reuse: Option<f64>, launch_ms: f64| Entrant {
+            launch_ms,
+            reuse,
+            ..entrant_at(name, 0.1, trial_seconds(launch_ms, 1.0))
+        };
+        let mut a = start(
+            "all",
+            "GPU",
+            600.0,
+            vec![
+                at("w1", Some(1500.0), 1.0),
+                at("w2", Some(4000.0), 1.0),
+                at("w3", Some(20000.0), 1.0),
+                at("dear", Some(8000.0), 500.0),
+                at("streams", Some(5.0), 500.0),
+                at("unknown", None, 500.0),
+            ],
+        );
+        let warm = |best: f64| SliceOutcome {
+            trials: 10,
+            best: Some(best),
+            done: None,
+            seconds: 2.0,
+            setup_s: 1.0,
+            trial_s: None,
+            beside: None,
+        };
+        let arm = |a: &Allocation, name: &str| {
+            a.arms
+                .iter()
+                .find(|k| k.kernel.as_str() == name)
+                .unwrap()
+                .clone()
+        };
+        let before = potential(&arm(&a, "dear"));
+        record(&mut a, &"w1".into(), true, &warm(1.1));
+        record(&mut a, &"w2".into(), true, &warm(1.2));
+        assert_eq!(
+            arm(&a, "dear").expected,
+            1.0,
+            "two warm peers price nothing"
+        );
+        record(&mut a, &"w3".into(), true, &warm(9.0));
+        let reached = 3.0 / (1.0 / 1.1 + 1.0 / 1.2 + 1.0 / 9.0);
+        let dear = arm(&a, "dear");
+        assert!((dear.expected - reached).abs() < 1e-12, "{}", dear.expected);
+        assert!((hope(&dear) - reached).abs() < 1e-12);
+        assert_eq!(dear.per_trial_s, trial_seconds(500.0, reached));
+        assert!(
+            potential(&dear) > 1.9 * before,
+            "{} {before}",
+            potential(&dear)
+        );
+        for other in ["streams", "unknown"] {
+            let k = arm(&a, other);
+            assert_eq!(
+                (k.expected, k.per_trial_s),
+                (1.0, trial_seconds(500.0, 1.0))
+            );
+        }
+        assert_eq!(
+            [1.0, 9.99, 10.0, 999.0, 1000.0, 1e6].map(reuse_decade),
+            [0, 0, 1, 2, 3, 3]
+        );
+    }
+
     /// A 1 s kernel alone under 60 s, nothing learned yet: its warm start is planned on a clear
     /// winner's confirmation (one context, one pair), not a near-tie's (three contexts of ten
     /// pairs, about 150 s), which had left it "not reached: its warm start and confirmation take
@@ -4397,6 +4529,7 @@ mod tests {
             confirm_setup_s: 3.0,
             launch_ms: 1100.0,
             shape: None,
+            reuse: None,
             rewrite: None,
         };
         let before = entrant(0.3 + 9.0 * 1.1, 0.0, 1.0);

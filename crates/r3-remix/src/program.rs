@@ -187,6 +187,8 @@ pub fn entrants(
             confirm_setup_s: confirm_setup_estimate(recs),
             launch_ms: ms,
             shape: crate::transfer::shape_of(store, kernel),
+            // Set by the caller, which knows the GPU's bandwidth (`reuse_of`).
+            reuse: None,
             rewrite: None,
         });
     }
@@ -352,7 +354,6 @@ fn expected_speedup(
     bests[bests.len() / 2]
 }
 
-/// The kernel's recorded time a launch (ms; 0 where no recording has one).
 /// Each kernel's [`rewrites::reuse`](crate::rewrites::reuse): its recorded launch's time
 /// against the bytes that launch reads and changes, streamed at `gbs` GB/s.
 fn reuse_of(groups: &[(TrialsKey, Vec<Recording>)], gbs: Option<f64>) -> Vec<(TrialsKey, f64)> {
@@ -369,6 +370,7 @@ fn reuse_of(groups: &[(TrialsKey, Vec<Recording>)], gbs: Option<f64>) -> Vec<(Tr
         .collect()
 }
 
+/// The kernel's recorded time a launch (ms; 0 where no recording has one).
 fn launch_ms(recs: &[Recording]) -> f64 {
     recs.iter()
         .map(|r| r.launch.in_app_ms)
@@ -838,8 +840,11 @@ pub fn tune_deadline_on_gpu<'a>(
     let mut rewriter = rewriter;
     // Said by the worker that starts the allocation, not by each worker of a fleet.
     let mut intro: Vec<String> = note.into_iter().collect();
+    let reuse = reuse_of(&groups, crate::replay::device::memory_gbs(gpu.ordinal));
+    for e in &mut entrants {
+        e.reuse = reuse.iter().find(|(k, _)| *k == e.kernel).map(|(_, u)| *u);
+    }
     if let Some(r) = rewriter.as_deref_mut() {
-        let reuse = reuse_of(&groups, crate::replay::device::memory_gbs(gpu.ordinal));
         intro.extend(price_rewrites(
             store,
             &mut entrants,

@@ -1362,6 +1362,7 @@ pub(crate) mod tests {
             setup_s: 0.0,
             expected: 1.0,
             shape: None,
+            reuse: None,
             confirm_setup_s: 0.0,
             launch_ms: 0.0,
             beside: None,

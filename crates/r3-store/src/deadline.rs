@@ -101,6 +101,11 @@ pub struct Arm {
     /// searches reached (None where unknown, and in earlier r3s' allocations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<String>,
+    /// Its recorded launch's time over the time streaming its data once would take
+    /// (`remix::rewrites::reuse`): the kernels of one decade of it price each other's warm
+    /// starts where no shape does (None where unknown, and in earlier r3s' allocations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<f64>,
     /// Seconds a confirmation of its winner costs beyond its runs (its fresh contexts each
     /// load the recording again), estimated from the recording's size.
     #[serde(default)]
@@ -598,6 +603,7 @@ mod tests {
                 setup_s: 0.0,
                 expected: 1.0,
                 shape: Some("for1(for2)".into()),
+                reuse: None,
                 per_trial_s: 1.25,
                 confirm_setup_s: 3.0,
                 launch_ms: 1070.0,
