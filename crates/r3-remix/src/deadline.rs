@@ -3227,6 +3227,49 @@ mod tests {
         );
     }
 
+    /// Where not every warm start fits, the most gain a second goes first: a kernel dear to
+    /// reach (1.4 s trials) far from streaming its data, hoped at the prior's 1.25x, waits
+    /// behind cheap kernels hoping as much; where three kernels of its decade of reuse reached
+    /// 1.1x, 1.2x and 9x, it is hoped at 1.62x and goes first.
+    #[test]
+    fn where_not_all_fit_a_dear_kernel_priced_by_its_decade_of_reuse_goes_first() {
+        let situation = |reuse: Option<f64>| {
+            let mut dear = entrant_at("dear", 0.89, 1.4);
+            (dear.launch_ms, dear.reuse) = (565.0, reuse);
+            let mut all = vec![dear];
+            for i in 0..3 {
+                let mut p = entrant_at(&format!("p{i}"), 0.05, 0.1);
+                p.reuse = Some(2000.0 * f64::from(i + 1));
+                all.push(p);
+            }
+            all.extend((0..60).map(|i| {
+                let mut c = entrant_at(&format!("c{i}"), 0.1, 0.1);
+                c.reuse = Some(5.0);
+                c
+            }));
+            let mut a = start("p", "GPU", 600.0, all);
+            for (name, best) in [("p0", 1.1), ("p1", 1.2), ("p2", 9.0)] {
+                let k = a.arms.iter_mut().find(|k| k.kernel == name).unwrap();
+                (k.warm, k.trials, k.improved_at, k.best) = (true, 11, 11, best);
+                k.done = Some("searched to its budget".into());
+            }
+            learn_from_reuse(&mut a, &"p2".into());
+            a.elapsed_s = 500.0;
+            a
+        };
+        let warm = |a: &Allocation| match next(a, 4, &Held::none()) {
+            Decision::Slice {
+                kernel, warm: true, ..
+            } => kernel.to_string(),
+            d => format!("{d:?}"),
+        };
+        let unknown = situation(None);
+        let owed = owed_now(&unknown, &Held::none(), 4).owed;
+        assert!(owed > 100.0, "not every warm start fits: {owed} s owed");
+        assert!(warm(&unknown).starts_with('c'), "{}", warm(&unknown));
+        assert_eq!(warm(&situation(Some(8000.0))), "dear");
+    }
+
     /// A rewrite's judge opens evaluators as the kernel's search does: its attempts are priced
     /// with the setup the kernel's slices measured, where the entrant knew none.
     #[test]
