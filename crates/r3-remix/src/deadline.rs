@@ -1507,10 +1507,11 @@ fn reuse_decade(reuse: f64) -> u32 {
 /// that decade saved on average (the harmonic mean of their bests), once [`REUSE_PEERS`] of
 /// them are warm. A kernel near streaming its data has little for a compiler to find; one far
 /// from it (compute- or latency-bound) much more. In run Y21 (H200, 2026-12-03) the warm bests
-/// of the kernels at 1000x or more ranged 1.0x to 16.7x (harmonic mean 1.69x), those under 10x
-/// 1.0x to 2.8x (1.03x), and every kernel was hoped at the prior's 1.25x until reached: two_mm's
-/// kernels, 2.6x and 2.7x at their warm starts, were reached at 427 and 481 s of 600, after
-/// rewrite attempts on kernels near streaming, and neither template was judged.
+/// of the kernels at 100x to 1000x had a harmonic mean of 2.4x, those at 1000x or more 1.69x,
+/// those under 10x 1.03x, and every kernel not reached was hoped at the prior's 1.25x. (Y21's
+/// own slices replayed through this show it would not have reached two_mm's kernels sooner:
+/// by 260 s the decade's warm kernels had found 1.05x to 1.2x, and the dear ones that found
+/// 2.6x to 16.7x came last.)
 fn learn_from_reuse(a: &mut Allocation, kernel: &TrialsKey) {
     let Some(decade) = a
         .arms
