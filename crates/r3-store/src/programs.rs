@@ -71,7 +71,7 @@ pub struct KernelCensus {
     pub recurrence: Vec<(String, Recurrence)>,
     /// Each of its recordings in this run, the launches identical to it and the time of one:
     /// how much of the kernel's time a variant guarded on a recording's values is sure to run
-    /// ([`Store::admitted_share`]). None from an r3 before 2026-12-03.
+    /// ([`Store::admitted_share`]). Empty in censuses of an r3 before 2026-12-03.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recorded: Vec<RecordedTime>,
 }
