@@ -338,6 +338,15 @@ pub enum Cmd {
     LowerWorker,
     #[command(name = "__capture", hide = true)]
     CaptureWorker,
+    /// For r3's developers: a deadline's allocation file as it stood SECONDS into its run, and
+    /// what the allocation decides there and why (`remix::deadline::explain`).
+    #[command(name = "__deadline-at", hide = true)]
+    DeadlineAt {
+        /// An allocation: the store's deadline/<gpu>/<scope>.json, or allocation-deadline.json
+        /// of a bench run.
+        file: PathBuf,
+        seconds: f64,
+    },
     /// Pass-order reports: baseline vs best, pipeline diff, pass importance, convergence.
     Report {
         /// Kernels (names, mangled or demangled, or hashes); default: every kernel with trials.

@@ -317,6 +317,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::ReplayWorker => Ok(r3::replay::worker::serve()),
         Cmd::LowerWorker => Ok(r3::lower::isolated::serve_lower()),
         Cmd::CaptureWorker => Ok(r3::driver::capture::serve()),
+        Cmd::DeadlineAt { file, seconds } => deadline_at(&file, seconds),
         Cmd::Report {
             kernels,
             format,
@@ -1219,4 +1220,22 @@ fn selftest(require_gpu: bool, sm: Option<&str>, json: bool) -> Result<i32> {
         None if require_gpu => 1,
         None => 0,
     })
+}
+
+/// `r3 __deadline-at FILE SECONDS`: the allocation in `file` as it stood then, and why it
+/// decides what it does there.
+fn deadline_at(file: &Path, seconds: f64) -> Result<i32> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("reading the allocation {}", file.display()))?;
+    let end: r3::store::deadline::Allocation = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a deadline's allocation (fix: give the store's deadline/<gpu>/<scope>.json or a bench run's allocation-deadline.json)",
+            file.display()
+        )
+    })?;
+    emit(&r3::remix::deadline::explain(
+        &r3::remix::deadline::at(&end, seconds),
+        4,
+    ));
+    Ok(0)
 }

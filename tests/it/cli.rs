@@ -417,3 +417,52 @@ fn bin_only_modules(main: &str) -> Vec<&str> {
         })
         .collect()
 }
+
+/// `r3 __deadline-at FILE SECONDS` (for r3's developers): an allocation read back at a moment
+/// says what it decides there; a file that is not one is refused, naming it and the fix.
+#[test]
+fn a_deadlines_allocation_is_explained_at_a_moment_and_a_bad_file_refused() {
+    use r3::remix::deadline::{self, Entrant};
+    let home = tempfile::tempdir().unwrap();
+    let entrant = |name: &str| Entrant {
+        kernel: name.into(),
+        label: format!("{name}_kernel"),
+        weight: 0.5,
+        share: 0.5,
+        programs: Vec::new(),
+        prior: deadline::DEFAULT_PRIOR,
+        growth: None,
+        per_trial_s: 0.1,
+        setup_s: 0.0,
+        expected: 1.0,
+        trials: 0,
+        best: 1.0,
+        confirm_setup_s: 0.0,
+        launch_ms: 0.0,
+        shape: None,
+        reuse: None,
+        rewrite: None,
+    };
+    let a = deadline::start("p", "GPU", 60.0, vec![entrant("a"), entrant("b")]);
+    let file = home.path().join("allocation.json");
+    std::fs::write(&file, serde_json::to_vec(&a).unwrap()).unwrap();
+    let out = r3(&["__deadline-at", file.to_str().unwrap(), "0"], home.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("at 0 of 60 s: 2 kernel(s) not reached"),
+        "{text}"
+    );
+    assert!(
+        text.contains("warm start a_kernel: least") && text.contains("next: Slice"),
+        "{text}"
+    );
+    std::fs::write(&file, "{}").unwrap();
+    let out = r3(&["__deadline-at", file.to_str().unwrap(), "0"], home.path());
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("is not a deadline's allocation") && err.contains("fix:"),
+        "{err}"
+    );
+}

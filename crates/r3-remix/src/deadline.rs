@@ -2129,6 +2129,90 @@ fn learn_setup(a: &mut Allocation, expected: f64, runs: f64, took: f64) {
     a.confirm_expected_s += setup;
 }
 
+/// An allocation as it stood `t` seconds into its run, rebuilt from its end state `end` (a
+/// store's `deadline/<gpu>/<scope>.json`, or a bench run's allocation-deadline.json): each
+/// kernel's search (warm or not, trials, best, seconds spent) from the slices that had ended by
+/// then, and the prices of the kernels not reached learned again from the searches warm by
+/// then (a price from the store's history before the run is not kept: taken as none). What
+/// the slices do not keep stays as it ended: the rewrite arms, the growth. For reading why a
+/// run decided what it did (`r3 __deadline-at`).
+pub fn at(end: &Allocation, t: f64) -> Allocation {
+    let mut a = end.clone();
+    (a.elapsed_s, a.ended) = (t, None);
+    a.slices.retain(|s| s.at_s <= t);
+    for k in &mut a.arms {
+        let own: Vec<&Slice> = a
+            .slices
+            .iter()
+            .filter(|s| s.kernel == k.kernel && !s.rewrite && !s.deepen)
+            .collect();
+        k.warm = own.iter().any(|s| s.warm);
+        k.spent_s = own.iter().map(|s| s.seconds).sum();
+        k.trials = own.last().map_or(0, |s| s.trials_after);
+        k.improved_at = k.trials;
+        k.best = own.last().map_or(1.0, |s| s.best_after);
+        if !k.warm {
+            (k.done, k.confirmed, k.expected) = (None, false, 1.0);
+            if k.spent_s == 0.0 && k.launch_ms > 0.0 {
+                k.per_trial_s = trial_seconds(k.launch_ms, 1.0);
+            }
+        }
+    }
+    let warm: Vec<TrialsKey> = a
+        .slices
+        .iter()
+        .filter(|s| s.warm)
+        .map(|s| s.kernel.clone())
+        .collect();
+    for kernel in &warm {
+        learn_from_twins(&mut a, kernel);
+        learn_from_reuse(&mut a, kernel);
+    }
+    a.reweigh();
+    a
+}
+
+/// What [`next`] decides in `a`, and why: each kernel not reached yet with its least warm
+/// start and the gain a second of its warm start, then the five rewrite attempts worth the
+/// most a second.
+pub fn explain(a: &Allocation, batch: u32) -> String {
+    let held = Held::none();
+    let owed = owed_now(a, &held, batch);
+    let left = a.deadline_s - a.elapsed_s;
+    let mut out = format!(
+        "at {:.0} of {:.0} s: {} kernel(s) not reached, their least warm starts {:.1} s\nnext: {:?}\n",
+        a.elapsed_s,
+        a.deadline_s,
+        owed.unreached.len(),
+        owed.owed,
+        next(a, batch, &held)
+    );
+    for k in &owed.unreached {
+        let value = offer(a, k, left, batch, &held, &[]).map_or(0.0, |(v, _)| v);
+        out += &format!(
+            "  warm start {}: least {:.1} s, {:.3e} of the programs' time a second{}\n",
+            k.label,
+            least_warm_s(a, k, &held),
+            value,
+            priced_words(k)
+        );
+    }
+    let compiler = compiler_offers(a, &held, &[], batch, left);
+    let mut rewrites = rewrite_offers(a, &held, &compiler, left);
+    rewrites.sort_by(|x, y| y.0.total_cmp(&x.0));
+    for (value, d) in rewrites.iter().take(5) {
+        if let Decision::Rewrite { kernel, .. } = d {
+            let label = a
+                .arms
+                .iter()
+                .find(|k| k.kernel == *kernel)
+                .map_or(kernel.as_str(), |k| k.label.as_str());
+            out += &format!("  rewrite attempt {label}: {value:.3e} a second\n");
+        }
+    }
+    out
+}
+
 /// What the allocation came to: why it ended, where the time went, the predicted gain.
 pub fn summary(a: &Allocation, ended: &Ended) -> String {
     let mut arms: Vec<&Arm> = a.arms.iter().filter(|k| k.spent_s > 0.0).collect();
@@ -3226,6 +3310,51 @@ mod tests {
             "{:?}",
             next(&unlikely, 4, &Held::none())
         );
+    }
+
+    /// An allocation read back at an earlier moment has each search as its slices had left
+    /// it then, and says what `next` decides there and at what price each warm start stood.
+    #[test]
+    fn an_allocation_is_read_back_as_it_stood_at_a_moment_and_says_why() {
+        let mut a = start(
+            "p",
+            "GPU",
+            100.0,
+            vec![
+                entrant_at("first", 0.5, 0.1),
+                entrant_at("second", 0.5, 0.2),
+            ],
+        );
+        let warm = |best: f64| SliceOutcome {
+            trials: 10,
+            best: Some(best),
+            done: None,
+            seconds: 3.0,
+            setup_s: 0.5,
+            trial_s: None,
+            beside: None,
+        };
+        a.elapsed_s = 3.0;
+        record(&mut a, &"first".into(), true, &warm(1.5));
+        a.elapsed_s = 6.0;
+        record(&mut a, &"second".into(), true, &warm(2.0));
+        let then = at(&a, 4.0);
+        let arm = |name: &str| then.arms.iter().find(|k| k.kernel == name).unwrap();
+        assert!(arm("first").warm && arm("first").best == 1.5);
+        assert!(!arm("second").warm && arm("second").best == 1.0 && arm("second").trials == 0);
+        assert_eq!((then.elapsed_s, then.slices.len()), (4.0, 1));
+        let why = explain(&then, 4);
+        assert!(
+            why.starts_with("at 4 of 100 s: 1 kernel(s) not reached"),
+            "{why}"
+        );
+        assert!(why.contains("warm start second: least"), "{why}");
+        assert!(
+            why.contains("next: Slice { kernel: TrialsKey(\"second\"), warm: true"),
+            "{why}"
+        );
+        // The end as it was: nothing left to reach.
+        assert!(explain(&at(&a, 100.0), 4).contains("0 kernel(s) not reached"));
     }
 
     /// Where not every warm start fits, the most gain a second goes first: a kernel dear to
