@@ -345,6 +345,7 @@ pub enum Cmd {
         /// An allocation: the store's deadline/<gpu>/<scope>.json, or allocation-deadline.json
         /// of a bench run.
         file: PathBuf,
+        /// Seconds into the run (the allocation's own clock).
         seconds: f64,
     },
     /// Pass-order reports: baseline vs best, pipeline diff, pass importance, convergence.
