@@ -422,26 +422,11 @@ fn bin_only_modules(main: &str) -> Vec<&str> {
 /// says what it decides there; a file that is not one is refused, naming it and the fix.
 #[test]
 fn a_deadlines_allocation_is_explained_at_a_moment_and_a_bad_file_refused() {
-    use r3::remix::deadline::{self, Entrant};
+    use r3::remix::deadline;
     let home = tempfile::tempdir().unwrap();
-    let entrant = |name: &str| Entrant {
-        kernel: name.into(),
+    let entrant = |name: &str| deadline::Entrant {
         label: format!("{name}_kernel"),
-        weight: 0.5,
-        share: 0.5,
-        programs: Vec::new(),
-        prior: deadline::DEFAULT_PRIOR,
-        growth: None,
-        per_trial_s: 0.1,
-        setup_s: 0.0,
-        expected: 1.0,
-        trials: 0,
-        best: 1.0,
-        confirm_setup_s: 0.0,
-        launch_ms: 0.0,
-        shape: None,
-        reuse: None,
-        rewrite: None,
+        ..deadline::Entrant::unpriced(name, 0.5, 0.1)
     };
     let a = deadline::start("p", "GPU", 60.0, vec![entrant("a"), entrant("b")]);
     let file = home.path().join("allocation.json");

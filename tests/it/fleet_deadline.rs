@@ -184,25 +184,7 @@ impl Runner for Worker<'_> {
 fn entrants(fleet: &Fleet, shares: &[(&str, f64)]) -> Vec<Entrant> {
     shares
         .iter()
-        .map(|&(name, share)| Entrant {
-            kernel: name.into(),
-            label: name.into(),
-            weight: share,
-            share,
-            programs: Vec::new(),
-            prior: deadline::DEFAULT_PRIOR,
-            growth: None,
-            per_trial_s: fleet.kernels[name].cost_s,
-            setup_s: 0.0,
-            expected: 1.0,
-            trials: 0,
-            best: 1.0,
-            confirm_setup_s: 0.0,
-            launch_ms: 0.0,
-            shape: None,
-            reuse: None,
-            rewrite: None,
-        })
+        .map(|&(name, share)| Entrant::unpriced(name, share, fleet.kernels[name].cost_s))
         .collect()
 }
 

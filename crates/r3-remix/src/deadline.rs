@@ -142,6 +142,32 @@ pub struct Entrant {
     pub rewrite: Option<crate::store::deadline::RewriteArm>,
 }
 
+impl Entrant {
+    /// A kernel known only by its name, its share of its one program (its weight too) and its
+    /// seconds a trial: never searched, hoped at [`DEFAULT_PRIOR`], nothing else known.
+    pub fn unpriced(name: &str, share: f64, per_trial_s: f64) -> Entrant {
+        Entrant {
+            kernel: name.into(),
+            label: name.into(),
+            weight: share,
+            share,
+            programs: Vec::new(),
+            prior: DEFAULT_PRIOR,
+            growth: None,
+            per_trial_s,
+            setup_s: 0.0,
+            expected: 1.0,
+            trials: 0,
+            best: 1.0,
+            confirm_setup_s: 0.0,
+            launch_ms: 0.0,
+            shape: None,
+            reuse: None,
+            rewrite: None,
+        }
+    }
+}
+
 /// Seconds the confirmation of `k`'s winner is expected to take, before any is measured: four
 /// of its search's trials, or the runs it makes on the searched launch ([`confirm_runs_s`]),
 /// whichever is more, and its setup. A long kernel's ([`ONE_RUN_MS`] or more) is its runs: its
@@ -2658,25 +2684,7 @@ mod tests {
     /// A kernel at `share` of its program (its weight too), `per_trial_s` a trial, nothing
     /// searched or measured yet.
     fn entrant_at(name: &str, share: f64, per_trial_s: f64) -> Entrant {
-        Entrant {
-            kernel: name.into(),
-            label: name.into(),
-            weight: share,
-            share,
-            programs: Vec::new(),
-            prior: DEFAULT_PRIOR,
-            growth: None,
-            per_trial_s,
-            setup_s: 0.0,
-            expected: 1.0,
-            trials: 0,
-            best: 1.0,
-            confirm_setup_s: 0.0,
-            launch_ms: 0.0,
-            shape: None,
-            reuse: None,
-            rewrite: None,
-        }
+        Entrant::unpriced(name, share, per_trial_s)
     }
 
     /// A walk down a matrix's columns is far above streaming its data at -O3 and near it once
