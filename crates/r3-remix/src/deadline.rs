@@ -1508,8 +1508,17 @@ fn learn_from_twins(a: &mut Allocation, kernel: &TrialsKey) {
     let Some(reached) = median(twins) else {
         return;
     };
-    let unpriced = |k: &Arm| !k.warm && k.spent_s == 0.0 && k.shape.as_ref() == Some(&shape);
-    for k in a.arms.iter_mut().filter(|k| unpriced(k)) {
+    price_not_searched(a, reached, |k| k.shape.as_ref() == Some(&shape));
+}
+
+/// The arms `alike` takes that were never searched are priced and hoped at `reached`, where
+/// that is more than they are: their candidates expected to run that much faster.
+fn price_not_searched(a: &mut Allocation, reached: f64, alike: impl Fn(&Arm) -> bool) {
+    for k in a
+        .arms
+        .iter_mut()
+        .filter(|k| !k.warm && k.spent_s == 0.0 && alike(k))
+    {
         if reached > k.expected {
             k.expected = reached;
             if k.launch_ms > 0.0 {
@@ -1559,18 +1568,7 @@ fn learn_from_reuse(a: &mut Allocation, kernel: &TrialsKey) {
         return;
     }
     let reached = bests.len() as f64 / bests.iter().map(|b| 1.0 / b).sum::<f64>();
-    for k in a
-        .arms
-        .iter_mut()
-        .filter(|k| !k.warm && k.spent_s == 0.0 && in_decade(k))
-    {
-        if reached > k.expected {
-            k.expected = reached;
-            if k.launch_ms > 0.0 {
-                k.per_trial_s = trial_seconds(k.launch_ms, reached);
-            }
-        }
-    }
+    price_not_searched(a, reached, in_decade);
 }
 
 /// Runs the slices the allocation decides: the GPU's tuning sessions, or a simulation's.
