@@ -1233,9 +1233,6 @@ fn deadline_at(file: &Path, seconds: f64) -> Result<i32> {
             file.display()
         )
     })?;
-    emit(&r3::remix::deadline::explain(
-        &r3::remix::deadline::at(&end, seconds),
-        4,
-    ));
+    emit(&r3::remix::deadline::explain_at(&end, seconds, 4));
     Ok(0)
 }

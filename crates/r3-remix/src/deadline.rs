@@ -28,7 +28,7 @@
 //! in `session`, or a simulated one in tests).
 
 use crate::kernel::TrialsKey;
-use crate::store::deadline::{median, Allocation, Arm, Growth, Slice, FORMAT};
+use crate::store::deadline::{median, Allocation, Arm, Decided, Growth, PassedOver, Slice, FORMAT};
 pub use crate::store::deadline::{IMPROVED, STALE_TRIALS};
 use crate::store::programs::share_words as percent;
 use crate::store::speed::times;
@@ -737,25 +737,40 @@ fn opening_warm_start(
     best_warm: f64,
 ) -> Option<(f64, Decision)> {
     let reached = median_warm_best(a);
-    let attempt = |k: &Arm| {
-        let least = least_warm_s(a, k, held);
-        let room = fits.left - (fits.owed - least);
-        let (_, warm) = offer(a, k, room, fits.batch, held, fits.mine)?;
-        // Its whole warm start: the least one with the rest of its expected trials.
-        let more = f64::from(WARM_EXPECTED - PARTIAL_WARM_TRIALS) * trial_of(a, k);
-        let fit_s = room - (least + more);
-        let as_warm = Arm {
-            warm: true,
-            trials: WARM_EXPECTED,
-            improved_at: WARM_EXPECTED,
-            best: reach_speedup(k, reached),
-            ..k.clone()
-        };
-        let slice = offer(a, &as_warm, fit_s, fits.batch, held, fits.mine).map(|(v, _)| v);
-        let (value, _) = crate::rewrites::offer(&as_warm, fit_s, SMALL_SHARE, slice)?;
+    let opens = |k: &Arm| {
+        let (value, warm) = opened_attempt(a, k, held, fits, reached)?;
         (value > best_warm).then_some((value, warm))
     };
-    most_worth(unreached.iter().filter_map(|k| attempt(k)).collect())
+    most_worth(unreached.iter().filter_map(|k| opens(k)).collect())
+}
+
+/// The first rewrite attempt the warm start of `k` (not reached yet) opens, priced as if that
+/// warm start had reached what the search expects of it (`reached`: the median best of the
+/// warm kernels), and fitted after it beside every other least warm start; with the warm
+/// start. None where either does not fit, or the attempt would wait for its compiler slice.
+fn opened_attempt(
+    a: &Allocation,
+    k: &Arm,
+    held: &Held,
+    fits: &Fits,
+    reached: Option<f64>,
+) -> Option<(f64, Decision)> {
+    let least = least_warm_s(a, k, held);
+    let room = fits.left - (fits.owed - least);
+    let (_, warm) = offer(a, k, room, fits.batch, held, fits.mine)?;
+    // Its whole warm start: the least one with the rest of its expected trials.
+    let more = f64::from(WARM_EXPECTED - PARTIAL_WARM_TRIALS) * trial_of(a, k);
+    let fit_s = room - (least + more);
+    let as_warm = Arm {
+        warm: true,
+        trials: WARM_EXPECTED,
+        improved_at: WARM_EXPECTED,
+        best: reach_speedup(k, reached),
+        ..k.clone()
+    };
+    let slice = offer(a, &as_warm, fit_s, fits.batch, held, fits.mine).map(|(v, _)| v);
+    let (value, _) = crate::rewrites::offer(&as_warm, fit_s, SMALL_SHARE, slice)?;
+    Some((value, warm))
 }
 
 /// The warm starts still owed: the kernels that matter not reached yet, the seconds their
@@ -1478,6 +1493,7 @@ pub fn record(a: &mut Allocation, kernel: &TrialsKey, warm: bool, out: &SliceOut
         warm,
         rewrite: false,
         deepen: false,
+        decided: None,
     });
     learn_from_twins(a, kernel);
     learn_from_reuse(a, kernel);
@@ -1797,7 +1813,7 @@ pub fn run(
         if stop.load(Ordering::SeqCst) {
             break ("interrupted".to_owned(), true);
         }
-        let (decision, idle_s, alone, ended, line, deferred) = {
+        let (decision, idle_s, alone, ended, line, (deferred, context)) = {
             let _lock = store.lock_allocation(scope, gpu)?;
             let mut a = current(store, scope, gpu, base, runner)?;
             let workers = store.allocation_workers(scope, gpu, Some(me))?;
@@ -1812,6 +1828,7 @@ pub fn run(
                 None => next(&a, batch, &held),
             };
             let deferred = owed_now(&a, &held, batch).deferred;
+            let context = decided(&a, batch, &held, &d);
             // Decided and taken under one lock: another worker's decision sees it busy, and
             // its winner is this worker's to confirm.
             if let Decision::Slice { kernel, .. }
@@ -1847,7 +1864,7 @@ pub fn run(
                 alone,
                 a.ended.is_some(),
                 line,
-                deferred,
+                (deferred, context),
             )
         };
         let (kernel, warm, trials, limit_s) = match decision {
@@ -1890,7 +1907,9 @@ pub fn run(
                 out.seconds = runner.now_s() - t0;
                 let _lock = store.lock_allocation(scope, gpu)?;
                 let mut a = current(store, scope, gpu, base, runner)?;
+                let n = a.slices.len();
                 crate::rewrites::record(&mut a, &kernel, &out);
+                keep_decided(&mut a, n, context);
                 store.put_allocation(&a)?;
                 slices += 1;
                 runner.say(crate::rewrites::line(&a, &kernel, &out, predicted(&a)));
@@ -1909,7 +1928,9 @@ pub fn run(
                 out.seconds = runner.now_s() - t0;
                 let _lock = store.lock_allocation(scope, gpu)?;
                 let mut a = current(store, scope, gpu, base, runner)?;
+                let n = a.slices.len();
                 crate::rewrites::record_deepen(&mut a, &kernel, &out);
+                keep_decided(&mut a, n, context);
                 store.put_allocation(&a)?;
                 slices += 1;
                 runner.say(crate::rewrites::deepen_line(
@@ -1945,7 +1966,9 @@ pub fn run(
         out.seconds = runner.now_s() - t0;
         let _lock = store.lock_allocation(scope, gpu)?;
         let mut a = current(store, scope, gpu, base, runner)?;
+        let n = a.slices.len();
         record(&mut a, &kernel, warm, &out);
+        keep_decided(&mut a, n, context);
         store.put_allocation(&a)?;
         slices += 1;
         runner.say(slice_line(&a, &kernel, warm, &out, kernel != last_kernel));
@@ -1962,6 +1985,55 @@ pub fn run(
         slices,
         interrupted,
     })
+}
+
+/// The time `next` had for its decision `d` in `a` ([`Decided`]), and the rewrite attempt worth
+/// the most a second that it passed over, whether it fitted or not: the slices keep it so that a
+/// run can be read back (`r3 __deadline-at`). In run Y21 (H200, 2026-12-03) two_mm_d's
+/// template, the attempt worth the most a second from 481 s on, was not judged in the 119 s
+/// left, and the allocation could not tell why.
+fn decided(a: &Allocation, batch: u32, held: &Held, d: &Decision) -> Decided {
+    let owed = owed_now(a, held, batch);
+    let (reserve_s, mine) = reserve_but(a, held.me, held.workers, &owed.deferred);
+    let left_s = a.deadline_s - a.elapsed_s - reserve_s;
+    let compiler = compiler_offers(a, held, &mine, batch.max(1), left_s);
+    let chosen = match d {
+        Decision::Rewrite { kernel, .. } => Some(kernel),
+        _ => None,
+    };
+    let passed_over = rewrite_offers(a, held, &compiler, f64::INFINITY)
+        .into_iter()
+        .filter_map(|(value, o)| match o {
+            Decision::Rewrite { kernel, .. } if Some(&kernel) != chosen => Some((value, kernel)),
+            _ => None,
+        })
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+        .map(|(value, kernel)| {
+            let seconds = a
+                .arms
+                .iter()
+                .find(|k| k.kernel == kernel)
+                .and_then(|k| k.rewrite.as_ref())
+                .map_or(0.0, |r| r.attempt_s);
+            PassedOver {
+                kernel,
+                value,
+                seconds,
+            }
+        });
+    Decided {
+        left_s,
+        reserve_s,
+        owed_s: owed.owed,
+        passed_over,
+    }
+}
+
+/// Keeps `context` with the slice recorded after the first `n` (none where none was).
+fn keep_decided(a: &mut Allocation, n: usize, context: Decided) {
+    if let Some(s) = a.slices.get_mut(n) {
+        s.decided = Some(context);
+    }
 }
 
 /// Ends the allocation for every worker, for `why`, unless it has ended already.
@@ -2211,10 +2283,20 @@ pub fn explain(a: &Allocation, batch: u32) -> String {
         owed.owed,
         next(a, batch, &held)
     );
+    let fits = Fits {
+        left,
+        owed: owed.owed,
+        batch,
+        mine: &[],
+    };
+    let reached = median_warm_best(a);
     for k in &owed.unreached {
         let value = offer(a, k, left, batch, &held, &[]).map_or(0.0, |(v, _)| v);
+        let opens = opened_attempt(a, k, &held, &fits, reached).map_or(String::new(), |(v, _)| {
+            format!("; opens an attempt worth {v:.3e}")
+        });
         out += &format!(
-            "  warm start {}: least {:.1} s, {:.3e} of the programs' time a second{}\n",
+            "  warm start {}: least {:.1} s, {:.3e} of the programs' time a second{}{opens}\n",
             k.label,
             least_warm_s(a, k, &held),
             value,
@@ -2233,6 +2315,43 @@ pub fn explain(a: &Allocation, batch: u32) -> String {
                 .map_or(kernel.as_str(), |k| k.label.as_str());
             out += &format!("  rewrite attempt {label}: {value:.3e} a second\n");
         }
+    }
+    out
+}
+
+/// [`explain`] of the allocation `end` as it stood `t` seconds into its run ([`at`]), with what
+/// the run itself had for its next decision where its slices kept it ([`Decided`]).
+pub fn explain_at(end: &Allocation, t: f64, batch: u32) -> String {
+    let mut out = explain(&at(end, t), batch);
+    let label = |kernel: &TrialsKey| {
+        end.arms
+            .iter()
+            .find(|k| k.kernel == *kernel)
+            .map_or_else(|| kernel.to_string(), |k| k.label.clone())
+    };
+    let Some((s, d)) = end
+        .slices
+        .iter()
+        .find(|s| s.at_s > t)
+        .and_then(|s| Some((s, s.decided.as_ref()?)))
+    else {
+        return out;
+    };
+    out += &format!(
+        "the run's next decision, {} ended at {:.0} s: {:.1} s left after {:.1} s kept for confirmations, {:.1} s of them owed to warm starts\n",
+        label(&s.kernel),
+        s.at_s,
+        d.left_s,
+        d.reserve_s,
+        d.owed_s
+    );
+    if let Some(p) = &d.passed_over {
+        out += &format!(
+            "  it passed over the rewrite attempt of {}: {:.3e} a second, priced at {:.1} s\n",
+            label(&p.kernel),
+            p.value,
+            p.seconds
+        );
     }
     out
 }
@@ -5097,6 +5216,55 @@ mod tests {
             )
             .unwrap();
             (store.allocation("prog", "GPU").unwrap().unwrap(), gpu)
+        }
+
+        /// Every slice keeps the time its decision had, and the rewrite attempt worth the most
+        /// a second that the decision passed over; `r3 __deadline-at` says both. Before the
+        /// gemm's compiler search has plateaued its attempts wait; the scale's compiler slices
+        /// pass over them.
+        #[test]
+        fn each_slice_keeps_the_time_its_decision_had_and_the_attempt_it_passed_over() {
+            let (a, _) = run(true, 120.0);
+            let mut at_s = 0.0;
+            for s in &a.slices {
+                let d = s
+                    .decided
+                    .as_ref()
+                    .expect("every slice keeps its decision's time");
+                let started = s.at_s - s.seconds;
+                assert!(d.reserve_s >= 0.0 && d.owed_s >= 0.0, "{d:?}");
+                assert!(
+                    (d.left_s + d.reserve_s - (120.0 - at_s)).abs() < 1e-6 + (started - at_s),
+                    "{d:?} at {at_s} s"
+                );
+                if s.rewrite {
+                    let passed = d.passed_over.as_ref().map(|p| &p.kernel);
+                    assert_ne!(passed, Some(&s.kernel), "{d:?}");
+                }
+                at_s = s.at_s;
+            }
+            let passed: Vec<&PassedOver> = a
+                .slices
+                .iter()
+                .filter(|s| !s.rewrite)
+                .filter_map(|s| s.decided.as_ref()?.passed_over.as_ref())
+                .collect();
+            assert!(
+                passed.iter().any(|p| p.kernel == "gemm" && p.seconds > 0.0),
+                "{:?}",
+                a.slices
+            );
+            let first = &a.slices[0];
+            let why = explain_at(&a, first.at_s - 0.5, 4);
+            assert!(
+                why.contains(&format!(
+                    "the run's next decision, {} ended at {:.0} s: {:.1} s left",
+                    first.kernel,
+                    first.at_s,
+                    first.decided.as_ref().unwrap().left_s
+                )),
+                "{why}"
+            );
         }
 
         /// two_mm's kernel as run Y3 priced it (H200, 2026-11-30): a 0.57 s launch, trials of

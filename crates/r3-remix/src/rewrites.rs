@@ -1135,6 +1135,7 @@ fn push_slice(
         warm: false,
         rewrite,
         deepen: !rewrite,
+        decided: None,
     });
 }
 

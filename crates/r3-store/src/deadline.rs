@@ -410,6 +410,31 @@ pub struct Slice {
     /// A search of the kernel's kept rewrite (`trials_*` count its trials), not of the kernel.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deepen: bool,
+    /// The time the decision to run the slice had, for reading a run back (`r3 __deadline-at`);
+    /// None in allocations written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<Decided>,
+}
+
+/// The time a decision had when it was made: what was left of the deadline after the
+/// confirmations kept back, and of that what the least warm starts of the kernels not reached
+/// yet were owed; and the rewrite attempt worth the most a second that did not go, if any.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decided {
+    pub left_s: f64,
+    pub reserve_s: f64,
+    pub owed_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed_over: Option<PassedOver>,
+}
+
+/// A rewrite attempt a decision passed over: its kernel, what it was worth a second (a
+/// fraction of the programs' time) and the seconds it was priced at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PassedOver {
+    pub kernel: TrialsKey,
+    pub value: f64,
+    pub seconds: f64,
 }
 
 /// The allocation's lock, held while a worker reads, decides and writes; released on drop.
@@ -690,6 +715,12 @@ mod tests {
                 warm: false,
                 rewrite: true,
                 deepen: false,
+                decided: Some(Decided {
+                    left_s: 300.0,
+                    reserve_s: 20.0,
+                    owed_s: 40.0,
+                    passed_over: None,
+                }),
             }],
             ended: None,
             id: Some("5e1f".into()),
