@@ -165,7 +165,7 @@ impl Runner for Worker<'_> {
         self.alive.contains(kernel.as_str())
     }
 
-    fn confirm(&mut self, kernel: &r3::kernel::TrialsKey) {
+    fn confirm(&mut self, kernel: &r3::kernel::TrialsKey, _until_s: f64) {
         let t0 = self.fleet.now();
         std::thread::sleep(Duration::from_secs_f64(self.confirm_s));
         self.fleet.confirmed.lock().unwrap().push((

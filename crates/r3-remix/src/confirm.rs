@@ -17,6 +17,7 @@ use crate::store::outcome::Outcome;
 use crate::store::trials::{Confirmation, LaunchCheck, TrialRecord};
 use crate::store::winner::{self, Policy};
 use crate::store::{Store, StoreError};
+use std::time::Instant;
 
 /// Another recorded launch of the same kernel: its recording, what it passed (for guards; None
 /// when unreadable), and an evaluator of it or why there is none.
@@ -76,15 +77,31 @@ pub fn confirm_best<E: Evaluator>(
     others: &[OtherLaunch<E>],
     kernel: &TrialsKey,
 ) -> Result<Vec<String>, StoreError> {
+    confirm_best_until(store, searched, others, kernel, None)
+}
+
+/// [`confirm_best`], opening no fresh context after `until`: a confirmation that needs one more
+/// then is not made, and its trial is withheld from apply, unconfirmed
+/// (`Confirmation::unconfirmed`). A deadline's confirmations end by its grace and one context:
+/// kt_concordance's near-tie, priced as a clear winner's one context, took three of 17-19 s each
+/// after the deadline (H200, run Y22, 2026-12-03).
+pub fn confirm_best_until<E: Evaluator>(
+    store: &Store,
+    searched: &E,
+    others: &[OtherLaunch<E>],
+    kernel: &TrialsKey,
+    until: Option<Instant>,
+) -> Result<Vec<String>, StoreError> {
     let gpu = searched.device().gpu;
     let Some((best, recs)) = best_over_o3(store, kernel, &gpu)? else {
         return Ok(Vec::new());
     };
     let path = store.trials_path(kernel, &gpu);
     let together = shipped_with(&recs, &store.confirmations(&path)?, &best);
-    let mut measured = measure_together(searched, kernel, &best, &together);
+    let mut measured = measure_together(searched, kernel, &best, &together, until);
     let mut lines = Vec::new();
-    let Some(c) = confirm_trial_with(store, searched, others, kernel, &best, &mut measured)? else {
+    let Some(c) = confirm_trial_with(store, searched, others, kernel, &best, &mut measured, until)?
+    else {
         return Ok(lines);
     };
     lines.push(describe(&c, "confirmed"));
@@ -106,7 +123,7 @@ pub fn confirm_best<E: Evaluator>(
         } else {
             "for apply (a variant, behind its guard)"
         };
-        match confirm_trial_with(store, searched, others, kernel, next, &mut measured)? {
+        match confirm_trial_with(store, searched, others, kernel, next, &mut measured, until)? {
             Some(c) => lines.push(describe(&c, what)),
             None => return Ok(lines),
         }
@@ -175,8 +192,17 @@ fn shipped_with<'a>(
         .collect()
 }
 
-/// Each trial's code and its outcome in each fresh context it was re-measured in, by trial.
-type Measured = std::collections::HashMap<u32, (Lowered, Vec<Outcome>, bool)>;
+/// Each trial's code and its outcomes in the fresh contexts it was re-measured in, by trial.
+type Measured = std::collections::HashMap<u32, (Lowered, Contexts)>;
+
+/// The outcomes of candidates re-measured in fresh contexts: one per code, per context; whether
+/// the contexts were fresh; and why they stopped short of what a confirmation needs, if so.
+#[derive(Debug, Clone, Default)]
+struct Contexts {
+    outcomes: Vec<Vec<Outcome>>,
+    fresh: bool,
+    cut: Option<String>,
+}
 
 /// `best` and `together` lowered and re-measured in the same fresh contexts (one context settles
 /// them only where it settles each, by its search's ratio); a trial that no longer lowers is
@@ -186,6 +212,7 @@ fn measure_together<E: Evaluator>(
     kernel: &TrialsKey,
     best: &TrialRecord,
     together: &[&TrialRecord],
+    until: Option<Instant>,
 ) -> Measured {
     let lowered: Vec<(u32, Option<f64>, Lowered)> = std::iter::once(best)
         .chain(together.iter().copied())
@@ -203,13 +230,27 @@ fn measure_together<E: Evaluator>(
         .chain(together.iter().copied())
         .map(|t| shipping_line(&t.candidate))
         .fold(f64::INFINITY, f64::min);
-    let (contexts, fresh) = measure_in_fresh_contexts(searched, kernel, &codes, &ratios, line);
+    let all = measure_in_fresh_contexts(searched, kernel, &codes, &ratios, line, until);
     lowered
         .into_iter()
         .enumerate()
         .map(|(i, (trial, _, l))| {
-            let outcomes = contexts.iter().filter_map(|c| c.get(i).cloned()).collect();
-            (trial, (l, outcomes, fresh))
+            let outcomes = all
+                .outcomes
+                .iter()
+                .filter_map(|c| c.get(i).cloned())
+                .map(|o| vec![o])
+                .collect();
+            (
+                trial,
+                (
+                    l,
+                    Contexts {
+                        outcomes,
+                        ..all.clone()
+                    },
+                ),
+            )
         })
         .collect()
 }
@@ -230,17 +271,7 @@ pub fn withhold_best(
     if best.trial == 0 {
         return Ok(None);
     }
-    let c = Confirmation {
-        format: 1,
-        trial: best.trial,
-        outcome: best.outcome.clone(),
-        finished_unix_ms: now_ms(),
-        launches: Vec::new(),
-        context_ratios: Vec::new(),
-        in_program: Vec::new(),
-        unconfirmed: Some(why.to_owned()),
-    };
-    store.write_confirmation(kernel, gpu, &c)?;
+    withhold_trial(store, kernel, gpu, &best, why)?;
     let searched = best
         .outcome
         .ratio()
@@ -258,6 +289,29 @@ pub fn withhold_best(
     )))
 }
 
+/// Withholds `trial` of `kernel` on `gpu` from apply, unconfirmed, for `why`: its confirmation
+/// file says so (`Confirmation::unconfirmed`). The confirmation written.
+fn withhold_trial(
+    store: &Store,
+    kernel: &TrialsKey,
+    gpu: &str,
+    trial: &TrialRecord,
+    why: &str,
+) -> Result<Confirmation, StoreError> {
+    let c = Confirmation {
+        format: 1,
+        trial: trial.trial,
+        outcome: trial.outcome.clone(),
+        finished_unix_ms: now_ms(),
+        launches: Vec::new(),
+        context_ratios: Vec::new(),
+        in_program: Vec::new(),
+        unconfirmed: Some(why.to_owned()),
+    };
+    store.write_confirmation(kernel, gpu, &c)?;
+    Ok(c)
+}
+
 /// Measures one trial's candidate again against the baseline on the searched launch, runs it
 /// on every other one, and records the result. None when it no longer lowers.
 pub fn confirm_trial<E: Evaluator>(
@@ -267,7 +321,15 @@ pub fn confirm_trial<E: Evaluator>(
     kernel: &TrialsKey,
     trial: &TrialRecord,
 ) -> Result<Option<Confirmation>, StoreError> {
-    confirm_trial_with(store, searched, others, kernel, trial, &mut Measured::new())
+    confirm_trial_with(
+        store,
+        searched,
+        others,
+        kernel,
+        trial,
+        &mut Measured::new(),
+        None,
+    )
 }
 
 /// [`confirm_trial`], with the outcomes of its fresh contexts taken from `measured` where it
@@ -279,24 +341,34 @@ fn confirm_trial_with<E: Evaluator>(
     kernel: &TrialsKey,
     trial: &TrialRecord,
     measured: &mut Measured,
+    until: Option<Instant>,
 ) -> Result<Option<Confirmation>, StoreError> {
-    let (lowered, outcomes, fresh) = match measured.remove(&trial.trial) {
-        Some(m) if !m.1.is_empty() => m,
+    let (lowered, contexts) = match measured.remove(&trial.trial) {
+        Some(m) if !m.1.outcomes.is_empty() || m.1.cut.is_some() => m,
         _ => {
             let Ok(lowered) = searched.lower(&trial.candidate) else {
                 return Ok(None);
             };
-            let (mut contexts, fresh) = measure_in_fresh_contexts(
+            let contexts = measure_in_fresh_contexts(
                 searched,
                 kernel,
                 std::slice::from_ref(&lowered),
                 &[trial.outcome.ratio()],
                 shipping_line(&trial.candidate),
+                until,
             );
-            let outcomes = contexts.iter_mut().filter_map(Vec::pop).collect();
-            (lowered, outcomes, fresh)
+            (lowered, contexts)
         }
     };
+    if let Some(why) = contexts.cut {
+        return withhold_trial(store, kernel, &searched.device().gpu, trial, &why).map(Some);
+    }
+    let fresh = contexts.fresh;
+    let outcomes: Vec<Outcome> = contexts
+        .outcomes
+        .into_iter()
+        .filter_map(|mut c| c.pop())
+        .collect();
     let context_ratios = if fresh {
         outcomes.iter().map(Outcome::ratio).collect()
     } else {
@@ -358,7 +430,8 @@ fn measure_in_fresh_contexts<E: Evaluator>(
     codes: &[Lowered],
     searched_ratios: &[Option<f64>],
     line: f64,
-) -> (Vec<Vec<Outcome>>, bool) {
+    until: Option<Instant>,
+) -> Contexts {
     let once = |ev: &E| {
         let _span = crate::replay::timeline::span("confirm.context", || kernel.to_string());
         ev.measure(codes)
@@ -378,14 +451,34 @@ fn measure_in_fresh_contexts<E: Evaluator>(
                     .map(|h| h.join().unwrap_or_default())
                     .collect()
             });
-            return (contexts, true);
+            return Contexts {
+                outcomes: contexts,
+                fresh: true,
+                cut: None,
+            };
         }
     }
     let mut contexts = Vec::new();
     for _ in 0..CONTEXTS {
+        if until.is_some_and(|u| Instant::now() >= u) {
+            return Contexts {
+                cut: Some(format!(
+                    "the deadline's time ran out after {} of the {CONTEXTS} fresh contexts its confirmation needs (fix: a longer --deadline)",
+                    contexts.len()
+                )),
+                outcomes: contexts,
+                fresh: true,
+            };
+        }
         match renewed() {
             Some(fresh) => contexts.push(once(&fresh)),
-            None => return (vec![once(searched)], false),
+            None => {
+                return Contexts {
+                    outcomes: vec![once(searched)],
+                    fresh: false,
+                    cut: None,
+                }
+            }
         }
         let settled = contexts[0].len() == searched_ratios.len()
             && contexts[0]
@@ -396,7 +489,11 @@ fn measure_in_fresh_contexts<E: Evaluator>(
             break;
         }
     }
-    (contexts, true)
+    Contexts {
+        outcomes: contexts,
+        fresh: true,
+        cut: None,
+    }
 }
 
 /// What `candidate` must gain over -O3 to ship (`winner::line_of`, at `R3_APPLY_MIN_SPEEDUP`).
@@ -441,6 +538,9 @@ pub fn describe(c: &Confirmation, what: &str) -> String {
     } else {
         format!("{} recorded launches", c.launches.len() + 1)
     };
+    if let Some(why) = &c.unconfirmed {
+        return format!("not {what}: trial {}: {why}", c.trial);
+    }
     if let Some(bad) = c.failed_launch() {
         return format!(
             "not {what}: trial {} {} on recorded launch {} (fix nothing: r3 keeps -O3 for this kernel); {}",
@@ -806,6 +906,49 @@ mod tests {
                 "at once: {at_once}"
             );
         }
+    }
+
+    /// A confirmation asked for after its deadline's time ran out opens no fresh context: its
+    /// best is withheld from apply, unconfirmed, with the reason, and what ships is what would
+    /// without it. With time left it is made as any is.
+    #[test]
+    fn a_confirmation_opens_no_fresh_context_once_its_time_has_run_out() {
+        let run = |until: Instant| {
+            let (_dir, store) = variant_and_generic_store();
+            let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let ev = Counted {
+                ratios: vec![("function(licm)", 0.8), ("function(gvn)", 0.85)],
+                opened: opened.clone(),
+                at_once: 1,
+            };
+            let lines = confirm_best_until(&store, &ev, &[], &the_key(), Some(until)).unwrap();
+            let path = store.trials_path(&the_key(), "GPU (sm_90)");
+            let confirmed = store.confirmations(&path).unwrap();
+            let n = opened.load(std::sync::atomic::Ordering::SeqCst);
+            (lines, confirmed, n)
+        };
+        let (lines, confirmed, opened) = run(Instant::now());
+        assert_eq!(opened, 0);
+        assert!(
+            lines[0].starts_with(
+                "not confirmed: trial 1: the deadline's time ran out after 0 of the 3 fresh contexts"
+            ),
+            "{lines:?}"
+        );
+        let best = confirmed.iter().find(|c| c.trial == 1).unwrap();
+        assert!(best.unconfirmed.is_some(), "{best:?}");
+        assert!(
+            confirmed.iter().all(|c| c.unconfirmed.is_some()),
+            "{confirmed:?}"
+        );
+        let later = Instant::now() + std::time::Duration::from_secs(3600);
+        let (lines, confirmed, opened) = run(later);
+        assert_eq!(opened, CONTEXTS);
+        assert!(lines[0].starts_with("confirmed"), "{lines:?}");
+        assert!(
+            confirmed.iter().all(|c| c.unconfirmed.is_none()),
+            "{confirmed:?}"
+        );
     }
 
     /// What the deadline prices a confirmation by: the other codes it measures, at the

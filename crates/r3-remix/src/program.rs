@@ -659,7 +659,7 @@ impl deadline::Runner for GpuRunner<'_> {
         self.live.find(kernel).is_some()
     }
 
-    fn confirm(&mut self, kernel: &TrialsKey) {
+    fn confirm(&mut self, kernel: &TrialsKey, until_s: f64) {
         let _span = crate::replay::timeline::span("tune.confirm", || kernel.to_string());
         // A live evaluator is used where it stands, not moved to the back as a slice's is: the
         // one confirmed because it is let go must stay the one let go.
@@ -667,7 +667,8 @@ impl deadline::Runner for GpuRunner<'_> {
         match live.map_or_else(|| self.evaluator(kernel), Ok) {
             Ok(i) => {
                 let ev = &self.live.get(i).0;
-                session::confirm_best(self.store, ev, kernel, self.say);
+                let until = self.start + Duration::from_secs_f64(until_s.max(0.0));
+                session::confirm_best(self.store, ev, kernel, Some(until), self.say);
             }
             Err(why) => (self.say)(Line::Note(format!(
                 "r3 tune: {kernel}: not confirmed: {why}"

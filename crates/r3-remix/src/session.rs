@@ -425,7 +425,7 @@ fn one_kernel_on_gpu(
     match search(store, log, ev, &space, &opts, how.resume, stop, say) {
         Ok(stopped) => {
             tally.interrupted |= stopped == Stop::Interrupted;
-            confirm_best(store, ev, &opts.kernel, say);
+            confirm_best(store, ev, &opts.kernel, None, say);
             if how.ablate && !stop.load(Ordering::SeqCst) {
                 if let Err(e) = ablate_best(store, ev, &opts, say) {
                     say(Line::Note(format!(
@@ -576,8 +576,15 @@ fn summary_lines(
 }
 
 /// Re-measures the search's winner and runs it on the kernel's other recorded launches
-/// (`confirm`), saying what that gives.
-pub fn confirm_best(store: &Store, ev: &GpuEvaluator, kernel: &TrialsKey, say: Say) {
+/// (`confirm`), opening no fresh context after `until` (`confirm::confirm_best_until`), saying
+/// what that gives.
+pub fn confirm_best(
+    store: &Store,
+    ev: &GpuEvaluator,
+    kernel: &TrialsKey,
+    until: Option<std::time::Instant>,
+    say: Say,
+) {
     let launches = match kernel.kernel_hash() {
         Some(hash) => store.launches_of(&hash),
         None => Ok(Vec::new()),
@@ -602,7 +609,7 @@ pub fn confirm_best(store: &Store, ev: &GpuEvaluator, kernel: &TrialsKey, say: S
             Vec::new()
         }
     };
-    match confirm::confirm_best(store, ev, &others, kernel) {
+    match confirm::confirm_best_until(store, ev, &others, kernel, until) {
         Ok(lines) => lines.into_iter().for_each(|l| say(Line::Out(l))),
         Err(e) => say(Line::Note(format!("r3 tune: {kernel}: {e}"))),
     }
