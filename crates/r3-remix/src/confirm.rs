@@ -440,6 +440,20 @@ fn measure_in_fresh_contexts<E: Evaluator>(
     // line apply ships them from (`line`, the lowest of theirs), not to 1%: that is all a
     // confirmation decides.
     let renewed = || searched.renewed().inspect(|e| e.decide_at(Some(line)));
+    let ran_out = |opened: usize| {
+        until.is_some_and(|u| Instant::now() >= u).then(|| {
+            format!(
+                "the deadline's time ran out after {opened} of the {CONTEXTS} fresh contexts its confirmation needs (fix: a longer --deadline)"
+            )
+        })
+    };
+    if let Some(why) = ran_out(0) {
+        return Contexts {
+            outcomes: Vec::new(),
+            fresh: true,
+            cut: Some(why),
+        };
+    }
     if searched.contexts_at_once() >= CONTEXTS {
         let fresh: Vec<E> = (0..CONTEXTS).map_while(|_| renewed()).collect();
         if fresh.len() == CONTEXTS {
@@ -460,14 +474,11 @@ fn measure_in_fresh_contexts<E: Evaluator>(
     }
     let mut contexts = Vec::new();
     for _ in 0..CONTEXTS {
-        if until.is_some_and(|u| Instant::now() >= u) {
+        if let Some(why) = ran_out(contexts.len()) {
             return Contexts {
-                cut: Some(format!(
-                    "the deadline's time ran out after {} of the {CONTEXTS} fresh contexts its confirmation needs (fix: a longer --deadline)",
-                    contexts.len()
-                )),
                 outcomes: contexts,
                 fresh: true,
+                cut: Some(why),
             };
         }
         match renewed() {
@@ -913,13 +924,13 @@ mod tests {
     /// without it. With time left it is made as any is.
     #[test]
     fn a_confirmation_opens_no_fresh_context_once_its_time_has_run_out() {
-        let run = |until: Instant| {
+        let run = |until: Instant, at_once: usize| {
             let (_dir, store) = variant_and_generic_store();
             let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let ev = Counted {
                 ratios: vec![("function(licm)", 0.8), ("function(gvn)", 0.85)],
                 opened: opened.clone(),
-                at_once: 1,
+                at_once,
             };
             let lines = confirm_best_until(&store, &ev, &[], &the_key(), Some(until)).unwrap();
             let path = store.trials_path(&the_key(), "GPU (sm_90)");
@@ -927,28 +938,30 @@ mod tests {
             let n = opened.load(std::sync::atomic::Ordering::SeqCst);
             (lines, confirmed, n)
         };
-        let (lines, confirmed, opened) = run(Instant::now());
-        assert_eq!(opened, 0);
-        assert!(
-            lines[0].starts_with(
-                "not confirmed: trial 1: the deadline's time ran out after 0 of the 3 fresh contexts"
-            ),
-            "{lines:?}"
-        );
-        let best = confirmed.iter().find(|c| c.trial == 1).unwrap();
-        assert!(best.unconfirmed.is_some(), "{best:?}");
-        assert!(
-            confirmed.iter().all(|c| c.unconfirmed.is_some()),
-            "{confirmed:?}"
-        );
-        let later = Instant::now() + std::time::Duration::from_secs(3600);
-        let (lines, confirmed, opened) = run(later);
-        assert_eq!(opened, CONTEXTS);
-        assert!(lines[0].starts_with("confirmed"), "{lines:?}");
-        assert!(
-            confirmed.iter().all(|c| c.unconfirmed.is_none()),
-            "{confirmed:?}"
-        );
+        for at_once in [1, CONTEXTS] {
+            let (lines, confirmed, opened) = run(Instant::now(), at_once);
+            assert_eq!(opened, 0);
+            assert!(
+                lines[0].starts_with(
+                    "not confirmed: trial 1: the deadline's time ran out after 0 of the 3 fresh contexts"
+                ),
+                "{lines:?}"
+            );
+            let best = confirmed.iter().find(|c| c.trial == 1).unwrap();
+            assert!(best.unconfirmed.is_some(), "{best:?}");
+            assert!(
+                confirmed.iter().all(|c| c.unconfirmed.is_some()),
+                "{confirmed:?}"
+            );
+            let later = Instant::now() + std::time::Duration::from_secs(3600);
+            let (lines, confirmed, opened) = run(later, at_once);
+            assert_eq!(opened, CONTEXTS);
+            assert!(lines[0].starts_with("confirmed"), "{lines:?}");
+            assert!(
+                confirmed.iter().all(|c| c.unconfirmed.is_none()),
+                "{confirmed:?}"
+            );
+        }
     }
 
     /// What the deadline prices a confirmation by: the other codes it measures, at the
