@@ -569,14 +569,41 @@ pub const WAITING: &str = "the rest is searched by other workers";
 /// The next decision for a worker, `held` telling which kernels another worker is searching
 /// and which of its evaluators live.
 pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
+    decide(a, batch, held, &basis(a, batch, held))
+}
+
+/// What a decision starts from: the warm starts owed, the time kept back for confirmations
+/// (`reserve`, and the kernels whose confirmations it counts for this worker), and the time
+/// `left` after it.
+struct Basis<'x> {
+    owed: Owed<'x>,
+    reserve: f64,
+    mine: Vec<TrialsKey>,
+    left: f64,
+}
+
+/// [`Basis`] of a decision in `a` for the worker `held` describes.
+fn basis<'x>(a: &'x Allocation, batch: u32, held: &Held) -> Basis<'x> {
+    let owed = owed_now(a, held, batch);
+    let (reserve, mine) = reserve_but(a, held.me, held.workers, &owed.deferred);
+    let left = a.deadline_s - a.elapsed_s - reserve;
+    Basis {
+        owed,
+        reserve,
+        mine,
+        left,
+    }
+}
+
+/// [`next`] from its [`Basis`].
+fn decide(a: &Allocation, batch: u32, held: &Held, basis: &Basis) -> Decision {
     let busy = held.busy;
     let Owed {
-        unreached,
+        ref unreached,
         owed,
-        deferred,
-    } = owed_now(a, held, batch);
-    let (reserve, mine) = reserve_but(a, held.me, held.workers, &deferred);
-    let left = a.deadline_s - a.elapsed_s - reserve;
+        ..
+    } = basis.owed;
+    let (mine, left) = (&basis.mine, basis.left);
     if left <= 0.0 {
         return Decision::Stop("deadline".into());
     }
@@ -614,7 +641,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
                 room(k).min(spare.max(URGENT_ROOM * least)),
                 batch,
                 held,
-                &mine,
+                mine,
             )
         })
         .collect();
@@ -629,8 +656,8 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
                 let warm = unreached
                     .iter()
                     .filter(|k| least_warm_s(a, k, held) < URGENT_SHARE_OF_LEFT * left)
-                    .filter_map(|k| offer(a, k, room(k), batch, held, &mine));
-                let between = between_now(a, held, &mine, batch, left, owed);
+                    .filter_map(|k| offer(a, k, room(k), batch, held, mine));
+                let between = between_now(a, held, mine, batch, left, owed);
                 most(warm.chain(between).collect())
             })
             .flatten()
@@ -646,7 +673,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     let warm_offers: Vec<(f64, f64, Decision)> = unreached
         .iter()
         .filter_map(|k| {
-            let (value, d) = offer(a, k, room(k), batch, held, &mine)?;
+            let (value, d) = offer(a, k, room(k), batch, held, mine)?;
             let order = if all_fit {
                 -least_warm_s(a, k, held)
             } else {
@@ -665,9 +692,9 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
                 left,
                 owed,
                 batch,
-                mine: &mine,
+                mine,
             };
-            opening_warm_start(a, &unreached, held, &fits, best_warm)
+            opening_warm_start(a, unreached, held, &fits, best_warm)
         })
         .flatten();
     let opens = opening.as_ref().map(|(v, _)| *v);
@@ -681,7 +708,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
         // 2.18x (3.41x after 100 trials in Y9), had none, nor its rewrites, which wait for its
         // search where that is worth more (H200, 2026-11-30, 2026-12-02).
         let between = all_fit
-            .then(|| between_now(a, held, &mine, batch, left, owed))
+            .then(|| between_now(a, held, mine, batch, left, owed))
             .flatten();
         return match between {
             Some((v, between)) if v > best_warm && opens.is_none_or(|o| v > o) => between,
@@ -698,7 +725,7 @@ pub fn next(a: &Allocation, batch: u32, held: &Held) -> Decision {
     }
     // The rewrite arm competes on the same measure, gain per second, with the time that
     // confirmations keep back left out of it (a rewrite's judge checks it on every launch).
-    let compiler = compiler_offers(a, held, &mine, batch, left);
+    let compiler = compiler_offers(a, held, mine, batch, left);
     let rewrites = rewrite_offers(a, held, &compiler, left);
     let deepens = deepen_offers(a, held, left);
     let best = uncrowded(
@@ -1862,12 +1889,13 @@ pub fn run(
                 me,
                 workers: &workers,
             };
+            let basis = basis(&a, batch, &held);
             let d = match &a.ended {
                 Some(why) => Decision::Stop(why.clone()),
-                None => next(&a, batch, &held),
+                None => decide(&a, batch, &held, &basis),
             };
-            let deferred = owed_now(&a, &held, batch).deferred;
-            let context = decided(&a, batch, &held, &d);
+            let deferred = basis.owed.deferred.clone();
+            let context = decided(&a, batch, &held, &d, &basis);
             // Decided and taken under one lock: another worker's decision sees it busy, and
             // its winner is this worker's to confirm.
             if let Decision::Slice { kernel, .. }
@@ -2031,11 +2059,8 @@ pub fn run(
 /// run can be read back (`r3 __deadline-at`). In run Y21 (H200, 2026-12-03) two_mm_d's
 /// template, the attempt worth the most a second from 481 s on, was not judged in the 119 s
 /// left, and the allocation could not tell why.
-fn decided(a: &Allocation, batch: u32, held: &Held, d: &Decision) -> Decided {
-    let owed = owed_now(a, held, batch);
-    let (reserve_s, mine) = reserve_but(a, held.me, held.workers, &owed.deferred);
-    let left_s = a.deadline_s - a.elapsed_s - reserve_s;
-    let compiler = compiler_offers(a, held, &mine, batch.max(1), left_s);
+fn decided(a: &Allocation, batch: u32, held: &Held, d: &Decision, basis: &Basis) -> Decided {
+    let compiler = compiler_offers(a, held, &basis.mine, batch.max(1), basis.left);
     let chosen = match d {
         Decision::Rewrite { kernel, .. } => Some(kernel),
         _ => None,
@@ -2061,9 +2086,9 @@ fn decided(a: &Allocation, batch: u32, held: &Held, d: &Decision) -> Decided {
             }
         });
     Decided {
-        left_s,
-        reserve_s,
-        owed_s: owed.owed,
+        left_s: basis.left,
+        reserve_s: basis.reserve,
+        owed_s: basis.owed.owed,
         passed_over,
     }
 }
