@@ -44,6 +44,10 @@ pub struct ProgramKernel {
     pub launches: u64,
     pub shipped: f64,
     pub best: f64,
+    /// Of its launches, the share its recordings stand for (`KernelCensus::recorded_share`):
+    /// what replay measured its speedup on; None where not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_share: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -254,6 +258,7 @@ fn program_on(
                 launches: k.launches,
                 shipped: s.map_or(1.0, |s| s.in_run),
                 best: s.map_or(1.0, |s| s.best),
+                recorded_share: k.recorded_share(),
             })
         })
         .collect();

@@ -471,6 +471,13 @@ fn kernel_id(kernel: &str, gpu: &str) -> String {
     anchor(&format!("{kernel}-{gpu}"))
 }
 
+/// A kernel of this share of its program or more whose recordings stand for under
+/// [`THIN_RECORDED_SHARE`] of its launches (`KernelCensus::recorded_share`), and that ships a
+/// speedup, is named under the programs' table.
+const THIN_KERNEL_SHARE: f64 = 0.05;
+/// See [`THIN_KERNEL_SHARE`].
+const THIN_RECORDED_SHARE: f64 = 0.5;
+
 /// Whole programs: predicted from the launch census, measured where timed.
 fn programs_section(programs: &[super::programs::ProgramReport], names: &Names) -> Section {
     let mut sec = section(2, "Programs", "programs");
@@ -522,6 +529,27 @@ fn programs_section(programs: &[super::programs::ProgramReport], names: &Names) 
         right: vec![4, 5, 6],
         sortable: true,
     });
+    let thin: Vec<String> = programs
+        .iter()
+        .flat_map(|p| p.top.iter().map(move |k| (p, k)))
+        .filter(|(_, k)| k.hash.is_some() && k.share >= THIN_KERNEL_SHARE && k.shipped > 1.0)
+        .filter_map(|(p, k)| {
+            let rs = k.recorded_share.filter(|rs| *rs < THIN_RECORDED_SHARE)?;
+            Some(format!(
+                "{} in {} ({} of it): its recordings stand for {} of its launches",
+                names.other(&k.name),
+                p.name,
+                pct(k.share),
+                pct(rs)
+            ))
+        })
+        .collect();
+    if !thin.is_empty() {
+        sec.blocks.push(Block::Para(vec![t(format!(
+            "Measured on few of their launches (replay times a kernel's recorded launches, which stand for those identical to them, by time, and those of their grid and block; the prediction credits the others with their speedup, which nothing measured): {}.",
+            thin.join("; ")
+        ))]));
+    }
     sec
 }
 
@@ -1633,6 +1661,59 @@ mod tests {
             "{o}"
         );
         assert!(o.contains("<td class=\"r\" data-v=\"\">-</td>"), "{o}");
+    }
+
+    /// bfs_step in run Y22 (H200, 2026-12-03): its four recorded launches, its first levels,
+    /// stood for few of its launches; 1.48x in replay, 1.16x in the program. The programs'
+    /// section names such a kernel; one whose recordings stand for most of its launches, or that
+    /// ships nothing, it does not.
+    #[test]
+    fn a_kernel_measured_on_few_of_its_launches_is_named_under_the_programs() {
+        use crate::programs::{ProgramKernel, ProgramReport};
+        let kernel = |name: &str, recorded_share: Option<f64>, shipped: f64| ProgramKernel {
+            name: name.into(),
+            hash: Some(format!("{name}0123456789")),
+            share: 0.99,
+            launches: 35,
+            shipped,
+            best: shipped,
+            recorded_share,
+        };
+        let program = |top: Vec<ProgramKernel>| ProgramReport {
+            key: "bfs_step-51d6".into(),
+            name: "bfs_step".into(),
+            gpu: "NVIDIA H200".into(),
+            kernels: 1,
+            tuned: 1,
+            tuned_share: 0.99,
+            predicted_shipped: 1.47,
+            predicted_best: 1.47,
+            measured: None,
+            top,
+        };
+        let names = Names {
+            full: false,
+            by_key: Default::default(),
+        };
+        let text = |top| {
+            let sec = programs_section(&[program(top)], &names);
+            format!("{:?}", sec.blocks)
+        };
+        let thin = text(vec![kernel("bfs_step_kernel", Some(0.011), 1.48)]);
+        assert!(
+            thin.contains("Measured on few of their launches")
+                && thin.contains(
+                    "bfs_step_kernel in bfs_step (99.0% of it): its recordings stand for 1.1% of its launches"
+                ),
+            "{thin}"
+        );
+        for top in [
+            vec![kernel("k", Some(0.8), 1.48)],
+            vec![kernel("k", Some(0.011), 1.0)],
+            vec![kernel("k", None, 1.48)],
+        ] {
+            assert!(!text(top).contains("Measured on few"));
+        }
     }
 
     #[test]

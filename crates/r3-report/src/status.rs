@@ -889,6 +889,7 @@ mod tests {
                     launches: 1,
                     shipped: 13.5,
                     best: 13.5,
+                    recorded_share: None,
                 }],
             }],
         };
