@@ -3405,6 +3405,16 @@ mod tests {
         assert!(clock <= 103.0 * (1.0 + CONFIRM_GRACE), "{clock} {slices:?}");
     }
 
+    /// A kernel at 90% of its program with one template waiting, likely to find 7x at `chance`.
+    fn template_beside(chance: f64) -> Entrant {
+        let mut tmp = entrant_at("tmp", 0.9, 0.1);
+        let mut r = crate::rewrites::tests::priced();
+        (r.p, r.gain, r.pending) = (chance, 7.0, vec![1]);
+        r.pending_rules = vec!["rules: shared-tiling".into()];
+        tmp.rewrite = Some(r);
+        tmp
+    }
+
     /// Run Y22's case (H200, 2026-12-03): a 1.07 s kernel not reached yet, hoped at little, whose
     /// least warm start is over a quarter of the time left (urgent), beside a template on a
     /// kernel at 90% of its program. The template, worth more a second and fitting beside that
@@ -3415,11 +3425,7 @@ mod tests {
         let situation = |chance: f64, elapsed_s: f64| {
             let mut kt = entrant_at("kt", 1.0, 5.0);
             (kt.launch_ms, kt.setup_s, kt.expected) = (1068.0, 3.5, 1.1);
-            let mut tmp = entrant_at("tmp", 0.9, 0.1);
-            let mut r = crate::rewrites::tests::priced();
-            (r.p, r.gain, r.pending) = (chance, 7.0, vec![1]);
-            r.pending_rules = vec!["rules: shared-tiling".into()];
-            tmp.rewrite = Some(r);
+            let tmp = template_beside(chance);
             let mut a = start("p", "GPU", 600.0, vec![kt, tmp]);
             let tmp = a.arms.iter_mut().find(|k| k.kernel == "tmp").unwrap();
             (tmp.warm, tmp.trials, tmp.improved_at) = (true, 11, 11);
@@ -3459,11 +3465,7 @@ mod tests {
         let situation = |chance: f64| {
             let mut kt = entrant_at("kt", 1.0, 1.07);
             kt.launch_ms = 1068.0;
-            let mut tmp = entrant_at("tmp", 0.9, 0.1);
-            let mut r = crate::rewrites::tests::priced();
-            (r.p, r.gain, r.pending) = (chance, 7.0, vec![1]);
-            r.pending_rules = vec!["rules: shared-tiling".into()];
-            tmp.rewrite = Some(r);
+            let tmp = template_beside(chance);
             let mut a = start("p", "GPU", 600.0, vec![kt, tmp]);
             for k in &mut a.arms {
                 (k.warm, k.trials, k.improved_at) = (true, 11, 11);
