@@ -443,7 +443,7 @@ fn measure_in_fresh_contexts<E: Evaluator>(
     let ran_out = |opened: usize| {
         until.is_some_and(|u| Instant::now() >= u).then(|| {
             format!(
-                "the deadline's time ran out after {opened} of the {CONTEXTS} fresh contexts its confirmation needs (fix: a longer --deadline)"
+                "the deadline's time ran out after {opened} of up to {CONTEXTS} fresh contexts of its confirmation (fix: a longer --deadline)"
             )
         })
     };
@@ -945,7 +945,7 @@ mod tests {
             assert_eq!(opened, 0);
             assert!(
                 lines[0].starts_with(
-                    "not confirmed: trial 1: the deadline's time ran out after 0 of the 3 fresh contexts"
+                    "not confirmed: trial 1: the deadline's time ran out after 0 of up to 3 fresh contexts"
                 ),
                 "{lines:?}"
             );
