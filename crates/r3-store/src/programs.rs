@@ -81,8 +81,8 @@ impl KernelCensus {
     /// identical to a recorded launch, by time, or where more, those of a recorded launch's grid
     /// and block, by count (summed over its recordings, at most all). None where the census
     /// kept neither (an r3 before 2026-12-03) or the kernel has no time. bfs_step's four recorded
-    /// launches, its first four levels, were 1.1% of its time and matched the shape of about a
-    /// tenth of its launches each, and its 1.48x in replay came to 1.16x in the program;
+    /// launches, its first four levels, were 1.1% of its time and shared their shapes with 1 to 4
+    /// of its 35 launches each, and its 1.48x in replay came to 1.16x in the program;
     /// gramschmidt's gs_update, recorded on 4 of its 1559 launches, all of one shape, ran 3.13x
     /// in replay and 3.12x in the program (H200, run Y22, 2026-12-03).
     pub fn recorded_share(&self) -> Option<f64> {
