@@ -12,6 +12,7 @@ use crate::replay::{l2, Evaluator};
 use crate::space::{Space, SpaceOptions};
 use crate::tune::{self, Stop, TuneOptions};
 use crate::{confirm, sim};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::candidate::Candidate;
@@ -235,7 +236,10 @@ pub fn choose_l2(
 
 /// The recordings of a selection, one group per kernel (content hash), in the order their
 /// kernels first appear; a recording that leads to no stored kernel is a group of its own, so
-/// that its error is said once.
+/// that its error is said once. Within a group, the recording that stands for the most of the
+/// programs' time comes first ([`Store::recorded_time`]): a kernel is searched on its group's
+/// first recording that reproduces, and its recordings' names (hashes of the launches) say
+/// nothing of which launch the program spends its time in.
 /// Kernels compiled without optimization are left out, each with a note: every LLVM pass
 /// skips `optnone` code, so a search could only time the same code again and again.
 pub fn by_kernel(
@@ -268,7 +272,19 @@ pub fn by_kernel(
             None => groups.push((key, vec![r])),
         }
     }
+    heaviest_first(&mut groups, &store.recorded_time());
     Ok(groups)
+}
+
+/// Each group's recordings by the time they stand for (`time`, ms), the most first; those
+/// with none after them, each group's order kept among equals.
+fn heaviest_first(groups: &mut [(TrialsKey, Vec<Recording>)], time: &HashMap<String, f64>) {
+    for (_, group) in groups {
+        group.sort_by(|a, b| {
+            let t = |r: &Recording| time.get(&r.id).copied().unwrap_or(-1.0);
+            t(b).total_cmp(&t(a))
+        });
+    }
 }
 
 /// `r3 tune` on this GPU: one search per kernel of `recs`, each against its first recording
@@ -898,6 +914,57 @@ mod tests {
             deadline_id: None,
             nvcc: false,
         }
+    }
+
+    fn recording(id: &str) -> Recording {
+        let launch = r#"{"format": 1, "kernel": "k", "arch": "sm_90", "grid": [1,1,1],
+            "block": [256,1,1], "shared_bytes": 0, "params": [], "args_hex": "", "va_base": 1,
+            "va_size": 2, "in_app_ms": 1.0, "regions": 0, "bytes_in": 0, "bytes_changed": 0,
+            "replayable": true, "not_replayable": null, "program": "/bin/x", "pid": 1,
+            "unix_time": 0}"#;
+        Recording {
+            dir: std::path::PathBuf::from("/nonexistent"),
+            id: id.into(),
+            launch: serde_json::from_str(launch).unwrap(),
+            verification: None,
+            kernel: None,
+        }
+    }
+
+    /// Recordings are named by a hash of their launch: the first by name may be a tiny
+    /// warm-up. The search goes to the one the programs spend their time in.
+    #[test]
+    fn a_kernel_is_searched_first_on_the_recording_that_stands_for_the_most_time() {
+        let ids = |g: &[(TrialsKey, Vec<Recording>)]| -> Vec<Vec<String>> {
+            g.iter()
+                .map(|(_, rs)| rs.iter().map(|r| r.id.clone()).collect())
+                .collect()
+        };
+        let mut groups = vec![
+            (
+                TrialsKey::from("bfs"),
+                ["k/15446e", "k/78bf26", "k/992a14", "k/c0ffee"]
+                    .map(recording)
+                    .to_vec(),
+            ),
+            (
+                TrialsKey::from("saxpy"),
+                ["s/2", "s/1"].map(recording).to_vec(),
+            ),
+        ];
+        let time: HashMap<String, f64> =
+            [("k/15446e", 0.03), ("k/78bf26", 0.05), ("k/c0ffee", 52.0)]
+                .map(|(id, ms)| (id.to_owned(), ms))
+                .into();
+        heaviest_first(&mut groups, &time);
+        assert_eq!(
+            ids(&groups),
+            [
+                vec!["k/c0ffee", "k/78bf26", "k/15446e", "k/992a14"],
+                // No census timed them: as they came.
+                vec!["s/2", "s/1"],
+            ]
+        );
     }
 
     #[test]

@@ -834,6 +834,27 @@ impl Store {
         longest_run_ms(&self.kernel_shares().ok()?, hash)
     }
 
+    /// The GPU time (ms) each recording (`<kernel dir>/<launch dir>`) stands for in the
+    /// programs' censuses: the launches identical to it times one's time, summed over the
+    /// programs that ran it. A recording no census timed is absent (a census of an r3 before
+    /// 2026-12-03, or none kept); a damaged census is said and left out, as
+    /// [`Store::programs`] does.
+    pub fn recorded_time(&self) -> HashMap<String, f64> {
+        let mut out: HashMap<String, f64> = HashMap::new();
+        let programs = self.programs().unwrap_or_default();
+        let recorded = programs
+            .iter()
+            .filter_map(|p| p.census.as_ref())
+            .flat_map(|c| &c.kernels)
+            .flat_map(|k| &k.recorded);
+        for r in recorded {
+            if let Some(ms) = r.ms.filter(|ms| ms.is_finite() && *ms >= 0.0) {
+                *out.entry(r.id.clone()).or_default() += ms * r.identical as f64;
+            }
+        }
+        out
+    }
+
     /// How often the values of the recording `id` (`<kernel dir>/<launch dir>`) recurred,
     /// summed over the censuses that counted it; None where none did (a census of an r3 before
     /// 2026-12-03, or none kept).
@@ -1453,6 +1474,34 @@ mod tests {
         let r = store.recurrence_of("k/l").unwrap();
         assert_eq!((r.compared, r.args_same), (10, vec![10, 5]));
         assert!(store.recurrence_of("k/other").is_none());
+    }
+
+    /// bfs_step's shape: four recordings of its first levels, a few launches each, beside the
+    /// level its program repeats; two programs run the kernel and each adds its own.
+    #[test]
+    fn a_recordings_time_is_its_identical_launches_summed_over_the_programs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path()).unwrap();
+        let recorded = |id: &str, identical, ms| RecordedTime {
+            id: id.into(),
+            identical,
+            ms,
+        };
+        let mut bfs = kernel(Some("h"), "bfs", Some(60.0), 40);
+        bfs.recorded = vec![
+            recorded("k/level0", 1, Some(0.03)),
+            recorded("k/repeated", 20, Some(2.5)),
+            recorded("k/untimed", 3, None),
+        ];
+        store
+            .put_census(&census("/build/a", vec![bfs.clone()]))
+            .unwrap();
+        bfs.recorded = vec![recorded("k/level0", 4, Some(0.5))];
+        store.put_census(&census("/build/b", vec![bfs])).unwrap();
+        let time = store.recorded_time();
+        assert_eq!(time.len(), 2, "{time:?}");
+        assert_eq!(time["k/repeated"], 50.0);
+        assert!((time["k/level0"] - 2.03).abs() < 1e-12, "{time:?}");
     }
 
     fn recording(id: &str, grid: u32, args_hex: &str) -> Recording {
