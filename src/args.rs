@@ -92,7 +92,9 @@ pub enum Cmd {
     },
     /// Run a program built by r3-clang++ and record each kernel launch's device inputs and outputs.
     Record {
-        /// Distinct launches to record per kernel.
+        /// Distinct launches to record per kernel, the first ones; and one more, later, that
+        /// repeats an earlier launch and is larger than every recorded one (the launch a solver
+        /// or a timing loop repeats).
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
         launches: u32,
         /// Stop recording after this much recording time (e.g. 90s, 10m, 1h 30m; a bare number

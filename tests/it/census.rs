@@ -20,6 +20,16 @@ use std::process::{Command, Output};
 const MS_PER_THREAD: &str = "0.0009765625";
 
 fn r3_record(store: &Path, args: &[&str], exe: &Path, env: &[(&str, &str)]) -> Output {
+    r3_record_scenario(store, args, exe, "census", env)
+}
+
+fn r3_record_scenario(
+    store: &Path,
+    args: &[&str],
+    exe: &Path,
+    scenario: &str,
+    env: &[(&str, &str)],
+) -> Output {
     let out = Command::new(r3_bin())
         .arg("--r3-store")
         .arg(store)
@@ -27,7 +37,7 @@ fn r3_record(store: &Path, args: &[&str], exe: &Path, env: &[(&str, &str)]) -> O
         .args(args)
         .arg("--")
         .arg(exe)
-        .arg("census")
+        .arg(scenario)
         .env("FAKE_MS_PER_THREAD", MS_PER_THREAD)
         // The fake-GPU program brings its own CUDA stand-in.
         .env("R3_RECORD_WITHOUT_GPU", "1")
@@ -100,14 +110,16 @@ fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() 
     );
     assert_eq!(c.total_ms(), 270.25);
     // How often small's recorded values recur: of its 53 launches through cudaLaunchKernel
-    // (the Ex one is never compared), n = 7 and 4 × 64 in 50.
+    // (the Ex one is never compared), n = 7 and 4 × 64 in 50. Past --launches 1, the second of
+    // the three launches of 8 × 64 is recorded too: it repeats the first and is larger than
+    // small's recording; it recurs in itself and the one after it.
     let small = &c.kernels[1];
     let recurrence: Vec<_> = small
         .recurrence
         .iter()
         .map(|(_, r)| (r.compared, r.dims_same, r.args_same.clone()))
         .collect();
-    assert_eq!(recurrence, [(53, 50, vec![50])]);
+    assert_eq!(recurrence, [(53, 50, vec![50]), (2, 2, vec![2])]);
     let r = &small.recurrence[0].1;
     assert_eq!(r.share(&[0], true), Some(1.0 - 2.0 * 3.0 / 53.0));
     assert_eq!(r.share(&[1], false), None);
@@ -140,6 +152,50 @@ fn r3_record_keeps_each_kernel_s_launches_and_estimated_time_with_the_program() 
         .map(|(_, r)| (r.compared, r.dims_same, r.args_same.clone()))
         .collect();
     assert_eq!(recurrence, [(53, 50, vec![50]), (3, 3, vec![3])]);
+}
+
+/// A kernel's first launches may be a frontier's first, smallest levels; the launch its program
+/// repeats comes later. Past its recorded launches, the first launch that repeats an earlier
+/// one and is larger than every recorded launch is recorded too, and only one such (fixture
+/// scenario `growing`, with --launches 2).
+#[test]
+fn past_its_first_launches_a_kernel_records_the_larger_launch_its_program_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = fake_gpu_program(dir.path(), "record_fake_gpu", &[]);
+    let store = dir.path().join("store");
+    r3_record_scenario(
+        &store,
+        &["--launches", "2", "--quiet"],
+        &exe,
+        "growing",
+        &[],
+    );
+    let c = the_program(&store).census.unwrap();
+    let small = c.kernels.iter().find(|k| k.name == "small").unwrap();
+    assert_eq!(small.launches, 10);
+    let recordings = Store::open(&store)
+        .unwrap()
+        .select_recordings(&r3::store::identity::Selection {
+            kernel: None,
+            all: true,
+            record: None,
+        })
+        .unwrap();
+    let grid_of = |id: &str| {
+        recordings
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.launch.grid[0])
+    };
+    let recorded: Vec<_> = small
+        .recorded
+        .iter()
+        .map(|r| (grid_of(&r.id), r.identical))
+        .collect();
+    // Grids 1 and 2 (its first two); not grid 1 again (no larger) nor grid 3 (no repeat); grid
+    // 4 at its second launch, with the one after it; not grid 5 (one such recording at most).
+    assert_eq!(recorded, [(Some(1), 1), (Some(2), 1), (Some(4), 2)]);
+    assert_eq!(recordings.len(), 3);
 }
 
 /// Where the work per thread changes with the launch (a loop bound among the arguments), a

@@ -20,6 +20,8 @@
  *     those regions hold pointers into (R3_RECORD_SNAPSHOT=full: every live allocation).
  *     A pointer the scan misses cannot give a wrong result: replay maps only what was
  *     recorded, so the baseline itself faults on such a recording and it is reported;
+ *     and, past those, one launch that repeats an earlier one and is larger than every
+ *     recorded launch of its kernel (repeat_earns_recording: the launch the program repeats);
  *   - the next R3_NATURAL launches identical to a recorded one (same grid, block, shared size
  *     and argument bytes) run as the program issues them, timed with events: natural.json,
  *     the launch's time in the program's own cache state, which replay compares with its
@@ -83,6 +85,7 @@
 #define R3_MAX_FATBINS 4096
 #define R3_MAX_ALLOCS 65536
 #define R3_MAX_SEEN 64
+#define R3_UNRECORDED 8
 #define R3_NATURAL 5
 #define R3_KERNEL_TABLE 8192 /* a power of two above R3_MAX_KERNELS */
 #define R3_MAX_ARGS 32768     /* bytes of kernel parameters (CUDA allows 32764) */
@@ -166,6 +169,11 @@ struct kernel_fn {
   uint64_t time_launches, time_timed;
   double time_ms;
   uint64_t time_loaded;
+  /* Past its recorded launches (repeat_earns_recording): the most threads of one, the last
+     R3_UNRECORDED launches larger than that (by hash), and whether one that repeated has been
+     recorded. */
+  double recorded_threads_max;
+  uint64_t unrecorded[R3_UNRECORDED]; int nunrecorded, unrecorded_next, repeat_recorded;
 };
 /* A registered fatbinary: the handle cudart gave for it, and its bytes. Its content hash says which
    compile of which translation unit the program's kernels come from (see src/store/records.rs). */
@@ -3081,6 +3089,28 @@ static int may_record(const struct kernel_fn *k) {
 
 static void count_launch(void);
 
+/* One launch more than --launches: a kernel's first launches may be a warm-up or the first,
+   smallest levels of a growing frontier (bfs_step's four recorded levels were 1.1% of its time,
+   H200, 2026-12-03), while the launch its program repeats, a solver's steady state or a
+   benchmark's timed loop, comes later. So the first launch past the kernel's recordings that
+   repeats an earlier one and is larger than every recorded launch is recorded too; its repeats
+   are then counted as identical to it. */
+static int may_record_repeat(const struct kernel_fn *k) {
+  return !k->capped && !st.time_capped && !k->repeat_recorded && k->nseen < R3_MAX_SEEN;
+}
+
+/* Whether the launch `id` of k, with `threads`, earns that recording; remembered if not. Under
+   lock. */
+static int repeat_earns_recording(struct kernel_fn *k, uint64_t id, double threads) {
+  if (!may_record_repeat(k) || !k->nseen || threads <= k->recorded_threads_max) return 0;
+  for (int i = 0; i < k->nunrecorded; i++)
+    if (k->unrecorded[i] == id) return 1;
+  k->unrecorded[k->unrecorded_next] = id;
+  k->unrecorded_next = (k->unrecorded_next + 1) % R3_UNRECORDED;
+  if (k->nunrecorded < R3_UNRECORDED) k->nunrecorded++;
+  return 0;
+}
+
 /* The census's count of a launch of k that is neither recorded nor identical to a recorded one,
    with its threads (which scale a recorded launch's time to it). Under lock. */
 static void census_other(struct kernel_fn *k, dim3 grid, dim3 block) {
@@ -3168,8 +3198,13 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
       k->census_same[i]++;
       return natural_launch(k, i, stub, grid, block, args, shmem, stream);
     }
-  struct slot *slot = can_record ? take_slot(k) : NULL; /* finished recordings count for the caps */
-  if (!can_record || !may_record(k)) return other_launch(k, stub, grid, block, args, shmem, stream);
+  double threads = (double)grid.x * grid.y * grid.z * (double)block.x * block.y * block.z;
+  int repeat = !can_record && repeat_earns_recording(k, l.id, threads);
+  struct slot *slot = can_record || repeat ? take_slot(k) : NULL; /* finished recordings count for the caps */
+  if (repeat ? !may_record_repeat(k) : !can_record || !may_record(k))
+    return other_launch(k, stub, grid, block, args, shmem, stream);
+  k->repeat_recorded |= repeat;
+  if (threads > k->recorded_threads_max) k->recorded_threads_max = threads;
   k->seen[k->nseen] = l.id;
   k->census_same[k->nseen] = 1;
   k->recur[k->nseen] = new_recurrence(lay, buf, grid, block);
