@@ -416,8 +416,9 @@ impl Session {
         &self,
         l: &Loaded,
         atomics: bool,
+        appended: &[Unordered],
     ) -> Result<Result<(Output, Vec<Unordered>), String>, ReplayError> {
-        self.unordered.borrow_mut().clear();
+        *self.unordered.borrow_mut() = appended.to_vec();
         self.learned.borrow_mut().clear();
         let (observed, verdict, _) = self.run_and_compare(l, None, None)?;
         let relaxed = match (&verdict, atomics) {
@@ -429,7 +430,10 @@ impl Session {
                 .settle(verdict.map(|()| observed))?
                 .map(|o| (o, Vec::new())));
         };
-        *self.unordered.borrow_mut() = unordered.clone();
+        let appended_too = appended
+            .iter()
+            .filter(|a| !unordered.iter().any(|u| u.region == a.region));
+        *self.unordered.borrow_mut() = unordered.iter().chain(appended_too).copied().collect();
         let verdict = self.check_guards()?;
         Ok(self
             .settle(verdict.map(|()| observed))?
@@ -782,15 +786,31 @@ impl Session {
         self.unordered.borrow().clone()
     }
 
+    /// The allocations this launch appends to with atomics, as its code `appends` to its
+    /// parameters (`validate::appended`).
+    pub fn appended(&self, appends: &[crate::ptx::appends::Append]) -> Vec<Unordered> {
+        match self.launch.values() {
+            Some(values) => {
+                validate::appended(appends, &values, &self.prologue.regions, &self.written)
+            }
+            None => Vec::new(),
+        }
+    }
+
     /// Device copies of what a checked run left in the allocations the launch writes (the
     /// recording's own bytes where the run left exactly those), and a result word for each.
     pub fn reference(&self, checked: &Output) -> Result<Reference, ReplayError> {
         let mut regions = Vec::new();
         let mut owned = Vec::new();
+        let unordered = self.unordered.borrow();
         for &i in &self.written {
             let Some(expected) = self.expected_dev[i] else {
                 continue; // a variable: small, at a per-module address; not compared
             };
+            // Its order is the threads' in every code: its elements were checked, in any order.
+            if unordered.iter().any(|u| u.region == i) {
+                continue;
+            }
             let at = match &checked.0.regions[i].data {
                 RegionData::Full(bytes) => {
                     // SAFETY: allocating and filling a buffer of the region's size.

@@ -192,6 +192,41 @@ pub fn permuted(
     (!out.is_empty()).then_some(out)
 }
 
+/// The regions a launch appends to with atomics (`appends`, found in its code; the order of
+/// such a list is the threads'), by the pointer each such parameter holds in `values`: the
+/// allocation among `regions` that holds it, where the launch writes it (`written`).
+pub fn appended(
+    appends: &[crate::ptx::appends::Append],
+    values: &crate::candidate::LaunchValues,
+    regions: &[crate::store::records::Region],
+    written: &[usize],
+) -> Vec<Unordered> {
+    let mut out: Vec<Unordered> = Vec::new();
+    for a in appends {
+        let Some(bytes) = values.args.get(a.param) else {
+            continue;
+        };
+        let Ok(word) = <[u8; 8]>::try_from(bytes.as_slice()) else {
+            continue;
+        };
+        let at = u64::from_le_bytes(word);
+        let holds = |(i, r): &(usize, &crate::store::records::Region)| {
+            r.name.is_empty() && written.contains(i) && at >= r.addr && at - r.addr < r.size
+        };
+        let Some((region, _)) = regions.iter().enumerate().find(holds) else {
+            continue;
+        };
+        match out.iter_mut().find(|u| u.region == region) {
+            Some(u) => u.width = u.width.min(a.width),
+            None => out.push(Unordered {
+                region,
+                width: a.width,
+            }),
+        }
+    }
+    out
+}
+
 /// How messages name a region: `allocation 0x…` or `variable NAME`.
 pub fn describe(e: &crate::store::records::Region) -> String {
     if e.name.is_empty() {
@@ -481,6 +516,44 @@ fn ulp_distance(a: i64, b: i64, bits: u32) -> u64 {
 mod tests {
     use super::*;
     use crate::store::records::Region;
+
+    /// bfs_step's launch: the frontier it reads, the distances, the list it appends to and
+    /// its length. The list is found by the pointer its parameter holds, anywhere inside the
+    /// allocation; a parameter that points nowhere recorded, or into a region the launch does
+    /// not write, or is not a pointer, names nothing.
+    #[test]
+    fn a_list_appended_to_is_the_written_allocation_its_parameter_points_into() {
+        use crate::ptx::appends::Append;
+        let regions = [
+            Region::allocation(0x1000, vec![0; 64]),
+            Region::allocation(0x2000, vec![0; 64]),
+            Region::allocation(0x3000, vec![0; 64]),
+            Region::allocation(0x4000, vec![0; 8]),
+        ];
+        let written = [1, 2, 3];
+        let ptr = |p: u64| p.to_le_bytes().to_vec();
+        let values = crate::candidate::LaunchValues {
+            grid: [1, 1, 1],
+            block: [256, 1, 1],
+            args: vec![
+                7u32.to_le_bytes().to_vec(),
+                ptr(0x1000),
+                ptr(0x3010),
+                ptr(0x4000),
+                ptr(0x9000),
+            ],
+        };
+        let append = |param, width| Append { param, width };
+        assert_eq!(
+            appended(&[append(2, 8), append(2, 4)], &values, &regions, &written),
+            [Unordered {
+                region: 2,
+                width: 4
+            }]
+        );
+        let names_nothing = [append(0, 4), append(1, 4), append(4, 4), append(9, 4)];
+        assert_eq!(appended(&names_nothing, &values, &regions, &written), []);
+    }
 
     fn snap(regions: Vec<Vec<u8>>) -> Snapshot {
         Snapshot {

@@ -323,6 +323,17 @@ fn unordered_note(s: &Session, unordered: &[Unordered]) -> String {
     )
 }
 
+fn appended_note(s: &Session, appended: &[Unordered]) -> String {
+    format!(
+        "the kernel appends to {} with atomics (it stores at an index an atomic add returned, so the order is the threads'): compared as a multiset of its elements in every check, everything else exactly",
+        appended
+            .iter()
+            .map(|u| format!("{} ({}-byte elements)", s.region_name(u.region), u.width))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 fn send(out: &mut impl Write, msg: &Msg) -> std::io::Result<()> {
     r3_process::reply(out, msg)
 }
@@ -491,7 +502,12 @@ fn check_base(
     l: &session::Loaded,
     out: &mut impl Write,
 ) -> Result<Result<(session::Output, Vec<Unordered>), String>, session::ReplayError> {
-    let exact = s.check_baseline(l, uses_atomics(&job.baseline_ptx))?;
+    let appended = s.appended(&crate::ptx::appends::appends(&job.baseline_ptx));
+    if !appended.is_empty() {
+        let message = appended_note(s, &appended);
+        let _ = send(out, &Msg::Note { message });
+    }
+    let exact = s.check_baseline(l, uses_atomics(&job.baseline_ptx), &appended)?;
     let tol = job.candidates.first().and_then(|c| c.tolerance);
     match (exact, tol) {
         (Err(_), Some(t)) if job.outputs_from.is_some() => {
