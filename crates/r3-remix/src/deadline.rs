@@ -649,15 +649,21 @@ fn decide(a: &Allocation, batch: u32, held: &Held, basis: &Basis) -> Decision {
     // own included, so that it is still reached: in run Y22 (H200, 2026-12-03) kt_concordance's
     // warm start (54 s for 1.06x, a 1.07 s kernel) went at 475 s of 600 before attempts and a
     // warm start worth six times as much a second, and two_mm's template (7x in runs Y16 and
-    // Y18) was never judged.
+    // Y18) was never judged. Its own is kept with the room it gets ([`URGENT_ROOM`]): prices are
+    // estimates, and in run Y23 a deepening priced to the 2 s left beside kt_concordance's
+    // least warm start (31 s) took 3.3 s, and kt_concordance, 99.7% of its program, was never
+    // reached.
     if let Some((u, d)) = most(urgent) {
-        let yields_to = (owed <= left)
+        let margin =
+            urgent_kernel(a, &d).map_or(0.0, |k| (URGENT_ROOM - 1.0) * least_warm_s(a, k, held));
+        let kept = owed + margin;
+        let yields_to = (kept <= left)
             .then(|| {
                 let warm = unreached
                     .iter()
                     .filter(|k| least_warm_s(a, k, held) < URGENT_SHARE_OF_LEFT * left)
-                    .filter_map(|k| offer(a, k, room(k), batch, held, mine));
-                let between = between_now(a, held, mine, batch, left, owed);
+                    .filter_map(|k| offer(a, k, room(k) - margin, batch, held, mine));
+                let between = between_now(a, held, mine, batch, left, kept);
                 most(warm.chain(between).collect())
             })
             .flatten()
@@ -770,6 +776,14 @@ fn between_now(
             .collect(),
         fit_s,
     )
+}
+
+/// The kernel an urgent warm start `d` is of.
+fn urgent_kernel<'x>(a: &'x Allocation, d: &Decision) -> Option<&'x Arm> {
+    let Decision::Slice { kernel, .. } = d else {
+        return None;
+    };
+    a.arms.iter().find(|k| k.kernel == *kernel)
 }
 
 /// The time a decision between warm starts has: `left` seconds, `owed` of them kept for the
@@ -3454,6 +3468,42 @@ mod tests {
         // A template worth less a second than kt's warm start waits for it.
         let unlikely = situation(1e-5, 520.0);
         assert_eq!(decided(&unlikely), "kt warm true");
+    }
+
+    /// Run Y23's case (H200, 2026-12-03): what an urgent warm start yields to must leave it the
+    /// room it gets, not its least warm start alone. A template whose attempt fits beside kt's
+    /// least warm start with under a quarter of it to spare would leave kt nothing where the
+    /// attempt runs over its price; kt goes first. With that quarter to spare, the template.
+    #[test]
+    fn an_urgent_warm_start_yields_only_to_an_offer_that_leaves_it_its_room() {
+        let situation = |spare_s: f64| {
+            let mut kt = entrant_at("kt", 1.0, 5.0);
+            (kt.launch_ms, kt.setup_s, kt.expected) = (1068.0, 3.5, 1.1);
+            let mut a = start("p", "GPU", 600.0, vec![kt, template_beside(0.5)]);
+            let tmp = a.arms.iter_mut().find(|k| k.kernel == "tmp").unwrap();
+            (tmp.warm, tmp.trials, tmp.improved_at) = (true, 11, 11);
+            tmp.done = Some("searched to its budget".into());
+            (tmp.best, tmp.confirmed) = (2.6, true);
+            tmp.rewrite.as_mut().unwrap().attempt_s = 10.0;
+            let kt = a.arms.iter().find(|k| k.kernel == "kt").unwrap();
+            let least = least_warm_s(&a, kt, &Held::none());
+            a.elapsed_s = 600.0 - least - 10.0 - spare_s;
+            (a, least)
+        };
+        let decided = |a: &Allocation| match next(a, 4, &Held::none()) {
+            Decision::Rewrite { kernel, .. } => kernel.to_string(),
+            Decision::Slice { kernel, warm, .. } => format!("{kernel} warm {warm}"),
+            d => format!("{d:?}"),
+        };
+        let (tight, least) = situation(2.0);
+        assert!(
+            least >= URGENT_SHARE_OF_LEFT * (least + 12.0) && 2.0 < (URGENT_ROOM - 1.0) * least,
+            "the case: {least} s"
+        );
+        assert_eq!(decided(&tight), "kt warm true");
+        let (roomy, least) = situation(1.0 + (URGENT_ROOM - 1.0) * least);
+        assert!(least >= URGENT_SHARE_OF_LEFT * (600.0 - roomy.elapsed_s));
+        assert_eq!(decided(&roomy), "tmp");
     }
 
     /// Run Y17's case (H200, 2026-12-02): a 1.07 s kernel's late warm start finds a 1.04x
