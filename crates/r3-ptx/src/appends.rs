@@ -6,7 +6,10 @@
 //! increment) returned appends to the allocation that parameter points into.
 //!
 //! The flow is coarse where it must be safe the other way: a value loaded from memory carries
-//! neither origin (a list found through a pointer in memory is not one), and calls end it.
+//! neither origin (a list found through a pointer in memory is not one), calls end it, and a
+//! store whose address also holds a value loaded from memory is no append: a counting sort's
+//! `out[start[b] + atomicAdd(&n[b], 1)]` orders its elements across buckets, which a multiset of
+//! the whole allocation would not check.
 
 use crate::module::Module;
 use crate::stats::opcode;
@@ -40,7 +43,9 @@ pub fn appends(ptx: &str) -> Vec<Append> {
             continue;
         };
         let regs = registers(address);
-        if !regs.iter().any(|r| flow.from_atomic.contains(*r)) {
+        if !regs.iter().any(|r| flow.from_atomic.contains(*r))
+            || regs.iter().any(|r| flow.from_memory.contains(*r))
+        {
             continue;
         }
         let width = store_width(inst.op);
@@ -121,11 +126,12 @@ impl<'t> Inst<'t> {
     }
 }
 
-/// Which registers hold a value derived from an index an atomic handed out, and from which
-/// parameters.
+/// Which registers hold a value derived from an index an atomic handed out, from which
+/// parameters, and from memory (a load, another atomic's result).
 struct Flow<'t> {
     from_atomic: HashSet<&'t str>,
     from_params: HashMap<&'t str, BTreeSet<usize>>,
+    from_memory: HashSet<&'t str>,
 }
 
 impl<'t> Flow<'t> {
@@ -133,6 +139,7 @@ impl<'t> Flow<'t> {
         let mut flow = Flow {
             from_atomic: HashSet::new(),
             from_params: HashMap::new(),
+            from_memory: HashSet::new(),
         };
         // Loops carry values around through registers defined again: to a fixed point.
         let mut changed = true;
@@ -150,26 +157,31 @@ impl<'t> Flow<'t> {
         if defs.is_empty() {
             return false;
         }
-        let (atomic, params): (bool, BTreeSet<usize>) = if let Some(p) = inst.param_read() {
-            (false, [p].into())
-        } else if inst.hands_out_indices() {
-            (true, BTreeSet::new())
-        } else if matches!(inst.base(), "ld" | "ldu" | "atom" | "call" | "tex" | "suld") {
-            (false, BTreeSet::new())
-        } else {
-            let uses: Vec<&str> = inst.operands[1..]
-                .iter()
-                .flat_map(|o| registers(o))
-                .collect();
-            (
-                uses.iter().any(|r| self.from_atomic.contains(r)),
-                uses.iter().flat_map(|r| self.params_of(r)).collect(),
-            )
-        };
+        let (atomic, params, memory): (bool, BTreeSet<usize>, bool) =
+            if let Some(p) = inst.param_read() {
+                (false, [p].into(), false)
+            } else if inst.hands_out_indices() {
+                (true, BTreeSet::new(), false)
+            } else if matches!(inst.base(), "ld" | "ldu" | "atom" | "call" | "tex" | "suld") {
+                (false, BTreeSet::new(), true)
+            } else {
+                let uses: Vec<&str> = inst.operands[1..]
+                    .iter()
+                    .flat_map(|o| registers(o))
+                    .collect();
+                (
+                    uses.iter().any(|r| self.from_atomic.contains(r)),
+                    uses.iter().flat_map(|r| self.params_of(r)).collect(),
+                    uses.iter().any(|r| self.from_memory.contains(r)),
+                )
+            };
         let mut changed = false;
         for d in defs {
             if atomic {
                 changed |= self.from_atomic.insert(d);
+            }
+            if memory {
+                changed |= self.from_memory.insert(d);
             }
             let set = self.from_params.entry(d).or_default();
             let before = set.len();
@@ -275,6 +287,20 @@ mod tests {
              \tmul.wide.s32 \t%rd7, %r4, 4;\n\tadd.s64 \t%rd8, %rd1, %rd7;\n\
              \tst.global.b32 \t[%rd8], %r3;\n\tmul.wide.s32 \t%rd9, %r3, 4;\n\
              \tst.shared.b32 \t[%rd9], %r1;",
+        );
+        assert_eq!(appends(&ptx), []);
+    }
+
+    /// A counting sort's scatter: the bucket's start, loaded, plus the index an atomic add
+    /// on the bucket's count returned. Its order across buckets is fixed; not an append.
+    #[test]
+    fn a_store_whose_address_also_holds_a_loaded_value_is_no_append() {
+        let ptx = entry(
+            "\tld.param.b64 \t%rd1, [k_param_1];\n\tld.param.b64 \t%rd2, [k_param_2];\n\
+             \tld.param.b64 \t%rd3, [k_param_3];\n\tld.global.b32 \t%r1, [%rd2];\n\
+             \tatom.global.add.u32 \t%r2, [%rd3], 1;\n\tadd.s32 \t%r3, %r1, %r2;\n\
+             \tmul.wide.s32 \t%rd4, %r3, 4;\n\tadd.s64 \t%rd5, %rd1, %rd4;\n\
+             \tst.global.b32 \t[%rd5], %r1;",
         );
         assert_eq!(appends(&ptx), []);
     }
