@@ -237,9 +237,8 @@ pub fn choose_l2(
 /// The recordings of a selection, one group per kernel (content hash), in the order their
 /// kernels first appear; a recording that leads to no stored kernel is a group of its own, so
 /// that its error is said once. Within a group, the recording that stands for the most of the
-/// programs' time comes first ([`Store::recorded_time`]): a kernel is searched on its group's
-/// first recording that reproduces, and its recordings' names (hashes of the launches) say
-/// nothing of which launch the program spends its time in.
+/// programs' time comes first (`store::programs::heaviest_first`): a kernel is searched on
+/// its group's first recording that reproduces.
 /// Kernels compiled without optimization are left out, each with a note: every LLVM pass
 /// skips `optnone` code, so a search could only time the same code again and again.
 pub fn by_kernel(
@@ -276,14 +275,10 @@ pub fn by_kernel(
     Ok(groups)
 }
 
-/// Each group's recordings by the time they stand for (`time`, ms), the most first; those
-/// with none after them, each group's order kept among equals.
+/// Each group's recordings by the time they stand for (`time`, ms), the most first.
 fn heaviest_first(groups: &mut [(TrialsKey, Vec<Recording>)], time: &HashMap<String, f64>) {
     for (_, group) in groups {
-        group.sort_by(|a, b| {
-            let t = |r: &Recording| time.get(&r.id).copied().unwrap_or(-1.0);
-            t(b).total_cmp(&t(a))
-        });
+        crate::store::programs::heaviest_first(group, time);
     }
 }
 

@@ -8,7 +8,6 @@
 
 use crate::kernel::{KernelHash, TrialsKey};
 use crate::store::identity::short_name;
-use crate::store::identity::UsableLaunches;
 use crate::store::programs::share_words as percent;
 use crate::store::records::irreproducible_text;
 use crate::store::status::{SearchState, SearchStatus};
@@ -203,7 +202,7 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         Err(e) => (Default::default(), left_out(&e)),
     };
     // Read once for every search's reason, not once a search.
-    let launches = super::tuning::recorded_launches(store);
+    let read = super::tuning::ReadOnce::of(store);
     let searches = statuses
         .into_iter()
         .map(|status| {
@@ -225,7 +224,7 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
                 share: share_of(&status.kernel),
                 shipped: speeds.map(|s| s.shipped),
                 best,
-                reason: speeds.and_then(|s| reason(store, &launches, &status, s.shipped, best)),
+                reason: speeds.and_then(|s| reason(store, &read, &status, s.shipped, best)),
                 withheld: speeds.and_then(|s| s.withheld),
                 status,
             }
@@ -312,7 +311,7 @@ fn best_candidate(
 /// report's words; None where it ships its best, or has no trial to say it by.
 fn reason(
     store: &Store,
-    launches: &UsableLaunches,
+    read: &super::tuning::ReadOnce,
     s: &SearchStatus,
     shipped: f64,
     best: Option<f64>,
@@ -322,7 +321,7 @@ fn reason(
     if shipped > 1.0 && shown(shipped) == shown(best) {
         return None;
     }
-    let note = match super::tuning::apply_of_search(store, launches, &s.kernel, &s.gpu) {
+    let note = match super::tuning::apply_of_search(store, read, &s.kernel, &s.gpu) {
         Ok(a) => a.note,
         Err(e) => format!("its trials cannot be read: {e}"),
     };
@@ -333,24 +332,29 @@ fn reason(
 }
 
 /// What apply ships of each search (kernel hash, GPU), one line each: `r3 tune`'s last lines.
-/// The store's recorded launches are read once for all of them.
+/// The store's recorded launches and censuses are read once for all of them.
 pub fn ships_lines(store: &Store, searches: &[(TrialsKey, String)]) -> Vec<String> {
-    let launches = super::tuning::recorded_launches(store);
+    let read = super::tuning::ReadOnce::of(store);
     searches
         .iter()
-        .map(|(hash, gpu)| ships_line(store, &launches, hash, gpu))
+        .map(|(hash, gpu)| ships_line(store, &read, hash, gpu))
         .collect()
 }
 
 /// What apply ships of one search (kernel hash `hash` on `gpu`), in one line, with the reason
-/// where that is clang's code or not the fastest trial. `launches`: the store's recorded
-/// launches (`tuning::recorded_launches`).
-pub fn ships_line(store: &Store, launches: &UsableLaunches, key: &TrialsKey, gpu: &str) -> String {
+/// where that is clang's code or not the fastest trial. `read`: what is read of the store once
+/// (`tuning::ReadOnce`).
+pub fn ships_line(
+    store: &Store,
+    read: &super::tuning::ReadOnce,
+    key: &TrialsKey,
+    gpu: &str,
+) -> String {
     let label = key
         .kernel_hash()
         .and_then(|h| store.kernel(&h).ok())
         .map_or_else(|| key.to_string(), |k| k.signature.demangled);
-    match super::tuning::apply_of_search(store, launches, key, gpu) {
+    match super::tuning::apply_of_search(store, read, key, gpu) {
         Ok(a) => match a.shipped_trial {
             None => format!(
                 "ships: clang's code (-O3) for {label}: {}",

@@ -471,9 +471,9 @@ pub fn build(store: &Store, opts: &ReportOptions) -> Result<Report, ReportError>
     // report goes on; only when nothing is left is that the error.
     let mut kernels = Vec::new();
     let mut damaged = None;
-    let recorded = recorded_launches(store);
+    let read = ReadOnce::of(store);
     for (path, recs, k) in chosen {
-        match kernel_report(store, &recorded, path, recs, k, opts) {
+        match kernel_report(store, &read, path, recs, k, opts) {
             Ok(mut r) => {
                 r.old = k.is_some_and(|k| index.is_old(k));
                 kernels.push(r)
@@ -622,26 +622,45 @@ fn best_of(
 }
 
 /// The kernel's recorded launches, the first one searched.
-fn launches_of(recorded: &UsableLaunches, stored: Option<&KernelRecord>) -> Launches {
-    let recorded = stored.map_or(&[][..], |k| recorded.of(&k.hash));
+fn launches_of(read: &ReadOnce, stored: Option<&KernelRecord>) -> Launches {
+    let recorded = stored.map_or(&[][..], |k| read.launches.of(&k.hash));
     Launches {
         all: recorded.iter().filter_map(|r| r.launch.values()).collect(),
         searched: recorded.first().and_then(|r| r.launch.values()),
     }
 }
 
-/// Every kernel's usable recordings, read once for a command that goes over many searches; a
-/// store whose recordings cannot be read gives none (each search's launches unknown).
-pub fn recorded_launches(store: &Store) -> UsableLaunches {
-    store.usable_launches().unwrap_or_default()
+/// What a command that goes over many searches reads of the store once, not once a search:
+/// every kernel's usable recordings and its share of each program's time. `r3 report` on run
+/// Y23's store (118 kernels, 54 programs) had read every census 81 times over, through each
+/// kernel's `Store::run_ms`.
+pub struct ReadOnce {
+    launches: UsableLaunches,
+    shares: std::collections::BTreeMap<KernelHash, Vec<crate::store::programs::Share>>,
+}
+
+impl ReadOnce {
+    /// A store whose recordings or censuses cannot be read gives none (each search's launches,
+    /// or its kernel's time in its programs, unknown).
+    pub fn of(store: &Store) -> ReadOnce {
+        ReadOnce {
+            launches: store.usable_launches().unwrap_or_default(),
+            shares: store.kernel_shares().unwrap_or_default(),
+        }
+    }
+
+    /// Milliseconds kernel `hash` runs in the program that runs it longest (`Store::run_ms`).
+    fn run_ms(&self, hash: &KernelHash) -> Option<f64> {
+        crate::store::programs::longest_run_ms(&self.shares, hash)
+    }
 }
 
 /// What apply ships of one search (kernel `hash` on `gpu`), and why, as the report's Apply
-/// line says it: for `r3 status`'s reason and `r3 tune`'s last line. `recorded`: the store's
-/// recorded launches (`recorded_launches`), read once for all the searches a command shows.
+/// line says it: for `r3 status`'s reason and `r3 tune`'s last line. `read`: what is read
+/// once for all the searches a command shows.
 pub fn apply_of_search(
     store: &Store,
-    recorded: &UsableLaunches,
+    read: &ReadOnce,
     key: &TrialsKey,
     gpu: &str,
 ) -> Result<ApplyReport, StoreError> {
@@ -656,9 +675,9 @@ pub fn apply_of_search(
         &recs,
         &confirmed,
         best.as_ref(),
-        &launches_of(recorded, stored.as_ref()),
+        &launches_of(read, stored.as_ref()),
         stored.as_ref(),
-        key.kernel_hash().and_then(|h| store.run_ms(&h)),
+        key.kernel_hash().and_then(|h| read.run_ms(&h)),
     ))
 }
 
@@ -857,7 +876,7 @@ fn fastest_not_kept(
 
 fn kernel_report(
     store: &Store,
-    recorded: &UsableLaunches,
+    read: &ReadOnce,
     path: &Path,
     recs: &[TrialRecord],
     stored: Option<&KernelRecord>,
@@ -893,9 +912,9 @@ fn kernel_report(
         recs,
         confirmed,
         best.as_ref(),
-        &launches_of(recorded, stored),
+        &launches_of(read, stored),
         stored,
-        first.kernel.kernel_hash().and_then(|h| store.run_ms(&h)),
+        first.kernel.kernel_hash().and_then(|h| read.run_ms(&h)),
     );
     let search = search_note(store, path)?;
     let name = stored

@@ -132,19 +132,22 @@ impl Store {
     }
 
     /// The usable recordings of the kernel with this content hash (replayable, and not found
-    /// to be irreproducible), oldest first: the distinct launches a winner must reproduce
+    /// to be irreproducible), the one its programs spend the most time in first
+    /// ([`super::programs::heaviest_first`]): the distinct launches a winner must reproduce
     /// before it is confirmed.
     pub fn launches_of(
         &self,
         hash: &KernelHash,
     ) -> Result<Vec<super::records::Recording>, StoreError> {
         let index = self.index()?;
-        Ok(self
+        let mut recs: Vec<_> = self
             .recordings(None)?
             .into_iter()
             .filter(|r| r.usable())
             .filter(|r| matches!(index.of_recording(r), Resolution::Kernel(k) if k.hash == *hash))
-            .collect())
+            .collect();
+        super::programs::heaviest_first(&mut recs, &self.recorded_time());
+        Ok(recs)
     }
 }
 
@@ -797,7 +800,7 @@ fn pick_arch<'a>(kernels: &[&'a KernelRecord], arch: &str) -> Option<&'a KernelR
         .copied()
 }
 
-/// Every stored kernel's usable recordings (`Recording::usable`), oldest first, each resolved to
+/// Every stored kernel's usable recordings (`Recording::usable`), heaviest first, each resolved to
 /// the kernel it ran (`Index::of_recording`) in one pass over the store:
 /// `Store::launches_of` of every kernel at once, for the readers that go over many searches
 /// (`r3 status`, `r3 report`, tune's `ships:` lines), which would read every kernel and every
@@ -822,6 +825,10 @@ impl super::Store {
             if let Resolution::Kernel(k) = index.of_recording(&r) {
                 by.entry(k.hash).or_default().push(r);
             }
+        }
+        let time = self.recorded_time();
+        for recs in by.values_mut() {
+            super::programs::heaviest_first(recs, &time);
         }
         Ok(UsableLaunches(by))
     }
