@@ -237,7 +237,7 @@ pub fn choose_l2(
 /// The recordings of a selection, one group per kernel (content hash), in the order their
 /// kernels first appear; a recording that leads to no stored kernel is a group of its own, so
 /// that its error is said once. Within a group, the recording that stands for the most of the
-/// programs' time comes first (`store::programs::heaviest_first`): a kernel is searched on
+/// programs' time comes first (`store::records::heaviest_first`): a kernel is searched on
 /// its group's first recording that reproduces.
 /// Kernels compiled without optimization are left out, each with a note: every LLVM pass
 /// skips `optnone` code, so a search could only time the same code again and again.
@@ -278,7 +278,7 @@ pub fn by_kernel(
 /// Each group's recordings by the time they stand for (`time`, ms), the most first.
 fn heaviest_first(groups: &mut [(TrialsKey, Vec<Recording>)], time: &HashMap<String, f64>) {
     for (_, group) in groups {
-        crate::store::programs::heaviest_first(group, time);
+        crate::store::records::heaviest_first(group, time);
     }
 }
 

@@ -644,7 +644,8 @@ impl ReadOnce {
     /// or its kernel's time in its programs, unknown).
     pub fn of(store: &Store) -> ReadOnce {
         ReadOnce {
-            launches: store.usable_launches().unwrap_or_default(),
+            launches: (store.usable_launches().unwrap_or_default())
+                .heaviest_first(&store.recorded_time()),
             shares: store.kernel_shares().unwrap_or_default(),
         }
     }

@@ -132,22 +132,19 @@ impl Store {
     }
 
     /// The usable recordings of the kernel with this content hash (replayable, and not found
-    /// to be irreproducible), the one its programs spend the most time in first
-    /// ([`super::programs::heaviest_first`]): the distinct launches a winner must reproduce
-    /// before it is confirmed.
+    /// to be irreproducible), in the store's order: the distinct launches a winner must
+    /// reproduce before it is confirmed.
     pub fn launches_of(
         &self,
         hash: &KernelHash,
     ) -> Result<Vec<super::records::Recording>, StoreError> {
         let index = self.index()?;
-        let mut recs: Vec<_> = self
+        Ok(self
             .recordings(None)?
             .into_iter()
             .filter(|r| r.usable())
             .filter(|r| matches!(index.of_recording(r), Resolution::Kernel(k) if k.hash == *hash))
-            .collect();
-        super::programs::heaviest_first(&mut recs, &self.recorded_time());
-        Ok(recs)
+            .collect())
     }
 }
 
@@ -800,7 +797,7 @@ fn pick_arch<'a>(kernels: &[&'a KernelRecord], arch: &str) -> Option<&'a KernelR
         .copied()
 }
 
-/// Every stored kernel's usable recordings (`Recording::usable`), heaviest first, each resolved to
+/// Every stored kernel's usable recordings (`Recording::usable`), in the store's order, each resolved to
 /// the kernel it ran (`Index::of_recording`) in one pass over the store:
 /// `Store::launches_of` of every kernel at once, for the readers that go over many searches
 /// (`r3 status`, `r3 report`, tune's `ships:` lines), which would read every kernel and every
@@ -814,6 +811,15 @@ impl UsableLaunches {
     pub fn of(&self, hash: &KernelHash) -> &[Recording] {
         self.0.get(hash).map_or(&[], Vec::as_slice)
     }
+
+    /// Each kernel's recordings by the time they stand for (`time`, `Store::recorded_time`),
+    /// the most first, as the search takes them ([`super::records::heaviest_first`]).
+    pub fn heaviest_first(mut self, time: &std::collections::HashMap<String, f64>) -> Self {
+        for recs in self.0.values_mut() {
+            super::records::heaviest_first(recs, time);
+        }
+        self
+    }
 }
 
 impl super::Store {
@@ -825,10 +831,6 @@ impl super::Store {
             if let Resolution::Kernel(k) = index.of_recording(&r) {
                 by.entry(k.hash).or_default().push(r);
             }
-        }
-        let time = self.recorded_time();
-        for recs in by.values_mut() {
-            super::programs::heaviest_first(recs, &time);
         }
         Ok(UsableLaunches(by))
     }

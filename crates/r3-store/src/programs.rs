@@ -629,18 +629,6 @@ pub fn longest_run_ms(shares: &BTreeMap<KernelHash, Vec<Share>>, hash: &KernelHa
 /// Why: a variant guarded on one recorded launch's values runs only the launches that pass
 /// them. mlp_forward's dense layer, recorded once, shipped its template behind the first of
 /// three layers' values; the program ran 1.50x against 1.96x predicted (H200, Y16/Y17).
-/// A kernel's recordings by the time they stand for in the programs' censuses
-/// ([`Store::recorded_time`]), the most first; those no census timed after them, in the order
-/// they came. Every reader that takes a kernel's first recording as the one searched orders
-/// them so: the search goes to the launch the programs spend their time in, as a recording's
-/// name (a hash of its launch) says nothing of that.
-pub fn heaviest_first(recs: &mut [Recording], time: &HashMap<String, f64>) {
-    recs.sort_by(|a, b| {
-        let t = |r: &Recording| time.get(&r.id).copied().unwrap_or(-1.0);
-        t(b).total_cmp(&t(a))
-    });
-}
-
 pub fn admitted_share(
     censuses: &[&Census],
     hash: &KernelHash,

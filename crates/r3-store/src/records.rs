@@ -389,6 +389,18 @@ pub struct Recording {
     pub kernel: Option<KernelHash>,
 }
 
+/// A kernel's recordings by the time they stand for in the programs' censuses
+/// (`Store::recorded_time`), the most first; those no census timed after them, in the order
+/// they came. Every reader that takes a kernel's first recording as the one searched orders
+/// them so: the search goes to the launch the programs spend their time in, as a recording's
+/// name (a hash of its launch) says nothing of that.
+pub fn heaviest_first(recs: &mut [Recording], time: &std::collections::HashMap<String, f64>) {
+    recs.sort_by(|a, b| {
+        let t = |r: &Recording| time.get(&r.id).copied().unwrap_or(-1.0);
+        t(b).total_cmp(&t(a))
+    });
+}
+
 /// How every command words a recording whose baseline does not reproduce it.
 pub fn irreproducible_text(reason: &str) -> String {
     format!(
