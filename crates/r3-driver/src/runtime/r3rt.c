@@ -3089,6 +3089,11 @@ static int may_record(const struct kernel_fn *k) {
 
 static void count_launch(void);
 
+/* The threads of a launch of `grid` blocks of `block`. */
+static double launch_threads(dim3 grid, dim3 block) {
+  return (double)grid.x * grid.y * grid.z * (double)block.x * block.y * block.z;
+}
+
 /* One launch more than --launches: a kernel's first launches may be a warm-up or the first,
    smallest levels of a growing frontier (bfs_step's four recorded levels were 1.1% of its time,
    H200, 2026-12-03), while the launch its program repeats, a solver's steady state or a
@@ -3115,7 +3120,7 @@ static int repeat_earns_recording(struct kernel_fn *k, uint64_t id, double threa
    with its threads (which scale a recorded launch's time to it). Under lock. */
 static void census_other(struct kernel_fn *k, dim3 grid, dim3 block) {
   k->census_other++;
-  k->census_other_threads += (double)grid.x * grid.y * grid.z * (double)block.x * block.y * block.z;
+  k->census_other_threads += launch_threads(grid, block);
 }
 
 /* A launch r3 does not record (cudaLaunchKernelEx), counted while recording; its kernel (NULL:
@@ -3198,7 +3203,7 @@ static cudaError_t kernel_launch(struct kernel_fn *k, const void *stub, dim3 gri
       k->census_same[i]++;
       return natural_launch(k, i, stub, grid, block, args, shmem, stream);
     }
-  double threads = (double)grid.x * grid.y * grid.z * (double)block.x * block.y * block.z;
+  double threads = launch_threads(grid, block);
   int repeat = !can_record && repeat_earns_recording(k, l.id, threads);
   struct slot *slot = can_record || repeat ? take_slot(k) : NULL; /* finished recordings count for the caps */
   if (repeat ? !may_record_repeat(k) : !can_record || !may_record(k))
@@ -3354,7 +3359,7 @@ static void census_timing_end(struct timing *t, struct kernel_fn *k, dim3 grid, 
   if (!t || e != cudaSuccess || cudaEventRecord(t->end, s) != cudaSuccess) return;
   t->k = k;
   t->census = 1;
-  t->threads = (double)grid.x * grid.y * grid.z * (double)block.x * block.y * block.z;
+  t->threads = launch_threads(grid, block);
   timing_count++;
 }
 
