@@ -121,9 +121,15 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
             .map_or_else(|| hash.to_owned(), |k| k.signature.demangled.clone())
     };
     let recorded = store.launches_by_kernel()?;
-    // The census is a hint here: a damaged program file is said and left out.
-    let shares = store.kernel_shares().unwrap_or_default();
-    let share_of = |hash: &str| shares.get(hash).and_then(|s| s.first()).map(|s| s.share);
+    // Read once for every search, not once a search. The census is a hint here: a damaged
+    // program file is said and left out.
+    let read = super::tuning::ReadOnce::of(store);
+    let share_of = |hash: &str| {
+        read.shares()
+            .get(hash)
+            .and_then(|s| s.first())
+            .map(|s| s.share)
+    };
     let blocked = |hash: &str| {
         recorded
             .get(hash)
@@ -201,8 +207,6 @@ pub fn gather(store: &Store) -> Result<Fleet, StoreError> {
         }
         Err(e) => (Default::default(), left_out(&e)),
     };
-    // Read once for every search's reason, not once a search.
-    let read = super::tuning::ReadOnce::of(store);
     let searches = statuses
         .into_iter()
         .map(|status| {

@@ -650,6 +650,13 @@ impl ReadOnce {
         }
     }
 
+    /// Each kernel's share of each program's time (`Store::kernel_shares`).
+    pub fn shares(
+        &self,
+    ) -> &std::collections::BTreeMap<KernelHash, Vec<crate::store::programs::Share>> {
+        &self.shares
+    }
+
     /// Milliseconds kernel `hash` runs in the program that runs it longest (`Store::run_ms`).
     fn run_ms(&self, hash: &KernelHash) -> Option<f64> {
         crate::store::programs::longest_run_ms(&self.shares, hash)
